@@ -1,0 +1,191 @@
+# b10d — KV-cache transfer daemon. Plain make; `make help` lists the targets.
+#
+#   make            build everything into build/ (SAN=1: into build/san with ASan+UBSan)
+#   make demo       two daemons move one request's KV between two ranks
+#   make check      unit, integration and fault tests, then again under ASan+UBSan
+#   make install    PREFIX=/usr/local DESTDIR=
+#   V=1             show the commands
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR  ?= $(PREFIX)/bin
+SBINDIR ?= $(PREFIX)/sbin
+LIBDIR  ?= $(PREFIX)/lib
+INCDIR  ?= $(PREFIX)/include
+
+CC      ?= cc
+PKGS    := ucx libuv libprotobuf-c libsystemd
+SAN     ?= 0
+
+ifeq ($(SAN),1)
+BUILD   ?= build/san
+OPT     ?= -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SANLD   := -fsanitize=address,undefined
+else
+BUILD   ?= build
+OPT     ?= -O2 -g
+SANLD   :=
+endif
+
+ifeq ($(V),1)
+Q :=
+say :=
+else
+Q := @
+say = @printf '  %-7s %s\n' $(1) $(2);
+endif
+
+# pkg-config is asked only when building, so that `make deps` works on a bare machine.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+GEN      := $(BUILD)/gen
+WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wmissing-prototypes
+BASEFLAGS = -std=gnu11 $(OPT) -fPIC -D_GNU_SOURCE -MMD -MP -Iproto -I$(GEN) -Iclient/include -Idaemon $(PKG_CFLAGS)
+CFLAGS_OURS = $(BASEFLAGS) $(WARN) $(EXTRA_CFLAGS)
+LDFLAGS_ALL = $(SANLD) $(EXTRA_LDFLAGS)
+
+# ---------------------------------------------------------------- sources
+
+PROTOS      := $(wildcard proto/*.proto)
+GEN_SRCS    := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
+GEN_HDRS    := $(GEN_SRCS:.c=.h)
+GEN_OBJS    := $(patsubst %.c,%.o,$(GEN_SRCS))
+COMMON_SRCS := proto/frame.c client/status.c
+DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+LIB_SRCS    := client/libb10.c
+CTL_SRCS    := $(wildcard client/b10ctl.c)
+EXAMPLES    := $(wildcard client/examples/*.c)
+UNIT_SRCS   := $(wildcard tests/unit/test-*.c)
+INTEG_SRCS  := $(wildcard tests/integ/*.c)
+FUZZ_SRCS   := $(wildcard tests/fuzz/fuzz-*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+COMMON_OBJS := $(call obj,$(COMMON_SRCS)) $(GEN_OBJS)
+DAEMON_OBJS := $(call obj,$(DAEMON_SRCS))
+DAEMON_LIB  := $(BUILD)/lib/libb10d.a
+
+SONAME      := libb10.so.1
+LIB_SO      := $(BUILD)/lib/$(SONAME)
+
+B10D        := $(BUILD)/bin/b10d
+B10CTL      := $(if $(CTL_SRCS),$(BUILD)/bin/b10ctl)
+EXAMPLE_BIN := $(patsubst client/examples/%.c,$(BUILD)/bin/%,$(EXAMPLES))
+UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+INTEG_BIN   := $(patsubst tests/integ/%.c,$(BUILD)/tests/%,$(INTEG_SRCS))
+
+# The CUDA backend and kernels: cuda/cuda.mk sets CUDA_OBJS, CUDA_LIBS,
+# CUDA_CFLAGS and GPU test binaries when nvcc is found, and says so when not.
+CUDA_OBJS :=
+CUDA_LIBS :=
+CUDA_CFLAGS :=
+GPU_BIN :=
+-include cuda/cuda.mk
+
+ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(GPU_BIN)
+
+.SECONDARY: $(GEN_SRCS) $(GEN_HDRS)
+.PHONY: all deps deps-test demo check check-run check-san install uninstall clean help
+all: $(ALL)
+
+help:
+	@sed -n '1,9p' Makefile | sed 's/^# \{0,1\}//'
+
+deps:
+	$(Q)sh scripts/deps.sh
+
+deps-test:
+	$(Q)sh scripts/deps.sh --test
+
+# ---------------------------------------------------------------- rules
+
+$(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto
+	$(call say,PROTOC,$<)
+	$(Q)mkdir -p $(GEN)
+	$(Q)protoc-c --c_out=$(GEN) -Iproto $<
+
+# Generated code is not ours: compiled without -Werror.
+$(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c
+	$(call say,CC,$<)
+	$(Q)$(CC) $(BASEFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/%.o: %.c | $(GEN_HDRS)
+	$(call say,CC,$<)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS_OURS) $(CUDA_CFLAGS) -c -o $@ $<
+
+$(DAEMON_LIB): $(DAEMON_OBJS) $(CUDA_OBJS) $(COMMON_OBJS)
+	$(call say,AR,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(B10D): $(call obj,daemon/main.c) $(DAEMON_LIB)
+	$(call say,LD,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS_ALL) $(PKG_LIBS) $(CUDA_LIBS) -lm
+
+$(LIB_SO): $(call obj,$(LIB_SRCS)) $(COMMON_OBJS) client/libb10.sym
+	$(call say,LD,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=client/libb10.sym \
+		-o $@ $(filter %.o,$^) $(LDFLAGS_ALL) -lprotobuf-c
+	$(Q)ln -sf $(SONAME) $(BUILD)/lib/libb10.so
+
+LINK_LIBB10 = -L$(BUILD)/lib -lb10 -Wl,-rpath,'$$ORIGIN/../lib'
+
+$(BUILD)/bin/b10ctl: $(call obj,$(CTL_SRCS)) $(LIB_SO) $(COMMON_OBJS)
+	$(call say,LD,$@)
+	$(Q)$(CC) -o $@ $(filter %.o,$^) $(LDFLAGS_ALL) $(LINK_LIBB10) -lprotobuf-c
+
+$(BUILD)/bin/%: $(BUILD)/obj/client/examples/%.o $(LIB_SO)
+	$(call say,LD,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $< $(LDFLAGS_ALL) $(LINK_LIBB10) -lm
+
+# Unit tests link the module under test from the daemon archive.
+$(BUILD)/tests/test-%: $(BUILD)/obj/tests/unit/test-%.o $(DAEMON_LIB)
+	$(call say,LD,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS_ALL) $(PKG_LIBS) $(CUDA_LIBS) -lcmocka -lm
+
+# Integration test programs are clients of libb10 (or raw speakers of its protocols).
+$(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)
+	$(call say,LD,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $< $(DAEMON_LIB) $(LDFLAGS_ALL) $(LINK_LIBB10) $(PKG_LIBS) $(CUDA_LIBS) -lm
+
+# ---------------------------------------------------------------- jobs
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BUILD=$(BUILD) sh scripts/demo.sh
+
+check: deps-test
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory SAN=1 all
+	$(Q)sh scripts/check.sh build build/san
+
+check-run: all
+	$(Q)sh scripts/check.sh $(BUILD)
+
+# ---------------------------------------------------------------- install
+
+install: $(B10D) $(LIB_SO) $(B10CTL)
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/b10
+	install -m 0755 $(B10D) $(DESTDIR)$(SBINDIR)/b10d
+	$(if $(B10CTL),install -d $(DESTDIR)$(BINDIR) && install -m 0755 $(B10CTL) $(DESTDIR)$(BINDIR)/b10ctl)
+	install -m 0755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libb10.so
+	install -m 0644 client/include/b10/b10.h $(DESTDIR)$(INCDIR)/b10/b10.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
+		client/b10.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/b10.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/b10d $(DESTDIR)$(BINDIR)/b10ctl $(DESTDIR)$(LIBDIR)/$(SONAME) \
+		$(DESTDIR)$(LIBDIR)/libb10.so $(DESTDIR)$(INCDIR)/b10/b10.h $(DESTDIR)$(LIBDIR)/pkgconfig/b10.pc
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,288 @@
+/*
+ * b10.h — libb10, the client library of the b10d KV-cache transfer daemon.
+ *
+ * A rank process links libb10 to reach the b10d running on its node. Through
+ * one connection it registers the memory that holds its KV cache, learns the
+ * remote ranks it will exchange KV with (from their agent descriptors), and
+ * submits transfers whose bytes b10d moves between nodes.
+ *
+ * Contract, in short:
+ *  - Every call returns a b10_status_t. B10_OK is success; every other value
+ *    has a name and a sentence (b10_status_name(), b10_status_str()) and an
+ *    action class (b10_status_action()) saying what the caller should do.
+ *  - A transfer that ends in B10_OK has landed: every destination byte is in
+ *    the remote rank's memory. Anything else is a failure with a reason.
+ *  - Parameter structs begin with a field_mask: set the bit of each optional
+ *    field you fill in; fields whose bit is clear take their default. This lets
+ *    the structs grow without breaking callers.
+ *  - Output arguments end in _p and are written only on success.
+ *  - A connection may be used from several threads; its calls serialise on an
+ *    internal lock, and b10_xfer_wait() from one thread does not block
+ *    submissions from another.
+ *  - The library never prints. Give it a log callback if you want its notes.
+ */
+#ifndef B10_B10_H
+#define B10_B10_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define B10_API_VERSION 1
+
+/*
+ * The one status type of b10, end to end: libb10, the daemon and the wire
+ * (proto/b10.proto mirrors these values; a unit test holds them equal).
+ * Grouped by what the caller must do, with the action in the third column:
+ *   NONE    success or still running
+ *   FIX     the request itself is wrong: fix it, retrying as is fails again
+ *   RETRY   a request-scoped failure: the same request may succeed later
+ *   PEER    the remote side failed: reload the remote agent, then retry
+ *   REOPEN  the daemon connection is unusable: close it and open a new one
+ */
+#define B10_STATUS_MAP(X)                                                                        \
+    X(OK,                  0, NONE,   "success")                                                 \
+    X(IN_PROGRESS,         1, NONE,   "in progress")                                             \
+    X(ERR_INVALID_ARG,    10, FIX,    "invalid argument")                                        \
+    X(ERR_NOT_REGISTERED, 11, FIX,    "local span outside this rank's registered memory")        \
+    X(ERR_REMOTE_REJECTED,12, FIX,    "remote span outside the remote rank's registered memory") \
+    X(ERR_UNKNOWN_AGENT,  13, FIX,    "remote agent not loaded or unknown to its daemon")        \
+    X(ERR_TOO_LARGE,      14, FIX,    "request exceeds a configured limit")                      \
+    X(ERR_UNSUPPORTED,    15, FIX,    "operation or memory kind not supported by this daemon")   \
+    X(ERR_EXISTS,         16, FIX,    "name or region already registered")                       \
+    X(ERR_NOT_FOUND,      17, FIX,    "no such transfer, region or agent")                       \
+    X(ERR_DEADLINE,       30, RETRY,  "transfer deadline expired")                               \
+    X(ERR_CANCELLED,      31, RETRY,  "transfer cancelled")                                      \
+    X(ERR_STAGING_EXHAUSTED,32,RETRY, "staging exhausted")                                       \
+    X(ERR_TAG_COLLISION,  33, RETRY,  "tag collision")                                           \
+    X(ERR_BUSY,           34, RETRY,  "too many transfers in flight")                            \
+    X(ERR_DRAINING,       35, RETRY,  "daemon is draining and admits no new work")               \
+    X(ERR_CLIENT_GONE,    36, RETRY,  "a rank taking part in the transfer disconnected")         \
+    X(ERR_PEER_UNREACHABLE,50,PEER,   "remote daemon unreachable")                               \
+    X(ERR_PEER_LOST,      51, PEER,   "remote daemon lost during the transfer")                  \
+    X(ERR_PEER_PROTOCOL,  52, PEER,   "remote daemon violated the protocol")                     \
+    X(ERR_DAEMON_UNREACHABLE,70,REOPEN,"local b10d unreachable")                                 \
+    X(ERR_DAEMON_LOST,    71, REOPEN, "connection to the local b10d lost")                       \
+    X(ERR_PROTOCOL,       72, REOPEN, "malformed or unexpected message on the daemon connection")\
+    X(ERR_VERSION,        73, REOPEN, "client and daemon protocol versions differ")              \
+    X(ERR_NO_MEMORY,      90, RETRY,  "out of memory")                                           \
+    X(ERR_IO,             91, RETRY,  "i/o error")                                               \
+    X(ERR_INTERNAL,       92, RETRY,  "internal error")
+
+typedef enum {
+#define B10_STATUS_ENUM(name, value, action, text) B10_##name = value,
+    B10_STATUS_MAP(B10_STATUS_ENUM)
+#undef B10_STATUS_ENUM
+} b10_status_t;
+
+typedef enum {
+    B10_ACTION_NONE,
+    B10_ACTION_FIX,
+    B10_ACTION_RETRY,
+    B10_ACTION_PEER,
+    B10_ACTION_REOPEN,
+} b10_action_t;
+
+/* "B10_ERR_DEADLINE"; "B10_UNKNOWN" for a value outside the map. */
+const char *b10_status_name(b10_status_t status);
+/* "transfer deadline expired"; "unknown status" for a value outside the map. */
+const char *b10_status_str(b10_status_t status);
+/* What the caller should do about it (see B10_STATUS_MAP). */
+b10_action_t b10_status_action(b10_status_t status);
+
+/* ---------------------------------------------------------------- connection */
+
+typedef struct b10_conn b10_conn_t;
+typedef struct b10_mem b10_mem_t;
+typedef struct b10_xfer b10_xfer_t;
+
+enum {
+    B10_CONN_FIELD_SOCKET_PATH     = 1u << 0,
+    B10_CONN_FIELD_LOG             = 1u << 1,
+    B10_CONN_FIELD_REQUEST_TIMEOUT = 1u << 2,
+};
+
+#define B10_LOG_ERR     3
+#define B10_LOG_WARNING 4
+#define B10_LOG_INFO    6
+#define B10_LOG_DEBUG   7
+
+typedef struct {
+    uint64_t field_mask;
+    /*
+     * Name of this rank as remote ranks will address it; unique on the node
+     * (the daemon refuses a second connection with a name in use).
+     * Required; at most 255 bytes of printable ASCII.
+     */
+    const char *agent_name;
+    /* Default: $B10_SOCKET, else /run/b10d/b10d.sock. */
+    const char *socket_path;
+    /* Called with a level (B10_LOG_*) and a line without newline. */
+    void (*log_cb)(void *arg, int level, const char *line);
+    void *log_arg;
+    /* How long a request to the daemon may take. Default 30000 ms. */
+    int request_timeout_ms;
+} b10_conn_params_t;
+
+/* Connect to the local b10d and say hello. */
+b10_status_t b10_conn_open(const b10_conn_params_t *params, b10_conn_t **conn_p);
+
+/*
+ * Close the connection. The daemon fails this rank's transfers still in
+ * flight (B10_ERR_CLIENT_GONE) and drops its registrations once no copy
+ * touches them. Handles of the connection become invalid; NULL is accepted.
+ */
+void b10_conn_close(b10_conn_t *conn);
+
+/*
+ * A file descriptor that turns readable when the daemon has news (a transfer
+ * finished). Poll it, then call b10_conn_progress(). Owned by the connection.
+ */
+int b10_conn_fd(b10_conn_t *conn);
+
+/* Read and apply whatever the daemon has sent, without blocking. */
+b10_status_t b10_conn_progress(b10_conn_t *conn);
+
+/*
+ * The daemon's explanation of the last call on this connection that failed
+ * ("" if it gave none), e.g. which span lay outside the registrations.
+ * Valid until the next call on the connection from any thread.
+ */
+const char *b10_conn_detail(b10_conn_t *conn);
+
+/* ---------------------------------------------------------------- memory */
+
+typedef enum {
+    B10_MEM_DRAM = 1, /* host memory backed by a file descriptor (memfd or shm) */
+    B10_MEM_VRAM = 2, /* CUDA device memory */
+} b10_mem_kind_t;
+
+enum {
+    B10_MEM_FIELD_FD        = 1u << 0,
+    B10_MEM_FIELD_FD_OFFSET = 1u << 1,
+    B10_MEM_FIELD_DEVICE    = 1u << 2,
+};
+
+typedef struct {
+    uint64_t field_mask;
+    b10_mem_kind_t kind;  /* required */
+    void *addr;           /* required: start of the region in this process */
+    size_t length;        /* required: bytes, > 0 */
+    /*
+     * DRAM: the descriptor whose shared mapping holds [addr, addr+length),
+     * and the file offset that corresponds to addr. Without FD, the region
+     * must come from b10_dram_alloc(), which remembers both.
+     */
+    int fd;
+    uint64_t fd_offset;
+    int device_id;        /* VRAM: the CUDA device (default: the current one) */
+} b10_mem_params_t;
+
+/*
+ * Register [addr, addr+length) with the daemon so that transfers may read
+ * it (as local spans) or write it (as remote spans of other ranks). The
+ * daemon maps the memory itself; this process keeps using it as before.
+ */
+b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
+                              b10_mem_t **mem_p);
+
+/* Deregister. Transfers that already use the region finish first. */
+b10_status_t b10_mem_deregister(b10_conn_t *conn, b10_mem_t *mem);
+
+/*
+ * Allocate length bytes of host memory that can be registered as DRAM: a
+ * shared mapping of a memfd. Free with b10_dram_free().
+ */
+b10_status_t b10_dram_alloc(size_t length, void **addr_p);
+void b10_dram_free(void *addr);
+
+/* ---------------------------------------------------------------- agents */
+
+/*
+ * This rank's agent descriptor: opaque bytes naming this rank and how to
+ * reach its node's b10d. Hand them to remote ranks (out of band), which pass
+ * them to b10_agent_load(). The bytes stay valid until the connection closes.
+ */
+b10_status_t b10_agent_desc(b10_conn_t *conn, const void **desc_p, size_t *length_p);
+
+/* Learn a remote rank. name must be the agent name inside desc. */
+b10_status_t b10_agent_load(b10_conn_t *conn, const char *name, const void *desc,
+                            size_t length);
+
+/* Forget a remote rank; transfers to it that are in flight go on. */
+b10_status_t b10_agent_invalidate(b10_conn_t *conn, const char *name);
+
+/* ---------------------------------------------------------------- transfers */
+
+typedef enum {
+    B10_OP_WRITE = 1, /* local spans → remote spans */
+} b10_op_t;
+
+/* One contiguous piece of memory, as an address of its owner's process. */
+typedef struct {
+    uint64_t addr;
+    uint64_t length;
+} b10_span_t;
+
+enum {
+    B10_XFER_FIELD_DEADLINE = 1u << 0,
+};
+
+typedef struct {
+    uint64_t field_mask;
+    b10_op_t op;               /* required */
+    const b10_span_t *local;   /* required: spans in this rank's registered memory */
+    const b10_span_t *remote;  /* required: spans in the remote rank's memory */
+    size_t count;              /* required: entries in each list; local[i].length == remote[i].length */
+    const char *remote_agent;  /* required: a loaded remote agent */
+    /* Milliseconds from submission; default and cap are the daemon's. */
+    uint32_t deadline_ms;
+} b10_xfer_params_t;
+
+/*
+ * Submit a transfer. On B10_OK the daemon has accepted it and *xfer_p
+ * tracks it; a request the daemon refuses outright returns its reason here
+ * and creates no handle.
+ */
+b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
+                             b10_xfer_t **xfer_p);
+
+/*
+ * The transfer's state, without blocking: B10_IN_PROGRESS, B10_OK (landed),
+ * or the reason it failed.
+ */
+b10_status_t b10_xfer_status(b10_xfer_t *xfer);
+
+/*
+ * Wait up to timeout_ms (-1: forever) for the transfer to finish. Returns
+ * its final status, or B10_IN_PROGRESS if the wait timed out and the
+ * transfer goes on: a timed-out wait is never mistaken for a failure.
+ */
+b10_status_t b10_xfer_wait(b10_xfer_t *xfer, int timeout_ms);
+
+/*
+ * Ask the daemon to cancel. The transfer then ends in B10_ERR_CANCELLED,
+ * unless it finished first; wait for it as usual.
+ */
+b10_status_t b10_xfer_cancel(b10_xfer_t *xfer);
+
+/* The daemon's explanation of a failure ("" while none), valid until release. */
+const char *b10_xfer_detail(b10_xfer_t *xfer);
+
+/* The daemon's id of the transfer, as b10ctl and the logs show it. */
+uint64_t b10_xfer_id(b10_xfer_t *xfer);
+
+/*
+ * Forget the handle. A transfer still in progress goes on in the daemon;
+ * its outcome is dropped. NULL is accepted.
+ */
+void b10_xfer_release(b10_xfer_t *xfer);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* B10_B10_H */

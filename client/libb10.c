@@ -1,0 +1,1508 @@
+/*
+ * libb10.c — the client library of b10d (see client/include/b10/b10.h).
+ *
+ * Object graph:
+ *
+ *   b10_conn_t            one Unix socket to the local b10d; owns everything below
+ *    ├─ struct pending    one per request waiting for its Reply (lives on the
+ *    │                    waiting thread's stack, linked here while it waits)
+ *    ├─ b10_xfer_t        every transfer handle (list); those still in progress
+ *    │                    are also in a hash table by xfer_id, where XferDone
+ *    │                    notices find them
+ *    └─ b10_mem_t         every registered region (list)
+ *
+ *   dram table            the only process-wide state: b10_dram_alloc()'s
+ *                         allocations, so that b10_mem_register() can find the
+ *                         memfd behind an address
+ *
+ * Threads: every field of a connection is guarded by conn->lock. The socket
+ * is non-blocking. A thread that must wait for the daemon (a request's
+ * reply, b10_xfer_wait) becomes the connection's single reader if nobody
+ * reads yet: it polls with the lock released, then relocks, drains and
+ * dispatches every complete frame and wakes the others. The other waiters
+ * sleep on conn->cond meanwhile (leader/follower). Writes happen under the
+ * lock so that frames never interleave.
+ *
+ * Everything the daemon sends is treated as hostile: frame lengths, status
+ * values, body kinds, ids and strings are checked or bounded before use, and
+ * a violation kills the connection with B10_ERR_PROTOCOL, never the process.
+ */
+#include <b10/b10.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "b10.pb-c.h"
+#include "frame.h"
+
+#define DEFAULT_SOCKET_PATH     "/run/b10d/b10d.sock"
+#define DEFAULT_REQUEST_TIMEOUT 30000          /* ms */
+#define AGENT_NAME_MAX          255            /* bytes, as the header promises */
+#define DETAIL_MAX              512            /* bytes kept of a daemon's explanation */
+#define RECV_CHUNK              (64u << 10)    /* bytes read from the socket at once */
+/*
+ * Chunks drained per reading round. A daemon that floods us must not keep
+ * one thread in the drain loop under the lock forever; what is left stays
+ * readable and the next round takes it.
+ */
+#define RECV_ROUNDS             64
+#define XFER_BUCKETS_INITIAL    64
+#define SPAN_BYTES              16             /* u64 addr + u64 length, packed */
+#define NSEC_PER_MSEC           1000000LL
+#define NSEC_PER_SEC            1000000000LL
+#define DEADLINE_NEVER          INT64_MAX
+
+/* One request waiting for its Reply. */
+struct pending {
+    uint64_t seq;
+    B10__Reply__BodyCase expect;   /* body an OK reply must carry; NOT_SET: any */
+    b10_xfer_t *xfer;              /* Submit only: enters the table when the reply is OK */
+    B10__DaemonMsg *msg;           /* the reply, owned once done */
+    bool done;
+    struct pending *next;
+};
+
+struct b10_xfer {
+    b10_conn_t *conn;
+    uint64_t id;                   /* the daemon's, from SubmitReply */
+    b10_status_t status;           /* B10_IN_PROGRESS until XferDone or connection loss */
+    char *detail;                  /* owned, NULL while none; set once, with the final status */
+    bool in_table;                 /* still waiting for its XferDone */
+    b10_xfer_t *table_next;        /* hash chain */
+    b10_xfer_t *prev, *next;       /* conn->xfers */
+};
+
+struct b10_mem {
+    b10_conn_t *conn;
+    uint64_t region_id;            /* the daemon's, from RegisterReply */
+    b10_mem_t *prev, *next;        /* conn->mems */
+};
+
+struct b10_conn {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;           /* broadcast after each reading round and on death */
+    int fd;                        /* the socket, O_NONBLOCK | O_CLOEXEC */
+    int request_timeout_ms;
+    void (*log_cb)(void *arg, int level, const char *line);
+    void *log_arg;
+
+    uint64_t next_seq;
+    uint32_t max_frame;            /* bytes, the daemon's HelloReply.max_frame (bounded) */
+    bool reading;                  /* a thread polls the socket with the lock released */
+    b10_status_t dead;             /* B10_OK while usable, else what every call returns */
+
+    struct frame_reader reader;
+    uint8_t *rbuf;                 /* RECV_CHUNK bytes */
+    struct pending *pending;
+
+    b10_xfer_t **buckets;          /* in-progress transfers by id */
+    size_t nbuckets;               /* power of two */
+    size_t ntable;
+    b10_xfer_t *xfers;             /* every handle, for b10_conn_close */
+    b10_mem_t *mems;
+
+    uint8_t *agent_desc;           /* owned, from HelloReply */
+    size_t agent_desc_len;
+    char detail[DETAIL_MAX];
+};
+
+/* ---------------------------------------------------------------- small helpers */
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+static int64_t deadline_after(int timeout_ms)
+{
+    if (timeout_ms < 0)
+        return DEADLINE_NEVER;
+    return now_ns() + (int64_t)timeout_ms * NSEC_PER_MSEC;
+}
+
+/* Milliseconds left until deadline for poll(): rounded up, -1 for never. */
+static int poll_timeout(int64_t deadline)
+{
+    if (deadline == DEADLINE_NEVER)
+        return -1;
+    int64_t left = deadline - now_ns();
+    if (left <= 0)
+        return 0;
+    int64_t ms = (left + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC;
+    return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+static bool status_known(int value)
+{
+    switch (value) {
+#define B10_STATUS_CASE(name, v, action, text) case v:
+        B10_STATUS_MAP(B10_STATUS_CASE)
+#undef B10_STATUS_CASE
+        return true;
+    }
+    return false;
+}
+
+/*
+ * Copy text from the daemon into dst, bounded, with control and non-ASCII
+ * bytes replaced: a hostile detail must not smuggle escape sequences or
+ * newlines into the caller's logs.
+ */
+static void copy_text(char *dst, size_t size, const char *src)
+{
+    size_t i = 0;
+
+    if (src != NULL) {
+        for (; src[i] != '\0' && i + 1 < size; i++) {
+            unsigned char c = (unsigned char)src[i];
+            dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+        }
+    }
+    dst[i] = '\0';
+}
+
+/* Agent names travel into the daemon's logs and tables: printable, no spaces. */
+static bool agent_name_valid(const char *name)
+{
+    if (name == NULL || name[0] == '\0')
+        return false;
+    size_t n = strnlen(name, AGENT_NAME_MAX + 1);
+    if (n > AGENT_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c <= 0x20 || c >= 0x7f)
+            return false;
+    }
+    return true;
+}
+
+static b10_status_t status_from_errno(int err)
+{
+    return err == ENOMEM ? B10_ERR_NO_MEMORY : B10_ERR_IO;
+}
+
+/* ---------------------------------------------------------------- logging and detail */
+
+static void conn_log(b10_conn_t *conn, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void conn_log(b10_conn_t *conn, int level, const char *fmt, ...)
+{
+    char line[DETAIL_MAX + 128];
+    va_list ap;
+
+    if (conn->log_cb == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    conn->log_cb(conn->log_arg, level, line);
+}
+
+/* Set the connection's detail; the caller holds the lock. */
+static void conn_set_detail(b10_conn_t *conn, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void conn_set_detail(b10_conn_t *conn, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(conn->detail, sizeof(conn->detail), fmt, ap);
+    va_end(ap);
+}
+
+/*
+ * Refuse a call before it reaches the daemon: record why and return status.
+ * Takes the lock itself; call it without the lock.
+ */
+static b10_status_t conn_reject(b10_conn_t *conn, b10_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static b10_status_t conn_reject(b10_conn_t *conn, b10_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+
+    pthread_mutex_lock(&conn->lock);
+    va_start(ap, fmt);
+    vsnprintf(conn->detail, sizeof(conn->detail), fmt, ap);
+    va_end(ap);
+    pthread_mutex_unlock(&conn->lock);
+    return status;
+}
+
+/* ---------------------------------------------------------------- transfer table */
+
+static size_t xfer_bucket(const b10_conn_t *conn, uint64_t id)
+{
+    /* Ids come from the daemon; a multiplicative hash spreads sequential ones. */
+    return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 32) & (conn->nbuckets - 1);
+}
+
+static b10_xfer_t *xfer_table_find(b10_conn_t *conn, uint64_t id)
+{
+    for (b10_xfer_t *x = conn->buckets[xfer_bucket(conn, id)]; x != NULL; x = x->table_next)
+        if (x->id == id)
+            return x;
+    return NULL;
+}
+
+/* Doubling keeps chains short; if memory is short, longer chains still work. */
+static void xfer_table_grow(b10_conn_t *conn)
+{
+    size_t n = conn->nbuckets * 2;
+    b10_xfer_t **buckets = calloc(n, sizeof(*buckets));
+
+    if (buckets == NULL)
+        return;
+    b10_xfer_t **old = conn->buckets;
+    size_t old_n = conn->nbuckets;
+    conn->buckets = buckets;
+    conn->nbuckets = n;
+    for (size_t i = 0; i < old_n; i++) {
+        b10_xfer_t *x = old[i];
+        while (x != NULL) {
+            b10_xfer_t *next = x->table_next;
+            size_t b = xfer_bucket(conn, x->id);
+            x->table_next = buckets[b];
+            buckets[b] = x;
+            x = next;
+        }
+    }
+    free(old);
+}
+
+static void xfer_table_insert(b10_conn_t *conn, b10_xfer_t *xfer)
+{
+    if (conn->ntable >= conn->nbuckets)
+        xfer_table_grow(conn);
+    size_t b = xfer_bucket(conn, xfer->id);
+    xfer->table_next = conn->buckets[b];
+    conn->buckets[b] = xfer;
+    xfer->in_table = true;
+    conn->ntable++;
+}
+
+static void xfer_table_remove(b10_conn_t *conn, b10_xfer_t *xfer)
+{
+    if (!xfer->in_table)
+        return;
+    for (b10_xfer_t **pp = &conn->buckets[xfer_bucket(conn, xfer->id)]; *pp != NULL;
+         pp = &(*pp)->table_next) {
+        if (*pp == xfer) {
+            *pp = xfer->table_next;
+            break;
+        }
+    }
+    xfer->table_next = NULL;
+    xfer->in_table = false;
+    conn->ntable--;
+}
+
+static void xfer_list_add(b10_conn_t *conn, b10_xfer_t *xfer)
+{
+    xfer->prev = NULL;
+    xfer->next = conn->xfers;
+    if (conn->xfers != NULL)
+        conn->xfers->prev = xfer;
+    conn->xfers = xfer;
+}
+
+static void xfer_list_remove(b10_conn_t *conn, b10_xfer_t *xfer)
+{
+    if (xfer->prev != NULL)
+        xfer->prev->next = xfer->next;
+    else
+        conn->xfers = xfer->next;
+    if (xfer->next != NULL)
+        xfer->next->prev = xfer->prev;
+}
+
+static void xfer_free(b10_xfer_t *xfer)
+{
+    if (xfer == NULL)
+        return;
+    free(xfer->detail);
+    free(xfer);
+}
+
+/*
+ * Give the transfer its final status, once. If the copy of the detail fails
+ * the status still lands; the detail is a courtesy.
+ */
+static void xfer_finish(b10_conn_t *conn, b10_xfer_t *xfer, b10_status_t status,
+                        const char *detail)
+{
+    xfer_table_remove(conn, xfer);
+    if (detail != NULL && detail[0] != '\0') {
+        char *copy = malloc(DETAIL_MAX);
+        if (copy != NULL) {
+            copy_text(copy, DETAIL_MAX, detail);
+            xfer->detail = copy;
+        }
+    }
+    xfer->status = status;
+}
+
+/* ---------------------------------------------------------------- connection death */
+
+/*
+ * The connection is unusable from now on: the stream broke or the daemon
+ * spoke garbage. Every transfer still waiting learns it, every later call
+ * returns status, and the socket is shut down so that the daemon fails our
+ * transfers (client gone) instead of waiting for us. The fd stays open: the
+ * caller may have it in a poll set, and b10_conn_close() closes it.
+ */
+static void conn_kill(b10_conn_t *conn, b10_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void conn_kill(b10_conn_t *conn, b10_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (conn->dead != B10_OK)
+        return;
+    conn->dead = status;
+    va_start(ap, fmt);
+    vsnprintf(conn->detail, sizeof(conn->detail), fmt, ap);
+    va_end(ap);
+    conn_log(conn, B10_LOG_ERR, "daemon connection unusable: %s", conn->detail);
+    for (size_t i = 0; i < conn->nbuckets; i++) {
+        while (conn->buckets[i] != NULL)
+            xfer_finish(conn, conn->buckets[i], status, conn->detail);
+    }
+    shutdown(conn->fd, SHUT_RDWR);
+    pthread_cond_broadcast(&conn->cond);
+}
+
+/* ---------------------------------------------------------------- writing */
+
+static int send_first(int fd, const uint8_t *buf, size_t len, int pass_fd)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } control;
+    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+    if (pass_fd < 0)
+        return (int)send(fd, buf, len, MSG_NOSIGNAL);
+    memset(&control, 0, sizeof(control));
+    mh.msg_control = control.buf;
+    mh.msg_controllen = sizeof(control.buf);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+    return (int)sendmsg(fd, &mh, MSG_NOSIGNAL);
+}
+
+/*
+ * Write one whole frame, under the lock, waiting for room with poll() until
+ * deadline. pass_fd (or -1) rides on the first sendmsg() that moves bytes:
+ * the kernel attaches it to exactly those bytes, so the daemon receives it
+ * with the start of this frame. A frame cut in the middle breaks the stream
+ * for good, so that kills the connection; a frame not started is only a
+ * failed request.
+ */
+static b10_status_t conn_send(b10_conn_t *conn, const uint8_t *frame, size_t len,
+                              int pass_fd, int64_t deadline)
+{
+    size_t sent = 0;
+
+    while (sent < len) {
+        size_t chunk = len - sent > INT_MAX ? INT_MAX : len - sent;
+        int n = sent == 0 ? send_first(conn->fd, frame, chunk, pass_fd)
+                          : (int)send(conn->fd, frame + sent, chunk, MSG_NOSIGNAL);
+        if (n > 0) {
+            sent += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            conn_kill(conn, B10_ERR_DAEMON_LOST, "writing to the daemon: %s", strerror(errno));
+            return B10_ERR_DAEMON_LOST;
+        }
+        struct pollfd pfd = { .fd = conn->fd, .events = POLLOUT };
+        int r = poll(&pfd, 1, poll_timeout(deadline));
+        if (r < 0 && errno != EINTR) {
+            conn_kill(conn, B10_ERR_DAEMON_LOST, "polling the daemon socket: %s",
+                      strerror(errno));
+            return B10_ERR_DAEMON_LOST;
+        }
+        if (r == 0) {
+            if (sent > 0) {
+                conn_kill(conn, B10_ERR_DAEMON_LOST,
+                          "daemon stopped reading in the middle of a request (%d ms)",
+                          conn->request_timeout_ms);
+                return B10_ERR_DAEMON_LOST;
+            }
+            conn_set_detail(conn, "daemon did not accept the request within %d ms",
+                            conn->request_timeout_ms);
+            return B10_ERR_IO;
+        }
+    }
+    return B10_OK;
+}
+
+/* ---------------------------------------------------------------- reading and dispatch */
+
+static struct pending *pending_take(b10_conn_t *conn, uint64_t seq)
+{
+    for (struct pending **pp = &conn->pending; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->seq == seq) {
+            struct pending *p = *pp;
+            *pp = p->next;
+            p->next = NULL;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static void pending_unlink(b10_conn_t *conn, struct pending *p)
+{
+    for (struct pending **pp = &conn->pending; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            p->next = NULL;
+            return;
+        }
+    }
+}
+
+/*
+ * An OK reply to a Submit puts the handle into the table here, while the
+ * lock is still held: the XferDone for it may be the very next frame of
+ * this drain, before the submitting thread wakes.
+ */
+static bool dispatch_submit_reply(b10_conn_t *conn, struct pending *p, const B10__Reply *reply)
+{
+    uint64_t id = reply->submit->xfer_id;
+
+    if (xfer_table_find(conn, id) != NULL) {
+        conn_kill(conn, B10_ERR_PROTOCOL, "daemon reused transfer id %llu",
+                  (unsigned long long)id);
+        return false;
+    }
+    p->xfer->id = id;
+    xfer_table_insert(conn, p->xfer);
+    xfer_list_add(conn, p->xfer);
+    return true;
+}
+
+/* Takes ownership of msg. */
+static void dispatch_reply(b10_conn_t *conn, B10__DaemonMsg *msg)
+{
+    const B10__Reply *reply = msg->reply;
+
+    if (!status_known(reply->status) || reply->status == B10__STATUS__IN_PROGRESS) {
+        conn_kill(conn, B10_ERR_PROTOCOL, "daemon replied with status %d", (int)reply->status);
+        goto free_msg;
+    }
+    struct pending *p = pending_take(conn, reply->seq);
+    if (p == NULL)
+        goto free_msg;   /* a request that timed out, or a ReleaseXfer: nobody waits */
+    if (reply->status == B10__STATUS__OK && p->expect != B10__REPLY__BODY__NOT_SET &&
+        reply->body_case != p->expect) {
+        conn_kill(conn, B10_ERR_PROTOCOL, "daemon reply %llu carries body %d, expected %d",
+                  (unsigned long long)reply->seq, (int)reply->body_case, (int)p->expect);
+        goto free_msg;
+    }
+    if (reply->status == B10__STATUS__OK && p->xfer != NULL &&
+        !dispatch_submit_reply(conn, p, reply))
+        goto free_msg;
+    p->msg = msg;
+    p->done = true;
+    return;
+
+free_msg:
+    b10__daemon_msg__free_unpacked(msg, NULL);
+}
+
+static void dispatch_done(b10_conn_t *conn, const B10__XferDone *done)
+{
+    if (!status_known(done->status) || done->status == B10__STATUS__IN_PROGRESS) {
+        conn_kill(conn, B10_ERR_PROTOCOL, "daemon finished transfer %llu with status %d",
+                  (unsigned long long)done->xfer_id, (int)done->status);
+        return;
+    }
+    b10_xfer_t *xfer = xfer_table_find(conn, done->xfer_id);
+    if (xfer == NULL)
+        return;   /* released, or a duplicate notice: its outcome is nobody's */
+    xfer_finish(conn, xfer, (b10_status_t)done->status, done->detail);
+}
+
+static void dispatch_frame(b10_conn_t *conn, const uint8_t *payload, uint32_t len)
+{
+    B10__DaemonMsg *msg = b10__daemon_msg__unpack(NULL, len, payload);
+
+    if (msg == NULL) {
+        conn_kill(conn, B10_ERR_PROTOCOL, "undecodable %u-byte message from the daemon", len);
+        return;
+    }
+    switch (msg->body_case) {
+    case B10__DAEMON_MSG__BODY_REPLY:
+        dispatch_reply(conn, msg);
+        return;
+    case B10__DAEMON_MSG__BODY_DONE:
+        dispatch_done(conn, msg->done);
+        break;
+    default:
+        conn_kill(conn, B10_ERR_PROTOCOL, "daemon message without a known body (%d)",
+                  (int)msg->body_case);
+        break;
+    }
+    b10__daemon_msg__free_unpacked(msg, NULL);
+}
+
+/* Feed n received bytes to the frame reader, dispatching each whole frame. */
+static void conn_feed(b10_conn_t *conn, const uint8_t *data, size_t n)
+{
+    size_t off = 0;
+
+    while (off < n && conn->dead == B10_OK) {
+        size_t used = 0;
+        enum frame_result r = frame_reader_feed(&conn->reader, data + off, n - off, &used);
+        off += used;
+        switch (r) {
+        case FRAME_MORE:
+            break;
+        case FRAME_READY: {
+            uint32_t len;
+            uint8_t *payload = frame_reader_take(&conn->reader, &len);
+            dispatch_frame(conn, payload, len);
+            free(payload);
+            break;
+        }
+        case FRAME_TOO_LARGE:
+            conn_kill(conn, B10_ERR_PROTOCOL, "daemon announced a %u-byte frame, limit %u",
+                      conn->reader.length, conn->reader.max);
+            break;
+        case FRAME_NO_MEMORY:
+            conn_kill(conn, B10_ERR_DAEMON_LOST,
+                      "out of memory for a %u-byte frame from the daemon", conn->reader.length);
+            break;
+        }
+    }
+}
+
+/*
+ * Read whatever the socket holds, without blocking, and dispatch it. The
+ * caller holds the lock; waiters are woken by the caller.
+ */
+static void conn_drain(b10_conn_t *conn)
+{
+    for (int round = 0; round < RECV_ROUNDS && conn->dead == B10_OK; round++) {
+        ssize_t n = recv(conn->fd, conn->rbuf, RECV_CHUNK, 0);
+        if (n > 0) {
+            conn_feed(conn, conn->rbuf, (size_t)n);
+            continue;
+        }
+        if (n == 0) {
+            conn_kill(conn, B10_ERR_DAEMON_LOST, "daemon closed the connection");
+            return;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return;
+        conn_kill(conn, B10_ERR_DAEMON_LOST, "reading from the daemon: %s", strerror(errno));
+        return;
+    }
+}
+
+/*
+ * Make progress towards whatever the caller waits for, until deadline at
+ * the latest: become the reader if nobody reads, else sleep until the
+ * reader has finished a round. Called with the lock held; returns with it
+ * held, having released it in between.
+ */
+static void conn_wait_round(b10_conn_t *conn, int64_t deadline)
+{
+    if (conn->reading) {
+        if (deadline == DEADLINE_NEVER) {
+            pthread_cond_wait(&conn->cond, &conn->lock);
+        } else {
+            struct timespec ts = { .tv_sec = deadline / NSEC_PER_SEC,
+                                   .tv_nsec = deadline % NSEC_PER_SEC };
+            pthread_cond_timedwait(&conn->cond, &conn->lock, &ts);
+        }
+        return;
+    }
+    conn->reading = true;
+    pthread_mutex_unlock(&conn->lock);
+    struct pollfd pfd = { .fd = conn->fd, .events = POLLIN };
+    int r = poll(&pfd, 1, poll_timeout(deadline));
+    int err = errno;
+    pthread_mutex_lock(&conn->lock);
+    conn->reading = false;
+    if (r > 0)
+        conn_drain(conn);
+    else if (r < 0 && err != EINTR)
+        conn_kill(conn, B10_ERR_DAEMON_LOST, "polling the daemon socket: %s", strerror(err));
+    pthread_cond_broadcast(&conn->cond);
+}
+
+/* ---------------------------------------------------------------- requests */
+
+/*
+ * Send msg (assigning its seq) and wait for the Reply. On B10_OK, *reply_p
+ * (if not NULL) receives the decoded message, which the caller frees with
+ * b10__daemon_msg__free_unpacked. A failure status from the daemon is
+ * returned with its detail in conn->detail. For a Submit, xfer is the
+ * handle that enters the table when the daemon accepts.
+ * Called with the lock held.
+ */
+static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass_fd,
+                                 B10__Reply__BodyCase expect, b10_xfer_t *xfer,
+                                 B10__DaemonMsg **reply_p)
+{
+    struct pending p = { .expect = expect, .xfer = xfer };
+    int64_t deadline = deadline_after(conn->request_timeout_ms);
+    uint8_t *frame;
+    size_t len;
+    b10_status_t status;
+
+    if (conn->dead != B10_OK)
+        return conn->dead;
+    /* The seq is spent only once the frame exists: the daemon sees 1, 2, 3 … without gaps. */
+    msg->seq = conn->next_seq;
+    p.seq = msg->seq;
+    int rc = frame_encode(&msg->base, conn->max_frame, &frame, &len);
+    if (rc == -EMSGSIZE) {
+        conn_set_detail(conn, "request of %zu bytes exceeds the daemon's limit of %u bytes",
+                        protobuf_c_message_get_packed_size(&msg->base), conn->max_frame);
+        return B10_ERR_TOO_LARGE;
+    }
+    if (rc < 0) {
+        conn_set_detail(conn, "out of memory encoding a request");
+        return B10_ERR_NO_MEMORY;
+    }
+    conn->next_seq++;
+    p.next = conn->pending;
+    conn->pending = &p;
+    status = conn_send(conn, frame, len, pass_fd, deadline);
+    free(frame);
+    if (status != B10_OK)
+        goto unlink;
+
+    while (!p.done && conn->dead == B10_OK && now_ns() < deadline)
+        conn_wait_round(conn, deadline);
+    if (!p.done) {
+        if (conn->dead != B10_OK) {
+            status = conn->dead;
+        } else {
+            conn_set_detail(conn, "daemon did not answer within %d ms",
+                            conn->request_timeout_ms);
+            status = B10_ERR_IO;
+        }
+        goto unlink;
+    }
+
+    const B10__Reply *reply = p.msg->reply;
+    if (reply->status != B10__STATUS__OK) {
+        copy_text(conn->detail, sizeof(conn->detail), reply->detail);
+        status = (b10_status_t)reply->status;
+        b10__daemon_msg__free_unpacked(p.msg, NULL);
+        return status;
+    }
+    if (reply_p != NULL)
+        *reply_p = p.msg;
+    else
+        b10__daemon_msg__free_unpacked(p.msg, NULL);
+    return B10_OK;
+
+unlink:
+    pending_unlink(conn, &p);
+    return status;
+}
+
+/* ---------------------------------------------------------------- connection */
+
+static b10_status_t conn_connect(b10_conn_t *conn, const char *path, int timeout_ms)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    /*
+     * connect() on a Unix socket waits while the daemon's backlog is full;
+     * SO_SNDTIMEO bounds that wait. The socket turns non-blocking after.
+     */
+    struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        conn_log(conn, B10_LOG_ERR, "socket path %s is longer than %zu bytes", path,
+                 sizeof(sa.sun_path) - 1);
+        return B10_ERR_INVALID_ARG;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    conn->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (conn->fd < 0) {
+        conn_log(conn, B10_LOG_ERR, "socket: %s", strerror(errno));
+        return status_from_errno(errno);
+    }
+    (void)setsockopt(conn->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (connect(conn->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        conn_set_detail(conn, "connect to %s: %s", path, strerror(errno));
+        conn_log(conn, B10_LOG_ERR, "%s", conn->detail);
+        return B10_ERR_DAEMON_UNREACHABLE;
+    }
+    int flags = fcntl(conn->fd, F_GETFL);
+    if (flags < 0 || fcntl(conn->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+        conn_log(conn, B10_LOG_ERR, "fcntl O_NONBLOCK: %s", strerror(errno));
+        return B10_ERR_IO;
+    }
+    return B10_OK;
+}
+
+/* Hello: the daemon names us, tells its limits and gives our descriptor. */
+static b10_status_t conn_hello(b10_conn_t *conn, const char *agent_name)
+{
+    B10__Hello hello = B10__HELLO__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    B10__DaemonMsg *reply;
+    b10_status_t status;
+
+    hello.version = B10_API_VERSION;
+    hello.agent_name = (char *)agent_name;
+    msg.body_case = B10__CLIENT_MSG__BODY_HELLO;
+    msg.hello = &hello;
+    pthread_mutex_lock(&conn->lock);
+    status = conn_request(conn, &msg, -1, B10__REPLY__BODY_HELLO, NULL, &reply);
+    pthread_mutex_unlock(&conn->lock);
+    if (status != B10_OK) {
+        conn_log(conn, B10_LOG_ERR, "hello refused: %s: %s", b10_status_name(status),
+                 conn->detail);
+        return status;
+    }
+    /*
+     * Garbage right behind the HelloReply arrives in the same read: a
+     * connection that died while the reply was in hand is not handed out.
+     */
+    if (conn->dead != B10_OK) {
+        status = conn->dead;
+        goto free_reply;
+    }
+    const B10__HelloReply *hr = reply->reply->hello;
+    if (hr->version != B10_API_VERSION) {
+        conn_log(conn, B10_LOG_ERR, "daemon speaks protocol version %u, this library %d",
+                 hr->version, B10_API_VERSION);
+        status = B10_ERR_VERSION;
+        goto free_reply;
+    }
+    /* 0 means the daemon left it unset; the library's default then holds. */
+    uint64_t max = hr->max_frame == 0 ? FRAME_MAX_DEFAULT : hr->max_frame;
+    conn->max_frame = max > FRAME_MAX_LIMIT ? FRAME_MAX_LIMIT : (uint32_t)max;
+    conn->reader.max = conn->max_frame;
+    if (hr->agent_desc.len > 0) {
+        conn->agent_desc = malloc(hr->agent_desc.len);
+        if (conn->agent_desc == NULL) {
+            status = B10_ERR_NO_MEMORY;
+            goto free_reply;
+        }
+        memcpy(conn->agent_desc, hr->agent_desc.data, hr->agent_desc.len);
+        conn->agent_desc_len = hr->agent_desc.len;
+    }
+    conn_log(conn, B10_LOG_DEBUG, "connected to daemon %016llx, max frame %u bytes",
+             (unsigned long long)hr->daemon_id, conn->max_frame);
+free_reply:
+    b10__daemon_msg__free_unpacked(reply, NULL);
+    return status;
+}
+
+static void conn_free(b10_conn_t *conn)
+{
+    if (conn == NULL)
+        return;
+    while (conn->xfers != NULL) {
+        b10_xfer_t *x = conn->xfers;
+        conn->xfers = x->next;
+        xfer_free(x);
+    }
+    while (conn->mems != NULL) {
+        b10_mem_t *m = conn->mems;
+        conn->mems = m->next;
+        free(m);
+    }
+    if (conn->fd >= 0)
+        close(conn->fd);
+    frame_reader_free(&conn->reader);
+    free(conn->agent_desc);
+    free(conn->buckets);
+    free(conn->rbuf);
+    pthread_cond_destroy(&conn->cond);
+    pthread_mutex_destroy(&conn->lock);
+    free(conn);
+}
+
+/* The allocations and the lock primitives; no I/O yet. */
+static b10_conn_t *conn_alloc(const b10_conn_params_t *params)
+{
+    b10_conn_t *conn = calloc(1, sizeof(*conn));
+    pthread_condattr_t ca;
+
+    if (conn == NULL)
+        return NULL;
+    conn->fd = -1;
+    conn->next_seq = 1;
+    conn->max_frame = FRAME_MAX_DEFAULT;
+    conn->request_timeout_ms = DEFAULT_REQUEST_TIMEOUT;
+    if (params->field_mask & B10_CONN_FIELD_REQUEST_TIMEOUT)
+        conn->request_timeout_ms = params->request_timeout_ms;
+    if (params->field_mask & B10_CONN_FIELD_LOG) {
+        conn->log_cb = params->log_cb;
+        conn->log_arg = params->log_arg;
+    }
+    frame_reader_init(&conn->reader, FRAME_MAX_DEFAULT);
+    if (pthread_mutex_init(&conn->lock, NULL) != 0)
+        goto free_conn;
+    /* Deadlines are monotonic; the condvar must measure the same clock. */
+    if (pthread_condattr_init(&ca) != 0)
+        goto destroy_lock;
+    if (pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+        pthread_cond_init(&conn->cond, &ca) != 0) {
+        pthread_condattr_destroy(&ca);
+        goto destroy_lock;
+    }
+    pthread_condattr_destroy(&ca);
+    conn->rbuf = malloc(RECV_CHUNK);
+    conn->nbuckets = XFER_BUCKETS_INITIAL;
+    conn->buckets = calloc(conn->nbuckets, sizeof(*conn->buckets));
+    if (conn->rbuf == NULL || conn->buckets == NULL)
+        goto destroy_cond;
+    return conn;
+
+destroy_cond:
+    free(conn->rbuf);
+    free(conn->buckets);
+    pthread_cond_destroy(&conn->cond);
+destroy_lock:
+    pthread_mutex_destroy(&conn->lock);
+free_conn:
+    free(conn);
+    return NULL;
+}
+
+/*
+ * A refused b10_conn_open has no connection to keep a detail in; the log
+ * callback, if any, is the only place to say why.
+ */
+static b10_status_t open_reject(const b10_conn_params_t *params, const char *why)
+{
+    if ((params->field_mask & B10_CONN_FIELD_LOG) && params->log_cb != NULL)
+        params->log_cb(params->log_arg, B10_LOG_ERR, why);
+    return B10_ERR_INVALID_ARG;
+}
+
+b10_status_t b10_conn_open(const b10_conn_params_t *params, b10_conn_t **conn_p)
+{
+    b10_status_t status;
+
+    if (params == NULL || conn_p == NULL)
+        return B10_ERR_INVALID_ARG;
+    if (!agent_name_valid(params->agent_name))
+        return open_reject(params, "agent name must be 1 to 255 bytes of printable ASCII "
+                                   "without spaces");
+    if ((params->field_mask & B10_CONN_FIELD_REQUEST_TIMEOUT) && params->request_timeout_ms <= 0)
+        return open_reject(params, "request timeout must be positive");
+    if ((params->field_mask & B10_CONN_FIELD_SOCKET_PATH) &&
+        (params->socket_path == NULL || params->socket_path[0] == '\0'))
+        return open_reject(params, "socket path is empty");
+
+    const char *path = DEFAULT_SOCKET_PATH;
+    const char *env = getenv("B10_SOCKET");
+    if (params->field_mask & B10_CONN_FIELD_SOCKET_PATH)
+        path = params->socket_path;
+    else if (env != NULL && env[0] != '\0')
+        path = env;
+
+    b10_conn_t *conn = conn_alloc(params);
+    if (conn == NULL)
+        return B10_ERR_NO_MEMORY;
+    status = conn_connect(conn, path, conn->request_timeout_ms);
+    if (status != B10_OK)
+        goto free_conn;
+    status = conn_hello(conn, params->agent_name);
+    if (status != B10_OK)
+        goto free_conn;
+    *conn_p = conn;
+    return B10_OK;
+
+free_conn:
+    conn_free(conn);
+    return status;
+}
+
+void b10_conn_close(b10_conn_t *conn)
+{
+    conn_free(conn);
+}
+
+int b10_conn_fd(b10_conn_t *conn)
+{
+    return conn == NULL ? -1 : conn->fd;
+}
+
+/*
+ * Nonblocking progress, called with the lock held. If another thread is the
+ * reader, it will dispatch what arrived; reading beside it would race for
+ * the bytes.
+ */
+static void conn_poke(b10_conn_t *conn)
+{
+    if (conn->dead != B10_OK || conn->reading)
+        return;
+    conn_drain(conn);
+    pthread_cond_broadcast(&conn->cond);
+}
+
+b10_status_t b10_conn_progress(b10_conn_t *conn)
+{
+    if (conn == NULL)
+        return B10_ERR_INVALID_ARG;
+    pthread_mutex_lock(&conn->lock);
+    conn_poke(conn);
+    b10_status_t status = conn->dead;
+    pthread_mutex_unlock(&conn->lock);
+    return status;
+}
+
+const char *b10_conn_detail(b10_conn_t *conn)
+{
+    return conn == NULL ? "" : conn->detail;
+}
+
+/* ---------------------------------------------------------------- DRAM allocations */
+
+/*
+ * The process-wide table of b10_dram_alloc() allocations. It is the one
+ * piece of global state of the library: registering memory by address alone
+ * needs to find the memfd behind that address, whatever the connection.
+ */
+struct dram_entry {
+    uintptr_t addr;
+    size_t length;   /* bytes mapped */
+    int fd;          /* the memfd, owned */
+};
+
+static pthread_mutex_t dram_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct dram_entry *dram_table;
+static size_t dram_count, dram_cap;
+
+static int dram_table_add(uintptr_t addr, size_t length, int fd)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&dram_lock);
+    if (dram_count == dram_cap) {
+        size_t cap = dram_cap == 0 ? 16 : dram_cap * 2;
+        struct dram_entry *t = realloc(dram_table, cap * sizeof(*t));
+        if (t == NULL) {
+            rc = -ENOMEM;
+            goto unlock;
+        }
+        dram_table = t;
+        dram_cap = cap;
+    }
+    dram_table[dram_count++] = (struct dram_entry){ .addr = addr, .length = length, .fd = fd };
+unlock:
+    pthread_mutex_unlock(&dram_lock);
+    return rc;
+}
+
+/*
+ * Find the allocation holding [addr, addr+length) and return a duplicate of
+ * its fd (so that a concurrent b10_dram_free cannot close it under our
+ * sendmsg) and the file offset of addr. -ENOENT: no allocation holds addr;
+ * -ERANGE: one does, but the range runs past its end.
+ */
+static int dram_table_lookup(uintptr_t addr, size_t length, int *fd_p, uint64_t *offset_p)
+{
+    int rc = -ENOENT;
+
+    pthread_mutex_lock(&dram_lock);
+    for (size_t i = 0; i < dram_count; i++) {
+        const struct dram_entry *e = &dram_table[i];
+        if (addr < e->addr || addr - e->addr >= e->length)
+            continue;
+        if (length > e->length - (addr - e->addr)) {
+            rc = -ERANGE;
+            break;
+        }
+        int fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) {
+            rc = -errno;
+            break;
+        }
+        *fd_p = fd;
+        *offset_p = addr - e->addr;
+        rc = 0;
+        break;
+    }
+    pthread_mutex_unlock(&dram_lock);
+    return rc;
+}
+
+static bool dram_table_remove(uintptr_t addr, struct dram_entry *entry_p)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&dram_lock);
+    for (size_t i = 0; i < dram_count; i++) {
+        if (dram_table[i].addr == addr) {
+            *entry_p = dram_table[i];
+            dram_table[i] = dram_table[--dram_count];
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&dram_lock);
+    return found;
+}
+
+b10_status_t b10_dram_alloc(size_t length, void **addr_p)
+{
+    b10_status_t status;
+
+    if (length == 0 || addr_p == NULL || length > (size_t)INT64_MAX)
+        return B10_ERR_INVALID_ARG;
+    int fd = memfd_create("b10-dram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return status_from_errno(errno);
+    if (ftruncate(fd, (off_t)length) < 0) {
+        status = errno == EFBIG || errno == EINVAL ? B10_ERR_TOO_LARGE : status_from_errno(errno);
+        goto close_fd;
+    }
+    /* The daemon maps this file too: a shrink would turn its copies into SIGBUS, so it insists on the seal. */
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0) {
+        status = status_from_errno(errno);
+        goto close_fd;
+    }
+    void *addr = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (addr == MAP_FAILED) {
+        status = status_from_errno(errno);
+        goto close_fd;
+    }
+    if (dram_table_add((uintptr_t)addr, length, fd) < 0) {
+        status = B10_ERR_NO_MEMORY;
+        goto unmap;
+    }
+    *addr_p = addr;
+    return B10_OK;
+
+unmap:
+    munmap(addr, length);
+close_fd:
+    close(fd);
+    return status;
+}
+
+void b10_dram_free(void *addr)
+{
+    struct dram_entry e;
+
+    if (addr == NULL || !dram_table_remove((uintptr_t)addr, &e))
+        return;
+    munmap((void *)e.addr, e.length);
+    close(e.fd);
+}
+
+/* ---------------------------------------------------------------- memory */
+
+/*
+ * The fd and offset to send for a DRAM region: the caller's (not ours to
+ * close, so *owned_p is false) or a duplicate from the DRAM table.
+ */
+static b10_status_t mem_dram_fd(b10_conn_t *conn, const b10_mem_params_t *params, int *fd_p,
+                                uint64_t *offset_p, bool *owned_p)
+{
+    if (params->field_mask & B10_MEM_FIELD_FD) {
+        /* Checked here: a bad fd would fail sendmsg() and look like a dead socket. */
+        if (params->fd < 0 || fcntl(params->fd, F_GETFD) < 0)
+            return conn_reject(conn, B10_ERR_INVALID_ARG, "fd %d is not an open descriptor",
+                               params->fd);
+        *fd_p = params->fd;
+        *offset_p = params->field_mask & B10_MEM_FIELD_FD_OFFSET ? params->fd_offset : 0;
+        *owned_p = false;
+        return B10_OK;
+    }
+    int rc = dram_table_lookup((uintptr_t)params->addr, params->length, fd_p, offset_p);
+    if (rc == -ENOENT)
+        return conn_reject(conn, B10_ERR_INVALID_ARG,
+                           "DRAM regions must be fd-backed: pass B10_MEM_FIELD_FD or "
+                           "allocate with b10_dram_alloc");
+    if (rc == -ERANGE)
+        return conn_reject(conn, B10_ERR_INVALID_ARG,
+                           "region of %zu bytes at %p runs past the end of its b10_dram_alloc "
+                           "allocation", params->length, params->addr);
+    if (rc < 0)
+        return conn_reject(conn, status_from_errno(-rc), "duplicating the DRAM fd: %s",
+                           strerror(-rc));
+    *owned_p = true;
+    return B10_OK;
+}
+
+b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
+                              b10_mem_t **mem_p)
+{
+    B10__RegisterMem rm = B10__REGISTER_MEM__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    B10__DaemonMsg *reply;
+    int fd = -1;
+    bool fd_owned = false;
+    b10_status_t status;
+
+    if (conn == NULL)
+        return B10_ERR_INVALID_ARG;
+    if (params == NULL || mem_p == NULL || params->addr == NULL || params->length == 0)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "a region needs an address and a length");
+    if ((uintptr_t)params->addr + params->length < (uintptr_t)params->addr)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "region wraps around the address space");
+    if (params->kind == B10_MEM_VRAM)
+        return conn_reject(conn, B10_ERR_UNSUPPORTED,
+                           "VRAM registration is not implemented yet in libb10");
+    if (params->kind != B10_MEM_DRAM)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "unknown memory kind %d",
+                           (int)params->kind);
+    status = mem_dram_fd(conn, params, &fd, &rm.fd_offset, &fd_owned);
+    if (status != B10_OK)
+        return status;
+    b10_mem_t *mem = calloc(1, sizeof(*mem));
+    if (mem == NULL) {
+        status = conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory");
+        goto close_fd;
+    }
+    rm.kind = B10__MEM_KIND__MEM_DRAM;
+    rm.addr = (uintptr_t)params->addr;
+    rm.length = params->length;
+    msg.body_case = B10__CLIENT_MSG__BODY_REGISTER_MEM;
+    msg.register_mem = &rm;
+
+    pthread_mutex_lock(&conn->lock);
+    status = conn_request(conn, &msg, fd, B10__REPLY__BODY_REGISTER_MEM, NULL, &reply);
+    if (status == B10_OK) {
+        mem->conn = conn;
+        mem->region_id = reply->reply->register_mem->region_id;
+        mem->next = conn->mems;
+        if (conn->mems != NULL)
+            conn->mems->prev = mem;
+        conn->mems = mem;
+        b10__daemon_msg__free_unpacked(reply, NULL);
+    }
+    pthread_mutex_unlock(&conn->lock);
+    if (status != B10_OK)
+        goto free_mem;
+    if (fd_owned)
+        close(fd);
+    *mem_p = mem;
+    return B10_OK;
+
+free_mem:
+    free(mem);
+close_fd:
+    if (fd_owned)
+        close(fd);
+    return status;
+}
+
+/*
+ * The handle is freed only when the daemon confirms: after a failure it
+ * still names a region the daemon may hold, and b10_conn_close frees it.
+ */
+b10_status_t b10_mem_deregister(b10_conn_t *conn, b10_mem_t *mem)
+{
+    B10__DeregisterMem dm = B10__DEREGISTER_MEM__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+
+    if (conn == NULL)
+        return B10_ERR_INVALID_ARG;
+    if (mem == NULL || mem->conn != conn)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "region handle of another connection");
+    dm.region_id = mem->region_id;
+    msg.body_case = B10__CLIENT_MSG__BODY_DEREGISTER_MEM;
+    msg.deregister_mem = &dm;
+    pthread_mutex_lock(&conn->lock);
+    b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
+    if (status == B10_OK) {
+        if (mem->prev != NULL)
+            mem->prev->next = mem->next;
+        else
+            conn->mems = mem->next;
+        if (mem->next != NULL)
+            mem->next->prev = mem->prev;
+        free(mem);
+    }
+    pthread_mutex_unlock(&conn->lock);
+    return status;
+}
+
+/* ---------------------------------------------------------------- agents */
+
+b10_status_t b10_agent_desc(b10_conn_t *conn, const void **desc_p, size_t *length_p)
+{
+    if (conn == NULL)
+        return B10_ERR_INVALID_ARG;
+    if (desc_p == NULL || length_p == NULL)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "desc_p and length_p are required");
+    if (conn->agent_desc_len == 0)
+        return conn_reject(conn, B10_ERR_NOT_FOUND, "the daemon gave no agent descriptor");
+    /* Written once during b10_conn_open, read-only after: no lock needed. */
+    *desc_p = conn->agent_desc;
+    *length_p = conn->agent_desc_len;
+    return B10_OK;
+}
+
+b10_status_t b10_agent_load(b10_conn_t *conn, const char *name, const void *desc,
+                            size_t length)
+{
+    B10__LoadAgent la = B10__LOAD_AGENT__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+
+    if (conn == NULL)
+        return B10_ERR_INVALID_ARG;
+    if (!agent_name_valid(name))
+        return conn_reject(conn, B10_ERR_INVALID_ARG,
+                           "agent name must be 1 to %d bytes of printable ASCII without spaces",
+                           AGENT_NAME_MAX);
+    if (desc == NULL || length == 0)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "empty agent descriptor");
+    la.name = (char *)name;
+    la.desc.data = (uint8_t *)desc;
+    la.desc.len = length;
+    msg.body_case = B10__CLIENT_MSG__BODY_LOAD_AGENT;
+    msg.load_agent = &la;
+    pthread_mutex_lock(&conn->lock);
+    b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
+    pthread_mutex_unlock(&conn->lock);
+    return status;
+}
+
+b10_status_t b10_agent_invalidate(b10_conn_t *conn, const char *name)
+{
+    B10__InvalidateAgent ia = B10__INVALIDATE_AGENT__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+
+    if (conn == NULL)
+        return B10_ERR_INVALID_ARG;
+    if (!agent_name_valid(name))
+        return conn_reject(conn, B10_ERR_INVALID_ARG,
+                           "agent name must be 1 to %d bytes of printable ASCII without spaces",
+                           AGENT_NAME_MAX);
+    ia.name = (char *)name;
+    msg.body_case = B10__CLIENT_MSG__BODY_INVALIDATE_AGENT;
+    msg.invalidate_agent = &ia;
+    pthread_mutex_lock(&conn->lock);
+    b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
+    pthread_mutex_unlock(&conn->lock);
+    return status;
+}
+
+/* ---------------------------------------------------------------- transfers */
+
+static b10_status_t xfer_check_params(b10_conn_t *conn, const b10_xfer_params_t *params)
+{
+    if (params->op != B10_OP_WRITE)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "op %d: only B10_OP_WRITE exists",
+                           (int)params->op);
+    if (params->remote_agent == NULL || params->remote_agent[0] == '\0')
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "remote_agent is required");
+    if (params->count == 0 || params->local == NULL || params->remote == NULL)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "a transfer needs at least one span");
+    /* Bounded before allocating: two span tables must fit in one frame. */
+    if (params->count > FRAME_MAX_LIMIT / (2 * SPAN_BYTES))
+        return conn_reject(conn, B10_ERR_TOO_LARGE, "%zu spans cannot fit in one request",
+                           params->count);
+    for (size_t i = 0; i < params->count; i++) {
+        const b10_span_t *l = &params->local[i], *r = &params->remote[i];
+        if (l->length == 0 || l->length != r->length)
+            return conn_reject(conn, B10_ERR_INVALID_ARG,
+                               "span %zu: lengths %llu and %llu must be equal and non-zero", i,
+                               (unsigned long long)l->length, (unsigned long long)r->length);
+        if (l->addr + l->length < l->addr || r->addr + r->length < r->addr)
+            return conn_reject(conn, B10_ERR_INVALID_ARG,
+                               "span %zu wraps around the address space", i);
+    }
+    return B10_OK;
+}
+
+static void pack_spans(uint8_t *out, const b10_span_t *spans, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        frame_put_u64(out + i * SPAN_BYTES, spans[i].addr);
+        frame_put_u64(out + i * SPAN_BYTES + 8, spans[i].length);
+    }
+}
+
+b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
+                             b10_xfer_t **xfer_p)
+{
+    B10__SubmitXfer sx = B10__SUBMIT_XFER__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    b10_status_t status;
+
+    if (conn == NULL)
+        return B10_ERR_INVALID_ARG;
+    if (params == NULL || xfer_p == NULL)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "params and xfer_p are required");
+    status = xfer_check_params(conn, params);
+    if (status != B10_OK)
+        return status;
+
+    size_t table = params->count * SPAN_BYTES;
+    uint8_t *spans = malloc(2 * table);
+    b10_xfer_t *xfer = calloc(1, sizeof(*xfer));
+    if (spans == NULL || xfer == NULL) {
+        status = conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory for %zu spans",
+                             params->count);
+        goto free_all;
+    }
+    xfer->conn = conn;
+    xfer->status = B10_IN_PROGRESS;
+    /* Packed outside the lock: a million spans take a while. */
+    pack_spans(spans, params->local, params->count);
+    pack_spans(spans + table, params->remote, params->count);
+    sx.op = B10__OP__OP_WRITE;
+    sx.remote_agent = (char *)params->remote_agent;
+    sx.local_spans = (ProtobufCBinaryData){ .len = table, .data = spans };
+    sx.remote_spans = (ProtobufCBinaryData){ .len = table, .data = spans + table };
+    sx.deadline_ms = params->field_mask & B10_XFER_FIELD_DEADLINE ? params->deadline_ms : 0;
+    msg.body_case = B10__CLIENT_MSG__BODY_SUBMIT;
+    msg.submit = &sx;
+
+    pthread_mutex_lock(&conn->lock);
+    status = conn_request(conn, &msg, -1, B10__REPLY__BODY_SUBMIT, xfer, NULL);
+    pthread_mutex_unlock(&conn->lock);
+    if (status != B10_OK)
+        goto free_all;
+    free(spans);
+    /* The reply's dispatch already put xfer into the table and the list. */
+    *xfer_p = xfer;
+    return B10_OK;
+
+free_all:
+    free(spans);
+    xfer_free(xfer);
+    return status;
+}
+
+b10_status_t b10_xfer_status(b10_xfer_t *xfer)
+{
+    if (xfer == NULL)
+        return B10_ERR_INVALID_ARG;
+    b10_conn_t *conn = xfer->conn;
+    pthread_mutex_lock(&conn->lock);
+    /* A caller that only polls status still sees news without b10_conn_progress. */
+    if (xfer->status == B10_IN_PROGRESS)
+        conn_poke(conn);
+    b10_status_t status = xfer->status;
+    pthread_mutex_unlock(&conn->lock);
+    return status;
+}
+
+b10_status_t b10_xfer_wait(b10_xfer_t *xfer, int timeout_ms)
+{
+    if (xfer == NULL)
+        return B10_ERR_INVALID_ARG;
+    b10_conn_t *conn = xfer->conn;
+    int64_t deadline = deadline_after(timeout_ms);
+
+    pthread_mutex_lock(&conn->lock);
+    conn_poke(conn);
+    /* A dead connection has already finished every transfer in the table. */
+    while (xfer->status == B10_IN_PROGRESS && conn->dead == B10_OK && now_ns() < deadline)
+        conn_wait_round(conn, deadline);
+    b10_status_t status = xfer->status;
+    pthread_mutex_unlock(&conn->lock);
+    return status;
+}
+
+b10_status_t b10_xfer_cancel(b10_xfer_t *xfer)
+{
+    B10__CancelXfer cx = B10__CANCEL_XFER__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+
+    if (xfer == NULL)
+        return B10_ERR_INVALID_ARG;
+    b10_conn_t *conn = xfer->conn;
+    cx.xfer_id = xfer->id;
+    msg.body_case = B10__CLIENT_MSG__BODY_CANCEL;
+    msg.cancel = &cx;
+    pthread_mutex_lock(&conn->lock);
+    b10_status_t status = conn->dead;
+    /* Finished already: there is nothing left to cancel, and that is no error. */
+    if (status == B10_OK && xfer->status == B10_IN_PROGRESS)
+        status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
+    pthread_mutex_unlock(&conn->lock);
+    return status;
+}
+
+const char *b10_xfer_detail(b10_xfer_t *xfer)
+{
+    if (xfer == NULL)
+        return "";
+    b10_conn_t *conn = xfer->conn;
+    pthread_mutex_lock(&conn->lock);
+    const char *detail = xfer->detail != NULL ? xfer->detail : "";
+    pthread_mutex_unlock(&conn->lock);
+    return detail;
+}
+
+uint64_t b10_xfer_id(b10_xfer_t *xfer)
+{
+    return xfer == NULL ? 0 : xfer->id;
+}
+
+/*
+ * ReleaseXfer is fire-and-forget: its reply finds no pending request and is
+ * dropped, and a later XferDone finds no handle and is ignored.
+ */
+void b10_xfer_release(b10_xfer_t *xfer)
+{
+    B10__ReleaseXfer rx = B10__RELEASE_XFER__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    uint8_t *frame;
+    size_t len;
+
+    if (xfer == NULL)
+        return;
+    b10_conn_t *conn = xfer->conn;
+    rx.xfer_id = xfer->id;
+    msg.body_case = B10__CLIENT_MSG__BODY_RELEASE;
+    msg.release = &rx;
+    pthread_mutex_lock(&conn->lock);
+    xfer_table_remove(conn, xfer);
+    xfer_list_remove(conn, xfer);
+    if (conn->dead == B10_OK) {
+        msg.seq = conn->next_seq;
+        if (frame_encode(&msg.base, conn->max_frame, &frame, &len) == 0) {
+            conn->next_seq++;
+            /*
+             * Nobody waits for this; a failure to send is either a dead
+             * connection (recorded by conn_send) or a daemon that will drop
+             * the transfer with the client anyway.
+             */
+            (void)conn_send(conn, frame, len, -1, deadline_after(conn->request_timeout_ms));
+            free(frame);
+        } else {
+            conn_log(conn, B10_LOG_WARNING, "transfer %llu: no memory to send its release",
+                     (unsigned long long)xfer->id);
+        }
+    }
+    pthread_mutex_unlock(&conn->lock);
+    xfer_free(xfer);
+}

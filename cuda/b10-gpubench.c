@@ -1,0 +1,362 @@
+/*
+ * b10-gpubench — the GPU stages of b10d against their ceilings, in one run.
+ *
+ * Ceilings: pinned cudaMemcpy D2H and H2D of 1 GiB into/out of the same mapped
+ * pinned staging the copier uses. Then gather (device spans → staging) and
+ * scatter (staging → device spans) of ~1 GiB cut into 4 KiB, 32 KiB and 10 MiB
+ * spans, the device spans scattered over a 2 GiB pool, by our kernel at several
+ * CTA caps, by one cudaMemcpyAsync per span, and by cudaMemcpyBatchAsync; then a
+ * span-size sweep that finds where the copy engines catch up with the kernel.
+ * Every figure is the median of several runs, timed with CUDA events, and is
+ * printed beside its ratio to the ceiling of its direction. Output: markdown.
+ *
+ *   b10-gpubench [-g GiB] [-q]      -q: fewer repetitions
+ */
+#include "gpu-copy.h"
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CK(call)                                                                     \
+    do {                                                                             \
+        cudaError_t e_ = (call);                                                     \
+        if (e_ != cudaSuccess) {                                                     \
+            fprintf(stderr, "b10-gpubench: %s:%d %s: %s\n", __FILE__, __LINE__, #call, \
+                    cudaGetErrorString(e_));                                         \
+            exit(1);                                                                 \
+        }                                                                            \
+    } while (0)
+
+static size_t total_bytes = (size_t)1 << 30;
+static int reps = 5;
+static uint8_t *dev_pool;      /* 2 × total_bytes */
+static uint8_t *staging;       /* total_bytes, mapped pinned */
+static gpu_copy_piece_t *pieces;
+static double ceil_d2h, ceil_h2d;
+static uint64_t rng = 0x243f6a8885a308d3ull;
+
+static uint64_t
+rnd(void)
+{
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 0x2545f4914f6cdd1dull;
+}
+
+static double
+now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double
+median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* n spans of `span` bytes: packed in staging, shuffled over 2n slots of the
+ * device pool (KV blocks are neither contiguous nor in order). `skew` offsets
+ * each device span to test mismatched alignment (0: both 16-byte aligned). */
+static size_t
+make_pieces(size_t span, size_t skew)
+{
+    size_t n = total_bytes / span;
+    size_t slots = 2 * n;
+    size_t *perm = malloc(slots * sizeof(*perm));
+
+    if (!perm)
+        exit(1);
+    for (size_t i = 0; i < slots; i++)
+        perm[i] = i;
+    for (size_t i = slots; i > 1; i--) {
+        size_t j = rnd() % i, t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t d = perm[i] * span + skew;   /* the pool has 1 MiB of slack for skew */
+        pieces[i].dev = dev_pool + d;
+        pieces[i].host = staging + i * span;
+        pieces[i].len = span;
+    }
+    free(perm);
+    return n;
+}
+
+struct result {
+    double gbps;      /* median */
+    double submit_us; /* median host time in gpu_copy_submit */
+};
+
+static struct result
+run(gpu_copy_dir_t dir, gpu_copy_engine_t eng, unsigned ctas, unsigned threads, size_t n,
+    int nreps)
+{
+    gpu_copy_params_t prm = {
+        .field_mask = GPU_COPY_PARAM_MAX_CTAS | GPU_COPY_PARAM_THREADS |
+                      GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_INFLIGHT,
+        .max_ctas = ctas, .threads = threads, .max_pieces = n, .max_inflight = 1,
+    };
+    gpu_copy_req_t req = { .dir = dir, .engine = eng, .pieces = pieces, .npieces = n };
+    gpu_copier_t *c = NULL;
+    double gb[16], us[16];
+    size_t bytes = 0;
+    int rc;
+
+    for (size_t i = 0; i < n; i++)
+        bytes += pieces[i].len;
+    if ((rc = gpu_copy_create(&prm, &c)) != GPU_COPY_OK) {
+        fprintf(stderr, "b10-gpubench: gpu_copy_create: %s\n", gpu_copy_strstatus(rc));
+        exit(1);
+    }
+    for (int r = -1; r < nreps; r++) {   /* r = -1: warm-up */
+        gpu_copy_op_t *op;
+        float ms = 0;
+        double t0 = now_us();
+
+        rc = gpu_copy_submit(c, &req, &op);
+        double t1 = now_us();
+        if (rc == GPU_COPY_OK)
+            rc = gpu_copy_op_wait(op);
+        if (rc == GPU_COPY_OK)
+            rc = gpu_copy_op_elapsed_ms(op, &ms);
+        if (rc != GPU_COPY_OK) {
+            fprintf(stderr, "b10-gpubench: copy: %s %s\n", gpu_copy_strstatus(rc),
+                    gpu_copy_last_error(c));
+            exit(1);
+        }
+        gpu_copy_op_release(op);
+        if (r >= 0) {
+            gb[r] = bytes / (ms * 1e6);
+            us[r] = t1 - t0;
+        }
+    }
+    gpu_copy_destroy(c);
+    return (struct result){ median(gb, nreps), median(us, nreps) };
+}
+
+static double
+memcpy_ceiling(int h2d)
+{
+    cudaEvent_t a, b;
+    double gb[16];
+
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int r = -1; r < reps; r++) {
+        float ms;
+        CK(cudaEventRecord(a, 0));
+        if (h2d)
+            CK(cudaMemcpyAsync(dev_pool, staging, total_bytes, cudaMemcpyHostToDevice, 0));
+        else
+            CK(cudaMemcpyAsync(staging, dev_pool, total_bytes, cudaMemcpyDeviceToHost, 0));
+        CK(cudaEventRecord(b, 0));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms, a, b));
+        if (r >= 0)
+            gb[r] = total_bytes / (ms * 1e6);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return median(gb, reps);
+}
+
+static const char *
+human(size_t b)
+{
+    static char buf[8][32];
+    static int k;
+    char *s = buf[k++ % 8];
+    if (b >= (1u << 20) && b % (1u << 20) == 0)
+        snprintf(s, 32, "%zu MiB", b >> 20);
+    else if (b >= 1024 && b % 1024 == 0)
+        snprintf(s, 32, "%zu KiB", b >> 10);
+    else
+        snprintf(s, 32, "%zu B", b);
+    return s;
+}
+
+int
+main(int argc, char **argv)
+{
+    const char *why = NULL;
+    struct cudaDeviceProp prop;
+    int drv = 0, rtv = 0, opt;
+    char date[64], host[128];
+    time_t t = time(NULL);
+    static const size_t spans[3] = { 4096, 32768, 10u << 20 };
+    static const unsigned caps[3] = { 8, 16, 32 };
+    struct result kg[3][3][2], ks[3][3][2];   /* [span][cap][threads 512/256] */
+    struct result cg[3][2], cs[3][2];         /* [span][memcpy/batch] */
+    int ok_targets = 1;
+
+    while ((opt = getopt(argc, argv, "g:q")) != -1) {
+        if (opt == 'g')
+            total_bytes = (size_t)(atof(optarg) * 1024) << 20;
+        else if (opt == 'q')
+            reps = 3;
+        else {
+            fprintf(stderr, "usage: b10-gpubench [-g GiB] [-q]\n");
+            return 2;
+        }
+    }
+    if (gpu_copy_device_count(&why) == 0) {
+        printf("SKIP: no GPU (%s)\n", why ? why : "unknown");
+        return 0;
+    }
+    CK(cudaSetDevice(0));
+    CK(cudaGetDeviceProperties(&prop, 0));
+    cudaDriverGetVersion(&drv);
+    cudaRuntimeGetVersion(&rtv);
+    strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime(&t));
+    if (gethostname(host, sizeof(host)) != 0)
+        strcpy(host, "?");
+
+    CK(cudaMalloc((void **)&dev_pool, 2 * total_bytes + (1u << 20)));
+    if (gpu_copy_host_alloc(total_bytes + (1u << 20), (void **)&staging) != GPU_COPY_OK) {
+        fprintf(stderr, "b10-gpubench: cannot allocate staging\n");
+        return 1;
+    }
+    CK(cudaMemset(dev_pool, 0x3c, 2 * total_bytes));
+    memset(staging, 0xc3, total_bytes);
+    pieces = calloc(total_bytes / 4096 + 1, sizeof(*pieces));
+    if (!pieces)
+        return 1;
+
+    printf("# b10d GPU copy benchmark\n\n");
+    printf("- date: %s; host %s\n", date, host);
+    printf("- device: %s, %d SMs, PCIe %02x:%02x; driver %d.%d, runtime %d.%d\n", prop.name,
+           prop.multiProcessorCount, prop.pciBusID, prop.pciDeviceID, drv / 1000, drv % 1000 / 10,
+           rtv / 1000, rtv % 1000 / 10);
+    printf("- bytes a copy: %s (device spans shuffled over a %s pool; staging packed, "
+           "mapped pinned); median of %d runs, CUDA events\n\n",
+           human(total_bytes), human(2 * total_bytes), reps);
+
+    ceil_d2h = memcpy_ceiling(0);
+    ceil_h2d = memcpy_ceiling(1);
+    printf("## Ceilings\n\n| path | GB/s |\n|---|---:|\n");
+    printf("| pinned cudaMemcpy D2H, %s | %.1f |\n", human(total_bytes), ceil_d2h);
+    printf("| pinned cudaMemcpy H2D, %s | %.1f |\n\n", human(total_bytes), ceil_h2d);
+    fflush(stdout);
+
+    printf("## Kernel: gather (ratio to D2H) and scatter (ratio to H2D)\n\n");
+    printf("| span | CTAs × threads | gather GB/s | × D2H | scatter GB/s | × H2D | submit µs (host) |\n");
+    printf("|---|---|---:|---:|---:|---:|---:|\n");
+    for (int si = 0; si < 3; si++) {
+        size_t n = make_pieces(spans[si], 0);
+        for (int ci = 0; ci < 3; ci++)
+            for (int ti = 0; ti < 2; ti++) {
+                unsigned th = ti ? 256 : 512;
+                kg[si][ci][ti] = run(GPU_COPY_GATHER, GPU_COPY_KERNEL, caps[ci], th, n, reps);
+                ks[si][ci][ti] = run(GPU_COPY_SCATTER, GPU_COPY_KERNEL, caps[ci], th, n, reps);
+                printf("| %s | %u × %u | %.1f | %.3f | %.1f | %.3f | %.0f |\n", human(spans[si]),
+                       caps[ci], th, kg[si][ci][ti].gbps, kg[si][ci][ti].gbps / ceil_d2h,
+                       ks[si][ci][ti].gbps, ks[si][ci][ti].gbps / ceil_h2d,
+                       kg[si][ci][ti].submit_us);
+                fflush(stdout);
+            }
+    }
+
+    printf("\n## Copy engines\n\n");
+    printf("| span | engine | gather GB/s | × D2H | scatter GB/s | × H2D | kernel(32×512) ÷ engine, gather / scatter |\n");
+    printf("|---|---|---:|---:|---:|---:|---:|\n");
+    for (int si = 0; si < 3; si++) {
+        size_t n = make_pieces(spans[si], 0);
+        int r = si == 0 ? 2 : reps;
+        for (int e = 0; e < 2; e++) {
+            gpu_copy_engine_t eng = e ? GPU_COPY_BATCH : GPU_COPY_MEMCPY;
+            cg[si][e] = run(GPU_COPY_GATHER, eng, 32, 512, n, r);
+            cs[si][e] = run(GPU_COPY_SCATTER, eng, 32, 512, n, r);
+            printf("| %s | %s | %.1f | %.3f | %.1f | %.3f | %.1f / %.1f |\n", human(spans[si]),
+                   e ? "cudaMemcpyBatchAsync" : "cudaMemcpyAsync per span", cg[si][e].gbps,
+                   cg[si][e].gbps / ceil_d2h, cs[si][e].gbps, cs[si][e].gbps / ceil_h2d,
+                   kg[si][2][0].gbps / cg[si][e].gbps, ks[si][2][0].gbps / cs[si][e].gbps);
+            fflush(stdout);
+        }
+    }
+
+    printf("\n## Crossover sweep: kernel (32 × 512) against the copy engines\n\n");
+    printf("| span | kernel G | memcpy G | batch G | kernel S | memcpy S | batch S |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|\n");
+    {
+        static const size_t sweep[] = { 16384, 65536, 262144, 1u << 20, 2u << 20, 4u << 20,
+                                        8u << 20, 16u << 20, 64u << 20 };
+        size_t cross_g = 0, cross_s = 0;
+        for (size_t k = 0; k < sizeof(sweep) / sizeof(sweep[0]); k++) {
+            size_t n = make_pieces(sweep[k], 0);
+            int r = reps < 3 ? reps : 3;
+            double a = run(GPU_COPY_GATHER, GPU_COPY_KERNEL, 32, 512, n, r).gbps;
+            double b = run(GPU_COPY_GATHER, GPU_COPY_MEMCPY, 32, 512, n, r).gbps;
+            double c = run(GPU_COPY_GATHER, GPU_COPY_BATCH, 32, 512, n, r).gbps;
+            double d = run(GPU_COPY_SCATTER, GPU_COPY_KERNEL, 32, 512, n, r).gbps;
+            double e = run(GPU_COPY_SCATTER, GPU_COPY_MEMCPY, 32, 512, n, r).gbps;
+            double f = run(GPU_COPY_SCATTER, GPU_COPY_BATCH, 32, 512, n, r).gbps;
+            printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", human(sweep[k]), a, b, c,
+                   d, e, f);
+            fflush(stdout);
+            if (!cross_g && (b > c ? b : c) >= 0.97 * a)
+                cross_g = sweep[k];
+            if (!cross_s && (e > f ? e : f) >= 0.97 * d)
+                cross_s = sweep[k];
+        }
+        printf("\nCrossover (copy engines within 3%% of the kernel from this span up): "
+               "gather %s, scatter %s.\n", cross_g ? human(cross_g) : "none",
+               cross_s ? human(cross_s) : "none");
+    }
+
+    printf("\n## Mismatched alignment (32 KiB spans, 32 × 512; device span offset by k bytes)\n\n");
+    printf("| dev − host mod 16 | vector | gather GB/s | × D2H | scatter GB/s | × H2D |\n|---|---|---:|---:|---:|---:|\n");
+    {
+        static const size_t skew[] = { 8, 4, 1 };
+        static const char *vec[] = { "8 B", "4 B", "1 B" };
+        for (int k = 0; k < 3; k++) {
+            size_t n = make_pieces(32768, skew[k]);
+            int r = reps < 3 ? reps : 3;
+            double a = run(GPU_COPY_GATHER, GPU_COPY_KERNEL, 32, 512, n, r).gbps;
+            double b = run(GPU_COPY_SCATTER, GPU_COPY_KERNEL, 32, 512, n, r).gbps;
+            printf("| %zu | %s | %.1f | %.3f | %.1f | %.3f |\n", skew[k], vec[k], a,
+                   a / ceil_d2h, b, b / ceil_h2d);
+            fflush(stdout);
+        }
+    }
+
+    printf("\n## Targets (≤ 32 CTAs, 512 threads)\n\n");
+    for (int si = 0; si < 2; si++) {
+        double g = kg[si][2][0].gbps / ceil_d2h, s = ks[si][2][0].gbps / ceil_h2d;
+        int okg = g >= 0.90, oks = s >= 0.85;
+        ok_targets &= okg & oks;
+        printf("- %s spans: gather %.3f × D2H (target ≥ 0.90, aim 0.95): %s; "
+               "scatter %.3f × H2D (target ≥ 0.85, aim 0.93): %s\n", human(spans[si]), g,
+               okg ? "met" : "MISSED", s, oks ? "met" : "MISSED");
+    }
+    {
+        double rg = kg[0][2][0].gbps / cg[0][1].gbps, rs = ks[0][2][0].gbps / cs[0][1].gbps;
+        int ok = rg >= 10 && rs >= 10;
+        ok_targets &= ok;
+        printf("- 4 KiB spans: kernel ÷ cudaMemcpyBatchAsync = %.1f (gather), %.1f (scatter) "
+               "(target ≥ 10): %s\n", rg, rs, ok ? "met" : "MISSED");
+    }
+    printf("\n%s\n", ok_targets ? "All targets met." : "Some targets missed.");
+
+    gpu_copy_host_free(staging);
+    cudaFree(dev_pool);
+    free(pieces);
+    return 0;
+}

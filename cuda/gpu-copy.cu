@@ -1,0 +1,614 @@
+/*
+ * gpu-copy.cu — the gather/scatter kernels and the copier (see gpu-copy.h).
+ *
+ * The kernel reads a table of work items from device memory. An item is a piece,
+ * or a slice of a big piece: submission cuts pieces longer than a chunk into
+ * chunk-sized items, the chunk chosen so that there are a few items for every
+ * warp of the launch. Each warp copies one item at a time, its items taken
+ * grid-stride. So 10^5 pieces of 4 KiB and ten pieces of 100 MiB both spread
+ * over every warp of the (capped) grid.
+ *
+ * Inside an item a warp moves 32 lanes × U vectors per step, all U loads issued
+ * before the first store: mapped host memory is a PCIe round trip away (~1-2 µs),
+ * and a scatter needs about 100 KB of reads in flight to fill the link, which
+ * one load per thread at 32 CTAs barely reaches. Vectors are 16 bytes when
+ * dst ≡ src (mod 16), else the widest width both sides share (8, 4, 2, 1);
+ * the unaligned head and the tail are copied byte by byte by the first lanes.
+ */
+#include "gpu-copy.h"
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One work item. Pointers are generic addresses (UVA): mapped pinned host memory
+ * is addressed by its host pointer. */
+struct gpu_copy_item {
+    uint64_t dev;
+    uint64_t host;
+    uint64_t len;
+};
+
+enum { UNROLL = 8 };
+
+enum slot_state { SLOT_FREE, SLOT_OWNED, SLOT_ORPHAN };
+
+struct gpu_copy_op {
+    struct gpu_copier    *copier;
+    enum slot_state       state;
+    struct gpu_copy_item *h_items;  /* pinned, mapped host table, cap_items entries */
+    struct gpu_copy_item *d_items;  /* device copy of the table, for scatters */
+    cudaEvent_t           ev_start;
+    cudaEvent_t           ev_done;
+};
+
+struct gpu_copier {
+    int            device;
+    unsigned       max_ctas;
+    unsigned       threads;
+    unsigned       max_inflight;
+    size_t         max_pieces;
+    size_t         ce_min_piece;
+    size_t         cap_items;     /* 2 × max_pieces + 64: room to split big pieces */
+    cudaStream_t   stream;
+    struct gpu_copy_op *ops;      /* max_inflight slots */
+    void         **b_dsts;        /* cudaMemcpyBatchAsync argument arrays, max_pieces */
+    const void   **b_srcs;
+    size_t        *b_sizes;
+    char           err[256];
+};
+
+/* ---------------------------------------------------------------- kernels */
+
+template <typename T> __device__ __forceinline__ T ld_cs(const T *p) { return __ldcs(p); }
+template <typename T> __device__ __forceinline__ void st_cs(T *p, T v) { __stcs(p, v); }
+
+/* One warp copies len bytes; T is the vector type, dst ≡ src (mod sizeof(T)). */
+template <typename T, int U>
+__device__ __forceinline__ void
+warp_copy(char *dst, const char *src, size_t len, unsigned lane)
+{
+    const size_t W = sizeof(T);
+    size_t head = (size_t)(0 - (uintptr_t)dst) & (W - 1);
+
+    if (head > len)
+        head = len;
+    if (lane < head)
+        dst[lane] = src[lane];
+    dst += head;
+    src += head;
+    len -= head;
+
+    const size_t nv = len / W;
+    T *d = (T *)dst;
+    const T *s = (const T *)src;
+    const size_t step = 32 * U;
+    size_t v = 0;
+
+    for (; v + step <= nv; v += step) {
+        T r[U];
+#pragma unroll
+        for (int k = 0; k < U; k++)
+            r[k] = ld_cs(s + v + k * 32 + lane);
+#pragma unroll
+        for (int k = 0; k < U; k++)
+            st_cs(d + v + k * 32 + lane, r[k]);
+    }
+    if (v < nv) {
+        T r[U];
+#pragma unroll
+        for (int k = 0; k < U; k++) {
+            size_t j = v + k * 32 + lane;
+            if (j < nv)
+                r[k] = ld_cs(s + j);
+        }
+#pragma unroll
+        for (int k = 0; k < U; k++) {
+            size_t j = v + k * 32 + lane;
+            if (j < nv)
+                st_cs(d + j, r[k]);
+        }
+    }
+
+    const size_t done = nv * W;
+    if (lane < len - done)
+        dst[done + lane] = src[done + lane];
+}
+
+template <int SCATTER>
+__global__ void __launch_bounds__(512)
+gpu_copy_kernel(const struct gpu_copy_item *__restrict__ items, size_t n)
+{
+    /* 512 threads at most: with 8 × 16-byte vectors a lane in registers, a
+     * 1024-thread bound would cap registers at 64 and spill. */
+    const unsigned lane = threadIdx.x & 31;
+    const size_t warp = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const size_t nwarps = ((size_t)gridDim.x * blockDim.x) >> 5;
+
+    size_t i = warp;
+
+    if (i >= n)
+        return;
+    struct gpu_copy_item it = items[i];
+    for (;;) {
+        /* The next descriptor is fetched before this item is copied: for a gather
+         * the table is read over PCIe, a round trip worth hiding. */
+        const size_t next = i + nwarps;
+        const bool more = next < n;
+        struct gpu_copy_item nit = { 0, 0, 0 };
+        if (more)
+            nit = items[next];
+
+        char *dst = (char *)(SCATTER ? it.dev : it.host);
+        const char *src = (const char *)(SCATTER ? it.host : it.dev);
+        const uintptr_t mis = (uintptr_t)dst ^ (uintptr_t)src;
+
+        if (!(mis & 15))
+            warp_copy<uint4, UNROLL>(dst, src, it.len, lane);
+        else if (!(mis & 7))
+            warp_copy<uint2, UNROLL>(dst, src, it.len, lane);
+        else if (!(mis & 3))
+            warp_copy<unsigned int, UNROLL>(dst, src, it.len, lane);
+        else if (!(mis & 1))
+            warp_copy<unsigned short, UNROLL>(dst, src, it.len, lane);
+        else
+            warp_copy<unsigned char, UNROLL>(dst, src, it.len, lane);
+        if (!more)
+            break;
+        it = nit;
+        i = next;
+    }
+}
+
+/* ---------------------------------------------------------------- errors */
+
+const char *
+gpu_copy_strstatus(int status)
+{
+    switch (status) {
+#define GPU_COPY_X_STR(name, val, str) case (val): return str;
+    GPU_COPY_STATUS_MAP(GPU_COPY_X_STR)
+#undef GPU_COPY_X_STR
+    }
+    return "unknown gpu-copy status";
+}
+
+/* Records the CUDA error once, clears it if it is not sticky, and converts it. */
+static int
+copier_fail(struct gpu_copier *c, cudaError_t e, const char *what)
+{
+    if (c)
+        snprintf(c->err, sizeof(c->err), "%s: %s (%s)", what, cudaGetErrorString(e),
+                 cudaGetErrorName(e));
+    (void)cudaGetLastError();
+    if (e == cudaErrorMemoryAllocation)
+        return GPU_COPY_E_NOMEM;
+    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInvalidDevice)
+        return GPU_COPY_E_NODEV;
+    return GPU_COPY_E_CUDA;
+}
+
+const char *
+gpu_copy_last_error(const gpu_copier_t *c)
+{
+    return c ? c->err : "";
+}
+
+int
+gpu_copy_device(const gpu_copier_t *c)
+{
+    return c ? c->device : -1;
+}
+
+/* ---------------------------------------------------------------- devices, staging */
+
+int
+gpu_copy_device_count(const char **why_p)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (why_p)
+            *why_p = cudaGetErrorString(e);
+        return 0;
+    }
+    if (n <= 0) {
+        if (why_p)
+            *why_p = "the CUDA runtime sees no device";
+        return 0;
+    }
+    return n;
+}
+
+int
+gpu_copy_host_alloc(size_t len, void **host_p)
+{
+    void *p = NULL;
+    cudaError_t e;
+
+    if (len == 0 || !host_p)
+        return GPU_COPY_E_INVAL;
+    e = cudaHostAlloc(&p, len, cudaHostAllocPortable | cudaHostAllocMapped);
+    if (e != cudaSuccess)
+        return copier_fail(NULL, e, "cudaHostAlloc");
+    *host_p = p;
+    return GPU_COPY_OK;
+}
+
+void
+gpu_copy_host_free(void *host)
+{
+    if (host)
+        (void)cudaFreeHost(host);
+}
+
+int
+gpu_copy_host_register(void *host, size_t len)
+{
+    cudaError_t e;
+
+    if (!host || len == 0)
+        return GPU_COPY_E_INVAL;
+    e = cudaHostRegister(host, len, cudaHostRegisterPortable | cudaHostRegisterMapped);
+    if (e != cudaSuccess)
+        return copier_fail(NULL, e, "cudaHostRegister");
+    return GPU_COPY_OK;
+}
+
+void
+gpu_copy_host_unregister(void *host)
+{
+    if (host)
+        (void)cudaHostUnregister(host);
+}
+
+/* ---------------------------------------------------------------- copier */
+
+void
+gpu_copy_destroy(gpu_copier_t *c)
+{
+    if (!c)
+        return;
+    (void)cudaSetDevice(c->device);
+    if (c->stream)
+        (void)cudaStreamSynchronize(c->stream);
+    if (c->ops) {
+        for (unsigned i = 0; i < c->max_inflight; i++) {
+            struct gpu_copy_op *op = &c->ops[i];
+            if (op->ev_done)
+                (void)cudaEventDestroy(op->ev_done);
+            if (op->ev_start)
+                (void)cudaEventDestroy(op->ev_start);
+            if (op->d_items)
+                (void)cudaFree(op->d_items);
+            if (op->h_items)
+                (void)cudaFreeHost(op->h_items);
+        }
+        free(c->ops);
+    }
+    if (c->stream)
+        (void)cudaStreamDestroy(c->stream);
+    free(c->b_sizes);
+    free(c->b_srcs);
+    free(c->b_dsts);
+    (void)cudaGetLastError();
+    free(c);
+}
+
+int
+gpu_copy_create(const gpu_copy_params_t *p, gpu_copier_t **copier_p)
+{
+    struct gpu_copier *c;
+    uint64_t m = p ? p->field_mask : 0;
+    cudaError_t e;
+    int rc;
+
+    if (!copier_p)
+        return GPU_COPY_E_INVAL;
+    c = (struct gpu_copier *)calloc(1, sizeof(*c));
+    if (!c)
+        return GPU_COPY_E_NOMEM;
+    c->device       = (m & GPU_COPY_PARAM_DEVICE) ? p->device : 0;
+    c->max_ctas     = (m & GPU_COPY_PARAM_MAX_CTAS) ? p->max_ctas : 32;
+    c->threads      = (m & GPU_COPY_PARAM_THREADS) ? p->threads : 512;
+    c->max_pieces   = (m & GPU_COPY_PARAM_MAX_PIECES) ? p->max_pieces : 65536;
+    c->max_inflight = (m & GPU_COPY_PARAM_MAX_INFLIGHT) ? p->max_inflight : 4;
+    c->ce_min_piece = (m & GPU_COPY_PARAM_CE_MIN_PIECE) ? p->ce_min_piece : GPU_COPY_CE_MIN_PIECE;
+    if (c->device < 0 || c->max_ctas < 1 || c->max_ctas > 1024 || c->threads < 32 ||
+        c->threads > 512 || c->threads % 32 || c->max_pieces < 1 ||
+        c->max_pieces > ((size_t)1 << 26) || c->max_inflight < 1 || c->max_inflight > 64) {
+        free(c);
+        return GPU_COPY_E_INVAL;
+    }
+    c->cap_items = 2 * c->max_pieces + 64;
+
+    if (gpu_copy_device_count(NULL) <= c->device) {
+        rc = GPU_COPY_E_NODEV;
+        goto fail;
+    }
+    if ((e = cudaSetDevice(c->device)) != cudaSuccess) {
+        rc = copier_fail(c, e, "cudaSetDevice");
+        goto fail;
+    }
+    if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        c->stream = NULL;
+        rc = copier_fail(c, e, "cudaStreamCreateWithFlags");
+        goto fail;
+    }
+    c->b_dsts  = (void **)calloc(c->max_pieces, sizeof(*c->b_dsts));
+    c->b_srcs  = (const void **)calloc(c->max_pieces, sizeof(*c->b_srcs));
+    c->b_sizes = (size_t *)calloc(c->max_pieces, sizeof(*c->b_sizes));
+    c->ops     = (struct gpu_copy_op *)calloc(c->max_inflight, sizeof(*c->ops));
+    if (!c->b_dsts || !c->b_srcs || !c->b_sizes || !c->ops) {
+        rc = GPU_COPY_E_NOMEM;
+        goto fail;
+    }
+    for (unsigned i = 0; i < c->max_inflight; i++) {
+        struct gpu_copy_op *op = &c->ops[i];
+        size_t bytes = c->cap_items * sizeof(struct gpu_copy_item);
+
+        op->copier = c;
+        op->state = SLOT_FREE;
+        if ((e = cudaHostAlloc((void **)&op->h_items, bytes,
+                               cudaHostAllocPortable | cudaHostAllocMapped)) != cudaSuccess) {
+            op->h_items = NULL;
+            rc = copier_fail(c, e, "cudaHostAlloc(descriptors)");
+            goto fail;
+        }
+        if ((e = cudaMalloc((void **)&op->d_items, bytes)) != cudaSuccess) {
+            op->d_items = NULL;
+            rc = copier_fail(c, e, "cudaMalloc(descriptors)");
+            goto fail;
+        }
+        if ((e = cudaEventCreate(&op->ev_start)) != cudaSuccess) {
+            op->ev_start = NULL;
+            rc = copier_fail(c, e, "cudaEventCreate");
+            goto fail;
+        }
+        if ((e = cudaEventCreate(&op->ev_done)) != cudaSuccess) {
+            op->ev_done = NULL;
+            rc = copier_fail(c, e, "cudaEventCreate");
+            goto fail;
+        }
+    }
+    *copier_p = c;
+    return GPU_COPY_OK;
+
+fail:
+    gpu_copy_destroy(c);
+    return rc;
+}
+
+/* A free slot, reclaiming orphans (slots of failed submissions) whose work ended. */
+static struct gpu_copy_op *
+copier_take_slot(struct gpu_copier *c)
+{
+    for (unsigned i = 0; i < c->max_inflight; i++) {
+        struct gpu_copy_op *op = &c->ops[i];
+        if (op->state == SLOT_ORPHAN && cudaEventQuery(op->ev_done) != cudaErrorNotReady) {
+            (void)cudaGetLastError();
+            op->state = SLOT_FREE;
+        }
+        if (op->state == SLOT_FREE)
+            return op;
+    }
+    return NULL;
+}
+
+/* Fills op->h_items from the pieces, cutting big ones so that every warp of the
+ * launch gets a few items. Returns the item count. */
+static size_t
+copier_plan_items(const struct gpu_copier *c, struct gpu_copy_op *op, const gpu_copy_piece_t *pc,
+                  size_t n, size_t total, size_t nonempty, size_t nwarps)
+{
+    size_t chunk = total / (4 * nwarps);
+    size_t room = c->cap_items - nonempty;  /* > max_pieces */
+    size_t min_for_room = total / room + 1;
+    size_t k = 0;
+
+    if (chunk < 32768)
+        chunk = 32768;
+    if (chunk < min_for_room)
+        chunk = min_for_room;
+    chunk = (chunk + 4095) & ~(size_t)4095;  /* keeps dev and host congruent mod 16 */
+
+    for (size_t i = 0; i < n; i++) {
+        uint64_t dev = (uint64_t)(uintptr_t)pc[i].dev;
+        uint64_t host = (uint64_t)(uintptr_t)pc[i].host;
+        size_t len = pc[i].len;
+
+        for (size_t off = 0; off < len; off += chunk) {
+            size_t l = len - off < chunk ? len - off : chunk;
+            op->h_items[k].dev = dev + off;
+            op->h_items[k].host = host + off;
+            op->h_items[k].len = l;
+            k++;
+        }
+    }
+    return k;
+}
+
+int
+gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p)
+{
+    struct gpu_copy_op *op;
+    gpu_copy_engine_t engine;
+    size_t total = 0, nonempty = 0, minlen = SIZE_MAX, nitems = 0, per_cta = 1;
+    cudaError_t e = cudaSuccess;
+    const char *what = "";
+    int scatter;
+
+    if (!c || !req || !op_p || (req->npieces && !req->pieces))
+        return GPU_COPY_E_INVAL;
+    if (req->dir != GPU_COPY_GATHER && req->dir != GPU_COPY_SCATTER)
+        return GPU_COPY_E_INVAL;
+    if (req->npieces > c->max_pieces)
+        return GPU_COPY_E_TOOBIG;
+    for (size_t i = 0; i < req->npieces; i++) {
+        const gpu_copy_piece_t *pc = &req->pieces[i];
+        if (pc->len == 0)
+            continue;
+        if (!pc->dev || !pc->host || total + pc->len < total)
+            return GPU_COPY_E_INVAL;
+        total += pc->len;
+        nonempty++;
+        if (pc->len < minlen)
+            minlen = pc->len;
+    }
+    engine = req->engine;
+    if (engine == GPU_COPY_AUTO)
+        engine = nonempty && minlen >= c->ce_min_piece ? GPU_COPY_BATCH : GPU_COPY_KERNEL;
+    if (engine != GPU_COPY_KERNEL && engine != GPU_COPY_MEMCPY && engine != GPU_COPY_BATCH)
+        return GPU_COPY_E_INVAL;
+
+    op = copier_take_slot(c);
+    if (!op)
+        return GPU_COPY_E_BUSY;
+    if ((e = cudaSetDevice(c->device)) != cudaSuccess)
+        return copier_fail(c, e, "cudaSetDevice");
+    scatter = req->dir == GPU_COPY_SCATTER;
+    /* The kernel's table is planned before the start event, so that the elapsed
+     * time is the GPU's; a pipelined caller overlaps planning with earlier copies. */
+    if (engine == GPU_COPY_KERNEL && nonempty) {
+        per_cta = c->threads / 32;
+        nitems = copier_plan_items(c, op, req->pieces, req->npieces, total, nonempty,
+                                   (size_t)c->max_ctas * per_cta);
+    }
+    if ((e = cudaEventRecord(op->ev_start, c->stream)) != cudaSuccess)
+        return copier_fail(c, e, "cudaEventRecord");
+    /* From here on work may be enqueued: on failure the slot is orphaned, not freed. */
+
+    if (nonempty == 0) {
+        /* nothing to copy: the events alone make the completion */
+    } else if (engine == GPU_COPY_KERNEL) {
+        size_t grid = (nitems + per_cta - 1) / per_cta;
+
+        if (grid > c->max_ctas)
+            grid = c->max_ctas;
+        /* A gather reads its table straight from mapped host memory: the read
+         * completions travel host → GPU, the direction a gather leaves idle, and no
+         * upload precedes the kernel. A scatter needs that direction for its data,
+         * so its table is uploaded first (the same bytes, packed densely). */
+        if (scatter) {
+            what = "cudaMemcpyAsync(descriptors)";
+            e = cudaMemcpyAsync(op->d_items, op->h_items, nitems * sizeof(struct gpu_copy_item),
+                                cudaMemcpyHostToDevice, c->stream);
+        }
+        if (e == cudaSuccess) {
+            what = "gather/scatter kernel launch";
+            if (scatter)
+                gpu_copy_kernel<1><<<(unsigned)grid, c->threads, 0, c->stream>>>(op->d_items, nitems);
+            else
+                gpu_copy_kernel<0><<<(unsigned)grid, c->threads, 0, c->stream>>>(op->h_items, nitems);
+            e = cudaGetLastError();
+        }
+    } else if (engine == GPU_COPY_MEMCPY) {
+        what = "cudaMemcpyAsync";
+        for (size_t i = 0; i < req->npieces && e == cudaSuccess; i++) {
+            const gpu_copy_piece_t *pc = &req->pieces[i];
+            if (pc->len)
+                e = cudaMemcpyAsync(scatter ? pc->dev : pc->host, scatter ? pc->host : pc->dev,
+                                    pc->len, cudaMemcpyDefault, c->stream);
+        }
+    } else {
+        struct cudaMemcpyAttributes attr;
+        size_t attr_idx = 0, k = 0;
+
+        memset(&attr, 0, sizeof(attr));
+        attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        for (size_t i = 0; i < req->npieces; i++) {
+            const gpu_copy_piece_t *pc = &req->pieces[i];
+            if (!pc->len)
+                continue;
+            c->b_dsts[k] = scatter ? pc->dev : pc->host;
+            c->b_srcs[k] = scatter ? pc->host : pc->dev;
+            c->b_sizes[k] = pc->len;
+            k++;
+        }
+        what = "cudaMemcpyBatchAsync";
+        e = cudaMemcpyBatchAsync(c->b_dsts, c->b_srcs, c->b_sizes, k, &attr, &attr_idx, 1,
+                                 c->stream);
+    }
+
+    if (e == cudaSuccess) {
+        what = "cudaEventRecord";
+        e = cudaEventRecord(op->ev_done, c->stream);
+    }
+    if (e == cudaSuccess && req->done_cb) {
+        what = "cudaLaunchHostFunc";
+        e = cudaLaunchHostFunc(c->stream, req->done_cb, req->done_arg);
+    }
+    if (e != cudaSuccess) {
+        int rc = copier_fail(c, e, what);
+        /* Whatever got enqueued may still run: the slot comes back when the stream
+         * has passed it (a fresh record, so ev_done cannot be an old completion). */
+        if (cudaEventRecord(op->ev_done, c->stream) == cudaSuccess)
+            op->state = SLOT_ORPHAN;
+        else
+            (void)cudaStreamSynchronize(c->stream), op->state = SLOT_FREE;
+        (void)cudaGetLastError();
+        return rc;
+    }
+    op->state = SLOT_OWNED;
+    *op_p = op;
+    return GPU_COPY_OK;
+}
+
+int
+gpu_copy_op_poll(gpu_copy_op_t *op)
+{
+    cudaError_t e;
+
+    if (!op || op->state != SLOT_OWNED)
+        return GPU_COPY_E_INVAL;
+    e = cudaEventQuery(op->ev_done);
+    if (e == cudaSuccess)
+        return GPU_COPY_OK;
+    if (e == cudaErrorNotReady)
+        return GPU_COPY_PENDING;
+    return copier_fail(op->copier, e, "cudaEventQuery");
+}
+
+int
+gpu_copy_op_wait(gpu_copy_op_t *op)
+{
+    cudaError_t e;
+
+    if (!op || op->state != SLOT_OWNED)
+        return GPU_COPY_E_INVAL;
+    e = cudaEventSynchronize(op->ev_done);
+    if (e != cudaSuccess)
+        return copier_fail(op->copier, e, "cudaEventSynchronize");
+    return GPU_COPY_OK;
+}
+
+int
+gpu_copy_op_elapsed_ms(gpu_copy_op_t *op, float *ms_p)
+{
+    float ms = 0;
+    cudaError_t e;
+
+    if (!op || op->state != SLOT_OWNED || !ms_p)
+        return GPU_COPY_E_INVAL;
+    e = cudaEventElapsedTime(&ms, op->ev_start, op->ev_done);
+    if (e == cudaErrorNotReady)
+        return GPU_COPY_PENDING;
+    if (e != cudaSuccess)
+        return copier_fail(op->copier, e, "cudaEventElapsedTime");
+    *ms_p = ms;
+    return GPU_COPY_OK;
+}
+
+void
+gpu_copy_op_release(gpu_copy_op_t *op)
+{
+    if (!op || op->state != SLOT_OWNED)
+        return;
+    if (cudaEventSynchronize(op->ev_done) != cudaSuccess)
+        (void)cudaGetLastError();
+    op->state = SLOT_FREE;
+}

@@ -1,0 +1,157 @@
+/*
+ * gpu-copy.h — gather/scatter between GPU memory and mapped pinned host staging.
+ *
+ * The one room of b10d that talks to the CUDA runtime is cuda/gpu-copy.cu; this
+ * header is its whole surface. It needs no CUDA header, so plain C files (the
+ * daemon, its unit tests) include it freely; they link gpu-copy.o and CUDA_LIBS.
+ *
+ * Object graph:
+ *
+ *   gpu_copier   one per (device, user): a non-blocking stream, and
+ *     └── slots  max_inflight of them; each holds a descriptor table (pinned host
+ *                copy and device copy) and two events. A submission takes one free
+ *                slot and is handed out as a gpu_copy_op; the slot comes back with
+ *                gpu_copy_op_release().
+ *
+ * A piece is one contiguous run of bytes: `dev` (device memory of the copier's
+ * device, or anything the device can address: a cudaIpc mapping, VMM) and `host`
+ * (staging from gpu_copy_host_alloc() or gpu_copy_host_register(): pinned and
+ * mapped, so the kernel reads or writes host memory directly over PCIe).
+ * GATHER copies dev → host, SCATTER host → dev. Any length and any alignment is
+ * correct; 16-byte vector copies are used where dev ≡ host (mod 16), so a planner
+ * that places each piece in staging at an offset congruent to its device address
+ * modulo 16 gets the fast path for every piece.
+ *
+ * Threads: a copier is used by one thread at a time (the daemon's loop thread).
+ * The done callback runs on a CUDA driver thread: it must not call CUDA, nor
+ * this API; it hands the completion to the loop (uv_async_send) and returns.
+ */
+#ifndef B10_GPU_COPY_H
+#define B10_GPU_COPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Statuses, grouped by what the caller must do. Negative values are errors. */
+#define GPU_COPY_STATUS_MAP(X)                                                        \
+    X(GPU_COPY_OK,        0, "ok")                                                    \
+    X(GPU_COPY_PENDING,   1, "copy still in flight")                                  \
+    X(GPU_COPY_E_NODEV,  -1, "no usable CUDA device")                                 \
+    X(GPU_COPY_E_INVAL,  -2, "invalid argument")                                      \
+    X(GPU_COPY_E_NOMEM,  -3, "out of host or device memory")                          \
+    X(GPU_COPY_E_BUSY,   -4, "every in-flight slot of the copier is taken: retry later")\
+    X(GPU_COPY_E_TOOBIG, -5, "more pieces than the copier was created for")           \
+    X(GPU_COPY_E_CUDA,   -6, "CUDA runtime error (see gpu_copy_last_error)")
+
+typedef enum gpu_copy_status {
+#define GPU_COPY_X_ENUM(name, val, str) name = (val),
+    GPU_COPY_STATUS_MAP(GPU_COPY_X_ENUM)
+#undef GPU_COPY_X_ENUM
+} gpu_copy_status_t;
+
+const char *gpu_copy_strstatus(int status);
+
+typedef enum gpu_copy_dir {
+    GPU_COPY_GATHER  = 0,   /* device spans → host staging */
+    GPU_COPY_SCATTER = 1,   /* host staging → device spans */
+} gpu_copy_dir_t;
+
+typedef enum gpu_copy_engine {
+    GPU_COPY_AUTO    = 0,   /* BATCH when every piece is ≥ the copier's ce_min_piece,
+                               else KERNEL */
+    GPU_COPY_KERNEL  = 1,   /* our gather/scatter kernel, at most max_ctas CTAs */
+    GPU_COPY_MEMCPY  = 2,   /* one cudaMemcpyAsync per piece (copy engines, no SMs) */
+    GPU_COPY_BATCH   = 3,   /* cudaMemcpyBatchAsync over all pieces (copy engines) */
+} gpu_copy_engine_t;
+
+typedef struct gpu_copy_piece {
+    void   *dev;            /* device-addressable span */
+    void   *host;           /* mapped pinned host span */
+    size_t  len;            /* bytes; 0 is a no-op */
+} gpu_copy_piece_t;
+
+/* Creation parameters. Zero a struct, set field_mask for the fields you set;
+ * the others take the defaults named here. */
+enum {
+    GPU_COPY_PARAM_DEVICE       = 1u << 0,
+    GPU_COPY_PARAM_MAX_CTAS     = 1u << 1,
+    GPU_COPY_PARAM_THREADS      = 1u << 2,
+    GPU_COPY_PARAM_MAX_PIECES   = 1u << 3,
+    GPU_COPY_PARAM_MAX_INFLIGHT = 1u << 4,
+    GPU_COPY_PARAM_CE_MIN_PIECE = 1u << 5,
+};
+
+typedef struct gpu_copy_params {
+    uint64_t field_mask;
+    int      device;        /* CUDA ordinal; default 0 */
+    unsigned max_ctas;      /* CTA cap of one kernel launch, so a transfer leaves the
+                               GPU to the model; default 32, at most 1024 */
+    unsigned threads;       /* threads a CTA, multiple of 32, 32..512; default 512 */
+    size_t   max_pieces;    /* most pieces one submission may carry; default 65536 */
+    unsigned max_inflight;  /* submissions in flight at once (slots); default 4 */
+    size_t   ce_min_piece;  /* GPU_COPY_AUTO uses the copy engines when every piece
+                               is at least this long; default GPU_COPY_CE_MIN_PIECE */
+} gpu_copy_params_t;
+
+/* Measured on the H200 (cuda/BENCH.md): from 2 MiB pieces up the copy engines
+ * match the kernel (and beat it by 3-6% beyond), leaving the SMs to the model;
+ * below, they lose (at 4 KiB by 10-25×). */
+#define GPU_COPY_CE_MIN_PIECE (2u << 20)
+
+typedef struct gpu_copier gpu_copier_t;
+typedef struct gpu_copy_op gpu_copy_op_t;
+
+typedef void gpu_copy_done_cb_t(void *arg);
+
+typedef struct gpu_copy_req {
+    gpu_copy_dir_t          dir;
+    gpu_copy_engine_t       engine;
+    const gpu_copy_piece_t *pieces; /* read during the call only */
+    size_t                  npieces;
+    gpu_copy_done_cb_t     *done_cb; /* optional: runs once on a CUDA thread when
+                                        the copy has completed (cudaLaunchHostFunc) */
+    void                   *done_arg;
+} gpu_copy_req_t;
+
+/* Number of CUDA devices; 0 when there is no GPU or the runtime fails (no
+ * driver, error 35 "insufficient driver"...). When 0 and why_p is not NULL,
+ * *why_p is a static string saying why. Never aborts. */
+int gpu_copy_device_count(const char **why_p);
+
+int  gpu_copy_create(const gpu_copy_params_t *params, gpu_copier_t **copier_p);
+/* Waits for everything in flight, then frees. Accepts NULL. */
+void gpu_copy_destroy(gpu_copier_t *copier);
+
+/* Enqueues the copy on the copier's stream and returns at once. The pieces may
+ * be reused on return; the spans they name must stay valid until completion. */
+int gpu_copy_submit(gpu_copier_t *copier, const gpu_copy_req_t *req, gpu_copy_op_t **op_p);
+
+/* GPU_COPY_OK when done, GPU_COPY_PENDING while in flight, < 0 when it failed. */
+int gpu_copy_op_poll(gpu_copy_op_t *op);
+/* Blocks until done. Not for the loop thread. */
+int gpu_copy_op_wait(gpu_copy_op_t *op);
+/* GPU time from submission start to completion, for statistics; op must be done. */
+int gpu_copy_op_elapsed_ms(gpu_copy_op_t *op, float *ms_p);
+/* Gives the slot back. Waits if still in flight (call it after completion). */
+void gpu_copy_op_release(gpu_copy_op_t *op);
+
+/* Text of the last CUDA error this copier saw (empty when none). */
+const char *gpu_copy_last_error(const gpu_copier_t *copier);
+int         gpu_copy_device(const gpu_copier_t *copier);
+
+/* Staging: pinned, mapped into every device's address space (portable|mapped). */
+int  gpu_copy_host_alloc(size_t len, void **host_p);
+void gpu_copy_host_free(void *host);                 /* accepts NULL */
+/* Pins and maps memory the caller allocated (page-aligned, e.g. mmap). */
+int  gpu_copy_host_register(void *host, size_t len);
+void gpu_copy_host_unregister(void *host);           /* accepts NULL */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* B10_GPU_COPY_H */

@@ -1,0 +1,137 @@
+/* b10d.c — the daemon's life: start every room, run the loop, stop in order. */
+#include "b10d.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "ipc.h"
+#include "peer.h"
+#include "quarantine.h"
+#include "staging.h"
+#include "tags.h"
+#include "wire.h"
+#include "xfer.h"
+
+void b10d_random(void *buf, size_t len)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            /* No entropy source at all: a clock-seeded fallback beats refusing to start. */
+            uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32) ^ (uintptr_t)p;
+            for (size_t i = 0; i < len; i++, t = t * 6364136223846793005u + 1442695040888963407u)
+                p[i] = (uint8_t)(t >> 56);
+            return;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+/*
+ * Ids and generations: the boot epoch (random per boot) in the high half,
+ * a counter in the low half, so that no two boots of any daemon hand out
+ * the same value and none repeats within a boot for 2^32 uses.
+ */
+uint64_t b10d_new_xfer_id(struct b10d *d)
+{
+    return (d->boot_epoch << 32) | (++d->next_xfer & 0xffffffffu);
+}
+
+uint64_t b10d_new_generation(struct b10d *d)
+{
+    return (d->boot_epoch << 32) | (++d->next_gen & 0xffffffffu);
+}
+
+static uint64_t b10d_monotonic_ms(struct b10d *d)
+{
+    return uv_hrtime() / 1000000u;
+}
+
+static void b10d_on_signal(uv_signal_t *handle, int signum)
+{
+    struct b10d *d = handle->data;
+    log_notice("signal %d: shutting down", signum);
+    d->stopping = true;
+    uv_stop(d->loop);
+}
+
+int b10d_start(struct b10d *d)
+{
+    struct wire_hooks hooks = {
+        .arg = d,
+        .on_control = peer_on_control,
+        .on_oversize = peer_on_oversize,
+        .on_ep_error = peer_on_ep_error,
+    };
+    int rc;
+
+    list_init(&d->sessions);
+    list_init(&d->peers);
+    list_init(&d->xfers);
+    if (d->now_ms == NULL)
+        d->now_ms = b10d_monotonic_ms;
+    do
+        b10d_random(&d->daemon_id, sizeof(d->daemon_id));
+    while (d->daemon_id == 0);
+    b10d_random(&d->boot_epoch, sizeof(d->boot_epoch));
+    d->boot_epoch &= 0xffffffffu;
+
+    d->tags = tags_create(1u << 20);
+    if (d->tags == NULL || tags_register(d->tags, TAG_HELLO, d) != 0)
+        return -ENOMEM;
+    if ((rc = wire_create(d, &hooks, d->cfg.max_control_bytes, &d->wire)) != 0)
+        return rc;
+    if ((rc = staging_create(d, d->cfg.staging_bytes, d->cfg.view_bytes, &d->staging)) != 0)
+        return rc;
+    if ((rc = quarantine_create(d, &d->quarantine)) != 0)
+        return rc;
+    if ((rc = ipc_create(d, d->cfg.socket_path, &d->ipc)) != 0) {
+        log_err("cannot listen on %s: %s", d->cfg.socket_path, strerror(-rc));
+        return rc;
+    }
+    uv_signal_init(d->loop, &d->sigterm);
+    uv_signal_init(d->loop, &d->sigint);
+    d->sigterm.data = d->sigint.data = d;
+    uv_signal_start(&d->sigterm, b10d_on_signal, SIGTERM);
+    uv_signal_start(&d->sigint, b10d_on_signal, SIGINT);
+    log_info("daemon %016" PRIx64 " (b10d %s) listening on %s, ucx error mode %s", d->daemon_id,
+             B10D_VERSION, d->cfg.socket_path,
+             d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none");
+    return 0;
+}
+
+void b10d_stop(struct b10d *d)
+{
+    struct list *pos, *tmp;
+
+    d->stopping = true;
+    /* Clients first: their transfers fail through the funnel and their regions close. */
+    ipc_destroy(d->ipc);
+    d->ipc = NULL;
+    list_for_each_safe(pos, tmp, &d->xfers)
+        xfer_fail(list_entry(pos, struct xfer, node), B10_ERR_DRAINING, "the daemon is shutting down");
+    peer_close_all(d);
+    /* Let copies and UCX requests settle, bounded: nothing may be freed under them. */
+    for (int i = 0; d->wire != NULL && i < 2000 && wire_outstanding(d->wire) > 0; i++)
+        uv_run(d->loop, UV_RUN_NOWAIT);
+    /* Views go before the wire: their UCX registrations must be released before UCX is. */
+    quarantine_destroy(d->quarantine);
+    staging_destroy(d->staging);
+    wire_destroy(d->wire);
+    d->wire = NULL;
+    tags_destroy(d->tags);
+    peer_free_all(d);
+    if (uv_is_active((uv_handle_t *)&d->sigterm)) {
+        uv_close((uv_handle_t *)&d->sigterm, NULL);
+        uv_close((uv_handle_t *)&d->sigint, NULL);
+    }
+    uv_run(d->loop, UV_RUN_NOWAIT);
+}

@@ -1,0 +1,103 @@
+/*
+ * b10d.h — the daemon's top object and who owns whom.
+ *
+ *   struct b10d                         one per process, passed everywhere (no globals)
+ *    ├── struct config                  settings, read-only after start
+ *    ├── uv_loop_t                      the one loop thread that owns all state below
+ *    ├── struct ipc                     client socket: listener and connections (ipc.c)
+ *    │     └── struct session ×N        one per connected rank (session.c)
+ *    │           ├── struct mem_table   its registered regions (mem.c; backends dram.c, …)
+ *    │           ├── remote agents      name → struct peer
+ *    │           └── struct xfer ×N     transfers it submitted (sender side)
+ *    ├── struct wire                    UCX context, worker, endpoints (wire.c: the only
+ *    │                                  room that includes UCX headers)
+ *    ├── struct peer ×N                 remote daemons: endpoint, link generations (peer.c)
+ *    ├── struct xfer ×N                 every transfer, both roles (xfer.c), each holding
+ *    │                                  a struct plan (plan.c) and staging views
+ *    ├── struct staging                 pinned host views registered with UCX (staging.c)
+ *    ├── struct tags                    tag registry: live and quarantined tags (tags.c)
+ *    ├── struct quarantine              what failed transfers left behind (quarantine.c)
+ *    └── struct stats                   counters
+ *
+ * Other threads (the DRAM copy workers of copy.c) never touch this state:
+ * they hand their results back to the loop through libuv.
+ */
+#ifndef B10D_B10D_H
+#define B10D_B10D_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "config.h"
+#include "list.h"
+#include "log.h"
+#include "b10/b10.h"
+
+#define B10D_VERSION "0.1.0"
+#define B10_PROTOCOL_VERSION 1
+
+struct ipc;
+struct wire;
+struct staging;
+struct tags;
+struct quarantine;
+
+/* Counters: monotonic, read by the admin interface and the logs. */
+struct stats {
+    uint64_t xfers_submitted;
+    uint64_t xfers_succeeded;
+    uint64_t xfers_failed;
+    uint64_t xfers_received;        /* CONTROLs admitted as receiver */
+    uint64_t bytes_sent;
+    uint64_t bytes_landed;
+    uint64_t late_completions;      /* completions of operations of finished transfers */
+    uint64_t quarantine_events;
+    uint64_t stale_messages;        /* control-class messages of no live link */
+    uint64_t peer_protocol_errors;
+    uint64_t client_protocol_errors;
+};
+
+struct b10d {
+    struct config cfg;
+    uv_loop_t *loop;
+    uint64_t daemon_id;             /* random per boot: names this incarnation to peers */
+    uint64_t boot_epoch;            /* random per boot: mixed into ids and generations */
+    uint64_t next_xfer;             /* counter half of transfer ids */
+    uint64_t next_gen;              /* counter half of endpoint generations */
+    uint64_t next_region;
+
+    struct ipc *ipc;
+    struct wire *wire;
+    struct staging *staging;
+    struct tags *tags;
+    struct quarantine *quarantine;
+
+    struct list sessions;           /* struct session.node */
+    uint32_t nsessions;
+    struct list peers;              /* struct peer.node */
+    uint32_t npeers;
+    struct list xfers;              /* struct xfer.node: every live transfer */
+    uint32_t nxfers;
+
+    struct stats stats;
+    uv_signal_t sigterm, sigint;
+    bool stopping;
+
+    /* The clock of deadlines, in ms; tests may replace it. */
+    uint64_t (*now_ms)(struct b10d *d);
+};
+
+/* Start every room; on failure the caller still calls b10d_stop(). */
+int b10d_start(struct b10d *d);
+/* Fail what is in flight, close everything, free everything (accepts a half-started daemon). */
+void b10d_stop(struct b10d *d);
+
+/* A fresh id that no earlier transfer or generation of any boot has used. */
+uint64_t b10d_new_xfer_id(struct b10d *d);
+uint64_t b10d_new_generation(struct b10d *d);
+/* Fill buf with random bytes from the kernel. */
+void b10d_random(void *buf, size_t len);
+
+#endif

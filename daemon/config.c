@@ -1,0 +1,309 @@
+/* config.c — see config.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "b10d.h"
+#include "frame.h"
+#include "log.h"
+
+#define KiB (UINT64_C(1) << 10)
+#define MiB (UINT64_C(1) << 20)
+#define GiB (UINT64_C(1) << 30)
+
+void config_defaults(struct config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    const char *env = getenv("B10_SOCKET");
+    snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s",
+             env != NULL && env[0] != '\0' ? env : B10D_SOCKET_DEFAULT);
+    if (gethostname(cfg->name, sizeof(cfg->name)) != 0 || cfg->name[0] == '\0')
+        snprintf(cfg->name, sizeof(cfg->name), "b10d");
+    cfg->name[sizeof(cfg->name) - 1] = '\0';
+    cfg->log_level = LOG_LEVEL_INFO;
+    cfg->staging_bytes = 512 * MiB;
+    cfg->view_bytes = 8 * MiB;
+    cfg->max_in_flight = 4;
+    cfg->deadline_ms = 30000;
+    cfg->max_deadline_ms = 600000;
+    cfg->connect_timeout_ms = 10000;
+    cfg->quarantine_ttl_ms = 120000;
+    cfg->quarantine_budget = 256 * MiB;
+    cfg->err_mode = CONFIG_ERR_MODE_PEER;
+    cfg->max_clients = 256;
+    cfg->max_regions = 4096;
+    cfg->max_agents = 4096;
+    cfg->max_xfers = 1024;
+    cfg->max_spans = 1u << 20;
+    cfg->max_frame = FRAME_MAX_DEFAULT;
+    cfg->max_peers = 1024;
+    cfg->max_control_bytes = 64 * MiB;
+}
+
+int config_parse_size(const char *text, uint64_t *bytes_p)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    uint64_t unit = 1;
+
+    if (errno != 0 || end == text || text[0] == '-')
+        return -1;
+    switch (*end) {
+    case 'k': case 'K': unit = KiB; end++; break;
+    case 'm': case 'M': unit = MiB; end++; break;
+    case 'g': case 'G': unit = GiB; end++; break;
+    case '\0': break;
+    default: return -1;
+    }
+    if (*end == 'i' || *end == 'B')   /* accept "8MiB", "8MB" */
+        end += (end[0] == 'i' && end[1] == 'B') ? 2 : 1;
+    if (*end != '\0' || v > UINT64_MAX / unit)
+        return -1;
+    *bytes_p = v * unit;
+    return 0;
+}
+
+static void config_usage(FILE *out)
+{
+    fprintf(out,
+"usage: b10d [OPTIONS]\n"
+"\n"
+"b10d moves KV-cache bytes between inference ranks on different nodes. Ranks on\n"
+"this node connect to its socket with libb10; b10d reaches other nodes' b10d over UCX.\n"
+"\n"
+"  -s, --socket PATH          client socket (env B10_SOCKET; default " B10D_SOCKET_DEFAULT ")\n"
+"      --name NAME            name in log lines (default: the host name)\n"
+"      --log-level LEVEL      err, warning, notice, info or debug (default info)\n"
+"      --staging-bytes SIZE   host staging pool, K/M/G suffixes (default 512M, 4M..1T)\n"
+"      --view-bytes SIZE      one staging view, the largest DATA chunk (default 8M, 64K..1G)\n"
+"      --max-in-flight N      chunks per transfer between gather and send completion (default 4, 1..64)\n"
+"      --deadline-ms MS       deadline of a transfer that names none (default 30000)\n"
+"      --max-deadline-ms MS   cap on every deadline (default 600000, at most 3600000)\n"
+"      --connect-timeout-ms MS  peer handshake bound (default 10000)\n"
+"      --quarantine-ttl-ms MS how long quarantined resources sit out (default 120000)\n"
+"      --quarantine-budget SIZE  quarantined staging past which new transfers fail fast\n"
+"                             with \"staging exhausted\" (default 256M)\n"
+"      --ucx-err-mode MODE    peer: UCX detects a dead peer (same-host peers use tcp);\n"
+"                             none: shared memory on one host, a dead peer is noticed\n"
+"                             only at deadlines (default peer, the safe one)\n"
+"      --max-clients N        client connections (default 256, at most 65536)\n"
+"      --max-regions N        registrations per client (default 4096, at most 1048576)\n"
+"      --max-agents N         remote agents per client (default 4096, at most 1048576)\n"
+"      --max-xfers N          transfers in flight per client (default 1024, at most 65536)\n"
+"      --max-spans N          spans in one request (default 1048576, at most 16777216)\n"
+"      --max-frame SIZE       largest client message (default 64M, at most 1G)\n"
+"      --max-peers N          remote daemons (default 1024, at most 65536)\n"
+"      --max-control-bytes SIZE  largest peer CONTROL message (default 64M, at most 1G)\n"
+"      --check-config         validate the options, print the effective configuration, exit\n"
+"  -h, --help                 this text\n"
+"      --version              the version\n"
+"\n"
+"UCX settings come from UCX_* environment variables (UCX_TLS, UCX_NET_DEVICES, ...).\n");
+}
+
+enum {
+    OPT_NAME = 256, OPT_LOG_LEVEL, OPT_STAGING, OPT_VIEW, OPT_IN_FLIGHT, OPT_DEADLINE,
+    OPT_MAX_DEADLINE, OPT_CONNECT_TIMEOUT, OPT_TTL, OPT_BUDGET, OPT_ERR_MODE, OPT_MAX_CLIENTS,
+    OPT_MAX_REGIONS, OPT_MAX_AGENTS, OPT_MAX_XFERS, OPT_MAX_SPANS, OPT_MAX_FRAME, OPT_MAX_PEERS,
+    OPT_MAX_CONTROL, OPT_CHECK, OPT_VERSION,
+};
+
+/* A numeric option with its bounds: one table, so that help, parsing and checks agree. */
+struct config_num {
+    int opt;
+    const char *name;
+    bool size;          /* accepts K/M/G suffixes */
+    uint64_t min, max;
+    size_t offset;
+    size_t width;       /* 4 or 8 bytes */
+};
+
+#define NUM(o, n, sz, lo, hi, field) \
+    { o, n, sz, lo, hi, offsetof(struct config, field), sizeof(((struct config *)0)->field) }
+
+static const struct config_num config_nums[] = {
+    NUM(OPT_STAGING, "staging-bytes", true, 4 * MiB, 1024 * GiB, staging_bytes),
+    NUM(OPT_VIEW, "view-bytes", true, 64 * KiB, GiB, view_bytes),
+    NUM(OPT_IN_FLIGHT, "max-in-flight", false, 1, 64, max_in_flight),
+    NUM(OPT_DEADLINE, "deadline-ms", false, 1, 3600000, deadline_ms),
+    NUM(OPT_MAX_DEADLINE, "max-deadline-ms", false, 1, 3600000, max_deadline_ms),
+    NUM(OPT_CONNECT_TIMEOUT, "connect-timeout-ms", false, 1, 600000, connect_timeout_ms),
+    NUM(OPT_TTL, "quarantine-ttl-ms", false, 1, 86400000, quarantine_ttl_ms),
+    NUM(OPT_BUDGET, "quarantine-budget", true, 0, 1024 * GiB, quarantine_budget),
+    NUM(OPT_MAX_CLIENTS, "max-clients", false, 1, 65536, max_clients),
+    NUM(OPT_MAX_REGIONS, "max-regions", false, 1, 1u << 20, max_regions),
+    NUM(OPT_MAX_AGENTS, "max-agents", false, 1, 1u << 20, max_agents),
+    NUM(OPT_MAX_XFERS, "max-xfers", false, 1, 65536, max_xfers),
+    NUM(OPT_MAX_SPANS, "max-spans", false, 1, 1u << 24, max_spans),
+    NUM(OPT_MAX_FRAME, "max-frame", true, 64 * KiB, FRAME_MAX_LIMIT, max_frame),
+    NUM(OPT_MAX_PEERS, "max-peers", false, 1, 65536, max_peers),
+    NUM(OPT_MAX_CONTROL, "max-control-bytes", true, 4 * KiB, GiB, max_control_bytes),
+};
+
+static int config_set_num(struct config *cfg, const struct config_num *num, const char *text)
+{
+    uint64_t v;
+    char *end;
+
+    if (num->size) {
+        if (config_parse_size(text, &v) != 0)
+            goto bad;
+    } else {
+        errno = 0;
+        v = strtoull(text, &end, 10);
+        if (errno != 0 || end == text || *end != '\0' || text[0] == '-')
+            goto bad;
+    }
+    if (v < num->min || v > num->max) {
+        fprintf(stderr, "b10d: --%s %s is out of range [%" PRIu64 ", %" PRIu64 "]\n", num->name,
+                text, num->min, num->max);
+        return -1;
+    }
+    if (num->width == 8)
+        *(uint64_t *)((char *)cfg + num->offset) = v;
+    else
+        *(uint32_t *)((char *)cfg + num->offset) = (uint32_t)v;
+    return 0;
+bad:
+    fprintf(stderr, "b10d: --%s: '%s' is not a %s\n", num->name, text,
+            num->size ? "size (like 512M)" : "number");
+    return -1;
+}
+
+/* Relations between settings that no single bound expresses. */
+static int config_check(const struct config *cfg)
+{
+    if (cfg->view_bytes > cfg->staging_bytes / 2) {
+        fprintf(stderr, "b10d: --view-bytes must be at most half of --staging-bytes "
+                        "(a pool needs views for sending and for receiving)\n");
+        return -1;
+    }
+    if (cfg->view_bytes % 4096 != 0) {
+        fprintf(stderr, "b10d: --view-bytes must be a multiple of 4096\n");
+        return -1;
+    }
+    if (cfg->deadline_ms > cfg->max_deadline_ms) {
+        fprintf(stderr, "b10d: --deadline-ms exceeds --max-deadline-ms\n");
+        return -1;
+    }
+    return 0;
+}
+
+int config_parse(struct config *cfg, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "socket", required_argument, NULL, 's' },
+        { "name", required_argument, NULL, OPT_NAME },
+        { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+        { "staging-bytes", required_argument, NULL, OPT_STAGING },
+        { "view-bytes", required_argument, NULL, OPT_VIEW },
+        { "max-in-flight", required_argument, NULL, OPT_IN_FLIGHT },
+        { "deadline-ms", required_argument, NULL, OPT_DEADLINE },
+        { "max-deadline-ms", required_argument, NULL, OPT_MAX_DEADLINE },
+        { "connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT },
+        { "quarantine-ttl-ms", required_argument, NULL, OPT_TTL },
+        { "quarantine-budget", required_argument, NULL, OPT_BUDGET },
+        { "ucx-err-mode", required_argument, NULL, OPT_ERR_MODE },
+        { "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
+        { "max-regions", required_argument, NULL, OPT_MAX_REGIONS },
+        { "max-agents", required_argument, NULL, OPT_MAX_AGENTS },
+        { "max-xfers", required_argument, NULL, OPT_MAX_XFERS },
+        { "max-spans", required_argument, NULL, OPT_MAX_SPANS },
+        { "max-frame", required_argument, NULL, OPT_MAX_FRAME },
+        { "max-peers", required_argument, NULL, OPT_MAX_PEERS },
+        { "max-control-bytes", required_argument, NULL, OPT_MAX_CONTROL },
+        { "check-config", no_argument, NULL, OPT_CHECK },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, OPT_VERSION },
+        { NULL, 0, NULL, 0 },
+    };
+    bool check_only = false;
+    int c;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "s:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            if (strlen(optarg) == 0 || strlen(optarg) >= sizeof(cfg->socket_path)) {
+                fprintf(stderr, "b10d: --socket must be 1..%zu bytes\n", sizeof(cfg->socket_path) - 1);
+                return -1;
+            }
+            snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", optarg);
+            break;
+        case OPT_NAME:
+            if (strlen(optarg) == 0 || strlen(optarg) >= sizeof(cfg->name)) {
+                fprintf(stderr, "b10d: --name must be 1..%zu bytes\n", sizeof(cfg->name) - 1);
+                return -1;
+            }
+            snprintf(cfg->name, sizeof(cfg->name), "%s", optarg);
+            break;
+        case OPT_LOG_LEVEL:
+            if ((cfg->log_level = log_level_parse(optarg)) < 0) {
+                fprintf(stderr, "b10d: --log-level: '%s' is not err, warning, notice, info or debug\n", optarg);
+                return -1;
+            }
+            break;
+        case OPT_ERR_MODE:
+            if (strcmp(optarg, "peer") == 0)
+                cfg->err_mode = CONFIG_ERR_MODE_PEER;
+            else if (strcmp(optarg, "none") == 0)
+                cfg->err_mode = CONFIG_ERR_MODE_NONE;
+            else {
+                fprintf(stderr, "b10d: --ucx-err-mode: '%s' is not peer or none\n", optarg);
+                return -1;
+            }
+            break;
+        case OPT_CHECK:
+            check_only = true;
+            break;
+        case 'h':
+            config_usage(stdout);
+            return 1;
+        case OPT_VERSION:
+            printf("b10d %s (protocol %d)\n", B10D_VERSION, B10_PROTOCOL_VERSION);
+            return 1;
+        default: {
+            size_t i;
+            for (i = 0; i < sizeof(config_nums) / sizeof(config_nums[0]); i++)
+                if (config_nums[i].opt == c)
+                    break;
+            if (i == sizeof(config_nums) / sizeof(config_nums[0])) {
+                fprintf(stderr, "b10d: try --help\n");
+                return -1;
+            }
+            if (config_set_num(cfg, &config_nums[i], optarg) != 0)
+                return -1;
+        }
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "b10d: unexpected argument '%s'; try --help\n", argv[optind]);
+        return -1;
+    }
+    if (config_check(cfg) != 0)
+        return -1;
+    if (check_only) {
+        config_print(cfg);
+        return 1;
+    }
+    return 0;
+}
+
+void config_print(const struct config *cfg)
+{
+    printf("socket %s\nname %s\nucx-err-mode %s\n", cfg->socket_path, cfg->name,
+           cfg->err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none");
+    for (size_t i = 0; i < sizeof(config_nums) / sizeof(config_nums[0]); i++) {
+        const struct config_num *num = &config_nums[i];
+        uint64_t v = num->width == 8 ? *(const uint64_t *)((const char *)cfg + num->offset)
+                                     : *(const uint32_t *)((const char *)cfg + num->offset);
+        printf("%s %" PRIu64 "\n", num->name, v);
+    }
+}

@@ -1,0 +1,54 @@
+/*
+ * config.h — the daemon's settings: every limit has a default and a maximum,
+ * and every value from the command line is checked against both.
+ */
+#ifndef B10D_CONFIG_H
+#define B10D_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define B10D_SOCKET_DEFAULT "/run/b10d/b10d.sock"
+
+enum config_err_mode {
+    CONFIG_ERR_MODE_PEER, /* UCX detects peer failure; same-host peers then use tcp */
+    CONFIG_ERR_MODE_NONE, /* shared memory on one host; liveness from deadlines alone */
+};
+
+struct config {
+    char socket_path[108];          /* sun_path's size */
+    char name[64];                  /* in log lines; default: the host name */
+    int log_level;
+    uint64_t staging_bytes;         /* host staging pool, bytes */
+    uint64_t view_bytes;            /* one staging view = the largest DATA chunk, bytes */
+    uint32_t max_in_flight;         /* chunks per transfer between gather and send completion */
+    uint32_t deadline_ms;           /* default transfer deadline */
+    uint32_t max_deadline_ms;       /* cap on any deadline, the client's or the peer's */
+    uint32_t connect_timeout_ms;    /* a peer handshake that takes longer fails */
+    uint32_t quarantine_ttl_ms;
+    uint64_t quarantine_budget;     /* quarantined staging bytes past which new transfers fail fast */
+    enum config_err_mode err_mode;
+    uint32_t max_clients;
+    uint32_t max_regions;           /* per client */
+    uint32_t max_agents;            /* remote agents per client */
+    uint32_t max_xfers;             /* transfers in flight per client */
+    uint32_t max_spans;             /* spans in one request */
+    uint32_t max_frame;             /* client frame payload, bytes */
+    uint32_t max_peers;
+    uint64_t max_control_bytes;     /* a peer CONTROL message, bytes */
+};
+
+void config_defaults(struct config *cfg);
+
+/*
+ * Parse argv into cfg. Returns 0 to run, 1 when the caller should exit 0
+ * (--help, --version printed), -1 on bad input (a message was printed).
+ */
+int config_parse(struct config *cfg, int argc, char **argv);
+
+/* Print the effective configuration, one "key value" per line. */
+void config_print(const struct config *cfg);
+
+int config_parse_size(const char *text, uint64_t *bytes_p);
+
+#endif

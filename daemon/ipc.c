@@ -1,0 +1,345 @@
+/* ipc.c — see ipc.h. */
+#include "ipc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "session.h"
+
+#define IPC_READ_BYTES   (64 * 1024)
+#define IPC_MAX_FDS      4            /* descriptors waiting for their frame */
+#define IPC_MAX_QUEUED   (256u << 20) /* a client that reads nothing is dropped past this */
+
+struct ipc_out {
+    struct list node;
+    uint8_t *buf;
+    size_t length;
+    size_t done;
+};
+
+struct ipc_conn {
+    struct list node;           /* ipc.conns */
+    struct ipc *ipc;
+    int fd;
+    uv_poll_t poll;
+    struct frame_reader reader;
+    int fds[IPC_MAX_FDS];
+    uint32_t nfds;
+    struct list out;            /* struct ipc_out */
+    size_t queued;
+    int events;
+    bool closing;
+    struct session *session;
+};
+
+struct ipc {
+    struct b10d *d;
+    int fd;
+    char path[108];
+    uv_poll_t poll;
+    struct list conns;
+};
+
+static void ipc_conn_on_closed(uv_handle_t *handle)
+{
+    struct ipc_conn *c = handle->data;
+    struct list *pos, *tmp;
+
+    list_for_each_safe(pos, tmp, &c->out) {
+        struct ipc_out *o = list_entry(pos, struct ipc_out, node);
+        list_remove(pos);
+        free(o->buf);
+        free(o);
+    }
+    for (uint32_t i = 0; i < c->nfds; i++)
+        close(c->fds[i]);
+    frame_reader_free(&c->reader);
+    close(c->fd);
+    free(c);
+}
+
+void ipc_conn_close(struct ipc_conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    list_remove(&c->node);
+    session_destroy(c->session);
+    c->session = NULL;
+    uv_close((uv_handle_t *)&c->poll, ipc_conn_on_closed);
+}
+
+static void ipc_conn_on_poll(uv_poll_t *handle, int status, int events);
+
+static void ipc_conn_want(struct ipc_conn *c, int events)
+{
+    if (c->closing || events == c->events)
+        return;
+    c->events = events;
+    uv_poll_start(&c->poll, events, ipc_conn_on_poll);
+}
+
+/* Write what the socket takes now; the rest waits for POLLOUT. */
+static int ipc_conn_flush(struct ipc_conn *c)
+{
+    while (!list_empty(&c->out)) {
+        struct ipc_out *o = list_entry(c->out.next, struct ipc_out, node);
+        ssize_t n = send(c->fd, o->buf + o->done, o->length - o->done, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        o->done += (size_t)n;
+        if (o->done < o->length)
+            continue;
+        c->queued -= o->length;
+        list_remove(&o->node);
+        free(o->buf);
+        free(o);
+    }
+    ipc_conn_want(c, UV_READABLE | (list_empty(&c->out) ? 0 : UV_WRITABLE));
+    return 0;
+}
+
+int ipc_conn_take_fd(struct ipc_conn *c)
+{
+    if (c->nfds == 0)
+        return -1;
+    int fd = c->fds[0];
+    memmove(&c->fds[0], &c->fds[1], (c->nfds - 1) * sizeof(int));
+    c->nfds--;
+    return fd;
+}
+
+int ipc_send(struct ipc_conn *c, uint8_t *frame, size_t length)
+{
+    struct ipc_out *o;
+
+    if (c->closing || c->queued + length > IPC_MAX_QUEUED || (o = calloc(1, sizeof(*o))) == NULL) {
+        if (!c->closing)
+            log_warning("client %s is not reading its replies; dropping it",
+                        c->session ? c->session->agent : "?");
+        free(frame);
+        return -1;
+    }
+    o->buf = frame;
+    o->length = length;
+    list_insert_tail(&c->out, &o->node);
+    c->queued += length;
+    return ipc_conn_flush(c);
+}
+
+/* Keep the descriptors that came with a message, bounded. */
+static int ipc_conn_take_fds(struct ipc_conn *c, struct msghdr *mh)
+{
+    int bad = 0;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm != NULL; cm = CMSG_NXTHDR(mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        int *fds = (int *)CMSG_DATA(cm);
+        for (size_t i = 0; i < n; i++) {
+            if (c->nfds < IPC_MAX_FDS)
+                c->fds[c->nfds++] = fds[i];
+            else {
+                close(fds[i]);
+                bad = -1;
+            }
+        }
+    }
+    if (mh->msg_flags & MSG_CTRUNC)
+        bad = -1;
+    return bad;
+}
+
+static int ipc_conn_read(struct ipc_conn *c)
+{
+    uint8_t buf[IPC_READ_BYTES];
+    union {
+        struct cmsghdr align;
+        char space[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
+    } control;
+
+    for (;;) {
+        struct iovec iov = { buf, sizeof(buf) };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
+                             .msg_controllen = sizeof(control.space) };
+        ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (n == 0)
+            return -1;
+        /*
+         * A descriptor rides with the first bytes of its frame, so it is here
+         * by the time that frame completes; the frame's handler takes it.
+         */
+        if (ipc_conn_take_fds(c, &mh) != 0) {
+            log_warning("client %s sent too many descriptors; dropping it",
+                        c->session && c->session->hello_done ? c->session->agent : "?");
+            return -1;
+        }
+        size_t off = 0;
+        while (off < (size_t)n) {
+            size_t used;
+            enum frame_result r = frame_reader_feed(&c->reader, buf + off, (size_t)n - off, &used);
+            off += used;
+            if (r == FRAME_MORE)
+                break;
+            if (r != FRAME_READY) {
+                c->ipc->d->stats.client_protocol_errors++;
+                log_warning("client frame of %u bytes exceeds --max-frame; dropping the client",
+                            frame_get_u32(c->reader.header));
+                return -1;
+            }
+            uint32_t length;
+            uint8_t *frame = frame_reader_take(&c->reader, &length);
+            int rc = session_on_frame(c->session, frame, length);
+            free(frame);
+            if (rc != 0 || c->closing)
+                return -1;
+        }
+    }
+}
+
+static void ipc_conn_on_poll(uv_poll_t *handle, int status, int events)
+{
+    struct ipc_conn *c = handle->data;
+
+    if (status < 0 || ((events & UV_WRITABLE) && ipc_conn_flush(c) != 0) ||
+        ((events & UV_READABLE) && ipc_conn_read(c) != 0)) {
+        /* Let queued error replies out before dropping, as far as the socket takes them now. */
+        if (!c->closing)
+            ipc_conn_flush(c);
+        ipc_conn_close(c);
+    }
+}
+
+static void ipc_on_accept(uv_poll_t *handle, int status, int events)
+{
+    struct ipc *ipc = handle->data;
+    struct b10d *d = ipc->d;
+
+    for (;;) {
+        int fd = accept4(ipc->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                log_warning("accept: %s", strerror(errno));
+            return;
+        }
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+            close(fd);
+            continue;
+        }
+        if (d->nsessions >= d->cfg.max_clients) {
+            log_warning("refusing client pid %d: %u clients connected (--max-clients)", (int)cred.pid,
+                        d->nsessions);
+            close(fd);
+            continue;
+        }
+        struct ipc_conn *c = calloc(1, sizeof(*c));
+        if (c == NULL) {
+            close(fd);
+            continue;
+        }
+        c->ipc = ipc;
+        c->fd = fd;
+        list_init(&c->out);
+        frame_reader_init(&c->reader, d->cfg.max_frame);
+        c->session = session_create(d, c, cred.pid, cred.uid, cred.gid);
+        if (c->session == NULL) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        uv_poll_init(d->loop, &c->poll, fd);
+        c->poll.data = c;
+        list_insert_tail(&ipc->conns, &c->node);
+        ipc_conn_want(c, UV_READABLE);
+    }
+}
+
+int ipc_create(struct b10d *d, const char *path, struct ipc **ipc_p)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct stat st;
+    struct ipc *ipc = calloc(1, sizeof(*ipc));
+
+    if (ipc == NULL)
+        return -ENOMEM;
+    ipc->d = d;
+    list_init(&ipc->conns);
+    snprintf(ipc->path, sizeof(ipc->path), "%s", path);
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    ipc->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (ipc->fd < 0)
+        goto err;
+    /* A socket left by an earlier run goes; anything else at the path is not ours to remove. */
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            log_err("%s exists and is not a socket", path);
+            errno = EEXIST;
+            goto err;
+        }
+        unlink(path);
+    }
+    if (bind(ipc->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        log_err("bind %s: %s", path, strerror(errno));
+        goto err;
+    }
+    if (chmod(path, 0660) != 0) {
+        log_err("chmod %s: %s", path, strerror(errno));
+        goto err;
+    }
+    if (listen(ipc->fd, 128) != 0) {
+        log_err("listen %s: %s", path, strerror(errno));
+        goto err;
+    }
+    uv_poll_init(d->loop, &ipc->poll, ipc->fd);
+    ipc->poll.data = ipc;
+    uv_poll_start(&ipc->poll, UV_READABLE, ipc_on_accept);
+    *ipc_p = ipc;
+    return 0;
+err: {
+    int err = errno;
+    if (ipc->fd >= 0)
+        close(ipc->fd);
+    free(ipc);
+    return -err;
+}
+}
+
+static void ipc_on_closed(uv_handle_t *handle)
+{
+    struct ipc *ipc = handle->data;
+    close(ipc->fd);
+    free(ipc);
+}
+
+void ipc_destroy(struct ipc *ipc)
+{
+    struct list *pos, *tmp;
+
+    if (ipc == NULL)
+        return;
+    list_for_each_safe(pos, tmp, &ipc->conns)
+        ipc_conn_close(list_entry(pos, struct ipc_conn, node));
+    unlink(ipc->path);
+    uv_close((uv_handle_t *)&ipc->poll, ipc_on_closed);
+}

@@ -1,0 +1,28 @@
+/*
+ * ipc.h — the client socket: a Unix stream listener, and one connection per
+ * rank read with recvmsg (frames plus the descriptors that ride on them)
+ * and written through a bounded queue.
+ */
+#ifndef B10D_IPC_H
+#define B10D_IPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "b10d.h"
+
+struct ipc;
+struct ipc_conn;
+
+int ipc_create(struct b10d *d, const char *path, struct ipc **ipc_p);
+/* Stop listening, drop every connection (their sessions are destroyed). */
+void ipc_destroy(struct ipc *ipc);
+
+/* Queue a frame to the client; takes ownership of frame. */
+int ipc_send(struct ipc_conn *conn, uint8_t *frame, size_t length);
+/* The oldest descriptor the client sent and no frame took yet, or -1; the caller owns it. */
+int ipc_conn_take_fd(struct ipc_conn *conn);
+/* Drop the connection after what is queued has been written (bounded). */
+void ipc_conn_close(struct ipc_conn *conn);
+
+#endif

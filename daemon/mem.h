@@ -1,0 +1,86 @@
+/*
+ * mem.h — a rank's registered memory, as the daemon reaches it.
+ *
+ * A region is [addr, addr + length) of the client's address space, mapped
+ * into the daemon by a backend: DRAM (dram.c: a shared mapping of the
+ * client's memfd) now, CUDA next. The client's addresses translate through
+ * the table of its regions; a span must lie wholly inside regions that are
+ * contiguous in the client, or it is refused.
+ *
+ * A region is reference counted: the table holds one reference, and every
+ * copy in flight that touches it holds one more, so a deregistration or a
+ * client that goes away unmaps only after those copies finished.
+ */
+#ifndef B10D_MEM_H
+#define B10D_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "b10/b10.h"
+
+struct region;
+
+/* What a client asks to register; fd is the daemon's own descriptor (or -1). */
+struct mem_request {
+    b10_mem_kind_t kind;
+    uint64_t addr;
+    uint64_t length;
+    int fd;
+    uint64_t fd_offset;
+    int device_id;
+};
+
+struct mem_backend {
+    const char *name;
+    /* Map the region: set r->base. The request's fd stays the caller's to close. */
+    b10_status_t (*open)(struct region *r, const struct mem_request *req, char *detail,
+                         size_t detail_len);
+    void (*close)(struct region *r);
+};
+
+struct region {
+    uint64_t id;
+    uint64_t addr;                      /* in the client */
+    uint64_t length;
+    b10_mem_kind_t kind;
+    uint8_t *base;                      /* the daemon's pointer for addr */
+    const struct mem_backend *backend;
+    void *map;                          /* backend's: what to unmap */
+    size_t map_length;
+    uint32_t refs;
+};
+
+extern const struct mem_backend dram_backend;
+
+struct mem_table {
+    struct region **regions;            /* sorted by addr, never overlapping */
+    uint32_t count;
+    uint32_t capacity;
+    uint32_t limit;
+    uint64_t bytes;                     /* registered */
+};
+
+void mem_table_init(struct mem_table *t, uint32_t limit);
+/* Drop the table's references: regions go once their copies finished. */
+void mem_table_clear(struct mem_table *t);
+
+/* Map a region through its backend and add it. Refuses overlaps and past the limit. */
+b10_status_t mem_table_add(struct mem_table *t, uint64_t id, const struct mem_request *req,
+                           char *detail, size_t detail_len, struct region **region_p);
+b10_status_t mem_table_remove(struct mem_table *t, uint64_t id);
+
+/*
+ * Walk [addr, addr + length) through the regions: emit(arg, region, offset,
+ * n) for each run inside one region, in address order. B10_ERR_NOT_REGISTERED
+ * at the first byte no region holds (nothing emitted after it); emit's own
+ * non-OK status stops the walk and is returned.
+ */
+typedef b10_status_t mem_emit_fn(void *arg, struct region *r, uint64_t offset, uint64_t n);
+b10_status_t mem_table_walk(const struct mem_table *t, uint64_t addr, uint64_t length,
+                            mem_emit_fn *emit, void *arg);
+
+void region_ref(struct region *r);
+void region_unref(struct region *r);
+
+#endif

@@ -1,0 +1,416 @@
+/* peer.c — see peer.h. */
+#include "peer.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer.pb-c.h"
+#include "quarantine.h"
+#include "staging.h"
+#include "wire.h"
+#include "xfer.h"
+
+#define PEER_MAX_ADDRESS 8192   /* a UCX worker address is a few hundred bytes */
+
+static struct peer *peer_find(struct b10d *d, uint64_t daemon_id)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &d->peers) {
+        struct peer *p = list_entry(pos, struct peer, node);
+        if (p->daemon_id == daemon_id)
+            return p;
+    }
+    return NULL;
+}
+
+b10_status_t peer_get(struct b10d *d, uint64_t daemon_id, const void *address, size_t length,
+                      struct peer **peer_p)
+{
+    struct peer *p = peer_find(d, daemon_id);
+
+    if (p != NULL) {
+        *peer_p = p;
+        return B10_OK;
+    }
+    if (daemon_id == 0 || length == 0 || length > PEER_MAX_ADDRESS)
+        return B10_ERR_INVALID_ARG;
+    if (d->npeers >= d->cfg.max_peers)
+        return B10_ERR_TOO_LARGE;
+    p = calloc(1, sizeof(*p));
+    if (p == NULL || (p->address = malloc(length)) == NULL) {
+        free(p);
+        return B10_ERR_NO_MEMORY;
+    }
+    memcpy(p->address, address, length);
+    p->address_length = length;
+    p->d = d;
+    p->daemon_id = daemon_id;
+    p->state = PEER_DOWN;
+    list_init(&p->waiting);
+    list_init(&p->xfers);
+    uv_timer_init(d->loop, &p->connect_timer);
+    p->connect_timer.data = p;
+    list_insert_tail(&d->peers, &p->node);
+    d->npeers++;
+    *peer_p = p;
+    return B10_OK;
+}
+
+int peer_send_msg(struct peer *peer, uint64_t tag, const void *msg)
+{
+    const ProtobufCMessage *m = msg;
+    size_t length = protobuf_c_message_get_packed_size(m);
+    uint8_t *buf = malloc(length ? length : 1);
+
+    if (peer->ep == NULL || buf == NULL) {
+        free(buf);
+        return -1;
+    }
+    protobuf_c_message_pack(m, buf);
+    return wire_send_owned(peer->ep, tag, buf, length);
+}
+
+static int peer_ensure_ep(struct peer *peer)
+{
+    if (peer->ep != NULL)
+        return 0;
+    if (wire_ep_create(peer->d->wire, peer->address, peer->address_length, peer, &peer->ep) != 0)
+        return -1;
+    log_info("peer %016" PRIx64 ": endpoint open, transport %s", peer->daemon_id,
+             wire_ep_transports(peer->ep));
+    return 0;
+}
+
+/* Fail every transfer that waits for the outbound link. */
+static void peer_fail_waiting(struct peer *peer, b10_status_t status, const char *detail)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &peer->waiting)
+        xfer_fail(list_entry(pos, struct xfer, peer_node), status, "%s", detail);
+}
+
+static void peer_retire_out(struct peer *peer, b10_status_t why)
+{
+    if (peer->state == PEER_DOWN)
+        return;
+    uv_timer_stop(&peer->connect_timer);
+    if (peer->ack_op != NULL) {
+        wire_cancel(peer->d->wire, peer->ack_op);
+        /* ack_buf lives in the peer, which is never freed before shutdown: safe to leave posted. */
+    }
+    tags_quarantine(peer->d->tags, tags_derive(&peer->out, 0, 0, TAG_KIND_HELLO_ACK),
+                    peer->d->now_ms(peer->d) + peer->d->cfg.quarantine_ttl_ms);
+    quarantine_add(peer->d->quarantine, QUARANTINE_GENERATION, peer->out.gen, 0, why, 0,
+                   peer->daemon_id, NULL);
+    peer->state = PEER_DOWN;
+}
+
+static void peer_retire_in(struct peer *peer, b10_status_t why)
+{
+    if (!peer->in_up)
+        return;
+    tags_quarantine(peer->d->tags, peer->in_control_tag,
+                    peer->d->now_ms(peer->d) + peer->d->cfg.quarantine_ttl_ms);
+    quarantine_add(peer->d->quarantine, QUARANTINE_GENERATION, peer->in.gen, 0, why, 0,
+                   peer->daemon_id, NULL);
+    peer->in_up = false;
+}
+
+void peer_lost(struct peer *peer, b10_status_t status, const char *detail)
+{
+    struct list *pos, *tmp;
+
+    log_warning("peer %016" PRIx64 ": lost (%s): %s", peer->daemon_id, b10_status_name(status),
+                detail);
+    peer_retire_out(peer, status);
+    peer_retire_in(peer, status);
+    if (peer->ep != NULL) {
+        wire_ep_close(peer->ep);
+        peer->ep = NULL;
+    }
+    peer_fail_waiting(peer, status, detail);
+    list_for_each_safe(pos, tmp, &peer->xfers)
+        xfer_fail(list_entry(pos, struct xfer, peer_node), status, "%s", detail);
+}
+
+void peer_on_ep_error(void *arg, void *ep_user, b10_status_t status)
+{
+    struct peer *peer = ep_user;
+    peer_lost(peer, B10_ERR_PEER_LOST, "the endpoint to the remote daemon failed");
+}
+
+static void peer_on_connect_timeout(uv_timer_t *timer)
+{
+    struct peer *peer = timer->data;
+    char detail[128];
+
+    snprintf(detail, sizeof(detail), "remote daemon %016" PRIx64 " did not answer HELLO within %u ms",
+             peer->daemon_id, peer->d->cfg.connect_timeout_ms);
+    peer_lost(peer, B10_ERR_PEER_UNREACHABLE, detail);
+}
+
+static void peer_on_hello_ack(void *arg, b10_status_t status, size_t length)
+{
+    struct peer *peer = arg;
+    B10__Peer__Msg *msg = NULL;
+    char detail[256];
+
+    peer->ack_op = NULL;
+    if (status == B10_ERR_CANCELLED || peer->state != PEER_CONNECTING)
+        return;   /* retired meanwhile: whoever retired it failed the waiting transfers */
+    if (status != B10_OK) {
+        snprintf(detail, sizeof(detail), "HELLO_ACK failed: %s", b10_status_str(status));
+        peer_lost(peer, status == B10_ERR_PEER_PROTOCOL ? status : B10_ERR_PEER_UNREACHABLE, detail);
+        return;
+    }
+    msg = b10__peer__msg__unpack(NULL, length, peer->ack_buf);
+    if (msg == NULL || msg->body_case != B10__PEER__MSG__BODY_HELLO_ACK ||
+        msg->hello_ack->gen != peer->out.gen || msg->hello_ack->daemon_id != peer->daemon_id) {
+        peer->d->stats.peer_protocol_errors++;
+        peer_lost(peer, B10_ERR_PEER_PROTOCOL, "malformed HELLO_ACK");
+        goto out;
+    }
+    const B10__Peer__HelloAck *ack = msg->hello_ack;
+    if (ack->status != B10__STATUS__OK) {
+        b10_status_t why = (b10_status_t)ack->status;
+        snprintf(detail, sizeof(detail), "remote daemon refused the link: %.200s", ack->detail);
+        if (b10_status_action(why) == B10_ACTION_NONE)
+            why = B10_ERR_PEER_PROTOCOL;
+        peer_lost(peer, why, detail);
+        goto out;
+    }
+    uv_timer_stop(&peer->connect_timer);
+    tags_unregister(peer->d->tags, tags_derive(&peer->out, 0, 0, TAG_KIND_HELLO_ACK));
+    peer->max_chunk = ack->max_chunk_bytes;
+    peer->max_control = ack->max_control_bytes;
+    peer->max_pieces = ack->max_pieces;
+    peer->state = PEER_UP;
+    log_info("peer %016" PRIx64 ": link up, generation %016" PRIx64 ", transport %s",
+             peer->daemon_id, peer->out.gen, wire_ep_transports(peer->ep));
+
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &peer->waiting) {
+        struct xfer *x = list_entry(pos, struct xfer, peer_node);
+        list_remove(&x->peer_node);
+        list_insert_tail(&peer->xfers, &x->peer_node);
+        xfer_link_up(x);
+    }
+out:
+    if (msg != NULL)
+        b10__peer__msg__free_unpacked(msg, NULL);
+}
+
+/* Open the outbound link: a new generation, a new key, HELLO, then wait for HELLO_ACK. */
+static b10_status_t peer_connect(struct peer *peer)
+{
+    struct b10d *d = peer->d;
+    const void *addr;
+    size_t addr_len;
+
+    if (peer_ensure_ep(peer) != 0)
+        return B10_ERR_PEER_UNREACHABLE;
+    peer->out.sender_id = d->daemon_id;
+    peer->out.receiver_id = peer->daemon_id;
+    peer->out.gen = b10d_new_generation(d);
+    b10d_random(peer->out.key, sizeof(peer->out.key));
+
+    uint64_t ack_tag = tags_derive(&peer->out, 0, 0, TAG_KIND_HELLO_ACK);
+    if (tags_register(d->tags, ack_tag, peer) != 0)
+        return B10_ERR_TAG_COLLISION;
+    if (wire_recv(d->wire, ack_tag, peer->ack_buf, sizeof(peer->ack_buf), NULL,
+                  peer_on_hello_ack, peer, &peer->ack_op) != 0) {
+        tags_unregister(d->tags, ack_tag);
+        return B10_ERR_PEER_UNREACHABLE;
+    }
+    peer->state = PEER_CONNECTING;
+
+    wire_address(d->wire, &addr, &addr_len);
+    B10__Peer__Hello hello = B10__PEER__HELLO__INIT;
+    hello.version = B10_PROTOCOL_VERSION;
+    hello.daemon_id = d->daemon_id;
+    hello.to_daemon_id = peer->daemon_id;
+    hello.gen = peer->out.gen;
+    hello.tag_key = (ProtobufCBinaryData){ sizeof(peer->out.key), peer->out.key };
+    hello.worker_address = (ProtobufCBinaryData){ addr_len, (uint8_t *)addr };
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    msg.body_case = B10__PEER__MSG__BODY_HELLO;
+    msg.hello = &hello;
+    if (peer_send_msg(peer, TAG_HELLO, &msg) != 0) {
+        peer_retire_out(peer, B10_ERR_PEER_UNREACHABLE);
+        return B10_ERR_PEER_UNREACHABLE;
+    }
+    uv_timer_start(&peer->connect_timer, peer_on_connect_timeout, d->cfg.connect_timeout_ms, 0);
+    log_debug("peer %016" PRIx64 ": HELLO sent, generation %016" PRIx64, peer->daemon_id,
+              peer->out.gen);
+    return B10_OK;
+}
+
+b10_status_t peer_use(struct peer *peer, struct xfer *x)
+{
+    if (peer->state == PEER_UP) {
+        list_insert_tail(&peer->xfers, &x->peer_node);
+        return B10_OK;
+    }
+    if (peer->state == PEER_DOWN) {
+        b10_status_t status = peer_connect(peer);
+        if (status != B10_OK)
+            return status;
+    }
+    list_insert_tail(&peer->waiting, &x->peer_node);
+    return B10_IN_PROGRESS;
+}
+
+/* Answer a HELLO: the ack, or a refusal the sender can report. */
+static void peer_send_ack(struct peer *peer, const struct tag_link *link, b10_status_t status,
+                          const char *detail)
+{
+    struct b10d *d = peer->d;
+    B10__Peer__HelloAck ack = B10__PEER__HELLO_ACK__INIT;
+
+    ack.version = B10_PROTOCOL_VERSION;
+    ack.daemon_id = d->daemon_id;
+    ack.gen = link->gen;
+    ack.status = (B10__Status)status;
+    ack.detail = (char *)detail;
+    ack.max_chunk_bytes = staging_view_bytes(d->staging);
+    ack.max_control_bytes = d->cfg.max_control_bytes;
+    ack.max_pieces = d->cfg.max_control_bytes / 16;
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    msg.body_case = B10__PEER__MSG__BODY_HELLO_ACK;
+    msg.hello_ack = &ack;
+    if (peer_send_msg(peer, tags_derive(link, 0, 0, TAG_KIND_HELLO_ACK), &msg) != 0)
+        log_warning("peer %016" PRIx64 ": could not send HELLO_ACK", peer->daemon_id);
+}
+
+static void peer_on_hello(struct b10d *d, const B10__Peer__Hello *hello)
+{
+    struct peer *peer;
+    struct tag_link link;
+
+    if (hello->version != B10_PROTOCOL_VERSION || hello->daemon_id == 0 ||
+        hello->tag_key.len != sizeof(link.key) || hello->worker_address.len == 0 ||
+        hello->worker_address.len > PEER_MAX_ADDRESS) {
+        d->stats.peer_protocol_errors++;
+        log_warning("dropping a malformed HELLO (version %u)", hello->version);
+        return;
+    }
+    if (peer_get(d, hello->daemon_id, hello->worker_address.data, hello->worker_address.len,
+                 &peer) != B10_OK) {
+        log_warning("dropping HELLO from %016" PRIx64 ": no room for another peer (--max-peers)",
+                    hello->daemon_id);
+        return;
+    }
+    memcpy(link.key, hello->tag_key.data, sizeof(link.key));
+    link.sender_id = hello->daemon_id;
+    link.receiver_id = d->daemon_id;
+    link.gen = hello->gen;
+    if (peer_ensure_ep(peer) != 0)
+        return;
+    if (hello->to_daemon_id != d->daemon_id) {
+        /* Meant for an earlier incarnation at this address: its descriptor is stale. */
+        peer_send_ack(peer, &link, B10_ERR_PEER_LOST,
+                      "the remote daemon restarted since its agent descriptor was made: reload the agent");
+        return;
+    }
+    if (peer->in_up && peer->in.gen == hello->gen)
+        return;   /* a duplicate: the link stands */
+    if (peer->in_up) {
+        /* A new generation from the same daemon retires the old link and its transfers. */
+        struct list *pos, *tmp;
+        peer_retire_in(peer, B10_ERR_PEER_LOST);
+        list_for_each_safe(pos, tmp, &peer->xfers) {
+            struct xfer *x = list_entry(pos, struct xfer, peer_node);
+            if (x->role == XFER_RECV)
+                xfer_fail(x, B10_ERR_PEER_LOST, "the sending daemon reconnected with a new generation");
+        }
+    }
+    uint64_t control_tag = tags_derive(&link, 0, 0, TAG_KIND_CONTROL);
+    if (tags_register(d->tags, control_tag, peer) != 0) {
+        peer_send_ack(peer, &link, B10_ERR_TAG_COLLISION, "control tag collision");
+        return;
+    }
+    peer->in = link;
+    peer->in_control_tag = control_tag;
+    peer->in_up = true;
+    log_info("peer %016" PRIx64 ": inbound link, generation %016" PRIx64, peer->daemon_id, link.gen);
+    peer_send_ack(peer, &link, B10_OK, "");
+}
+
+void peer_on_oversize(void *arg, uint64_t tag, size_t length)
+{
+    struct b10d *d = arg;
+    d->stats.peer_protocol_errors++;
+    log_warning("dropping a %zu-byte control message (--max-control-bytes %" PRIu64 ")", length,
+                d->cfg.max_control_bytes);
+}
+
+void peer_on_control(void *arg, uint64_t tag, void *buf, size_t length)
+{
+    struct b10d *d = arg;
+    B10__Peer__Msg *msg = b10__peer__msg__unpack(NULL, length, buf);
+
+    free(buf);
+    if (msg == NULL) {
+        d->stats.peer_protocol_errors++;
+        log_warning("dropping an undecodable control message of %zu bytes", length);
+        return;
+    }
+    if (tag == TAG_HELLO) {
+        if (msg->body_case == B10__PEER__MSG__BODY_HELLO)
+            peer_on_hello(d, msg->hello);
+        else
+            d->stats.peer_protocol_errors++;
+        goto out;
+    }
+    /* A CONTROL must come on the control tag of a live inbound link: anything else is stale. */
+    struct peer *peer = tags_lookup(d->tags, tag);
+    if (peer == NULL || !peer->in_up || peer->in_control_tag != tag) {
+        d->stats.stale_messages++;
+        log_info("dropping a control message on a tag of no live link");
+        goto out;
+    }
+    if (msg->body_case != B10__PEER__MSG__BODY_CONTROL) {
+        d->stats.peer_protocol_errors++;
+        log_warning("peer %016" PRIx64 ": unexpected message kind %d on the control tag",
+                    peer->daemon_id, (int)msg->body_case);
+        goto out;
+    }
+    xfer_admit(peer, msg->control);
+out:
+    b10__peer__msg__free_unpacked(msg, NULL);
+}
+
+void peer_close_all(struct b10d *d)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &d->peers) {
+        struct peer *p = list_entry(pos, struct peer, node);
+        uv_timer_stop(&p->connect_timer);
+        if (p->ack_op != NULL)
+            wire_cancel(d->wire, p->ack_op);
+        if (p->ep != NULL) {
+            wire_ep_close(p->ep);
+            p->ep = NULL;
+        }
+    }
+}
+
+static void peer_on_closed(uv_handle_t *handle)
+{
+    struct peer *p = handle->data;
+    free(p->address);
+    free(p);
+}
+
+void peer_free_all(struct b10d *d)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &d->peers) {
+        struct peer *p = list_entry(pos, struct peer, node);
+        list_remove(pos);
+        d->npeers--;
+        uv_close((uv_handle_t *)&p->connect_timer, peer_on_closed);
+    }
+}

@@ -1,0 +1,68 @@
+/*
+ * plan.h — how a WRITE's spans become DATA chunks. Pure data, no I/O.
+ *
+ * The sender sorts the request's pieces by source address, merges runs that
+ * are contiguous on both sides, and packs them in order into chunks of at
+ * most one staging view; a piece larger than the room left is split. The
+ * receiver rebuilds the same chunk table (destination side only) from the
+ * CONTROL message, checking every count and bound on the way.
+ */
+#ifndef B10D_PLAN_H
+#define B10D_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "b10/b10.h"
+
+struct plan_piece {
+    uint64_t src;   /* address in the sending rank (0 on the receiver) */
+    uint64_t dst;   /* address in the receiving rank */
+    uint64_t len;   /* bytes */
+};
+
+struct plan_chunk {
+    uint32_t first;  /* index of its first piece */
+    uint32_t count;  /* pieces */
+    uint64_t bytes;  /* sum of their lengths: the DATA message size */
+};
+
+struct plan {
+    struct plan_piece *pieces;
+    uint32_t npieces;
+    struct plan_chunk *chunks;
+    uint32_t nchunks;
+    uint64_t total;  /* bytes */
+};
+
+/*
+ * Build the sender's plan from count (src, dst, len) triples given as two
+ * packed little-endian span tables (16 bytes a span, as on the client wire).
+ * Rejects zero lengths, mismatched lengths, address overflow and overlapping
+ * destinations with B10_ERR_INVALID_ARG and a detail naming the span.
+ */
+b10_status_t plan_build(const uint8_t *src_spans, const uint8_t *dst_spans, size_t count,
+                        uint64_t max_chunk, struct plan **plan_p, char *detail, size_t detail_len);
+
+/*
+ * Encode the destination side for CONTROL: chunk_pieces (u32 per chunk) and
+ * pieces (u64 dst, u64 len per piece), both malloc'd.
+ */
+int plan_encode(const struct plan *plan, uint8_t **chunk_pieces_p, size_t *chunk_len_p,
+                uint8_t **pieces_p, size_t *pieces_len_p);
+
+/*
+ * Rebuild the receiver's plan from CONTROL's tables, trusting nothing:
+ * counts must agree, no chunk may exceed max_chunk, pieces must be
+ * non-empty and not wrap, and the bytes must add up to total.
+ */
+b10_status_t plan_decode(const uint8_t *chunk_pieces, size_t chunk_len, const uint8_t *pieces,
+                         size_t pieces_len, uint32_t nchunks, uint64_t total, uint64_t max_chunk,
+                         uint64_t max_pieces, struct plan **plan_p, char *detail, size_t detail_len);
+
+/* Pack the plan again into chunks of at most max_chunk bytes (the peer's views may be smaller). */
+b10_status_t plan_rechunk(struct plan *plan, uint64_t max_chunk);
+
+void plan_free(struct plan *plan);
+
+#endif

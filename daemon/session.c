@@ -1,0 +1,403 @@
+/* session.c — see session.h. */
+#include "session.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "b10.pb-c.h"
+#include "frame.h"
+#include "ipc.h"
+#include "peer.h"
+#include "wire.h"
+#include "xfer.h"
+
+#define SESSION_MAX_DESC 16384   /* an agent descriptor is a UCX address and a name */
+
+struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid, uid_t uid,
+                               gid_t gid)
+{
+    struct session *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->d = d;
+    s->conn = conn;
+    s->pid = pid;
+    s->uid = uid;
+    s->gid = gid;
+    mem_table_init(&s->mem, d->cfg.max_regions);
+    list_init(&s->agents);
+    list_init(&s->xfers);
+    list_init(&s->targets);
+    list_insert_tail(&d->sessions, &s->node);
+    d->nsessions++;
+    log_debug("client pid %d uid %u connected", (int)pid, (unsigned)uid);
+    return s;
+}
+
+static void session_fail_list(struct list *head, const char *why)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, head) {
+        struct xfer *x = list_entry(pos, struct xfer, session_node);
+        xfer_fail(x, B10_ERR_CLIENT_GONE, "%s", why);
+        x->session = NULL;
+    }
+}
+
+void session_destroy(struct session *s)
+{
+    struct list *pos, *tmp;
+
+    if (s == NULL)
+        return;
+    s->conn = NULL;
+    if (s->hello_done)
+        log_info("client %s (pid %d) disconnected", s->agent, (int)s->pid);
+    session_fail_list(&s->xfers, "the submitting rank disconnected");
+    session_fail_list(&s->targets, "the destination rank disconnected");
+    list_for_each_safe(pos, tmp, &s->agents) {
+        list_remove(pos);
+        free(list_entry(pos, struct remote_agent, node));
+    }
+    /* Regions stay mapped while copies that touch them finish: they hold references. */
+    mem_table_clear(&s->mem);
+    list_remove(&s->node);
+    s->d->nsessions--;
+    free(s);
+}
+
+struct session *session_find(struct b10d *d, const char *agent)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &d->sessions) {
+        struct session *s = list_entry(pos, struct session, node);
+        if (s->hello_done && strcmp(s->agent, agent) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+static int session_send(struct session *s, B10__DaemonMsg *msg)
+{
+    uint8_t *frame;
+    size_t length;
+
+    if (s->conn == NULL)
+        return -1;
+    if (frame_encode(&msg->base, s->d->cfg.max_frame, &frame, &length) != 0) {
+        log_err("client %s: could not encode a reply", s->agent);
+        return -1;
+    }
+    return ipc_send(s->conn, frame, length);
+}
+
+static int session_reply(struct session *s, uint64_t seq, b10_status_t status, const char *detail,
+                         B10__Reply *reply)
+{
+    B10__Reply plain = B10__REPLY__INIT;
+    B10__DaemonMsg msg = B10__DAEMON_MSG__INIT;
+
+    if (reply == NULL)
+        reply = &plain;
+    reply->seq = seq;
+    reply->status = (B10__Status)status;
+    reply->detail = (char *)(detail != NULL ? detail : "");
+    msg.body_case = B10__DAEMON_MSG__BODY_REPLY;
+    msg.reply = reply;
+    return session_send(s, &msg);
+}
+
+void session_xfer_done(struct session *s, const struct xfer *x)
+{
+    B10__XferDone done = B10__XFER_DONE__INIT;
+    B10__DaemonMsg msg = B10__DAEMON_MSG__INIT;
+
+    if (x->released)
+        return;
+    done.xfer_id = x->id;
+    done.status = (B10__Status)x->status;
+    done.detail = (char *)x->detail;
+    msg.body_case = B10__DAEMON_MSG__BODY_DONE;
+    msg.done = &done;
+    session_send(s, &msg);
+}
+
+/* Agent names: 1..255 bytes of printable ASCII without spaces. */
+static bool session_name_ok(const char *name)
+{
+    size_t n = strnlen(name, 256);
+    if (n == 0 || n > 255)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isgraph((unsigned char)name[i]))
+            return false;
+    return true;
+}
+
+static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *hello)
+{
+    struct b10d *d = s->d;
+    char detail[256];
+    const void *addr;
+    size_t addr_len;
+
+    if (hello->version != B10_PROTOCOL_VERSION) {
+        snprintf(detail, sizeof(detail), "client speaks protocol %u, daemon %d", hello->version,
+                 B10_PROTOCOL_VERSION);
+        session_reply(s, seq, B10_ERR_VERSION, detail, NULL);
+        return -1;
+    }
+    if (!session_name_ok(hello->agent_name)) {
+        session_reply(s, seq, B10_ERR_INVALID_ARG,
+                      "agent name must be 1..255 bytes of printable ASCII without spaces", NULL);
+        return -1;
+    }
+    if (session_find(d, hello->agent_name) != NULL) {
+        snprintf(detail, sizeof(detail), "agent '%s' is already connected to this daemon",
+                 hello->agent_name);
+        session_reply(s, seq, B10_ERR_EXISTS, detail, NULL);
+        return -1;
+    }
+    snprintf(s->agent, sizeof(s->agent), "%s", hello->agent_name);
+    s->hello_done = true;
+
+    wire_address(d->wire, &addr, &addr_len);
+    B10__AgentDesc desc = B10__AGENT_DESC__INIT;
+    desc.version = B10_PROTOCOL_VERSION;
+    desc.name = s->agent;
+    desc.daemon_id = d->daemon_id;
+    desc.worker_address = (ProtobufCBinaryData){ addr_len, (uint8_t *)addr };
+    size_t desc_len = protobuf_c_message_get_packed_size(&desc.base);
+    uint8_t *packed = malloc(desc_len);
+    if (packed == NULL)
+        return -1;
+    protobuf_c_message_pack(&desc.base, packed);
+
+    B10__HelloReply hr = B10__HELLO_REPLY__INIT;
+    hr.version = B10_PROTOCOL_VERSION;
+    hr.daemon_id = d->daemon_id;
+    hr.agent_desc = (ProtobufCBinaryData){ desc_len, packed };
+    hr.max_frame = d->cfg.max_frame;
+    B10__Reply reply = B10__REPLY__INIT;
+    reply.body_case = B10__REPLY__BODY_HELLO;
+    reply.hello = &hr;
+    int rc = session_reply(s, seq, B10_OK, "", &reply);
+    free(packed);
+    log_info("client %s (pid %d, uid %u) connected", s->agent, (int)s->pid, (unsigned)s->uid);
+    return rc;
+}
+
+static void session_on_register(struct session *s, uint64_t seq, const B10__RegisterMem *req,
+                                int fd)
+{
+    char detail[256] = "";
+    struct region *r;
+    struct mem_request mr = {
+        .kind = (b10_mem_kind_t)req->kind, .addr = req->addr, .length = req->length, .fd = fd,
+        .fd_offset = req->fd_offset, .device_id = req->device_id,
+    };
+    uint64_t id = ++s->d->next_region;
+    b10_status_t status = mem_table_add(&s->mem, id, &mr, detail, sizeof(detail), &r);
+
+    if (status != B10_OK) {
+        session_reply(s, seq, status, detail, NULL);
+        return;
+    }
+    B10__RegisterReply rr = B10__REGISTER_REPLY__INIT;
+    rr.region_id = id;
+    B10__Reply reply = B10__REPLY__INIT;
+    reply.body_case = B10__REPLY__BODY_REGISTER_MEM;
+    reply.register_mem = &rr;
+    session_reply(s, seq, B10_OK, "", &reply);
+    log_debug("client %s: region %" PRIu64 " registered, %s, %" PRIu64 " bytes at 0x%" PRIx64,
+              s->agent, id, r->backend->name, r->length, r->addr);
+}
+
+static void session_on_load_agent(struct session *s, uint64_t seq, const B10__LoadAgent *req)
+{
+    char detail[256];
+    struct peer *peer;
+    struct list *pos, *tmp;
+
+    if (!session_name_ok(req->name)) {
+        session_reply(s, seq, B10_ERR_INVALID_ARG, "bad agent name", NULL);
+        return;
+    }
+    if (req->desc.len == 0 || req->desc.len > SESSION_MAX_DESC) {
+        session_reply(s, seq, B10_ERR_INVALID_ARG, "agent descriptor empty or too large", NULL);
+        return;
+    }
+    B10__AgentDesc *desc = b10__agent_desc__unpack(NULL, req->desc.len, req->desc.data);
+    if (desc == NULL || desc->version != B10_PROTOCOL_VERSION || desc->daemon_id == 0 ||
+        desc->worker_address.len == 0) {
+        session_reply(s, seq, B10_ERR_INVALID_ARG, "not a b10 agent descriptor of this version", NULL);
+        goto out;
+    }
+    if (strcmp(desc->name, req->name) != 0) {
+        snprintf(detail, sizeof(detail), "descriptor names agent '%.100s', not '%.100s'", desc->name,
+                 req->name);
+        session_reply(s, seq, B10_ERR_INVALID_ARG, detail, NULL);
+        goto out;
+    }
+    b10_status_t status = peer_get(s->d, desc->daemon_id, desc->worker_address.data,
+                                   desc->worker_address.len, &peer);
+    if (status != B10_OK) {
+        session_reply(s, seq, status, status == B10_ERR_TOO_LARGE ? "too many remote daemons (--max-peers)"
+                                                                  : "bad worker address", NULL);
+        goto out;
+    }
+    /* Loading a name again replaces it: a restarted remote rank brings a new descriptor. */
+    list_for_each_safe(pos, tmp, &s->agents) {
+        struct remote_agent *a = list_entry(pos, struct remote_agent, node);
+        if (strcmp(a->name, req->name) == 0) {
+            a->peer = peer;
+            session_reply(s, seq, B10_OK, "", NULL);
+            goto out;
+        }
+    }
+    if (s->nagents >= s->d->cfg.max_agents) {
+        session_reply(s, seq, B10_ERR_TOO_LARGE, "too many remote agents (--max-agents)", NULL);
+        goto out;
+    }
+    struct remote_agent *a = calloc(1, sizeof(*a));
+    if (a == NULL) {
+        session_reply(s, seq, B10_ERR_NO_MEMORY, "", NULL);
+        goto out;
+    }
+    snprintf(a->name, sizeof(a->name), "%s", req->name);
+    a->peer = peer;
+    list_insert_tail(&s->agents, &a->node);
+    s->nagents++;
+    session_reply(s, seq, B10_OK, "", NULL);
+    log_debug("client %s: remote agent %s on daemon %016" PRIx64, s->agent, a->name, peer->daemon_id);
+out:
+    if (desc != NULL)
+        b10__agent_desc__free_unpacked(desc, NULL);
+}
+
+static void session_on_invalidate(struct session *s, uint64_t seq, const B10__InvalidateAgent *req)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &s->agents) {
+        struct remote_agent *a = list_entry(pos, struct remote_agent, node);
+        if (strcmp(a->name, req->name) == 0) {
+            list_remove(pos);
+            free(a);
+            s->nagents--;
+            session_reply(s, seq, B10_OK, "", NULL);
+            return;
+        }
+    }
+    session_reply(s, seq, B10_ERR_NOT_FOUND, "no such remote agent", NULL);
+}
+
+static struct xfer *session_xfer(struct session *s, uint64_t id)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &s->xfers) {
+        struct xfer *x = list_entry(pos, struct xfer, session_node);
+        if (x->id == id)
+            return x;
+    }
+    return NULL;
+}
+
+static void session_on_submit(struct session *s, uint64_t seq, const B10__SubmitXfer *req)
+{
+    char detail[256] = "";
+    struct xfer *x;
+    b10_status_t status = xfer_submit(s, req, &x, detail, sizeof(detail));
+
+    if (status != B10_OK) {
+        log_info("client %s: transfer refused: %s: %s", s->agent, b10_status_name(status), detail);
+        session_reply(s, seq, status, detail, NULL);
+        return;
+    }
+    B10__SubmitReply sr = B10__SUBMIT_REPLY__INIT;
+    sr.xfer_id = x->id;
+    B10__Reply reply = B10__REPLY__INIT;
+    reply.body_case = B10__REPLY__BODY_SUBMIT;
+    reply.submit = &sr;
+    session_reply(s, seq, B10_OK, "", &reply);
+    xfer_start(x);
+}
+
+int session_on_frame(struct session *s, const uint8_t *buf, size_t length)
+{
+    B10__ClientMsg *msg = b10__client_msg__unpack(NULL, length, buf);
+    int fd = -1;
+    int rc = 0;
+
+    if (msg == NULL) {
+        s->d->stats.client_protocol_errors++;
+        log_warning("client pid %d: undecodable frame of %zu bytes; dropping it", (int)s->pid, length);
+        session_reply(s, 0, B10_ERR_PROTOCOL, "undecodable frame", NULL);
+        rc = -1;
+        goto out;
+    }
+    if (!s->hello_done && msg->body_case != B10__CLIENT_MSG__BODY_HELLO) {
+        s->d->stats.client_protocol_errors++;
+        session_reply(s, msg->seq, B10_ERR_PROTOCOL, "the first message must be Hello", NULL);
+        rc = -1;
+        goto out;
+    }
+    switch (msg->body_case) {
+    case B10__CLIENT_MSG__BODY_HELLO:
+        if (s->hello_done) {
+            session_reply(s, msg->seq, B10_ERR_PROTOCOL, "Hello sent twice", NULL);
+            rc = -1;
+        } else {
+            rc = session_on_hello(s, msg->seq, msg->hello);
+        }
+        break;
+    case B10__CLIENT_MSG__BODY_REGISTER_MEM:
+        if (msg->register_mem->kind == B10__MEM_KIND__MEM_DRAM)
+            fd = ipc_conn_take_fd(s->conn);
+        session_on_register(s, msg->seq, msg->register_mem, fd);
+        break;
+    case B10__CLIENT_MSG__BODY_DEREGISTER_MEM: {
+        b10_status_t st = mem_table_remove(&s->mem, msg->deregister_mem->region_id);
+        session_reply(s, msg->seq, st, st == B10_OK ? "" : "no such region", NULL);
+        break;
+    }
+    case B10__CLIENT_MSG__BODY_LOAD_AGENT:
+        session_on_load_agent(s, msg->seq, msg->load_agent);
+        break;
+    case B10__CLIENT_MSG__BODY_INVALIDATE_AGENT:
+        session_on_invalidate(s, msg->seq, msg->invalidate_agent);
+        break;
+    case B10__CLIENT_MSG__BODY_SUBMIT:
+        session_on_submit(s, msg->seq, msg->submit);
+        break;
+    case B10__CLIENT_MSG__BODY_CANCEL: {
+        struct xfer *x = session_xfer(s, msg->cancel->xfer_id);
+        if (x != NULL)
+            xfer_cancel(x);
+        session_reply(s, msg->seq, x != NULL ? B10_OK : B10_ERR_NOT_FOUND,
+                      x != NULL ? "" : "no transfer of this client in flight with this id", NULL);
+        break;
+    }
+    case B10__CLIENT_MSG__BODY_RELEASE: {
+        struct xfer *x = session_xfer(s, msg->release->xfer_id);
+        if (x != NULL)
+            x->released = true;
+        session_reply(s, msg->seq, B10_OK, "", NULL);
+        break;
+    }
+    default:
+        s->d->stats.client_protocol_errors++;
+        session_reply(s, msg->seq, B10_ERR_PROTOCOL, "unknown message", NULL);
+        rc = -1;
+        break;
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    if (msg != NULL)
+        b10__client_msg__free_unpacked(msg, NULL);
+    return rc;
+}

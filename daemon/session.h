@@ -1,0 +1,57 @@
+/*
+ * session.h — one connected rank: its hello, registrations, remote agents
+ * and the transfers it takes part in. Frames arrive from ipc.c decoded to
+ * bytes; everything in them is checked here before use.
+ */
+#ifndef B10D_SESSION_H
+#define B10D_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "b10d.h"
+#include "mem.h"
+
+struct ipc_conn;
+struct peer;
+struct xfer;
+
+struct remote_agent {
+    struct list node;
+    char name[256];
+    struct peer *peer;
+};
+
+struct session {
+    struct list node;               /* b10d.sessions */
+    struct b10d *d;
+    struct ipc_conn *conn;
+    bool hello_done;
+    char agent[256];
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    struct mem_table mem;
+    struct list agents;             /* struct remote_agent */
+    uint32_t nagents;
+    struct list xfers;              /* sending transfers it submitted, in flight */
+    uint32_t nxfers;
+    struct list targets;            /* receiving transfers writing into its memory */
+};
+
+struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid, uid_t uid,
+                               gid_t gid);
+/* The connection is gone: fail its transfers, drop its registrations. */
+void session_destroy(struct session *s);
+
+/* One frame from the client. Returns 0, or -1 to drop the connection. */
+int session_on_frame(struct session *s, const uint8_t *buf, size_t length);
+
+/* The daemon's own news for the client: a transfer it submitted finished. */
+void session_xfer_done(struct session *s, const struct xfer *x);
+
+/* The session of a local agent name, or NULL. */
+struct session *session_find(struct b10d *d, const char *agent);
+
+#endif

@@ -1,0 +1,66 @@
+/*
+ * staging.h — the pool of host staging views that DATA chunks travel through.
+ *
+ * Each view is its own page-aligned, locked buffer registered once with UCX,
+ * so that one view can be dropped (freed) on its own when it leaves the
+ * quarantine and be replaced by a fresh allocation: a view that a failed
+ * transfer touched is never recycled.
+ *
+ * At most half the views serve receives: the other half stays for sends, so
+ * two daemons sending to each other cannot each fill their pool with
+ * receives waiting on the other's sends.
+ */
+#ifndef B10D_STAGING_H
+#define B10D_STAGING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "b10d.h"
+
+enum view_use {
+    VIEW_FREE,
+    VIEW_SEND,
+    VIEW_RECV,
+    VIEW_QUARANTINED,
+};
+
+struct view {
+    struct list node;           /* in the free list while VIEW_FREE */
+    uint8_t *base;
+    uint64_t bytes;
+    void *memh;                 /* UCX registration */
+    uint32_t id;
+    enum view_use use;
+    uint32_t holds;             /* UCX requests and copies that may still touch it */
+};
+
+/* A transfer waiting for a view: wake() runs once one may be free. */
+struct staging_waiter {
+    struct list node;
+    void (*wake)(struct staging_waiter *w);
+};
+
+struct staging;
+
+int staging_create(struct b10d *d, uint64_t total_bytes, uint64_t view_bytes,
+                   struct staging **staging_p);
+void staging_destroy(struct staging *s);
+
+struct view *staging_get(struct staging *s, enum view_use use);
+/* A view whose last use ended cleanly goes back to the pool. */
+void staging_put(struct staging *s, struct view *v);
+/* A view of a failed transfer: out of circulation until staging_drop(). */
+void staging_quarantine(struct staging *s, struct view *v);
+/* Free a quarantined view and allocate a fresh one in its place. */
+void staging_drop(struct staging *s, struct view *v);
+
+void staging_wait(struct staging *s, struct staging_waiter *w);
+void staging_unwait(struct staging_waiter *w);
+
+uint64_t staging_view_bytes(const struct staging *s);
+uint32_t staging_views(const struct staging *s);
+uint32_t staging_free_views(const struct staging *s);
+uint32_t staging_quarantined_views(const struct staging *s);
+
+#endif

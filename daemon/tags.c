@@ -1,0 +1,232 @@
+/* tags.c — see tags.h. */
+#include "tags.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+
+static inline uint64_t tags_load64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+#define SIPROUND                                                   \
+    do {                                                           \
+        v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32); \
+        v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                     \
+        v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                     \
+        v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32); \
+    } while (0)
+
+uint64_t tags_siphash(const uint8_t key[16], const void *data, size_t len)
+{
+    const uint8_t *in = data;
+    uint64_t k0 = tags_load64(key), k1 = tags_load64(key + 8);
+    uint64_t v0 = UINT64_C(0x736f6d6570736575) ^ k0;
+    uint64_t v1 = UINT64_C(0x646f72616e646f6d) ^ k1;
+    uint64_t v2 = UINT64_C(0x6c7967656e657261) ^ k0;
+    uint64_t v3 = UINT64_C(0x7465646279746573) ^ k1;
+    uint64_t b = (uint64_t)len << 56;
+    size_t full = len - len % 8;
+
+    for (size_t i = 0; i < full; i += 8) {
+        uint64_t m = tags_load64(in + i);
+        v3 ^= m;
+        SIPROUND;
+        SIPROUND;
+        v0 ^= m;
+    }
+    for (size_t i = 0; i < len % 8; i++)
+        b |= (uint64_t)in[full + i] << (8 * i);
+    v3 ^= b;
+    SIPROUND;
+    SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+uint64_t tags_derive(const struct tag_link *link, uint64_t xfer_id, uint32_t chunk,
+                     enum tag_kind kind)
+{
+    uint8_t msg[8 * 4 + 4 + 1];
+    uint64_t words[4] = { link->sender_id, link->receiver_id, link->gen, xfer_id };
+
+    for (int w = 0; w < 4; w++)
+        for (int i = 0; i < 8; i++)
+            msg[8 * w + i] = (uint8_t)(words[w] >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        msg[32 + i] = (uint8_t)(chunk >> (8 * i));
+    msg[36] = (uint8_t)kind;
+
+    uint64_t h = tags_siphash(link->key, msg, sizeof(msg));
+    if (kind == TAG_KIND_CONTROL)
+        return h | TAG_CLASS_CONTROL;
+    h &= ~TAG_CLASS_CONTROL;
+    /* 0 marks an empty registry slot; a derived 0 is moved aside. */
+    return h != 0 ? h : 1;
+}
+
+/*
+ * The registry: open addressing with linear probing and backward-shift
+ * deletion (no tombstones, so lookups stay short however long it runs).
+ * Capacity is a power of two kept at least twice the entries.
+ */
+struct tag_entry {
+    uint64_t tag;          /* 0: empty slot */
+    void *owner;           /* live: the transfer or link; NULL when quarantined */
+    uint64_t expires_ms;   /* quarantined: when it may leave */
+};
+
+struct tags {
+    struct tag_entry *slots;
+    uint32_t mask;
+    uint32_t limit;        /* most entries allowed: half the slots */
+    uint32_t live;
+    uint32_t quarantined;
+};
+
+struct tags *tags_create(uint32_t capacity)
+{
+    uint32_t slots = 16;
+    while (slots / 2 < capacity && slots < (UINT32_C(1) << 30))
+        slots <<= 1;
+    struct tags *tags = calloc(1, sizeof(*tags));
+    if (tags == NULL)
+        return NULL;
+    tags->slots = calloc(slots, sizeof(*tags->slots));
+    if (tags->slots == NULL) {
+        free(tags);
+        return NULL;
+    }
+    tags->mask = slots - 1;
+    tags->limit = slots / 2;
+    return tags;
+}
+
+void tags_destroy(struct tags *tags)
+{
+    if (tags == NULL)
+        return;
+    free(tags->slots);
+    free(tags);
+}
+
+static inline uint32_t tags_home(const struct tags *tags, uint64_t tag)
+{
+    /* Tags are already uniform hashes; fold the top half in for the control class. */
+    return (uint32_t)(tag ^ (tag >> 32)) & tags->mask;
+}
+
+static struct tag_entry *tags_find(const struct tags *tags, uint64_t tag)
+{
+    for (uint32_t i = tags_home(tags, tag);; i = (i + 1) & tags->mask) {
+        struct tag_entry *e = &tags->slots[i];
+        if (e->tag == tag)
+            return e;
+        if (e->tag == 0)
+            return NULL;
+    }
+}
+
+int tags_register(struct tags *tags, uint64_t tag, void *owner)
+{
+    if (tag == 0 || owner == NULL)
+        return -EINVAL;
+    if (tags_find(tags, tag) != NULL)
+        return -EEXIST;
+    if (tags->live + tags->quarantined >= tags->limit)
+        return -ENOSPC;
+    uint32_t i = tags_home(tags, tag);
+    while (tags->slots[i].tag != 0)
+        i = (i + 1) & tags->mask;
+    tags->slots[i] = (struct tag_entry){ tag, owner, 0 };
+    tags->live++;
+    return 0;
+}
+
+static void tags_delete(struct tags *tags, struct tag_entry *e)
+{
+    uint32_t hole = (uint32_t)(e - tags->slots);
+
+    /* Backward shift: pull later entries of the cluster into the hole when their home allows. */
+    for (uint32_t j = (hole + 1) & tags->mask; tags->slots[j].tag != 0; j = (j + 1) & tags->mask) {
+        uint32_t home = tags_home(tags, tags->slots[j].tag);
+        bool movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
+        if (movable) {
+            tags->slots[hole] = tags->slots[j];
+            hole = j;
+        }
+    }
+    tags->slots[hole] = (struct tag_entry){ 0, NULL, 0 };
+}
+
+void tags_unregister(struct tags *tags, uint64_t tag)
+{
+    struct tag_entry *e = tags_find(tags, tag);
+    if (e == NULL || e->owner == NULL)
+        return;
+    tags->live--;
+    tags_delete(tags, e);
+}
+
+void tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms)
+{
+    struct tag_entry *e = tags_find(tags, tag);
+    if (e == NULL || e->owner == NULL)
+        return;
+    e->owner = NULL;
+    e->expires_ms = expires_ms;
+    tags->live--;
+    tags->quarantined++;
+}
+
+void *tags_lookup(const struct tags *tags, uint64_t tag)
+{
+    struct tag_entry *e = tags_find(tags, tag);
+    return e != NULL ? e->owner : NULL;
+}
+
+bool tags_is_quarantined(const struct tags *tags, uint64_t tag)
+{
+    struct tag_entry *e = tags_find(tags, tag);
+    return e != NULL && e->owner == NULL;
+}
+
+uint32_t tags_sweep(struct tags *tags, uint64_t now_ms)
+{
+    uint32_t dropped = 0;
+
+    if (tags->quarantined == 0)
+        return 0;
+    for (uint32_t i = 0; i <= tags->mask;) {
+        struct tag_entry *e = &tags->slots[i];
+        if (e->tag != 0 && e->owner == NULL && e->expires_ms <= now_ms) {
+            tags->quarantined--;
+            dropped++;
+            tags_delete(tags, e);
+            continue;   /* the shift may have moved another entry into slot i */
+        }
+        i++;
+    }
+    return dropped;
+}
+
+uint32_t tags_live(const struct tags *tags)
+{
+    return tags->live;
+}
+
+uint32_t tags_quarantined(const struct tags *tags)
+{
+    return tags->quarantined;
+}

@@ -1,0 +1,73 @@
+/*
+ * tags.h — UCX tags of the peer protocol, and the registry that keeps two
+ * receives from ever sharing one.
+ *
+ * A tag is a keyed 64-bit hash (SipHash-2-4) over (pair domain, endpoint
+ * generation, transfer id, chunk index, kind). The key is 16 random bytes
+ * chosen by the sending daemon for each link and carried in its HELLO, so
+ * both ends derive the same tags and nothing outside the link can predict
+ * them. Bit 63 splits the space: set for the control class (HELLO and
+ * CONTROL, which the receiver probes for), clear for everything else.
+ *
+ * Every tag is registered before a receive is posted for it. A tag already
+ * present — live, or quarantined after a failure — is a collision: the
+ * transfer that asked fails with B10_ERR_TAG_COLLISION.
+ */
+#ifndef B10D_TAGS_H
+#define B10D_TAGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TAG_CLASS_CONTROL (UINT64_C(1) << 63)
+/* HELLO is the one tag known before any link exists. */
+#define TAG_HELLO (TAG_CLASS_CONTROL | UINT64_C(0x6231306468656c6f))   /* "b10dhelo" */
+
+enum tag_kind {
+    TAG_KIND_HELLO_ACK = 1,
+    TAG_KIND_CONTROL,
+    TAG_KIND_READY,
+    TAG_KIND_DATA,
+    TAG_KIND_RESULT,
+    TAG_KIND_CANCEL,
+};
+
+/* What both ends know of a link: the tags of its transfers derive from it. */
+struct tag_link {
+    uint8_t key[16];
+    uint64_t sender_id;    /* daemon that opened the link and sends its transfers */
+    uint64_t receiver_id;
+    uint64_t gen;          /* endpoint generation of the link */
+};
+
+uint64_t tags_derive(const struct tag_link *link, uint64_t xfer_id, uint32_t chunk,
+                     enum tag_kind kind);
+
+/* SipHash-2-4 of len bytes under a 16-byte key. */
+uint64_t tags_siphash(const uint8_t key[16], const void *data, size_t len);
+
+struct tags;
+
+struct tags *tags_create(uint32_t capacity);
+void tags_destroy(struct tags *tags);
+
+/*
+ * Register tag as live, owned by owner. Returns 0, -EEXIST on a collision
+ * (live or quarantined), -ENOSPC when the registry is full.
+ */
+int tags_register(struct tags *tags, uint64_t tag, void *owner);
+/* Forget a live tag (its transfer finished cleanly). */
+void tags_unregister(struct tags *tags, uint64_t tag);
+/* Keep tag out of circulation until expires_ms (a failed transfer's tags). */
+void tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms);
+/* The owner of a live tag; NULL for an unknown or quarantined one. */
+void *tags_lookup(const struct tags *tags, uint64_t tag);
+bool tags_is_quarantined(const struct tags *tags, uint64_t tag);
+/* Drop quarantined tags whose time has come; returns how many. */
+uint32_t tags_sweep(struct tags *tags, uint64_t now_ms);
+
+uint32_t tags_live(const struct tags *tags);
+uint32_t tags_quarantined(const struct tags *tags);
+
+#endif

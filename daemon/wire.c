@@ -1,0 +1,573 @@
+/* wire.c — see wire.h. */
+#include "wire.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ucp/api/ucp.h>
+
+#include "tags.h"
+
+/*
+ * One posted operation, ours (the UCX request is only borrowed). UCX may call
+ * its callback inline from the posting call (a probed message already here,
+ * say), so callbacks only record the outcome and queue the op; the loop
+ * delivers queued completions after progress. A caller therefore always has
+ * its op handle before its callback runs, and never sees a callback from
+ * inside a wire_* call.
+ */
+struct wire_op {
+    struct list node;           /* wire.completed once done */
+    struct wire *wire;
+    void *req;                  /* the UCX request while in flight */
+    bool done;
+    bool control;               /* a probed control message: goes to the hooks */
+    ucs_status_t status;
+    size_t length;
+    uint64_t sender_tag;
+    wire_done_cb *cb;
+    void *arg;
+    void *owned;                /* freed after delivery (send_copy, send_owned, control) */
+};
+
+struct wire_ep {
+    struct wire *wire;
+    ucp_ep_h ep;
+    void *user;
+    char transports[128];
+};
+
+struct wire {
+    struct b10d *d;
+    struct wire_hooks hooks;
+    uint64_t max_control;
+    ucp_context_h context;
+    ucp_worker_h worker;
+    ucp_address_t *address;
+    size_t address_length;
+    int efd;
+    uv_poll_t poll;
+    uv_prepare_t prepare;
+    uv_idle_t idle;
+    uint32_t outstanding;           /* posted operations not yet delivered */
+    struct list completed;          /* struct wire_op, waiting for delivery */
+    uint32_t closing;               /* endpoint close requests in flight */
+    bool idle_on;
+};
+
+static b10_status_t wire_status(ucs_status_t st)
+{
+    switch (st) {
+    case UCS_OK: return B10_OK;
+    case UCS_ERR_CANCELED: return B10_ERR_CANCELLED;
+    case UCS_ERR_MESSAGE_TRUNCATED: return B10_ERR_PEER_PROTOCOL;
+    case UCS_ERR_NO_MEMORY: return B10_ERR_NO_MEMORY;
+    default: return B10_ERR_PEER_LOST;
+    }
+}
+
+/* UCX's callbacks: record, free the request, queue for delivery. */
+static void wire_op_finish(struct wire_op *op, void *request, ucs_status_t st, size_t length,
+                           uint64_t sender_tag)
+{
+    op->done = true;
+    op->status = st;
+    op->length = length;
+    op->sender_tag = sender_tag;
+    op->req = NULL;
+    if (request != NULL)
+        ucp_request_free(request);
+    list_insert_tail(&op->wire->completed, &op->node);
+}
+
+static void wire_send_done(void *request, ucs_status_t st, void *user_data)
+{
+    wire_op_finish(user_data, request, st, 0, 0);
+}
+
+static void wire_recv_done(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
+                           void *user_data)
+{
+    wire_op_finish(user_data, request, st, st == UCS_OK ? info->length : 0,
+                   st == UCS_OK ? info->sender_tag : 0);
+}
+
+/* Hand every completed operation to its owner, in completion order. */
+static void wire_deliver(struct wire *wire)
+{
+    while (!list_empty(&wire->completed)) {
+        struct wire_op *op = list_entry(wire->completed.next, struct wire_op, node);
+        list_remove(&op->node);
+        wire->outstanding--;
+        if (op->status != UCS_OK && op->status != UCS_ERR_CANCELED)
+            log_debug("ucx operation failed: %s", ucs_status_string(op->status));
+        if (op->control) {
+            if (op->status == UCS_OK && op->length <= wire->max_control) {
+                wire->hooks.on_control(wire->hooks.arg, op->sender_tag, op->owned, op->length);
+                op->owned = NULL;
+            } else if (op->status != UCS_ERR_MESSAGE_TRUNCATED) {
+                log_warning("control message lost: %s", ucs_status_string(op->status));
+            }
+        } else if (op->cb != NULL) {
+            op->cb(op->arg, wire_status(op->status), op->length);
+        }
+        free(op->owned);
+        free(op);
+    }
+}
+
+/*
+ * Finish posting: UCS_OK means done at once (no callback comes), a pointer
+ * means in flight unless the callback already ran inline, an error means
+ * refused.
+ */
+static int wire_posted(struct wire *wire, struct wire_op *op, ucs_status_ptr_t sp,
+                       size_t immediate_length, uint64_t immediate_tag, struct wire_op **op_p)
+{
+    if (UCS_PTR_IS_ERR(sp)) {
+        log_warning("ucx refused an operation: %s", ucs_status_string(UCS_PTR_STATUS(sp)));
+        if (op->done)
+            list_remove(&op->node);
+        free(op);
+        return -EIO;
+    }
+    if (sp == NULL)
+        wire_op_finish(op, NULL, UCS_OK, immediate_length, immediate_tag);
+    else if (!op->done)
+        op->req = sp;
+    wire->outstanding++;
+    if (op_p != NULL)
+        *op_p = op;
+    return 0;
+}
+
+static struct wire_op *wire_op_new(struct wire *wire, wire_done_cb *cb, void *arg, void *owned)
+{
+    struct wire_op *op = calloc(1, sizeof(*op));
+    if (op == NULL)
+        return NULL;
+    op->wire = wire;
+    op->cb = cb;
+    op->arg = arg;
+    op->owned = owned;
+    list_init(&op->node);
+    return op;
+}
+
+/* Take every control-class message waiting in the worker. */
+static void wire_probe(struct wire *wire)
+{
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h msg;
+
+    while ((msg = ucp_tag_probe_nb(wire->worker, TAG_CLASS_CONTROL, TAG_CLASS_CONTROL, 1,
+                                   &info)) != NULL) {
+        /*
+         * The size is the peer's claim: bound it before allocating. An
+         * oversize message is received into a small buffer, which UCX
+         * truncates, and dropped.
+         */
+        bool oversize = info.length > wire->max_control;
+        size_t take = oversize ? 64 : info.length;
+        void *buf = malloc(take ? take : 1);
+        struct wire_op *op = buf != NULL ? wire_op_new(wire, NULL, NULL, buf) : NULL;
+        if (op == NULL) {
+            log_err("no memory for a %zu-byte control message", info.length);
+            free(buf);
+            buf = malloc(64);
+            op = buf != NULL ? wire_op_new(wire, NULL, NULL, buf) : NULL;
+            if (op == NULL)
+                return;   /* leave it; the next progress tries again */
+            take = 64;
+            oversize = true;
+        }
+        if (oversize)
+            wire->hooks.on_oversize(wire->hooks.arg, info.sender_tag, info.length);
+        op->control = true;
+        ucp_request_param_t param = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                            UCP_OP_ATTR_FIELD_RECV_INFO,
+            .cb.recv = wire_recv_done,
+            .user_data = op,
+            .recv_info.tag_info = &info,
+        };
+        uint64_t tag = info.sender_tag;
+        size_t length = info.length;
+        ucs_status_ptr_t sp = ucp_tag_msg_recv_nbx(wire->worker, buf, take, msg, &param);
+        wire_posted(wire, op, sp, length, tag, NULL);
+    }
+}
+
+static void wire_on_idle(uv_idle_t *handle)
+{
+    /* Nothing here: an active idle handle only keeps the loop from blocking; prepare drains. */
+}
+
+/*
+ * Progress until the worker has nothing to do, then arm its event fd so that
+ * the loop sleeps until UCX has news. UCS_ERR_BUSY from arm means events came
+ * in meanwhile: progress again.
+ */
+static void wire_drain(struct wire *wire)
+{
+    for (int round = 0; round < 64; round++) {
+        while (ucp_worker_progress(wire->worker) != 0)
+            ;
+        wire_probe(wire);
+        wire_deliver(wire);
+        ucs_status_t st = ucp_worker_arm(wire->worker);
+        if (st == UCS_OK)
+            break;
+        if (st != UCS_ERR_BUSY) {
+            log_err("ucp_worker_arm: %s", ucs_status_string(st));
+            break;
+        }
+    }
+    /*
+     * While operations are outstanding keep the loop spinning: some transports
+     * (shared memory) progress without ever signalling the event fd, and the
+     * data path wants busy polling anyway.
+     */
+    bool want_idle = wire->outstanding > 0 || wire->closing > 0 || !list_empty(&wire->completed);
+    if (want_idle != wire->idle_on) {
+        wire->idle_on = want_idle;
+        if (want_idle)
+            uv_idle_start(&wire->idle, wire_on_idle);
+        else
+            uv_idle_stop(&wire->idle);
+    }
+}
+
+static void wire_on_poll(uv_poll_t *handle, int status, int events)
+{
+    wire_drain(handle->data);
+}
+
+static void wire_on_prepare(uv_prepare_t *handle)
+{
+    wire_drain(handle->data);
+}
+
+
+int wire_create(struct b10d *d, const struct wire_hooks *hooks, uint64_t max_control,
+                struct wire **wire_p)
+{
+    ucp_config_t *config = NULL;
+    ucs_status_t st;
+    struct wire *wire = calloc(1, sizeof(*wire));
+
+    if (wire == NULL)
+        return -ENOMEM;
+    wire->d = d;
+    wire->hooks = *hooks;
+    wire->max_control = max_control;
+    list_init(&wire->completed);
+
+    st = ucp_config_read(NULL, NULL, &config);
+    if (st != UCS_OK) {
+        log_err("ucp_config_read: %s", ucs_status_string(st));
+        goto err_free;
+    }
+    ucp_params_t params = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                      UCP_PARAM_FIELD_NAME,
+        .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
+        .mt_workers_shared = 0,
+        .name = "b10d",
+    };
+    st = ucp_init(&params, config, &wire->context);
+    ucp_config_release(config);
+    if (st != UCS_OK) {
+        log_err("ucp_init: %s", ucs_status_string(st));
+        goto err_free;
+    }
+    ucp_worker_params_t wparams = {
+        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+        .thread_mode = UCS_THREAD_MODE_SINGLE,
+    };
+    st = ucp_worker_create(wire->context, &wparams, &wire->worker);
+    if (st != UCS_OK) {
+        log_err("ucp_worker_create: %s", ucs_status_string(st));
+        goto err_cleanup;
+    }
+    st = ucp_worker_get_address(wire->worker, &wire->address, &wire->address_length);
+    if (st != UCS_OK) {
+        log_err("ucp_worker_get_address: %s", ucs_status_string(st));
+        goto err_worker;
+    }
+    st = ucp_worker_get_efd(wire->worker, &wire->efd);
+    if (st != UCS_OK) {
+        log_err("ucp_worker_get_efd: %s", ucs_status_string(st));
+        goto err_address;
+    }
+    uv_poll_init(d->loop, &wire->poll, wire->efd);
+    uv_prepare_init(d->loop, &wire->prepare);
+    uv_idle_init(d->loop, &wire->idle);
+    wire->poll.data = wire->prepare.data = wire->idle.data = wire;
+    uv_poll_start(&wire->poll, UV_READABLE, wire_on_poll);
+    uv_prepare_start(&wire->prepare, wire_on_prepare);
+    *wire_p = wire;
+    return 0;
+
+err_address:
+    ucp_worker_release_address(wire->worker, wire->address);
+err_worker:
+    ucp_worker_destroy(wire->worker);
+err_cleanup:
+    ucp_cleanup(wire->context);
+err_free:
+    free(wire);
+    return -EIO;
+}
+
+static void wire_close_handle_done(uv_handle_t *handle)
+{
+    /* The wire is freed after the loop ran these callbacks (see wire_destroy). */
+}
+
+void wire_destroy(struct wire *wire)
+{
+    if (wire == NULL)
+        return;
+    /* Let closes and cancellations settle, bounded: a dead peer must not hang shutdown. */
+    for (int i = 0; i < 1000 && (wire->outstanding > 0 || wire->closing > 0); i++) {
+        ucp_worker_progress(wire->worker);
+        wire_deliver(wire);
+        if (i % 100 == 99)
+            uv_sleep(1);
+    }
+    if (wire->outstanding > 0)
+        log_warning("%u ucx operations still outstanding at exit", wire->outstanding);
+    uv_poll_stop(&wire->poll);
+    uv_close((uv_handle_t *)&wire->poll, wire_close_handle_done);
+    uv_close((uv_handle_t *)&wire->prepare, wire_close_handle_done);
+    uv_close((uv_handle_t *)&wire->idle, wire_close_handle_done);
+    uv_run(wire->d->loop, UV_RUN_NOWAIT);
+    ucp_worker_release_address(wire->worker, wire->address);
+    ucp_worker_destroy(wire->worker);
+    ucp_cleanup(wire->context);
+    free(wire);
+}
+
+void wire_address(struct wire *wire, const void **addr_p, size_t *length_p)
+{
+    *addr_p = wire->address;
+    *length_p = wire->address_length;
+}
+
+static void wire_on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
+{
+    struct wire_ep *wep = arg;
+
+    log_warning("endpoint error: %s", ucs_status_string(st));
+    wep->wire->hooks.on_ep_error(wep->wire->hooks.arg, wep->user, wire_status(st));
+}
+
+/* Read the lanes' transports from UCX's own description of the endpoint. */
+static void wire_ep_describe(struct wire_ep *wep)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+
+    snprintf(wep->transports, sizeof(wep->transports), "unknown");
+    if (f == NULL)
+        return;
+    ucp_ep_print_info(wep->ep, f);
+    fclose(f);
+
+    size_t used = 0;
+    wep->transports[0] = '\0';
+    /* Lines look like "#   lane[0]:  2:tcp/lo.0 md[1] ... tag am". */
+    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        char *lane = strstr(line, "lane[");
+        if (lane == NULL)
+            continue;
+        char *colon = strchr(lane, ':');
+        if (colon == NULL)
+            continue;
+        char name[64];
+        if (sscanf(colon + 1, " %*d:%63s", name) != 1)
+            continue;
+        char *dot = strrchr(name, '.');
+        if (dot != NULL && strchr(name, '/') != NULL && dot > strchr(name, '/'))
+            *dot = '\0';
+        if (strstr(wep->transports, name) != NULL)
+            continue;
+        int n = snprintf(wep->transports + used, sizeof(wep->transports) - used, "%s%s",
+                         used ? " " : "", name);
+        if (n < 0 || (size_t)n >= sizeof(wep->transports) - used)
+            break;
+        used += (size_t)n;
+    }
+    if (used == 0)
+        snprintf(wep->transports, sizeof(wep->transports), "unknown");
+    free(text);
+}
+
+int wire_ep_create(struct wire *wire, const void *addr, size_t length, void *user,
+                   struct wire_ep **ep_p)
+{
+    struct wire_ep *wep = calloc(1, sizeof(*wep));
+    if (wep == NULL)
+        return -ENOMEM;
+    wep->wire = wire;
+    wep->user = user;
+
+    /* The address is a peer's claim; UCX unpacks it, and fails cleanly on garbage. */
+    ucp_ep_params_t params = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = addr,
+        .err_mode = wire->d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? UCP_ERR_HANDLING_MODE_PEER
+                                                                  : UCP_ERR_HANDLING_MODE_NONE,
+        .err_handler = { .cb = wire_on_ep_error, .arg = wep },
+    };
+    ucs_status_t st = ucp_ep_create(wire->worker, &params, &wep->ep);
+    if (st != UCS_OK) {
+        log_warning("ucp_ep_create: %s", ucs_status_string(st));
+        free(wep);
+        return -EIO;
+    }
+    wire_ep_describe(wep);
+    *ep_p = wep;
+    return 0;
+}
+
+static void wire_close_done(void *request, ucs_status_t st, void *user_data)
+{
+    struct wire *wire = user_data;
+    wire->closing--;
+    ucp_request_free(request);
+}
+
+void wire_ep_close(struct wire_ep *wep)
+{
+    if (wep == NULL)
+        return;
+    struct wire *wire = wep->wire;
+    /* Force needs peer error handling on both sides; without it, flush and close. */
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA,
+        .flags = wire->d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? UCP_EP_CLOSE_FLAG_FORCE : 0,
+        .cb.send = wire_close_done,
+        .user_data = wire,
+    };
+    ucs_status_ptr_t sp = ucp_ep_close_nbx(wep->ep, &param);
+    if (UCS_PTR_IS_PTR(sp))
+        wire->closing++;
+    else if (UCS_PTR_IS_ERR(sp))
+        log_debug("ucp_ep_close_nbx: %s", ucs_status_string(UCS_PTR_STATUS(sp)));
+    free(wep);
+}
+
+const char *wire_ep_transports(struct wire_ep *wep)
+{
+    return wep->transports;
+}
+
+int wire_mem_map(struct wire *wire, void *addr, size_t length, void **memh_p)
+{
+    ucp_mem_map_params_t params = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+        .address = addr,
+        .length = length,
+    };
+    ucp_mem_h memh;
+    ucs_status_t st = ucp_mem_map(wire->context, &params, &memh);
+    if (st != UCS_OK) {
+        log_err("ucp_mem_map of %zu bytes: %s", length, ucs_status_string(st));
+        return -EIO;
+    }
+    *memh_p = memh;
+    return 0;
+}
+
+void wire_mem_unmap(struct wire *wire, void *memh)
+{
+    if (memh != NULL)
+        ucp_mem_unmap(wire->context, memh);
+}
+
+static int wire_send_full(struct wire_ep *wep, uint64_t tag, const void *buf, size_t length,
+                          void *memh, wire_done_cb *cb, void *arg, void *owned,
+                          struct wire_op **op_p)
+{
+    struct wire_op *op = wire_op_new(wep->wire, cb, arg, owned);
+    if (op == NULL)
+        return -ENOMEM;
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        (memh != NULL ? UCP_OP_ATTR_FIELD_MEMH : 0),
+        .cb.send = wire_send_done,
+        .user_data = op,
+        .memh = memh,
+    };
+    ucs_status_ptr_t sp = ucp_tag_send_nbx(wep->ep, buf, length, tag, &param);
+    return wire_posted(wep->wire, op, sp, 0, 0, op_p);
+}
+
+int wire_send(struct wire_ep *wep, uint64_t tag, const void *buf, size_t length, void *memh,
+              wire_done_cb *cb, void *arg, struct wire_op **op_p)
+{
+    return wire_send_full(wep, tag, buf, length, memh, cb, arg, NULL, op_p);
+}
+
+int wire_send_copy(struct wire_ep *wep, uint64_t tag, const void *buf, size_t length,
+                   wire_done_cb *cb, void *arg)
+{
+    void *copy = malloc(length ? length : 1);
+    if (copy == NULL)
+        return -ENOMEM;
+    memcpy(copy, buf, length);
+    return wire_send_owned_cb(wep, tag, copy, length, cb, arg);
+}
+
+int wire_send_owned_cb(struct wire_ep *wep, uint64_t tag, void *buf, size_t length,
+                       wire_done_cb *cb, void *arg)
+{
+    int rc = wire_send_full(wep, tag, buf, length, NULL, cb, arg, buf, NULL);
+    if (rc != 0)
+        free(buf);
+    return rc;
+}
+
+int wire_send_owned(struct wire_ep *wep, uint64_t tag, void *buf, size_t length)
+{
+    return wire_send_owned_cb(wep, tag, buf, length, NULL, NULL);
+}
+
+int wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *memh,
+              wire_done_cb *cb, void *arg, struct wire_op **op_p)
+{
+    struct wire_op *op = wire_op_new(wire, cb, arg, NULL);
+    ucp_tag_recv_info_t info;
+
+    if (op == NULL)
+        return -ENOMEM;
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_RECV_INFO | (memh != NULL ? UCP_OP_ATTR_FIELD_MEMH : 0),
+        .cb.recv = wire_recv_done,
+        .user_data = op,
+        .recv_info.tag_info = &info,
+        .memh = memh,
+    };
+    ucs_status_ptr_t sp = ucp_tag_recv_nbx(wire->worker, buf, length, tag, UINT64_MAX, &param);
+    return wire_posted(wire, op, sp, sp == NULL ? info.length : 0, tag, op_p);
+}
+
+void wire_cancel(struct wire *wire, struct wire_op *op)
+{
+    /* Once done, the outcome is queued and delivery will tell it; nothing to cancel. */
+    if (op != NULL && !op->done && op->req != NULL)
+        ucp_request_cancel(wire->worker, op->req);
+}
+
+uint32_t wire_outstanding(const struct wire *wire)
+{
+    return wire->outstanding;
+}

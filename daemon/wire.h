@@ -1,0 +1,83 @@
+/*
+ * wire.h — the UCX room: context, worker, endpoints, tag messages, memory
+ * registration. The only file that includes UCX headers; everything else
+ * speaks b10 statuses and these opaque types.
+ *
+ * Completion always arrives through a callback run on the loop thread, after
+ * the worker's progress, never from inside the call that posted the
+ * operation: callers may post from anywhere, even from a callback.
+ */
+#ifndef B10D_WIRE_H
+#define B10D_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "b10d.h"
+
+struct wire;
+struct wire_ep;
+struct wire_op;
+
+/*
+ * An operation finished: B10_OK, B10_ERR_CANCELLED after wire_cancel() or a
+ * closed endpoint, B10_ERR_PEER_PROTOCOL for a message larger than the
+ * buffer, B10_ERR_PEER_LOST for a transport failure. length is the bytes
+ * received (receives only).
+ */
+typedef void wire_done_cb(void *arg, b10_status_t status, size_t length);
+
+struct wire_hooks {
+    void *arg;
+    /* A control-class message arrived (tag has TAG_CLASS_CONTROL); buf is the callee's to free. */
+    void (*on_control)(void *arg, uint64_t tag, void *buf, size_t length);
+    /* A control-class message was dropped unread: larger than max_control bytes. */
+    void (*on_oversize)(void *arg, uint64_t tag, size_t length);
+    /* UCX reported an endpoint failed; close it with wire_ep_close(). */
+    void (*on_ep_error)(void *arg, void *ep_user, b10_status_t status);
+};
+
+int wire_create(struct b10d *d, const struct wire_hooks *hooks, uint64_t max_control,
+                struct wire **wire_p);
+/* Close every endpoint, cancel what is posted, and wait (bounded) for it to settle. */
+void wire_destroy(struct wire *wire);
+
+/* This worker's address, for the agent descriptor. */
+void wire_address(struct wire *wire, const void **addr_p, size_t *length_p);
+
+int wire_ep_create(struct wire *wire, const void *addr, size_t length, void *user,
+                   struct wire_ep **ep_p);
+/*
+ * Close an endpoint. Outstanding operations on it complete with an error;
+ * the memory they touch stays the caller's problem until they do.
+ */
+void wire_ep_close(struct wire_ep *ep);
+/* The transports of the endpoint's lanes, e.g. "tcp/lo" or "sysv/memory cma/memory". */
+const char *wire_ep_transports(struct wire_ep *ep);
+
+int wire_mem_map(struct wire *wire, void *addr, size_t length, void **memh_p);
+void wire_mem_unmap(struct wire *wire, void *memh);
+
+/* memh may be NULL. The buffer must stay untouched until the callback ran. */
+int wire_send(struct wire_ep *ep, uint64_t tag, const void *buf, size_t length, void *memh,
+              wire_done_cb *cb, void *arg, struct wire_op **op_p);
+/* Send a copy of buf; the copy is freed on completion. cb may be NULL. */
+int wire_send_copy(struct wire_ep *ep, uint64_t tag, const void *buf, size_t length,
+                   wire_done_cb *cb, void *arg);
+/* Send buf and free() it on completion: the caller hands it over. */
+int wire_send_owned(struct wire_ep *ep, uint64_t tag, void *buf, size_t length);
+int wire_send_owned_cb(struct wire_ep *ep, uint64_t tag, void *buf, size_t length,
+                       wire_done_cb *cb, void *arg);
+/* Receive the message with exactly this tag. */
+int wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *memh,
+              wire_done_cb *cb, void *arg, struct wire_op **op_p);
+/*
+ * Ask UCX to cancel op. Its callback still runs, later, with whatever
+ * status it ends with: the caller must keep the buffer until then.
+ */
+void wire_cancel(struct wire *wire, struct wire_op *op);
+
+/* Operations posted and not yet completed, over all endpoints. */
+uint32_t wire_outstanding(const struct wire *wire);
+
+#endif

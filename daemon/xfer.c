@@ -1,0 +1,942 @@
+/* xfer.c — see xfer.h. */
+#include "xfer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "b10.pb-c.h"
+#include "copy.h"
+#include "peer.h"
+#include "peer.pb-c.h"
+#include "plan.h"
+#include "quarantine.h"
+#include "session.h"
+#include "wire.h"
+
+#define SPAN_BYTES 16
+
+const char *xfer_role_name(enum xfer_role role)
+{
+    return role == XFER_SEND ? "send" : "recv";
+}
+
+const char *xfer_state_name(enum xfer_state state)
+{
+    switch (state) {
+    case XFER_WAIT_LINK: return "wait-link";
+    case XFER_WAIT_READY: return "wait-ready";
+    case XFER_RUNNING: return "running";
+    case XFER_DONE: return "done";
+    }
+    return "?";
+}
+
+/* ---------------------------------------------------------------- life cycle */
+
+static void xfer_on_timer_closed(uv_handle_t *handle)
+{
+    struct xfer *x = handle->data;
+    plan_free(x->plan);
+    free(x->slots);
+    free(x);
+}
+
+/* Free a finished transfer once nothing in flight can call back into it. */
+static void xfer_maybe_free(struct xfer *x)
+{
+    if (x->state != XFER_DONE || x->holds > 0)
+        return;
+    if (uv_is_closing((uv_handle_t *)&x->timer))
+        return;
+    uv_close((uv_handle_t *)&x->timer, xfer_on_timer_closed);
+}
+
+static void xfer_on_deadline(uv_timer_t *timer)
+{
+    struct xfer *x = timer->data;
+    const char *where = x->state == XFER_WAIT_LINK    ? "for the link to the remote daemon"
+                        : x->state == XFER_WAIT_READY ? "for READY"
+                        : x->role == XFER_SEND        ? "for DATA to be sent and RESULT"
+                                                      : "for DATA";
+    xfer_fail(x, B10_ERR_DEADLINE, "deadline of %" PRIu64 " ms expired waiting %s (%u of %u chunks %s)",
+              x->deadline_ms - x->started_ms, where, x->chunks_done, x->plan ? x->plan->nchunks : 0,
+              x->role == XFER_SEND ? "sent" : "landed");
+}
+
+static struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t budget_ms)
+{
+    struct xfer *x = calloc(1, sizeof(*x));
+    if (x == NULL)
+        return NULL;
+    x->nslots = d->cfg.max_in_flight;
+    x->slots = calloc(x->nslots, sizeof(*x->slots));
+    if (x->slots == NULL) {
+        free(x);
+        return NULL;
+    }
+    x->d = d;
+    x->role = role;
+    x->id = id;
+    x->status = B10_IN_PROGRESS;
+    list_init(&x->node);
+    list_init(&x->session_node);
+    list_init(&x->peer_node);
+    list_init(&x->waiter.node);
+    x->started_ms = d->now_ms(d);
+    x->deadline_ms = x->started_ms + budget_ms;
+    uv_timer_init(d->loop, &x->timer);
+    x->timer.data = x;
+    uv_timer_start(&x->timer, xfer_on_deadline, budget_ms, 0);
+    list_insert_tail(&d->xfers, &x->node);
+    d->nxfers++;
+    return x;
+}
+
+/* Tags this transfer registered, in one place so that finish and fail agree. */
+static void xfer_for_each_tag(struct xfer *x, void (*fn)(struct xfer *x, uint64_t tag))
+{
+    if (!x->tags_registered)
+        return;
+    if (x->role == XFER_SEND) {
+        fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_READY));
+        fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT));
+    } else {
+        fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_CANCEL));
+        for (uint32_t c = 0; c < x->plan->nchunks; c++)
+            fn(x, tags_derive(&x->link, x->id, c, TAG_KIND_DATA));
+    }
+}
+
+static void xfer_tag_unregister(struct xfer *x, uint64_t tag)
+{
+    tags_unregister(x->d->tags, tag);
+}
+
+static void xfer_tag_quarantine(struct xfer *x, uint64_t tag)
+{
+    tags_quarantine(x->d->tags, tag, x->d->now_ms(x->d) + x->d->cfg.quarantine_ttl_ms);
+}
+
+/* Leave the lists of live things: the session's, the peer's, the daemon's. */
+static void xfer_detach(struct xfer *x)
+{
+    uv_timer_stop(&x->timer);
+    if (x->waiting) {
+        staging_unwait(&x->waiter);
+        x->waiting = false;
+    }
+    list_remove(&x->session_node);
+    list_remove(&x->peer_node);
+    list_remove(&x->node);
+    x->d->nxfers--;
+    if (x->session != NULL && x->role == XFER_SEND)
+        x->session->nxfers--;
+}
+
+static void xfer_cancel_posted(struct xfer *x)
+{
+    wire_cancel(x->d->wire, x->ready_op);
+    wire_cancel(x->d->wire, x->result_op);
+    wire_cancel(x->d->wire, x->cancel_op);
+}
+
+static void xfer_send_peer(struct xfer *x, enum tag_kind kind, B10__Peer__Msg *msg)
+{
+    if (x->peer->ep == NULL || peer_send_msg(x->peer, tags_derive(&x->link, x->id, 0, kind), msg) != 0)
+        log_debug("transfer %016" PRIx64 ": could not send a message to the peer", x->id);
+}
+
+static void xfer_send_result(struct xfer *x, b10_status_t status, const char *detail)
+{
+    B10__Peer__Result result = B10__PEER__RESULT__INIT;
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    char clipped[200];
+
+    snprintf(clipped, sizeof(clipped), "%s", detail);
+    result.xfer_id = x->id;
+    result.status = (B10__Status)status;
+    result.detail = clipped;
+    msg.body_case = B10__PEER__MSG__BODY_RESULT;
+    msg.result = &result;
+    xfer_send_peer(x, TAG_KIND_RESULT, &msg);
+}
+
+/* Success: every byte landed (R), or the receiver said so (S). */
+static void xfer_finish(struct xfer *x)
+{
+    struct b10d *d = x->d;
+
+    x->state = XFER_DONE;
+    x->status = B10_OK;
+    xfer_detach(x);
+    xfer_cancel_posted(x);
+    xfer_for_each_tag(x, xfer_tag_unregister);
+    if (x->role == XFER_SEND) {
+        d->stats.xfers_succeeded++;
+        uint64_t ms = d->now_ms(d) - x->started_ms;
+        log_info("transfer %016" PRIx64 " to %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64 " ms",
+                 x->id, x->remote_agent, x->plan->total, x->plan->nchunks, ms);
+        if (x->session != NULL)
+            session_xfer_done(x->session, x);
+    } else {
+        xfer_send_result(x, B10_OK, "");
+        log_debug("transfer %016" PRIx64 " from %s landed in %s", x->id, x->remote_agent,
+                  x->local_agent);
+    }
+    xfer_maybe_free(x);
+}
+
+void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
+{
+    struct b10d *d = x->d;
+    va_list ap;
+
+    if (x->state == XFER_DONE) {
+        log_debug("transfer %016" PRIx64 ": already finished, ignoring %s", x->id,
+                  b10_status_name(status));
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(x->detail, sizeof(x->detail), fmt, ap);
+    va_end(ap);
+    x->status = status;
+    enum xfer_state was = x->state;
+    x->state = XFER_DONE;
+    xfer_detach(x);
+    log_warning("transfer %016" PRIx64 " (%s, %s %s) failed: %s: %s", x->id, xfer_role_name(x->role),
+                x->role == XFER_SEND ? "to" : "from", x->remote_agent, b10_status_name(status),
+                x->detail);
+
+    /* Cancel what can be cancelled; trust nothing to have stopped. */
+    xfer_cancel_posted(x);
+    for (uint32_t i = 0; i < x->nslots; i++) {
+        struct xfer_slot *slot = &x->slots[i];
+        if (!slot->busy)
+            continue;
+        if (slot->op != NULL)
+            wire_cancel(d->wire, slot->op);
+        /*
+         * The view may still be written by UCX or read by a copy: it sits out
+         * its TTL. The slot keeps pointing at it so that the completion still
+         * to come can release its hold.
+         */
+        quarantine_add(d->quarantine, QUARANTINE_VIEW, slot->view->id, slot->view->bytes, status,
+                       x->id, x->peer ? x->peer->daemon_id : 0, slot->view);
+    }
+    if (x->tags_registered) {
+        uint32_t ntags = x->role == XFER_SEND ? 2 : x->plan->nchunks + 1;
+        xfer_for_each_tag(x, xfer_tag_quarantine);
+        quarantine_add(d->quarantine, QUARANTINE_TAGS, x->id, ntags, status, x->id,
+                       x->peer ? x->peer->daemon_id : 0, NULL);
+    }
+    quarantine_add(d->quarantine, QUARANTINE_XFER_ID, x->id, 0, status, x->id,
+                   x->peer ? x->peer->daemon_id : 0, NULL);
+
+    /* Tell the other side, unless it told us or cannot hear. */
+    bool peer_silent = status == B10_ERR_PEER_LOST || status == B10_ERR_PEER_UNREACHABLE ||
+                       status == B10_ERR_PEER_PROTOCOL;
+    if (x->role == XFER_SEND) {
+        if (x->control_sent && !peer_silent && was != XFER_WAIT_LINK) {
+            B10__Peer__Cancel cancel = B10__PEER__CANCEL__INIT;
+            B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+            cancel.xfer_id = x->id;
+            cancel.reason = (B10__Status)status;
+            msg.body_case = B10__PEER__MSG__BODY_CANCEL;
+            msg.cancel = &cancel;
+            xfer_send_peer(x, TAG_KIND_CANCEL, &msg);
+        }
+        d->stats.xfers_failed++;
+        if (x->session != NULL)
+            session_xfer_done(x->session, x);
+    } else if (!peer_silent && status != B10_ERR_CANCELLED) {
+        xfer_send_result(x, status, x->detail);
+    }
+    xfer_maybe_free(x);
+}
+
+void xfer_cancel(struct xfer *x)
+{
+    xfer_fail(x, B10_ERR_CANCELLED, "cancelled by the client");
+}
+
+static struct xfer_slot *xfer_free_slot(struct xfer *x)
+{
+    for (uint32_t i = 0; i < x->nslots; i++)
+        if (!x->slots[i].busy)
+            return &x->slots[i];
+    return NULL;
+}
+
+/* A slot's chunk is over and its view clean: give both back. */
+static void xfer_slot_release(struct xfer_slot *slot)
+{
+    struct view *view = slot->view;
+    slot->busy = false;
+    slot->view = NULL;
+    staging_put(slot->x->d->staging, view);
+}
+
+/*
+ * An operation on a slot completed (a copy, a DATA send or receive): release
+ * its holds. Returns true when the transfer still runs and the completion is
+ * to be acted upon; a completion after the funnel only counts as late.
+ */
+static bool xfer_slot_op_done(struct xfer_slot *slot)
+{
+    struct xfer *x = slot->x;
+
+    slot->op = NULL;
+    x->holds--;
+    slot->view->holds--;
+    if (x->state != XFER_DONE)
+        return true;
+    if (x->status == B10_OK)
+        xfer_slot_release(slot);    /* a send completing after RESULT: its view is clean */
+    else
+        x->d->stats.late_completions++;
+    xfer_maybe_free(x);
+    return false;
+}
+
+/* ---------------------------------------------------------------- copies */
+
+struct xfer_copy_ctx {
+    struct copy_job *job;
+    uint8_t *view_pos;      /* next byte of the view */
+    bool gather;
+};
+
+static b10_status_t xfer_copy_emit(void *arg, struct region *r, uint64_t offset, uint64_t n)
+{
+    struct xfer_copy_ctx *ctx = arg;
+    uint8_t *mem = r->base + offset;
+    b10_status_t status = ctx->gather ? copy_job_add(ctx->job, r, ctx->view_pos, mem, n)
+                                      : copy_job_add(ctx->job, r, mem, ctx->view_pos, n);
+    ctx->view_pos += n;
+    return status;
+}
+
+/*
+ * Copy one chunk between its view and the local rank's memory (gather on
+ * the sender, scatter on the receiver), translating the rank's addresses
+ * through its registrations as they are now.
+ */
+static b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *done)
+{
+    struct xfer *x = slot->x;
+    const struct plan_chunk *chunk = &x->plan->chunks[slot->chunk];
+
+    if (x->session == NULL)
+        return B10_ERR_CLIENT_GONE;
+    struct xfer_copy_ctx ctx = { copy_job_new(done, slot, slot->chunk), slot->view->base, gather };
+    if (ctx.job == NULL)
+        return B10_ERR_NO_MEMORY;
+    for (uint32_t p = chunk->first; p < chunk->first + chunk->count; p++) {
+        const struct plan_piece *piece = &x->plan->pieces[p];
+        b10_status_t status = mem_table_walk(&x->session->mem, gather ? piece->src : piece->dst,
+                                             piece->len, xfer_copy_emit, &ctx);
+        if (status != B10_OK) {
+            copy_job_free(ctx.job);
+            return status;
+        }
+    }
+    x->holds++;
+    slot->view->holds++;
+    copy_job_submit(x->d, ctx.job);
+    return B10_OK;
+}
+
+/* ---------------------------------------------------------------- sender */
+
+static void xfer_send_pump(struct xfer *x);
+static void xfer_recv_pump(struct xfer *x);
+
+static void xfer_on_view_free(struct staging_waiter *w)
+{
+    struct xfer *x = list_entry(w, struct xfer, waiter);
+    x->waiting = false;
+    if (x->role == XFER_SEND)
+        xfer_send_pump(x);
+    else
+        xfer_recv_pump(x);
+}
+
+static void xfer_wait_for_view(struct xfer *x)
+{
+    if (x->waiting)
+        return;
+    x->waiter.wake = xfer_on_view_free;
+    x->waiting = true;
+    staging_wait(x->d->staging, &x->waiter);
+}
+
+static void xfer_on_sent(void *arg, b10_status_t status, size_t length)
+{
+    struct xfer_slot *slot = arg;
+    struct xfer *x = slot->x;
+
+    if (!xfer_slot_op_done(slot))
+        return;
+    if (status != B10_OK) {
+        xfer_fail(x, status == B10_ERR_CANCELLED ? B10_ERR_PEER_LOST : status,
+                  "DATA chunk %u was not delivered: %s", slot->chunk, b10_status_str(status));
+        return;
+    }
+    x->d->stats.bytes_sent += x->plan->chunks[slot->chunk].bytes;
+    x->chunks_done++;
+    xfer_slot_release(slot);
+    xfer_send_pump(x);
+}
+
+static void xfer_on_gathered(struct copy_job *job, b10_status_t status)
+{
+    struct xfer_slot *slot = job->arg;
+    struct xfer *x = slot->x;
+
+    if (!xfer_slot_op_done(slot))
+        return;
+    if (status != B10_OK) {
+        xfer_fail(x, B10_ERR_INTERNAL, "gather of chunk %u failed", slot->chunk);
+        return;
+    }
+    uint64_t tag = tags_derive(&x->link, x->id, slot->chunk, TAG_KIND_DATA);
+    if (x->peer->ep == NULL ||
+        wire_send(x->peer->ep, tag, slot->view->base, x->plan->chunks[slot->chunk].bytes,
+                  slot->view->memh, xfer_on_sent, slot, &slot->op) != 0) {
+        xfer_fail(x, B10_ERR_PEER_LOST, "sending DATA chunk %u failed", slot->chunk);
+        return;
+    }
+    x->holds++;
+    slot->view->holds++;
+}
+
+/* Keep up to nslots chunks between gather and send completion. */
+static void xfer_send_pump(struct xfer *x)
+{
+    while (x->state == XFER_RUNNING && x->next_chunk < x->plan->nchunks) {
+        struct xfer_slot *slot = xfer_free_slot(x);
+        if (slot == NULL)
+            return;
+        struct view *view = staging_get(x->d->staging, VIEW_SEND);
+        if (view == NULL) {
+            xfer_wait_for_view(x);
+            return;
+        }
+        *slot = (struct xfer_slot){ .x = x, .busy = true, .chunk = x->next_chunk++, .view = view };
+        b10_status_t status = xfer_copy_chunk(slot, true, xfer_on_gathered);
+        if (status != B10_OK) {
+            xfer_slot_release(slot);
+            xfer_fail(x, status == B10_ERR_NOT_REGISTERED ? B10_ERR_NOT_REGISTERED : status,
+                      "gathering chunk %u: %s", slot->chunk, b10_status_str(status));
+            return;
+        }
+    }
+}
+
+static b10_status_t xfer_decode_reply(struct xfer *x, const uint8_t *buf, size_t length,
+                                      B10__Peer__Msg__BodyCase want, B10__Peer__Msg **msg_p)
+{
+    B10__Peer__Msg *msg = b10__peer__msg__unpack(NULL, length, buf);
+    if (msg == NULL || msg->body_case != want) {
+        if (msg != NULL)
+            b10__peer__msg__free_unpacked(msg, NULL);
+        x->d->stats.peer_protocol_errors++;
+        return B10_ERR_PEER_PROTOCOL;
+    }
+    *msg_p = msg;
+    return B10_OK;
+}
+
+static void xfer_on_ready(void *arg, b10_status_t status, size_t length)
+{
+    struct xfer *x = arg;
+    B10__Peer__Msg *msg;
+
+    x->ready_op = NULL;
+    x->holds--;
+    if (x->state == XFER_DONE) {
+        if (status == B10_OK)
+            x->d->stats.late_completions++;
+        xfer_maybe_free(x);
+        return;
+    }
+    if (status != B10_OK) {
+        xfer_fail(x, status, "waiting for READY: %s", b10_status_str(status));
+        return;
+    }
+    if (xfer_decode_reply(x, x->ready_buf, length, B10__PEER__MSG__BODY_READY, &msg) != B10_OK) {
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "malformed READY");
+        return;
+    }
+    bool ours = msg->ready->xfer_id == x->id;
+    b10__peer__msg__free_unpacked(msg, NULL);
+    if (!ours) {
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "READY names another transfer");
+        return;
+    }
+    x->state = XFER_RUNNING;
+    xfer_send_pump(x);
+}
+
+static void xfer_on_result(void *arg, b10_status_t status, size_t length)
+{
+    struct xfer *x = arg;
+    B10__Peer__Msg *msg;
+
+    x->result_op = NULL;
+    x->holds--;
+    if (x->state == XFER_DONE) {
+        if (status == B10_OK)
+            x->d->stats.late_completions++;
+        xfer_maybe_free(x);
+        return;
+    }
+    if (status != B10_OK) {
+        xfer_fail(x, status, "waiting for RESULT: %s", b10_status_str(status));
+        return;
+    }
+    if (xfer_decode_reply(x, x->result_buf, length, B10__PEER__MSG__BODY_RESULT, &msg) != B10_OK) {
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "malformed RESULT");
+        return;
+    }
+    const B10__Peer__Result *result = msg->result;
+    b10_status_t remote = (b10_status_t)result->status;
+    if (result->xfer_id != x->id)
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "RESULT names another transfer");
+    else if (remote == B10_OK && x->next_chunk == x->plan->nchunks)
+        xfer_finish(x);   /* sends still completing release their views cleanly */
+    else if (remote == B10_OK)
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "RESULT success before every chunk was sent");
+    else if (b10_status_action(remote) == B10_ACTION_NONE ||
+             strcmp(b10_status_name(remote), "B10_UNKNOWN") == 0)
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "RESULT carries status %d", (int)result->status);
+    else
+        xfer_fail(x, remote, "remote daemon: %.200s", result->detail);
+    b10__peer__msg__free_unpacked(msg, NULL);
+}
+
+/* The link is up: register the reply tags, post their receives, send CONTROL. */
+void xfer_link_up(struct xfer *x)
+{
+    struct b10d *d = x->d;
+    struct peer *peer = x->peer;
+    uint8_t *chunk_pieces = NULL, *pieces = NULL;
+    size_t chunk_len, pieces_len;
+
+    x->link = peer->out;
+    if (peer->max_chunk < x->plan->chunks[0].bytes || peer->max_chunk < staging_view_bytes(d->staging)) {
+        if (peer->max_chunk == 0 || plan_rechunk(x->plan, peer->max_chunk) != B10_OK) {
+            xfer_fail(x, B10_ERR_NO_MEMORY, "cannot re-chunk for the peer's %" PRIu64 "-byte views",
+                      peer->max_chunk);
+            return;
+        }
+    }
+    if (x->plan->npieces > peer->max_pieces) {
+        xfer_fail(x, B10_ERR_TOO_LARGE, "%u pieces exceed the remote daemon's limit of %" PRIu64,
+                  x->plan->npieces, peer->max_pieces);
+        return;
+    }
+    uint64_t ready_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_READY);
+    uint64_t result_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT);
+    if (tags_register(d->tags, ready_tag, x) != 0) {
+        xfer_fail(x, B10_ERR_TAG_COLLISION, "READY tag %016" PRIx64 " already registered", ready_tag);
+        return;
+    }
+    if (tags_register(d->tags, result_tag, x) != 0) {
+        tags_unregister(d->tags, ready_tag);
+        xfer_fail(x, B10_ERR_TAG_COLLISION, "RESULT tag %016" PRIx64 " already registered", result_tag);
+        return;
+    }
+    x->tags_registered = true;
+    if (wire_recv(d->wire, ready_tag, x->ready_buf, sizeof(x->ready_buf), NULL, xfer_on_ready, x,
+                  &x->ready_op) != 0) {
+        xfer_fail(x, B10_ERR_INTERNAL, "posting the READY receive failed");
+        return;
+    }
+    x->holds++;
+    if (wire_recv(d->wire, result_tag, x->result_buf, sizeof(x->result_buf), NULL, xfer_on_result,
+                  x, &x->result_op) != 0) {
+        xfer_fail(x, B10_ERR_INTERNAL, "posting the RESULT receive failed");
+        return;
+    }
+    x->holds++;
+
+    if (plan_encode(x->plan, &chunk_pieces, &chunk_len, &pieces, &pieces_len) != 0) {
+        xfer_fail(x, B10_ERR_NO_MEMORY, "encoding CONTROL");
+        return;
+    }
+    uint64_t now = d->now_ms(d);
+    B10__Peer__Control control = B10__PEER__CONTROL__INIT;
+    control.xfer_id = x->id;
+    control.gen = x->link.gen;
+    control.dst_agent = x->remote_agent;
+    control.src_agent = x->local_agent;
+    control.deadline_ms = (uint32_t)(x->deadline_ms > now ? x->deadline_ms - now : 1);
+    control.nchunks = x->plan->nchunks;
+    control.total_bytes = x->plan->total;
+    control.chunk_pieces = (ProtobufCBinaryData){ chunk_len, chunk_pieces };
+    control.pieces = (ProtobufCBinaryData){ pieces_len, pieces };
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    msg.body_case = B10__PEER__MSG__BODY_CONTROL;
+    msg.control = &control;
+    size_t length = protobuf_c_message_get_packed_size(&msg.base);
+    if (length > peer->max_control) {
+        xfer_fail(x, B10_ERR_TOO_LARGE, "CONTROL of %zu bytes exceeds the remote daemon's limit "
+                  "of %" PRIu64, length, peer->max_control);
+        goto out;
+    }
+    if (peer_send_msg(peer, tags_derive(&x->link, 0, 0, TAG_KIND_CONTROL), &msg) != 0) {
+        xfer_fail(x, B10_ERR_PEER_LOST, "sending CONTROL failed");
+        goto out;
+    }
+    x->control_sent = true;
+    x->state = XFER_WAIT_READY;
+    log_debug("transfer %016" PRIx64 ": CONTROL sent, %u chunks, %u pieces, %" PRIu64 " bytes",
+              x->id, x->plan->nchunks, x->plan->npieces, x->plan->total);
+out:
+    free(chunk_pieces);
+    free(pieces);
+}
+
+static b10_status_t xfer_check_emit(void *arg, struct region *r, uint64_t offset, uint64_t n)
+{
+    return B10_OK;
+}
+
+/* Check that every byte of side (src or dst) of the plan lies in the table's regions. */
+static b10_status_t xfer_check_plan(const struct plan *plan, const struct mem_table *mem, bool src,
+                                    char *detail, size_t detail_len)
+{
+    for (uint32_t i = 0; i < plan->npieces; i++) {
+        const struct plan_piece *p = &plan->pieces[i];
+        uint64_t addr = src ? p->src : p->dst;
+        if (mem_table_walk(mem, addr, p->len, xfer_check_emit, NULL) != B10_OK) {
+            snprintf(detail, detail_len, "span 0x%" PRIx64 "+%" PRIu64 " lies outside the %s "
+                     "rank's registered memory", addr, p->len, src ? "local" : "destination");
+            return src ? B10_ERR_NOT_REGISTERED : B10_ERR_REMOTE_REJECTED;
+        }
+    }
+    return B10_OK;
+}
+
+b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct xfer **xfer_p,
+                         char *detail, size_t detail_len)
+{
+    struct b10d *d = s->d;
+    struct remote_agent *agent = NULL;
+    struct plan *plan = NULL;
+    struct list *pos, *tmp;
+    b10_status_t status;
+
+    if (d->stopping) {
+        snprintf(detail, detail_len, "the daemon is shutting down");
+        return B10_ERR_DRAINING;
+    }
+    if (req->op != B10__OP__OP_WRITE) {
+        snprintf(detail, detail_len, "only WRITE is supported");
+        return B10_ERR_UNSUPPORTED;
+    }
+    size_t count = req->local_spans.len / SPAN_BYTES;
+    if (req->local_spans.len % SPAN_BYTES != 0 || req->remote_spans.len != req->local_spans.len ||
+        count == 0) {
+        snprintf(detail, detail_len, "span tables must be equal, non-empty lists of 16-byte spans");
+        return B10_ERR_INVALID_ARG;
+    }
+    if (count > d->cfg.max_spans) {
+        snprintf(detail, detail_len, "%zu spans exceed --max-spans %u", count, d->cfg.max_spans);
+        return B10_ERR_TOO_LARGE;
+    }
+    if (s->nxfers >= d->cfg.max_xfers) {
+        snprintf(detail, detail_len, "%u transfers already in flight (--max-xfers)", s->nxfers);
+        return B10_ERR_BUSY;
+    }
+    if (quarantine_bytes(d->quarantine) > d->cfg.quarantine_budget) {
+        snprintf(detail, detail_len, "%" PRIu64 " bytes of staging are quarantined (budget %" PRIu64 ")",
+                 quarantine_bytes(d->quarantine), d->cfg.quarantine_budget);
+        return B10_ERR_STAGING_EXHAUSTED;
+    }
+    list_for_each_safe(pos, tmp, &s->agents) {
+        struct remote_agent *a = list_entry(pos, struct remote_agent, node);
+        if (strcmp(a->name, req->remote_agent) == 0)
+            agent = a;
+    }
+    if (agent == NULL) {
+        snprintf(detail, detail_len, "remote agent '%.200s' is not loaded", req->remote_agent);
+        return B10_ERR_UNKNOWN_AGENT;
+    }
+    status = plan_build(req->local_spans.data, req->remote_spans.data, count,
+                        staging_view_bytes(d->staging), &plan, detail, detail_len);
+    if (status != B10_OK)
+        return status;
+    status = xfer_check_plan(plan, &s->mem, true, detail, detail_len);
+    if (status != B10_OK)
+        goto err;
+
+    uint32_t budget = req->deadline_ms != 0 ? req->deadline_ms : d->cfg.deadline_ms;
+    if (budget > d->cfg.max_deadline_ms)
+        budget = d->cfg.max_deadline_ms;
+    struct xfer *x = xfer_new(d, XFER_SEND, b10d_new_xfer_id(d), budget);
+    if (x == NULL) {
+        status = B10_ERR_NO_MEMORY;
+        goto err;
+    }
+    x->plan = plan;
+    x->session = s;
+    x->peer = agent->peer;
+    x->state = XFER_WAIT_LINK;
+    snprintf(x->local_agent, sizeof(x->local_agent), "%s", s->agent);
+    snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", req->remote_agent);
+    list_insert_tail(&s->xfers, &x->session_node);
+    s->nxfers++;
+    d->stats.xfers_submitted++;
+    *xfer_p = x;
+    log_debug("transfer %016" PRIx64 ": %s → %s, %zu spans, %" PRIu64 " bytes", x->id, s->agent,
+              x->remote_agent, count, plan->total);
+    return B10_OK;
+err:
+    plan_free(plan);
+    return status;
+}
+
+void xfer_start(struct xfer *x)
+{
+    b10_status_t status = peer_use(x->peer, x);
+    if (status == B10_OK)
+        xfer_link_up(x);
+    else if (status != B10_IN_PROGRESS)
+        xfer_fail(x, status, "cannot reach the remote daemon of '%.200s'", x->remote_agent);
+}
+
+/* ---------------------------------------------------------------- receiver */
+
+static void xfer_on_scattered(struct copy_job *job, b10_status_t status)
+{
+    struct xfer_slot *slot = job->arg;
+    struct xfer *x = slot->x;
+
+    if (!xfer_slot_op_done(slot))
+        return;
+    if (status != B10_OK) {
+        xfer_fail(x, B10_ERR_INTERNAL, "scatter of chunk %u failed", slot->chunk);
+        return;
+    }
+    x->d->stats.bytes_landed += x->plan->chunks[slot->chunk].bytes;
+    x->chunks_done++;
+    xfer_slot_release(slot);
+    if (x->chunks_done == x->plan->nchunks)
+        xfer_finish(x);
+    else
+        xfer_recv_pump(x);
+}
+
+static void xfer_on_data(void *arg, b10_status_t status, size_t length)
+{
+    struct xfer_slot *slot = arg;
+    struct xfer *x = slot->x;
+    uint64_t want = x->plan->chunks[slot->chunk].bytes;
+
+    if (!xfer_slot_op_done(slot))
+        return;
+    if (status != B10_OK) {
+        if (status == B10_ERR_PEER_PROTOCOL)
+            x->d->stats.peer_protocol_errors++;
+        xfer_fail(x, status == B10_ERR_CANCELLED ? B10_ERR_PEER_LOST : status,
+                  "DATA chunk %u: %s", slot->chunk,
+                  status == B10_ERR_PEER_PROTOCOL ? "larger than announced" : b10_status_str(status));
+        return;
+    }
+    if (length != want) {
+        x->d->stats.peer_protocol_errors++;
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "DATA chunk %u: %zu bytes, %" PRIu64 " announced",
+                  slot->chunk, length, want);
+        return;
+    }
+    b10_status_t st = xfer_copy_chunk(slot, false, xfer_on_scattered);
+    if (st != B10_OK) {
+        /* The target deregistered or left mid-transfer: the view holds data for nowhere. */
+        xfer_fail(x, st == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : st,
+                  "scattering chunk %u: destination no longer registered", slot->chunk);
+    }
+}
+
+/* Keep up to nslots DATA receives posted into views. */
+static void xfer_recv_pump(struct xfer *x)
+{
+    while (x->state == XFER_RUNNING && x->next_chunk < x->plan->nchunks) {
+        struct xfer_slot *slot = xfer_free_slot(x);
+        if (slot == NULL)
+            return;
+        struct view *view = staging_get(x->d->staging, VIEW_RECV);
+        if (view == NULL) {
+            xfer_wait_for_view(x);
+            return;
+        }
+        *slot = (struct xfer_slot){ .x = x, .busy = true, .chunk = x->next_chunk++, .view = view };
+        uint64_t tag = tags_derive(&x->link, x->id, slot->chunk, TAG_KIND_DATA);
+        if (wire_recv(x->d->wire, tag, view->base, x->plan->chunks[slot->chunk].bytes, view->memh,
+                      xfer_on_data, slot, &slot->op) != 0) {
+            xfer_slot_release(slot);
+            xfer_fail(x, B10_ERR_INTERNAL, "posting the receive of chunk %u failed", slot->chunk);
+            return;
+        }
+        x->holds++;
+        view->holds++;
+    }
+}
+
+static void xfer_on_cancel(void *arg, b10_status_t status, size_t length)
+{
+    struct xfer *x = arg;
+    B10__Peer__Msg *msg;
+
+    x->cancel_op = NULL;
+    x->holds--;
+    if (x->state == XFER_DONE || status != B10_OK) {
+        xfer_maybe_free(x);
+        return;
+    }
+    if (xfer_decode_reply(x, x->cancel_buf, length, B10__PEER__MSG__BODY_CANCEL, &msg) != B10_OK) {
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "malformed CANCEL");
+        return;
+    }
+    b10_status_t reason = (b10_status_t)msg->cancel->reason;
+    b10__peer__msg__free_unpacked(msg, NULL);
+    /* The sender gave up: fail here too, without answering (it listens no more). */
+    xfer_fail(x, B10_ERR_CANCELLED, "the sending daemon cancelled the transfer (%s)",
+              b10_status_name(reason));
+}
+
+/* Refuse a CONTROL without creating a transfer: a RESULT on the transfer's tag. */
+static void xfer_refuse(struct peer *peer, const B10__Peer__Control *control, b10_status_t status,
+                        const char *detail)
+{
+    B10__Peer__Result result = B10__PEER__RESULT__INIT;
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    char clipped[200];
+
+    log_warning("refusing transfer %016" PRIx64 " from %016" PRIx64 ": %s: %s", control->xfer_id,
+                peer->daemon_id, b10_status_name(status), detail);
+    snprintf(clipped, sizeof(clipped), "%s", detail);
+    result.xfer_id = control->xfer_id;
+    result.status = (B10__Status)status;
+    result.detail = clipped;
+    msg.body_case = B10__PEER__MSG__BODY_RESULT;
+    msg.result = &result;
+    peer_send_msg(peer, tags_derive(&peer->in, control->xfer_id, 0, TAG_KIND_RESULT), &msg);
+}
+
+static bool xfer_name_ok(const char *name)
+{
+    size_t n = strnlen(name, 256);
+    return n > 0 && n < 256;
+}
+
+void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
+{
+    struct b10d *d = peer->d;
+    struct plan *plan = NULL;
+    char detail[256] = "";
+    b10_status_t status;
+
+    if (control->gen != peer->in.gen || !xfer_name_ok(control->dst_agent) ||
+        !xfer_name_ok(control->src_agent)) {
+        d->stats.peer_protocol_errors++;
+        xfer_refuse(peer, control, B10_ERR_PEER_PROTOCOL, "CONTROL header malformed");
+        return;
+    }
+    struct session *target = session_find(d, control->dst_agent);
+    if (target == NULL) {
+        snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node",
+                 control->dst_agent);
+        xfer_refuse(peer, control, B10_ERR_UNKNOWN_AGENT, detail);
+        return;
+    }
+    if (d->stopping) {
+        xfer_refuse(peer, control, B10_ERR_DRAINING, "the remote daemon is shutting down");
+        return;
+    }
+    if (quarantine_bytes(d->quarantine) > d->cfg.quarantine_budget) {
+        xfer_refuse(peer, control, B10_ERR_STAGING_EXHAUSTED,
+                    "the remote daemon's quarantined staging exceeds its budget");
+        return;
+    }
+    status = plan_decode(control->chunk_pieces.data, control->chunk_pieces.len,
+                         control->pieces.data, control->pieces.len, control->nchunks,
+                         control->total_bytes, staging_view_bytes(d->staging),
+                         d->cfg.max_control_bytes / SPAN_BYTES, &plan, detail, sizeof(detail));
+    if (status != B10_OK) {
+        if (status == B10_ERR_PEER_PROTOCOL)
+            d->stats.peer_protocol_errors++;
+        xfer_refuse(peer, control, status, detail);
+        return;
+    }
+    /* Every destination byte inside the target's registrations, or nothing is posted. */
+    status = xfer_check_plan(plan, &target->mem, false, detail, sizeof(detail));
+    if (status != B10_OK) {
+        plan_free(plan);
+        xfer_refuse(peer, control, status, detail);
+        return;
+    }
+    uint32_t budget = control->deadline_ms < d->cfg.max_deadline_ms ? control->deadline_ms
+                                                                    : d->cfg.max_deadline_ms;
+    struct xfer *x = xfer_new(d, XFER_RECV, control->xfer_id, budget ? budget : 1);
+    if (x == NULL) {
+        plan_free(plan);
+        xfer_refuse(peer, control, B10_ERR_NO_MEMORY, "no memory for the transfer");
+        return;
+    }
+    x->plan = plan;
+    x->peer = peer;
+    x->link = peer->in;
+    x->session = target;
+    snprintf(x->local_agent, sizeof(x->local_agent), "%s", control->dst_agent);
+    snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", control->src_agent);
+    list_insert_tail(&target->targets, &x->session_node);
+    list_insert_tail(&peer->xfers, &x->peer_node);
+    x->state = XFER_RUNNING;
+    d->stats.xfers_received++;
+
+    /* Register every tag before posting any receive: a collision fails the transfer loudly. */
+    uint64_t cancel_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_CANCEL);
+    int rc = tags_register(d->tags, cancel_tag, x);
+    uint32_t registered = 0;
+    while (rc == 0 && registered < plan->nchunks) {
+        rc = tags_register(d->tags, tags_derive(&x->link, x->id, registered, TAG_KIND_DATA), x);
+        if (rc == 0)
+            registered++;
+    }
+    if (rc != 0) {
+        /* Undo ours; the colliding tag is someone else's and stays. */
+        for (uint32_t c = 0; c < registered; c++)
+            tags_unregister(d->tags, tags_derive(&x->link, x->id, c, TAG_KIND_DATA));
+        if (tags_lookup(d->tags, cancel_tag) == x)
+            tags_unregister(d->tags, cancel_tag);
+        xfer_fail(x, rc == -EEXIST ? B10_ERR_TAG_COLLISION : B10_ERR_BUSY,
+                  rc == -EEXIST ? "a tag of this transfer is already registered"
+                                : "the tag registry is full");
+        return;
+    }
+    x->tags_registered = true;
+    if (wire_recv(d->wire, cancel_tag, x->cancel_buf, sizeof(x->cancel_buf), NULL, xfer_on_cancel,
+                  x, &x->cancel_op) != 0) {
+        xfer_fail(x, B10_ERR_INTERNAL, "posting the CANCEL receive failed");
+        return;
+    }
+    x->holds++;
+    xfer_recv_pump(x);
+    if (x->state == XFER_DONE)
+        return;
+
+    B10__Peer__Ready ready = B10__PEER__READY__INIT;
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    ready.xfer_id = x->id;
+    msg.body_case = B10__PEER__MSG__BODY_READY;
+    msg.ready = &ready;
+    xfer_send_peer(x, TAG_KIND_READY, &msg);
+    log_debug("transfer %016" PRIx64 " from %s admitted into %s: %u chunks, %" PRIu64 " bytes",
+              x->id, x->remote_agent, x->local_agent, plan->nchunks, plan->total);
+}

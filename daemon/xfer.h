@@ -1,0 +1,122 @@
+/*
+ * xfer.h — transfers, both roles, and the failure funnel.
+ *
+ * Sender (S):   submit → (link up) → CONTROL → READY → for each chunk:
+ *               gather into a view → send DATA → view back → … → RESULT.
+ * Receiver (R): CONTROL → admit (every destination piece inside the target
+ *               rank's registrations, tags registered) → post DATA receives
+ *               into views → READY → for each DATA: scatter → view back →
+ *               … → RESULT after the last scatter completed.
+ *
+ * Every failure on either side goes through xfer_fail(), the one funnel:
+ * it cancels what it can, trusts nothing to have stopped, quarantines the
+ * views, tags and id, tells the other side and the client, and lets the
+ * daemon go on serving. A transfer object outlives its failure until every
+ * UCX request and copy that refers to it has completed.
+ */
+#ifndef B10D_XFER_H
+#define B10D_XFER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "b10d.h"
+#include "staging.h"
+#include "tags.h"
+
+struct peer;
+struct plan;
+struct session;
+struct wire_op;
+struct B10__SubmitXfer;
+struct B10__Peer__Control;
+
+enum xfer_role {
+    XFER_SEND,
+    XFER_RECV,
+};
+
+enum xfer_state {
+    XFER_WAIT_LINK,     /* S: the outbound link is being opened */
+    XFER_WAIT_READY,    /* S: CONTROL sent */
+    XFER_RUNNING,
+    XFER_DONE,          /* finished, successfully or not: status says */
+};
+
+/* One chunk between taking a view and giving it back. */
+struct xfer_slot {
+    struct xfer *x;
+    bool busy;
+    uint32_t chunk;
+    struct view *view;
+    struct wire_op *op;             /* S: DATA send; R: DATA receive */
+};
+
+struct xfer {
+    struct list node;               /* b10d.xfers, while not DONE */
+    struct list session_node;       /* session.xfers (S) or session.targets (R) */
+    struct list peer_node;          /* peer.xfers or peer.waiting */
+    struct b10d *d;
+    enum xfer_role role;
+    enum xfer_state state;
+    uint64_t id;                    /* the sending daemon's id for it */
+    struct session *session;        /* the local rank; NULL once detached */
+    struct peer *peer;
+    struct tag_link link;           /* the link's identity when the transfer started */
+    struct plan *plan;
+    char local_agent[256];
+    char remote_agent[256];
+
+    uint64_t started_ms;
+    uint64_t deadline_ms;           /* monotonic, b10d.now_ms */
+    uv_timer_t timer;
+
+    uint32_t next_chunk;            /* next chunk to gather (S) or to post (R) */
+    uint32_t chunks_done;           /* sent (S) or landed (R) */
+    struct xfer_slot *slots;
+    uint32_t nslots;
+    struct staging_waiter waiter;
+    bool waiting;                   /* in the staging wait list */
+
+    struct wire_op *ready_op;       /* S: READY receive */
+    struct wire_op *result_op;      /* S: RESULT receive */
+    struct wire_op *cancel_op;      /* R: CANCEL receive */
+    uint8_t ready_buf[64];
+    uint8_t result_buf[512];
+    uint8_t cancel_buf[64];
+    bool tags_registered;
+    bool control_sent;
+    bool released;                  /* the client dropped its handle: no done notice */
+
+    uint32_t holds;                 /* UCX requests and copies in flight that point here */
+    b10_status_t status;
+    char detail[256];
+};
+
+/*
+ * S: check a client's SubmitXfer and create the transfer. It does not move
+ * until xfer_start(), which the session calls after its reply is queued, so
+ * that the client learns the id before any news of the transfer.
+ */
+b10_status_t xfer_submit(struct session *s, const struct B10__SubmitXfer *req,
+                         struct xfer **xfer_p, char *detail, size_t detail_len);
+void xfer_start(struct xfer *x);
+/* S: the outbound link of x's peer came up. */
+void xfer_link_up(struct xfer *x);
+/* R: a CONTROL arrived on an inbound link of peer. */
+void xfer_admit(struct peer *peer, const struct B10__Peer__Control *control);
+
+/*
+ * The failure funnel (see above). Idempotent: a transfer fails once, and
+ * later calls only log. fmt explains the cause for the client and the log.
+ */
+void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The client asked: cancel. */
+void xfer_cancel(struct xfer *x);
+
+const char *xfer_role_name(enum xfer_role role);
+const char *xfer_state_name(enum xfer_state state);
+
+#endif

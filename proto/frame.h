@@ -1,0 +1,78 @@
+/*
+ * frame.h — length-prefixed frames on the client socket.
+ *
+ * A frame is a 4-byte little-endian payload length, then the payload (one
+ * encoded protobuf message). The reader checks the length against its
+ * maximum before it allocates anything, so a hostile length costs nothing.
+ * Shared by libb10 and b10d; pure code, no I/O.
+ */
+#ifndef B10_FRAME_H
+#define B10_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#define FRAME_HEADER_BYTES 4
+#define FRAME_MAX_DEFAULT  (64u << 20)   /* 64 MiB: a million spans each way, and room */
+#define FRAME_MAX_LIMIT    (1u << 30)
+
+enum frame_result {
+    FRAME_MORE,       /* consumed everything given; the frame is not complete */
+    FRAME_READY,      /* a frame is complete: take it with frame_reader_take() */
+    FRAME_TOO_LARGE,  /* the announced length exceeds the maximum: drop the connection */
+    FRAME_NO_MEMORY,
+};
+
+struct frame_reader {
+    uint32_t max;                       /* largest payload accepted, bytes */
+    uint8_t header[FRAME_HEADER_BYTES];
+    size_t header_got;
+    uint8_t *body;                      /* owned; NULL until the header is complete */
+    uint32_t length;                    /* payload bytes announced */
+    uint32_t got;                       /* payload bytes received */
+};
+
+void frame_reader_init(struct frame_reader *reader, uint32_t max);
+/*
+ * Feed n bytes. Sets *used_p to the bytes consumed, which is less than n
+ * only when a frame completed (FRAME_READY): take it, then feed the rest.
+ */
+enum frame_result frame_reader_feed(struct frame_reader *reader, const uint8_t *data,
+                                    size_t n, size_t *used_p);
+/* Hand over the completed payload (caller frees) and start the next frame. */
+uint8_t *frame_reader_take(struct frame_reader *reader, uint32_t *length_p);
+void frame_reader_free(struct frame_reader *reader);
+
+/* Encode msg as a frame: header and payload in one malloc'd buffer. */
+int frame_encode(const ProtobufCMessage *msg, uint32_t max, uint8_t **frame_p,
+                 size_t *length_p);
+
+/* Little-endian helpers for the packed span tables of the protocol. */
+static inline void frame_put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint64_t frame_get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static inline void frame_put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint32_t frame_get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+#endif

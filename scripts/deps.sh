@@ -1,0 +1,25 @@
+#!/bin/sh
+# Install the Debian packages that building and testing b10d need, when missing.
+# Idempotent: a machine that has them all is left untouched and nothing is fetched.
+set -eu
+
+pkgs="gcc make pkg-config libucx-dev ucx-utils libuv1-dev libprotobuf-c-dev
+      protobuf-c-compiler libsystemd-dev libcmocka-dev iproute2 procps"
+[ "${1:-}" = "--test" ] && pkgs="$pkgs clang libclang-rt-14-dev nftables systemd python3 python3-pytest"
+
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "b10: missing packages:$missing (run as root, or install them)" >&2
+    exit 1
+fi
+echo "b10: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,488 @@
+/*
+ * test-gpu-copy — cuda/gpu-copy.cu against a CPU reference.
+ *
+ * Random span sets (1 B to 10 MiB, odd alignments, dev and host congruent or not
+ * modulo 16) are gathered and scattered by every engine and several CTA caps. The
+ * whole destination pool is poisoned first with a position-dependent pattern and
+ * compared in full afterwards, so the gaps between spans are canaries: a byte
+ * written one past a span, or into the wrong span, is a mismatch. The source pool
+ * is compared too (a copy must not write its source). A negative control corrupts
+ * one byte inside a span and one in a canary and requires the checker to see both.
+ *
+ * Without a GPU (CI has nvcc but none) it prints "SKIP: no GPU (reason)" and
+ * exits 0. Any mismatch exits 1.
+ */
+#include "gpu-copy.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define POOL (80u << 20)     /* bytes of device pool and of host staging */
+#define MAX_PIECES 65536
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static int failures;
+static int cases;
+
+static uint64_t
+rnd(void)
+{
+    uint64_t x = rng_state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    rng_state = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+static void
+fill_random(uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v = rnd();
+        memcpy(p + i, &v, 8);
+    }
+    for (; i < n; i++)
+        p[i] = (uint8_t)rnd();
+}
+
+/* Poison that names its position, so a shifted copy cannot match it. */
+static void
+fill_poison(uint8_t *p, size_t n, uint8_t salt)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(salt ^ (i * 131u) ^ (i >> 8));
+}
+
+#define CK(call)                                                                     \
+    do {                                                                             \
+        cudaError_t e_ = (call);                                                     \
+        if (e_ != cudaSuccess) {                                                     \
+            fprintf(stderr, "FAIL: %s:%d %s: %s\n", __FILE__, __LINE__, #call,       \
+                    cudaGetErrorString(e_));                                         \
+            exit(1);                                                                 \
+        }                                                                            \
+    } while (0)
+
+/* Number of differing bytes; prints the first few. */
+static size_t
+check(const uint8_t *got, const uint8_t *exp, size_t n, const char *what, int quiet)
+{
+    size_t bad = 0;
+
+    if (memcmp(got, exp, n) == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (got[i] != exp[i]) {
+            if (!quiet && bad < 4)
+                fprintf(stderr, "  %s: byte %zu is 0x%02x, expected 0x%02x\n", what, i,
+                        got[i], exp[i]);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+struct set {
+    const char *name;
+    size_t n;
+    size_t *dev_off;
+    size_t *host_off;
+    size_t *len;
+    size_t dev_end;   /* extent used in each pool (compared in full) */
+    size_t host_end;
+};
+
+enum align { ALIGN_ANY, ALIGN_SAME16, ALIGN_DELTA8, ALIGN_DELTA4, ALIGN_DELTA2, ALIGN_DELTA1 };
+
+static size_t
+len_loguniform(size_t lo, size_t hi)
+{
+    double u = (double)(rnd() >> 11) / 9007199254740992.0;
+    double l = exp(log((double)lo) + u * (log((double)hi) - log((double)lo)));
+    size_t v = (size_t)l;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Pieces placed in order in host staging and in a shuffled order in the device
+ * pool, each after a gap of 1..64 bytes, with the residue mod 16 set by `al`. */
+static void
+set_make(struct set *s, const char *name, size_t n, size_t lo, size_t hi, size_t budget,
+         enum align al)
+{
+    size_t *perm = malloc(n * sizeof(*perm));
+    size_t hcur = rnd() % 64, dcur = rnd() % 64, total = 0, k = 0;
+
+    s->name = name;
+    s->dev_off = malloc(n * sizeof(size_t));
+    s->host_off = malloc(n * sizeof(size_t));
+    s->len = malloc(n * sizeof(size_t));
+    if (!perm || !s->dev_off || !s->host_off || !s->len) {
+        fprintf(stderr, "FAIL: out of memory\n");
+        exit(1);
+    }
+    for (; k < n; k++) {
+        size_t l = lo == hi ? lo : len_loguniform(lo, hi);
+        if (total + l > budget)
+            break;
+        total += l;
+        s->len[k] = l;
+        s->host_off[k] = hcur + 1 + rnd() % 64;
+        hcur = s->host_off[k] + l;
+    }
+    s->n = k;
+    for (size_t i = 0; i < k; i++)
+        perm[i] = i;
+    for (size_t i = k; i > 1; i--) {
+        size_t j = rnd() % i, t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
+    }
+    for (size_t j = 0; j < k; j++) {
+        size_t i = perm[j];
+        size_t d = dcur + 1 + rnd() % 64;
+        size_t want;
+
+        switch (al) {
+        case ALIGN_SAME16: want = s->host_off[i] % 16; break;
+        case ALIGN_DELTA8: want = (s->host_off[i] + 8) % 16; break;
+        case ALIGN_DELTA4: want = (s->host_off[i] + 4) % 16; break;
+        case ALIGN_DELTA2: want = (s->host_off[i] + 2) % 16; break;
+        case ALIGN_DELTA1: want = (s->host_off[i] + 1) % 16; break;
+        default: want = d % 16; break;
+        }
+        d += (want + 16 - d % 16) % 16;
+        s->dev_off[i] = d;
+        dcur = d + s->len[i];
+    }
+    s->host_end = hcur + 64;
+    s->dev_end = dcur + 64;
+    free(perm);
+    if (s->host_end > POOL || s->dev_end > POOL) {
+        fprintf(stderr, "FAIL: test set %s does not fit the pools\n", name);
+        exit(1);
+    }
+}
+
+static void
+set_free(struct set *s)
+{
+    free(s->dev_off);
+    free(s->host_off);
+    free(s->len);
+}
+
+struct pools {
+    uint8_t *dev;        /* device pool */
+    uint8_t *host;       /* mapped pinned staging */
+    uint8_t *dev_exp;    /* what the device pool must hold */
+    uint8_t *host_exp;   /* what staging must hold */
+    uint8_t *readback;
+    gpu_copy_piece_t *pieces;
+};
+
+struct engine_cfg {
+    const char *name;
+    gpu_copy_engine_t engine;
+    unsigned ctas;
+    unsigned threads;
+};
+
+/* Runs one direction of one set on one engine and checks both pools in full. */
+static void
+run_case(struct pools *p, const struct set *s, gpu_copy_dir_t dir, const struct engine_cfg *ec)
+{
+    gpu_copy_params_t prm = {
+        .field_mask = GPU_COPY_PARAM_MAX_CTAS | GPU_COPY_PARAM_THREADS |
+                      GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_INFLIGHT,
+        .max_ctas = ec->ctas, .threads = ec->threads, .max_pieces = MAX_PIECES,
+        .max_inflight = 2,
+    };
+    gpu_copier_t *c = NULL;
+    gpu_copy_op_t *op = NULL;
+    gpu_copy_req_t req;
+    size_t bad = 0, bytes = 0;
+    int rc;
+
+    cases++;
+    /* Source random, destination poisoned; the reference is computed on the CPU. */
+    if (dir == GPU_COPY_GATHER) {
+        fill_random(p->dev_exp, s->dev_end);
+        fill_poison(p->host, s->host_end, (uint8_t)rnd());
+        memcpy(p->host_exp, p->host, s->host_end);
+        CK(cudaMemcpy(p->dev, p->dev_exp, s->dev_end, cudaMemcpyHostToDevice));
+        for (size_t i = 0; i < s->n; i++)
+            memcpy(p->host_exp + s->host_off[i], p->dev_exp + s->dev_off[i], s->len[i]);
+    } else {
+        fill_random(p->host, s->host_end);
+        memcpy(p->host_exp, p->host, s->host_end);
+        fill_poison(p->dev_exp, s->dev_end, (uint8_t)rnd());
+        CK(cudaMemcpy(p->dev, p->dev_exp, s->dev_end, cudaMemcpyHostToDevice));
+        for (size_t i = 0; i < s->n; i++)
+            memcpy(p->dev_exp + s->dev_off[i], p->host_exp + s->host_off[i], s->len[i]);
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        p->pieces[i].dev = p->dev + s->dev_off[i];
+        p->pieces[i].host = p->host + s->host_off[i];
+        p->pieces[i].len = s->len[i];
+        bytes += s->len[i];
+    }
+
+    rc = gpu_copy_create(&prm, &c);
+    if (rc == GPU_COPY_OK) {
+        req = (gpu_copy_req_t){ .dir = dir, .engine = ec->engine, .pieces = p->pieces,
+                                .npieces = s->n };
+        rc = gpu_copy_submit(c, &req, &op);
+        if (rc == GPU_COPY_OK)
+            rc = gpu_copy_op_wait(op);
+        gpu_copy_op_release(op);
+    }
+    if (rc != GPU_COPY_OK) {
+        fprintf(stderr, "FAIL: %s %s %s: %s %s\n", s->name,
+                dir == GPU_COPY_GATHER ? "gather" : "scatter", ec->name, gpu_copy_strstatus(rc),
+                gpu_copy_last_error(c));
+        failures++;
+        gpu_copy_destroy(c);
+        return;
+    }
+    gpu_copy_destroy(c);
+
+    CK(cudaMemcpy(p->readback, p->dev, s->dev_end, cudaMemcpyDeviceToHost));
+    bad += check(p->readback, p->dev_exp, s->dev_end, "device pool", 0);
+    bad += check(p->host, p->host_exp, s->host_end, "host staging", 0);
+    printf("%s %-7s %-8s %-14s pieces %6zu bytes %9zu\n", bad ? "FAIL" : "ok  ",
+           dir == GPU_COPY_GATHER ? "gather" : "scatter", s->name, ec->name, s->n, bytes);
+    if (bad)
+        failures++;
+}
+
+/* The checker must see one corrupted byte inside a span and one in a canary. */
+static void
+negative_control(struct pools *p, const struct set *s)
+{
+    static const struct engine_cfg k = { "kernel/32", GPU_COPY_KERNEL, 32, 512 };
+    size_t i = s->n / 2, in, gap;
+    size_t before = (size_t)failures;
+
+    run_case(p, s, GPU_COPY_GATHER, &k);
+    if ((size_t)failures != before)
+        return;
+    in = s->host_off[i] + s->len[i] / 2;
+    gap = s->host_off[i] + s->len[i];      /* first canary byte after span i */
+    p->host[in] ^= 0x01;
+    if (check(p->host, p->host_exp, s->host_end, "negative control", 1) != 1) {
+        fprintf(stderr, "FAIL: negative control: a corrupted span byte went unseen\n");
+        failures++;
+    }
+    p->host[in] ^= 0x01;
+    p->host[gap] ^= 0x80;
+    if (check(p->host, p->host_exp, s->host_end, "negative control", 1) != 1) {
+        fprintf(stderr, "FAIL: negative control: a written canary went unseen\n");
+        failures++;
+    }
+    p->host[gap] ^= 0x80;
+    printf("ok   negative control: corrupted span byte and canary both detected\n");
+}
+
+static atomic_int cb_count;
+
+static void
+count_cb(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&cb_count, 1);
+}
+
+/* Several submissions in flight at once, host callbacks, and the API's refusals. */
+static void
+api_cases(struct pools *p, const struct set *s)
+{
+    gpu_copy_params_t prm = {
+        .field_mask = GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_INFLIGHT,
+        .max_pieces = MAX_PIECES, .max_inflight = 3,
+    };
+    gpu_copier_t *c = NULL;
+    gpu_copy_op_t *op[4] = { 0 };
+    gpu_copy_req_t req = { 0 };
+    size_t third = s->n / 3, bad;
+    int rc, ok = 1;
+    struct timespec t0, t;
+
+    cases++;
+    fill_random(p->dev_exp, s->dev_end);
+    fill_poison(p->host, s->host_end, 0x5a);
+    memcpy(p->host_exp, p->host, s->host_end);
+    CK(cudaMemcpy(p->dev, p->dev_exp, s->dev_end, cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < s->n; i++) {
+        memcpy(p->host_exp + s->host_off[i], p->dev_exp + s->dev_off[i], s->len[i]);
+        p->pieces[i].dev = p->dev + s->dev_off[i];
+        p->pieces[i].host = p->host + s->host_off[i];
+        p->pieces[i].len = s->len[i];
+    }
+    if (gpu_copy_create(&prm, &c) != GPU_COPY_OK) {
+        fprintf(stderr, "FAIL: api: gpu_copy_create\n");
+        failures++;
+        return;
+    }
+    atomic_store(&cb_count, 0);
+    static const gpu_copy_engine_t eng[3] = { GPU_COPY_KERNEL, GPU_COPY_BATCH, GPU_COPY_MEMCPY };
+    for (int j = 0; j < 3; j++) {
+        size_t from = third * (size_t)j, to = j == 2 ? s->n : third * (size_t)(j + 1);
+        req = (gpu_copy_req_t){ .dir = GPU_COPY_GATHER, .engine = eng[j],
+                                .pieces = p->pieces + from, .npieces = to - from,
+                                .done_cb = count_cb };
+        if ((rc = gpu_copy_submit(c, &req, &op[j])) != GPU_COPY_OK) {
+            fprintf(stderr, "FAIL: api: submit %d: %s %s\n", j, gpu_copy_strstatus(rc),
+                    gpu_copy_last_error(c));
+            ok = 0;
+        }
+    }
+    /* Every slot is owned now, done or not: a fourth submission must be refused. */
+    rc = gpu_copy_submit(c, &req, &op[3]);
+    if (rc != GPU_COPY_E_BUSY) {
+        fprintf(stderr, "FAIL: api: fourth submit gave %s, not busy\n", gpu_copy_strstatus(rc));
+        ok = 0;
+    }
+    for (int j = 0; j < 3; j++) {
+        if (!op[j])
+            continue;
+        while ((rc = gpu_copy_op_poll(op[j])) == GPU_COPY_PENDING)
+            ;
+        if (rc != GPU_COPY_OK) {
+            fprintf(stderr, "FAIL: api: poll %d: %s\n", j, gpu_copy_strstatus(rc));
+            ok = 0;
+        }
+        float ms = -1;
+        if (gpu_copy_op_elapsed_ms(op[j], &ms) != GPU_COPY_OK || ms < 0) {
+            fprintf(stderr, "FAIL: api: elapsed %d\n", j);
+            ok = 0;
+        }
+        gpu_copy_op_release(op[j]);
+    }
+    /* The callbacks run on a CUDA thread after the copies: give them 5 s. */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (atomic_load(&cb_count) < 3 && t.tv_sec - t0.tv_sec < 5);
+    if (atomic_load(&cb_count) != 3) {
+        fprintf(stderr, "FAIL: api: %d of 3 done callbacks ran\n", atomic_load(&cb_count));
+        ok = 0;
+    }
+    bad = check(p->host, p->host_exp, s->host_end, "api host staging", 0);
+    if (bad)
+        ok = 0;
+
+    /* Refusals: too many pieces, a NULL span, a bad direction; zero pieces is fine. */
+    req = (gpu_copy_req_t){ .dir = GPU_COPY_GATHER, .pieces = p->pieces, .npieces = MAX_PIECES + 1 };
+    if (gpu_copy_submit(c, &req, &op[0]) != GPU_COPY_E_TOOBIG)
+        ok = 0, fprintf(stderr, "FAIL: api: too many pieces accepted\n");
+    gpu_copy_piece_t nul = { .dev = NULL, .host = p->host, .len = 8 };
+    req = (gpu_copy_req_t){ .dir = GPU_COPY_SCATTER, .pieces = &nul, .npieces = 1 };
+    if (gpu_copy_submit(c, &req, &op[0]) != GPU_COPY_E_INVAL)
+        ok = 0, fprintf(stderr, "FAIL: api: NULL span accepted\n");
+    req = (gpu_copy_req_t){ .dir = (gpu_copy_dir_t)7, .pieces = p->pieces, .npieces = 1 };
+    if (gpu_copy_submit(c, &req, &op[0]) != GPU_COPY_E_INVAL)
+        ok = 0, fprintf(stderr, "FAIL: api: bad direction accepted\n");
+    nul.dev = p->dev;
+    nul.len = 0;
+    req = (gpu_copy_req_t){ .dir = GPU_COPY_SCATTER, .pieces = &nul, .npieces = 1 };
+    if (gpu_copy_submit(c, &req, &op[0]) != GPU_COPY_OK || gpu_copy_op_wait(op[0]) != GPU_COPY_OK)
+        ok = 0, fprintf(stderr, "FAIL: api: an empty submission failed\n");
+    else
+        gpu_copy_op_release(op[0]);
+    gpu_copy_destroy(c);
+    printf("%s api: 3 submissions in flight (kernel, batch, memcpy), callbacks, busy, refusals\n",
+           ok ? "ok  " : "FAIL");
+    if (!ok)
+        failures++;
+}
+
+int
+main(int argc, char **argv)
+{
+    const char *why = NULL;
+    struct pools p;
+    int ndev = gpu_copy_device_count(&why);
+
+    if (ndev == 0) {
+        printf("SKIP: no GPU (%s)\n", why ? why : "unknown");
+        return 0;
+    }
+    /* test-gpu-copy [seed [quick]]: quick runs a few sets and engines (for
+     * compute-sanitizer, which is slow). */
+    int quick = argc > 2 && strcmp(argv[2], "quick") == 0;
+    if (argc > 1)
+        rng_state = strtoull(argv[1], NULL, 0) | 1;
+    {
+        struct cudaDeviceProp prop;
+        CK(cudaGetDeviceProperties(&prop, 0));
+        printf("device 0: %s, %d SMs; seed 0x%llx\n", prop.name, prop.multiProcessorCount,
+               (unsigned long long)rng_state);
+    }
+
+    CK(cudaSetDevice(0));
+    CK(cudaMalloc((void **)&p.dev, POOL));
+    if (gpu_copy_host_alloc(POOL, (void **)&p.host) != GPU_COPY_OK) {
+        fprintf(stderr, "FAIL: gpu_copy_host_alloc\n");
+        return 1;
+    }
+    p.dev_exp = malloc(POOL);
+    p.host_exp = malloc(POOL);
+    p.readback = malloc(POOL);
+    p.pieces = calloc(MAX_PIECES, sizeof(*p.pieces));
+    if (!p.dev_exp || !p.host_exp || !p.readback || !p.pieces) {
+        fprintf(stderr, "FAIL: out of memory\n");
+        return 1;
+    }
+
+    static const struct engine_cfg engines[] = {
+        { "kernel/1x512", GPU_COPY_KERNEL, 1, 512 },
+        { "kernel/3x256", GPU_COPY_KERNEL, 3, 256 },
+        { "kernel/8x512", GPU_COPY_KERNEL, 8, 512 },
+        { "kernel/32x512", GPU_COPY_KERNEL, 32, 512 },
+        { "kernel/32x128", GPU_COPY_KERNEL, 32, 128 },
+        { "memcpy", GPU_COPY_MEMCPY, 32, 512 },
+        { "batch", GPU_COPY_BATCH, 32, 512 },
+        { "auto", GPU_COPY_AUTO, 32, 512 },
+    };
+    struct set sets[9];
+    set_make(&sets[0], "mixed", 4000, 1, 10u << 20, 30u << 20, ALIGN_ANY);
+    set_make(&sets[1], "small", 20000, 1, 4096, 30u << 20, ALIGN_ANY);
+    set_make(&sets[2], "kv16", 6000, 4096, 4096, 30u << 20, ALIGN_SAME16);
+    set_make(&sets[3], "huge", 3, 10u << 20, 10u << 20, 31u << 20, ALIGN_SAME16);
+    set_make(&sets[4], "delta8", 300, 1, 1u << 20, 30u << 20, ALIGN_DELTA8);
+    set_make(&sets[5], "delta4", 300, 1, 1u << 20, 30u << 20, ALIGN_DELTA4);
+    set_make(&sets[6], "delta2", 300, 1, 1u << 20, 30u << 20, ALIGN_DELTA2);
+    set_make(&sets[7], "delta1", 300, 1, 1u << 20, 30u << 20, ALIGN_DELTA1);
+    set_make(&sets[8], "one-byte", 1, 1, 1, 1, ALIGN_ANY);
+
+    for (size_t si = 0; si < sizeof(sets) / sizeof(sets[0]); si++)
+        for (size_t ei = 0; ei < sizeof(engines) / sizeof(engines[0]); ei++) {
+            if (quick && !((si == 1 || si == 4 || si == 7 || si == 8) && (ei == 1 || ei == 6)))
+                continue;
+            run_case(&p, &sets[si], GPU_COPY_GATHER, &engines[ei]);
+            run_case(&p, &sets[si], GPU_COPY_SCATTER, &engines[ei]);
+        }
+    if (!quick) {
+        negative_control(&p, &sets[0]);
+        api_cases(&p, &sets[0]);
+    }
+
+    for (size_t si = 0; si < sizeof(sets) / sizeof(sets[0]); si++)
+        set_free(&sets[si]);
+    gpu_copy_host_free(p.host);
+    CK(cudaFree(p.dev));
+    free(p.dev_exp);
+    free(p.host_exp);
+    free(p.readback);
+    free(p.pieces);
+    printf("%s: %d cases, %d failed\n", failures ? "FAIL" : "PASS", cases, failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,790 @@
+/*
+ * b10-rawclient — a hostile client of b10d's Unix socket, for the
+ * integration tests. It speaks raw frames (proto/frame.h: a 4-byte
+ * little-endian length, then an encoded b10.ClientMsg) instead of going
+ * through libb10, so that it can send what libb10 never would: lengths over
+ * the daemon's maximum, junk, a first message that is not a Hello, a second
+ * Hello, register requests without a file descriptor or with one that cannot
+ * back the region.
+ *
+ *   b10-rawclient [-t TIMEOUT_MS] SOCKET CASE...    (CASE "all": every case)
+ *
+ * Each case prints "ok CASE: what happened" or "FAIL CASE: why". The daemon
+ * must drop a connection that sent garbage (an Error reply before the drop
+ * is fine, an OK reply is not) and must refuse a bad registration; the
+ * case "alive" then checks that a fresh connection is still served.
+ * Exit status: 0 if every case passed, 1 otherwise, 2 on usage error.
+ */
+#include <b10/b10.h>
+
+#include "b10.pb-c.h"
+#include "frame.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The protocol version a client speaks in Hello (libb10 sends the same). */
+#define RAW_PROTO_VERSION B10_API_VERSION
+
+static const char *sock_path;
+static int timeout_ms = 5000;
+static int name_seq;
+
+struct conn {
+    int fd;
+    struct frame_reader rd;
+    uint64_t seq;
+    uint64_t max_frame;
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int fail(const char *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(const char *c, const char *fmt, ...)
+{
+    va_list ap;
+
+    printf("FAIL %s: ", c);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    fflush(stdout);
+    return 1;
+}
+
+static int pass(const char *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int pass(const char *c, const char *fmt, ...)
+{
+    va_list ap;
+
+    printf("ok %s: ", c);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    fflush(stdout);
+    return 0;
+}
+
+static int conn_open(struct conn *c)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+    memset(c, 0, sizeof(*c));
+    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c->fd < 0)
+        return -errno;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path);
+    if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        int e = errno;
+
+        close(c->fd);
+        c->fd = -1;
+        return -e;
+    }
+    frame_reader_init(&c->rd, FRAME_MAX_LIMIT);
+    return 0;
+}
+
+static void conn_close(struct conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    frame_reader_free(&c->rd);
+}
+
+/* Send bytes, with at most one fd attached to the first byte. */
+static int send_raw(struct conn *c, const void *buf, size_t len, int pass_fd)
+{
+    const uint8_t *p = buf;
+    bool fd_sent = pass_fd < 0;
+
+    while (len > 0) {
+        struct iovec iov = { (void *)p, len };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        union {
+            struct cmsghdr h;
+            char buf[CMSG_SPACE(sizeof(int))];
+        } cm;
+        ssize_t n;
+
+        if (!fd_sent) {
+            memset(&cm, 0, sizeof(cm));
+            mh.msg_control = cm.buf;
+            mh.msg_controllen = sizeof(cm.buf);
+            struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+            h->cmsg_level = SOL_SOCKET;
+            h->cmsg_type = SCM_RIGHTS;
+            h->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(h), &pass_fd, sizeof(int));
+        }
+        n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        fd_sent = true;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int send_msg(struct conn *c, B10__ClientMsg *msg, int pass_fd)
+{
+    uint8_t *frame;
+    size_t len;
+    int rc;
+
+    msg->seq = ++c->seq;
+    rc = frame_encode(&msg->base, FRAME_MAX_LIMIT, &frame, &len);
+    if (rc != 0)
+        return rc;
+    rc = send_raw(c, frame, len, pass_fd);
+    free(frame);
+    return rc;
+}
+
+enum recv_result { RECV_MSG, RECV_EOF, RECV_TIMEOUT, RECV_ERROR };
+
+/* Receive one DaemonMsg within the timeout; the caller frees *msg_p. */
+static enum recv_result recv_msg(struct conn *c, int wait_ms, B10__DaemonMsg **msg_p,
+                                 char *why, size_t why_len)
+{
+    double end = now_ms() + wait_ms;
+
+    for (;;) {
+        uint8_t buf[4096];
+        struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+        int left = (int)(end - now_ms());
+        ssize_t n;
+
+        if (left < 0)
+            return RECV_TIMEOUT;
+        n = poll(&pfd, 1, left);
+        if (n < 0 && errno != EINTR) {
+            snprintf(why, why_len, "poll: %s", strerror(errno));
+            return RECV_ERROR;
+        }
+        if (n <= 0)
+            continue;
+        /* One byte at a time past a frame boundary would be slow; peek-free: read and feed. */
+        n = recv(c->fd, buf, sizeof(buf), 0);
+        if (n == 0)
+            return RECV_EOF;
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            if (errno == ECONNRESET)
+                return RECV_EOF;
+            snprintf(why, why_len, "recv: %s", strerror(errno));
+            return RECV_ERROR;
+        }
+        size_t off = 0;
+        while (off < (size_t)n) {
+            size_t used;
+            enum frame_result fr = frame_reader_feed(&c->rd, buf + off, (size_t)n - off, &used);
+
+            off += used;
+            if (fr == FRAME_READY) {
+                uint32_t len;
+                uint8_t *body = frame_reader_take(&c->rd, &len);
+                B10__DaemonMsg *m = b10__daemon_msg__unpack(NULL, len, body);
+
+                free(body);
+                if (m == NULL) {
+                    snprintf(why, why_len, "daemon sent a frame that is not a DaemonMsg");
+                    return RECV_ERROR;
+                }
+                if (off < (size_t)n) {
+                    /* This test reads one message at a time; the daemon never pipelines here. */
+                    snprintf(why, why_len, "daemon sent more than one message at once");
+                    b10__daemon_msg__free_unpacked(m, NULL);
+                    return RECV_ERROR;
+                }
+                *msg_p = m;
+                return RECV_MSG;
+            }
+            if (fr != FRAME_MORE) {
+                snprintf(why, why_len, "daemon sent a frame over the limit");
+                return RECV_ERROR;
+            }
+        }
+    }
+}
+
+/*
+ * After garbage: the daemon may answer with a failure Reply, then must
+ * close. Any OK reply, or a connection still open at the timeout, fails.
+ */
+static int expect_drop(struct conn *c, const char *name, const char *what)
+{
+    char why[256] = "", seen[256] = "no reply";
+
+    for (;;) {
+        B10__DaemonMsg *m = NULL;
+        enum recv_result r = recv_msg(c, timeout_ms, &m, why, sizeof(why));
+
+        switch (r) {
+        case RECV_EOF:
+            return pass(name, "%s: dropped (%s)", what, seen);
+        case RECV_TIMEOUT:
+            return fail(name, "%s: connection still open after %d ms (%s)", what, timeout_ms, seen);
+        case RECV_ERROR:
+            return fail(name, "%s: %s", what, why);
+        case RECV_MSG:
+            if (m->body_case != B10__DAEMON_MSG__BODY_REPLY) {
+                b10__daemon_msg__free_unpacked(m, NULL);
+                return fail(name, "%s: daemon sent an unsolicited message", what);
+            }
+            if (m->reply->status == B10__STATUS__OK) {
+                b10__daemon_msg__free_unpacked(m, NULL);
+                return fail(name, "%s: daemon answered OK", what);
+            }
+            snprintf(seen, sizeof(seen), "reply %s: %s",
+                     b10_status_name((b10_status_t)m->reply->status), m->reply->detail);
+            b10__daemon_msg__free_unpacked(m, NULL);
+            break;
+        }
+    }
+}
+
+/* Wait for the Reply to the last request; *status_p its status. 1: dropped instead. */
+static int get_reply(struct conn *c, const char *name, b10_status_t *status_p, char *detail,
+                     size_t detail_len, B10__DaemonMsg **keep_p)
+{
+    char why[256] = "";
+
+    for (;;) {
+        B10__DaemonMsg *m = NULL;
+        enum recv_result r = recv_msg(c, timeout_ms, &m, why, sizeof(why));
+
+        if (r == RECV_EOF)
+            return 1;
+        if (r == RECV_TIMEOUT) {
+            fail(name, "no reply within %d ms", timeout_ms);
+            return -1;
+        }
+        if (r == RECV_ERROR) {
+            fail(name, "%s", why);
+            return -1;
+        }
+        if (m->body_case != B10__DAEMON_MSG__BODY_REPLY) {
+            b10__daemon_msg__free_unpacked(m, NULL);
+            continue;
+        }
+        if (m->reply->seq != c->seq) {
+            fail(name, "reply for seq %llu, expected %llu", (unsigned long long)m->reply->seq,
+                 (unsigned long long)c->seq);
+            b10__daemon_msg__free_unpacked(m, NULL);
+            return -1;
+        }
+        *status_p = (b10_status_t)m->reply->status;
+        snprintf(detail, detail_len, "%s", m->reply->detail ? m->reply->detail : "");
+        if (keep_p != NULL)
+            *keep_p = m;
+        else
+            b10__daemon_msg__free_unpacked(m, NULL);
+        return 0;
+    }
+}
+
+static int hello(struct conn *c, const char *name)
+{
+    B10__Hello h = B10__HELLO__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    B10__DaemonMsg *m = NULL;
+    char agent[64], detail[256];
+    b10_status_t st;
+    int rc;
+
+    snprintf(agent, sizeof(agent), "raw-%ld-%d", (long)getpid(), ++name_seq);
+    h.version = RAW_PROTO_VERSION;
+    h.agent_name = agent;
+    msg.body_case = B10__CLIENT_MSG__BODY_HELLO;
+    msg.hello = &h;
+    rc = send_msg(c, &msg, -1);
+    if (rc != 0)
+        return fail(name, "send hello: %s", strerror(-rc));
+    rc = get_reply(c, name, &st, detail, sizeof(detail), &m);
+    if (rc > 0)
+        return fail(name, "daemon dropped the connection after hello");
+    if (rc < 0)
+        return 1;
+    if (st != B10_OK || m->reply->body_case != B10__REPLY__BODY_HELLO) {
+        b10__daemon_msg__free_unpacked(m, NULL);
+        return fail(name, "hello refused: %s: %s", b10_status_name(st), detail);
+    }
+    c->max_frame = m->reply->hello->max_frame;
+    b10__daemon_msg__free_unpacked(m, NULL);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- cases */
+
+static void junk_fill(uint8_t *p, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = (uint8_t)(seed >> 56);
+    }
+}
+
+static int case_oversize_prehello(const char *name)
+{
+    struct conn c;
+    uint8_t buf[4 + 64];
+    int rc;
+
+    if ((rc = conn_open(&c)) != 0)
+        return fail(name, "connect: %s", strerror(-rc));
+    frame_put_u32(buf, 0xffffffffu);
+    junk_fill(buf + 4, 64, 1);
+    send_raw(&c, buf, sizeof(buf), -1);
+    rc = expect_drop(&c, name, "length 0xffffffff before hello");
+    conn_close(&c);
+    return rc;
+}
+
+static int case_oversize(const char *name)
+{
+    struct conn c;
+    uint8_t buf[4 + 64];
+    uint64_t max;
+    int rc;
+
+    if ((rc = conn_open(&c)) != 0)
+        return fail(name, "connect: %s", strerror(-rc));
+    if (hello(&c, name) != 0) {
+        conn_close(&c);
+        return 1;
+    }
+    max = c.max_frame ? c.max_frame : FRAME_MAX_DEFAULT;
+    if (max >= UINT32_MAX) {
+        conn_close(&c);
+        return fail(name, "daemon announces max_frame %llu: no length exceeds it",
+                    (unsigned long long)max);
+    }
+    frame_put_u32(buf, (uint32_t)max + 1);
+    junk_fill(buf + 4, 64, 2);
+    send_raw(&c, buf, sizeof(buf), -1);
+    char what[96];
+    snprintf(what, sizeof(what), "length %llu, one over the announced max_frame",
+             (unsigned long long)max + 1);
+    rc = expect_drop(&c, name, what);
+    conn_close(&c);
+    return rc;
+}
+
+static int case_junk(const char *name)
+{
+    struct conn c;
+    uint8_t buf[4096];
+    int rc, bad = 0;
+
+    /* Unframed junk: whatever the first four bytes announce. */
+    if ((rc = conn_open(&c)) != 0)
+        return fail(name, "connect: %s", strerror(-rc));
+    junk_fill(buf, sizeof(buf), 3);
+    send_raw(&c, buf, sizeof(buf), -1);
+    bad |= expect_drop(&c, name, "4 KiB of random bytes");
+    conn_close(&c);
+
+    /* Well-framed junk: the decoder itself must refuse it. */
+    if ((rc = conn_open(&c)) != 0)
+        return fail(name, "connect: %s", strerror(-rc));
+    frame_put_u32(buf, 512);
+    junk_fill(buf + 4, 512, 4);
+    buf[4] = 0x0f;   /* field 1, wire type 7: invalid in any protobuf */
+    send_raw(&c, buf, 4 + 512, -1);
+    bad |= expect_drop(&c, name, "a 512-byte frame of junk first");
+    conn_close(&c);
+
+    /* Junk after a good hello. */
+    if ((rc = conn_open(&c)) != 0)
+        return fail(name, "connect: %s", strerror(-rc));
+    if (hello(&c, name) != 0) {
+        conn_close(&c);
+        return 1;
+    }
+    frame_put_u32(buf, 100);
+    junk_fill(buf + 4, 100, 5);
+    buf[4] = 0x0f;
+    send_raw(&c, buf, 4 + 100, -1);
+    bad |= expect_drop(&c, name, "a 100-byte frame of junk after hello");
+    conn_close(&c);
+
+    /* An empty frame after hello: a ClientMsg with no body. */
+    if ((rc = conn_open(&c)) != 0)
+        return fail(name, "connect: %s", strerror(-rc));
+    if (hello(&c, name) != 0) {
+        conn_close(&c);
+        return 1;
+    }
+    frame_put_u32(buf, 0);
+    send_raw(&c, buf, 4, -1);
+    bad |= expect_drop(&c, name, "an empty frame (a message with no body) after hello");
+    conn_close(&c);
+    return bad;
+}
+
+static int case_truncated(const char *name)
+{
+    struct conn c;
+    uint8_t buf[4 + 10];
+    int rc;
+
+    /* Half a frame, then the client goes away: the daemon must just forget it. */
+    if ((rc = conn_open(&c)) != 0)
+        return fail(name, "connect: %s", strerror(-rc));
+    frame_put_u32(buf, 100);
+    junk_fill(buf + 4, 10, 6);
+    send_raw(&c, buf, sizeof(buf), -1);
+    conn_close(&c);
+    return pass(name, "sent 14 of 104 bytes of a frame and closed");
+}
+
+static int case_nohello(const char *name)
+{
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    B10__RegisterMem reg = B10__REGISTER_MEM__INIT;
+    B10__SubmitXfer sub = B10__SUBMIT_XFER__INIT;
+    struct conn c;
+    int rc, bad = 0;
+
+    if ((rc = conn_open(&c)) != 0)
+        return fail(name, "connect: %s", strerror(-rc));
+    reg.kind = B10__MEM_KIND__MEM_DRAM;
+    reg.addr = 0x10000;
+    reg.length = 4096;
+    msg.body_case = B10__CLIENT_MSG__BODY_REGISTER_MEM;
+    msg.register_mem = &reg;
+    send_msg(&c, &msg, -1);
+    bad |= expect_drop(&c, name, "RegisterMem as the first message");
+    conn_close(&c);
+
+    if ((rc = conn_open(&c)) != 0)
+        return fail(name, "connect: %s", strerror(-rc));
+    uint8_t spans[16];
+    frame_put_u64(spans, 0x10000);
+    frame_put_u64(spans + 8, 4096);
+    sub.op = B10__OP__OP_WRITE;
+    sub.remote_agent = "nobody";
+    sub.local_spans = (ProtobufCBinaryData){ sizeof(spans), spans };
+    sub.remote_spans = (ProtobufCBinaryData){ sizeof(spans), spans };
+    msg.body_case = B10__CLIENT_MSG__BODY_SUBMIT;
+    msg.submit = &sub;
+    send_msg(&c, &msg, -1);
+    bad |= expect_drop(&c, name, "SubmitXfer as the first message");
+    conn_close(&c);
+
+    if ((rc = conn_open(&c)) != 0)
+        return fail(name, "connect: %s", strerror(-rc));
+    if (hello(&c, name) != 0) {
+        conn_close(&c);
+        return 1;
+    }
+    B10__Hello h = B10__HELLO__INIT;
+    h.version = RAW_PROTO_VERSION;
+    h.agent_name = "raw-second-hello";
+    msg.body_case = B10__CLIENT_MSG__BODY_HELLO;
+    msg.hello = &h;
+    send_msg(&c, &msg, -1);
+    bad |= expect_drop(&c, name, "a second Hello on the same connection");
+    conn_close(&c);
+    return bad;
+}
+
+/* One bad registration: the daemon must refuse it (a failure reply, or a drop). */
+static int bad_register(const char *name, const char *what, uint64_t addr, uint64_t length,
+                        uint64_t fd_offset, int pass_fd)
+{
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    B10__RegisterMem reg = B10__REGISTER_MEM__INIT;
+    struct conn c;
+    char detail[256];
+    b10_status_t st;
+    int rc;
+
+    if ((rc = conn_open(&c)) != 0)
+        return fail(name, "connect: %s", strerror(-rc));
+    if (hello(&c, name) != 0) {
+        conn_close(&c);
+        return 1;
+    }
+    reg.kind = B10__MEM_KIND__MEM_DRAM;
+    reg.addr = addr;
+    reg.length = length;
+    reg.fd_offset = fd_offset;
+    msg.body_case = B10__CLIENT_MSG__BODY_REGISTER_MEM;
+    msg.register_mem = &reg;
+    rc = send_msg(&c, &msg, pass_fd);
+    if (rc != 0) {
+        conn_close(&c);
+        return fail(name, "%s: send: %s", what, strerror(-rc));
+    }
+    rc = get_reply(&c, name, &st, detail, sizeof(detail), NULL);
+    conn_close(&c);
+    if (rc < 0)
+        return 1;
+    if (rc > 0)
+        return pass(name, "%s: refused by dropping the connection", what);
+    if (st == B10_OK)
+        return fail(name, "%s: daemon accepted it", what);
+    return pass(name, "%s: refused: %s: %s", what, b10_status_name(st),
+                detail[0] ? detail : "(no detail)");
+}
+
+static int case_badreg(const char *name)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t size = 16 * (size_t)page;
+    int mfd = memfd_create("b10-rawclient", MFD_CLOEXEC), pfd[2] = { -1, -1 };
+    int bad = 0;
+    void *addr;
+
+    if (mfd < 0 || ftruncate(mfd, (off_t)size) != 0)
+        return fail(name, "memfd: %s", strerror(errno));
+    addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (addr == MAP_FAILED)
+        return fail(name, "mmap: %s", strerror(errno));
+    if (pipe2(pfd, O_CLOEXEC) != 0)
+        return fail(name, "pipe: %s", strerror(errno));
+
+    uint64_t a = (uint64_t)(uintptr_t)addr;
+    bad |= bad_register(name, "DRAM without a file descriptor", a, size, 0, -1);
+    bad |= bad_register(name, "DRAM backed by a pipe", a, size, 0, pfd[0]);
+    bad |= bad_register(name, "length 64x the memfd's size", a, size * 64, 0, mfd);
+    bad |= bad_register(name, "length one byte past the memfd's end", a, size + 1, 0, mfd);
+    bad |= bad_register(name, "fd offset past the memfd's end", a, (size_t)page, size * 2, mfd);
+    bad |= bad_register(name, "fd offset + length past the memfd's end", a, size, (size_t)page, mfd);
+    bad |= bad_register(name, "unaligned fd offset", a, (size_t)page, 3, mfd);
+    bad |= bad_register(name, "zero length", a, 0, 0, mfd);
+    bad |= bad_register(name, "address + length wrapping around", UINT64_MAX - 100, size, 0, mfd);
+
+    /* The control: the same memfd, registered properly, is accepted. */
+    {
+        B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+        B10__RegisterMem reg = B10__REGISTER_MEM__INIT;
+        struct conn c;
+        char detail[256];
+        b10_status_t st;
+        int rc;
+
+        if ((rc = conn_open(&c)) != 0)
+            return fail(name, "connect: %s", strerror(-rc));
+        if (hello(&c, name) == 0) {
+            reg.kind = B10__MEM_KIND__MEM_DRAM;
+            reg.addr = a;
+            reg.length = size;
+            msg.body_case = B10__CLIENT_MSG__BODY_REGISTER_MEM;
+            msg.register_mem = &reg;
+            send_msg(&c, &msg, mfd);
+            rc = get_reply(&c, name, &st, detail, sizeof(detail), NULL);
+            if (rc != 0 || st != B10_OK)
+                bad |= fail(name, "a valid registration of the same memfd was refused: %s: %s",
+                            rc ? "connection dropped" : b10_status_name(st), rc ? "" : detail);
+            else
+                pass(name, "a valid registration of the same memfd is accepted");
+        } else {
+            bad = 1;
+        }
+        conn_close(&c);
+    }
+    munmap(addr, size);
+    close(mfd);
+    close(pfd[0]);
+    close(pfd[1]);
+    return bad;
+}
+
+/* The same refusals through libb10's public API. */
+static int case_libreg(const char *name)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t size = 16 * (size_t)page;
+    b10_conn_params_t cp = { .field_mask = B10_CONN_FIELD_SOCKET_PATH, .socket_path = sock_path };
+    b10_conn_t *conn;
+    b10_mem_t *mem;
+    char agent[64];
+    int mfd = memfd_create("b10-rawclient", MFD_CLOEXEC), bad = 0;
+    void *addr;
+    b10_status_t st;
+
+    if (mfd < 0 || ftruncate(mfd, (off_t)size) != 0)
+        return fail(name, "memfd: %s", strerror(errno));
+    addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (addr == MAP_FAILED)
+        return fail(name, "mmap: %s", strerror(errno));
+    snprintf(agent, sizeof(agent), "raw-lib-%ld", (long)getpid());
+    cp.agent_name = agent;
+    st = b10_conn_open(&cp, &conn);
+    if (st != B10_OK)
+        return fail(name, "b10_conn_open: %s: %s", b10_status_name(st), b10_status_str(st));
+
+    struct { const char *what; int fd; size_t length; uint64_t off; } cases[] = {
+        { "a closed fd", 1000, size, 0 },
+        { "length 64x the memfd's size", mfd, size * 64, 0 },
+        { "fd offset + length past the memfd's end", mfd, size, (uint64_t)page },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        b10_mem_params_t mp = {
+            .field_mask = B10_MEM_FIELD_FD | B10_MEM_FIELD_FD_OFFSET,
+            .kind = B10_MEM_DRAM,
+            .addr = addr,
+            .length = cases[i].length,
+            .fd = cases[i].fd,
+            .fd_offset = cases[i].off,
+        };
+
+        st = b10_mem_register(conn, &mp, &mem);
+        if (st == B10_OK) {
+            bad |= fail(name, "libb10: %s: accepted", cases[i].what);
+            b10_mem_deregister(conn, mem);
+        } else {
+            pass(name, "libb10: %s: refused: %s: %s", cases[i].what, b10_status_name(st),
+                 b10_conn_detail(conn)[0] ? b10_conn_detail(conn) : "(no detail)");
+        }
+        if (b10_status_action(st) == B10_ACTION_REOPEN) {
+            b10_conn_close(conn);
+            st = b10_conn_open(&cp, &conn);
+            if (st != B10_OK) {
+                munmap(addr, size);
+                close(mfd);
+                return fail(name, "reopen: %s", b10_status_name(st));
+            }
+        }
+    }
+    b10_mem_params_t ok = {
+        .field_mask = B10_MEM_FIELD_FD | B10_MEM_FIELD_FD_OFFSET,
+        .kind = B10_MEM_DRAM, .addr = addr, .length = size, .fd = mfd, .fd_offset = 0,
+    };
+    st = b10_mem_register(conn, &ok, &mem);
+    if (st != B10_OK) {
+        bad |= fail(name, "libb10: a valid registration was refused: %s: %s", b10_status_name(st),
+                    b10_conn_detail(conn));
+    } else {
+        pass(name, "libb10: a valid registration of the same memfd is accepted");
+        st = b10_mem_deregister(conn, mem);
+        if (st != B10_OK)
+            bad |= fail(name, "libb10: deregister: %s", b10_status_name(st));
+    }
+    b10_conn_close(conn);
+    munmap(addr, size);
+    close(mfd);
+    return bad;
+}
+
+static int case_alive(const char *name)
+{
+    b10_conn_params_t cp = { .field_mask = B10_CONN_FIELD_SOCKET_PATH, .socket_path = sock_path };
+    b10_conn_t *conn;
+    const void *desc;
+    size_t len;
+    char agent[64];
+    void *mem;
+    b10_mem_t *reg;
+    b10_status_t st;
+
+    snprintf(agent, sizeof(agent), "raw-alive-%ld", (long)getpid());
+    cp.agent_name = agent;
+    st = b10_conn_open(&cp, &conn);
+    if (st != B10_OK)
+        return fail(name, "b10_conn_open: %s: %s", b10_status_name(st), b10_status_str(st));
+    st = b10_agent_desc(conn, &desc, &len);
+    if (st != B10_OK) {
+        b10_conn_close(conn);
+        return fail(name, "b10_agent_desc: %s", b10_status_name(st));
+    }
+    st = b10_dram_alloc(1 << 20, &mem);
+    if (st != B10_OK) {
+        b10_conn_close(conn);
+        return fail(name, "b10_dram_alloc: %s", b10_status_name(st));
+    }
+    b10_mem_params_t mp = { .kind = B10_MEM_DRAM, .addr = mem, .length = 1 << 20 };
+    st = b10_mem_register(conn, &mp, &reg);
+    if (st == B10_OK)
+        st = b10_mem_deregister(conn, reg);
+    b10_dram_free(mem);
+    b10_conn_close(conn);
+    if (st != B10_OK)
+        return fail(name, "register/deregister 1 MiB: %s: %s", b10_status_name(st), b10_status_str(st));
+    return pass(name, "a fresh client connects, gets a %zu-byte descriptor, registers 1 MiB", len);
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(const char *name);
+} cases[] = {
+    { "oversize-prehello", case_oversize_prehello },
+    { "oversize", case_oversize },
+    { "junk", case_junk },
+    { "truncated", case_truncated },
+    { "nohello", case_nohello },
+    { "badreg", case_badreg },
+    { "libreg", case_libreg },
+    { "alive", case_alive },
+};
+
+int main(int argc, char **argv)
+{
+    int opt, bad = 0;
+
+    signal(SIGPIPE, SIG_IGN);
+    while ((opt = getopt(argc, argv, "t:")) != -1) {
+        if (opt == 't' && atoi(optarg) > 0) {
+            timeout_ms = atoi(optarg);
+        } else {
+            fprintf(stderr, "usage: %s [-t TIMEOUT_MS] SOCKET CASE...\n", argv[0]);
+            return 2;
+        }
+    }
+    if (argc - optind < 2) {
+        fprintf(stderr, "usage: %s [-t TIMEOUT_MS] SOCKET CASE...\ncases: all", argv[0]);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+            fprintf(stderr, " %s", cases[i].name);
+        fputc('\n', stderr);
+        return 2;
+    }
+    sock_path = argv[optind];
+    for (int a = optind + 1; a < argc; a++) {
+        bool all = strcmp(argv[a], "all") == 0, found = false;
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            if (all || strcmp(argv[a], cases[i].name) == 0) {
+                found = true;
+                bad |= cases[i].fn(cases[i].name) != 0;
+                /* Every case must leave the daemon serving. */
+                if (strcmp(cases[i].name, "alive") != 0)
+                    bad |= case_alive("alive") != 0;
+            }
+        }
+        if (!found) {
+            fprintf(stderr, "unknown case %s\n", argv[a]);
+            return 2;
+        }
+    }
+    return bad ? 1 : 0;
+}
