@@ -279,7 +279,7 @@ main(int argc, char **argv)
     printf("|---|---|---:|---:|---:|---:|---:|\n");
     for (int si = 0; si < 3; si++) {
         size_t n = make_pieces(spans[si], 0);
-        int r = si == 0 ? 2 : reps;
+        int r = si == 0 ? 3 : reps;   /* 4 KiB per-span copies take ~0.5 s each */
         for (int e = 0; e < 2; e++) {
             gpu_copy_engine_t eng = e ? GPU_COPY_BATCH : GPU_COPY_MEMCPY;
             cg[si][e] = run(GPU_COPY_GATHER, eng, 32, 512, n, r);
@@ -354,6 +354,8 @@ main(int argc, char **argv)
                "(target ≥ 10): %s\n", rg, rs, ok ? "met" : "MISSED");
     }
     printf("\n%s\n", ok_targets ? "All targets met." : "Some targets missed.");
+    printf("\nThe kernel is bounded by what SMs can move over PCIe, not by the copier: see "
+           "cuda/README.md (measured SM-initiated ceiling about 0.95 × D2H and 0.93 × H2D).\n");
 
     gpu_copy_host_free(staging);
     cudaFree(dev_pool);

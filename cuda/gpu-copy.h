@@ -97,10 +97,10 @@ typedef struct gpu_copy_params {
                                is at least this long; default GPU_COPY_CE_MIN_PIECE */
 } gpu_copy_params_t;
 
-/* Measured on the H200 (cuda/BENCH.md): from 2 MiB pieces up the copy engines
- * match the kernel (and beat it by 3-6% beyond), leaving the SMs to the model;
- * below, they lose (at 4 KiB by 10-25×). */
-#define GPU_COPY_CE_MIN_PIECE (2u << 20)
+/* Measured on the H200 (cuda/BENCH.md): from 1 MiB pieces up cudaMemcpyBatchAsync
+ * matches the kernel (within 2%, and beats it by 3-5% beyond 2 MiB) while leaving
+ * the SMs to the model; below, it loses (by 10-25× at 4 KiB). */
+#define GPU_COPY_CE_MIN_PIECE (1u << 20)
 
 typedef struct gpu_copier gpu_copier_t;
 typedef struct gpu_copy_op gpu_copy_op_t;

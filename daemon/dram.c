@@ -32,17 +32,17 @@ static b10_status_t dram_open(struct region *r, const struct mem_request *req, c
         snprintf(detail, detail_len, "the descriptor of a DRAM region must be a memfd");
         return B10_ERR_INVALID_ARG;
     }
-    int seals = fcntl(req->fd, F_GET_SEALS);
-    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-        snprintf(detail, detail_len, "the memfd of a DRAM region must be sealed with "
-                 "F_SEAL_SHRINK (b10_dram_alloc does this)");
-        return B10_ERR_INVALID_ARG;
-    }
     uint64_t end = req->fd_offset + req->length;
     if (end < req->fd_offset || end > (uint64_t)st.st_size) {
         snprintf(detail, detail_len, "region of %" PRIu64 " bytes at file offset %" PRIu64
                  " runs past the memfd's %" PRIu64 " bytes", req->length, req->fd_offset,
                  (uint64_t)st.st_size);
+        return B10_ERR_INVALID_ARG;
+    }
+    int seals = fcntl(req->fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        snprintf(detail, detail_len, "the memfd of a DRAM region must be sealed with "
+                 "F_SEAL_SHRINK (b10_dram_alloc does this)");
         return B10_ERR_INVALID_ARG;
     }
     uint64_t lead = req->fd_offset % (uint64_t)page;

@@ -290,11 +290,23 @@ int ipc_create(struct b10d *d, const char *path, struct ipc **ipc_p)
     ipc->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (ipc->fd < 0)
         goto err;
-    /* A socket left by an earlier run goes; anything else at the path is not ours to remove. */
+    /*
+     * A socket left by an earlier run goes. One that answers belongs to a
+     * daemon still running, and anything else at the path is not ours.
+     */
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
             log_err("%s exists and is not a socket", path);
             errno = EEXIST;
+            goto err;
+        }
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        bool live = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+        if (probe >= 0)
+            close(probe);
+        if (live) {
+            log_err("%s is in use by a running daemon", path);
+            errno = EADDRINUSE;
             goto err;
         }
         unlink(path);

@@ -1,0 +1,75 @@
+#!/bin/sh
+# Run every test of b10d against one or more build folders, e.g.
+#   sh scripts/check.sh build build/san
+# Unit tests (cmocka), GPU tests (skip without a GPU), integration and fault
+# tests with real daemons. One line per test, then "check: N passed, N failed, N skipped";
+# exits non-zero if anything failed.
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 2
+log=$(mktemp -d /tmp/b10-check.XXXXXX)
+trap 'rm -rf "$log"' EXIT INT TERM
+passed=0 failed=0 skipped=0 failures=""
+
+record() {  # record STATUS NAME [WHY]
+    case $1 in
+    PASS) passed=$((passed + 1)) ;;
+    SKIP) skipped=$((skipped + 1)) ;;
+    *)    failed=$((failed + 1)); failures="$failures $2" ;;
+    esac
+    printf '%s %s%s\n' "$1" "$2" "${3:+ ($3)}"
+}
+
+# Sanitizer settings for the ASan+UBSan build: leaks are errors, UB halts,
+# and UCX's malloc hooks stay out of ASan's way.
+san_env() {
+    case $1 in
+    *san*)
+        ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_odr_violation=0:log_path=stderr${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+        LSAN_OPTIONS="suppressions=$top/tests/lsan.supp:print_suppressions=0"
+        UCX_MEM_MALLOC_HOOKS=no
+        UCX_MEM_EVENTS=no
+        export ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS UCX_MEM_MALLOC_HOOKS UCX_MEM_EVENTS
+        ;;
+    esac
+}
+
+for build in "$@"; do
+    [ -d "$build" ] || { record FAIL "$build" "no such build folder"; continue; }
+    tag=$(basename "$build")
+    (
+        san_env "$build"
+        for t in "$build"/tests/test-*; do
+            [ -x "$t" ] || continue
+            name="$tag/$(basename "$t")"
+            out="$log/$(echo "$name" | tr / _).log"
+            UCX_NET_DEVICES=lo timeout 600 "$t" >"$out" 2>&1
+            rc=$?
+            if grep -q '^SKIP' "$out"; then
+                echo "SKIP $name ($(grep -m1 '^SKIP' "$out" | cut -c6-))"
+            elif [ $rc -eq 0 ]; then
+                echo "PASS $name"
+            else
+                echo "FAIL $name (exit $rc)"
+                tail -n 40 "$out" | sed 's/^/    /' >&2
+            fi
+        done
+        sh tests/integ/run.sh "$build" 2>"$log/integ-$tag.err" | sed -n "s/^\(PASS\|FAIL\|SKIP\) \([A-Za-z0-9_.-]*\)\( (.*)\)\{0,1\}\$/\1 $tag\/integ\/\2\3/p"
+        tail -n 200 "$log/integ-$tag.err" >&2
+    ) >"$log/lines-$tag" || true
+    while IFS= read -r line; do
+        status=${line%% *}
+        rest=${line#* }
+        name=${rest%% (*}
+        why=""
+        case $rest in *" ("*) why=${rest#* (}; why=${why%)} ;; esac
+        record "$status" "$name" "$why"
+    done <"$log/lines-$tag"
+done
+
+echo
+[ -n "$failures" ] && echo "failed:$failures"
+echo "check: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
