@@ -47,7 +47,8 @@ static b10_status_t dram_open(struct region *r, const struct mem_request *req, c
     }
     uint64_t lead = req->fd_offset % (uint64_t)page;
     size_t map_length = (size_t)(req->length + lead);
-    void *map = mmap(NULL, map_length, PROT_READ | PROT_WRITE, MAP_SHARED, req->fd,
+    /* Populated now, at registration, so that no transfer pays the page faults. */
+    void *map = mmap(NULL, map_length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, req->fd,
                      (off_t)(req->fd_offset - lead));
     if (map == MAP_FAILED) {
         int err = errno;

@@ -36,6 +36,7 @@ struct ipc_conn {
     size_t queued;
     int events;
     bool closing;
+    bool doomed;                /* to be dropped by the reaper, outside any of its callbacks */
     struct session *session;
 };
 
@@ -44,6 +45,7 @@ struct ipc {
     int fd;
     char path[108];
     uv_poll_t poll;
+    uv_idle_t reaper;           /* drops doomed connections on the next loop turn */
     struct list conns;
 };
 
@@ -111,6 +113,19 @@ static int ipc_conn_flush(struct ipc_conn *c)
     return 0;
 }
 
+static void ipc_on_reap(uv_idle_t *handle)
+{
+    struct ipc *ipc = handle->data;
+    struct list *pos, *tmp;
+
+    uv_idle_stop(handle);
+    list_for_each_safe(pos, tmp, &ipc->conns) {
+        struct ipc_conn *c = list_entry(pos, struct ipc_conn, node);
+        if (c->doomed)
+            ipc_conn_close(c);
+    }
+}
+
 int ipc_conn_take_fd(struct ipc_conn *c)
 {
     if (c->nfds == 0)
@@ -125,18 +140,28 @@ int ipc_send(struct ipc_conn *c, uint8_t *frame, size_t length)
 {
     struct ipc_out *o;
 
-    if (c->closing || c->queued + length > IPC_MAX_QUEUED || (o = calloc(1, sizeof(*o))) == NULL) {
-        if (!c->closing)
-            log_warning("client %s is not reading its replies; dropping it",
-                        c->session ? c->session->agent : "?");
-        free(frame);
-        return -1;
+    if (c->closing || c->doomed)
+        goto drop;
+    if (c->queued + length > IPC_MAX_QUEUED || (o = calloc(1, sizeof(*o))) == NULL) {
+        /*
+         * A client that reads nothing cannot hold daemon memory hostage. The
+         * caller may be deep in this client's session: drop it on the next
+         * loop turn, not now.
+         */
+        log_warning("client %s is not reading what the daemon sends; dropping it",
+                    c->session && c->session->hello_done ? c->session->agent : "?");
+        c->doomed = true;
+        uv_idle_start(&c->ipc->reaper, ipc_on_reap);
+        goto drop;
     }
     o->buf = frame;
     o->length = length;
     list_insert_tail(&c->out, &o->node);
     c->queued += length;
     return ipc_conn_flush(c);
+drop:
+    free(frame);
+    return -1;
 }
 
 /* Keep the descriptors that came with a message, bounded. */
@@ -210,7 +235,7 @@ static int ipc_conn_read(struct ipc_conn *c)
             uint8_t *frame = frame_reader_take(&c->reader, &length);
             int rc = session_on_frame(c->session, frame, length);
             free(frame);
-            if (rc != 0 || c->closing)
+            if (rc != 0 || c->closing || c->doomed)
                 return -1;
         }
     }
@@ -324,7 +349,8 @@ int ipc_create(struct b10d *d, const char *path, struct ipc **ipc_p)
         goto err;
     }
     uv_poll_init(d->loop, &ipc->poll, ipc->fd);
-    ipc->poll.data = ipc;
+    uv_idle_init(d->loop, &ipc->reaper);
+    ipc->poll.data = ipc->reaper.data = ipc;
     uv_poll_start(&ipc->poll, UV_READABLE, ipc_on_accept);
     *ipc_p = ipc;
     return 0;
@@ -353,5 +379,6 @@ void ipc_destroy(struct ipc *ipc)
     list_for_each_safe(pos, tmp, &ipc->conns)
         ipc_conn_close(list_entry(pos, struct ipc_conn, node));
     unlink(ipc->path);
+    uv_close((uv_handle_t *)&ipc->reaper, NULL);
     uv_close((uv_handle_t *)&ipc->poll, ipc_on_closed);
 }
