@@ -112,11 +112,14 @@ sed 's/^/  /' "$RUN/decode.log"
 [ "$drc" = 0 ] || fail "the decode rank exited $drc: the bytes did not verify"
 
 echo "demo: UCX transports (from the daemon logs):"
-if grep -h -i transport "$RUN/prefill-node.log" "$RUN/decode-node.log" | sed 's/^/  /' | grep .; then
-    :
-else
-    echo "  (no daemon logged a transport line)"
-fi
+found=0
+for d in prefill-node decode-node; do
+    lines=$(grep -i transport "$RUN/$d.log" | sed 's/^<[0-9]>//')
+    [ -n "$lines" ] || continue
+    found=1
+    printf '%s\n' "$lines" | sed "s/^/  $d: /"
+done
+[ "$found" = 1 ] || echo "  (no daemon logged a transport line)"
 rate=$(sed -n 's/.* s: \([0-9.]* GB\/s\).*/\1/p' "$RUN/prefill.log" | tail -n 1)
 echo "demo: OK: 240 MiB of KV landed and verified byte for byte, ${rate:-?}"
 exit 0

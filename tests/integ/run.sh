@@ -378,6 +378,12 @@ cleanup_one() {
             alive "$_p" && kill -KILL "$_p" 2>/dev/null
         done
     fi
+    # Two correct daemons never see a protocol violation from each other.
+    for _f in "$D"/A.log "$D"/B.log; do
+        [ -f "$_f" ] || continue
+        _v=$(grep -m1 'B10_ERR_PEER_PROTOCOL' "$_f" | sed 's/^<[0-9]>//')
+        [ -n "$_v" ] && reason "protocol violation between our own daemons: $_v"
+    done
     # Sanitizer reports anywhere fail the scenario.
     _san=$(grep -l -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D"/*.log 2>/dev/null | head -n 1)
     [ -n "$_san" ] && reason "sanitizer report in $(basename "$_san")"

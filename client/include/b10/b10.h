@@ -115,12 +115,15 @@ typedef struct {
     /*
      * Name of this rank as remote ranks will address it; unique on the node
      * (the daemon refuses a second connection with a name in use).
-     * Required; at most 255 bytes of printable ASCII.
+     * Required; 1..255 bytes of printable ASCII without spaces.
      */
     const char *agent_name;
     /* Default: $B10_SOCKET, else /run/b10d/b10d.sock. */
     const char *socket_path;
-    /* Called with a level (B10_LOG_*) and a line without newline. */
+    /*
+     * Called with a level (B10_LOG_*) and a line without newline, under the
+     * connection's lock: it must not call back into the same connection.
+     */
     void (*log_cb)(void *arg, int level, const char *line);
     void *log_arg;
     /* How long a request to the daemon may take. Default 30000 ms. */
@@ -173,8 +176,10 @@ typedef struct {
     size_t length;        /* required: bytes, > 0 */
     /*
      * DRAM: the descriptor whose shared mapping holds [addr, addr+length),
-     * and the file offset that corresponds to addr. Without FD, the region
-     * must come from b10_dram_alloc(), which remembers both.
+     * and the file offset that corresponds to addr. The daemon maps it too,
+     * so it must be a memfd sealed with F_SEAL_SHRINK (a file that shrank
+     * under the daemon would fault its copies). Without FD, the region must
+     * come from b10_dram_alloc(), which remembers both and seals its memfds.
      */
     int fd;
     uint64_t fd_offset;
