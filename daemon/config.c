@@ -41,6 +41,7 @@ void config_defaults(struct config *cfg)
     cfg->max_agents = 4096;
     cfg->max_xfers = 1024;
     cfg->max_spans = 1u << 20;
+    cfg->max_xfer_bytes = 256 * GiB;
     cfg->max_frame = FRAME_MAX_DEFAULT;
     cfg->max_peers = 1024;
     cfg->max_control_bytes = 64 * MiB;
@@ -98,6 +99,7 @@ static void config_usage(FILE *out)
 "      --max-agents N         remote agents per client (default 4096, at most 1048576)\n"
 "      --max-xfers N          transfers in flight per client (default 1024, at most 65536)\n"
 "      --max-spans N          spans in one request (default 1048576, at most 16777216)\n"
+"      --max-xfer-bytes SIZE  bytes in one request (default 256G, at most 16T)\n"
 "      --max-frame SIZE       largest client message (default 64M, at most 1G)\n"
 "      --max-peers N          remote daemons (default 1024, at most 65536)\n"
 "      --max-control-bytes SIZE  largest peer CONTROL message (default 64M, at most 1G)\n"
@@ -112,7 +114,7 @@ enum {
     OPT_NAME = 256, OPT_LOG_LEVEL, OPT_STAGING, OPT_VIEW, OPT_IN_FLIGHT, OPT_DEADLINE,
     OPT_MAX_DEADLINE, OPT_CONNECT_TIMEOUT, OPT_TTL, OPT_BUDGET, OPT_ERR_MODE, OPT_MAX_CLIENTS,
     OPT_MAX_REGIONS, OPT_MAX_AGENTS, OPT_MAX_XFERS, OPT_MAX_SPANS, OPT_MAX_FRAME, OPT_MAX_PEERS,
-    OPT_MAX_CONTROL, OPT_CHECK, OPT_VERSION,
+    OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_CHECK, OPT_VERSION,
 };
 
 /* A numeric option with its bounds: one table, so that help, parsing and checks agree. */
@@ -142,6 +144,7 @@ static const struct config_num config_nums[] = {
     NUM(OPT_MAX_AGENTS, "max-agents", false, 1, 1u << 20, max_agents),
     NUM(OPT_MAX_XFERS, "max-xfers", false, 1, 65536, max_xfers),
     NUM(OPT_MAX_SPANS, "max-spans", false, 1, 1u << 24, max_spans),
+    NUM(OPT_MAX_XFER_BYTES, "max-xfer-bytes", true, MiB, 16384 * GiB, max_xfer_bytes),
     NUM(OPT_MAX_FRAME, "max-frame", true, 64 * KiB, FRAME_MAX_LIMIT, max_frame),
     NUM(OPT_MAX_PEERS, "max-peers", false, 1, 65536, max_peers),
     NUM(OPT_MAX_CONTROL, "max-control-bytes", true, 4 * KiB, GiB, max_control_bytes),
@@ -216,6 +219,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "max-agents", required_argument, NULL, OPT_MAX_AGENTS },
         { "max-xfers", required_argument, NULL, OPT_MAX_XFERS },
         { "max-spans", required_argument, NULL, OPT_MAX_SPANS },
+        { "max-xfer-bytes", required_argument, NULL, OPT_MAX_XFER_BYTES },
         { "max-frame", required_argument, NULL, OPT_MAX_FRAME },
         { "max-peers", required_argument, NULL, OPT_MAX_PEERS },
         { "max-control-bytes", required_argument, NULL, OPT_MAX_CONTROL },

@@ -33,6 +33,7 @@ struct config {
     uint32_t max_agents;            /* remote agents per client */
     uint32_t max_xfers;             /* transfers in flight per client */
     uint32_t max_spans;             /* spans in one request */
+    uint64_t max_xfer_bytes;        /* bytes in one request */
     uint32_t max_frame;             /* client frame payload, bytes */
     uint32_t max_peers;
     uint64_t max_control_bytes;     /* a peer CONTROL message, bytes */

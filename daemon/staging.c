@@ -156,6 +156,8 @@ void staging_quarantine(struct staging *s, struct view *v)
     staging_release_use(s, v);
     v->use = VIEW_QUARANTINED;
     s->quarantined++;
+    /* A receive view leaving frees room under the receive cap. */
+    staging_wake(s);
 }
 
 void staging_drop(struct staging *s, struct view *v)

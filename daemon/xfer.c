@@ -10,6 +10,7 @@
 
 #include "b10.pb-c.h"
 #include "copy.h"
+#include "frame.h"
 #include "peer.h"
 #include "peer.pb-c.h"
 #include "plan.h"
@@ -668,13 +669,31 @@ b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct x
         snprintf(detail, detail_len, "remote agent '%.200s' is not loaded", req->remote_agent);
         return B10_ERR_UNKNOWN_AGENT;
     }
+    /*
+     * Sources against the registrations and the total against its limit
+     * before planning: the plan's size follows the lengths, which are only
+     * the client's claim until checked.
+     */
+    uint64_t total = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t addr = frame_get_u64(req->local_spans.data + i * SPAN_BYTES);
+        uint64_t len = frame_get_u64(req->local_spans.data + i * SPAN_BYTES + 8);
+        if (total + len < total || total + len > d->cfg.max_xfer_bytes) {
+            snprintf(detail, detail_len, "the request exceeds --max-xfer-bytes %" PRIu64,
+                     d->cfg.max_xfer_bytes);
+            return B10_ERR_TOO_LARGE;
+        }
+        total += len;
+        if (len != 0 && mem_table_walk(&s->mem, addr, len, xfer_check_emit, NULL) != B10_OK) {
+            snprintf(detail, detail_len, "local span %zu (0x%" PRIx64 "+%" PRIu64 ") lies outside "
+                     "this rank's registered memory", i, addr, len);
+            return B10_ERR_NOT_REGISTERED;
+        }
+    }
     status = plan_build(req->local_spans.data, req->remote_spans.data, count,
                         staging_view_bytes(d->staging), &plan, detail, detail_len);
     if (status != B10_OK)
         return status;
-    status = xfer_check_plan(plan, &s->mem, true, detail, detail_len);
-    if (status != B10_OK)
-        goto err;
 
     uint32_t budget = req->deadline_ms != 0 ? req->deadline_ms : d->cfg.deadline_ms;
     if (budget > d->cfg.max_deadline_ms)

@@ -499,16 +499,11 @@ static void test_drop_refills_pool(void **state)
 /*
  * Quarantining a receive view frees a receive slot; a receiver that waits on
  * the cap while views sit free should hear of it (staging.h: "wake() runs once
- * one may be free"). Known to fail: staging_quarantine() does not wake the
- * waiters, so the receiver waits until some other view is put back or the
- * quarantine expires (120 s by default). Run with B10_TEST_KNOWN_BUGS=1.
+ * one may be free"); without it a receiver would wait until some other view
+ * is put back or the quarantine expires (120 s by default).
  */
 static void test_quarantine_wakes_receive_waiter(void **state)
 {
-    if (getenv("B10_TEST_KNOWN_BUGS") == NULL) {
-        print_message("known bug, skipped: staging_quarantine() does not wake waiters\n");
-        skip();
-    }
     struct staging *s = pool(4);   /* receive cap 2 */
     struct view *r[2];
     struct test_waiter t;
