@@ -763,6 +763,81 @@ static int case_alive(const char *name)
     return pass(name, "a fresh client connects, gets a %zu-byte descriptor, registers 1 MiB", len);
 }
 
+
+/*
+ * A request's lengths are only the client's claim until checked: one span
+ * claiming 2^54 bytes must be refused at once (--max-xfer-bytes), not
+ * planned into billions of chunks on the loop thread; a span outside the
+ * registrations is refused by name.
+ */
+static int case_hugespan(const char *name)
+{
+    struct conn c;
+    B10__Hello h = B10__HELLO__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    B10__DaemonMsg *m = NULL;
+    char agent[64], detail[256];
+    b10_status_t st;
+    int rc = 1;
+
+    if (conn_open(&c) != 0)
+        return fail(name, "connect");
+    snprintf(agent, sizeof(agent), "raw-%ld-%d", (long)getpid(), ++name_seq);
+    h.version = RAW_PROTO_VERSION;
+    h.agent_name = agent;
+    msg.body_case = B10__CLIENT_MSG__BODY_HELLO;
+    msg.hello = &h;
+    if (send_msg(&c, &msg, -1) != 0 || get_reply(&c, name, &st, detail, sizeof(detail), &m) != 0 ||
+        st != B10_OK || m->reply->body_case != B10__REPLY__BODY_HELLO) {
+        fail(name, "hello");
+        goto out;
+    }
+    /* The daemon's own descriptor for us serves as a loaded remote agent. */
+    B10__LoadAgent load = B10__LOAD_AGENT__INIT;
+    load.name = agent;
+    load.desc = m->reply->hello->agent_desc;
+    msg = (B10__ClientMsg)B10__CLIENT_MSG__INIT;
+    msg.body_case = B10__CLIENT_MSG__BODY_LOAD_AGENT;
+    msg.load_agent = &load;
+    if (send_msg(&c, &msg, -1) != 0 || get_reply(&c, name, &st, detail, sizeof(detail), NULL) != 0 ||
+        st != B10_OK) {
+        fail(name, "load agent: %s %s", b10_status_name(st), detail);
+        goto out;
+    }
+    static const struct {
+        uint64_t len;
+        b10_status_t want;
+    } tries[] = { { UINT64_C(1) << 54, B10_ERR_TOO_LARGE }, { UINT64_C(1) << 20, B10_ERR_NOT_REGISTERED } };
+    for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
+        uint8_t span[16];
+        frame_put_u64(span, 0x100000);
+        frame_put_u64(span + 8, tries[i].len);
+        B10__SubmitXfer sub = B10__SUBMIT_XFER__INIT;
+        sub.op = B10__OP__OP_WRITE;
+        sub.remote_agent = agent;
+        sub.local_spans = (ProtobufCBinaryData){ sizeof(span), span };
+        sub.remote_spans = (ProtobufCBinaryData){ sizeof(span), span };
+        msg = (B10__ClientMsg)B10__CLIENT_MSG__INIT;
+        msg.body_case = B10__CLIENT_MSG__BODY_SUBMIT;
+        msg.submit = &sub;
+        if (send_msg(&c, &msg, -1) != 0 || get_reply(&c, name, &st, detail, sizeof(detail), NULL) != 0) {
+            fail(name, "no reply to a submit of %llu bytes", (unsigned long long)tries[i].len);
+            goto out;
+        }
+        if (st != tries[i].want || detail[0] == '\0') {
+            fail(name, "a submit of %llu bytes got %s (%s), expected %s", (unsigned long long)tries[i].len,
+                 b10_status_name(st), detail, b10_status_name(tries[i].want));
+            goto out;
+        }
+    }
+    rc = pass(name, "a 2^54-byte claim and an unregistered span were refused at once, with reasons");
+out:
+    if (m != NULL)
+        b10__daemon_msg__free_unpacked(m, NULL);
+    conn_close(&c);
+    return rc;
+}
+
 static const struct {
     const char *name;
     int (*fn)(const char *name);
@@ -774,6 +849,7 @@ static const struct {
     { "nohello", case_nohello },
     { "badreg", case_badreg },
     { "libreg", case_libreg },
+    { "hugespan", case_hugespan },
     { "alive", case_alive },
 };
 
