@@ -85,7 +85,8 @@ GPU_BIN :=
 
 ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(GPU_BIN)
 
-.SECONDARY: $(GEN_SRCS) $(GEN_HDRS)
+# Keep intermediate objects and generated code: otherwise make deletes and rebuilds them every run.
+.SECONDARY:
 .PHONY: all deps deps-test demo check check-run check-san install uninstall clean help
 all: $(ALL)
 

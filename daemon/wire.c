@@ -538,28 +538,12 @@ int wire_send(struct wire_ep *wep, uint64_t tag, const void *buf, size_t length,
     return wire_send_full(wep, tag, buf, length, memh, cb, arg, NULL, op_p);
 }
 
-int wire_send_copy(struct wire_ep *wep, uint64_t tag, const void *buf, size_t length,
-                   wire_done_cb *cb, void *arg)
+int wire_send_owned(struct wire_ep *wep, uint64_t tag, void *buf, size_t length)
 {
-    void *copy = malloc(length ? length : 1);
-    if (copy == NULL)
-        return -ENOMEM;
-    memcpy(copy, buf, length);
-    return wire_send_owned_cb(wep, tag, copy, length, cb, arg);
-}
-
-int wire_send_owned_cb(struct wire_ep *wep, uint64_t tag, void *buf, size_t length,
-                       wire_done_cb *cb, void *arg)
-{
-    int rc = wire_send_full(wep, tag, buf, length, NULL, cb, arg, buf, NULL);
+    int rc = wire_send_full(wep, tag, buf, length, NULL, NULL, NULL, buf, NULL);
     if (rc != 0)
         free(buf);
     return rc;
-}
-
-int wire_send_owned(struct wire_ep *wep, uint64_t tag, void *buf, size_t length)
-{
-    return wire_send_owned_cb(wep, tag, buf, length, NULL, NULL);
 }
 
 int wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *memh,

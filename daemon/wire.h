@@ -61,13 +61,8 @@ void wire_mem_unmap(struct wire *wire, void *memh);
 /* memh may be NULL. The buffer must stay untouched until the callback ran. */
 int wire_send(struct wire_ep *ep, uint64_t tag, const void *buf, size_t length, void *memh,
               wire_done_cb *cb, void *arg, struct wire_op **op_p);
-/* Send a copy of buf; the copy is freed on completion. cb may be NULL. */
-int wire_send_copy(struct wire_ep *ep, uint64_t tag, const void *buf, size_t length,
-                   wire_done_cb *cb, void *arg);
 /* Send buf and free() it on completion: the caller hands it over. */
 int wire_send_owned(struct wire_ep *ep, uint64_t tag, void *buf, size_t length);
-int wire_send_owned_cb(struct wire_ep *ep, uint64_t tag, void *buf, size_t length,
-                       wire_done_cb *cb, void *arg);
 /* Receive the message with exactly this tag. */
 int wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *memh,
               wire_done_cb *cb, void *arg, struct wire_op **op_p);

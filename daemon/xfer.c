@@ -608,17 +608,16 @@ static b10_status_t xfer_check_emit(void *arg, struct region *r, uint64_t offset
     return B10_OK;
 }
 
-/* Check that every byte of side (src or dst) of the plan lies in the table's regions. */
-static b10_status_t xfer_check_plan(const struct plan *plan, const struct mem_table *mem, bool src,
-                                    char *detail, size_t detail_len)
+/* R: every destination byte of the plan must lie in the target rank's regions. */
+static b10_status_t xfer_check_dst(const struct plan *plan, const struct mem_table *mem,
+                                   char *detail, size_t detail_len)
 {
     for (uint32_t i = 0; i < plan->npieces; i++) {
         const struct plan_piece *p = &plan->pieces[i];
-        uint64_t addr = src ? p->src : p->dst;
-        if (mem_table_walk(mem, addr, p->len, xfer_check_emit, NULL) != B10_OK) {
-            snprintf(detail, detail_len, "span 0x%" PRIx64 "+%" PRIu64 " lies outside the %s "
-                     "rank's registered memory", addr, p->len, src ? "local" : "destination");
-            return src ? B10_ERR_NOT_REGISTERED : B10_ERR_REMOTE_REJECTED;
+        if (mem_table_walk(mem, p->dst, p->len, xfer_check_emit, NULL) != B10_OK) {
+            snprintf(detail, detail_len, "span 0x%" PRIx64 "+%" PRIu64 " lies outside the "
+                     "destination rank's registered memory", p->dst, p->len);
+            return B10_ERR_REMOTE_REJECTED;
         }
     }
     return B10_OK;
@@ -894,7 +893,7 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
         return;
     }
     /* Every destination byte inside the target's registrations, or nothing is posted. */
-    status = xfer_check_plan(plan, &target->mem, false, detail, sizeof(detail));
+    status = xfer_check_dst(plan, &target->mem, detail, sizeof(detail));
     if (status != B10_OK) {
         plan_free(plan);
         xfer_refuse(peer, control, status, detail);
