@@ -3,7 +3,8 @@
 #   make            build everything into build/ (SAN=1: into build/san with ASan+UBSan)
 #   make demo       two daemons move one request's KV between two ranks
 #   make check      unit, integration and fault tests, then again under ASan+UBSan
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (binaries, library, header, pkg-config,
+#                   man pages, systemd units, sysusers.d, /etc/default/b10d)
 #   V=1             show the commands
 
 PREFIX  ?= /usr/local
@@ -12,6 +13,10 @@ BINDIR  ?= $(PREFIX)/bin
 SBINDIR ?= $(PREFIX)/sbin
 LIBDIR  ?= $(PREFIX)/lib
 INCDIR  ?= $(PREFIX)/include
+MANDIR  ?= $(PREFIX)/share/man
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+SYSCONFDIR  ?= /etc
 
 CC      ?= cc
 PKGS    := ucx libuv libprotobuf-c libsystemd
@@ -53,11 +58,12 @@ GEN_HDRS    := $(GEN_SRCS:.c=.h)
 GEN_OBJS    := $(patsubst %.c,%.o,$(GEN_SRCS))
 COMMON_SRCS := proto/frame.c client/status.c
 DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
-LIB_SRCS    := client/libb10.c
+LIB_SRCS    := client/libb10.c client/vram.c
 CTL_SRCS    := $(wildcard client/b10ctl.c)
 EXAMPLES    := $(wildcard client/examples/*.c)
 UNIT_SRCS   := $(wildcard tests/unit/test-*.c)
 INTEG_SRCS  := $(wildcard tests/integ/*.c)
+FAULT_SRCS  := $(wildcard tests/fault/*.c)
 FUZZ_SRCS   := $(wildcard tests/fuzz/fuzz-*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -74,6 +80,7 @@ B10CTL      := $(if $(CTL_SRCS),$(BUILD)/bin/b10ctl)
 EXAMPLE_BIN := $(patsubst client/examples/%.c,$(BUILD)/bin/%,$(EXAMPLES))
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 INTEG_BIN   := $(patsubst tests/integ/%.c,$(BUILD)/tests/%,$(INTEG_SRCS))
+FAULT_BIN   := $(patsubst tests/fault/%.c,$(BUILD)/tests/%,$(FAULT_SRCS))
 
 # The CUDA backend and kernels: cuda/cuda.mk sets CUDA_OBJS, CUDA_LIBS,
 # CUDA_CFLAGS and GPU test binaries when nvcc is found, and says so when not.
@@ -83,7 +90,7 @@ CUDA_CFLAGS :=
 GPU_BIN :=
 -include cuda/cuda.mk
 
-ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(GPU_BIN)
+ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAULT_BIN) $(GPU_BIN)
 
 # Keep intermediate objects and generated code: otherwise make deletes and rebuilds them every run.
 .SECONDARY:
@@ -107,7 +114,7 @@ $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto
 	$(Q)protoc-c --c_out=$(GEN) -Iproto $<
 
 # Generated code is not ours: compiled without -Werror.
-$(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c
+$(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c | $(GEN_HDRS)
 	$(call say,CC,$<)
 	$(Q)$(CC) $(BASEFLAGS) -c -o $@ $<
 
@@ -130,7 +137,7 @@ $(LIB_SO): $(call obj,$(LIB_SRCS)) $(COMMON_OBJS) client/libb10.sym
 	$(call say,LD,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=client/libb10.sym \
-		-o $@ $(filter %.o,$^) $(LDFLAGS_ALL) -lprotobuf-c
+		-o $@ $(filter %.o,$^) $(LDFLAGS_ALL) -lprotobuf-c -ldl -lpthread
 	$(Q)ln -sf $(SONAME) $(BUILD)/lib/libb10.so
 
 LINK_LIBB10 = -L$(BUILD)/lib -lb10 -Wl,-rpath,'$$ORIGIN/../lib'
@@ -156,6 +163,12 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $< $(DAEMON_LIB) $(LDFLAGS_ALL) $(LINK_LIBB10) $(PKG_LIBS) $(CUDA_LIBS) -lm
 
+# Fault test programs (a rogue peer): the same, from tests/fault.
+$(BUILD)/tests/%: $(BUILD)/obj/tests/fault/%.o $(LIB_SO) $(DAEMON_LIB)
+	$(call say,LD,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $< $(DAEMON_LIB) $(LDFLAGS_ALL) $(LINK_LIBB10) $(PKG_LIBS) $(CUDA_LIBS) -lm
+
 # ---------------------------------------------------------------- jobs
 
 demo: deps
@@ -172,6 +185,7 @@ check-run: all
 
 # ---------------------------------------------------------------- install
 
+# /etc/default/b10d is the operator's once it exists: never overwritten.
 install: $(B10D) $(LIB_SO) $(B10CTL)
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/b10
 	install -m 0755 $(B10D) $(DESTDIR)$(SBINDIR)/b10d
@@ -181,10 +195,22 @@ install: $(B10D) $(LIB_SO) $(B10CTL)
 	install -m 0644 client/include/b10/b10.h $(DESTDIR)$(INCDIR)/b10/b10.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 		client/b10.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/b10.pc
+	install -d $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/default
+	install -m 0644 daemon/b10d.8 client/b10ctl.8 $(DESTDIR)$(MANDIR)/man8/
+	sed -e 's|/usr/sbin/b10d|$(SBINDIR)/b10d|' -e 's|/etc/default/b10d|$(SYSCONFDIR)/default/b10d|' \
+		systemd/b10d.service > $(DESTDIR)$(UNITDIR)/b10d.service
+	install -m 0644 systemd/b10d.socket $(DESTDIR)$(UNITDIR)/b10d.socket
+	install -m 0644 systemd/b10d.sysusers $(DESTDIR)$(SYSUSERSDIR)/b10d.conf
+	[ -e $(DESTDIR)$(SYSCONFDIR)/default/b10d ] || \
+		install -m 0644 systemd/b10d.env $(DESTDIR)$(SYSCONFDIR)/default/b10d
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/b10d $(DESTDIR)$(BINDIR)/b10ctl $(DESTDIR)$(LIBDIR)/$(SONAME) \
-		$(DESTDIR)$(LIBDIR)/libb10.so $(DESTDIR)$(INCDIR)/b10/b10.h $(DESTDIR)$(LIBDIR)/pkgconfig/b10.pc
+		$(DESTDIR)$(LIBDIR)/libb10.so $(DESTDIR)$(INCDIR)/b10/b10.h $(DESTDIR)$(LIBDIR)/pkgconfig/b10.pc \
+		$(DESTDIR)$(MANDIR)/man8/b10d.8 $(DESTDIR)$(MANDIR)/man8/b10ctl.8 \
+		$(DESTDIR)$(UNITDIR)/b10d.service $(DESTDIR)$(UNITDIR)/b10d.socket \
+		$(DESTDIR)$(SYSUSERSDIR)/b10d.conf
 
 clean:
 	rm -rf build

@@ -47,6 +47,7 @@
 
 #include "b10.pb-c.h"
 #include "frame.h"
+#include "vram.h"
 
 #define DEFAULT_SOCKET_PATH     "/run/b10d/b10d.sock"
 #define DEFAULT_REQUEST_TIMEOUT 30000          /* ms */
@@ -1173,21 +1174,34 @@ b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
         return conn_reject(conn, B10_ERR_INVALID_ARG, "a region needs an address and a length");
     if ((uintptr_t)params->addr + params->length < (uintptr_t)params->addr)
         return conn_reject(conn, B10_ERR_INVALID_ARG, "region wraps around the address space");
-    if (params->kind == B10_MEM_VRAM)
-        return conn_reject(conn, B10_ERR_UNSUPPORTED,
-                           "VRAM registration is not implemented yet in libb10");
-    if (params->kind != B10_MEM_DRAM)
-        return conn_reject(conn, B10_ERR_INVALID_ARG, "unknown memory kind %d",
-                           (int)params->kind);
-    status = mem_dram_fd(conn, params, &fd, &rm.fd_offset, &fd_owned);
-    if (status != B10_OK)
-        return status;
+    struct vram_export vx;
+    if (params->kind == B10_MEM_VRAM) {
+        char why[384];
+        status = vram_export(params->addr, params->length, &vx, why, sizeof(why));
+        if (status != B10_OK)
+            return conn_reject(conn, status, "%s", why);
+        rm.kind = B10__MEM_KIND__MEM_VRAM;
+        rm.pci_bus_id = vx.pci_bus_id;
+        rm.alloc_base = vx.alloc_base;
+        rm.alloc_length = vx.alloc_length;
+        if (vx.has_ipc_handle)
+            rm.cuda_ipc_handle = (ProtobufCBinaryData){ sizeof(vx.ipc_handle), vx.ipc_handle };
+        rm.vmm_fd = vx.fd >= 0;
+        fd = vx.fd;
+        fd_owned = vx.fd >= 0;
+    } else if (params->kind == B10_MEM_DRAM) {
+        rm.kind = B10__MEM_KIND__MEM_DRAM;
+        status = mem_dram_fd(conn, params, &fd, &rm.fd_offset, &fd_owned);
+        if (status != B10_OK)
+            return status;
+    } else {
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "unknown memory kind %d", (int)params->kind);
+    }
     b10_mem_t *mem = calloc(1, sizeof(*mem));
     if (mem == NULL) {
         status = conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory");
         goto close_fd;
     }
-    rm.kind = B10__MEM_KIND__MEM_DRAM;
     rm.addr = (uintptr_t)params->addr;
     rm.length = params->length;
     msg.body_case = B10__CLIENT_MSG__BODY_REGISTER_MEM;

@@ -17,7 +17,11 @@
  */
 #include "gpu-copy.h"
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
+#include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -611,4 +615,220 @@ gpu_copy_op_release(gpu_copy_op_t *op)
     if (cudaEventSynchronize(op->ev_done) != cudaSuccess)
         (void)cudaGetLastError();
     op->state = SLOT_FREE;
+}
+
+/* ---------------------------------------------------------------- client memory */
+
+struct gpu_copy_mapping {
+    struct gpu_copy_mapping *next;     /* in mappings, while an IPC mapping is open */
+    int                      device;
+    bool                     vmm;
+    unsigned char            handle[GPU_COPY_IPC_HANDLE_BYTES];
+    unsigned                 refs;     /* IPC: registrations sharing it */
+    void                    *base;
+    size_t                   size;     /* VMM: the reserved and mapped range */
+    CUmemGenericAllocationHandle vmm_handle;
+};
+
+/* Open IPC mappings, shared by handle: the daemon's regions may come from one allocation. */
+static struct gpu_copy_mapping *mappings;
+static pthread_mutex_t mappings_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int
+map_fail(cudaError_t e, const char *what, char *err, size_t errlen)
+{
+    if (err)
+        snprintf(err, errlen, "%s: %s", what, cudaGetErrorString(e));
+    (void)cudaGetLastError();
+    return e == cudaErrorMemoryAllocation ? GPU_COPY_E_NOMEM : GPU_COPY_E_CUDA;
+}
+
+int
+gpu_copy_device_by_pci(const char *bus_id, int *device_p, char *err, size_t errlen)
+{
+    int dev = -1;
+    cudaError_t e = cudaDeviceGetByPCIBusId(&dev, bus_id);
+
+    if (e != cudaSuccess)
+        return map_fail(e, "no device at that PCI bus id", err, errlen);
+    *device_p = dev;
+    return GPU_COPY_OK;
+}
+
+int
+gpu_copy_map_ipc(int device, const void *handle, gpu_copy_mapping_t **map_p, void **base_p,
+                 char *err, size_t errlen)
+{
+    struct gpu_copy_mapping *m;
+    int rc = GPU_COPY_OK;
+
+    pthread_mutex_lock(&mappings_lock);
+    for (m = mappings; m; m = m->next)
+        if (m->device == device && memcmp(m->handle, handle, sizeof(m->handle)) == 0)
+            break;
+    if (m) {
+        m->refs++;
+        goto out;
+    }
+    cudaIpcMemHandle_t h;
+    cudaError_t e;
+    m = (struct gpu_copy_mapping *)calloc(1, sizeof(*m));
+    if (!m) {
+        rc = GPU_COPY_E_NOMEM;
+        goto out;
+    }
+    memcpy(&h, handle, sizeof(h));
+    e = cudaSetDevice(device);
+    if (e == cudaSuccess)
+        e = cudaIpcOpenMemHandle(&m->base, h, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+        free(m);
+        m = NULL;
+        rc = map_fail(e, "cudaIpcOpenMemHandle", err, errlen);
+        goto out;
+    }
+    m->device = device;
+    memcpy(m->handle, handle, sizeof(m->handle));
+    m->refs = 1;
+    m->next = mappings;
+    mappings = m;
+out:
+    pthread_mutex_unlock(&mappings_lock);
+    if (rc == GPU_COPY_OK) {
+        *map_p = m;
+        *base_p = m->base;
+    }
+    return rc;
+}
+
+/* The driver's VMM calls, through the runtime: no link against libcuda. */
+struct vmm_api {
+    PFN_cuMemImportFromShareableHandle_v10020 import;
+    PFN_cuMemAddressReserve_v10020 reserve;
+    PFN_cuMemMap_v10020 map;
+    PFN_cuMemSetAccess_v10020 set_access;
+    PFN_cuMemUnmap_v10020 unmap;
+    PFN_cuMemAddressFree_v10020 address_free;
+    PFN_cuMemRelease_v10020 release;
+};
+
+static int
+vmm_api_get(struct vmm_api *api, char *err, size_t errlen)
+{
+    static const struct {
+        const char *name;
+        size_t offset;
+    } syms[] = {
+        { "cuMemImportFromShareableHandle", offsetof(struct vmm_api, import) },
+        { "cuMemAddressReserve", offsetof(struct vmm_api, reserve) },
+        { "cuMemMap", offsetof(struct vmm_api, map) },
+        { "cuMemSetAccess", offsetof(struct vmm_api, set_access) },
+        { "cuMemUnmap", offsetof(struct vmm_api, unmap) },
+        { "cuMemAddressFree", offsetof(struct vmm_api, address_free) },
+        { "cuMemRelease", offsetof(struct vmm_api, release) },
+    };
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        enum cudaDriverEntryPointQueryResult q;
+        void **slot = (void **)((char *)api + syms[i].offset);
+        cudaError_t e = cudaGetDriverEntryPointByVersion(syms[i].name, slot, 12000,
+                                                         cudaEnableDefault, &q);
+        if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || *slot == NULL) {
+            snprintf(err, errlen, "the driver lacks %s", syms[i].name);
+            return GPU_COPY_E_NODEV;
+        }
+    }
+    return GPU_COPY_OK;
+}
+
+int
+gpu_copy_map_fd(int device, int fd, size_t size, gpu_copy_mapping_t **map_p, void **base_p,
+                char *err, size_t errlen)
+{
+    struct vmm_api api;
+    CUdeviceptr ptr = 0;
+    CUresult r;
+    CUmemAccessDesc access;
+    cudaError_t e;
+    struct gpu_copy_mapping *m;
+    const char *what;
+    int rc;
+
+    if (fd < 0 || size == 0)
+        return GPU_COPY_E_INVAL;
+    if ((rc = vmm_api_get(&api, err, errlen)) != GPU_COPY_OK)
+        return rc;
+    e = cudaSetDevice(device);
+    if (e != cudaSuccess)
+        return map_fail(e, "cudaSetDevice", err, errlen);
+    (void)cudaFree(0);   /* make sure the primary context exists for the driver calls */
+
+    m = (struct gpu_copy_mapping *)calloc(1, sizeof(*m));
+    if (!m)
+        return GPU_COPY_E_NOMEM;
+    what = "cuMemImportFromShareableHandle";
+    r = api.import(&m->vmm_handle, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (r != CUDA_SUCCESS)
+        goto err_free;
+    what = "cuMemAddressReserve";
+    if ((r = api.reserve(&ptr, size, 0, 0, 0)) != CUDA_SUCCESS)
+        goto err_release;
+    what = "cuMemMap";
+    if ((r = api.map(ptr, size, 0, m->vmm_handle, 0)) != CUDA_SUCCESS)
+        goto err_reserve;
+    memset(&access, 0, sizeof(access));
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    what = "cuMemSetAccess";
+    if ((r = api.set_access(ptr, size, &access, 1)) != CUDA_SUCCESS)
+        goto err_unmap;
+    m->device = device;
+    m->vmm = true;
+    m->base = (void *)(uintptr_t)ptr;
+    m->size = size;
+    *map_p = m;
+    *base_p = m->base;
+    return GPU_COPY_OK;
+
+err_unmap:
+    api.unmap(ptr, size);
+err_reserve:
+    api.address_free(ptr, size);
+err_release:
+    api.release(m->vmm_handle);
+err_free:
+    free(m);
+    snprintf(err, errlen, "%s failed: CUDA driver error %d", what, (int)r);
+    return GPU_COPY_E_CUDA;
+}
+
+void
+gpu_copy_unmap(gpu_copy_mapping_t *m)
+{
+    if (!m)
+        return;
+    if (m->vmm) {
+        struct vmm_api api;
+        char err[128];
+        if (vmm_api_get(&api, err, sizeof(err)) == GPU_COPY_OK) {
+            (void)cudaSetDevice(m->device);
+            api.unmap((CUdeviceptr)(uintptr_t)m->base, m->size);
+            api.address_free((CUdeviceptr)(uintptr_t)m->base, m->size);
+            api.release(m->vmm_handle);
+        }
+        free(m);
+        return;
+    }
+    pthread_mutex_lock(&mappings_lock);
+    if (--m->refs == 0) {
+        struct gpu_copy_mapping **pp = &mappings;
+        while (*pp && *pp != m)
+            pp = &(*pp)->next;
+        if (*pp)
+            *pp = m->next;
+        (void)cudaSetDevice(m->device);
+        (void)cudaIpcCloseMemHandle(m->base);
+        free(m);
+    }
+    pthread_mutex_unlock(&mappings_lock);
 }

@@ -150,6 +150,33 @@ void gpu_copy_host_free(void *host);                 /* accepts NULL */
 int  gpu_copy_host_register(void *host, size_t len);
 void gpu_copy_host_unregister(void *host);           /* accepts NULL */
 
+/*
+ * Client memory, imported into this process. A mapping is opened once, at
+ * registration (opening an IPC handle costs ~130 ms), and closed only when
+ * nothing can copy through it any more. On failure err gets the reason.
+ */
+typedef struct gpu_copy_mapping gpu_copy_mapping_t;
+
+#define GPU_COPY_IPC_HANDLE_BYTES 64
+
+/* The CUDA ordinal of the device at a PCI bus id ("0000:06:00.0"). */
+int gpu_copy_device_by_pci(const char *bus_id, int *device_p, char *err, size_t errlen);
+/*
+ * Open a cudaIpcMemHandle (of an allocation's base) on device. Opening the
+ * same handle again shares the first mapping: CUDA maps an allocation once
+ * per process.
+ */
+int gpu_copy_map_ipc(int device, const void *handle, gpu_copy_mapping_t **map_p, void **base_p,
+                     char *err, size_t errlen);
+/*
+ * Import a VMM allocation (cuMemCreate, exported as a POSIX file descriptor)
+ * of size bytes and map it read-write for device. The fd stays the caller's.
+ */
+int gpu_copy_map_fd(int device, int fd, size_t size, gpu_copy_mapping_t **map_p, void **base_p,
+                    char *err, size_t errlen);
+/* Close a mapping from either call. Accepts NULL. */
+void gpu_copy_unmap(gpu_copy_mapping_t *map);
+
 #ifdef __cplusplus
 }
 #endif

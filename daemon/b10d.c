@@ -3,14 +3,18 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "gpu.h"
 #include "ipc.h"
 #include "peer.h"
 #include "quarantine.h"
+#include "service.h"
 #include "staging.h"
 #include "tags.h"
 #include "wire.h"
@@ -58,9 +62,9 @@ static uint64_t b10d_monotonic_ms(struct b10d *d)
 static void b10d_on_signal(uv_signal_t *handle, int signum)
 {
     struct b10d *d = handle->data;
-    log_notice("signal %d: shutting down", signum);
-    d->stopping = true;
-    uv_stop(d->loop);
+    /* The first drains (bounded by --drain-timeout-ms) and then stops; a second stops at once. */
+    if (d->service != NULL)
+        service_on_signal(d->service, signum);
 }
 
 int b10d_start(struct b10d *d)
@@ -70,6 +74,7 @@ int b10d_start(struct b10d *d)
         .on_control = peer_on_control,
         .on_oversize = peer_on_oversize,
         .on_ep_error = peer_on_ep_error,
+        .on_data = peer_on_data,
     };
     int rc;
 
@@ -89,11 +94,25 @@ int b10d_start(struct b10d *d)
         return -ENOMEM;
     if ((rc = wire_create(d, &hooks, d->cfg.max_control_bytes, &d->wire)) != 0)
         return rc;
+    if ((rc = gpu_start(d)) != 0)
+        return rc;
     if ((rc = staging_create(d, d->cfg.staging_bytes, d->cfg.view_bytes, &d->staging)) != 0)
         return rc;
     if ((rc = quarantine_create(d, &d->quarantine)) != 0)
         return rc;
-    if ((rc = ipc_create(d, d->cfg.socket_path, &d->ipc)) != 0) {
+    if ((rc = service_create(d, &d->service)) != 0)
+        return rc;
+    int listen_fd;
+    if ((rc = service_listen_fd(d->service, &listen_fd)) != 0)
+        return rc;
+    if (listen_fd >= 0) {
+        if ((rc = ipc_adopt(d, listen_fd, &d->ipc)) != 0) {
+            close(listen_fd);
+            return rc;
+        }
+        /* The activated socket is the one clients reach, whatever --socket said. */
+        snprintf(d->cfg.socket_path, sizeof(d->cfg.socket_path), "%s", ipc_path(d->ipc));
+    } else if ((rc = ipc_create(d, d->cfg.socket_path, &d->ipc)) != 0) {
         log_err("cannot listen on %s: %s", d->cfg.socket_path, strerror(-rc));
         return rc;
     }
@@ -102,9 +121,10 @@ int b10d_start(struct b10d *d)
     d->sigterm.data = d->sigint.data = d;
     uv_signal_start(&d->sigterm, b10d_on_signal, SIGTERM);
     uv_signal_start(&d->sigint, b10d_on_signal, SIGINT);
-    log_info("daemon %016" PRIx64 " (b10d %s) listening on %s, ucx error mode %s", d->daemon_id,
-             B10D_VERSION, d->cfg.socket_path,
+    log_info("daemon %016" PRIx64 " (b10d %s) listening on %s%s, ucx error mode %s", d->daemon_id,
+             B10D_VERSION, d->cfg.socket_path, listen_fd >= 0 ? " (from systemd)" : "",
              d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none");
+    service_ready(d->service);
     return 0;
 }
 
@@ -113,6 +133,8 @@ void b10d_stop(struct b10d *d)
     struct list *pos, *tmp;
 
     d->stopping = true;
+    service_destroy(d->service);
+    d->service = NULL;
     /* Clients first: their transfers fail through the funnel and their regions close. */
     ipc_destroy(d->ipc);
     d->ipc = NULL;
@@ -122,6 +144,8 @@ void b10d_stop(struct b10d *d)
     /* Let copies and UCX requests settle, bounded: nothing may be freed under them. */
     for (int i = 0; d->wire != NULL && i < 2000 && wire_outstanding(d->wire) > 0; i++)
         uv_run(d->loop, UV_RUN_NOWAIT);
+    /* Copies on the GPU hold regions and views: they finish before either goes. */
+    gpu_stop(d);
     /* Views go before the wire: their UCX registrations must be released before UCX is. */
     quarantine_destroy(d->quarantine);
     staging_destroy(d->staging);

@@ -17,10 +17,14 @@
  *    ├── struct staging                 pinned host views registered with UCX (staging.c)
  *    ├── struct tags                    tag registry: live and quarantined tags (tags.c)
  *    ├── struct quarantine              what failed transfers left behind (quarantine.c)
+ *    ├── struct service                 systemd: activation, notify, watchdog; the drain
+ *    │                                  (service.c); admin requests are answered by admin.c
+ *    ├── struct gpu                     CUDA copiers per device, VRAM mappings (gpu.c)
  *    └── struct stats                   counters
  *
- * Other threads (the DRAM copy workers of copy.c) never touch this state:
- * they hand their results back to the loop through libuv.
+ * Other threads (the DRAM copy workers of copy.c, CUDA's host callbacks in
+ * gpu.c) never touch this state: they hand their results back to the loop
+ * through libuv.
  */
 #ifndef B10D_B10D_H
 #define B10D_B10D_H
@@ -43,6 +47,8 @@ struct wire;
 struct staging;
 struct tags;
 struct quarantine;
+struct service;
+struct gpu;
 
 /* Counters: monotonic, read by the admin interface and the logs. */
 struct stats {
@@ -73,6 +79,8 @@ struct b10d {
     struct staging *staging;
     struct tags *tags;
     struct quarantine *quarantine;
+    struct service *service;
+    struct gpu *gpu;                /* NULL without a CUDA device */
 
     struct list sessions;           /* struct session.node */
     uint32_t nsessions;
@@ -83,7 +91,7 @@ struct b10d {
 
     struct stats stats;
     uv_signal_t sigterm, sigint;
-    bool stopping;
+    bool stopping;                  /* draining or shutting down: no new transfers admitted */
 
     /* The clock of deadlines, in ms; tests may replace it. */
     uint64_t (*now_ms)(struct b10d *d);

@@ -29,13 +29,16 @@ void config_defaults(struct config *cfg)
     cfg->log_level = LOG_LEVEL_INFO;
     cfg->staging_bytes = 512 * MiB;
     cfg->view_bytes = 8 * MiB;
-    cfg->max_in_flight = 4;
+    cfg->max_in_flight = 8;
     cfg->deadline_ms = 30000;
     cfg->max_deadline_ms = 600000;
     cfg->connect_timeout_ms = 10000;
+    cfg->drain_timeout_ms = 10000;
+    cfg->max_admin_rows = 4096;
     cfg->quarantine_ttl_ms = 120000;
     cfg->quarantine_budget = 256 * MiB;
     cfg->err_mode = CONFIG_ERR_MODE_PEER;
+    cfg->progress_spin = sysconf(_SC_NPROCESSORS_ONLN) >= 8;
     cfg->max_clients = 256;
     cfg->max_regions = 4096;
     cfg->max_agents = 4096;
@@ -45,6 +48,7 @@ void config_defaults(struct config *cfg)
     cfg->max_frame = FRAME_MAX_DEFAULT;
     cfg->max_peers = 1024;
     cfg->max_control_bytes = 64 * MiB;
+    cfg->gpu_max_ctas = 32;
 }
 
 int config_parse_size(const char *text, uint64_t *bytes_p)
@@ -84,13 +88,18 @@ static void config_usage(FILE *out)
 "      --log-level LEVEL      err, warning, notice, info or debug (default info)\n"
 "      --staging-bytes SIZE   host staging pool, K/M/G suffixes (default 512M, 4M..1T)\n"
 "      --view-bytes SIZE      one staging view, the largest DATA chunk (default 8M, 64K..1G)\n"
-"      --max-in-flight N      chunks per transfer between gather and send completion (default 4, 1..64)\n"
-"      --deadline-ms MS       deadline of a transfer that names none (default 30000)\n"
+"      --max-in-flight N      chunks per transfer between gather and send completion (default 8, 1..64)\n"
+"      --deadline-ms MS       deadline of a transfer that names none (default 30000, at most 3600000)\n"
 "      --max-deadline-ms MS   cap on every deadline (default 600000, at most 3600000)\n"
-"      --connect-timeout-ms MS  peer handshake bound (default 10000)\n"
-"      --quarantine-ttl-ms MS how long quarantined resources sit out (default 120000)\n"
+"      --connect-timeout-ms MS  peer handshake bound (default 10000, at most 600000)\n"
+"      --drain-timeout-ms MS  on SIGTERM, admit nothing new and give transfers in flight\n"
+"                             this long to finish before failing them (default 10000,\n"
+"                             at most 600000; keep it below the unit's TimeoutStopSec)\n"
+"      --max-admin-rows N     rows of one b10ctl list (default 4096, at most 1048576)\n"
+"      --quarantine-ttl-ms MS how long quarantined resources sit out\n"
+"                             (default 120000, at most 86400000)\n"
 "      --quarantine-budget SIZE  quarantined staging past which new transfers fail fast\n"
-"                             with \"staging exhausted\" (default 256M)\n"
+"                             with \"staging exhausted\" (default 256M, at most 1T)\n"
 "      --ucx-err-mode MODE    peer: UCX detects a dead peer (same-host peers use tcp);\n"
 "                             none: shared memory on one host, a dead peer is noticed\n"
 "                             only at deadlines (default peer, the safe one)\n"
@@ -103,6 +112,10 @@ static void config_usage(FILE *out)
 "      --max-frame SIZE       largest client message (default 64M, at most 1G)\n"
 "      --max-peers N          remote daemons (default 1024, at most 65536)\n"
 "      --max-control-bytes SIZE  largest peer CONTROL message (default 64M, at most 1G)\n"
+"      --progress MODE        spin: poll the UCX worker while transfers run (one core);\n"
+"                             event: sleep on its event fd; auto: spin from 8 CPUs up\n"
+"      --gpu-max-ctas N       CTAs of one gather or scatter kernel, so a transfer leaves\n"
+"                             the GPU to the model (default 32, 1..1024)\n"
 "      --check-config         validate the options, print the effective configuration, exit\n"
 "  -h, --help                 this text\n"
 "      --version              the version\n"
@@ -113,8 +126,9 @@ static void config_usage(FILE *out)
 enum {
     OPT_NAME = 256, OPT_LOG_LEVEL, OPT_STAGING, OPT_VIEW, OPT_IN_FLIGHT, OPT_DEADLINE,
     OPT_MAX_DEADLINE, OPT_CONNECT_TIMEOUT, OPT_TTL, OPT_BUDGET, OPT_ERR_MODE, OPT_MAX_CLIENTS,
+    OPT_DRAIN_TIMEOUT, OPT_MAX_ADMIN_ROWS,
     OPT_MAX_REGIONS, OPT_MAX_AGENTS, OPT_MAX_XFERS, OPT_MAX_SPANS, OPT_MAX_FRAME, OPT_MAX_PEERS,
-    OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_CHECK, OPT_VERSION,
+    OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
 };
 
 /* A numeric option with its bounds: one table, so that help, parsing and checks agree. */
@@ -137,6 +151,8 @@ static const struct config_num config_nums[] = {
     NUM(OPT_DEADLINE, "deadline-ms", false, 1, 3600000, deadline_ms),
     NUM(OPT_MAX_DEADLINE, "max-deadline-ms", false, 1, 3600000, max_deadline_ms),
     NUM(OPT_CONNECT_TIMEOUT, "connect-timeout-ms", false, 1, 600000, connect_timeout_ms),
+    NUM(OPT_DRAIN_TIMEOUT, "drain-timeout-ms", false, 0, 600000, drain_timeout_ms),
+    NUM(OPT_MAX_ADMIN_ROWS, "max-admin-rows", false, 1, 1u << 20, max_admin_rows),
     NUM(OPT_TTL, "quarantine-ttl-ms", false, 1, 86400000, quarantine_ttl_ms),
     NUM(OPT_BUDGET, "quarantine-budget", true, 0, 1024 * GiB, quarantine_budget),
     NUM(OPT_MAX_CLIENTS, "max-clients", false, 1, 65536, max_clients),
@@ -148,6 +164,7 @@ static const struct config_num config_nums[] = {
     NUM(OPT_MAX_FRAME, "max-frame", true, 64 * KiB, FRAME_MAX_LIMIT, max_frame),
     NUM(OPT_MAX_PEERS, "max-peers", false, 1, 65536, max_peers),
     NUM(OPT_MAX_CONTROL, "max-control-bytes", true, 4 * KiB, GiB, max_control_bytes),
+    NUM(OPT_GPU_MAX_CTAS, "gpu-max-ctas", false, 1, 1024, gpu_max_ctas),
 };
 
 static int config_set_num(struct config *cfg, const struct config_num *num, const char *text)
@@ -211,6 +228,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "deadline-ms", required_argument, NULL, OPT_DEADLINE },
         { "max-deadline-ms", required_argument, NULL, OPT_MAX_DEADLINE },
         { "connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT },
+        { "drain-timeout-ms", required_argument, NULL, OPT_DRAIN_TIMEOUT },
+        { "max-admin-rows", required_argument, NULL, OPT_MAX_ADMIN_ROWS },
         { "quarantine-ttl-ms", required_argument, NULL, OPT_TTL },
         { "quarantine-budget", required_argument, NULL, OPT_BUDGET },
         { "ucx-err-mode", required_argument, NULL, OPT_ERR_MODE },
@@ -223,6 +242,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "max-frame", required_argument, NULL, OPT_MAX_FRAME },
         { "max-peers", required_argument, NULL, OPT_MAX_PEERS },
         { "max-control-bytes", required_argument, NULL, OPT_MAX_CONTROL },
+        { "gpu-max-ctas", required_argument, NULL, OPT_GPU_MAX_CTAS },
+        { "progress", required_argument, NULL, OPT_PROGRESS },
         { "check-config", no_argument, NULL, OPT_CHECK },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, OPT_VERSION },
@@ -264,6 +285,16 @@ int config_parse(struct config *cfg, int argc, char **argv)
                 return -1;
             }
             break;
+        case OPT_PROGRESS:
+            if (strcmp(optarg, "spin") == 0 || strcmp(optarg, "event") == 0)
+                cfg->progress_spin = optarg[0] == 's';
+            else if (strcmp(optarg, "auto") == 0)
+                cfg->progress_spin = sysconf(_SC_NPROCESSORS_ONLN) >= 8;
+            else {
+                fprintf(stderr, "b10d: --progress: '%s' is not auto, spin or event\n", optarg);
+                return -1;
+            }
+            break;
         case OPT_CHECK:
             check_only = true;
             break;
@@ -302,8 +333,9 @@ int config_parse(struct config *cfg, int argc, char **argv)
 
 void config_print(const struct config *cfg)
 {
-    printf("socket %s\nname %s\nucx-err-mode %s\n", cfg->socket_path, cfg->name,
-           cfg->err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none");
+    printf("socket %s\nname %s\nucx-err-mode %s\nprogress %s\n", cfg->socket_path, cfg->name,
+           cfg->err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none",
+           cfg->progress_spin ? "spin" : "event");
     for (size_t i = 0; i < sizeof(config_nums) / sizeof(config_nums[0]); i++) {
         const struct config_num *num = &config_nums[i];
         uint64_t v = num->width == 8 ? *(const uint64_t *)((const char *)cfg + num->offset)

@@ -25,9 +25,12 @@ struct config {
     uint32_t deadline_ms;           /* default transfer deadline */
     uint32_t max_deadline_ms;       /* cap on any deadline, the client's or the peer's */
     uint32_t connect_timeout_ms;    /* a peer handshake that takes longer fails */
+    uint32_t drain_timeout_ms;      /* SIGTERM's drain: in-flight transfers fail after it */
+    uint32_t max_admin_rows;        /* rows of one admin list (b10ctl transfers, quarantine, ...) */
     uint32_t quarantine_ttl_ms;
     uint64_t quarantine_budget;     /* quarantined staging bytes past which new transfers fail fast */
     enum config_err_mode err_mode;
+    bool progress_spin;             /* poll the UCX worker while operations are outstanding */
     uint32_t max_clients;
     uint32_t max_regions;           /* per client */
     uint32_t max_agents;            /* remote agents per client */
@@ -37,6 +40,7 @@ struct config {
     uint32_t max_frame;             /* client frame payload, bytes */
     uint32_t max_peers;
     uint64_t max_control_bytes;     /* a peer CONTROL message, bytes */
+    uint32_t gpu_max_ctas;          /* CTAs of one gather or scatter launch: the GPU stays the model's */
 };
 
 void config_defaults(struct config *cfg);

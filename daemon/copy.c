@@ -1,14 +1,20 @@
 /* copy.c — see copy.h. */
 #include "copy.h"
 
+#include "gpu.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-struct copy_job *copy_job_new(copy_done_fn *done, void *arg, uint32_t index)
+struct copy_job *copy_job_new(struct b10d *d, bool gather, copy_done_fn *done, void *arg,
+                              uint32_t index)
 {
     struct copy_job *job = calloc(1, sizeof(*job));
     if (job == NULL)
         return NULL;
+    job->d = d;
+    job->gather = gather;
+    job->status = B10_OK;
     job->done = done;
     job->arg = arg;
     job->index = index;
@@ -50,28 +56,47 @@ b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, con
         region_ref(r);
         job->refs[job->nrefs++] = r;
     }
-    job->segs[job->nsegs++] = (struct copy_seg){ dst, src, len };
+    int device = r->kind == B10_MEM_VRAM ? r->device : -1;
+    job->segs[job->nsegs++] = (struct copy_seg){ dst, src, len, device };
+    job->host_segs += device < 0;
     job->bytes += len;
     return B10_OK;
 }
 
-/* On a pool thread: touches only the job's own segments. */
+/* On a pool thread: touches only the job's own host segments. */
 static void copy_run(uv_work_t *work)
 {
     struct copy_job *job = work->data;
     for (uint32_t i = 0; i < job->nsegs; i++)
-        memcpy(job->segs[i].dst, job->segs[i].src, job->segs[i].len);
+        if (job->segs[i].device < 0)
+            memcpy(job->segs[i].dst, job->segs[i].src, job->segs[i].len);
 }
 
 static void copy_after(uv_work_t *work, int status)
 {
-    struct copy_job *job = work->data;
     /* UV_ECANCELED only when the loop is torn down before the job ran. */
-    job->done(job, status == 0 ? B10_OK : B10_ERR_CANCELLED);
+    copy_job_part_done(work->data, status == 0 ? B10_OK : B10_ERR_CANCELLED);
+}
+
+void copy_job_part_done(struct copy_job *job, b10_status_t status)
+{
+    if (status != B10_OK && job->status == B10_OK)
+        job->status = status;
+    if (--job->parts > 0)
+        return;
+    job->done(job, job->status);
     copy_job_free(job);
 }
 
-void copy_job_submit(struct b10d *d, struct copy_job *job)
+void copy_job_submit(struct copy_job *job)
 {
-    uv_queue_work(d->loop, &job->work, copy_run, copy_after);
+    /* One part for this call itself, so that no part finishing early ends the job. */
+    job->parts = 1;
+    if (job->host_segs > 0) {
+        job->parts++;
+        uv_queue_work(job->d->loop, &job->work, copy_run, copy_after);
+    }
+    if (job->host_segs < job->nsegs)
+        gpu_copy_job(job->d, job);
+    copy_job_part_done(job, B10_OK);
 }

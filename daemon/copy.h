@@ -19,6 +19,7 @@ struct copy_seg {
     void *dst;
     const void *src;
     size_t len;
+    int device;                 /* the CUDA device of the region side; -1: host memory */
 };
 
 struct copy_job;
@@ -26,22 +27,33 @@ typedef void copy_done_fn(struct copy_job *job, b10_status_t status);
 
 struct copy_job {
     uv_work_t work;
+    struct b10d *d;
+    bool gather;                /* regions → view; else view → regions */
     struct copy_seg *segs;
     uint32_t nsegs, cap;
+    uint32_t host_segs;         /* segments with device -1 */
     struct region **refs;       /* one reference each */
     uint32_t nrefs, refcap;
     uint64_t bytes;
+    uint32_t parts;             /* parts (host, each device) still running */
+    b10_status_t status;        /* the first failure of a part */
     copy_done_fn *done;
     void *arg;
     uint32_t index;             /* the caller's: e.g. the chunk */
 };
 
-struct copy_job *copy_job_new(copy_done_fn *done, void *arg, uint32_t index);
+struct copy_job *copy_job_new(struct b10d *d, bool gather, copy_done_fn *done, void *arg,
+                              uint32_t index);
 /* Add a segment; takes a reference on r (once per run of segments in r). */
 b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, const void *src,
                           size_t len);
-/* Run the job; done() runs on the loop thread, then the job is freed. */
-void copy_job_submit(struct b10d *d, struct copy_job *job);
+/*
+ * Run the job: host segments on the thread pool, device segments on the GPU.
+ * done() runs on the loop thread once every part finished; then the job is freed.
+ */
+void copy_job_submit(struct copy_job *job);
+/* One part of the job finished (the GPU room and the thread pool call this). */
+void copy_job_part_done(struct copy_job *job, b10_status_t status);
 /* Free a job never submitted. */
 void copy_job_free(struct copy_job *job);
 

@@ -44,6 +44,7 @@ struct ipc {
     struct b10d *d;
     int fd;
     char path[108];
+    bool adopted;               /* from socket activation: the path is systemd's, not ours to unlink */
     uv_poll_t poll;
     uv_idle_t reaper;           /* drops doomed connections on the next loop turn */
     struct list conns;
@@ -363,6 +364,76 @@ err: {
 }
 }
 
+/*
+ * A listening socket systemd passed (socket activation). Its path, for the
+ * logs and the admin check, is what it is bound to, whatever --socket says.
+ */
+int ipc_adopt(struct b10d *d, int fd, struct ipc **ipc_p)
+{
+    struct sockaddr_un sa;
+    socklen_t len = sizeof(sa);
+    struct ipc *ipc = calloc(1, sizeof(*ipc));
+    int flags;
+
+    if (ipc == NULL)
+        return -ENOMEM;
+    memset(&sa, 0, sizeof(sa));
+    errno = 0;
+    if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0 || sa.sun_family != AF_UNIX ||
+        (flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
+        fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+        int err = errno ? errno : EINVAL;
+        log_err("socket activation: descriptor %d: %s", fd, strerror(err));
+        free(ipc);
+        return -err;
+    }
+    ipc->d = d;
+    ipc->fd = fd;
+    ipc->adopted = true;
+    list_init(&ipc->conns);
+    /* An abstract or unnamed socket has no path: say so rather than show garbage. */
+    if (len > offsetof(struct sockaddr_un, sun_path) && sa.sun_path[0] != '\0')
+        snprintf(ipc->path, sizeof(ipc->path), "%.*s",
+                 (int)(len - offsetof(struct sockaddr_un, sun_path)), sa.sun_path);
+    else
+        snprintf(ipc->path, sizeof(ipc->path), "(unnamed)");
+    uv_poll_init(d->loop, &ipc->poll, ipc->fd);
+    uv_idle_init(d->loop, &ipc->reaper);
+    ipc->poll.data = ipc->reaper.data = ipc;
+    uv_poll_start(&ipc->poll, UV_READABLE, ipc_on_accept);
+    *ipc_p = ipc;
+    return 0;
+}
+
+const char *ipc_path(const struct ipc *ipc)
+{
+    return ipc->path;
+}
+
+int ipc_socket_gid(const struct ipc *ipc, gid_t *gid_p)
+{
+    struct stat st;
+
+    if (ipc->path[0] != '/' || stat(ipc->path, &st) != 0)
+        return -1;
+    *gid_p = st.st_gid;
+    return 0;
+}
+
+/* The peer's supplementary groups as the kernel recorded them at connect (SO_PEERGROUPS). */
+bool ipc_conn_in_group(struct ipc_conn *c, gid_t gid)
+{
+    gid_t groups[256];
+    socklen_t len = sizeof(groups);
+
+    if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) != 0)
+        return false;
+    for (size_t i = 0; i < len / sizeof(gid_t); i++)
+        if (groups[i] == gid)
+            return true;
+    return false;
+}
+
 static void ipc_on_closed(uv_handle_t *handle)
 {
     struct ipc *ipc = handle->data;
@@ -378,7 +449,8 @@ void ipc_destroy(struct ipc *ipc)
         return;
     list_for_each_safe(pos, tmp, &ipc->conns)
         ipc_conn_close(list_entry(pos, struct ipc_conn, node));
-    unlink(ipc->path);
+    if (!ipc->adopted)
+        unlink(ipc->path);
     uv_close((uv_handle_t *)&ipc->reaper, NULL);
     uv_close((uv_handle_t *)&ipc->poll, ipc_on_closed);
 }

@@ -6,8 +6,10 @@
 #ifndef B10D_IPC_H
 #define B10D_IPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "b10d.h"
 
@@ -15,6 +17,14 @@ struct ipc;
 struct ipc_conn;
 
 int ipc_create(struct b10d *d, const char *path, struct ipc **ipc_p);
+/* Listen on a socket systemd passed; it is left in place at the end. */
+int ipc_adopt(struct b10d *d, int fd, struct ipc **ipc_p);
+/* The socket's path, as bound. */
+const char *ipc_path(const struct ipc *ipc);
+/* The group owning the socket's file: who may send admin requests. */
+int ipc_socket_gid(const struct ipc *ipc, gid_t *gid_p);
+/* Was gid among the connecting process's groups? */
+bool ipc_conn_in_group(struct ipc_conn *conn, gid_t gid);
 /* Stop listening, drop every connection (their sessions are destroyed). */
 void ipc_destroy(struct ipc *ipc);
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu.h"
 #include "log.h"
 
 void mem_table_init(struct mem_table *t, uint32_t limit)
@@ -66,8 +67,8 @@ b10_status_t mem_table_add(struct mem_table *t, uint64_t id, const struct mem_re
         backend = &dram_backend;
         break;
     case B10_MEM_VRAM:
-        snprintf(detail, detail_len, "this daemon has no CUDA backend for VRAM regions");
-        return B10_ERR_UNSUPPORTED;
+        backend = &vram_backend;
+        break;
     default:
         snprintf(detail, detail_len, "unknown memory kind %d", (int)req->kind);
         return B10_ERR_INVALID_ARG;
@@ -94,7 +95,7 @@ b10_status_t mem_table_add(struct mem_table *t, uint64_t id, const struct mem_re
     if (r == NULL)
         return B10_ERR_NO_MEMORY;
     *r = (struct region){ .id = id, .addr = req->addr, .length = req->length, .kind = req->kind,
-                          .backend = backend, .refs = 1 };
+                          .backend = backend, .refs = 1, .device = -1 };
     b10_status_t status = backend->open(r, req, detail, detail_len);
     if (status != B10_OK) {
         free(r);

@@ -26,9 +26,14 @@ struct mem_request {
     b10_mem_kind_t kind;
     uint64_t addr;
     uint64_t length;
-    int fd;
+    int fd;                         /* DRAM: the memfd; VRAM: a VMM allocation's fd */
     uint64_t fd_offset;
-    int device_id;
+    /* VRAM: the allocation holding the region, and how to open it. */
+    const char *pci_bus_id;
+    uint64_t alloc_base;
+    uint64_t alloc_length;
+    const uint8_t *ipc_handle;      /* cudaIpcMemHandle of alloc_base, or NULL for VMM */
+    size_t ipc_handle_length;
 };
 
 struct mem_backend {
@@ -45,8 +50,9 @@ struct region {
     uint64_t length;
     b10_mem_kind_t kind;
     uint8_t *base;                      /* the daemon's pointer for addr */
+    int device;                         /* VRAM: the CUDA device; -1 for host memory */
     const struct mem_backend *backend;
-    void *map;                          /* backend's: what to unmap */
+    void *map;                          /* backend's: what to unmap, from the first copy on */
     size_t map_length;
     uint32_t refs;
 };

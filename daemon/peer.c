@@ -382,6 +382,29 @@ out:
     b10__peer__msg__free_unpacked(msg, NULL);
 }
 
+/*
+ * A data-class message no receive took. Every tag a peer may legitimately
+ * use is registered before it can be sent (READY and RESULT before CONTROL,
+ * DATA and CANCEL before READY), so one that is unknown or quarantined is
+ * stray: a late message of a failed transfer, a replay, an old generation.
+ * It is dropped unread and counted; nothing of it is ever scattered.
+ */
+bool peer_on_data(void *arg, uint64_t tag, size_t length)
+{
+    struct b10d *d = arg;
+
+    if (tags_lookup(d->tags, tag) != NULL)
+        return false;   /* its receive is posted or about to be */
+    bool late = tags_is_quarantined(d->tags, tag);
+    if (late)
+        d->stats.late_completions++;
+    else
+        d->stats.stale_messages++;
+    log_info("dropping a stray %zu-byte message on %s tag %016" PRIx64, length,
+             late ? "the quarantined" : "an unknown", tag);
+    return true;
+}
+
 void peer_close_all(struct b10d *d)
 {
     struct list *pos, *tmp;

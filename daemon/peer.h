@@ -56,6 +56,7 @@ struct peer {
 void peer_on_control(void *arg, uint64_t tag, void *buf, size_t length);
 void peer_on_oversize(void *arg, uint64_t tag, size_t length);
 void peer_on_ep_error(void *arg, void *ep_user, b10_status_t status);
+bool peer_on_data(void *arg, uint64_t tag, size_t length);
 
 /* Find the peer of a daemon id, adding it (with its address) if new. */
 b10_status_t peer_get(struct b10d *d, uint64_t daemon_id, const void *address, size_t length,

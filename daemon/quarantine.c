@@ -117,6 +117,9 @@ void quarantine_sweep(struct quarantine *q)
         q->count--;
         if (e->view != NULL) {
             q->view_bytes -= e->size;
+            log_debug("quarantine: dropped view %" PRIu64 " of transfer %016" PRIx64
+                      " after %" PRIu64 " ms; the pool allocates a fresh one",
+                      e->value, e->xfer_id, now - e->since_ms);
             staging_drop(q->d->staging, e->view);
         }
         free(e);

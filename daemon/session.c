@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "b10.pb-c.h"
 #include "frame.h"
 #include "ipc.h"
@@ -198,7 +199,9 @@ static void session_on_register(struct session *s, uint64_t seq, const B10__Regi
     struct region *r;
     struct mem_request mr = {
         .kind = (b10_mem_kind_t)req->kind, .addr = req->addr, .length = req->length, .fd = fd,
-        .fd_offset = req->fd_offset, .device_id = req->device_id,
+        .fd_offset = req->fd_offset, .pci_bus_id = req->pci_bus_id, .alloc_base = req->alloc_base,
+        .alloc_length = req->alloc_length, .ipc_handle = req->cuda_ipc_handle.data,
+        .ipc_handle_length = req->cuda_ipc_handle.len,
     };
     uint64_t id = ++s->d->next_region;
     b10_status_t status = mem_table_add(&s->mem, id, &mr, detail, sizeof(detail), &r);
@@ -339,6 +342,11 @@ int session_on_frame(struct session *s, const uint8_t *buf, size_t length)
         rc = -1;
         goto out;
     }
+    /* b10ctl's requests need no Hello; admin.c checks who asks. */
+    if (msg->body_case == B10__CLIENT_MSG__BODY_ADMIN) {
+        rc = admin_on_request(s, msg->seq, msg->admin);
+        goto out;
+    }
     if (!s->hello_done && msg->body_case != B10__CLIENT_MSG__BODY_HELLO) {
         s->d->stats.client_protocol_errors++;
         session_reply(s, msg->seq, B10_ERR_PROTOCOL, "the first message must be Hello", NULL);
@@ -355,7 +363,7 @@ int session_on_frame(struct session *s, const uint8_t *buf, size_t length)
         }
         break;
     case B10__CLIENT_MSG__BODY_REGISTER_MEM:
-        if (msg->register_mem->kind == B10__MEM_KIND__MEM_DRAM)
+        if (msg->register_mem->kind == B10__MEM_KIND__MEM_DRAM || msg->register_mem->vmm_fd)
             fd = ipc_conn_take_fd(s->conn);
         session_on_register(s, msg->seq, msg->register_mem, fd);
         break;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "gpu.h"
 #include "wire.h"
 
 struct staging {
@@ -22,31 +23,47 @@ struct staging {
     struct list waiters;
 };
 
+static void staging_view_release_memory(struct staging *s, struct view *v)
+{
+    if (v->cuda)
+        gpu_host_free(s->d, v->base);
+    else
+        munmap(v->base, s->view_bytes);
+}
+
 static struct view *staging_view_alloc(struct staging *s)
 {
     struct view *v = calloc(1, sizeof(*v));
     if (v == NULL)
         return NULL;
-    void *base = mmap(NULL, s->view_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                      -1, 0);
-    if (base == MAP_FAILED) {
-        log_err("staging: mmap of a %lu-byte view: %s", (unsigned long)s->view_bytes,
-                strerror(errno));
-        free(v);
-        return NULL;
-    }
-    /* Locked so that the pages a transport DMAs into never move; best effort. */
-    if (mlock(base, s->view_bytes) != 0 && !s->lock_warned) {
-        s->lock_warned = true;
-        log_warning("staging: mlock failed (%s); raise LimitMEMLOCK for pinned staging",
+    void *base;
+    if (gpu_present(s->d)) {
+        if (gpu_host_alloc(s->d, s->view_bytes, &base) != 0) {
+            free(v);
+            return NULL;
+        }
+        v->cuda = true;
+    } else {
+        base = mmap(NULL, s->view_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED) {
+            log_err("staging: mmap of a %lu-byte view: %s", (unsigned long)s->view_bytes,
                     strerror(errno));
-    }
-    if (wire_mem_map(s->d->wire, base, s->view_bytes, &v->memh) != 0) {
-        munmap(base, s->view_bytes);
-        free(v);
-        return NULL;
+            free(v);
+            return NULL;
+        }
+        /* Locked so that the pages a transport DMAs into never move; best effort. */
+        if (mlock(base, s->view_bytes) != 0 && !s->lock_warned) {
+            s->lock_warned = true;
+            log_warning("staging: mlock failed (%s); raise LimitMEMLOCK for pinned staging",
+                        strerror(errno));
+        }
     }
     v->base = base;
+    if (wire_mem_map(s->d->wire, base, s->view_bytes, &v->memh) != 0) {
+        staging_view_release_memory(s, v);
+        free(v);
+        return NULL;
+    }
     v->bytes = s->view_bytes;
     v->id = s->next_id++;
     v->use = VIEW_FREE;
@@ -58,7 +75,7 @@ static struct view *staging_view_alloc(struct staging *s)
 static void staging_view_free(struct staging *s, struct view *v)
 {
     wire_mem_unmap(s->d->wire, v->memh);
-    munmap(v->base, v->bytes);
+    staging_view_release_memory(s, v);
     s->nviews--;
     free(v);
 }

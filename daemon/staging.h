@@ -1,7 +1,9 @@
 /*
  * staging.h — the pool of host staging views that DATA chunks travel through.
  *
- * Each view is its own page-aligned, locked buffer registered once with UCX,
+ * Each view is its own page-aligned buffer registered once with UCX: pinned
+ * and mapped by CUDA when the daemon has a GPU (the copy kernels then read
+ * and write it directly), locked pages otherwise,
  * so that one view can be dropped (freed) on its own when it leaves the
  * quarantine and be replaced by a fresh allocation: a view that a failed
  * transfer touched is never recycled.
@@ -33,6 +35,7 @@ struct view {
     uint32_t id;
     enum view_use use;
     uint32_t holds;             /* UCX requests and copies that may still touch it */
+    bool cuda;                  /* pinned and mapped by CUDA (else locked pages) */
 };
 
 /* A transfer waiting for a view: wake() runs once one may be free. */

@@ -24,6 +24,7 @@ struct wire_op {
     void *req;                  /* the UCX request while in flight */
     bool done;
     bool control;               /* a probed control message: goes to the hooks */
+    bool stray;                 /* a dropped message: in wire.strays until done */
     ucs_status_t status;
     size_t length;
     uint64_t sender_tag;
@@ -55,6 +56,7 @@ struct wire {
     bool tick_on;
     uint32_t outstanding;           /* posted operations not yet delivered */
     struct list completed;          /* struct wire_op, waiting for delivery */
+    struct list strays;             /* struct wire_op: stray messages still being dropped */
     uint32_t closing;               /* endpoint close requests in flight */
     bool idle_on;
 };
@@ -81,6 +83,8 @@ static void wire_op_finish(struct wire_op *op, void *request, ucs_status_t st, s
     op->req = NULL;
     if (request != NULL)
         ucp_request_free(request);
+    if (op->stray)
+        list_remove(&op->node);
     list_insert_tail(&op->wire->completed, &op->node);
 }
 
@@ -202,42 +206,100 @@ static void wire_probe(struct wire *wire)
     }
 }
 
+/*
+ * Drop the data-class messages that wait in the worker for a receive that
+ * will never be posted. UCX shows only the first waiting message: when that
+ * one is still expected (its receive comes soon), the rest waits for a later
+ * round.
+ */
+static void wire_probe_stray(struct wire *wire)
+{
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h msg;
+
+    if (wire->hooks.on_data == NULL)
+        return;
+    for (int n = 0; n < 64; n++) {
+        if (ucp_tag_probe_nb(wire->worker, 0, TAG_CLASS_CONTROL, 0, &info) == NULL)
+            return;
+        if (!wire->hooks.on_data(wire->hooks.arg, info.sender_tag, info.length))
+            return;
+        msg = ucp_tag_probe_nb(wire->worker, info.sender_tag, UINT64_MAX, 1, &info);
+        if (msg == NULL)
+            return;
+        /* Truncated into 64 bytes: UCX completes it (and a rendezvous sender) with an error. */
+        void *buf = malloc(64);
+        struct wire_op *op = buf != NULL ? wire_op_new(wire, NULL, NULL, buf) : NULL;
+        if (op == NULL) {
+            free(buf);
+            return;
+        }
+        ucp_request_param_t param = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                            UCP_OP_ATTR_FIELD_RECV_INFO,
+            .cb.recv = wire_recv_done,
+            .user_data = op,
+            .recv_info.tag_info = &info,
+        };
+        uint64_t tag = info.sender_tag;
+        op->stray = true;
+        list_insert_tail(&wire->strays, &op->node);
+        ucs_status_ptr_t sp = ucp_tag_msg_recv_nbx(wire->worker, buf, 64, msg, &param);
+        if (UCS_PTR_IS_ERR(sp)) {
+            /* Truncated at once (an eager message): dropped, which is the point. */
+            list_remove(&op->node);
+            free(buf);
+            free(op);
+            continue;
+        }
+        wire_posted(wire, op, sp, 0, tag, NULL);
+    }
+}
+
 static void wire_on_idle(uv_idle_t *handle)
 {
     /* Nothing here: an active idle handle only keeps the loop from blocking; prepare drains. */
 }
 
 /*
- * Progress until the worker has nothing to do, then arm its event fd so that
- * the loop sleeps until UCX has news. UCS_ERR_BUSY from arm means events came
- * in meanwhile: progress again.
+ * A bounded amount of progress, then back to the loop: a large message makes
+ * progress report work for milliseconds on end, and meanwhile copy
+ * completions (uv_async) and timers must be served, or the pipeline stalls
+ * behind the wire. When the worker is idle, arm its event fd so that the loop
+ * may sleep until UCX has news; UCS_ERR_BUSY from arm means news came in
+ * meanwhile, so the loop comes straight back.
  */
+#define WIRE_PROGRESS_BATCH 32
+
 static void wire_on_tick(uv_timer_t *handle);
 
 static void wire_drain(struct wire *wire)
 {
-    for (int round = 0; round < 64; round++) {
-        while (ucp_worker_progress(wire->worker) != 0)
-            ;
-        wire_probe(wire);
-        wire_deliver(wire);
-        ucs_status_t st = ucp_worker_arm(wire->worker);
-        if (st == UCS_OK)
+    for (int i = 0; i < WIRE_PROGRESS_BATCH; i++)
+        if (ucp_worker_progress(wire->worker) == 0)
             break;
-        if (st != UCS_ERR_BUSY) {
-            log_err("ucp_worker_arm: %s", ucs_status_string(st));
-            break;
-        }
-    }
+    wire_probe(wire);
+    wire_probe_stray(wire);
+    wire_deliver(wire);
+    /*
+     * Arm even when the batch ran out with work left: UCS_ERR_BUSY then brings
+     * the loop straight back, while a worker whose fd will signal lets it sleep.
+     */
+    ucs_status_t st = ucp_worker_arm(wire->worker);
+    bool busy = st == UCS_ERR_BUSY;
+    if (st != UCS_OK && !busy)
+        log_err("ucp_worker_arm: %s", ucs_status_string(st));
     /*
      * Completions already queued are delivered on the next turn without
-     * sleeping. Otherwise the loop sleeps on the event fd; while operations
-     * are outstanding a 1 ms tick stands guard for any transport that makes
-     * progress without signalling the fd. (Spinning instead would starve the
-     * copy threads on small machines: measured 1.3 against 1.9 GB/s over tcp
-     * on two cores.)
+     * sleeping. While operations are outstanding, --progress spin keeps the
+     * loop polling the worker (the data path's best latency, one core busy);
+     * --progress event sleeps on the event fd, with a 1 ms tick standing
+     * guard for transports that progress without signalling it. Spinning
+     * starves the copy threads of a small machine (two cores: 1.3 against
+     * 1.9 GB/s over tcp), hence auto: spin from 8 CPUs up.
      */
-    bool want_idle = !list_empty(&wire->completed);
+    bool want_idle = busy || !list_empty(&wire->completed) ||
+                     (wire->d->cfg.progress_spin && wire->outstanding > 0);
     if (want_idle != wire->idle_on) {
         wire->idle_on = want_idle;
         if (want_idle)
@@ -284,6 +346,7 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, uint64_t max_con
     wire->hooks = *hooks;
     wire->max_control = max_control;
     list_init(&wire->completed);
+    list_init(&wire->strays);
 
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK) {
@@ -369,6 +432,13 @@ void wire_destroy(struct wire *wire)
     uv_run(wire->d->loop, UV_RUN_NOWAIT);
     ucp_worker_release_address(wire->worker, wire->address);
     ucp_worker_destroy(wire->worker);
+    /* A dropped rendezvous whose sender went quiet never completes; only scratch is left. */
+    while (!list_empty(&wire->strays)) {
+        struct wire_op *op = list_entry(wire->strays.next, struct wire_op, node);
+        list_remove(&op->node);
+        free(op->owned);
+        free(op);
+    }
     ucp_cleanup(wire->context);
     free(wire);
 }

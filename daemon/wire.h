@@ -35,6 +35,13 @@ struct wire_hooks {
     void (*on_oversize)(void *arg, uint64_t tag, size_t length);
     /* UCX reported an endpoint failed; close it with wire_ep_close(). */
     void (*on_ep_error)(void *arg, void *ep_user, b10_status_t status);
+    /*
+     * A data-class message waits that no posted receive took. Return true if
+     * no receive ever will (its tag is unknown or quarantined): it is then
+     * taken into a small scratch buffer and dropped, so that a late or
+     * stray message neither lands anywhere nor sits in UCX for good. May be NULL.
+     */
+    bool (*on_data)(void *arg, uint64_t tag, size_t length);
 };
 
 int wire_create(struct b10d *d, const struct wire_hooks *hooks, uint64_t max_control,

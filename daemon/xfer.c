@@ -68,6 +68,20 @@ static void xfer_on_deadline(uv_timer_t *timer)
               x->role == XFER_SEND ? "sent" : "landed");
 }
 
+/*
+ * A completion can be delivered after the deadline passed but before the
+ * deadline timer ran (a stopped process resumes with both pending; libuv
+ * polls before it runs timers). Acting on it would move bytes for a
+ * transfer the other side already reported failed: fail it here instead.
+ */
+static bool xfer_past_deadline(struct xfer *x)
+{
+    if (x->d->now_ms(x->d) < x->deadline_ms)
+        return false;
+    xfer_on_deadline(&x->timer);
+    return true;
+}
+
 static struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t budget_ms)
 {
     struct xfer *x = calloc(1, sizeof(*x));
@@ -179,8 +193,9 @@ static void xfer_finish(struct xfer *x)
     if (x->role == XFER_SEND) {
         d->stats.xfers_succeeded++;
         uint64_t ms = d->now_ms(d) - x->started_ms;
-        log_info("transfer %016" PRIx64 " to %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64 " ms",
-                 x->id, x->remote_agent, x->plan->total, x->plan->nchunks, ms);
+        log_info("transfer %016" PRIx64 " to %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
+                 " ms (READY after %" PRIu64 " ms)", x->id, x->remote_agent, x->plan->total,
+                 x->plan->nchunks, ms, x->ready_ms - x->started_ms);
         if (x->session != NULL)
             session_xfer_done(x->session, x);
     } else {
@@ -253,7 +268,8 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
         d->stats.xfers_failed++;
         if (x->session != NULL)
             session_xfer_done(x->session, x);
-    } else if (!peer_silent && status != B10_ERR_CANCELLED) {
+    } else if ((!peer_silent || status == B10_ERR_PEER_PROTOCOL) && status != B10_ERR_CANCELLED) {
+        /* A sender that broke the protocol can still hear why: it fails now, not at its deadline. */
         xfer_send_result(x, status, x->detail);
     }
     xfer_maybe_free(x);
@@ -262,6 +278,16 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
 void xfer_cancel(struct xfer *x)
 {
     xfer_fail(x, B10_ERR_CANCELLED, "cancelled by the client");
+}
+
+void xfer_cancel_admin(struct xfer *x, const char *who)
+{
+    bool tell = x->role == XFER_RECV && x->state != XFER_DONE;
+
+    xfer_fail(x, B10_ERR_CANCELLED, "cancelled by %s", who);
+    /* x lives on until its timer's close callback: safe to use here. */
+    if (tell)
+        xfer_send_result(x, B10_ERR_CANCELLED, x->detail);
 }
 
 static struct xfer_slot *xfer_free_slot(struct xfer *x)
@@ -333,7 +359,8 @@ static b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_do
 
     if (x->session == NULL)
         return B10_ERR_CLIENT_GONE;
-    struct xfer_copy_ctx ctx = { copy_job_new(done, slot, slot->chunk), slot->view->base, gather };
+    struct xfer_copy_ctx ctx = { copy_job_new(x->d, gather, done, slot, slot->chunk),
+                                 slot->view->base, gather };
     if (ctx.job == NULL)
         return B10_ERR_NO_MEMORY;
     for (uint32_t p = chunk->first; p < chunk->first + chunk->count; p++) {
@@ -347,7 +374,7 @@ static b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_do
     }
     x->holds++;
     slot->view->holds++;
-    copy_job_submit(x->d, ctx.job);
+    copy_job_submit(ctx.job);
     return B10_OK;
 }
 
@@ -479,7 +506,10 @@ static void xfer_on_ready(void *arg, b10_status_t status, size_t length)
         xfer_fail(x, B10_ERR_PEER_PROTOCOL, "READY names another transfer");
         return;
     }
+    if (xfer_past_deadline(x))
+        return;
     x->state = XFER_RUNNING;
+    x->ready_ms = x->d->now_ms(x->d);
     xfer_send_pump(x);
 }
 
@@ -633,7 +663,7 @@ b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct x
     b10_status_t status;
 
     if (d->stopping) {
-        snprintf(detail, detail_len, "the daemon is shutting down");
+        snprintf(detail, detail_len, "the daemon is draining: it admits no new transfers");
         return B10_ERR_DRAINING;
     }
     if (req->op != B10__OP__OP_WRITE) {
@@ -773,6 +803,8 @@ static void xfer_on_data(void *arg, b10_status_t status, size_t length)
                   slot->chunk, length, want);
         return;
     }
+    if (xfer_past_deadline(x))
+        return;   /* late DATA stays in its quarantined view, never scattered */
     b10_status_t st = xfer_copy_chunk(slot, false, xfer_on_scattered);
     if (st != B10_OK) {
         /* The target deregistered or left mid-transfer: the view holds data for nowhere. */
@@ -874,7 +906,8 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
         return;
     }
     if (d->stopping) {
-        xfer_refuse(peer, control, B10_ERR_DRAINING, "the remote daemon is shutting down");
+        xfer_refuse(peer, control, B10_ERR_DRAINING,
+                    "the remote daemon is draining: it admits no new transfers");
         return;
     }
     if (quarantine_bytes(d->quarantine) > d->cfg.quarantine_budget) {

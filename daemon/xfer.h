@@ -68,6 +68,7 @@ struct xfer {
     char remote_agent[256];
 
     uint64_t started_ms;
+    uint64_t ready_ms;              /* S: when READY came (admission took ready_ms - started_ms) */
     uint64_t deadline_ms;           /* monotonic, b10d.now_ms */
     uv_timer_t timer;
 
@@ -115,6 +116,12 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
 
 /* The client asked: cancel. */
 void xfer_cancel(struct xfer *x);
+/*
+ * An operator asked (b10ctl cancel): B10_ERR_CANCELLED on either side. A
+ * receiver tells the sender too, which would otherwise learn nothing before
+ * its deadline (xfer_fail answers no CANCEL there: those come from the sender).
+ */
+void xfer_cancel_admin(struct xfer *x, const char *who);
 
 const char *xfer_role_name(enum xfer_role role);
 const char *xfer_state_name(enum xfer_state state);

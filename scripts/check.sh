@@ -58,6 +58,10 @@ for build in "$@"; do
         done
         sh tests/integ/run.sh "$build" 2>"$log/integ-$tag.err" | sed -n "s/^\(PASS\|FAIL\|SKIP\) \([A-Za-z0-9_.-]*\)\( (.*)\)\{0,1\}\$/\1 $tag\/integ\/\2\3/p"
         tail -n 200 "$log/integ-$tag.err" >&2
+        sh tests/ops/run.sh "$build" 2>"$log/ops-$tag.err" | sed -n "s/^\(PASS\|FAIL\|SKIP\) \([A-Za-z0-9_.-]*\)\( (.*)\)\{0,1\}\$/\1 $tag\/ops\/\2\3/p"
+        tail -n 200 "$log/ops-$tag.err" >&2
+        sh tests/fault/run.sh "$build" 2>"$log/fault-$tag.err" | sed -n "s/^\(PASS\|FAIL\|SKIP\) \([A-Za-z0-9_.-]*\)\( (.*)\)\{0,1\}\$/\1 $tag\/fault\/\2\3/p"
+        tail -n 200 "$log/fault-$tag.err" >&2
     ) >"$log/lines-$tag" || true
     while IFS= read -r line; do
         status=${line%% *}

@@ -5,8 +5,11 @@ set -eu
 
 pkgs="gcc make pkg-config libucx-dev ucx-utils libuv1-dev libprotobuf-c-dev
       protobuf-c-compiler libsystemd-dev libcmocka-dev iproute2 procps"
-# Tests need nothing beyond the build today; --test is the place for what they add later.
-[ "${1:-}" = "--test" ] && pkgs="$pkgs coreutils"
+# Tests add the fault injectors (namespaces, nftables, tbf) and clang's libFuzzer.
+[ "${1:-}" = "--test" ] && pkgs="$pkgs coreutils nftables clang libclang-rt-14-dev"
+# The operations tests: systemd-socket-activate and systemd-analyze, python3 (JSON and
+# the Prometheus checker), setpriv, man, readelf.
+[ "${1:-}" = "--test" ] && pkgs="$pkgs systemd python3 util-linux man-db binutils"
 
 missing=""
 for p in $pkgs; do

@@ -32,6 +32,8 @@
  */
 #include <b10/b10.h>
 
+#include "kv-cuda.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -101,10 +103,15 @@ struct opts {
     bool corrupt_one;
     bool strict;            /* decode: failed transfers must not have written a byte */
     bool hold;              /* prefill: write DIR/ready.R, wait for DIR/go.R before submitting */
+    bool orphan;            /* decode: keep verifying after the daemon went away (fault tests) */
     bool verbose;
 };
 
 static const char *prog = "b10-kvrank";
+
+/* Where the pool lives: --mem dram (default), vram (cuMemAlloc) or vmm (cuMemCreate). */
+enum kvmem { KVMEM_DRAM, KVMEM_VRAM, KVMEM_VMM };
+static enum kvmem kvmem = KVMEM_DRAM;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -201,6 +208,8 @@ static void usage(FILE *f)
         "\n"
         "common:\n"
         "  -s, --socket PATH       b10d socket (default $B10_SOCKET, else libb10's)\n"
+        "      --mem KIND          where the pool lives: dram (default), vram (cuMemAlloc)\n"
+        "                          or vmm (cuMemCreate, exported as a file descriptor)\n"
         "      --name NAME         agent name (default decode / prefill)\n"
         "      --dir DIR           where the two ranks exchange files (required)\n"
         "      --layers N          layers (80)\n"
@@ -215,6 +224,7 @@ static void usage(FILE *f)
         "      --rounds N          rounds to verify before exiting (1)\n"
         "      --corrupt-one       flip one destination byte before the last verification\n"
         "      --strict            a failed transfer must have left its destination untouched\n"
+        "      --orphan            go on verifying if the daemon goes away (kill -9 tests)\n"
         "                          (default: untouched or its source bytes, as after a partial landing)\n"
         "prefill (the decode reads these from DIR/done.R):\n"
         "      --req-blocks N      blocks of the request (48: 240 MiB with the defaults)\n"
@@ -241,7 +251,7 @@ static int opts_parse(int argc, char **argv, struct opts *o)
         O_NAME = 256, O_DIR, O_ROLE, O_LAYERS, O_BLOCKS, O_BTOK, O_TBYTES, O_SEED, O_ROUND,
         O_ROUNDS, O_WAIT, O_CORRUPT, O_REQ, O_SBYTES, O_SOFF, O_SGAP, O_SRAND, O_SHIFT,
         O_XFERS, O_OOB, O_CONC, O_DEADLINE, O_CANCEL, O_EXPECT, O_EXPECT_DETAIL, O_HOLD,
-        O_STRICT,
+        O_STRICT, O_ORPHAN, O_MEM,
     };
     static const struct option longopts[] = {
         { "socket", required_argument, NULL, 's' },
@@ -272,6 +282,8 @@ static int opts_parse(int argc, char **argv, struct opts *o)
         { "expect-detail", no_argument, NULL, O_EXPECT_DETAIL },
         { "hold", no_argument, NULL, O_HOLD },
         { "strict", no_argument, NULL, O_STRICT },
+        { "mem", required_argument, NULL, O_MEM },
+        { "orphan", no_argument, NULL, O_ORPHAN },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -335,6 +347,19 @@ static int opts_parse(int argc, char **argv, struct opts *o)
         case O_EXPECT_DETAIL: o->expect_detail = true; break;
         case O_HOLD: o->hold = true; break;
         case O_STRICT: o->strict = true; break;
+        case O_MEM:
+            if (strcmp(optarg, "dram") == 0)
+                kvmem = KVMEM_DRAM;
+            else if (strcmp(optarg, "vram") == 0)
+                kvmem = KVMEM_VRAM;
+            else if (strcmp(optarg, "vmm") == 0)
+                kvmem = KVMEM_VMM;
+            else {
+                warn("--mem: '%s' is not dram, vram or vmm", optarg);
+                return -1;
+            }
+            break;
+        case O_ORPHAN: o->orphan = true; break;
         case 'v': o->verbose = true; break;
         case 'h': usage(stdout); exit(EXIT_PASS);
         default: usage(stderr); return -1;
@@ -404,9 +429,11 @@ struct pool {
     uint64_t block_bytes;
     uint64_t layer_bytes;   /* K pool then V pool */
     uint64_t bytes;         /* all layers */
-    uint8_t **base;         /* per layer, from b10_dram_alloc */
+    uint8_t **base;         /* per layer, from b10_dram_alloc; with --mem vram/vmm a host mirror */
+    struct kvcuda_alloc *dev; /* per layer with --mem vram/vmm: the device memory registered */
     b10_mem_t **mem;        /* per layer, once registered */
 };
+
 
 static int geom_check(const struct geom *g)
 {
@@ -435,13 +462,67 @@ static void pool_free(struct pool *p, b10_conn_t *conn)
             if (st != B10_OK)
                 warn("deregister layer %u: %s: %s", l, b10_status_name(st), b10_status_str(st));
         }
-        if (p->base[l] != NULL)
+        if (p->dev != NULL) {
+            kvcuda_free(&p->dev[l]);
+            free(p->base[l]);
+        } else if (p->base[l] != NULL) {
             b10_dram_free(p->base[l]);
+        }
     }
+    free(p->dev);
+    p->dev = NULL;
     free(p->mem);
     free(p->base);
     p->mem = NULL;
     p->base = NULL;
+}
+
+/* --mem vram/vmm: device memory per layer, filled through a host mirror. */
+static int pool_alloc_device(struct pool *p, const struct geom *g, uint64_t key)
+{
+    char err[256];
+
+    p->dev = calloc(g->layers, sizeof(*p->dev));
+    if (p->dev == NULL || kvcuda_init(err, sizeof(err)) != 0) {
+        warn("device memory: %s", p->dev == NULL ? "out of memory" : err);
+        goto fail;
+    }
+    for (uint32_t l = 0; l < g->layers; l++) {
+        p->base[l] = malloc(p->layer_bytes);
+        if (p->base[l] == NULL ||
+            kvcuda_alloc(kvmem == KVMEM_VMM, p->layer_bytes, &p->dev[l], err, sizeof(err)) != 0) {
+            warn("layer %u: %s", l, p->base[l] == NULL ? "out of memory" : err);
+            goto fail;
+        }
+        pattern_fill(p->base[l], key, l * p->layer_bytes, p->layer_bytes);
+        if (kvcuda_upload(p->dev[l].ptr, p->base[l], p->layer_bytes) != 0) {
+            warn("layer %u: copying the pattern to the device failed", l);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    pool_free(p, NULL);
+    return -1;
+}
+
+/* --mem vram/vmm: bring the device's bytes into the host mirror, for verifying. */
+static int pool_sync(struct pool *p)
+{
+    for (uint32_t l = 0; p->dev != NULL && l < p->g.layers; l++) {
+        if (kvcuda_download(p->base[l], p->dev[l].ptr, p->layer_bytes) != 0) {
+            warn("layer %u: copying the device's bytes back failed", l);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The address of pool offset off as this rank's daemon sees it: device memory when there is some. */
+static uint64_t pool_addr(const struct pool *p, uint64_t off)
+{
+    uint32_t l = (uint32_t)(off / p->layer_bytes);
+    return (p->dev != NULL ? p->dev[l].ptr : (uint64_t)(uintptr_t)p->base[l]) + off % p->layer_bytes;
 }
 
 /* Allocate the pool and fill every layer with the stream keyed by key. */
@@ -458,6 +539,8 @@ static int pool_alloc(struct pool *p, const struct geom *g, uint64_t key)
         warn("out of memory");
         goto fail;
     }
+    if (kvmem != KVMEM_DRAM)
+        return pool_alloc_device(p, g, key);
     for (uint32_t l = 0; l < g->layers; l++) {
         void *addr;
         b10_status_t st = b10_dram_alloc(p->layer_bytes, &addr);
@@ -481,8 +564,8 @@ static int pool_register(struct pool *p, b10_conn_t *conn)
     for (uint32_t l = 0; l < p->g.layers; l++) {
         b10_mem_params_t mp = {
             .field_mask = 0,
-            .kind = B10_MEM_DRAM,
-            .addr = p->base[l],
+            .kind = p->dev != NULL ? B10_MEM_VRAM : B10_MEM_DRAM,
+            .addr = p->dev != NULL ? (void *)(uintptr_t)p->dev[l].ptr : p->base[l],
             .length = p->layer_bytes,
         };
         b10_status_t st = b10_mem_register(conn, &mp, &p->mem[l]);
@@ -767,7 +850,7 @@ static int desc_write(const char *path, const char *name, const struct pool *p, 
                          p->g.block_tokens, p->g.token_bytes);
     for (uint32_t l = 0; l < p->g.layers; l++)
         n += (size_t)snprintf(head + n, cap - n, "base %u 0x%" PRIx64 "\n", l,
-                              (uint64_t)(uintptr_t)p->base[l]);
+                              pool_addr(p, (uint64_t)l * p->layer_bytes));
     n += (size_t)snprintf(head + n, cap - n, "desc_len %zu\n", desc_len);
     rc = write_file(path, head, n, desc, desc_len);
     free(head);
@@ -1235,7 +1318,8 @@ static int run_decode(const struct opts *o)
         char vpath[4096], line[128];
 
         dir_path(path, sizeof(path), o->dir, "done", (int)r);
-        if (wait_file(path, o->wait_ms, conn) != 0 || done_read(path, &pp, &status) != 0) {
+        if (wait_file(path, o->wait_ms, o->orphan ? NULL : conn) != 0 ||
+            done_read(path, &pp, &status) != 0) {
             rc = EXIT_SETUP;
             break;
         }
@@ -1253,6 +1337,10 @@ static int run_decode(const struct opts *o)
         for (uint32_t x = 0; x < pp.xfers; x++)
             say("round %u: xfer %u ended %s", r, x, b10_status_name(status[x]));
         free(status);
+        if (pool_sync(&pool) != 0) {
+            rc = EXIT_SETUP;
+            break;
+        }
         if (o->corrupt_one && r + 1 == o->rounds)
             corrupt_one(&pool, &vf, r);
         int v = verify_pool(&pool, &vf, poison_key(o->poison_seed), r);
@@ -1353,7 +1441,7 @@ static int run_prefill(const struct opts *o)
     for (size_t i = 0; i < pl.n; i++) {
         const struct piece *pc = &pl.v[i];
 
-        local[i].addr = (uint64_t)(uintptr_t)pool_at(&pool, pc->src);
+        local[i].addr = pool_addr(&pool, pc->src);
         local[i].length = pc->len;
         remote[i].length = pc->len;
         if (pc->oob) {

@@ -54,6 +54,7 @@ extern "C" {
     X(ERR_UNSUPPORTED,    15, FIX,    "operation or memory kind not supported by this daemon")   \
     X(ERR_EXISTS,         16, FIX,    "name or region already registered")                       \
     X(ERR_NOT_FOUND,      17, FIX,    "no such transfer, region or agent")                       \
+    X(ERR_PERMISSION,     18, FIX,    "not permitted: admin requests need root or the socket's group") \
     X(ERR_DEADLINE,       30, RETRY,  "transfer deadline expired")                               \
     X(ERR_CANCELLED,      31, RETRY,  "transfer cancelled")                                      \
     X(ERR_STAGING_EXHAUSTED,32,RETRY, "staging exhausted")                                       \
@@ -160,13 +161,20 @@ const char *b10_conn_detail(b10_conn_t *conn);
 
 typedef enum {
     B10_MEM_DRAM = 1, /* host memory backed by a file descriptor (memfd or shm) */
-    B10_MEM_VRAM = 2, /* CUDA device memory */
+    /*
+     * CUDA device memory. The device is found from the address. The region
+     * must lie inside one allocation: cudaMalloc memory (exported as a
+     * cudaIpcMemHandle) or VMM memory created with
+     * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (exported as a file
+     * descriptor). Anything else is refused with the reason, never copied
+     * through a slow path. libb10 loads the CUDA driver only when needed.
+     */
+    B10_MEM_VRAM = 2,
 } b10_mem_kind_t;
 
 enum {
     B10_MEM_FIELD_FD        = 1u << 0,
     B10_MEM_FIELD_FD_OFFSET = 1u << 1,
-    B10_MEM_FIELD_DEVICE    = 1u << 2,
 };
 
 typedef struct {
@@ -183,7 +191,6 @@ typedef struct {
      */
     int fd;
     uint64_t fd_offset;
-    int device_id;        /* VRAM: the CUDA device (default: the current one) */
 } b10_mem_params_t;
 
 /*

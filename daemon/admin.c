@@ -1,0 +1,502 @@
+/* admin.c — see admin.h. */
+#include "admin.h"
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "b10.pb-c.h"
+#include "frame.h"
+#include "ipc.h"
+#include "peer.h"
+#include "plan.h"
+#include "quarantine.h"
+#include "service.h"
+#include "session.h"
+#include "staging.h"
+#include "tags.h"
+#include "wire.h"
+#include "xfer.h"
+
+#define ADMIN_MAX_DRAIN_MS 600000u
+
+/* The counters of struct stats, with their help text: metrics and `b10ctl stats` read this. */
+#define ADMIN_COUNTERS(X)                                                                       \
+    X(xfers_submitted, "transfers submitted by this node's ranks")                              \
+    X(xfers_succeeded, "submitted transfers that landed")                                       \
+    X(xfers_failed, "submitted transfers that failed, for any reason")                          \
+    X(xfers_received, "transfers admitted as receiver")                                         \
+    X(bytes_sent, "bytes sent in DATA chunks")                                                  \
+    X(bytes_landed, "bytes scattered into destination memory")                                  \
+    X(late_completions, "completions of operations of finished transfers")                      \
+    X(quarantine_events, "resources put in quarantine")                                         \
+    X(stale_messages, "control messages of no live link, dropped")                              \
+    X(peer_protocol_errors, "protocol violations by remote daemons")                            \
+    X(client_protocol_errors, "protocol violations by local clients")
+
+static const struct {
+    const char *name;
+    const char *help;
+    size_t offset;
+} admin_counters[] = {
+#define ADMIN_COUNTER(field, text) { #field, text, offsetof(struct stats, field) },
+    ADMIN_COUNTERS(ADMIN_COUNTER)
+#undef ADMIN_COUNTER
+};
+#define ADMIN_NCOUNTERS (sizeof(admin_counters) / sizeof(admin_counters[0]))
+
+/*
+ * One answer under construction. Strings point into the daemon's live
+ * state, which does not change before the answer is encoded; only the
+ * arrays are ours, kept in one list to free.
+ */
+struct admin_answer {
+    struct b10d *d;
+    uint64_t now;
+    uint32_t rows;                  /* left for list rows */
+    B10__AdminReply reply;
+    B10__AdminDaemon daemon;
+    B10__AdminStaging staging;
+    void **allocs;
+    size_t nallocs, cap;
+    bool failed;                    /* out of memory somewhere */
+};
+
+static void *admin_alloc(struct admin_answer *a, size_t n, size_t size)
+{
+    if (a->failed || n == 0)
+        return NULL;
+    if (a->nallocs == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        void **allocs = realloc(a->allocs, cap * sizeof(*allocs));
+        if (allocs == NULL) {
+            a->failed = true;
+            return NULL;
+        }
+        a->allocs = allocs;
+        a->cap = cap;
+    }
+    void *p = calloc(n, size);
+    if (p == NULL) {
+        a->failed = true;
+        return NULL;
+    }
+    a->allocs[a->nallocs++] = p;
+    return p;
+}
+
+static void admin_answer_free(struct admin_answer *a)
+{
+    for (size_t i = 0; i < a->nallocs; i++)
+        free(a->allocs[i]);
+    free(a->allocs);
+}
+
+/* How many of want rows fit; the rest count as omitted. */
+static size_t admin_take_rows(struct admin_answer *a, size_t want)
+{
+    size_t n = want < a->rows ? want : a->rows;
+    a->rows -= (uint32_t)n;
+    a->reply.omitted += (uint32_t)(want - n);
+    return n;
+}
+
+static size_t admin_list_length(const struct list *head)
+{
+    size_t n = 0;
+    for (const struct list *p = head->next; p != head; p = p->next)
+        n++;
+    return n;
+}
+
+static void admin_fill_daemon(struct admin_answer *a)
+{
+    struct b10d *d = a->d;
+    B10__AdminDaemon *m = &a->daemon;
+    struct service_info si;
+    struct list *pos, *tmp;
+
+    service_info(d->service, &si);
+    m->version = (char *)B10D_VERSION;
+    m->name = d->cfg.name;
+    m->daemon_id = d->daemon_id;
+    m->pid = (uint32_t)getpid();
+    m->uptime_ms = a->now - si.started_ms;
+    m->state = (char *)si.state;
+    m->socket = d->cfg.socket_path;
+    m->socket_activated = si.activated;
+    m->ucx_err_mode = (char *)(d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none");
+    m->watchdog_usec = si.watchdog_usec;
+    m->connections = d->nsessions;
+    list_for_each_safe(pos, tmp, &d->sessions)
+        if (list_entry(pos, struct session, node)->hello_done)
+            m->clients++;
+    m->peers = d->npeers;
+    list_for_each_safe(pos, tmp, &d->xfers) {
+        if (list_entry(pos, struct xfer, node)->role == XFER_SEND)
+            m->xfers_send++;
+        else
+            m->xfers_recv++;
+    }
+    m->quarantine_entries = quarantine_count(d->quarantine);
+    m->quarantine_bytes = quarantine_bytes(d->quarantine);
+    m->quarantine_budget = d->cfg.quarantine_budget;
+    m->quarantine_ttl_ms = d->cfg.quarantine_ttl_ms;
+    m->tags_live = tags_live(d->tags);
+    m->tags_quarantined = tags_quarantined(d->tags);
+    m->drain_left_ms = si.drain_left_ms;
+    m->drain_in_flight = si.drain_in_flight;
+    m->drain_forced = si.drain_forced;
+    m->drain_ms = si.drain_ms;
+    m->drain_succeeded = si.drain_succeeded;
+    m->drain_failed = si.drain_failed;
+    a->reply.daemon = m;
+}
+
+static void admin_fill_xfers(struct admin_answer *a)
+{
+    struct b10d *d = a->d;
+    struct list *pos, *tmp;
+    size_t n = admin_take_rows(a, d->nxfers), i = 0;
+    B10__AdminXfer *rows = admin_alloc(a, n, sizeof(*rows));
+    B10__AdminXfer **ptrs = admin_alloc(a, n, sizeof(*ptrs));
+
+    if (rows == NULL || ptrs == NULL)
+        return;
+    list_for_each_safe(pos, tmp, &d->xfers) {
+        struct xfer *x = list_entry(pos, struct xfer, node);
+        if (i == n)
+            break;
+        B10__AdminXfer *r = &rows[i];
+        b10__admin_xfer__init(r);
+        r->id = x->id;
+        r->role = (char *)xfer_role_name(x->role);
+        r->state = (char *)xfer_state_name(x->state);
+        r->peer = x->peer != NULL ? x->peer->daemon_id : 0;
+        r->local_agent = x->local_agent;
+        r->remote_agent = x->remote_agent;
+        r->bytes = x->plan != NULL ? x->plan->total : 0;
+        r->chunks = x->plan != NULL ? x->plan->nchunks : 0;
+        r->chunks_done = x->chunks_done;
+        r->age_ms = a->now - x->started_ms;
+        r->deadline_in_ms = (int64_t)x->deadline_ms - (int64_t)a->now;
+        ptrs[i++] = r;
+    }
+    a->reply.xfers = ptrs;
+    a->reply.n_xfers = i;
+}
+
+static void admin_fill_quarantine(struct admin_answer *a)
+{
+    struct b10d *d = a->d;
+    const struct list *head = quarantine_entries(d->quarantine);
+    size_t n = admin_take_rows(a, admin_list_length(head)), i = 0;
+    B10__AdminQuarantine *rows = admin_alloc(a, n, sizeof(*rows));
+    B10__AdminQuarantine **ptrs = admin_alloc(a, n, sizeof(*ptrs));
+
+    if (rows == NULL || ptrs == NULL)
+        return;
+    for (const struct list *p = head->next; p != head && i < n; p = p->next) {
+        const struct quarantine_entry *e = list_entry(p, struct quarantine_entry, node);
+        B10__AdminQuarantine *r = &rows[i];
+        b10__admin_quarantine__init(r);
+        r->kind = (char *)quarantine_kind_name(e->kind);
+        r->value = e->value;
+        r->size = e->size;
+        r->reason = (char *)b10_status_name(e->reason);
+        r->reason_code = (uint32_t)e->reason;
+        r->xfer_id = e->xfer_id;
+        r->peer = e->peer_id;
+        r->age_ms = a->now - e->since_ms;
+        r->expires_in_ms = (int64_t)e->expires_ms - (int64_t)a->now;
+        ptrs[i++] = r;
+    }
+    a->reply.quarantine = ptrs;
+    a->reply.n_quarantine = i;
+}
+
+static void admin_fill_staging(struct admin_answer *a)
+{
+    struct b10d *d = a->d;
+    B10__AdminStaging *m = &a->staging;
+    uint32_t views = staging_views(d->staging);
+    uint32_t idle = staging_free_views(d->staging) + staging_quarantined_views(d->staging);
+
+    m->view_bytes = staging_view_bytes(d->staging);
+    m->views = views;
+    m->free = staging_free_views(d->staging);
+    m->quarantined = staging_quarantined_views(d->staging);
+    m->busy = views > idle ? views - idle : 0;
+    m->configured_bytes = d->cfg.staging_bytes;
+    a->reply.staging = m;
+}
+
+static const char *admin_peer_state(enum peer_state state)
+{
+    switch (state) {
+    case PEER_DOWN: return "down";
+    case PEER_CONNECTING: return "connecting";
+    case PEER_UP: return "up";
+    }
+    return "?";
+}
+
+static void admin_fill_peers(struct admin_answer *a)
+{
+    struct b10d *d = a->d;
+    struct list *pos, *tmp;
+    size_t n = admin_take_rows(a, d->npeers), i = 0;
+    B10__AdminPeer *rows = admin_alloc(a, n, sizeof(*rows));
+    B10__AdminPeer **ptrs = admin_alloc(a, n, sizeof(*ptrs));
+
+    if (rows == NULL || ptrs == NULL)
+        return;
+    list_for_each_safe(pos, tmp, &d->peers) {
+        struct peer *p = list_entry(pos, struct peer, node);
+        if (i == n)
+            break;
+        B10__AdminPeer *r = &rows[i];
+        b10__admin_peer__init(r);
+        r->daemon_id = p->daemon_id;
+        r->state = (char *)admin_peer_state(p->state);
+        r->out_gen = p->state != PEER_DOWN ? p->out.gen : 0;
+        r->in_up = p->in_up;
+        r->in_gen = p->in_up ? p->in.gen : 0;
+        r->transports = (char *)(p->ep != NULL ? wire_ep_transports(p->ep) : "");
+        r->xfers = (uint32_t)admin_list_length(&p->xfers);
+        r->waiting = (uint32_t)admin_list_length(&p->waiting);
+        ptrs[i++] = r;
+    }
+    a->reply.peers = ptrs;
+    a->reply.n_peers = i;
+}
+
+static void admin_fill_regions(struct admin_answer *a, B10__AdminClient *c, const struct mem_table *t)
+{
+    size_t n = admin_take_rows(a, t->count);
+    B10__AdminRegion *rows = admin_alloc(a, n, sizeof(*rows));
+    B10__AdminRegion **ptrs = admin_alloc(a, n, sizeof(*ptrs));
+
+    if (rows == NULL || ptrs == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        const struct region *reg = t->regions[i];
+        B10__AdminRegion *r = &rows[i];
+        b10__admin_region__init(r);
+        r->id = reg->id;
+        r->kind = (char *)(reg->kind == B10_MEM_VRAM ? "vram" : "dram");
+        r->backend = (char *)(reg->backend != NULL ? reg->backend->name : "");
+        r->addr = reg->addr;
+        r->length = reg->length;
+        ptrs[i] = r;
+    }
+    c->regions = ptrs;
+    c->n_regions = n;
+}
+
+static void admin_fill_clients(struct admin_answer *a)
+{
+    struct b10d *d = a->d;
+    struct list *pos, *tmp;
+    size_t ranks = 0, i = 0;
+
+    list_for_each_safe(pos, tmp, &d->sessions)
+        ranks += list_entry(pos, struct session, node)->hello_done;
+    size_t n = admin_take_rows(a, ranks);
+    B10__AdminClient *rows = admin_alloc(a, n, sizeof(*rows));
+    B10__AdminClient **ptrs = admin_alloc(a, n, sizeof(*ptrs));
+    if (rows == NULL || ptrs == NULL)
+        return;
+    list_for_each_safe(pos, tmp, &d->sessions) {
+        struct session *s = list_entry(pos, struct session, node);
+        if (!s->hello_done)
+            continue;   /* admin connections, and ranks before their Hello */
+        if (i == n)
+            break;
+        B10__AdminClient *r = &rows[i];
+        b10__admin_client__init(r);
+        r->agent = s->agent;
+        r->pid = (uint32_t)s->pid;
+        r->uid = (uint32_t)s->uid;
+        r->gid = (uint32_t)s->gid;
+        r->registered_bytes = s->mem.bytes;
+        r->remote_agents = s->nagents;
+        r->xfers = s->nxfers;
+        r->targets = (uint32_t)admin_list_length(&s->targets);
+        admin_fill_regions(a, r, &s->mem);
+        ptrs[i++] = r;
+    }
+    a->reply.clients = ptrs;
+    a->reply.n_clients = i;
+}
+
+static void admin_fill_counters(struct admin_answer *a)
+{
+    B10__AdminCounter *rows = admin_alloc(a, ADMIN_NCOUNTERS, sizeof(*rows));
+    B10__AdminCounter **ptrs = admin_alloc(a, ADMIN_NCOUNTERS, sizeof(*ptrs));
+
+    if (rows == NULL || ptrs == NULL)
+        return;
+    for (size_t i = 0; i < ADMIN_NCOUNTERS; i++) {
+        b10__admin_counter__init(&rows[i]);
+        rows[i].name = (char *)admin_counters[i].name;
+        rows[i].help = (char *)admin_counters[i].help;
+        rows[i].value = *(const uint64_t *)((const char *)&a->d->stats + admin_counters[i].offset);
+        ptrs[i] = &rows[i];
+    }
+    a->reply.counters = ptrs;
+    a->reply.n_counters = ADMIN_NCOUNTERS;
+}
+
+static int admin_send(struct session *s, uint64_t seq, b10_status_t status, const char *detail,
+                      B10__AdminReply *answer)
+{
+    B10__Reply reply = B10__REPLY__INIT;
+    B10__DaemonMsg msg = B10__DAEMON_MSG__INIT;
+    uint8_t *frame;
+    size_t length;
+
+    reply.seq = seq;
+    reply.status = (B10__Status)status;
+    reply.detail = (char *)(detail != NULL ? detail : "");
+    if (answer != NULL) {
+        reply.body_case = B10__REPLY__BODY_ADMIN;
+        reply.admin = answer;
+    }
+    msg.body_case = B10__DAEMON_MSG__BODY_REPLY;
+    msg.reply = &reply;
+    if (frame_encode(&msg.base, s->d->cfg.max_frame, &frame, &length) != 0) {
+        if (answer == NULL)
+            return -1;
+        return admin_send(s, seq, B10_ERR_TOO_LARGE,
+                          "the answer exceeds --max-frame: ask for fewer rows (--limit)", NULL);
+    }
+    return ipc_send(s->conn, frame, length);
+}
+
+/* Root, the daemon's own user, or the socket's group (primary or supplementary). */
+static bool admin_allowed(struct session *s, gid_t *gid_p)
+{
+    gid_t gid = (gid_t)-1;
+    bool ok = s->uid == 0 || s->uid == geteuid() ||
+              (ipc_socket_gid(s->d->ipc, &gid) == 0 &&
+               (s->gid == gid || ipc_conn_in_group(s->conn, gid)));
+    *gid_p = gid;
+    return ok;
+}
+
+static b10_status_t admin_cancel(struct session *s, uint64_t id, char *detail, size_t detail_len)
+{
+    struct b10d *d = s->d;
+    struct list *pos, *tmp;
+    char who[96];
+    int n = 0;
+
+    snprintf(who, sizeof(who), "the operator (b10ctl, uid %u, pid %d)", (unsigned)s->uid,
+             (int)s->pid);
+    /* Both roles of one id may live here when a daemon sends to itself: cancel each. */
+    list_for_each_safe(pos, tmp, &d->xfers) {
+        struct xfer *x = list_entry(pos, struct xfer, node);
+        if (x->id != id)
+            continue;
+        log_notice("admin: uid %u (pid %d) cancels transfer %016" PRIx64 " (%s)", (unsigned)s->uid,
+                   (int)s->pid, id, xfer_role_name(x->role));
+        xfer_cancel_admin(x, who);
+        n++;
+    }
+    if (n == 0) {
+        snprintf(detail, detail_len, "no transfer %016" PRIx64 " is in flight", id);
+        return B10_ERR_NOT_FOUND;
+    }
+    return B10_OK;
+}
+
+int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *req)
+{
+    struct b10d *d = s->d;
+    struct admin_answer a;
+    char detail[256] = "";
+    b10_status_t status = B10_OK;
+    gid_t gid;
+
+    if (!admin_allowed(s, &gid)) {
+        log_warning("admin: refusing uid %u gid %u (pid %d): not root, the daemon's user or in "
+                    "the socket's group %d", (unsigned)s->uid, (unsigned)s->gid, (int)s->pid,
+                    (int)gid);
+        snprintf(detail, sizeof(detail), "admin requests need root, uid %u or the socket's group "
+                 "%d; uid %u gid %u is neither", (unsigned)geteuid(), (int)gid, (unsigned)s->uid,
+                 (unsigned)s->gid);
+        admin_send(s, seq, B10_ERR_PERMISSION, detail, NULL);
+        /* A rank that asked keeps its connection and transfers; a bare admin connection goes. */
+        return s->hello_done ? 0 : -1;
+    }
+    memset(&a, 0, sizeof(a));
+    a.d = d;
+    a.now = d->now_ms(d);
+    a.rows = req->limit != 0 && req->limit < d->cfg.max_admin_rows ? req->limit
+                                                                    : d->cfg.max_admin_rows;
+    b10__admin_reply__init(&a.reply);
+    b10__admin_daemon__init(&a.daemon);
+    b10__admin_staging__init(&a.staging);
+
+    /* Actions first, so that the status that comes back shows their effect. */
+    switch (req->op) {
+    case B10__ADMIN_OP__ADMIN_CANCEL:
+        status = admin_cancel(s, req->xfer_id, detail, sizeof(detail));
+        break;
+    case B10__ADMIN_OP__ADMIN_DRAIN: {
+        uint32_t bound = req->drain_timeout_ms == 0 ? d->cfg.drain_timeout_ms
+                         : req->drain_timeout_ms < ADMIN_MAX_DRAIN_MS ? req->drain_timeout_ms
+                                                                      : ADMIN_MAX_DRAIN_MS;
+        log_notice("admin: uid %u (pid %d) asks for a drain, bound %u ms", (unsigned)s->uid,
+                   (int)s->pid, bound);
+        service_drain(d->service, bound, false);
+        break;
+    }
+    default:
+        break;
+    }
+    admin_fill_daemon(&a);
+    switch (req->op) {
+    case B10__ADMIN_OP__ADMIN_STATUS:
+    case B10__ADMIN_OP__ADMIN_CANCEL:
+    case B10__ADMIN_OP__ADMIN_DRAIN:
+        break;
+    case B10__ADMIN_OP__ADMIN_TRANSFERS:
+        admin_fill_xfers(&a);
+        break;
+    case B10__ADMIN_OP__ADMIN_QUARANTINE:
+        admin_fill_quarantine(&a);
+        break;
+    case B10__ADMIN_OP__ADMIN_STAGING:
+        admin_fill_staging(&a);
+        break;
+    case B10__ADMIN_OP__ADMIN_PEERS:
+        admin_fill_peers(&a);
+        break;
+    case B10__ADMIN_OP__ADMIN_CLIENTS:
+        admin_fill_clients(&a);
+        break;
+    case B10__ADMIN_OP__ADMIN_STATS:
+        admin_fill_counters(&a);
+        break;
+    case B10__ADMIN_OP__ADMIN_METRICS:
+        admin_fill_staging(&a);
+        admin_fill_counters(&a);
+        break;
+    default:
+        status = B10_ERR_INVALID_ARG;
+        snprintf(detail, sizeof(detail), "unknown admin request %d", (int)req->op);
+        break;
+    }
+    if (a.failed) {
+        status = B10_ERR_NO_MEMORY;
+        snprintf(detail, sizeof(detail), "no memory for the answer");
+    }
+    admin_send(s, seq, status, detail, status == B10_OK || status == B10_ERR_NOT_FOUND ? &a.reply : NULL);
+    admin_answer_free(&a);
+    return 0;
+}

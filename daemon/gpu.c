@@ -1,0 +1,400 @@
+/* gpu.c — see gpu.h. */
+#include "gpu.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "copy.h"
+
+#ifdef B10_HAVE_CUDA
+
+#include "gpu-copy.h"
+
+/* Most pieces one submission carries; a chunk with more is cut into several. */
+#define GPU_MAX_PIECES 65536
+#define GPU_SLOTS      16
+
+/* One device's share of a copy job, submitted as one gpu-copy operation. */
+struct gpu_part {
+    struct list node;           /* gpu.pending until submitted; gpu.done once complete */
+    struct gpu *gpu;
+    struct copy_job *job;
+    int device;
+    gpu_copy_piece_t *pieces;
+    size_t npieces;
+    gpu_copy_op_t *op;
+};
+
+struct gpu {
+    struct b10d *d;
+    int ndevices;
+    gpu_copier_t **copiers;     /* per device, made on first use */
+    uv_async_t async;
+    pthread_mutex_t lock;       /* guards done: the only state CUDA threads touch */
+    struct list done;
+    struct list pending;        /* parts waiting for a free slot of their copier */
+    uint32_t inflight;
+};
+
+bool gpu_present(const struct b10d *d)
+{
+    return d->gpu != NULL && d->gpu->ndevices > 0;
+}
+
+static void gpu_submit_pending(struct gpu *gpu);
+
+/* On a CUDA driver thread: hand the part to the loop and return. */
+static void gpu_on_done(void *arg)
+{
+    struct gpu_part *part = arg;
+    struct gpu *gpu = part->gpu;
+
+    pthread_mutex_lock(&gpu->lock);
+    list_insert_tail(&gpu->done, &part->node);
+    pthread_mutex_unlock(&gpu->lock);
+    uv_async_send(&gpu->async);
+}
+
+static void gpu_on_async(uv_async_t *handle)
+{
+    struct gpu *gpu = handle->data;
+    struct list done;
+
+    list_init(&done);
+    pthread_mutex_lock(&gpu->lock);
+    if (!list_empty(&gpu->done)) {
+        done = gpu->done;
+        done.next->prev = &done;
+        done.prev->next = &done;
+        list_init(&gpu->done);
+    }
+    pthread_mutex_unlock(&gpu->lock);
+
+    while (!list_empty(&done)) {
+        struct gpu_part *part = list_entry(done.next, struct gpu_part, node);
+        list_remove(&part->node);
+        int rc = gpu_copy_op_poll(part->op);
+        b10_status_t status = B10_OK;
+        if (rc != GPU_COPY_OK) {
+            log_err("gpu: copy on device %d failed: %s: %s", part->device, gpu_copy_strstatus(rc),
+                    gpu_copy_last_error(gpu->copiers[part->device]));
+            status = B10_ERR_INTERNAL;
+        }
+        gpu_copy_op_release(part->op);
+        gpu->inflight--;
+        copy_job_part_done(part->job, status);
+        free(part->pieces);
+        free(part);
+    }
+    gpu_submit_pending(gpu);
+}
+
+static gpu_copier_t *gpu_copier(struct gpu *gpu, int device)
+{
+    if (device < 0 || device >= gpu->ndevices)
+        return NULL;
+    /* Made at start; a device whose copier failed then is tried again here. */
+    if (gpu->copiers[device] == NULL) {
+        gpu_copy_params_t params = {
+            .field_mask = GPU_COPY_PARAM_DEVICE | GPU_COPY_PARAM_MAX_CTAS |
+                          GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_INFLIGHT,
+            .device = device,
+            .max_ctas = gpu->d->cfg.gpu_max_ctas,
+            .max_pieces = GPU_MAX_PIECES,
+            .max_inflight = GPU_SLOTS,
+        };
+        int rc = gpu_copy_create(&params, &gpu->copiers[device]);
+        if (rc != GPU_COPY_OK) {
+            log_err("gpu: no copier for device %d: %s", device, gpu_copy_strstatus(rc));
+            return NULL;
+        }
+        log_debug("gpu: copier on device %d, at most %u CTAs a copy", device,
+                 gpu->d->cfg.gpu_max_ctas);
+    }
+    return gpu->copiers[device];
+}
+
+/* Submit a part; 1 when every slot is taken (it waits in pending), 0 done, <0 failed. */
+static int gpu_submit(struct gpu *gpu, struct gpu_part *part)
+{
+    gpu_copier_t *copier = gpu_copier(gpu, part->device);
+    if (copier == NULL)
+        return -1;
+    gpu_copy_req_t req = {
+        .dir = part->job->gather ? GPU_COPY_GATHER : GPU_COPY_SCATTER,
+        .engine = GPU_COPY_AUTO,
+        .pieces = part->pieces,
+        .npieces = part->npieces,
+        .done_cb = gpu_on_done,
+        .done_arg = part,
+    };
+    int rc = gpu_copy_submit(copier, &req, &part->op);
+    if (rc == GPU_COPY_E_BUSY)
+        return 1;
+    if (rc != GPU_COPY_OK) {
+        log_err("gpu: submitting a copy of %zu pieces on device %d: %s: %s", part->npieces,
+                part->device, gpu_copy_strstatus(rc), gpu_copy_last_error(copier));
+        return -1;
+    }
+    gpu->inflight++;
+    return 0;
+}
+
+static void gpu_submit_pending(struct gpu *gpu)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &gpu->pending) {
+        struct gpu_part *part = list_entry(pos, struct gpu_part, node);
+        int rc = gpu_submit(gpu, part);
+        if (rc > 0)
+            continue;   /* this device is still full; another may not be */
+        list_remove(&part->node);
+        if (rc < 0) {
+            copy_job_part_done(part->job, B10_ERR_INTERNAL);
+            free(part->pieces);
+            free(part);
+        }
+    }
+}
+
+static void gpu_queue(struct gpu *gpu, struct gpu_part *part)
+{
+    int rc = list_empty(&gpu->pending) ? gpu_submit(gpu, part) : 1;
+    if (rc > 0) {
+        list_insert_tail(&gpu->pending, &part->node);   /* in order behind earlier waiters */
+        return;
+    }
+    if (rc < 0) {
+        copy_job_part_done(part->job, B10_ERR_INTERNAL);
+        free(part->pieces);
+        free(part);
+    }
+}
+
+void gpu_copy_job(struct b10d *d, struct copy_job *job)
+{
+    struct gpu *gpu = d->gpu;
+
+    /* One pass per device the job touches (a rank's regions rarely span more than one). */
+    for (int device = 0; device < (gpu != NULL ? gpu->ndevices : 0); device++) {
+        struct gpu_part *part = NULL;
+        for (uint32_t i = 0; i < job->nsegs; i++) {
+            const struct copy_seg *seg = &job->segs[i];
+            if (seg->device != device)
+                continue;
+            if (part == NULL) {
+                part = calloc(1, sizeof(*part));
+                if (part != NULL)
+                    part->pieces = malloc(GPU_MAX_PIECES * sizeof(*part->pieces));
+                if (part == NULL || part->pieces == NULL) {
+                    free(part);
+                    job->parts++;
+                    copy_job_part_done(job, B10_ERR_NO_MEMORY);
+                    return;
+                }
+                *part = (struct gpu_part){ .gpu = gpu, .job = job, .device = device,
+                                           .pieces = part->pieces };
+                list_init(&part->node);
+                job->parts++;
+            }
+            part->pieces[part->npieces++] = job->gather
+                ? (gpu_copy_piece_t){ (void *)seg->src, seg->dst, seg->len }
+                : (gpu_copy_piece_t){ seg->dst, (void *)seg->src, seg->len };
+            if (part->npieces == GPU_MAX_PIECES) {
+                gpu_queue(gpu, part);
+                part = NULL;
+            }
+        }
+        if (part != NULL)
+            gpu_queue(gpu, part);
+    }
+    /* Segments of a device this daemon does not have cannot exist: regions are opened on one. */
+}
+
+int gpu_start(struct b10d *d)
+{
+    const char *why = "";
+    struct gpu *gpu = calloc(1, sizeof(*gpu));
+
+    if (gpu == NULL)
+        return -ENOMEM;
+    gpu->d = d;
+    list_init(&gpu->done);
+    list_init(&gpu->pending);
+    gpu->ndevices = gpu_copy_device_count(&why);
+    if (gpu->ndevices == 0) {
+        log_info("gpu: no CUDA device (%s): DRAM regions only", why);
+        free(gpu);
+        return 0;
+    }
+    gpu->copiers = calloc((size_t)gpu->ndevices, sizeof(*gpu->copiers));
+    if (gpu->copiers == NULL) {
+        free(gpu);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&gpu->lock, NULL);
+    uv_async_init(d->loop, &gpu->async, gpu_on_async);
+    gpu->async.data = gpu;
+    d->gpu = gpu;
+    /* Copiers now, not at the first copy: making one blocks the loop for tens of ms. */
+    for (int dev = 0; dev < gpu->ndevices; dev++)
+        gpu_copier(gpu, dev);
+    log_info("gpu: %d CUDA device%s; staging is pinned and mapped", gpu->ndevices,
+             gpu->ndevices == 1 ? "" : "s");
+    return 0;
+}
+
+static void gpu_on_closed(uv_handle_t *handle)
+{
+    struct gpu *gpu = handle->data;
+    pthread_mutex_destroy(&gpu->lock);
+    free(gpu->copiers);
+    free(gpu);
+}
+
+void gpu_stop(struct b10d *d)
+{
+    struct gpu *gpu = d->gpu;
+
+    if (gpu == NULL)
+        return;
+    /* Copies in flight finish first: they hold regions and views. Bounded: 10 s. */
+    for (int i = 0; i < 10000 && (gpu->inflight > 0 || !list_empty(&gpu->pending)); i++) {
+        uv_run(d->loop, UV_RUN_NOWAIT);
+        if (gpu->inflight > 0)
+            uv_sleep(1);
+    }
+    if (gpu->inflight > 0)
+        log_warning("gpu: %u copies still in flight at exit", gpu->inflight);
+    for (int dev = 0; dev < gpu->ndevices; dev++)
+        gpu_copy_destroy(gpu->copiers[dev]);
+    d->gpu = NULL;
+    uv_close((uv_handle_t *)&gpu->async, gpu_on_closed);
+}
+
+int gpu_host_alloc(struct b10d *d, size_t length, void **addr_p)
+{
+    if (!gpu_present(d))
+        return -ENOTSUP;
+    int rc = gpu_copy_host_alloc(length, addr_p);
+    if (rc != GPU_COPY_OK) {
+        log_err("gpu: cudaHostAlloc of %zu bytes: %s", length, gpu_copy_strstatus(rc));
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void gpu_host_free(struct b10d *d, void *addr)
+{
+    gpu_copy_host_free(addr);
+}
+
+static b10_status_t vram_open(struct region *r, const struct mem_request *req, char *detail,
+                              size_t detail_len)
+{
+    const char *why = "";
+    char err[256] = "";
+    void *base;
+    int device, rc;
+
+    if (gpu_copy_device_count(&why) == 0) {
+        snprintf(detail, detail_len, "no usable CUDA device on this node: %s", why);
+        return B10_ERR_UNSUPPORTED;
+    }
+    if (req->pci_bus_id == NULL || req->pci_bus_id[0] == '\0' || strlen(req->pci_bus_id) > 32) {
+        snprintf(detail, detail_len, "a VRAM region needs its device's PCI bus id");
+        return B10_ERR_INVALID_ARG;
+    }
+    if (req->alloc_length == 0 || req->addr < req->alloc_base ||
+        req->alloc_base + req->alloc_length < req->alloc_base ||
+        req->addr + req->length > req->alloc_base + req->alloc_length) {
+        snprintf(detail, detail_len, "the region must lie inside one allocation "
+                 "(0x%" PRIx64 "+%" PRIu64 ")", req->alloc_base, req->alloc_length);
+        return B10_ERR_INVALID_ARG;
+    }
+    if (gpu_copy_device_by_pci(req->pci_bus_id, &device, err, sizeof(err)) != GPU_COPY_OK) {
+        snprintf(detail, detail_len, "no CUDA device at PCI %s on this node: %s", req->pci_bus_id, err);
+        return B10_ERR_INVALID_ARG;
+    }
+    if (req->ipc_handle != NULL && req->ipc_handle_length == GPU_COPY_IPC_HANDLE_BYTES) {
+        rc = gpu_copy_map_ipc(device, req->ipc_handle, (gpu_copy_mapping_t **)&r->map, &base, err,
+                              sizeof(err));
+    } else if (req->fd >= 0) {
+        rc = gpu_copy_map_fd(device, req->fd, req->alloc_length, (gpu_copy_mapping_t **)&r->map,
+                             &base, err, sizeof(err));
+    } else {
+        snprintf(detail, detail_len, "a VRAM region needs a %d-byte cudaIpcMemHandle or the file "
+                 "descriptor of a VMM allocation", GPU_COPY_IPC_HANDLE_BYTES);
+        return B10_ERR_INVALID_ARG;
+    }
+    if (rc != GPU_COPY_OK) {
+        log_warning("gpu: opening a client's VRAM on device %d: %s", device, err);
+        snprintf(detail, detail_len, "opening the allocation on device %d failed: %s", device, err);
+        return rc == GPU_COPY_E_NOMEM ? B10_ERR_NO_MEMORY : B10_ERR_INVALID_ARG;
+    }
+    r->device = device;
+    r->base = (uint8_t *)base + (req->addr - req->alloc_base);
+    return B10_OK;
+}
+
+static void vram_close(struct region *r)
+{
+    gpu_copy_unmap(r->map);
+}
+
+#else /* !B10_HAVE_CUDA */
+
+bool gpu_present(const struct b10d *d)
+{
+    return false;
+}
+
+int gpu_start(struct b10d *d)
+{
+    log_info("gpu: this b10d was built without CUDA: DRAM regions only");
+    return 0;
+}
+
+void gpu_stop(struct b10d *d)
+{
+}
+
+int gpu_host_alloc(struct b10d *d, size_t length, void **addr_p)
+{
+    return -ENOTSUP;
+}
+
+void gpu_host_free(struct b10d *d, void *addr)
+{
+}
+
+void gpu_copy_job(struct b10d *d, struct copy_job *job)
+{
+    /* No VRAM region can exist without CUDA: a device segment here is our own bug. */
+    log_err("gpu: a copy touches VRAM in a daemon built without CUDA");
+    job->parts++;
+    copy_job_part_done(job, B10_ERR_INTERNAL);
+}
+
+static b10_status_t vram_open(struct region *r, const struct mem_request *req, char *detail,
+                              size_t detail_len)
+{
+    snprintf(detail, detail_len, "this b10d was built without CUDA: it cannot map VRAM");
+    return B10_ERR_UNSUPPORTED;
+}
+
+static void vram_close(struct region *r)
+{
+}
+
+#endif
+
+const struct mem_backend vram_backend = {
+    .name = "vram",
+    .open = vram_open,
+    .close = vram_close,
+};

@@ -1,0 +1,46 @@
+/*
+ * gpu.h — the daemon's GPU room: VRAM regions and the copies that touch them.
+ *
+ * It stands between the daemon and cuda/gpu-copy.h (the CUDA code). Built
+ * without CUDA, or run without a GPU, every call says so: VRAM registrations
+ * fail with B10_ERR_UNSUPPORTED and a reason, staging comes from plain locked
+ * pages, and nothing else changes.
+ *
+ * Threads: copies complete on a CUDA driver thread, which only queues the
+ * completion and wakes the loop (uv_async); the loop thread does the rest.
+ */
+#ifndef B10D_GPU_H
+#define B10D_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "b10d.h"
+#include "mem.h"
+
+struct copy_job;
+
+/* Find the devices; a daemon without any goes on without the GPU room. */
+int gpu_start(struct b10d *d);
+/* Wait (bounded) for copies in flight, then free everything. */
+void gpu_stop(struct b10d *d);
+bool gpu_present(const struct b10d *d);
+
+/* The VRAM backend of mem.c. */
+extern const struct mem_backend vram_backend;
+
+/*
+ * Staging from pinned, mapped host memory (cudaHostAlloc), so that the copy
+ * kernels read and write views directly. -ENOTSUP without a GPU.
+ */
+int gpu_host_alloc(struct b10d *d, size_t length, void **addr_p);
+void gpu_host_free(struct b10d *d, void *addr);
+
+/*
+ * Run the device part of a copy job: its segments that touch VRAM, grouped
+ * by device. Calls copy_job_part_done(job, status) once for each part.
+ */
+void gpu_copy_job(struct b10d *d, struct copy_job *job);
+
+#endif

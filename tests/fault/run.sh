@@ -1,0 +1,890 @@
+#!/bin/sh
+# Fault tests of b10d: real daemons, real ranks, and faults injected on
+# purpose — kill -9 of a daemon or a rank mid-transfer, SIGSTOP past the
+# deadline, a link cut or throttled between network namespaces, a rogue
+# peer, malformed client frames, fuzzed decoders, and a soak of all of it.
+#
+#   sh tests/fault/run.sh [BUILD_DIR [SCENARIO...]]     (BUILD_DIR: build, or build/san)
+#
+# Same conventions as tests/integ/run.sh: every scenario runs in its own
+# shell, bounded by timeout(1), in its own temporary directory; it kills
+# everything it started (and removes the namespaces it made). One line per
+# scenario: "PASS name", "FAIL name (reason)" or "SKIP name (reason)", then
+# the log tails of the failures. Exit status: non-zero if any failed.
+#
+# After each fault it checks: the failing transfer's status and reason;
+# every other concurrent transfer byte-exact (b10-kvrank verifies whole
+# pools); the failed transfer's destination unchanged outside its spans
+# (and inside them, with --strict, where nothing may have landed in time);
+# a fresh WRITE still completes; the quarantine took the failed transfer's
+# resources (the daemons' "quarantine:" log lines at debug level).
+#
+# The soak and the fuzzers run on a plain build only (they cost minutes and
+# gain nothing from running twice). Environment: B10_KEEP=1 keeps the logs;
+# B10_SOAK_S (60) and B10_FUZZ_S (30 per target) bound them.
+set -u
+
+self=$0
+all_scenarios="kill9_recv kill9_send sigstop_late client_kill_send client_kill_recv rogue bad_frames
+               budget netns_linkdown netns_loss netns_rate soak fuzz"
+
+# ---------------------------------------------------------------- helpers (as in tests/integ/run.sh)
+
+reason() {
+    [ -s "$D/reason" ] || printf '%s\n' "$*" >"$D/reason"
+}
+
+die() {
+    reason "$@"
+    exit 1
+}
+
+skip() {
+    printf '%s\n' "$*" >"$D/skip"
+    exit 77
+}
+
+note() {
+    printf '%s\n' "$*" >>"$D/notes"
+}
+
+track() {
+    echo "$1" >>"$D/pids"
+}
+
+alive() {
+    [ -r "/proc/$1/stat" ] || return 1
+    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+    [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
+wait_exit() {
+    _n=$(( $2 * 10 ))
+    while alive "$1"; do
+        _n=$(( _n - 1 ))
+        if [ "$_n" -le 0 ]; then
+            rc=124
+            return
+        fi
+        sleep 0.1
+    done
+    wait "$1"
+    rc=$?
+}
+
+# NS_<name> names the network namespace a daemon runs in (empty: this one);
+# DEV_<name> its UCX_NET_DEVICES.
+DAEMON_OPTS="--staging-bytes 64M --view-bytes 4M --quarantine-ttl-ms 3000 --connect-timeout-ms 3000"
+
+# start_daemon NAME [b10d options]: b10d on $D/NAME.sock, logging to $D/NAME.log.
+start_daemon() {
+    _dn=$1
+    shift
+    _ns=$(eval "echo \${NS_$_dn:-}")
+    _dev=$(eval "echo \${DEV_$_dn:-lo}")
+    if [ -n "$_ns" ]; then
+        ip netns exec "$_ns" env UCX_NET_DEVICES="$_dev" UCX_TLS=tcp,self \
+            "$B10D" --socket "$D/$_dn.sock" --name "$_dn" $DAEMON_OPTS \
+            --log-level debug "$@" >"$D/$_dn.log" 2>&1 &
+    else
+        UCX_NET_DEVICES=$_dev "$B10D" --socket "$D/$_dn.sock" --name "$_dn" $DAEMON_OPTS \
+            --log-level debug "$@" >"$D/$_dn.log" 2>&1 &
+    fi
+    _p=$!
+    track $_p
+    eval "pid_$_dn=$_p"
+    echo "$_dn" >>"$D/daemons"
+    _n=$(( 200 * SLOW ))
+    until grep -q "listening on $D/$_dn.sock" "$D/$_dn.log" 2>/dev/null; do
+        alive $_p || die "b10d $_dn exited during startup: $(tail -n 1 "$D/$_dn.log")"
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "b10d $_dn: no 'listening on' line after $(( 20 * SLOW )) s"
+        sleep 0.1
+    done
+}
+
+daemon_pid() {
+    eval "echo \$pid_$1"
+}
+
+# The daemon died on purpose: do not expect it to stop cleanly.
+forget_daemon() {
+    eval "pid_$1="
+}
+
+stop_daemons() {
+    [ -f "$D/daemons" ] || return 0
+    for _dn in $(cat "$D/daemons"); do
+        _p=$(daemon_pid "$_dn")
+        [ -n "$_p" ] || continue
+        kill -CONT "$_p" 2>/dev/null
+        kill -TERM "$_p" 2>/dev/null
+    done
+    for _dn in $(cat "$D/daemons"); do
+        _p=$(daemon_pid "$_dn")
+        [ -n "$_p" ] || continue
+        wait_exit "$_p" $(( 15 * SLOW ))
+        if [ "$rc" = 124 ]; then
+            kill -KILL "$_p" 2>/dev/null
+            reason "b10d $_dn did not exit within $(( 15 * SLOW )) s of SIGTERM"
+        elif [ "$rc" != 0 ]; then
+            reason "b10d $_dn exited $rc on SIGTERM"
+        fi
+        eval "pid_$_dn="
+    done
+    rm -f "$D/daemons"
+}
+
+bg() {
+    _bn=$1
+    shift
+    "$@" >"$D/$_bn.log" 2>&1 &
+    track $!
+    eval "pid_$_bn=$!"
+}
+
+fg() {
+    _lim=$(( $1 * SLOW ))
+    _bn=$2
+    shift 2
+    timeout -k 2 "$_lim" "$@" </dev/null >"$D/$_bn.log" 2>&1 &
+    _p=$!
+    track $_p
+    wait $_p
+    rc=$?
+    [ "$rc" = 124 ] && reason "$_bn did not finish within $_lim s"
+    return 0
+}
+
+wait_file() {
+    _n=$(( $2 * 10 * SLOW ))
+    while [ ! -e "$1" ]; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "no $1 after $(( $2 * SLOW )) s"
+        sleep 0.1
+    done
+}
+
+# wait_log FILE REGEX SECONDS [WHAT]: until a line of FILE matches, or die.
+wait_log() {
+    _n=$(( $3 * 20 * SLOW ))
+    until grep -q -E "$2" "$1" 2>/dev/null; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "${4:-no line matching '$2' in $(basename "$1")} after $(( $3 * SLOW )) s"
+        sleep 0.05
+    done
+}
+
+count() {  # count FILE REGEX
+    grep -c -E "$2" "$1" 2>/dev/null || true
+}
+
+# The pools: small enough for 2 cores, large enough that a transfer lasts.
+KV="--layers 8 --blocks 64 --wait-ms 60000"
+BIG="--layers 16 --blocks 64 --wait-ms 60000"
+
+# decode NAME DAEMON DIR [kvrank options]: a decode rank named NAME in DIR.
+decode() {
+    _name=$1
+    _dmn=$2
+    _dir=$3
+    shift 3
+    mkdir -p "$_dir"
+    bg "$_name" "$KVRANK" --role decode --name "$_name" -s "$D/$_dmn.sock" --dir "$_dir" "$@"
+    wait_file "$_dir/decode.desc" 30
+}
+
+# prefill_bg NAME DAEMON DIR ROUND [kvrank options]: in the background.
+prefill_bg() {
+    _name=$1
+    _dmn=$2
+    _dir=$3
+    _r=$4
+    shift 4
+    bg "$_name" "$KVRANK" --role prefill --name "$_name" -s "$D/$_dmn.sock" --dir "$_dir" \
+        --round "$_r" "$@"
+}
+
+# prefill NAME DAEMON DIR ROUND [kvrank options]: in the foreground; sets $rc.
+prefill() {
+    _name=$1
+    _dmn=$2
+    _dir=$3
+    _r=$4
+    shift 4
+    fg 90 "$_name" "$KVRANK" --role prefill --name "$_name" -s "$D/$_dmn.sock" --dir "$_dir" \
+        --round "$_r" "$@"
+}
+
+expect_rc() {  # expect_rc NAME RC: the client NAME ended with RC ($rc)
+    if [ "$rc" != "$2" ]; then
+        _why=$(grep -E 'FAIL|MISMATCH|ended|refused|gave up|b10_|register' "$D/$1.log" | tail -n 1)
+        die "$1 exited $rc, expected $2: ${_why:-see log}"
+    fi
+}
+
+# finish NAME RC: a background client exits with RC within the bound.
+finish() {
+    _p=$(eval "echo \$pid_$1")
+    wait_exit "$_p" $(( 90 * SLOW ))
+    if [ "$rc" = 124 ]; then
+        kill -KILL "$_p" 2>/dev/null
+        die "$1 did not finish"
+    fi
+    expect_rc "$1" "$2"
+}
+
+# Statuses a prefill reported for its failed transfers, one per line.
+failed_statuses() {
+    sed -n 's/.*xfer [0-9]* (id [0-9]*) ended \(B10_[A-Z_]*\):.*/\1/p' "$D/$1.log"
+}
+
+# only_statuses NAME ALLOWED...: every failure of NAME is one of ALLOWED, and there is one.
+only_statuses() {
+    _who=$1
+    shift
+    _got=$(failed_statuses "$_who" | sort | uniq -c | tr -s ' ' | tr '\n' ',')
+    [ -n "$_got" ] || die "$_who: no transfer failed (the fault came too late?)"
+    for _s in $(failed_statuses "$_who" | sort -u); do
+        _ok=0
+        for _a in "$@"; do
+            [ "$_s" = "$_a" ] && _ok=1
+        done
+        [ "$_ok" = 1 ] || die "$_who: a transfer ended $_s; allowed: $* (all: $_got)"
+    done
+    note "$_who failures:$_got"
+}
+
+# Did the daemon quarantine what a failed transfer left?
+quarantined() {  # quarantined DAEMON [REASON]
+    grep -q "quarantine: .*${2:-}" "$D/$1.log" ||
+        die "daemon $1 logged no 'quarantine:' line${2:+ with $2}"
+}
+
+# Write a round's done file for a prefill that died before writing it: every
+# transfer failed (its bytes may or may not have landed).
+fake_done() {  # fake_done DIR ROUND REQ_BLOCKS XFERS STATUS
+    {
+        echo "b10-kvrank-done 1"
+        echo "round $2"
+        echo "seed 1"
+        echo "req_blocks $3"
+        echo "span_offset 0"
+        echo "span_bytes 0"
+        echo "span_gap 0"
+        echo "dst_shift 0"
+        echo "span_rand 0"
+        echo "xfers $4"
+        echo "oob 0"
+        _i=0
+        while [ $_i -lt "$4" ]; do
+            echo "status $_i $5 the prefill died"
+            _i=$(( _i + 1 ))
+        done
+    } >"$1/done.$2.tmp" && mv "$1/done.$2.tmp" "$1/done.$2"
+}
+
+# Wait until a receiving daemon admitted a transfer for rank NAME.
+wait_admitted() {  # wait_admitted DAEMON RANK
+    wait_log "$D/$1.log" "admitted into $2:" 30 "daemon $1 admitted no transfer into $2"
+}
+
+# ---------------------------------------------------------------- scenarios
+
+# A long request as many WRITEs, two in flight.
+LONG="--req-blocks 32 --xfers 24 --concurrent 2 --deadline-ms 30000"
+
+# verified DIR ROUND: the decode in DIR checked that round and found it right.
+verified() {
+    wait_file "$1/verified.$2" 60
+    grep -q pass "$1/verified.$2" || die "the decode in $(basename "$1") found round $2 wrong: $(grep -m1 MISMATCH "$1"/../*.log)"
+}
+
+# warm SEND RECV: one small WRITE, so that the link from SEND to RECV is up
+# (its HELLO must not meet a stopped daemon).
+warm() {
+    decode "w$1$2" "$2" "$D/w$1$2" --layers 1 --blocks 4 --wait-ms 30000
+    prefill "pw$1$2" "$1" "$D/w$1$2" 0 --layers 1 --blocks 4 --wait-ms 30000 --req-blocks 1
+    expect_rc "pw$1$2" 0
+    finish "w$1$2" 0
+}
+
+# freeze_mid SEND RECV NAME DIR RANK [prefill options]: start prefill NAME
+# on daemon SEND into RANK on daemon RECV and leave its first transfers
+# certainly mid-way: RECV is stopped before they are submitted, SEND once
+# its CONTROLs are out; RECV then resumes, admits them and answers READY
+# into the stopped SEND. On return SEND is stopped, RECV waits for DATA.
+freeze_mid() {
+    _s=$1 _rv=$2 _pn=$3 _pd=$4 _rank=$5
+    shift 5
+    warm "$_s" "$_rv"
+    rm -f "$_pd/ready.0" "$_pd/go.0"
+    prefill_bg "$_pn" "$_s" "$_pd" 0 "$@" --hold
+    wait_file "$_pd/ready.0" 30
+    kill -STOP "$(daemon_pid "$_rv")"
+    touch "$_pd/go.0"
+    wait_log "$D/$_s.log" "$_pn → $_rank" 10 "daemon $_s took no transfer from $_pn"
+    sleep 0.3
+    kill -STOP "$(daemon_pid "$_s")"
+    kill -CONT "$(daemon_pid "$_rv")"
+    wait_admitted "$_rv" "$_rank"
+}
+
+# kill -9 of the receiving daemon mid-transfer.
+scen_kill9_recv() {
+    start_daemon A
+    start_daemon B
+    start_daemon C
+    decode dx B "$D/x" $BIG --orphan
+    decode dy C "$D/y" $BIG --rounds 2
+    prefill_bg py A "$D/y" 0 $BIG $LONG
+    freeze_mid A B px "$D/x" dx $BIG $LONG
+    kill -KILL "$(daemon_pid B)"
+    forget_daemon B
+    _t0=$(date +%s)
+    kill -CONT "$(daemon_pid A)"
+    finish px 1
+    _secs=$(( $(date +%s) - _t0 ))
+    only_statuses px B10_ERR_PEER_LOST B10_ERR_PEER_UNREACHABLE
+    failed_statuses px | grep -q B10_ERR_PEER_LOST || die "no in-flight transfer ended B10_ERR_PEER_LOST"
+    [ "$_secs" -lt $(( 20 * SLOW )) ] || die "failing the transfers took $_secs s (deadline 30 s)"
+    note "transfers to the killed daemon failed within $_secs s"
+    finish py 0
+    finish dx 0
+    quarantined A B10_ERR_PEER_LOST
+    grep -q 'peer .*: lost' "$D/A.log" || die "A did not log the peer as lost"
+    # A still serves: a fresh WRITE to C.
+    verified "$D/y" 0
+    prefill py1 A "$D/y" 1 $BIG --req-blocks 32
+    expect_rc py1 0
+    finish dy 0
+}
+
+# kill -9 of the sending daemon mid-transfer.
+scen_kill9_send() {
+    start_daemon A
+    start_daemon B
+    start_daemon C
+    decode dx B "$D/x" $BIG --rounds 2
+    decode dy B "$D/y" $BIG
+    prefill_bg py C "$D/y" 0 $BIG $LONG
+    freeze_mid A B px "$D/x" dx $BIG $LONG
+    kill -KILL "$(daemon_pid A)"
+    forget_daemon A
+    finish px 1
+    only_statuses px B10_ERR_DAEMON_LOST B10_ERR_DAEMON_UNREACHABLE
+    # The receiver notices the dead sender (UCX error) well before the 30 s deadline.
+    wait_log "$D/B.log" 'failed: B10_ERR_PEER_LOST' 15 "B did not fail the transfer from the dead sender with B10_ERR_PEER_LOST"
+    quarantined B B10_ERR_PEER_LOST
+    finish py 0
+    # A restarted sender completes a fresh WRITE into the same rank.
+    verified "$D/x" 0
+    start_daemon A2
+    prefill px1 A2 "$D/x" 1 $BIG --req-blocks 32
+    expect_rc px1 0
+    finish dx 0
+    finish dy 0
+}
+
+# SIGSTOP past the deadline, then SIGCONT: the READY, RESULT and any DATA
+# that come late must land nowhere (--strict: not a byte of the failed
+# transfer in the destination). freeze_mid leaves A stopped with READY
+# pending; B fails at its deadline; A resumes past its own.
+scen_sigstop_late() {
+    start_daemon A
+    start_daemon B
+    decode dx B "$D/x" $KV --rounds 2 --strict
+    freeze_mid A B p0 "$D/x" dx $KV --req-blocks 8 --deadline-ms 1500
+    wait_log "$D/B.log" 'failed: B10_ERR_DEADLINE' 10 "B did not fail the stalled transfer at its deadline"
+    sleep 0.5
+    kill -CONT "$(daemon_pid A)"
+    finish p0 1
+    only_statuses p0 B10_ERR_DEADLINE
+    quarantined A B10_ERR_DEADLINE
+    quarantined B 'view .*B10_ERR_DEADLINE'
+    verified "$D/x" 0
+    prefill p1 A "$D/x" 1 $KV --req-blocks 8
+    expect_rc p1 0
+    finish dx 0
+}
+
+# The submitting rank is killed mid-transfer: its transfers fail (client
+# gone), the receiver is told, a concurrent pair is untouched.
+scen_client_kill_send() {
+    start_daemon A
+    start_daemon B
+    decode dx B "$D/x" $BIG --rounds 2
+    decode dy B "$D/y" $BIG
+    prefill_bg py A "$D/y" 0 $BIG $LONG
+    freeze_mid A B px "$D/x" dx $BIG $LONG
+    # B stopped too: nothing of px can complete before A reads its end.
+    kill -STOP "$(daemon_pid B)"
+    kill -CONT "$(daemon_pid A)"
+    kill -KILL "$pid_px"
+    wait_log "$D/A.log" 'client px .*disconnected' 10
+    kill -CONT "$(daemon_pid B)"
+    fake_done "$D/x" 0 32 24 B10_ERR_CLIENT_GONE
+    wait_log "$D/A.log" 'failed: B10_ERR_CLIENT_GONE: the submitting rank disconnected' 10
+    wait_log "$D/B.log" 'from px\) failed: B10_ERR_CANCELLED' 10 "B was not told of the cancel"
+    quarantined A B10_ERR_CLIENT_GONE
+    finish py 0
+    verified "$D/x" 0
+    prefill px1 A "$D/x" 1 $BIG --req-blocks 32
+    expect_rc px1 0
+    finish dx 0
+    finish dy 0
+}
+
+# The destination rank is killed mid-transfer: the receiver fails its
+# transfers and tells the sender; the rank's memory is unmapped only after
+# the copies into it finished (ASan would see a write after unmap).
+scen_client_kill_recv() {
+    start_daemon A
+    start_daemon B
+    decode dx B "$D/x" $BIG
+    decode dy B "$D/y" $BIG
+    prefill_bg py A "$D/y" 0 $BIG $LONG
+    freeze_mid A B px "$D/x" dx $BIG $LONG
+    kill -KILL "$pid_dx"
+    wait_log "$D/B.log" 'client dx .*disconnected' 10
+    kill -CONT "$(daemon_pid A)"
+    finish px 1
+    only_statuses px B10_ERR_CLIENT_GONE B10_ERR_UNKNOWN_AGENT
+    failed_statuses px | grep -q B10_ERR_CLIENT_GONE || die "no in-flight transfer ended B10_ERR_CLIENT_GONE"
+    finish py 0
+    finish dy 0
+    quarantined B 'view .*B10_ERR_CLIENT_GONE'
+    # A new rank of the same name is served.
+    rm -rf "$D/x"
+    decode dx B "$D/x" $KV
+    prefill px1 A "$D/x" 0 $KV --req-blocks 8
+    expect_rc px1 0
+    finish dx 0
+}
+
+# A rogue remote daemon against B while a legitimate pair moves bytes into B.
+scen_rogue() {
+    start_daemon A
+    start_daemon B
+    decode dy B "$D/y" $BIG --rounds 2
+    prefill_bg py A "$D/y" 0 $BIG $LONG
+    fg 120 rogue "$ROGUE" -t $(( 3000 * SLOW )) "$D/B.sock" all
+    [ "$rc" = 0 ] || die "rogue: $(grep -m1 '^FAIL' "$D/rogue.log" || tail -n 1 "$D/rogue.log")"
+    finish py 0
+    verified "$D/y" 0
+    prefill py1 A "$D/y" 1 $BIG --req-blocks 32
+    expect_rc py1 0
+    finish dy 0
+    quarantined B B10_ERR_PEER_PROTOCOL
+    grep -q 'stray' "$D/B.log" || die "B did not log the stray DATA it dropped"
+    # The rogue's protocol violations are expected here; keep them out of the generic check.
+    mv "$D/B.log" "$D/B-rogue.log"
+}
+
+# Malformed client frames against both daemons while a transfer runs.
+scen_bad_frames() {
+    start_daemon A
+    start_daemon B
+    decode dy B "$D/y" $BIG --rounds 2
+    prefill_bg py A "$D/y" 0 $BIG $LONG
+    fg 120 raw-A "$RAWCLIENT" -t $(( 5000 * SLOW )) "$D/A.sock" all
+    [ "$rc" = 0 ] || die "daemon A: $(grep -m1 '^FAIL' "$D/raw-A.log" || tail -n 1 "$D/raw-A.log")"
+    fg 120 raw-B "$RAWCLIENT" -t $(( 5000 * SLOW )) "$D/B.sock" junk truncated oversize nohello badreg
+    [ "$rc" = 0 ] || die "daemon B: $(grep -m1 '^FAIL' "$D/raw-B.log" || tail -n 1 "$D/raw-B.log")"
+    finish py 0
+    verified "$D/y" 0
+    prefill py1 A "$D/y" 1 $BIG --req-blocks 32
+    expect_rc py1 0
+    finish dy 0
+}
+
+# Past the quarantine budget new transfers fail fast; after the TTL the
+# views are dropped, the pool refills and transfers succeed again. The
+# receive views of a rank killed mid-transfer fill B's quarantine (budget 0).
+scen_budget() {
+    start_daemon A
+    start_daemon B --quarantine-budget 0
+    decode dx B "$D/x" $BIG
+    decode dy B "$D/y" $KV --rounds 2 --strict
+    freeze_mid A B px "$D/x" dx $BIG $LONG
+    kill -KILL "$pid_dx"
+    wait_log "$D/B.log" 'client dx .*disconnected' 10
+    kill -CONT "$(daemon_pid A)"
+    finish px 1
+    quarantined B 'view .*B10_ERR_CLIENT_GONE'
+    prefill p0 A "$D/y" 0 $KV --req-blocks 8 --expect B10_ERR_STAGING_EXHAUSTED --expect-detail
+    expect_rc p0 0
+    # TTL 3 s: every quarantined view is dropped, and the pool refills.
+    _n=$(( 100 * SLOW ))
+    while [ "$(count "$D/B.log" 'quarantine: view')" != "$(count "$D/B.log" 'quarantine: dropped view')" ]; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "B dropped $(count "$D/B.log" 'quarantine: dropped view') of $(count "$D/B.log" 'quarantine: view') quarantined views"
+        sleep 0.1
+    done
+    verified "$D/y" 0
+    prefill p1 A "$D/y" 1 $KV --req-blocks 8
+    expect_rc p1 0
+    finish dy 0
+}
+
+# ---------------------------------------------------------------- network namespaces
+
+# Two namespaces joined by a veth pair, addresses only inside them.
+ns_setup() {
+    command -v ip >/dev/null 2>&1 || skip "no ip(8)"
+    _id=$$
+    NSA=b10f-$_id-a
+    NSB=b10f-$_id-b
+    VA=b10fa$_id
+    VB=b10fb$_id
+    ip netns add "$NSA" 2>"$D/ns.err" || skip "cannot create network namespaces: $(head -n 1 "$D/ns.err")"
+    echo "$NSA" >>"$D/netns"
+    ip netns add "$NSB" || die "second namespace"
+    echo "$NSB" >>"$D/netns"
+    ip link add "$VA" netns "$NSA" type veth peer name "$VB" netns "$NSB" 2>"$D/ns.err" ||
+        skip "no veth pairs: $(head -n 1 "$D/ns.err")"
+    ip -n "$NSA" addr add 10.231.77.1/30 dev "$VA"
+    ip -n "$NSB" addr add 10.231.77.2/30 dev "$VB"
+    for _n in "$NSA" "$NSB"; do
+        ip -n "$_n" link set lo up
+    done
+    ip -n "$NSA" link set "$VA" up
+    ip -n "$NSB" link set "$VB" up
+    NS_A=$NSA DEV_A=$VA NS_B=$NSB DEV_B=$VB
+    ns_wait_up
+}
+
+# A veth's carrier comes up asynchronously; UCX ignores a device that is not running.
+ns_wait_up() {
+    _n=50
+    until ip -n "$NSA" -br link show "$VA" | grep -q ' UP ' && ip -n "$NSB" -br link show "$VB" | grep -q ' UP '; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "the veth pair did not come up"
+        sleep 0.1
+    done
+}
+
+ns_cleanup() {
+    [ -f "$D/netns" ] || return 0
+    for _n in $(cat "$D/netns"); do
+        ip netns del "$_n" 2>/dev/null
+    done
+    rm -f "$D/netns"
+}
+
+# The link goes down mid-transfer: the transfers fail (the peer is lost,
+# or at the latest their deadline), the daemons keep serving, and once the
+# link is back a fresh WRITE completes.
+scen_netns_linkdown() {
+    ns_setup
+    # Throttled (2 MB/s), so that the link surely goes down mid-transfer.
+    tc -n "$NSA" qdisc add dev "$VA" root tbf rate 16mbit burst 64kb latency 500ms 2>"$D/tc.err" ||
+        skip "tbf unavailable: $(head -n 1 "$D/tc.err")"
+    start_daemon A
+    start_daemon B
+    decode dx B "$D/x" $BIG --rounds 2
+    prefill_bg px A "$D/x" 0 $BIG --req-blocks 32 --xfers 2 --concurrent 2 --deadline-ms 5000
+    wait_admitted B dx
+    sleep 0.5
+    ip -n "$NSA" link set "$VA" down
+    _t0=$(date +%s)
+    finish px 1
+    _secs=$(( $(date +%s) - _t0 ))
+    only_statuses px B10_ERR_PEER_LOST B10_ERR_DEADLINE B10_ERR_PEER_UNREACHABLE
+    note "transfers failed within $_secs s of the link going down"
+    quarantined A
+    ip -n "$NSA" link set "$VA" up
+    tc -n "$NSA" qdisc del dev "$VA" root
+    ns_wait_up
+    verified "$D/x" 0
+    prefill px1 A "$D/x" 1 $BIG --req-blocks 32 --deadline-ms 30000
+    expect_rc px1 0
+    finish dx 0
+}
+
+# Packet loss (nftables) on the path: TCP recovers, every byte exact.
+scen_netns_loss() {
+    command -v nft >/dev/null 2>&1 || skip "no nft(8) (package nftables)"
+    ns_setup
+    ip netns exec "$NSB" nft add table inet b10f 2>"$D/nft.err" || skip "nftables unusable: $(head -n 1 "$D/nft.err")"
+    ip netns exec "$NSB" nft add chain inet b10f in '{ type filter hook input priority 0; }'
+    ip netns exec "$NSB" nft add rule inet b10f in meta l4proto tcp numgen random mod 100 '<' 3 drop ||
+        skip "nft numgen unusable"
+    start_daemon A
+    start_daemon B
+    decode dx B "$D/x" $KV --rounds 2
+    prefill p0 A "$D/x" 0 $KV --req-blocks 16 --xfers 4 --deadline-ms 60000
+    expect_rc p0 0
+    # Now drop everything for a while: the transfer fails, then recovers.
+    ip netns exec "$NSB" nft flush chain inet b10f in
+    ip netns exec "$NSB" nft add rule inet b10f in meta l4proto tcp drop
+    verified "$D/x" 0
+    prefill p1 A "$D/x" 1 $KV --req-blocks 16 --deadline-ms 1500
+    expect_rc p1 1
+    only_statuses p1 B10_ERR_DEADLINE B10_ERR_PEER_LOST B10_ERR_PEER_UNREACHABLE
+    ip netns exec "$NSB" nft flush chain inet b10f in
+    finish dx 0
+    quarantined A
+    rm -rf "$D/y"
+    decode dy B "$D/y" $KV
+    prefill p2 A "$D/y" 0 $KV --req-blocks 8 --deadline-ms 30000
+    expect_rc p2 0
+    finish dy 0
+}
+
+# A rate limit (tbf): a transfer slower than its deadline fails with nothing
+# scattered late (--strict); so does one whose receiver is stopped
+# mid-chunk until past the deadline and then finds the rest of the chunk
+# waiting in its socket; one within its deadline lands exactly.
+scen_netns_rate() {
+    ns_setup
+    tc -n "$NSA" qdisc add dev "$VA" root tbf rate 16mbit burst 64kb latency 500ms 2>"$D/tc.err" ||
+        skip "tbf unavailable: $(head -n 1 "$D/tc.err")"
+    start_daemon A
+    start_daemon B
+    # 8 MiB in 4 MiB chunks at 2 MB/s: the first chunk needs 2 s, the deadline is 1.5 s.
+    decode dx B "$D/x" $KV --rounds 4 --strict
+    prefill p0 A "$D/x" 0 $KV --req-blocks 16 --deadline-ms 1500
+    expect_rc p0 1
+    only_statuses p0 B10_ERR_DEADLINE
+    quarantined B B10_ERR_DEADLINE
+    verified "$D/x" 0
+    # Half a chunk in, B stops for 4 s: the rest of the chunk is in its socket when it resumes.
+    prefill_bg p1 A "$D/x" 1 $KV --req-blocks 16 --deadline-ms 3000
+    wait_log "$D/B.log" 'admitted into dx: 2 chunks' 10
+    sleep 1
+    kill -STOP "$(daemon_pid B)"
+    sleep 4
+    kill -CONT "$(daemon_pid B)"
+    finish p1 1
+    only_statuses p1 B10_ERR_DEADLINE
+    verified "$D/x" 1
+    prefill p2 A "$D/x" 2 $KV --req-blocks 16 --deadline-ms 30000
+    expect_rc p2 0
+    tc -n "$NSA" qdisc del dev "$VA" root
+    verified "$D/x" 2
+    prefill p3 A "$D/x" 3 $KV --req-blocks 16
+    expect_rc p3 0
+    finish dx 0
+}
+
+# ---------------------------------------------------------------- soak and fuzz
+
+rss_kb() {
+    sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' "/proc/$1/status" 2>/dev/null
+}
+
+# Many concurrent transfers with random faults for a bounded time: every
+# round of two pairs is verified byte for byte, the daemons' memory stays bounded.
+scen_soak() {
+    [ "$SLOW" = 1 ] || skip "the soak runs on the plain build only"
+    _limit=${B10_SOAK_S:-60}
+    start_daemon A --max-in-flight 2
+    start_daemon B --max-in-flight 2
+    _rounds=40
+    SOAK="--layers 4 --blocks 160 --wait-ms 60000"
+    decode dx B "$D/x" $SOAK --rounds $_rounds
+    decode dy A "$D/y" $SOAK --rounds $_rounds
+    _t0=$(date +%s)
+    _r=0 _faults=0 _rss0_a="" _rss0_b=""
+    _seed=$$
+    while [ $_r -lt $_rounds ]; do
+        _elapsed=$(( $(date +%s) - _t0 ))
+        _seed=$(( (_seed * 1103515245 + 12345) % 2147483648 ))
+        _f=$(( _seed / 65536 % 7 ))
+        [ "$_elapsed" -ge "$_limit" ] && _f=9   # out of time: plain rounds to the end
+        _opts="--req-blocks 4 --xfers 4"
+        case $_f in
+        1) _opts="$_opts --deadline-ms 40" ;;
+        2) _opts="$_opts --cancel-after-ms $(( _seed % 20 ))" ;;
+        3) _opts="$_opts --deadline-ms 300" ;;
+        esac
+        prefill_bg sx A "$D/x" $_r $SOAK $_opts
+        prefill_bg sy B "$D/y" $_r $SOAK $_opts --span-bytes 4096 --span-gap 100
+        case $_f in
+        3) sleep 0.05; kill -STOP "$(daemon_pid B)"; sleep 0.4; kill -CONT "$(daemon_pid B)" ;;
+        4) "$RAWCLIENT" -t 3000 "$D/A.sock" junk truncated >>"$D/soak-raw.log" 2>&1 ;;
+        5) sleep 0.0$(( _seed % 9 )); kill -KILL "$pid_sx" 2>/dev/null; wait "$pid_sx" 2>/dev/null
+           [ -e "$D/x/done.$_r" ] || fake_done "$D/x" $_r 4 4 B10_ERR_CLIENT_GONE ;;
+        esac
+        [ "$_f" -ge 1 ] && [ "$_f" -le 5 ] && _faults=$(( _faults + 1 ))
+        for _c in sx sy; do
+            _p=$(eval "echo \$pid_$_c")
+            wait_exit "$_p" 60
+            [ "$rc" = 124 ] && die "soak round $_r: $_c did not finish"
+            [ "$rc" -le 1 ] || [ "$_f" = 5 ] || die "soak round $_r: $_c exited $rc: $(tail -n 1 "$D/$_c.log")"
+        done
+        for _dir in x y; do
+            wait_file "$D/$_dir/verified.$_r" 30
+            grep -q pass "$D/$_dir/verified.$_r" || die "soak round $_r ($_dir, fault $_f): verification failed"
+        done
+        if [ $_r = 4 ]; then
+            _rss0_a=$(rss_kb "$pid_A")
+            _rss0_b=$(rss_kb "$pid_B")
+        fi
+        _r=$(( _r + 1 ))
+    done
+    finish dx 0
+    finish dy 0
+    _rss1_a=$(rss_kb "$pid_A")
+    _rss1_b=$(rss_kb "$pid_B")
+    note "soak: $_rounds rounds x 2 pairs, $_faults with faults, $(( $(date +%s) - _t0 )) s; RSS A ${_rss0_a}->${_rss1_a} kB, B ${_rss0_b}->${_rss1_b} kB"
+    for _x in "$_rss0_a $_rss1_a A" "$_rss0_b $_rss1_b B"; do
+        set -- $_x
+        [ "$2" -le $(( $1 + 65536 )) ] || die "daemon $3 grew from $1 to $2 kB RSS during the soak"
+    done
+    alive "$pid_A" && alive "$pid_B" || die "a daemon died during the soak"
+}
+
+# libFuzzer targets for every decoder of outside bytes, time-bounded.
+scen_fuzz() {
+    [ "$SLOW" = 1 ] || skip "the fuzzers run once, with the plain build"
+    command -v clang >/dev/null 2>&1 || skip "no clang (scripts/deps.sh --test installs it)"
+    sh "$TOP_SRC/tests/fuzz/run.sh" "$BUILD_DIR" "$D/fuzz" "${B10_FUZZ_S:-30}" >"$D/fuzz.log" 2>&1
+    _frc=$?
+    [ "$_frc" = 77 ] && skip "$(tail -n 1 "$D/fuzz.log")"
+    [ "$_frc" = 0 ] || die "$(grep -m1 -E '^FAIL|ERROR|error' "$D/fuzz.log" || tail -n 1 "$D/fuzz.log")"
+    note "$(grep '^ok' "$D/fuzz.log" | tr '\n' ';')"
+}
+
+# ---------------------------------------------------------------- one scenario, in its own shell
+
+cleanup_one() {
+    trap '' TERM INT
+    stop_daemons
+    if [ -f "$D/pids" ]; then
+        _left=""
+        for _p in $(cat "$D/pids"); do
+            alive "$_p" && kill -CONT "$_p" 2>/dev/null && kill -TERM "$_p" 2>/dev/null && _left="$_left $_p"
+        done
+        [ -n "$_left" ] && sleep 1
+        for _p in $_left; do
+            alive "$_p" && kill -KILL "$_p" 2>/dev/null
+        done
+    fi
+    ns_cleanup
+    # Our own daemons never see a protocol violation from each other.
+    for _f in "$D"/A.log "$D"/B.log "$D"/C.log "$D"/A2.log; do
+        [ -f "$_f" ] || continue
+        _v=$(grep -m1 'B10_ERR_PEER_PROTOCOL' "$_f" | sed 's/^<[0-9]>//')
+        [ -n "$_v" ] && reason "protocol violation between our own daemons: $_v"
+    done
+    _san=$(grep -l -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D"/*.log 2>/dev/null | head -n 1)
+    [ -n "$_san" ] && reason "sanitizer report in $(basename "$_san")"
+    if [ -s "$D/reason" ]; then
+        exit 1
+    fi
+}
+
+run_one() {
+    name=$1
+    D=$2
+    trap 'cleanup_one' EXIT
+    trap 'reason "timed out"; exit 1' TERM INT
+    "scen_$name"
+    cleanup_one
+    exit 0
+}
+
+if [ "${1:-}" = "--one" ]; then
+    BUILD_DIR=$3
+    B10D=$3/bin/b10d
+    KVRANK=$3/bin/b10-kvrank
+    RAWCLIENT=$3/tests/b10-rawclient
+    ROGUE=$3/tests/b10-rogue
+    SLOW=$5
+    TOP_SRC=$6
+    run_one "$2" "$4"
+fi
+
+# ---------------------------------------------------------------- the runner
+
+BUILD=${1:-build}
+[ $# -gt 0 ] && shift
+scenarios=${*:-$all_scenarios}
+TOP_SRC=$(cd "$(dirname "$self")/../.." && pwd)
+
+export UCX_NET_DEVICES=lo
+export UCX_TCP_CM_REUSEADDR=y
+SLOW=1
+if grep -q __asan_init "$BUILD/bin/b10d" 2>/dev/null; then
+    SLOW=3
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
+    export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+    export UCX_MEM_MALLOC_HOOKS=no
+    export UCX_MEM_EVENTS=no
+fi
+
+missing=""
+for f in "$BUILD/bin/b10d" "$BUILD/bin/b10-kvrank" "$BUILD/tests/b10-rawclient" "$BUILD/tests/b10-rogue"; do
+    [ -x "$f" ] || missing="$missing $f"
+done
+if [ -n "$missing" ]; then
+    for s in $scenarios; do
+        echo "FAIL $s (not built:$missing)"
+    done
+    exit 1
+fi
+
+TOP=$(mktemp -d "${TMPDIR:-/tmp}/b10-fault.XXXXXX") || exit 1
+trap 'rm -rf "$TOP"' EXIT
+trap 'exit 130' INT TERM
+
+failed=""
+t0=$(date +%s)
+for s in $scenarios; do
+    D=$TOP/$s
+    mkdir -p "$D"
+    limit=$(( 150 * SLOW ))
+    [ "$s" = soak ] && limit=$(( ${B10_SOAK_S:-60} + 150 ))
+    [ "$s" = fuzz ] && limit=$(( ${B10_FUZZ_S:-30} * 6 + 240 ))
+    s0=$(date +%s)
+    timeout -k 10 "$limit" sh "$self" --one "$s" "$BUILD" "$D" "$SLOW" "$TOP_SRC" >"$D/scenario.log" 2>&1
+    rc=$?
+    secs=$(( $(date +%s) - s0 ))
+    # Whatever a killed scenario left behind: only our processes (their
+    # command lines name this scenario's fresh directory) and namespaces.
+    for p in /proc/[0-9]*; do
+        p=${p#/proc/}
+        [ "$p" = $$ ] && continue
+        cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")
+        case $cmd in
+        *"$D/"*)
+            kill -CONT "$p" 2>/dev/null
+            kill -KILL "$p" 2>/dev/null
+            ;;
+        esac
+    done
+    if [ -f "$D/netns" ]; then
+        for n in $(cat "$D/netns"); do
+            ip netns del "$n" 2>/dev/null
+        done
+    fi
+    notes=""
+    [ -f "$D/notes" ] && notes=$(tr '\n' ';' <"$D/notes" | sed 's/;$//')
+    if [ "$rc" = 0 ]; then
+        echo "PASS $s (${secs}s${notes:+; $notes})"
+    elif [ "$rc" = 77 ]; then
+        echo "SKIP $s ($(cat "$D/skip" 2>/dev/null))"
+    else
+        why=$(head -n 1 "$D/reason" 2>/dev/null)
+        [ "$rc" = 124 ] || [ "$rc" = 137 ] && why="timed out after ${limit}s${why:+: $why}"
+        echo "FAIL $s (${why:-exit $rc})"
+        failed="$failed $s"
+    fi
+done
+echo "fault: $(( $(date +%s) - t0 ))s in all"
+
+for s in $failed; do
+    for f in "$TOP/$s"/*.log; do
+        [ -s "$f" ] || continue
+        echo "---- $s: $(basename "$f") (last 25 lines)"
+        tail -n 25 "$f"
+    done
+done
+if [ "${B10_KEEP:-0}" = 1 ]; then
+    keep=$(mktemp -d "${TMPDIR:-/tmp}/b10-fault-kept.XXXXXX")
+    cp -r "$TOP"/. "$keep"/
+    echo "logs kept in $keep"
+fi
+[ -z "$failed" ]

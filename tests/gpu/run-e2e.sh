@@ -1,0 +1,125 @@
+#!/bin/sh
+# End-to-end GPU tests and benchmark: two b10d on one host, two ranks whose KV
+# pools live in CUDA memory, every destination byte verified.
+#
+#   sh tests/gpu/run-e2e.sh BUILD_DIR [bench|bench-only]     (B10D_ARGS: more daemon flags)
+#
+# Scenarios: vram → vram (cudaIpc handles), vmm → vmm (cuMemCreate, POSIX fds),
+# dram → vram and vram → dram. With "bench", then a Llama-70B-like request
+# (80 layers × K/V × 512 blocks of 32 KiB = 2.5 GiB in 81,920 spans) on each
+# transport, beside ucx_perftest tag_bw on the same transport and message size.
+# One line per scenario: PASS, FAIL (reason) or SKIP (reason).
+set -u
+
+BUILD=${1:-build}
+MODE=${2:-}
+B10D=$BUILD/bin/b10d
+KVRANK=$BUILD/bin/b10-kvrank
+RUN=$(mktemp -d "${TMPDIR:-/tmp}/b10-gpu.XXXXXX") || exit 2
+export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
+pids=""
+failed=0
+
+cleanup() {
+    for p in $pids; do kill -TERM "$p" 2>/dev/null; done
+    sleep 0.5
+    for p in $pids; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    pids=""
+}
+trap 'cleanup; rm -rf "$RUN"' EXIT
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "SKIP gpu-e2e (no GPU: nvidia-smi finds none)"
+    exit 0
+fi
+
+# start_daemons NAME DAEMON_ARGS: two daemons, A (prefill node) and B (decode node).
+start_daemons() {
+    D=$RUN/$1
+    mkdir -p "$D"
+    for n in A B; do
+        "$B10D" --socket "$D/$n.sock" --name "$n" $2 ${B10D_ARGS:-} >"$D/$n.log" 2>&1 &
+        pids="$pids $!"
+    done
+    for n in A B; do
+        i=0
+        until grep -q "listening on" "$D/$n.log" 2>/dev/null; do
+            i=$((i + 1))
+            [ $i -lt 300 ] || { echo "FAIL $1 (daemon $n did not start)"; tail -5 "$D/$n.log"; return 1; }
+            sleep 0.1
+        done
+    done
+}
+
+# pair NAME SRC_MEM DST_MEM DAEMON_ARGS [KVRANK_ARGS...]: one verified WRITE.
+pair() {
+    name=$1 src=$2 dst=$3 dargs=$4
+    shift 4
+    start_daemons "$name" "$dargs" || { failed=$((failed + 1)); cleanup; return; }
+    # Two rounds on the same daemons and ranks: the first is cold (link
+    # set-up, first registrations touched), the second warm.
+    timeout 300 "$KVRANK" --role decode --rounds 2 --mem "$dst" -s "$D/B.sock" --dir "$D" "$@" \
+        >"$D/decode.out" 2>&1 &
+    dpid=$!
+    prc=0
+    for round in 0 1; do
+        timeout 300 "$KVRANK" --role prefill --round $round --mem "$src" -s "$D/A.sock" --dir "$D" \
+            "$@" >>"$D/prefill.out" 2>&1 || prc=$?
+    done
+    wait $dpid
+    drc=$?
+    if [ $prc -eq 0 ] && [ $drc -eq 0 ]; then
+        cold=$(sed -n 's/.*round 0: .* s: \([0-9.]*\) GB\/s.*/\1/p' "$D/prefill.out" | tail -n 1)
+        rate=$(sed -n 's/.*round 1: .* s: \([0-9.]*\) GB\/s.*/\1/p' "$D/prefill.out" | tail -n 1)
+        tr=$(grep -m1 -o 'transport .*' "$D/A.log" | sed 's/transport //')
+        echo "PASS $name ($src -> $dst, $cold GB/s cold, $rate GB/s warm, over $tr)"
+        echo "$rate" >"$D/rate"
+        echo "$cold" >"$D/cold"
+    else
+        echo "FAIL $name (prefill exit $prc, decode exit $drc)"
+        failed=$((failed + 1))
+        tail -n 8 "$D/prefill.out" "$D/decode.out" "$D/A.log" "$D/B.log" | sed 's/^/    /'
+    fi
+    cleanup
+}
+
+small="--layers 8 --blocks 64 --req-blocks 32"
+[ "$MODE" = bench-only ] || {
+pair vram-vram vram vram "--staging-bytes 256M" $small
+pair vmm-vmm vmm vmm "--staging-bytes 256M" $small
+pair dram-vram dram vram "--staging-bytes 256M" $small
+pair vram-dram vram dram "--staging-bytes 256M" $small
+pair vram-vram-4k vram vram "--staging-bytes 256M" $small --span-bytes 4096 --span-rand
+pair vram-vram-odd vram vram "--staging-bytes 256M" $small --span-bytes 777 --span-offset 3 --span-gap 5
+}
+
+# perftest TLS SIZE: ucx_perftest tag_bw bandwidth in GB/s on that transport.
+perftest() {
+    port=$((20000 + $$ % 20000))
+    UCX_TLS="$1,self" timeout 120 ucx_perftest -p $port >"$RUN/pt-server.log" 2>&1 &
+    spid=$!
+    sleep 1
+    UCX_TLS="$1,self" timeout 120 ucx_perftest 127.0.0.1 -p $port -t tag_bw -s "$2" -n 200 -w 20 \
+        >"$RUN/pt.log" 2>&1
+    wait $spid 2>/dev/null
+    awk '/^Final:/ { printf "%.2f", $7 * 1048576 / 1e9 }' "$RUN/pt.log"
+}
+
+case $MODE in bench*)
+    big="--layers 80 --blocks 1024 --req-blocks 512 --wait-ms 600000"
+    echo "bench: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores"
+    echo "bench: a 2.5 GiB request of 32 KiB spans (80 layers x K/V x 512 blocks), VRAM to VRAM"
+    for mode in "peer tcp" "none sysv,cma"; do
+        set -- $mode
+        pair "bench-$1" vram vram "--staging-bytes 1G --ucx-err-mode $1" $big
+        rate=$(cat "$RUN/bench-$1/rate" 2>/dev/null)
+        cold=$(cat "$RUN/bench-$1/cold" 2>/dev/null)
+        tls=$(grep -m1 -o 'transport .*' "$RUN/bench-$1/A.log" 2>/dev/null | sed 's/transport //; s|/[^ ]*||g; s/ /,/g')
+        ceil=$(perftest "${tls:-$2}" 8388608)
+        ratio=$(awk -v a="${rate:-0}" -v b="${ceil:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
+        rc_ratio=$(awk -v a="${cold:-0}" -v b="${ceil:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
+        echo "bench: --ucx-err-mode $1 ${B10D_ARGS:-}: b10d $rate GB/s warm ($cold cold); ucx_perftest tag_bw over ${tls:-$2}, 8 MiB messages, same run: $ceil GB/s; ratio $ratio warm, $rc_ratio cold"
+    done
+    ;;
+esac
+[ $failed -eq 0 ]

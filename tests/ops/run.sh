@@ -1,0 +1,764 @@
+#!/bin/sh
+# Operating b10d: b10ctl against live daemons, the systemd life cycle
+# (sd_notify, socket activation, the units), the drain on SIGTERM, install.
+#
+#   sh tests/ops/run.sh [BUILD_DIR [SCENARIO...]]     (BUILD_DIR: build, or build/san)
+#
+# Like tests/integ/run.sh: each scenario runs in its own shell and its own
+# temporary directory, bounded by timeout(1), starts its own daemons and
+# ranks and kills them when it ends. One line per scenario, "PASS name",
+# "FAIL name (reason)" or "SKIP name (reason)"; the log tails of failures go
+# to stderr. Exit status: non-zero if any failed. B10_KEEP=1 keeps the logs.
+set -u
+
+self=$0
+all_scenarios="config units install notify activation ctl permission drain sigterm_finish sigterm_bound"
+
+# ---------------------------------------------------------------- helpers for one scenario
+
+reason() {
+    [ -s "$D/reason" ] || printf '%s\n' "$*" >"$D/reason"
+}
+
+die() {
+    reason "$@"
+    exit 1
+}
+
+skip() {
+    printf '%s\n' "$*" >"$D/skip"
+    exit 77
+}
+
+track() {
+    echo "$1" >>"$D/pids"
+}
+
+alive() {
+    [ -r "/proc/$1/stat" ] || return 1
+    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+    [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
+# wait_exit PID SECONDS: sets $rc (124 if it is still running).
+wait_exit() {
+    _n=$(( $2 * 10 ))
+    while alive "$1"; do
+        _n=$(( _n - 1 ))
+        if [ "$_n" -le 0 ]; then
+            rc=124
+            return
+        fi
+        sleep 0.1
+    done
+    wait "$1"
+    rc=$?
+}
+
+now_ms() {
+    echo $(( $(date +%s%N) / 1000000 ))
+}
+
+# register_daemon NAME PID: stop_daemons will stop it and expect exit 0.
+register_daemon() {
+    eval "pid_$1=$2"
+    echo "$1" >>"$D/daemons"
+}
+
+# wait_listening NAME PID: its socket exists and it logged so.
+wait_listening() {
+    _n=$(( 200 * SLOW ))
+    until [ -S "$D/$1.sock" ] && grep -q "listening on $D/$1.sock" "$D/$1.log" 2>/dev/null; do
+        alive "$2" || die "b10d $1 exited during startup: $(grep -m1 '^<[0-3]>' "$D/$1.log")"
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "b10d $1: not listening after $(( 20 * SLOW )) s"
+        sleep 0.1
+    done
+}
+
+# start_daemon NAME [b10d options]
+start_daemon() {
+    _dn=$1
+    shift
+    "$B10D" --socket "$D/$_dn.sock" --name "$_dn" --staging-bytes 64M --view-bytes 4M \
+        --log-level "$LOG_LEVEL" "$@" >"$D/$_dn.log" 2>&1 &
+    _p=$!
+    track $_p
+    register_daemon "$_dn" $_p
+    wait_listening "$_dn" $_p
+}
+
+daemon_pid() {
+    eval "echo \$pid_$1"
+}
+
+# forget_daemon NAME: it exited and was waited for.
+forget_daemon() {
+    eval "pid_$1="
+}
+
+stop_daemons() {
+    [ -f "$D/daemons" ] || return 0
+    for _dn in $(cat "$D/daemons"); do
+        _p=$(daemon_pid "$_dn")
+        [ -n "$_p" ] || continue
+        kill -CONT "$_p" 2>/dev/null
+        kill -TERM "$_p" 2>/dev/null
+    done
+    for _dn in $(cat "$D/daemons"); do
+        _p=$(daemon_pid "$_dn")
+        [ -n "$_p" ] || continue
+        wait_exit "$_p" $(( 20 * SLOW ))
+        if [ "$rc" = 124 ]; then
+            kill -KILL "$_p" 2>/dev/null
+            reason "b10d $_dn did not exit within $(( 20 * SLOW )) s of SIGTERM"
+        elif [ "$rc" != 0 ]; then
+            reason "b10d $_dn exited $rc on SIGTERM"
+        fi
+        forget_daemon "$_dn"
+    done
+    rm -f "$D/daemons"
+}
+
+bg() {
+    _bn=$1
+    shift
+    "$@" >"$D/$_bn.log" 2>&1 &
+    track $!
+    eval "pid_$_bn=$!"
+}
+
+fg() {
+    _lim=$(( $1 * SLOW ))
+    _bn=$2
+    shift 2
+    timeout -k 2 "$_lim" "$@" </dev/null >"$D/$_bn.log" 2>&1 &
+    _p=$!
+    track $_p
+    wait $_p
+    rc=$?
+    [ "$rc" = 124 ] && reason "$_bn did not finish within $_lim s"
+    return 0
+}
+
+wait_file() {
+    _n=$(( $2 * 10 * SLOW ))
+    while [ ! -e "$1" ]; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "no $1 after $(( $2 * SLOW )) s"
+        sleep 0.1
+    done
+}
+
+# wait_grep PATTERN FILE SECONDS: a line matching appears.
+wait_grep() {
+    _n=$(( $3 * 10 * SLOW ))
+    until grep -q -- "$1" "$2" 2>/dev/null; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "no '$1' in $(basename "$2") after $(( $3 * SLOW )) s"
+        sleep 0.1
+    done
+}
+
+# ctl DAEMON ARGS...: b10ctl against $D/DAEMON.sock; its stderr goes to ctl.log.
+ctl() {
+    _cs=$1
+    shift
+    echo "+ b10ctl $*" >>"$D/ctl.log"
+    timeout -k 2 $(( 30 * SLOW )) "$B10CTL" -s "$D/$_cs.sock" -t $(( 5000 * SLOW )) "$@" 2>>"$D/ctl.log"
+}
+
+# json_get EXPR: evaluate a Python expression over the JSON document on stdin (as d).
+json_get() {
+    python3 -c "import json, sys; d = json.load(sys.stdin); print($1)"
+}
+
+KV="--layers 8 --blocks 64 --wait-ms 60000"
+
+decode() {  # decode NAME DAEMON [kvrank options]
+    _name=$1
+    _sock=$D/$2.sock
+    shift 2
+    bg "$_name" "$KVRANK" --role decode --name "$_name" -s "$_sock" --dir "$D" $KV "$@"
+    wait_file "$D/decode.desc" 30
+}
+
+prefill() {  # prefill ROUND DAEMON [kvrank options]: sets $rc
+    _r=$1
+    _sock=$D/$2.sock
+    shift 2
+    fg 60 "prefill-r$_r" "$KVRANK" --role prefill --name "prefill-r$_r" -s "$_sock" --dir "$D" \
+        --round "$_r" $KV "$@"
+}
+
+expect_prefill() {
+    if [ "$rc" != "$2" ]; then
+        _why=$(grep -E 'FAIL|ended|refused|gave up|b10_|register' "$D/prefill-r$1.log" | tail -n 1)
+        die "prefill round $1 exited $rc, expected $2: ${_why:-see log}"
+    fi
+}
+
+finish_decode() {
+    _p=$(eval "echo \$pid_$1")
+    wait_exit "$_p" $(( 60 * SLOW ))
+    if [ "$rc" = 124 ]; then
+        kill -KILL "$_p" 2>/dev/null
+        die "decode $1 did not finish"
+    fi
+    if [ "$rc" != "$2" ]; then
+        _why=$(grep -E 'MISMATCH|gave up|malformed|b10_|register' "$D/$1.log" | head -n 1)
+        die "decode $1 exited $rc, expected $2: ${_why:-see log}"
+    fi
+}
+
+# held_prefill ROUND [kvrank options]: a prefill on A that waits at DIR/go.ROUND
+# before it submits; its pid in $pp. Then B is stopped and the prefill let go,
+# so that its transfers stay in flight at A (waiting for B's READY).
+held_prefill() {
+    _r=$1
+    shift
+    rm -f "$D/ready.$_r" "$D/go.$_r"
+    "$KVRANK" --role prefill --name "prefill-r$_r" -s "$D/A.sock" --dir "$D" --round "$_r" $KV \
+        --hold "$@" >"$D/prefill-r$_r.log" 2>&1 &
+    pp=$!
+    track $pp
+    wait_file "$D/ready.$_r" 30
+    kill -STOP "$(daemon_pid B)"
+    touch "$D/go.$_r"
+}
+
+# in_flight DAEMON N: wait until b10ctl shows at least N sending transfers; sets $xid to the first.
+in_flight() {
+    _n=$(( 100 * SLOW ))
+    while :; do
+        _j=$(ctl "$1" --json transfers)
+        _c=$(printf '%s' "$_j" | json_get 'len([x for x in d["transfers"] if x["role"] == "send"])' 2>/dev/null)
+        if [ -n "$_c" ] && [ "$_c" -ge "$2" ]; then
+            xid=$(printf '%s' "$_j" | json_get '[x for x in d["transfers"] if x["role"] == "send"][0]["id"]')
+            return 0
+        fi
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "b10ctl transfers never showed $2 transfers in flight at $1"
+        sleep 0.1
+    done
+}
+
+# ---------------------------------------------------------------- scenarios
+
+# Flags, their bounds, --check-config, the environment file; b10ctl's usage exit codes.
+scen_config() {
+    "$B10D" --check-config >"$D/cfg.out" 2>&1 || die "b10d --check-config exited $?"
+    grep -q '^drain-timeout-ms 10000$' "$D/cfg.out" || die "--check-config does not show drain-timeout-ms 10000"
+    grep -q '^max-admin-rows 4096$' "$D/cfg.out" || die "--check-config does not show max-admin-rows 4096"
+    "$B10D" --check-config --drain-timeout-ms 600001 >"$D/cfg2.out" 2>&1
+    [ $? = 2 ] || die "--drain-timeout-ms 600001 was not refused with exit 2"
+    grep -q 'out of range' "$D/cfg2.out" || die "--drain-timeout-ms 600001: no 'out of range' message"
+    "$B10D" --check-config --max-admin-rows 0 >/dev/null 2>&1
+    [ $? = 2 ] || die "--max-admin-rows 0 was not refused"
+    "$B10D" --help | grep -q -- '--drain-timeout-ms' || die "b10d --help does not list --drain-timeout-ms"
+    # The options the unit's environment file ships with are valid.
+    B10D_OPTS=""
+    . "$TOPDIR/systemd/b10d.env"
+    # shellcheck disable=SC2086
+    "$B10D" --check-config $B10D_OPTS >"$D/cfg3.out" 2>&1 || die "systemd/b10d.env's B10D_OPTS: $(head -n 1 "$D/cfg3.out")"
+
+    "$B10CTL" --version >/dev/null 2>&1 || die "b10ctl --version exited $?"
+    "$B10CTL" --help | grep -q 'Exit status' || die "b10ctl --help does not document exit codes"
+    "$B10CTL" >/dev/null 2>&1
+    [ $? = 2 ] || die "b10ctl without a command did not exit 2"
+    "$B10CTL" frobnicate >/dev/null 2>&1
+    [ $? = 2 ] || die "b10ctl frobnicate did not exit 2"
+    "$B10CTL" -s "$D/none.sock" cancel zz >/dev/null 2>&1
+    [ $? = 2 ] || die "b10ctl cancel zz did not exit 2"
+    "$B10CTL" -s "$D/none.sock" --watch drain >/dev/null 2>&1
+    [ $? = 2 ] || die "b10ctl --watch drain did not exit 2"
+    "$B10CTL" -s "$D/none.sock" status >/dev/null 2>"$D/unreach.err"
+    [ $? = 3 ] || die "b10ctl against no daemon did not exit 3"
+    "$B10CTL" -s "$D/none.sock" metrics >"$D/unreach.prom" 2>/dev/null
+    [ $? = 3 ] || die "b10ctl metrics against no daemon did not exit 3"
+    grep -q '^b10d_up 0$' "$D/unreach.prom" || die "b10ctl metrics against no daemon did not say b10d_up 0"
+    python3 "$TOPDIR/tests/ops/promcheck.py" "$D/unreach.prom" >"$D/promcheck0.log" ||
+        die "$(head -n 1 "$D/promcheck0.log")"
+    # $B10_SOCKET names the daemon when --socket does not.
+    start_daemon A --max-admin-rows 1
+    B10_SOCKET=$D/A.sock "$B10CTL" -t $(( 5000 * SLOW )) status >"$D/env.out" 2>>"$D/ctl.log" ||
+        die "b10ctl with B10_SOCKET exited $?"
+    grep -q "socket *$D/A.sock" "$D/env.out" || die "b10ctl with B10_SOCKET did not reach A"
+}
+
+# systemd-analyze verify on the units, with the man pages they name.
+scen_units() {
+    command -v systemd-analyze >/dev/null 2>&1 || skip "systemd-analyze not installed (package systemd)"
+    mkdir -p "$D/units" "$D/man/man8"
+    # ExecStart must name an executable that exists here: the unit's /usr/sbin/b10d is this build's.
+    sed "s|/usr/sbin/b10d|$(cd "$(dirname "$B10D")" && pwd)/b10d|" "$TOPDIR/systemd/b10d.service" \
+        >"$D/units/b10d.service"
+    cp "$TOPDIR/systemd/b10d.socket" "$D/units/"
+    cp "$TOPDIR/daemon/b10d.8" "$TOPDIR/client/b10ctl.8" "$D/man/man8/"
+    (cd "$D/units" && MANPATH=$D/man SYSTEMD_LOG_COLOR=0 \
+        systemd-analyze verify ./b10d.service ./b10d.socket) >"$D/verify.log" 2>&1 ||
+        die "systemd-analyze verify: $(head -n 1 "$D/verify.log")"
+    [ -s "$D/verify.log" ] && die "systemd-analyze verify warns: $(head -n 1 "$D/verify.log")"
+    for k in Type=notify NotifyAccess=main WatchdogSec= Restart=on-failure LimitMEMLOCK=infinity \
+        EnvironmentFile= TimeoutStopSec= NoNewPrivileges=yes ProtectSystem=; do
+        grep -q "^$k" "$D/units/b10d.service" || die "b10d.service lacks $k"
+    done
+    for k in ListenStream= SocketMode=0660 SocketGroup=; do
+        grep -q "^$k" "$D/units/b10d.socket" || die "b10d.socket lacks $k"
+    done
+    # The stop timeout leaves room for the longest drain the env file asks for.
+    _stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)s*$/\1/p' "$D/units/b10d.service")
+    _drain=$(sed -n 's/.*--drain-timeout-ms \([0-9]*\).*/\1/p' "$TOPDIR/systemd/b10d.env")
+    [ -n "$_stop" ] && [ -n "$_drain" ] && [ $(( _stop * 1000 )) -gt "$_drain" ] ||
+        die "TimeoutStopSec=$_stop s does not exceed the env file's drain of $_drain ms"
+    # The man pages format without warnings.
+    for m in "$D"/man/man8/*.8; do
+        LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$m" >/dev/null 2>"$D/man.err" ||
+            die "man $(basename "$m") failed"
+        [ -s "$D/man.err" ] && die "man $(basename "$m"): $(head -n 1 "$D/man.err")"
+    done
+    if command -v systemd-sysusers >/dev/null 2>&1; then
+        systemd-sysusers --dry-run "$TOPDIR/systemd/b10d.sysusers" >"$D/sysusers.log" 2>&1 ||
+            die "systemd-sysusers rejects systemd/b10d.sysusers: $(head -n 1 "$D/sysusers.log")"
+    fi
+}
+
+# make install into a staging root: files, soname, pkg-config, a program built against it.
+scen_install() {
+    case $BUILD in
+    *san*) skip "make install is checked on the plain build" ;;
+    esac
+    command -v make >/dev/null 2>&1 || skip "no make"
+    make -s -C "$TOPDIR" BUILD="$BUILD" DESTDIR="$D/root" PREFIX=/usr install >"$D/install.log" 2>&1 ||
+        die "make install: $(tail -n 1 "$D/install.log")"
+    for f in usr/sbin/b10d usr/bin/b10ctl usr/lib/libb10.so.1 usr/lib/libb10.so usr/include/b10/b10.h \
+        usr/lib/pkgconfig/b10.pc usr/share/man/man8/b10d.8 usr/share/man/man8/b10ctl.8 \
+        usr/lib/systemd/system/b10d.service usr/lib/systemd/system/b10d.socket \
+        usr/lib/sysusers.d/b10d.conf etc/default/b10d; do
+        [ -e "$D/root/$f" ] || die "make install did not install /$f"
+    done
+    if command -v readelf >/dev/null 2>&1; then
+        readelf -d "$D/root/usr/lib/libb10.so.1" | grep -q 'SONAME.*\[libb10\.so\.1\]' ||
+            die "libb10.so.1 has no soname libb10.so.1"
+    fi
+    grep -q '^ExecStart=/usr/sbin/b10d ' "$D/root/usr/lib/systemd/system/b10d.service" ||
+        die "the installed unit does not start /usr/sbin/b10d"
+    cat >"$D/hello.c" <<'EOF'
+#include <stdio.h>
+#include <b10/b10.h>
+int main(void) { puts(b10_status_name(B10_ERR_PERMISSION)); return 0; }
+EOF
+    _flags=$(PKG_CONFIG_PATH=$D/root/usr/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$D/root \
+        pkg-config --cflags --libs b10) || die "pkg-config does not know the installed b10.pc"
+    # shellcheck disable=SC2086
+    cc -o "$D/hello" "$D/hello.c" $_flags >"$D/cc.log" 2>&1 || die "building against the install: $(head -n 1 "$D/cc.log")"
+    [ "$(LD_LIBRARY_PATH=$D/root/usr/lib "$D/hello")" = B10_ERR_PERMISSION ] ||
+        die "a program built against the installed library did not run"
+    # An operator's environment file survives a second install.
+    echo "# edited" >>"$D/root/etc/default/b10d"
+    make -s -C "$TOPDIR" BUILD="$BUILD" DESTDIR="$D/root" PREFIX=/usr install >>"$D/install.log" 2>&1 ||
+        die "second make install failed"
+    grep -q '^# edited$' "$D/root/etc/default/b10d" || die "make install overwrote /etc/default/b10d"
+}
+
+# NOTIFY_SOCKET read by a stand-in for systemd: READY, STATUS, WATCHDOG, STOPPING in order.
+scen_notify() {
+    bg listener python3 "$TOPDIR/tests/ops/notify-listen.py" "$D/notify.sock" "$D/notify.out" $(( 60 * SLOW ))
+    wait_grep '^LISTENING$' "$D/notify.out" 10
+    NOTIFY_SOCKET=$D/notify.sock WATCHDOG_USEC=200000 start_daemon A
+    wait_grep '^WATCHDOG=1$' "$D/notify.out" 10
+    ctl A --json status >"$D/status.json" || die "b10ctl status exited $?"
+    [ "$(json_get 'd["daemon"]["watchdog_usec"]' <"$D/status.json")" = 200000 ] ||
+        die "b10ctl status does not show the 200 ms watchdog"
+    # A stopped loop stops pinging; it pings again once it runs.
+    kill -STOP "$(daemon_pid A)"
+    sleep 0.3
+    _w1=$(grep -c '^WATCHDOG=1$' "$D/notify.out")
+    sleep 1
+    _w2=$(grep -c '^WATCHDOG=1$' "$D/notify.out")
+    kill -CONT "$(daemon_pid A)"
+    [ "$_w1" = "$_w2" ] || die "WATCHDOG=1 kept coming while the daemon was stopped"
+    _n=$(( 30 * SLOW ))
+    while [ "$(grep -c '^WATCHDOG=1$' "$D/notify.out")" -le "$_w2" ]; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "no WATCHDOG=1 after the daemon was resumed"
+        sleep 0.1
+    done
+    kill -TERM "$(daemon_pid A)"
+    wait_exit "$(daemon_pid A)" $(( 15 * SLOW ))
+    [ "$rc" = 0 ] || die "b10d exited $rc on SIGTERM"
+    forget_daemon A
+    wait_grep '^STOPPING=1$' "$D/notify.out" 5
+    _ready=$(grep -n -m1 '^READY=1$' "$D/notify.out" | cut -d: -f1)
+    _status=$(grep -n -m1 '^STATUS=serving' "$D/notify.out" | cut -d: -f1)
+    _wd=$(grep -n -m1 '^WATCHDOG=1$' "$D/notify.out" | cut -d: -f1)
+    _stop=$(grep -n -m1 '^STOPPING=1$' "$D/notify.out" | cut -d: -f1)
+    [ -n "$_ready" ] && [ -n "$_status" ] || die "no READY=1 or no STATUS=serving..."
+    [ "$_ready" -lt "$_status" ] && [ "$_status" -lt "$_wd" ] && [ "$_wd" -lt "$_stop" ] ||
+        die "order READY $_ready, STATUS $_status, WATCHDOG $_wd, STOPPING $_stop is not increasing"
+    sed -n "$_stop,\$p" "$D/notify.out" | grep -q '^STATUS=stopping' || die "no STATUS=stopping after STOPPING=1"
+    [ "$(grep -c '^READY=1$' "$D/notify.out")" = 1 ] || die "READY=1 sent more than once"
+}
+
+# The client socket from systemd-socket-activate: started on the first connection, serves ranks.
+scen_activation() {
+    command -v systemd-socket-activate >/dev/null 2>&1 ||
+        skip "systemd-socket-activate not installed (package systemd)"
+    # It passes only the variables named with -E.
+    _env=""
+    for v in UCX_NET_DEVICES UCX_TCP_CM_REUSEADDR UCX_MEM_MALLOC_HOOKS UCX_MEM_EVENTS ASAN_OPTIONS \
+        UBSAN_OPTIONS LSAN_OPTIONS; do
+        eval "_set=\${$v+x}"
+        [ -n "$_set" ] && _env="$_env -E $v"
+    done
+    # shellcheck disable=SC2086
+    systemd-socket-activate -l "$D/act.sock" $_env "$B10D" --name act --staging-bytes 64M \
+        --view-bytes 4M --log-level "$LOG_LEVEL" >"$D/act.log" 2>&1 &
+    _p=$!
+    track $_p
+    register_daemon act $_p
+    wait_file "$D/act.sock" 10
+    sleep 0.2
+    grep -q 'listening on' "$D/act.log" && die "b10d started before any client connected"
+    ctl act --json status >"$D/status.json" || die "b10ctl through the activated socket exited $?"
+    [ "$(json_get 'd["daemon"]["socket_activated"]' <"$D/status.json")" = True ] ||
+        die "b10d does not say its socket came from systemd"
+    [ "$(json_get 'd["daemon"]["socket"]' <"$D/status.json")" = "$D/act.sock" ] ||
+        die "b10d does not name the activated socket"
+    grep -q "listening on $D/act.sock (from systemd)" "$D/act.log" || die "no 'listening ... (from systemd)' line"
+    # Ranks use it for real: a transfer from the activated daemon to another.
+    start_daemon B
+    decode decode B --req-blocks 8
+    prefill 0 act --req-blocks 8
+    expect_prefill 0 0
+    finish_decode decode 0
+    kill -TERM $_p
+    wait_exit $_p $(( 15 * SLOW ))
+    [ "$rc" = 0 ] || die "the activated b10d exited $rc on SIGTERM"
+    forget_daemon act
+    # The socket is systemd's: left in place for the next activation.
+    [ -S "$D/act.sock" ] || die "b10d removed the socket systemd gave it"
+}
+
+# b10ctl against a live daemon mid-transfer; a cancel through it; the quarantine after.
+scen_ctl() {
+    start_daemon A
+    start_daemon B
+    decode decode B --rounds 3 --req-blocks 8
+    # A first round brings the link up, so that peers shows its generation.
+    prefill 0 A --req-blocks 8
+    expect_prefill 0 0
+    held_prefill 1 --req-blocks 8 --deadline-ms 60000 --expect B10_ERR_CANCELLED --expect-detail
+    in_flight A 1
+    ctl A transfers >"$D/transfers.txt" || die "b10ctl transfers exited $?"
+    grep -q '^ID  *ROLE  *STATE' "$D/transfers.txt" || die "b10ctl transfers has no header"
+    grep "^$xid " "$D/transfers.txt" | grep -q ' send .*prefill-r1  *decode ' ||
+        die "transfer $xid is not in b10ctl transfers as send, prefill-r1 to decode"
+    for c in status transfers quarantine staging peers clients stats metrics; do
+        ctl A --json "$c" >"$D/$c.json" || die "b10ctl --json $c exited $?"
+        python3 -m json.tool "$D/$c.json" >/dev/null 2>"$D/json.err" ||
+            die "b10ctl --json $c does not parse: $(tail -n 1 "$D/json.err")"
+        ctl A "$c" >"$D/$c.txt" || die "b10ctl $c exited $?"
+    done
+    [ "$(json_get 'd["daemon"]["xfers_send"]' <"$D/status.json")" -ge 1 ] || die "status shows no sending transfer"
+    grep -q '^prefill-r1 ' "$D/clients.txt" || die "b10ctl clients does not list prefill-r1"
+    [ "$(json_get 'len([c for c in d["clients"] if c["agent"] == "prefill-r1"][0]["regions"])' <"$D/clients.json")" -ge 1 ] ||
+        die "b10ctl clients shows no registration of prefill-r1"
+    [ "$(json_get '[p["state"] for p in d["peers"]][0]' <"$D/peers.json")" = up ] || die "the peer's link is not up"
+    [ "$(json_get '[p["out_gen"] != "0" * 16 and p["transports"] != "" for p in d["peers"]][0]' <"$D/peers.json")" = True ] ||
+        die "b10ctl peers shows no generation or transport"
+    ctl A metrics >"$D/metrics.prom" || die "b10ctl metrics exited $?"
+    python3 "$TOPDIR/tests/ops/promcheck.py" "$D/metrics.prom" --require b10d_up \
+        --require b10d_transfers_in_flight --require b10d_xfers_submitted_total >"$D/promcheck.log" ||
+        die "$(head -n 1 "$D/promcheck.log")"
+    grep -q '^b10d_transfers_in_flight{role="send"} [1-9]' "$D/metrics.prom" ||
+        die "metrics do not count the transfer in flight"
+    # --watch: N answers, one JSON object a line.
+    ctl A --json --watch=0.2 --count 3 status >"$D/watch.json" || die "b10ctl --watch exited $?"
+    [ "$(wc -l <"$D/watch.json")" = 3 ] || die "b10ctl --watch --count 3 gave $(wc -l <"$D/watch.json") lines"
+    while IFS= read -r line; do
+        printf '%s' "$line" | python3 -m json.tool >/dev/null 2>&1 || die "a --watch line does not parse"
+    done <"$D/watch.json"
+
+    # The forced failure: an operator's cancel, through the funnel.
+    ctl A cancel "$xid" >"$D/cancel.txt" || die "b10ctl cancel $xid exited $?"
+    ctl A cancel "$xid" >/dev/null
+    [ $? = 4 ] || die "a second cancel of $xid did not exit 4 (no such transfer)"
+    ctl A --json quarantine >"$D/quarantine.json" || die "b10ctl quarantine exited $?"
+    python3 - "$xid" "$D/quarantine.json" >"$D/qcheck.log" 2>&1 <<'EOF' || die "$(tail -n 1 "$D/qcheck.log")"
+import json, sys
+xid, path = sys.argv[1], sys.argv[2]
+d = json.load(open(path))
+mine = [e for e in d["quarantine"] if e["xfer_id"] == xid]
+assert mine, f"no quarantine entry of transfer {xid}"
+kinds = {e["kind"] for e in mine}
+assert "xfer-id" in kinds, f"the transfer id is not quarantined: {kinds}"
+ttl = d["daemon"]["quarantine_ttl_ms"]
+for e in mine:
+    assert e["reason"] == "B10_ERR_CANCELLED", f"{e['kind']} quarantined for {e['reason']}"
+    assert e["reason_code"] == 31, e
+    assert 0 < e["expires_in_ms"] <= ttl, f"{e['kind']} expires in {e['expires_in_ms']} ms (ttl {ttl})"
+EOF
+    ctl A quarantine >"$D/quarantine.txt" || die "b10ctl quarantine exited $?"
+    grep "xfer-id  *$xid " "$D/quarantine.txt" | grep -q 'B10_ERR_CANCELLED.* in [0-9]' ||
+        die "b10ctl quarantine does not show $xid's id with its reason and expiry"
+    grep -q "cancels transfer $xid" "$D/A.log" || die "A did not log the operator's cancel"
+    kill -CONT "$(daemon_pid B)"
+    wait_exit $pp $(( 30 * SLOW ))
+    [ "$rc" = 0 ] || die "prefill round 1 exited $rc: $(grep -E 'FAIL|ended' "$D/prefill-r1.log" | tail -n 1)"
+    grep -q 'cancelled by the operator' "$D/prefill-r1.log" || die "the rank was not told the operator cancelled"
+    # The daemon still serves, and counts what happened.
+    prefill 2 A --req-blocks 8
+    expect_prefill 2 0
+    finish_decode decode 0
+    ctl A --json stats >"$D/stats.json" || die "b10ctl stats exited $?"
+    [ "$(json_get 'd["counters"]["xfers_failed"]' <"$D/stats.json")" -ge 1 ] || die "xfers_failed did not count the cancel"
+    [ "$(json_get 'd["counters"]["xfers_succeeded"]' <"$D/stats.json")" -ge 1 ] || die "xfers_succeeded did not count round 2"
+}
+
+# Admin requests only from root, the daemon's user, or the socket's group.
+scen_permission() {
+    [ "$(id -u)" = 0 ] || skip "needs root to run b10ctl as another user"
+    command -v setpriv >/dev/null 2>&1 || skip "no setpriv (util-linux)"
+    start_daemon A
+    # A b10ctl that user nobody can run, and the socket open to all: only the daemon's check stands.
+    mkdir -p "$D/pub/bin" "$D/pub/lib"
+    cp "$B10CTL" "$D/pub/bin/"
+    cp -P "$(dirname "$B10CTL")/../lib/"libb10.so* "$D/pub/lib/"
+    chmod 0711 "$(dirname "$D")" "$D"
+    chmod -R a+rX "$D/pub"
+    chmod 0666 "$D/A.sock"
+    _as() {  # _as SETPRIV-OPTIONS...: b10ctl status as uid 65534
+        # shellcheck disable=SC2068
+        timeout -k 2 $(( 20 * SLOW )) setpriv --reuid=65534 $@ -- "$D/pub/bin/b10ctl" -s "$D/A.sock" \
+            -t $(( 5000 * SLOW )) status >"$D/as.out" 2>"$D/as.err"
+    }
+    _as --regid=65534 --clear-groups
+    rc=$?
+    [ "$rc" = 5 ] || die "an outsider's b10ctl exited $rc, not 5 (not permitted): $(head -n 1 "$D/as.err")"
+    grep -q B10_ERR_PERMISSION "$D/as.err" || die "an outsider was not told B10_ERR_PERMISSION"
+    grep -q 'admin: refusing uid 65534' "$D/A.log" || die "the daemon did not log the refusal"
+    chgrp 4242 "$D/A.sock"
+    _as --regid=4242 --clear-groups
+    rc=$?
+    [ "$rc" = 0 ] || die "a member (primary group) of the socket's group was refused: exit $rc $(head -n 1 "$D/as.err")"
+    _as --regid=65534 --groups=4242
+    rc=$?
+    [ "$rc" = 0 ] || die "a member (supplementary group) of the socket's group was refused: exit $rc $(head -n 1 "$D/as.err")"
+    ctl A status >/dev/null || die "root's b10ctl failed after the refusals"
+}
+
+# b10ctl drain: nothing new admitted, the stuck transfer failed at the bound, a report.
+scen_drain() {
+    start_daemon A
+    start_daemon B
+    decode decode B --rounds 3 --req-blocks 8
+    prefill 0 A --req-blocks 8
+    expect_prefill 0 0
+    held_prefill 1 --req-blocks 8 --deadline-ms 60000 --expect B10_ERR_DRAINING --expect-detail
+    in_flight A 1
+    _t0=$(now_ms)
+    ctl A --json drain --drain-timeout 1500 >"$D/drain.json"
+    rc=$?
+    _ms=$(( $(now_ms) - _t0 ))
+    [ "$rc" = 0 ] || die "b10ctl drain exited $rc"
+    [ "$_ms" -ge 1400 ] || die "the drain ended after $_ms ms, before its 1500 ms bound, with a transfer stuck"
+    [ "$_ms" -le $(( 1500 + 5000 * SLOW )) ] || die "the drain took $_ms ms for a 1500 ms bound"
+    [ "$(json_get 'd["daemon"]["state"]' <"$D/drain.json")" = drained ] || die "the daemon is not drained"
+    [ "$(json_get 'd["daemon"]["drain_forced"]' <"$D/drain.json")" -ge 1 ] || die "the drain report counts no transfer failed at the bound"
+    ctl A status >"$D/status.txt"
+    grep -q '^state  *drained' "$D/status.txt" || die "b10ctl status does not say drained"
+    grep -q '^drain  *done in' "$D/status.txt" || die "b10ctl status has no drain report"
+    kill -CONT "$(daemon_pid B)"
+    wait_exit $pp $(( 30 * SLOW ))
+    [ "$rc" = 0 ] || die "prefill round 1 exited $rc: $(grep -E 'FAIL|ended' "$D/prefill-r1.log" | tail -n 1)"
+    # Drained means nothing new is admitted.
+    prefill 2 A --req-blocks 8 --expect B10_ERR_DRAINING --expect-detail
+    expect_prefill 2 0
+    finish_decode decode 0
+}
+
+# SIGTERM with transfers in flight that can finish: they land, then the daemon exits 0.
+scen_sigterm_finish() {
+    start_daemon A --drain-timeout-ms $(( 30000 * SLOW ))
+    start_daemon B
+    decode decode B --rounds 2 --req-blocks 16
+    prefill 0 A --req-blocks 16
+    expect_prefill 0 0
+    held_prefill 1 --req-blocks 16 --xfers 4 --deadline-ms 60000
+    in_flight A 4
+    kill -TERM "$(daemon_pid A)"
+    sleep 0.5
+    alive "$(daemon_pid A)" || die "A exited at SIGTERM with transfers in flight instead of draining"
+    ctl A --json status >"$D/status.json" || die "b10ctl during the drain exited $?"
+    [ "$(json_get 'd["daemon"]["state"]' <"$D/status.json")" = stopping ] || die "A does not say it is stopping"
+    kill -CONT "$(daemon_pid B)"
+    wait_exit "$(daemon_pid A)" $(( 30 * SLOW ))
+    [ "$rc" = 0 ] || die "A exited $rc after its drain"
+    forget_daemon A
+    wait_exit $pp $(( 30 * SLOW ))
+    [ "$rc" = 0 ] || die "prefill exited $rc: $(grep -E 'FAIL|ended' "$D/prefill-r1.log" | tail -n 1)"
+    grep -q 'round 1: 4 of 4 WRITEs landed' "$D/prefill-r1.log" || die "not every transfer landed during the drain"
+    grep -q 'drained in .*4 transfers were in flight; 4 sends landed, 0 failed, 0 failed at the bound' "$D/A.log" ||
+        die "A's drain report: $(grep 'drained in' "$D/A.log")"
+    finish_decode decode 0
+}
+
+# SIGTERM with transfers that cannot finish: each fails with a reason at the bound; nothing hangs.
+scen_sigterm_bound() {
+    start_daemon A --drain-timeout-ms 1500
+    start_daemon B
+    decode decode B --rounds 2 --req-blocks 16
+    prefill 0 A --req-blocks 16
+    expect_prefill 0 0
+    held_prefill 1 --req-blocks 16 --xfers 4 --deadline-ms 60000 --expect B10_ERR_DRAINING --expect-detail
+    in_flight A 4
+    _t0=$(now_ms)
+    kill -TERM "$(daemon_pid A)"
+    wait_exit "$(daemon_pid A)" $(( 15 * SLOW ))
+    _ms=$(( $(now_ms) - _t0 ))
+    [ "$rc" = 124 ] && die "A did not exit within $(( 15 * SLOW )) s of SIGTERM (drain bound 1.5 s)"
+    [ "$rc" = 0 ] || die "A exited $rc after its drain"
+    forget_daemon A
+    [ "$_ms" -ge 1400 ] || die "A exited $_ms ms after SIGTERM, before its drain bound, with transfers stuck"
+    [ "$_ms" -le $(( 1500 + 5000 * SLOW )) ] || die "A took $_ms ms to stop with a 1500 ms drain bound"
+    wait_exit $pp $(( 30 * SLOW ))
+    [ "$rc" = 0 ] || die "prefill exited $rc: $(grep -E 'FAIL|ended' "$D/prefill-r1.log" | tail -n 1)"
+    [ "$(grep -c 'ended B10_ERR_DRAINING: .*drain bound of 1500 ms expired' "$D/prefill-r1.log")" = 4 ] ||
+        die "not every transfer failed with B10_ERR_DRAINING and the bound as its reason"
+    grep -q 'failed at the bound' "$D/A.log" || die "A did not report its drain"
+    kill -CONT "$(daemon_pid B)"
+    finish_decode decode 0
+}
+
+# ---------------------------------------------------------------- one scenario, in its own shell
+
+cleanup_one() {
+    trap '' TERM INT
+    stop_daemons
+    if [ -f "$D/pids" ]; then
+        _left=""
+        for _p in $(cat "$D/pids"); do
+            alive "$_p" && kill -CONT "$_p" 2>/dev/null && kill -TERM "$_p" 2>/dev/null && _left="$_left $_p"
+        done
+        [ -n "$_left" ] && sleep 1
+        for _p in $_left; do
+            alive "$_p" && kill -KILL "$_p" 2>/dev/null
+        done
+    fi
+    for _f in "$D"/A.log "$D"/B.log; do
+        [ -f "$_f" ] || continue
+        _v=$(grep -m1 'B10_ERR_PEER_PROTOCOL' "$_f" | sed 's/^<[0-9]>//')
+        [ -n "$_v" ] && reason "protocol violation between our own daemons: $_v"
+    done
+    _san=$(grep -l -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D"/*.log "$D"/*.err 2>/dev/null | head -n 1)
+    [ -n "$_san" ] && reason "sanitizer report in $(basename "$_san")"
+    if [ -s "$D/reason" ]; then
+        exit 1
+    fi
+}
+
+run_one() {
+    name=$1
+    D=$2
+    trap 'cleanup_one' EXIT
+    trap 'reason "timed out"; exit 1' TERM INT
+    "scen_$name"
+    cleanup_one
+    exit 0
+}
+
+if [ "${1:-}" = "--one" ]; then
+    BUILD=$3
+    B10D=$3/bin/b10d
+    B10CTL=$3/bin/b10ctl
+    KVRANK=$3/bin/b10-kvrank
+    SLOW=$5
+    TOPDIR=$6
+    LOG_LEVEL=${B10_LOG_LEVEL:-info}
+    run_one "$2" "$4"
+fi
+
+# ---------------------------------------------------------------- the runner
+
+BUILD=${1:-build}
+[ $# -gt 0 ] && shift
+scenarios=${*:-$all_scenarios}
+TOPDIR=$(cd "$(dirname "$self")/../.." && pwd)
+
+export UCX_NET_DEVICES=lo
+export UCX_TCP_CM_REUSEADDR=y
+SLOW=1
+if grep -q __asan_init "$BUILD/bin/b10d" 2>/dev/null; then
+    SLOW=3
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
+    export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+    export UCX_MEM_MALLOC_HOOKS=no
+    export UCX_MEM_EVENTS=no
+fi
+
+missing=""
+for f in "$BUILD/bin/b10d" "$BUILD/bin/b10ctl" "$BUILD/bin/b10-kvrank"; do
+    [ -x "$f" ] || missing="$missing $f"
+done
+command -v python3 >/dev/null 2>&1 || missing="$missing python3"
+if [ -n "$missing" ]; then
+    for s in $scenarios; do
+        echo "FAIL $s (not available:$missing)"
+    done
+    exit 1
+fi
+
+TOP=$(mktemp -d "${TMPDIR:-/tmp}/b10-ops.XXXXXX") || exit 1
+trap 'rm -rf "$TOP"' EXIT
+trap 'exit 130' INT TERM
+
+failed=""
+t0=$(date +%s)
+for s in $scenarios; do
+    D=$TOP/$s
+    mkdir -p "$D"
+    limit=$(( 120 * SLOW ))
+    s0=$(date +%s)
+    timeout -k 10 "$limit" sh "$self" --one "$s" "$BUILD" "$D" "$SLOW" "$TOPDIR" >"$D/scenario.log" 2>&1
+    rc=$?
+    secs=$(( $(date +%s) - s0 ))
+    # Whatever a killed scenario left behind: only our processes, whose
+    # command lines name this scenario's directory (a fresh mktemp name).
+    for p in /proc/[0-9]*; do
+        p=${p#/proc/}
+        [ "$p" = $$ ] && continue
+        cmd=$( (tr '\0' ' ' <"/proc/$p/cmdline") 2>/dev/null)
+        case $cmd in
+        *"$D/"*)
+            kill -CONT "$p" 2>/dev/null
+            kill -KILL "$p" 2>/dev/null
+            ;;
+        esac
+    done
+    if [ "$rc" = 0 ]; then
+        echo "PASS $s (${secs}s)"
+    elif [ "$rc" = 77 ]; then
+        echo "SKIP $s ($(cat "$D/skip" 2>/dev/null))"
+    else
+        why=$(head -n 1 "$D/reason" 2>/dev/null)
+        [ "$rc" = 124 ] || [ "$rc" = 137 ] && why="timed out after ${limit}s${why:+: $why}"
+        echo "FAIL $s (${why:-exit $rc})"
+        failed="$failed $s"
+    fi
+done
+echo "ops: $(( $(date +%s) - t0 ))s in all"
+
+for s in $failed; do
+    for f in "$TOP/$s"/*.log "$TOP/$s"/*.err; do
+        [ -s "$f" ] || continue
+        echo "---- $s: $(basename "$f") (last 25 lines)"
+        tail -n 25 "$f"
+    done
+done >&2
+if [ "${B10_KEEP:-0}" = 1 ]; then
+    keep=$(mktemp -d "${TMPDIR:-/tmp}/b10-ops-kept.XXXXXX")
+    cp -r "$TOP"/. "$keep"/
+    echo "logs kept in $keep" >&2
+fi
+[ -z "$failed" ]
