@@ -36,6 +36,16 @@ san_env() {
     esac
 }
 
+# run_suite SUITE BUILD TAG: the tests/SUITE/run.sh runner's PASS/FAIL/SKIP lines, named
+# TAG/SUITE/NAME; its stderr (the log tails of failures) goes to ours.
+run_suite() {
+    runner=tests/$1/run.sh
+    [ -f "$runner" ] || return 0
+    sh "$runner" "$2" 2>"$log/$1-$3.err" |
+        sed -n "s/^\(PASS\|FAIL\|SKIP\) \([A-Za-z0-9_.-]*\)\( (.*)\)\{0,1\}\$/\1 $3\/$1\/\2\3/p"
+    tail -n 200 "$log/$1-$3.err" >&2
+}
+
 for build in "$@"; do
     [ -d "$build" ] || { record FAIL "$build" "no such build folder"; continue; }
     tag=$(basename "$build")
@@ -56,12 +66,9 @@ for build in "$@"; do
                 tail -n 40 "$out" | sed 's/^/    /' >&2
             fi
         done
-        sh tests/integ/run.sh "$build" 2>"$log/integ-$tag.err" | sed -n "s/^\(PASS\|FAIL\|SKIP\) \([A-Za-z0-9_.-]*\)\( (.*)\)\{0,1\}\$/\1 $tag\/integ\/\2\3/p"
-        tail -n 200 "$log/integ-$tag.err" >&2
-        sh tests/ops/run.sh "$build" 2>"$log/ops-$tag.err" | sed -n "s/^\(PASS\|FAIL\|SKIP\) \([A-Za-z0-9_.-]*\)\( (.*)\)\{0,1\}\$/\1 $tag\/ops\/\2\3/p"
-        tail -n 200 "$log/ops-$tag.err" >&2
-        sh tests/fault/run.sh "$build" 2>"$log/fault-$tag.err" | sed -n "s/^\(PASS\|FAIL\|SKIP\) \([A-Za-z0-9_.-]*\)\( (.*)\)\{0,1\}\$/\1 $tag\/fault\/\2\3/p"
-        tail -n 200 "$log/fault-$tag.err" >&2
+        for suite in integ ops fault gpu; do
+            run_suite "$suite" "$build" "$tag"
+        done
     ) >"$log/lines-$tag" || true
     while IFS= read -r line; do
         status=${line%% *}

@@ -243,7 +243,7 @@ failed_statuses() {
 only_statuses() {
     _who=$1
     shift
-    _got=$(failed_statuses "$_who" | sort | uniq -c | tr -s ' ' | tr '\n' ',')
+    _got=$(failed_statuses "$_who" | sort | uniq -c | tr -s ' ' | tr '\n' ',' | sed 's/,$//')
     [ -n "$_got" ] || die "$_who: no transfer failed (the fault came too late?)"
     for _s in $(failed_statuses "$_who" | sort -u); do
         _ok=0

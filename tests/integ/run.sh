@@ -160,6 +160,8 @@ prefill() {  # prefill ROUND DAEMON [kvrank options]: sets $rc
     _r=$1
     _sock=$D/$2.sock
     shift 2
+    # The decode checks the whole pool: the previous round first, then this one writes.
+    [ "$_r" -gt 0 ] && wait_file "$D/verified.$(( _r - 1 ))" 30
     fg 60 "prefill-r$_r" "$KVRANK" --role prefill --name "prefill-r$_r" -s "$_sock" --dir "$D" \
         --round "$_r" $KV "$@"
 }

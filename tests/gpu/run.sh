@@ -2,7 +2,7 @@
 # End-to-end GPU tests and benchmark: two b10d on one host, two ranks whose KV
 # pools live in CUDA memory, every destination byte verified.
 #
-#   sh tests/gpu/run-e2e.sh BUILD_DIR [bench|bench-only]     (B10D_ARGS: more daemon flags)
+#   sh tests/gpu/run.sh BUILD_DIR [bench|bench-only]     (B10D_ARGS: more daemon flags)
 #
 # Scenarios: vram → vram (cudaIpc handles), vmm → vmm (cuMemCreate, POSIX fds),
 # dram → vram and vram → dram. With "bench", then a Llama-70B-like request
