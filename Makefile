@@ -144,6 +144,7 @@ LINK_LIBB10 = -L$(BUILD)/lib -lb10 -Wl,-rpath,'$$ORIGIN/../lib'
 
 $(BUILD)/bin/b10ctl: $(call obj,$(CTL_SRCS)) $(LIB_SO) $(COMMON_OBJS)
 	$(call say,LD,$@)
+	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $(filter %.o,$^) $(LDFLAGS_ALL) $(LINK_LIBB10) -lprotobuf-c
 
 $(BUILD)/bin/%: $(BUILD)/obj/client/examples/%.o $(LIB_SO)

@@ -92,6 +92,16 @@ struct b10_mem {
     b10_mem_t *prev, *next;        /* conn->mems */
 };
 
+/* A message notified to this rank, kept until b10_agent_notifications() takes it. */
+struct notice {
+    struct notice *next;
+    char agent[AGENT_NAME_MAX + 1];
+    void *data;
+    size_t length;
+};
+
+#define NOTICES_MAX 65536          /* kept at once; past that new ones are dropped, and logged */
+
 struct b10_conn {
     pthread_mutex_t lock;
     pthread_cond_t cond;           /* broadcast after each reading round and on death */
@@ -114,6 +124,10 @@ struct b10_conn {
     size_t ntable;
     b10_xfer_t *xfers;             /* every handle, for b10_conn_close */
     b10_mem_t *mems;
+
+    struct notice *notices;        /* oldest first */
+    struct notice **notices_tail;
+    size_t nnotices;
 
     uint8_t *agent_desc;           /* owned, from HelloReply */
     size_t agent_desc_len;
@@ -550,6 +564,33 @@ static void dispatch_done(b10_conn_t *conn, const B10__XferDone *done)
     xfer_finish(conn, xfer, (b10_status_t)done->status, done->detail);
 }
 
+static void dispatch_notice(b10_conn_t *conn, const B10__Notice *notice)
+{
+    size_t name = strnlen(notice->from_agent, AGENT_NAME_MAX + 1);
+
+    if (name == 0 || name > AGENT_NAME_MAX || notice->message.len > B10_SYNC_MSG_MAX) {
+        conn_kill(conn, B10_ERR_PROTOCOL, "malformed notice from the daemon");
+        return;
+    }
+    if (conn->nnotices >= NOTICES_MAX) {
+        conn_log(conn, B10_LOG_WARNING, "dropping a message from %s: %d are waiting to be taken",
+                 notice->from_agent, NOTICES_MAX);
+        return;
+    }
+    struct notice *n = calloc(1, sizeof(*n));
+    if (n == NULL || (n->data = malloc(notice->message.len ? notice->message.len : 1)) == NULL) {
+        free(n);
+        conn_log(conn, B10_LOG_ERR, "out of memory: dropping a message from %s", notice->from_agent);
+        return;
+    }
+    memcpy(n->agent, notice->from_agent, name);
+    memcpy(n->data, notice->message.data, notice->message.len);
+    n->length = notice->message.len;
+    *conn->notices_tail = n;
+    conn->notices_tail = &n->next;
+    conn->nnotices++;
+}
+
 static void dispatch_frame(b10_conn_t *conn, const uint8_t *payload, uint32_t len)
 {
     B10__DaemonMsg *msg = b10__daemon_msg__unpack(NULL, len, payload);
@@ -564,6 +605,9 @@ static void dispatch_frame(b10_conn_t *conn, const uint8_t *payload, uint32_t le
         return;
     case B10__DAEMON_MSG__BODY_DONE:
         dispatch_done(conn, msg->done);
+        break;
+    case B10__DAEMON_MSG__BODY_NOTICE:
+        dispatch_notice(conn, msg->notice);
         break;
     default:
         conn_kill(conn, B10_ERR_PROTOCOL, "daemon message without a known body (%d)",
@@ -840,6 +884,12 @@ static void conn_free(b10_conn_t *conn)
         conn->mems = m->next;
         free(m);
     }
+    while (conn->notices != NULL) {
+        struct notice *n = conn->notices;
+        conn->notices = n->next;
+        free(n->data);
+        free(n);
+    }
     if (conn->fd >= 0)
         close(conn->fd);
     frame_reader_free(&conn->reader);
@@ -856,6 +906,9 @@ static b10_conn_t *conn_alloc(const b10_conn_params_t *params)
 {
     b10_conn_t *conn = calloc(1, sizeof(*conn));
     pthread_condattr_t ca;
+
+    if (conn != NULL)
+        conn->notices_tail = &conn->notices;
 
     if (conn == NULL)
         return NULL;
@@ -1326,13 +1379,113 @@ b10_status_t b10_agent_invalidate(b10_conn_t *conn, const char *name)
     return status;
 }
 
+static void pack_spans(uint8_t *out, const b10_span_t *spans, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        frame_put_u64(out + i * SPAN_BYTES, spans[i].addr);
+        frame_put_u64(out + i * SPAN_BYTES + 8, spans[i].length);
+    }
+}
+
+b10_status_t b10_agent_check(b10_conn_t *conn, const char *remote_agent, const b10_span_t *spans,
+                             size_t count)
+{
+    B10__CheckAgent ca = B10__CHECK_AGENT__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+
+    if (conn == NULL)
+        return B10_ERR_INVALID_ARG;
+    if (!agent_name_valid(remote_agent))
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "a remote agent name is required");
+    if (spans == NULL || count == 0 || count > FRAME_MAX_LIMIT / SPAN_BYTES)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "a check needs 1 or more spans");
+    uint8_t *packed = malloc(count * SPAN_BYTES);
+    if (packed == NULL)
+        return conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory for %zu spans", count);
+    pack_spans(packed, spans, count);
+    ca.remote_agent = (char *)remote_agent;
+    ca.spans = (ProtobufCBinaryData){ .len = count * SPAN_BYTES, .data = packed };
+    msg.body_case = B10__CLIENT_MSG__BODY_CHECK_AGENT;
+    msg.check_agent = &ca;
+    pthread_mutex_lock(&conn->lock);
+    b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
+    pthread_mutex_unlock(&conn->lock);
+    free(packed);
+    return status;
+}
+
+b10_status_t b10_agent_notify(b10_conn_t *conn, const char *remote_agent, const void *data,
+                              size_t length)
+{
+    B10__NotifyAgent na = B10__NOTIFY_AGENT__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+
+    if (conn == NULL)
+        return B10_ERR_INVALID_ARG;
+    if (!agent_name_valid(remote_agent))
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "a remote agent name is required");
+    if (length > B10_SYNC_MSG_MAX || (length > 0 && data == NULL))
+        return conn_reject(conn, B10_ERR_TOO_LARGE, "a sync message holds at most %d bytes",
+                           B10_SYNC_MSG_MAX);
+    na.remote_agent = (char *)remote_agent;
+    na.message = (ProtobufCBinaryData){ .len = length, .data = (uint8_t *)data };
+    msg.body_case = B10__CLIENT_MSG__BODY_NOTIFY_AGENT;
+    msg.notify_agent = &na;
+    pthread_mutex_lock(&conn->lock);
+    b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
+    pthread_mutex_unlock(&conn->lock);
+    return status;
+}
+
+b10_status_t b10_agent_notifications(b10_conn_t *conn, b10_notification_t **list_p,
+                                     size_t *count_p)
+{
+    if (conn == NULL || list_p == NULL || count_p == NULL)
+        return B10_ERR_INVALID_ARG;
+    pthread_mutex_lock(&conn->lock);
+    conn_poke(conn);
+    size_t n = conn->nnotices;
+    b10_notification_t *list = NULL;
+    if (n > 0 && (list = calloc(n, sizeof(*list))) == NULL) {
+        pthread_mutex_unlock(&conn->lock);
+        return conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory for %zu messages", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct notice *head = conn->notices;
+        conn->notices = head->next;
+        memcpy(list[i].agent, head->agent, sizeof(list[i].agent));
+        list[i].data = head->data;
+        list[i].length = head->length;
+        free(head);
+    }
+    conn->notices_tail = &conn->notices;
+    conn->nnotices = 0;
+    pthread_mutex_unlock(&conn->lock);
+    *list_p = list;
+    *count_p = n;
+    return B10_OK;
+}
+
+void b10_notifications_free(b10_notification_t *list, size_t count)
+{
+    if (list == NULL)
+        return;
+    for (size_t i = 0; i < count; i++)
+        free(list[i].data);
+    free(list);
+}
+
 /* ---------------------------------------------------------------- transfers */
 
 static b10_status_t xfer_check_params(b10_conn_t *conn, const b10_xfer_params_t *params)
 {
-    if (params->op != B10_OP_WRITE)
-        return conn_reject(conn, B10_ERR_INVALID_ARG, "op %d: only B10_OP_WRITE exists",
+    if (params->op != B10_OP_WRITE && params->op != B10_OP_READ)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "op %d is neither B10_OP_WRITE nor B10_OP_READ",
                            (int)params->op);
+    if ((params->field_mask & B10_XFER_FIELD_SYNC) &&
+        (params->sync_length > B10_SYNC_MSG_MAX || (params->sync_length > 0 && params->sync_msg == NULL)))
+        return conn_reject(conn, B10_ERR_TOO_LARGE, "a sync message holds at most %d bytes",
+                           B10_SYNC_MSG_MAX);
     if (params->remote_agent == NULL || params->remote_agent[0] == '\0')
         return conn_reject(conn, B10_ERR_INVALID_ARG, "remote_agent is required");
     if (params->count == 0 || params->local == NULL || params->remote == NULL)
@@ -1354,13 +1507,6 @@ static b10_status_t xfer_check_params(b10_conn_t *conn, const b10_xfer_params_t 
     return B10_OK;
 }
 
-static void pack_spans(uint8_t *out, const b10_span_t *spans, size_t count)
-{
-    for (size_t i = 0; i < count; i++) {
-        frame_put_u64(out + i * SPAN_BYTES, spans[i].addr);
-        frame_put_u64(out + i * SPAN_BYTES + 8, spans[i].length);
-    }
-}
 
 b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
                              b10_xfer_t **xfer_p)
@@ -1390,7 +1536,10 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
     /* Packed outside the lock: a million spans take a while. */
     pack_spans(spans, params->local, params->count);
     pack_spans(spans + table, params->remote, params->count);
-    sx.op = B10__OP__OP_WRITE;
+    sx.op = params->op == B10_OP_READ ? B10__OP__OP_READ : B10__OP__OP_WRITE;
+    if (params->field_mask & B10_XFER_FIELD_SYNC)
+        sx.sync_msg = (ProtobufCBinaryData){ .len = params->sync_length,
+                                             .data = (uint8_t *)params->sync_msg };
     sx.remote_agent = (char *)params->remote_agent;
     sx.local_spans = (ProtobufCBinaryData){ .len = table, .data = spans };
     sx.remote_spans = (ProtobufCBinaryData){ .len = table, .data = spans + table };

@@ -130,16 +130,19 @@ int b10d_start(struct b10d *d)
 
 void b10d_stop(struct b10d *d)
 {
-    struct list *pos, *tmp;
-
     d->stopping = true;
     service_destroy(d->service);
     d->service = NULL;
     /* Clients first: their transfers fail through the funnel and their regions close. */
     ipc_destroy(d->ipc);
     d->ipc = NULL;
-    list_for_each_safe(pos, tmp, &d->xfers)
-        xfer_fail(list_entry(pos, struct xfer, node), B10_ERR_DRAINING, "the daemon is shutting down");
+    /*
+     * The first each time: one failure can end others (a READ and its
+     * write-back), so a saved next node may be gone already.
+     */
+    while (!list_empty(&d->xfers))
+        xfer_fail(list_entry(d->xfers.next, struct xfer, node), B10_ERR_DRAINING,
+                  "the daemon is shutting down");
     peer_close_all(d);
     /* Let copies and UCX requests settle, bounded: nothing may be freed under them. */
     for (int i = 0; d->wire != NULL && i < 2000 && wire_outstanding(d->wire) > 0; i++)

@@ -68,14 +68,18 @@ static void ipc_conn_on_closed(uv_handle_t *handle)
     free(c);
 }
 
+static int ipc_conn_flush(struct ipc_conn *c);
+
 void ipc_conn_close(struct ipc_conn *c)
 {
     if (c->closing)
         return;
-    c->closing = true;
     list_remove(&c->node);
+    /* What is queued (replies, done notices) goes out as far as the socket takes it now. */
     session_destroy(c->session);
     c->session = NULL;
+    ipc_conn_flush(c);
+    c->closing = true;
     uv_close((uv_handle_t *)&c->poll, ipc_conn_on_closed);
 }
 

@@ -10,6 +10,7 @@
 #include "quarantine.h"
 #include "staging.h"
 #include "wire.h"
+#include "ask.h"
 #include "xfer.h"
 
 #define PEER_MAX_ADDRESS 8192   /* a UCX worker address is a few hundred bytes */
@@ -50,6 +51,7 @@ b10_status_t peer_get(struct b10d *d, uint64_t daemon_id, const void *address, s
     p->state = PEER_DOWN;
     list_init(&p->waiting);
     list_init(&p->xfers);
+    list_init(&p->asks);
     uv_timer_init(d->loop, &p->connect_timer);
     p->connect_timer.data = p;
     list_insert_tail(&d->peers, &p->node);
@@ -70,6 +72,23 @@ int peer_send_msg(struct peer *peer, uint64_t tag, const void *msg)
     }
     protobuf_c_message_pack(m, buf);
     return wire_send_owned(peer->ep, tag, buf, length);
+}
+
+void peer_send_result(struct peer *peer, const struct tag_link *link, uint64_t id,
+                      b10_status_t status, const char *detail)
+{
+    B10__Peer__Result result = B10__PEER__RESULT__INIT;
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    char clipped[200];
+
+    snprintf(clipped, sizeof(clipped), "%.199s", detail);
+    result.xfer_id = id;
+    result.status = (B10__Status)status;
+    result.detail = clipped;
+    msg.body_case = B10__PEER__MSG__BODY_RESULT;
+    msg.result = &result;
+    if (peer->ep == NULL || peer_send_msg(peer, tags_derive(link, id, 0, TAG_KIND_RESULT), &msg) != 0)
+        log_debug("peer %016" PRIx64 ": could not send a RESULT for %016" PRIx64, peer->daemon_id, id);
 }
 
 static int peer_ensure_ep(struct peer *peer)
@@ -131,6 +150,8 @@ void peer_lost(struct peer *peer, b10_status_t status, const char *detail)
         peer->ep = NULL;
     }
     peer_fail_waiting(peer, status, detail);
+    list_for_each_safe(pos, tmp, &peer->asks)
+        ask_fail(list_entry(pos, struct ask, peer_node), status, detail);
     list_for_each_safe(pos, tmp, &peer->xfers)
         xfer_fail(list_entry(pos, struct xfer, peer_node), status, "%s", detail);
 }
@@ -197,6 +218,11 @@ static void peer_on_hello_ack(void *arg, b10_status_t status, size_t length)
         list_insert_tail(&peer->xfers, &x->peer_node);
         xfer_link_up(x);
     }
+    list_for_each_safe(pos, tmp, &peer->asks) {
+        struct ask *a = list_entry(pos, struct ask, peer_node);
+        if (a->out != NULL)
+            ask_link_up(a);
+    }
 out:
     if (msg != NULL)
         b10__peer__msg__free_unpacked(msg, NULL);
@@ -247,19 +273,26 @@ static b10_status_t peer_connect(struct peer *peer)
     return B10_OK;
 }
 
-b10_status_t peer_use(struct peer *peer, struct xfer *x)
+b10_status_t peer_ensure_link(struct peer *peer)
 {
-    if (peer->state == PEER_UP) {
-        list_insert_tail(&peer->xfers, &x->peer_node);
+    if (peer->state == PEER_UP)
         return B10_OK;
-    }
     if (peer->state == PEER_DOWN) {
         b10_status_t status = peer_connect(peer);
         if (status != B10_OK)
             return status;
     }
-    list_insert_tail(&peer->waiting, &x->peer_node);
     return B10_IN_PROGRESS;
+}
+
+b10_status_t peer_use(struct peer *peer, struct xfer *x)
+{
+    b10_status_t status = peer_ensure_link(peer);
+    if (status == B10_OK)
+        list_insert_tail(&peer->xfers, &x->peer_node);
+    else if (status == B10_IN_PROGRESS)
+        list_insert_tail(&peer->waiting, &x->peer_node);
+    return status;
 }
 
 /* Answer a HELLO: the ack, or a refusal the sender can report. */
@@ -371,13 +404,25 @@ void peer_on_control(void *arg, uint64_t tag, void *buf, size_t length)
         log_info("dropping a control message on a tag of no live link");
         goto out;
     }
-    if (msg->body_case != B10__PEER__MSG__BODY_CONTROL) {
+    switch (msg->body_case) {
+    case B10__PEER__MSG__BODY_CONTROL:
+        xfer_admit(peer, msg->control);
+        break;
+    case B10__PEER__MSG__BODY_READ:
+        xfer_serve_read(peer, msg->read);
+        break;
+    case B10__PEER__MSG__BODY_CHECK:
+        ask_on_check(peer, msg->check);
+        break;
+    case B10__PEER__MSG__BODY_NOTIFY:
+        ask_on_notify(peer, msg->notify);
+        break;
+    default:
         d->stats.peer_protocol_errors++;
         log_warning("peer %016" PRIx64 ": unexpected message kind %d on the control tag",
                     peer->daemon_id, (int)msg->body_case);
-        goto out;
+        break;
     }
-    xfer_admit(peer, msg->control);
 out:
     b10__peer__msg__free_unpacked(msg, NULL);
 }

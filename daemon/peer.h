@@ -50,6 +50,7 @@ struct peer {
     uint64_t in_control_tag;
 
     struct list xfers;              /* struct xfer.peer_node: every transfer using the peer */
+    struct list asks;               /* struct ask.peer_node: questions waiting or asked */
 };
 
 /* The hooks wire.c calls. */
@@ -69,12 +70,25 @@ b10_status_t peer_get(struct b10d *d, uint64_t daemon_id, const void *address, s
  */
 b10_status_t peer_use(struct peer *peer, struct xfer *x);
 
+/*
+ * The outbound link: B10_OK when up; B10_IN_PROGRESS when opening (started
+ * now if it was down), after which the peer calls ask_link_up() for its asks.
+ */
+b10_status_t peer_ensure_link(struct peer *peer);
+
 /* The endpoint failed or must not be trusted: retire everything of it. */
 void peer_lost(struct peer *peer, b10_status_t status, const char *detail);
 
 /* Close every peer's endpoint at shutdown; peer_free_all() after the wire is gone. */
 void peer_close_all(struct b10d *d);
 void peer_free_all(struct b10d *d);
+
+/*
+ * A Result for transfer (or ask) id on link: a transfer's outcome, a refusal,
+ * an answer. Best effort: the other side's deadline covers a lost one.
+ */
+void peer_send_result(struct peer *peer, const struct tag_link *link, uint64_t id,
+                      b10_status_t status, const char *detail);
 
 /* Send a small peer message (encoded protobuf) on the peer's endpoint. */
 int peer_send_msg(struct peer *peer, uint64_t tag, const void *msg);

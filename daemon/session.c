@@ -14,6 +14,7 @@
 #include "ipc.h"
 #include "peer.h"
 #include "wire.h"
+#include "ask.h"
 #include "xfer.h"
 
 #define SESSION_MAX_DESC 16384   /* an agent descriptor is a UCX address and a name */
@@ -33,6 +34,7 @@ struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid,
     list_init(&s->agents);
     list_init(&s->xfers);
     list_init(&s->targets);
+    list_init(&s->asks);
     list_insert_tail(&d->sessions, &s->node);
     d->nsessions++;
     log_debug("client pid %d uid %u connected", (int)pid, (unsigned)uid);
@@ -60,6 +62,8 @@ void session_destroy(struct session *s)
         log_info("client %s (pid %d) disconnected", s->agent, (int)s->pid);
     session_fail_list(&s->xfers, "the submitting rank disconnected");
     session_fail_list(&s->targets, "the destination rank disconnected");
+    list_for_each_safe(pos, tmp, &s->asks)
+        ask_detach(list_entry(pos, struct ask, session_node));
     list_for_each_safe(pos, tmp, &s->agents) {
         list_remove(pos);
         free(list_entry(pos, struct remote_agent, node));
@@ -110,6 +114,34 @@ static int session_reply(struct session *s, uint64_t seq, b10_status_t status, c
     msg.body_case = B10__DAEMON_MSG__BODY_REPLY;
     msg.reply = reply;
     return session_send(s, &msg);
+}
+
+void session_answer(struct session *s, uint64_t seq, b10_status_t status, const char *detail)
+{
+    session_reply(s, seq, status, detail, NULL);
+}
+
+void session_notice(struct session *s, const char *from, const uint8_t *data, size_t length)
+{
+    B10__Notice notice = B10__NOTICE__INIT;
+    B10__DaemonMsg msg = B10__DAEMON_MSG__INIT;
+
+    notice.from_agent = (char *)from;
+    notice.message = (ProtobufCBinaryData){ length, (uint8_t *)data };
+    msg.body_case = B10__DAEMON_MSG__BODY_NOTICE;
+    msg.notice = &notice;
+    session_send(s, &msg);
+}
+
+struct remote_agent *session_agent(struct session *s, const char *name)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &s->agents) {
+        struct remote_agent *a = list_entry(pos, struct remote_agent, node);
+        if (strcmp(a->name, name) == 0)
+            return a;
+    }
+    return NULL;
 }
 
 void session_xfer_done(struct session *s, const struct xfer *x)
@@ -381,6 +413,19 @@ int session_on_frame(struct session *s, const uint8_t *buf, size_t length)
     case B10__CLIENT_MSG__BODY_SUBMIT:
         session_on_submit(s, msg->seq, msg->submit);
         break;
+    case B10__CLIENT_MSG__BODY_CHECK_AGENT:
+    case B10__CLIENT_MSG__BODY_NOTIFY_AGENT: {
+        char detail[256] = "";
+        b10_status_t st = msg->body_case == B10__CLIENT_MSG__BODY_CHECK_AGENT
+            ? ask_check(s, msg->seq, msg->check_agent->remote_agent, msg->check_agent->spans.data,
+                        msg->check_agent->spans.len, detail, sizeof(detail))
+            : ask_notify(s, msg->seq, msg->notify_agent->remote_agent,
+                         msg->notify_agent->message.data, msg->notify_agent->message.len, detail,
+                         sizeof(detail));
+        if (st != B10_IN_PROGRESS)
+            session_reply(s, msg->seq, st, detail, NULL);
+        break;
+    }
     case B10__CLIENT_MSG__BODY_CANCEL: {
         struct xfer *x = session_xfer(s, msg->cancel->xfer_id);
         if (x != NULL)

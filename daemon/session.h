@@ -38,6 +38,7 @@ struct session {
     struct list xfers;              /* sending transfers it submitted, in flight */
     uint32_t nxfers;
     struct list targets;            /* receiving transfers writing into its memory */
+    struct list asks;               /* struct ask.session_node: questions to remote daemons */
 };
 
 struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid, uid_t uid,
@@ -50,6 +51,13 @@ int session_on_frame(struct session *s, const uint8_t *buf, size_t length);
 
 /* The daemon's own news for the client: a transfer it submitted finished. */
 void session_xfer_done(struct session *s, const struct xfer *x);
+
+/* Answer request seq later (an ask finished). */
+void session_answer(struct session *s, uint64_t seq, b10_status_t status, const char *detail);
+/* A message for this rank from another (Notify, or a transfer's sync message). */
+void session_notice(struct session *s, const char *from, const uint8_t *data, size_t length);
+/* The remote agent this rank loaded under name, or NULL. */
+struct remote_agent *session_agent(struct session *s, const char *name);
 
 /* The session of a local agent name, or NULL. */
 struct session *session_find(struct b10d *d, const char *agent);

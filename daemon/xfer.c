@@ -22,7 +22,7 @@
 
 const char *xfer_role_name(enum xfer_role role)
 {
-    return role == XFER_SEND ? "send" : "recv";
+    return role == XFER_SEND ? "send" : role == XFER_RECV ? "recv" : "read";
 }
 
 const char *xfer_state_name(enum xfer_state state)
@@ -43,6 +43,8 @@ static void xfer_on_timer_closed(uv_handle_t *handle)
     struct xfer *x = handle->data;
     plan_free(x->plan);
     free(x->slots);
+    free(x->sync);
+    free(x->read_spans);
     free(x);
 }
 
@@ -60,6 +62,7 @@ static void xfer_on_deadline(uv_timer_t *timer)
 {
     struct xfer *x = timer->data;
     const char *where = x->state == XFER_WAIT_LINK    ? "for the link to the remote daemon"
+                        : x->role == XFER_READ        ? "for the remote daemon to write back"
                         : x->state == XFER_WAIT_READY ? "for READY"
                         : x->role == XFER_SEND        ? "for DATA to be sent and RESULT"
                                                       : "for DATA";
@@ -116,7 +119,9 @@ static void xfer_for_each_tag(struct xfer *x, void (*fn)(struct xfer *x, uint64_
 {
     if (!x->tags_registered)
         return;
-    if (x->role == XFER_SEND) {
+    if (x->role == XFER_READ) {
+        fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT));
+    } else if (x->role == XFER_SEND) {
         fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_READY));
         fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT));
     } else {
@@ -148,7 +153,7 @@ static void xfer_detach(struct xfer *x)
     list_remove(&x->peer_node);
     list_remove(&x->node);
     x->d->nxfers--;
-    if (x->session != NULL && x->role == XFER_SEND)
+    if (x->session != NULL && x->role != XFER_RECV)
         x->session->nxfers--;
 }
 
@@ -167,17 +172,7 @@ static void xfer_send_peer(struct xfer *x, enum tag_kind kind, B10__Peer__Msg *m
 
 static void xfer_send_result(struct xfer *x, b10_status_t status, const char *detail)
 {
-    B10__Peer__Result result = B10__PEER__RESULT__INIT;
-    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
-    char clipped[200];
-
-    snprintf(clipped, sizeof(clipped), "%s", detail);
-    result.xfer_id = x->id;
-    result.status = (B10__Status)status;
-    result.detail = clipped;
-    msg.body_case = B10__PEER__MSG__BODY_RESULT;
-    msg.result = &result;
-    xfer_send_peer(x, TAG_KIND_RESULT, &msg);
+    peer_send_result(x->peer, &x->link, x->id, status, detail);
 }
 
 /* Success: every byte landed (R), or the receiver said so (S). */
@@ -190,20 +185,44 @@ static void xfer_finish(struct xfer *x)
     xfer_detach(x);
     xfer_cancel_posted(x);
     xfer_for_each_tag(x, xfer_tag_unregister);
-    if (x->role == XFER_SEND) {
+    if (x->role == XFER_READ) {
+        d->stats.xfers_succeeded++;
+        log_info("read %016" PRIx64 " from %s landed: %" PRIu64 " ms", x->id, x->remote_agent,
+                 d->now_ms(d) - x->started_ms);
+        if (x->session != NULL)
+            session_xfer_done(x->session, x);
+    } else if (x->role == XFER_SEND) {
         d->stats.xfers_succeeded++;
         uint64_t ms = d->now_ms(d) - x->started_ms;
         log_info("transfer %016" PRIx64 " to %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
                  " ms (READY after %" PRIu64 " ms)", x->id, x->remote_agent, x->plan->total,
                  x->plan->nchunks, ms, x->ready_ms - x->started_ms);
-        if (x->session != NULL)
+        /* A write-back serving a READ: its bytes were read, the holding rank hears of it. */
+        if (x->session != NULL && x->read_id != 0 && x->sync_length > 0)
+            session_notice(x->session, x->remote_agent, x->sync, x->sync_length);
+        else if (x->session != NULL)
             session_xfer_done(x->session, x);
     } else {
+        /* Landed: the target hears the sync message before the sender hears RESULT. */
+        if (x->session != NULL && x->sync_length > 0)
+            session_notice(x->session, x->remote_agent, x->sync, x->sync_length);
         xfer_send_result(x, B10_OK, "");
         log_debug("transfer %016" PRIx64 " from %s landed in %s", x->id, x->remote_agent,
                   x->local_agent);
+        if (x->read_parent != NULL) {
+            struct xfer *parent = x->read_parent;
+            parent->read_child = NULL;
+            x->read_parent = NULL;
+            xfer_finish(parent);
+        }
     }
     xfer_maybe_free(x);
+}
+
+/* A write-back that failed tells the reading daemon, on the link the READ came by. */
+static void xfer_tell_reader(struct xfer *x, b10_status_t status, const char *detail)
+{
+    peer_send_result(x->peer, &x->read_link, x->read_id, status, detail);
 }
 
 void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
@@ -244,7 +263,7 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
                        x->id, x->peer ? x->peer->daemon_id : 0, slot->view);
     }
     if (x->tags_registered) {
-        uint32_t ntags = x->role == XFER_SEND ? 2 : x->plan->nchunks + 1;
+        uint32_t ntags = x->role == XFER_READ ? 1 : x->role == XFER_SEND ? 2 : x->plan->nchunks + 1;
         xfer_for_each_tag(x, xfer_tag_quarantine);
         quarantine_add(d->quarantine, QUARANTINE_TAGS, x->id, ntags, status, x->id,
                        x->peer ? x->peer->daemon_id : 0, NULL);
@@ -266,11 +285,31 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
             xfer_send_peer(x, TAG_KIND_CANCEL, &msg);
         }
         d->stats.xfers_failed++;
+        if (x->read_id != 0 && !peer_silent)
+            xfer_tell_reader(x, status, x->detail);
+        if (x->session != NULL)
+            session_xfer_done(x->session, x);
+    } else if (x->role == XFER_READ) {
+        d->stats.xfers_failed++;
         if (x->session != NULL)
             session_xfer_done(x->session, x);
     } else if ((!peer_silent || status == B10_ERR_PEER_PROTOCOL) && status != B10_ERR_CANCELLED) {
         /* A sender that broke the protocol can still hear why: it fails now, not at its deadline. */
         xfer_send_result(x, status, x->detail);
+    }
+    /* A READ and its write-back fail together: whichever failed first, with its reason. */
+    if (x->read_child != NULL) {
+        struct xfer *child = x->read_child;
+        x->read_child = NULL;
+        child->read_parent = NULL;
+        xfer_fail(child, B10_ERR_CANCELLED, "the READ it served failed: %s", x->detail);
+        xfer_send_result(child, B10_ERR_CANCELLED, child->detail);   /* the writer stops now */
+    }
+    if (x->read_parent != NULL) {
+        struct xfer *parent = x->read_parent;
+        x->read_parent = NULL;
+        parent->read_child = NULL;
+        xfer_fail(parent, status, "%s", x->detail);
     }
     xfer_maybe_free(x);
 }
@@ -551,6 +590,53 @@ static void xfer_on_result(void *arg, b10_status_t status, size_t length)
 }
 
 /* The link is up: register the reply tags, post their receives, send CONTROL. */
+/*
+ * READ: ask the daemon holding the bytes to write them back. Its refusal or
+ * failure comes as a Result on (link, id); success as the write-back itself,
+ * a CONTROL whose read_id names this transfer (xfer_admit).
+ */
+static void xfer_read_link_up(struct xfer *x)
+{
+    struct b10d *d = x->d;
+    size_t table = x->read_spans_length / 2;
+
+    x->link = x->peer->out;
+    uint64_t result_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT);
+    if (tags_register(d->tags, result_tag, x) != 0) {
+        xfer_fail(x, B10_ERR_TAG_COLLISION, "RESULT tag %016" PRIx64 " already registered", result_tag);
+        return;
+    }
+    x->tags_registered = true;
+    if (wire_recv(d->wire, result_tag, x->result_buf, sizeof(x->result_buf), NULL, xfer_on_result,
+                  x, &x->result_op) != 0) {
+        xfer_fail(x, B10_ERR_INTERNAL, "posting the RESULT receive failed");
+        return;
+    }
+    x->holds++;
+    uint64_t now = d->now_ms(d);
+    B10__Peer__ReadRequest rr = B10__PEER__READ_REQUEST__INIT;
+    rr.read_id = x->id;
+    rr.src_agent = x->remote_agent;
+    rr.dst_agent = x->local_agent;
+    rr.deadline_ms = (uint32_t)(x->deadline_ms > now ? x->deadline_ms - now : 1);
+    rr.src_spans = (ProtobufCBinaryData){ table, x->read_spans };
+    rr.dst_spans = (ProtobufCBinaryData){ table, x->read_spans + table };
+    rr.sync_msg = (ProtobufCBinaryData){ x->sync_length, x->sync };
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    msg.body_case = B10__PEER__MSG__BODY_READ;
+    msg.read = &rr;
+    if (protobuf_c_message_get_packed_size(&msg.base) > x->peer->max_control) {
+        xfer_fail(x, B10_ERR_TOO_LARGE, "the READ request exceeds the remote daemon's limit");
+        return;
+    }
+    if (peer_send_msg(x->peer, tags_derive(&x->link, 0, 0, TAG_KIND_CONTROL), &msg) != 0) {
+        xfer_fail(x, B10_ERR_PEER_LOST, "sending the READ request failed");
+        return;
+    }
+    x->control_sent = true;
+    x->state = XFER_WAIT_READY;
+}
+
 void xfer_link_up(struct xfer *x)
 {
     struct b10d *d = x->d;
@@ -558,6 +644,10 @@ void xfer_link_up(struct xfer *x)
     uint8_t *chunk_pieces = NULL, *pieces = NULL;
     size_t chunk_len, pieces_len;
 
+    if (x->role == XFER_READ) {
+        xfer_read_link_up(x);
+        return;
+    }
     x->link = peer->out;
     if (peer->max_chunk < x->plan->chunks[0].bytes || peer->max_chunk < staging_view_bytes(d->staging)) {
         if (peer->max_chunk == 0 || plan_rechunk(x->plan, peer->max_chunk) != B10_OK) {
@@ -611,6 +701,10 @@ void xfer_link_up(struct xfer *x)
     control.total_bytes = x->plan->total;
     control.chunk_pieces = (ProtobufCBinaryData){ chunk_len, chunk_pieces };
     control.pieces = (ProtobufCBinaryData){ pieces_len, pieces };
+    control.read_id = x->read_id;
+    /* A write-back's sync message is for its own rank, after the read: not sent. */
+    if (x->read_id == 0)
+        control.sync_msg = (ProtobufCBinaryData){ x->sync_length, x->sync };
     B10__Peer__Msg msg = B10__PEER__MSG__INIT;
     msg.body_case = B10__PEER__MSG__BODY_CONTROL;
     msg.control = &control;
@@ -653,28 +747,15 @@ static b10_status_t xfer_check_dst(const struct plan *plan, const struct mem_tab
     return B10_OK;
 }
 
-b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct xfer **xfer_p,
-                         char *detail, size_t detail_len)
+/* Admission limits shared by every transfer a rank starts. */
+static b10_status_t xfer_admit_limits(struct session *s, size_t count, char *detail,
+                                      size_t detail_len)
 {
     struct b10d *d = s->d;
-    struct remote_agent *agent = NULL;
-    struct plan *plan = NULL;
-    struct list *pos, *tmp;
-    b10_status_t status;
 
     if (d->stopping) {
         snprintf(detail, detail_len, "the daemon is draining: it admits no new transfers");
         return B10_ERR_DRAINING;
-    }
-    if (req->op != B10__OP__OP_WRITE) {
-        snprintf(detail, detail_len, "only WRITE is supported");
-        return B10_ERR_UNSUPPORTED;
-    }
-    size_t count = req->local_spans.len / SPAN_BYTES;
-    if (req->local_spans.len % SPAN_BYTES != 0 || req->remote_spans.len != req->local_spans.len ||
-        count == 0) {
-        snprintf(detail, detail_len, "span tables must be equal, non-empty lists of 16-byte spans");
-        return B10_ERR_INVALID_ARG;
     }
     if (count > d->cfg.max_spans) {
         snprintf(detail, detail_len, "%zu spans exceed --max-spans %u", count, d->cfg.max_spans);
@@ -689,27 +770,25 @@ b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct x
                  quarantine_bytes(d->quarantine), d->cfg.quarantine_budget);
         return B10_ERR_STAGING_EXHAUSTED;
     }
-    list_for_each_safe(pos, tmp, &s->agents) {
-        struct remote_agent *a = list_entry(pos, struct remote_agent, node);
-        if (strcmp(a->name, req->remote_agent) == 0)
-            agent = a;
-    }
-    if (agent == NULL) {
-        snprintf(detail, detail_len, "remote agent '%.200s' is not loaded", req->remote_agent);
-        return B10_ERR_UNKNOWN_AGENT;
-    }
-    /*
-     * Sources against the registrations and the total against its limit
-     * before planning: the plan's size follows the lengths, which are only
-     * the client's claim until checked.
-     */
+    return B10_OK;
+}
+
+/*
+ * The rank's own side of a request against its registrations, and the
+ * total against its limit: before planning, since the plan's size follows
+ * the lengths, which are only the client's claim until checked.
+ */
+static b10_status_t xfer_check_local(struct session *s, const uint8_t *spans, size_t count,
+                                     char *detail, size_t detail_len)
+{
     uint64_t total = 0;
+
     for (size_t i = 0; i < count; i++) {
-        uint64_t addr = frame_get_u64(req->local_spans.data + i * SPAN_BYTES);
-        uint64_t len = frame_get_u64(req->local_spans.data + i * SPAN_BYTES + 8);
-        if (total + len < total || total + len > d->cfg.max_xfer_bytes) {
+        uint64_t addr = frame_get_u64(spans + i * SPAN_BYTES);
+        uint64_t len = frame_get_u64(spans + i * SPAN_BYTES + 8);
+        if (total + len < total || total + len > s->d->cfg.max_xfer_bytes) {
             snprintf(detail, detail_len, "the request exceeds --max-xfer-bytes %" PRIu64,
-                     d->cfg.max_xfer_bytes);
+                     s->d->cfg.max_xfer_bytes);
             return B10_ERR_TOO_LARGE;
         }
         total += len;
@@ -719,25 +798,64 @@ b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct x
             return B10_ERR_NOT_REGISTERED;
         }
     }
-    status = plan_build(req->local_spans.data, req->remote_spans.data, count,
-                        staging_view_bytes(d->staging), &plan, detail, detail_len);
+    return B10_OK;
+}
+
+static b10_status_t xfer_set_sync(struct xfer *x, const uint8_t *sync, size_t length)
+{
+    if (length == 0)
+        return B10_OK;
+    x->sync = malloc(length);
+    if (x->sync == NULL)
+        return B10_ERR_NO_MEMORY;
+    memcpy(x->sync, sync, length);
+    x->sync_length = length;
+    return B10_OK;
+}
+
+static uint32_t xfer_budget(struct b10d *d, uint32_t deadline_ms)
+{
+    uint32_t budget = deadline_ms != 0 ? deadline_ms : d->cfg.deadline_ms;
+    return budget < d->cfg.max_deadline_ms ? budget : d->cfg.max_deadline_ms;
+}
+
+/*
+ * A WRITE of rank s to remote_agent on peer: a client's, or the write-back
+ * that serves a READ (see xfer_serve_read). Checked, planned, created; it
+ * moves once xfer_start() is called.
+ */
+static b10_status_t xfer_new_write(struct session *s, struct peer *peer, const char *remote_agent,
+                                   const uint8_t *src_spans, const uint8_t *dst_spans, size_t count,
+                                   uint32_t deadline_ms, const uint8_t *sync, size_t sync_length,
+                                   struct xfer **xfer_p, char *detail, size_t detail_len)
+{
+    struct b10d *d = s->d;
+    struct plan *plan = NULL;
+    b10_status_t status;
+
+    if ((status = xfer_admit_limits(s, count, detail, detail_len)) != B10_OK ||
+        (status = xfer_check_local(s, src_spans, count, detail, detail_len)) != B10_OK)
+        return status;
+    status = plan_build(src_spans, dst_spans, count, staging_view_bytes(d->staging), &plan, detail,
+                        detail_len);
     if (status != B10_OK)
         return status;
-
-    uint32_t budget = req->deadline_ms != 0 ? req->deadline_ms : d->cfg.deadline_ms;
-    if (budget > d->cfg.max_deadline_ms)
-        budget = d->cfg.max_deadline_ms;
-    struct xfer *x = xfer_new(d, XFER_SEND, b10d_new_xfer_id(d), budget);
-    if (x == NULL) {
-        status = B10_ERR_NO_MEMORY;
-        goto err;
+    struct xfer *x = xfer_new(d, XFER_SEND, b10d_new_xfer_id(d), xfer_budget(d, deadline_ms));
+    if (x == NULL || xfer_set_sync(x, sync, sync_length) != B10_OK) {
+        plan_free(plan);
+        if (x != NULL) {
+            x->state = XFER_DONE;
+            xfer_detach(x);
+            xfer_maybe_free(x);
+        }
+        return B10_ERR_NO_MEMORY;
     }
     x->plan = plan;
     x->session = s;
-    x->peer = agent->peer;
+    x->peer = peer;
     x->state = XFER_WAIT_LINK;
     snprintf(x->local_agent, sizeof(x->local_agent), "%s", s->agent);
-    snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", req->remote_agent);
+    snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", remote_agent);
     list_insert_tail(&s->xfers, &x->session_node);
     s->nxfers++;
     d->stats.xfers_submitted++;
@@ -745,9 +863,82 @@ b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct x
     log_debug("transfer %016" PRIx64 ": %s → %s, %zu spans, %" PRIu64 " bytes", x->id, s->agent,
               x->remote_agent, count, plan->total);
     return B10_OK;
-err:
-    plan_free(plan);
-    return status;
+}
+
+/* A READ of rank s: remote_spans of remote_agent into its own local_spans. */
+static b10_status_t xfer_new_read(struct session *s, struct peer *peer, const char *remote_agent,
+                                  const B10__SubmitXfer *req, size_t count, struct xfer **xfer_p,
+                                  char *detail, size_t detail_len)
+{
+    struct b10d *d = s->d;
+    b10_status_t status;
+
+    if ((status = xfer_admit_limits(s, count, detail, detail_len)) != B10_OK ||
+        (status = xfer_check_local(s, req->local_spans.data, count, detail, detail_len)) != B10_OK)
+        return status;
+    /* The plan checks lengths and overlapping destinations; the write-back plans for real. */
+    struct plan *plan = NULL;
+    status = plan_build(req->remote_spans.data, req->local_spans.data, count,
+                        staging_view_bytes(d->staging), &plan, detail, detail_len);
+    if (status != B10_OK)
+        return status;
+    struct xfer *x = xfer_new(d, XFER_READ, b10d_new_xfer_id(d), xfer_budget(d, req->deadline_ms));
+    size_t table = count * SPAN_BYTES;
+    if (x == NULL || xfer_set_sync(x, req->sync_msg.data, req->sync_msg.len) != B10_OK ||
+        (x->read_spans = malloc(2 * table)) == NULL) {
+        plan_free(plan);
+        if (x != NULL) {
+            x->state = XFER_DONE;
+            xfer_detach(x);
+            xfer_maybe_free(x);
+        }
+        return B10_ERR_NO_MEMORY;
+    }
+    memcpy(x->read_spans, req->remote_spans.data, table);
+    memcpy(x->read_spans + table, req->local_spans.data, table);
+    x->read_spans_length = 2 * table;
+    x->plan = plan;
+    x->session = s;
+    x->peer = peer;
+    x->state = XFER_WAIT_LINK;
+    snprintf(x->local_agent, sizeof(x->local_agent), "%s", s->agent);
+    snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", remote_agent);
+    list_insert_tail(&s->xfers, &x->session_node);
+    s->nxfers++;
+    d->stats.xfers_submitted++;
+    *xfer_p = x;
+    return B10_OK;
+}
+
+b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct xfer **xfer_p,
+                         char *detail, size_t detail_len)
+{
+    size_t count = req->local_spans.len / SPAN_BYTES;
+
+    if (req->op != B10__OP__OP_WRITE && req->op != B10__OP__OP_READ) {
+        snprintf(detail, detail_len, "unknown operation %d", (int)req->op);
+        return B10_ERR_UNSUPPORTED;
+    }
+    if (req->local_spans.len % SPAN_BYTES != 0 || req->remote_spans.len != req->local_spans.len ||
+        count == 0) {
+        snprintf(detail, detail_len, "span tables must be equal, non-empty lists of 16-byte spans");
+        return B10_ERR_INVALID_ARG;
+    }
+    if (req->sync_msg.len > B10_SYNC_MSG_MAX) {
+        snprintf(detail, detail_len, "a sync message holds at most %d bytes", B10_SYNC_MSG_MAX);
+        return B10_ERR_TOO_LARGE;
+    }
+    struct remote_agent *agent = session_agent(s, req->remote_agent);
+    if (agent == NULL) {
+        snprintf(detail, detail_len, "remote agent '%.200s' is not loaded", req->remote_agent);
+        return B10_ERR_UNKNOWN_AGENT;
+    }
+    if (req->op == B10__OP__OP_READ)
+        return xfer_new_read(s, agent->peer, req->remote_agent, req, count, xfer_p, detail,
+                             detail_len);
+    return xfer_new_write(s, agent->peer, req->remote_agent, req->local_spans.data,
+                          req->remote_spans.data, count, req->deadline_ms, req->sync_msg.data,
+                          req->sync_msg.len, xfer_p, detail, detail_len);
 }
 
 void xfer_start(struct xfer *x)
@@ -864,25 +1055,28 @@ static void xfer_on_cancel(void *arg, b10_status_t status, size_t length)
 static void xfer_refuse(struct peer *peer, const B10__Peer__Control *control, b10_status_t status,
                         const char *detail)
 {
-    B10__Peer__Result result = B10__PEER__RESULT__INIT;
-    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
-    char clipped[200];
-
     log_warning("refusing transfer %016" PRIx64 " from %016" PRIx64 ": %s: %s", control->xfer_id,
                 peer->daemon_id, b10_status_name(status), detail);
-    snprintf(clipped, sizeof(clipped), "%s", detail);
-    result.xfer_id = control->xfer_id;
-    result.status = (B10__Status)status;
-    result.detail = clipped;
-    msg.body_case = B10__PEER__MSG__BODY_RESULT;
-    msg.result = &result;
-    peer_send_msg(peer, tags_derive(&peer->in, control->xfer_id, 0, TAG_KIND_RESULT), &msg);
+    peer_send_result(peer, &peer->in, control->xfer_id, status, detail);
 }
 
 static bool xfer_name_ok(const char *name)
 {
     size_t n = strnlen(name, 256);
     return n > 0 && n < 256;
+}
+
+static struct xfer *xfer_waiting_read(struct b10d *d, struct peer *peer, struct session *s,
+                                      uint64_t read_id)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &s->xfers) {
+        struct xfer *x = list_entry(pos, struct xfer, session_node);
+        if (x->role == XFER_READ && x->id == read_id && x->peer == peer &&
+            x->state == XFER_WAIT_READY && x->read_child == NULL)
+            return x;
+    }
+    return NULL;
 }
 
 void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
@@ -904,6 +1098,15 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
                  control->dst_agent);
         xfer_refuse(peer, control, B10_ERR_UNKNOWN_AGENT, detail);
         return;
+    }
+    /* A write-back lands only for a READ of that rank still waiting for it from that peer. */
+    struct xfer *parent = NULL;
+    if (control->read_id != 0) {
+        parent = xfer_waiting_read(d, peer, target, control->read_id);
+        if (parent == NULL) {
+            xfer_refuse(peer, control, B10_ERR_CANCELLED, "no READ waits for this write-back");
+            return;
+        }
     }
     if (d->stopping) {
         xfer_refuse(peer, control, B10_ERR_DRAINING,
@@ -950,6 +1153,21 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
     list_insert_tail(&peer->xfers, &x->peer_node);
     x->state = XFER_RUNNING;
     d->stats.xfers_received++;
+    if (parent != NULL) {
+        x->read_id = control->read_id;
+        x->read_parent = parent;
+        parent->read_child = x;
+    } else if (control->sync_msg.len > 0) {
+        if (control->sync_msg.len > B10_SYNC_MSG_MAX) {
+            d->stats.peer_protocol_errors++;
+            xfer_fail(x, B10_ERR_PEER_PROTOCOL, "sync message of %zu bytes", control->sync_msg.len);
+            return;
+        }
+        if (xfer_set_sync(x, control->sync_msg.data, control->sync_msg.len) != B10_OK) {
+            xfer_fail(x, B10_ERR_NO_MEMORY, "no memory for the sync message");
+            return;
+        }
+    }
 
     /* Register every tag before posting any receive: a collision fails the transfer loudly. */
     uint64_t cancel_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_CANCEL);
@@ -990,4 +1208,58 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
     xfer_send_peer(x, TAG_KIND_READY, &msg);
     log_debug("transfer %016" PRIx64 " from %s admitted into %s: %u chunks, %" PRIu64 " bytes",
               x->id, x->remote_agent, x->local_agent, plan->nchunks, plan->total);
+}
+
+/* Refuse a READ request without starting anything: a Result on the asking link. */
+static void xfer_refuse_read(struct peer *peer, uint64_t read_id, b10_status_t status,
+                             const char *detail)
+{
+    log_warning("refusing READ %016" PRIx64 " from %016" PRIx64 ": %s: %s", read_id,
+                peer->daemon_id, b10_status_name(status), detail);
+    peer_send_result(peer, &peer->in, read_id, status, detail);
+}
+
+void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req)
+{
+    struct b10d *d = peer->d;
+    char detail[256] = "";
+    struct xfer *x;
+
+    size_t count = req->src_spans.len / SPAN_BYTES;
+    if (!xfer_name_ok(req->src_agent) || !xfer_name_ok(req->dst_agent) || count == 0 ||
+        req->src_spans.len % SPAN_BYTES != 0 || req->dst_spans.len != req->src_spans.len ||
+        req->sync_msg.len > B10_SYNC_MSG_MAX || req->read_id == 0) {
+        d->stats.peer_protocol_errors++;
+        xfer_refuse_read(peer, req->read_id, B10_ERR_PEER_PROTOCOL, "READ request malformed");
+        return;
+    }
+    struct session *holder = session_find(d, req->src_agent);
+    if (holder == NULL) {
+        snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node", req->src_agent);
+        xfer_refuse_read(peer, req->read_id, B10_ERR_UNKNOWN_AGENT, detail);
+        return;
+    }
+    /*
+     * The holding rank's spans are checked against its registrations as any
+     * WRITE's sources are; to the reader, a source outside them is the remote
+     * side refusing.
+     */
+    b10_status_t status = xfer_new_write(holder, peer, req->dst_agent, req->src_spans.data,
+                                         req->dst_spans.data, count, req->deadline_ms,
+                                         req->sync_msg.data, req->sync_msg.len, &x, detail,
+                                         sizeof(detail));
+    if (status != B10_OK) {
+        char why[512];
+        snprintf(why, sizeof(why), "reading from %.64s: %.400s", req->src_agent, detail);
+        xfer_refuse_read(peer, req->read_id,
+                         status == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : status, why);
+        return;
+    }
+    /* Not the holding rank's transfer: it hears only the sync message, once read. */
+    x->released = true;
+    x->read_id = req->read_id;
+    x->read_link = peer->in;
+    log_debug("READ %016" PRIx64 " served by write-back %016" PRIx64 " from %s", req->read_id, x->id,
+              req->src_agent);
+    xfer_start(x);
 }

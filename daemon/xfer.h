@@ -34,6 +34,7 @@ struct B10__Peer__Control;
 enum xfer_role {
     XFER_SEND,
     XFER_RECV,
+    XFER_READ,          /* a rank's READ: the remote daemon writes back (role SEND there) */
 };
 
 enum xfer_state {
@@ -89,6 +90,21 @@ struct xfer {
     bool control_sent;
     bool released;                  /* the client dropped its handle: no done notice */
 
+    /*
+     * The sync message: S rides it on CONTROL; R delivers it to the target
+     * once landed; a write-back serving a READ delivers it to its own rank
+     * once read; a READ carries it in its request.
+     */
+    uint8_t *sync;
+    size_t sync_length;
+    /* READ: the request's span tables (remote source, then local destination). */
+    uint8_t *read_spans;
+    size_t read_spans_length;
+    uint64_t read_id;               /* write-back (S): the READ it serves; R: CONTROL's read_id */
+    struct tag_link read_link;      /* write-back: the asking link, to report its failure on */
+    struct xfer *read_parent;       /* R: the READ this write-back lands for */
+    struct xfer *read_child;        /* READ: the write-back landing for it */
+
     uint32_t holds;                 /* UCX requests and copies in flight that point here */
     b10_status_t status;
     char detail[256];
@@ -102,6 +118,9 @@ struct xfer {
 b10_status_t xfer_submit(struct session *s, const struct B10__SubmitXfer *req,
                          struct xfer **xfer_p, char *detail, size_t detail_len);
 void xfer_start(struct xfer *x);
+/* The daemon that holds a READ's bytes: write them back to the asker. */
+struct B10__Peer__ReadRequest;
+void xfer_serve_read(struct peer *peer, const struct B10__Peer__ReadRequest *req);
 /* S: the outbound link of x's peer came up. */
 void xfer_link_up(struct xfer *x);
 /* R: a CONTROL arrived on an inbound link of peer. */

@@ -66,7 +66,7 @@ for build in "$@"; do
                 tail -n 40 "$out" | sed 's/^/    /' >&2
             fi
         done
-        for suite in integ ops fault gpu; do
+        for suite in integ ops fault gpu python; do
             run_suite "$suite" "$build" "$tag"
         done
     ) >"$log/lines-$tag" || true

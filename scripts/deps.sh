@@ -8,8 +8,9 @@ pkgs="gcc make pkg-config libucx-dev ucx-utils libuv1-dev libprotobuf-c-dev
 # Tests add the fault injectors (namespaces, nftables, tbf) and clang's libFuzzer.
 [ "${1:-}" = "--test" ] && pkgs="$pkgs coreutils nftables clang libclang-rt-14-dev"
 # The operations tests: systemd-socket-activate and systemd-analyze, python3 (JSON and
-# the Prometheus checker), setpriv, man, readelf.
-[ "${1:-}" = "--test" ] && pkgs="$pkgs systemd python3 util-linux man-db binutils"
+# the Prometheus checker), setpriv, man, readelf; pytest, setuptools, pip, wheel for client/python.
+[ "${1:-}" = "--test" ] && pkgs="$pkgs systemd python3 util-linux man-db binutils
+      python3-pytest python3-setuptools python3-pip python3-wheel"
 
 missing=""
 for p in $pkgs; do

@@ -105,6 +105,9 @@ perftest() {
     awk '/^Final:/ { printf "%.2f", $7 * 1048576 / 1e9 }' "$RUN/pt.log"
 }
 
+# The Python adapter with torch tensors (it says SKIP itself without torch).
+[ "$MODE" = bench-only ] || sh "$(dirname "$0")/run-python.sh" "$BUILD" || failed=$((failed + 1))
+
 case $MODE in bench*)
     big="--layers 80 --blocks 1024 --req-blocks 512 --wait-ms 600000"
     echo "bench: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores"

@@ -14,7 +14,7 @@
 set -u
 
 self=$0
-all_scenarios="cli fragmented concurrent8 large out_of_bounds deadline cancel corrupt bad_input"
+all_scenarios="cli fragmented concurrent8 large out_of_bounds deadline cancel corrupt bad_input agentops"
 
 # ---------------------------------------------------------------- helpers for one scenario
 
@@ -365,6 +365,14 @@ scen_bad_input() {
     finish_decode decode 0
 }
 
+# READ, sync messages, notify and check between two daemons.
+scen_agentops() {
+    start_daemon A
+    start_daemon B
+    fg 120 agentops "$AGENTOPS" "$D/A.sock" "$D/B.sock"
+    [ "$rc" = 0 ] || die "$(grep -m1 '^FAIL' "$D/agentops.log" || tail -n 1 "$D/agentops.log")"
+}
+
 # ---------------------------------------------------------------- one scenario, in its own shell
 
 cleanup_one() {
@@ -408,6 +416,7 @@ if [ "${1:-}" = "--one" ]; then
     B10D=$3/bin/b10d
     KVRANK=$3/bin/b10-kvrank
     RAWCLIENT=$3/tests/b10-rawclient
+    AGENTOPS=$3/tests/b10-agentops
     SLOW=$5
     LOG_LEVEL=${B10_LOG_LEVEL:-info}
     run_one "$2" "$4"

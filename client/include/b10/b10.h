@@ -213,6 +213,13 @@ void b10_dram_free(void *addr);
 
 /* ---------------------------------------------------------------- agents */
 
+/* One contiguous piece of memory, as an address of its owner's process. */
+typedef struct {
+    uint64_t addr;
+    uint64_t length;
+} b10_span_t;
+
+
 /*
  * This rank's agent descriptor: opaque bytes naming this rank and how to
  * reach its node's b10d. Hand them to remote ranks (out of band), which pass
@@ -227,20 +234,59 @@ b10_status_t b10_agent_load(b10_conn_t *conn, const char *name, const void *desc
 /* Forget a remote rank; transfers to it that are in flight go on. */
 b10_status_t b10_agent_invalidate(b10_conn_t *conn, const char *name);
 
+/*
+ * Would the remote rank accept transfers into these spans? B10_OK when every
+ * span lies inside memory it registered, B10_ERR_REMOTE_REJECTED (with the
+ * first span outside in b10_conn_detail()) when not; other statuses when the
+ * question could not be answered. Asks the remote daemon; bounded by the
+ * connection's request timeout.
+ */
+b10_status_t b10_agent_check(b10_conn_t *conn, const char *remote_agent, const b10_span_t *spans,
+                             size_t count);
+
+/* ---------------------------------------------------------------- sync messages */
+
+#define B10_SYNC_MSG_MAX 65536   /* bytes of one sync message */
+
+/*
+ * Send a small message to a remote rank. It is delivered once, in order with
+ * the other messages from this rank, to the remote rank's
+ * b10_agent_notifications(). B10_OK means the local daemon accepted it.
+ */
+b10_status_t b10_agent_notify(b10_conn_t *conn, const char *remote_agent, const void *msg,
+                              size_t length);
+
+/* One message notified to this rank: who sent it and its bytes. */
+typedef struct {
+    char agent[256];            /* the sending rank's agent name */
+    void *data;
+    size_t length;
+} b10_notification_t;
+
+/*
+ * Take the messages notified to this rank so far (without blocking), oldest
+ * first. *list_p is NULL when there are none; free it with
+ * b10_notifications_free(). A message that rode on a transfer
+ * (B10_XFER_FIELD_SYNC) arrives only after that transfer landed here.
+ */
+b10_status_t b10_agent_notifications(b10_conn_t *conn, b10_notification_t **list_p,
+                                     size_t *count_p);
+void b10_notifications_free(b10_notification_t *list, size_t count);
+
 /* ---------------------------------------------------------------- transfers */
 
 typedef enum {
     B10_OP_WRITE = 1, /* local spans → remote spans */
+    /*
+     * remote spans → local spans: the remote daemon writes them back, with a
+     * WRITE's guarantees; B10_OK means the bytes landed in local memory.
+     */
+    B10_OP_READ = 2,
 } b10_op_t;
-
-/* One contiguous piece of memory, as an address of its owner's process. */
-typedef struct {
-    uint64_t addr;
-    uint64_t length;
-} b10_span_t;
 
 enum {
     B10_XFER_FIELD_DEADLINE = 1u << 0,
+    B10_XFER_FIELD_SYNC     = 1u << 1,
 };
 
 typedef struct {
@@ -252,6 +298,13 @@ typedef struct {
     const char *remote_agent;  /* required: a loaded remote agent */
     /* Milliseconds from submission; default and cap are the daemon's. */
     uint32_t deadline_ms;
+    /*
+     * A sync message (at most B10_SYNC_MSG_MAX bytes) for the remote rank,
+     * delivered to its b10_agent_notifications() after the transfer's bytes
+     * landed in its memory (WRITE) or were read from it (READ).
+     */
+    const void *sync_msg;
+    size_t sync_length;
 } b10_xfer_params_t;
 
 /*

@@ -1,0 +1,463 @@
+"""B10TransferAgent: TensorRT-LLM's transfer-agent interface over libb10.
+
+One agent is one rank's connection to its node's b10d. The method set is
+TRT-LLM's BaseTransferAgent's, so a transceiver swaps NIXL for b10 by
+constructing this class; what b10 adds is that nothing fails silently:
+every failure raises B10Error (B10TransferError for transfers) with the
+status name, its action class and the daemon's reason, and a transfer's wait()
+tells a timeout (False) from a failure (raises).
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import logging
+import threading
+import time
+import weakref
+from array import array
+from ctypes import byref, c_size_t, c_void_p
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
+
+from . import _lib
+from .descs import descs_of, mem_kind, op_code, span_of, spans_of
+from .errors import B10Error, B10TransferError
+
+log = logging.getLogger("b10")
+log.addHandler(logging.NullHandler())   # a library never prints unless the application asks
+
+# A blocking wait returns to Python this often, so that Ctrl-C and signal handlers run.
+_WAIT_SLICE_MS = 200
+_LOG_LEVELS = {
+    _lib.B10_LOG_ERR: logging.ERROR,
+    _lib.B10_LOG_WARNING: logging.WARNING,
+    _lib.B10_LOG_INFO: logging.INFO,
+    _lib.B10_LOG_DEBUG: logging.DEBUG,
+}
+
+Message = Union[str, bytes, bytearray, memoryview]
+
+
+def _msg_bytes(msg: Optional[Message]) -> bytes:
+    if msg is None:
+        return b""
+    if isinstance(msg, str):
+        return msg.encode("utf-8")
+    return bytes(msg)
+
+
+def _span_array(spans: List[Tuple[int, int]]) -> Tuple[Any, Any]:
+    """b10_span_t[n] built through array('Q') rather than by setting ctypes struct
+    fields one by one: a KV request has tens of thousands of spans."""
+    flat = array("Q")
+    for ptr, size in spans:
+        flat.append(ptr)
+        flat.append(size)
+    if not spans:
+        return None, flat    # libb10 refuses an empty list with its own reason
+    return (_lib.Span * len(spans)).from_buffer(flat), flat
+
+
+LogSink = Callable[[Any, int, Optional[bytes]], None]
+
+
+def _log_sink(agent_ref: "weakref.ref[B10TransferAgent]") -> LogSink:
+    """libb10's log callback. It runs under the connection's lock, maybe on another
+    thread: record the line and log it, never call back into libb10, never raise."""
+    def sink(_arg: Any, level: int, line: Optional[bytes]) -> None:
+        try:
+            agent = agent_ref()
+            text = (line or b"").decode(errors="replace")
+            if agent is not None:
+                agent._log_lines.append((level, text))
+            log.log(_LOG_LEVELS.get(level, logging.DEBUG), "%s: %s",
+                    agent.name if agent is not None else "b10", text)
+        except Exception:
+            pass
+    return sink
+
+
+class TransferStatus:
+    """A submitted transfer. Poll with is_completed(), block with wait().
+
+    The handle is released when this object is released or collected; the
+    transfer itself goes on in the daemon regardless (b10_xfer_release).
+    """
+
+    def __init__(self, agent: "B10TransferAgent", handle: c_void_p, remote_name: str):
+        self._agent = agent          # keeps the connection open while the handle lives
+        self._x: Optional[c_void_p] = handle
+        self._final: Optional[Tuple[int, str]] = None
+        self.remote_name = remote_name
+        self.xfer_id: int = agent._lib.b10_xfer_id(handle)
+
+    # -- state
+
+    def _settle(self, code: int) -> int:
+        if code != _lib.B10_IN_PROGRESS and self._final is None and self._x is not None:
+            detail = self._agent._lib.b10_xfer_detail(self._x) or b""
+            self._final = (code, detail.decode(errors="replace"))
+        return code
+
+    def _poll(self) -> int:
+        if self._final is not None:
+            return self._final[0]
+        if self._x is None:
+            raise B10TransferError(_lib.B10_ERR_INVALID_ARG, "its handle was released",
+                                   f"transfer {self.xfer_id}", self.xfer_id)
+        return self._settle(self._agent._lib.b10_xfer_status(self._x))
+
+    def _raise_if_failed(self, code: int) -> None:
+        if code not in (_lib.B10_OK, _lib.B10_IN_PROGRESS):
+            detail = self._final[1] if self._final else ""
+            raise B10TransferError(code, detail, f"transfer {self.xfer_id} to {self.remote_name}",
+                                   self.xfer_id)
+
+    @property
+    def code(self) -> int:
+        """The b10_status_t now: 1 (in progress), 0 (landed) or a failure."""
+        return self._poll()
+
+    @property
+    def status(self) -> str:
+        """"B10_IN_PROGRESS", "B10_OK" or the failure's name; never blocks, never raises."""
+        return _lib.status_name(self._poll())
+
+    @property
+    def reason(self) -> str:
+        """The status's sentence, e.g. "transfer deadline expired"."""
+        return _lib.status_str(self._poll())
+
+    @property
+    def detail(self) -> str:
+        """The daemon's explanation of a failure ("" while running, on success, or if none)."""
+        self._poll()
+        return self._final[1] if self._final else ""
+
+    def is_completed(self) -> bool:
+        """True once every byte landed, False while running; a failure raises
+        B10TransferError, so a failed transfer is never polled as 'not yet' forever."""
+        code = self._poll()
+        self._raise_if_failed(code)
+        return code == _lib.B10_OK
+
+    def wait(self, timeout_ms: Optional[float] = None) -> bool:
+        """Wait up to timeout_ms (None or negative: forever).
+
+        True: landed. False: the timeout passed and the transfer is still
+        running (wait again, or cancel). A failure raises B10TransferError
+        with the reason: a timed-out wait is never mistaken for a failure.
+        """
+        forever = timeout_ms is None or timeout_ms < 0
+        end = 0.0 if forever else time.monotonic() + float(timeout_ms) / 1000.0
+        code = self._poll()
+        while code == _lib.B10_IN_PROGRESS:
+            left_ms = _WAIT_SLICE_MS if forever else int((end - time.monotonic()) * 1000.0)
+            if left_ms <= 0:
+                # One last non-blocking look: a transfer that landed just now is True.
+                code = self._poll()
+                break
+            slice_ms = min(left_ms, _WAIT_SLICE_MS)
+            code = self._settle(self._agent._lib.b10_xfer_wait(self._x, slice_ms))
+        self._raise_if_failed(code)
+        return code == _lib.B10_OK
+
+    def cancel(self) -> None:
+        """Ask the daemon to cancel; the transfer then fails B10_ERR_CANCELLED unless it
+        finished first. Wait for it as usual."""
+        if self._final is not None or self._x is None:
+            return
+        st = self._agent._lib.b10_xfer_cancel(self._x)
+        if st != _lib.B10_OK:
+            raise B10TransferError(st, "", f"cancel of transfer {self.xfer_id}", self.xfer_id)
+
+    # -- lifetime
+
+    def release(self) -> None:
+        """Forget the handle (the final status, if known, stays readable)."""
+        x, self._x = self._x, None
+        if x is not None:
+            self._agent._xfers.discard(self)
+            self._agent._lib.b10_xfer_release(x)
+
+    def _orphan(self) -> None:
+        """The agent is closing: keep what is known, release the handle before the
+        connection (b10_conn_close frees every handle of it)."""
+        if self._x is None:
+            return
+        code = self._poll()
+        if code == _lib.B10_IN_PROGRESS:
+            self._final = (_lib.B10_ERR_CLIENT_GONE,
+                           "the agent was closed while the transfer was in flight")
+        self.release()
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"<TransferStatus {self.xfer_id} to {self.remote_name}: {self.status}>"
+
+
+class B10TransferAgent:
+    """One rank's agent: TRT-LLM's BaseTransferAgent method set, backed by b10d.
+
+    name:               this rank's agent name, unique on its node
+    socket_path:        the local b10d's socket (default $B10_SOCKET, else /run/b10d/b10d.sock)
+    request_timeout_ms: bound of each request to the daemon (libb10's default: 30 s)
+    deadline_ms:        default transfer deadline (None: the daemon's); a request's own
+                        deadline_ms attribute wins
+    library:            path of libb10.so.1 ($B10_LIBRARY, the package, build/lib, the loader)
+    """
+
+    def __init__(self, name: str, socket_path: Optional[str] = None, *,
+                 request_timeout_ms: Optional[int] = None, deadline_ms: Optional[int] = None,
+                 library: Optional[str] = None):
+        self.name = name
+        self.deadline_ms = deadline_ms
+        self._lib = _lib.Lib(library) if library else _lib.lib()
+        self._lock = threading.Lock()       # a call and the b10_conn_detail that explains it
+        self._regions: Dict[Tuple[int, int, int], c_void_p] = {}
+        self._xfers: "weakref.WeakSet[TransferStatus]" = weakref.WeakSet()
+        self._log_lines: Deque[Tuple[int, str]] = collections.deque(maxlen=16)
+        # Kept as long as the connection; it holds the agent weakly, so that an agent
+        # dropped without shutdown() is collected (and closed) at once, not by the GC.
+        self._log_cb = _lib.LOG_CB(_log_sink(weakref.ref(self)))
+        self._conn: Optional[c_void_p] = None
+        self.last_check_detail = ""   # why check_remote_descs last said False
+
+        params = _lib.ConnParams()
+        params.agent_name = name.encode()
+        params.field_mask = _lib.B10_CONN_FIELD_LOG
+        params.log_cb = self._log_cb
+        if socket_path is not None:
+            params.field_mask |= _lib.B10_CONN_FIELD_SOCKET_PATH
+            params.socket_path = str(socket_path).encode()
+        if request_timeout_ms is not None:
+            params.field_mask |= _lib.B10_CONN_FIELD_REQUEST_TIMEOUT
+            params.request_timeout_ms = int(request_timeout_ms)
+        conn = c_void_p()
+        st = self._lib.b10_conn_open(byref(params), byref(conn))
+        if st != _lib.B10_OK:
+            # No connection holds a detail yet: libb10 said why through the log callback.
+            errs = [line for level, line in self._log_lines if level <= _lib.B10_LOG_WARNING]
+            raise B10Error(st, "; ".join(errs), f"agent {name}: connecting to b10d")
+        self._conn = conn
+
+    # -- plumbing
+
+    def _fn(self, name: str) -> Any:
+        try:
+            return getattr(self._lib, name)
+        except _lib.MissingSymbol as e:
+            raise B10Error(_lib.B10_ERR_UNSUPPORTED, str(e), name) from None
+
+    def _check(self, st: int, what: str, error: type = B10Error) -> None:
+        """Raise for st with the connection's detail; call with self._lock held."""
+        if st != _lib.B10_OK:
+            detail = (self._lib.b10_conn_detail(self._conn) or b"").decode(errors="replace")
+            raise error(st, detail, what)
+
+    def _call(self, name: str, what: str, *args: Any, error: type = B10Error) -> None:
+        fn = self._fn(name)
+        with self._lock:
+            conn = self._open_conn()
+            self._check(fn(conn, *args), what, error)
+
+    def _open_conn(self) -> c_void_p:
+        if self._conn is None:
+            raise B10Error(_lib.B10_ERR_INVALID_ARG, "the agent is closed", self.name)
+        return self._conn
+
+    # -- memory
+
+    def register_memory(self, descs: Any) -> None:
+        """Register each span with b10d so that transfers may read or write it.
+
+        DRAM spans must lie in fd-backed memory (dram_alloc()); VRAM spans in
+        cudaMalloc or POSIX-fd VMM allocations (a torch.cuda tensor's memory).
+        All or nothing: if one span is refused, those registered by this call
+        are deregistered again and the refusal is raised.
+        """
+        mtype, items = descs_of(descs)
+        kind = mem_kind(mtype)
+        done: List[Tuple[int, int, int]] = []
+        try:
+            for desc in items:
+                ptr, size = span_of(desc)
+                key = (kind, ptr, size)
+                if key in self._regions:
+                    raise B10Error(_lib.B10_ERR_EXISTS,
+                                   f"[{ptr:#x}, +{size}) is already registered by this agent",
+                                   "register_memory")
+                params = _lib.MemParams(kind=kind, addr=ptr, length=size)
+                mem = c_void_p()
+                self._call("b10_mem_register", f"register_memory [{ptr:#x}, +{size})",
+                           byref(params), byref(mem))
+                self._regions[key] = mem
+                done.append(key)
+        except BaseException:
+            for key in done:
+                try:
+                    self._deregister(key)
+                except B10Error as e:
+                    log.warning("%s: undoing a registration: %s", self.name, e)
+            raise
+
+    def _deregister(self, key: Tuple[int, int, int]) -> None:
+        mem = self._regions.get(key)
+        if mem is None:
+            raise B10Error(_lib.B10_ERR_NOT_FOUND,
+                           f"[{key[1]:#x}, +{key[2]}) was not registered by this agent",
+                           "deregister_memory")
+        # On failure libb10 keeps the handle (the daemon may still hold the region).
+        self._call("b10_mem_deregister", f"deregister_memory [{key[1]:#x}, +{key[2]})", mem)
+        del self._regions[key]
+
+    def deregister_memory(self, descs: Any) -> None:
+        """Deregister spans registered before, exactly as they were registered."""
+        mtype, items = descs_of(descs)
+        kind = mem_kind(mtype)
+        for desc in items:
+            self._deregister((kind, *span_of(desc)))
+
+    # -- agents
+
+    def get_local_agent_desc(self) -> bytes:
+        """This rank's descriptor: opaque bytes to hand to the remote ranks."""
+        ptr, length = c_void_p(), c_size_t()
+        self._call("b10_agent_desc", "get_local_agent_desc", byref(ptr), byref(length))
+        return ctypes.string_at(ptr.value or 0, length.value)
+
+    def load_remote_agent(self, name: str, agent_desc: Union[bytes, bytearray, memoryview]) -> None:
+        if isinstance(agent_desc, str):
+            raise TypeError("agent_desc must be the bytes of get_local_agent_desc(), not str")
+        desc = bytes(agent_desc)
+        self._call("b10_agent_load", f"load_remote_agent {name}", name.encode(), desc, len(desc))
+
+    def invalidate_remote_agent(self, name: str) -> None:
+        self._call("b10_agent_invalidate", f"invalidate_remote_agent {name}", name.encode())
+
+    def check_remote_descs(self, name: str, memory_descs: Any) -> bool:
+        """Would `name` accept transfers into these spans (all inside its registrations)?
+
+        False when the remote daemon says some span is not (the first such span
+        is in .last_check_detail); other failures (unknown agent, peer
+        unreachable) raise, since they do not answer the question.
+        """
+        _, items = descs_of(memory_descs)
+        spans, keep = _span_array(spans_of(items))
+        fn = self._fn("b10_agent_check")
+        with self._lock:
+            st = fn(self._open_conn(), name.encode(), spans, len(keep) // 2)
+            if st == _lib.B10_ERR_REMOTE_REJECTED:
+                self.last_check_detail = (self._lib.b10_conn_detail(self._conn) or b"").decode(
+                    errors="replace")
+                return False
+            self._check(st, f"check_remote_descs {name}")
+        self.last_check_detail = ""
+        return True
+
+    # -- sync messages
+
+    def notify_sync_message(self, name: str, sync_message: Message) -> None:
+        """Send a message to remote agent `name`, delivered once, in order with this
+        rank's other messages, to its get_notified_messages()."""
+        msg = _msg_bytes(sync_message)
+        self._call("b10_agent_notify", f"notify_sync_message {name}", name.encode(), msg, len(msg))
+
+    def get_notified_messages(self) -> List[Tuple[str, bytes]]:
+        """The messages notified to this rank since the last call, oldest first, as
+        (sending agent, bytes). A message that rode on a transfer appears only once
+        that transfer's bytes are in place."""
+        fn = self._fn("b10_agent_notifications")
+        lst, count = ctypes.POINTER(_lib.Notification)(), c_size_t()
+        with self._lock:
+            self._check(fn(self._open_conn(), byref(lst), byref(count)), "get_notified_messages")
+        out = []
+        try:
+            for i in range(count.value):
+                n = lst[i]
+                data = ctypes.string_at(n.data, n.length) if n.length else b""
+                out.append((n.agent.decode(errors="replace"), data))
+        finally:
+            if lst:
+                self._lib.b10_notifications_free(lst, count.value)
+        return out
+
+    # -- transfers
+
+    def submit_transfer_requests(self, request: Any) -> TransferStatus:
+        """Submit one request: src_descs local, dst_descs on request.remote_name.
+
+        WRITE moves src → dst, READ dst → src; either way success means the
+        bytes landed. A request the daemon refuses outright raises
+        B10TransferError here; a later failure is raised by wait()/is_completed().
+        """
+        what = f"submit to {request.remote_name}"
+        op = op_code(request.op)
+        _, src_items = descs_of(request.src_descs)
+        _, dst_items = descs_of(request.dst_descs)
+        if len(src_items) != len(dst_items):
+            raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
+                                   f"{len(src_items)} source and {len(dst_items)} destination "
+                                   "descriptors: the lists must pair up", what)
+        try:
+            local, keep_l = _span_array(spans_of(src_items))
+            remote, keep_r = _span_array(spans_of(dst_items))
+        except (TypeError, ValueError) as e:
+            raise B10TransferError(_lib.B10_ERR_INVALID_ARG, str(e), what) from None
+
+        params = _lib.XferParams(op=op, local=local, remote=remote, count=len(src_items))
+        params.remote_agent = str(request.remote_name).encode()
+        deadline = getattr(request, "deadline_ms", None)
+        deadline = self.deadline_ms if deadline is None else deadline
+        if deadline is not None:
+            params.field_mask |= _lib.B10_XFER_FIELD_DEADLINE
+            params.deadline_ms = int(deadline)
+        sync = _msg_bytes(getattr(request, "sync_message", None))
+        if sync:
+            # An older libb10 would ignore the SYNC bit and drop the message silently.
+            self._fn("b10_agent_notify")
+            params.field_mask |= _lib.B10_XFER_FIELD_SYNC
+            params.sync_msg = ctypes.cast(ctypes.c_char_p(sync), c_void_p)
+            params.sync_length = len(sync)
+
+        x = c_void_p()
+        with self._lock:
+            st = self._lib.b10_xfer_submit(self._open_conn(), byref(params), byref(x))
+            self._check(st, what, B10TransferError)
+        status = TransferStatus(self, x, str(request.remote_name))
+        self._xfers.add(status)
+        return status
+
+    # -- lifetime
+
+    def shutdown(self) -> None:
+        """Close the connection: the daemon fails this rank's transfers still in flight
+        (B10_ERR_CLIENT_GONE) and drops its registrations. Idempotent. Not while another
+        thread is inside a call of this agent or a wait() of one of its transfers."""
+        if self._conn is None:
+            return
+        for st in list(self._xfers):
+            st._orphan()
+        with self._lock:
+            conn, self._conn = self._conn, None
+            self._regions.clear()
+            self._lib.b10_conn_close(conn)
+
+    close = shutdown
+
+    def __enter__(self) -> "B10TransferAgent":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        try:
+            self.shutdown()
+        except Exception:
+            pass

@@ -1,0 +1,273 @@
+/* ask.c — see ask.h. */
+#include "ask.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "b10.pb-c.h"
+#include "frame.h"
+#include "mem.h"
+#include "peer.h"
+#include "peer.pb-c.h"
+#include "session.h"
+#include "wire.h"
+
+#define SPAN_BYTES 16
+
+static void ask_on_timer_closed(uv_handle_t *handle)
+{
+    struct ask *a = handle->data;
+    free(a->out);
+    free(a);
+}
+
+static void ask_maybe_free(struct ask *a)
+{
+    if (!a->done || a->holds > 0 || uv_is_closing((uv_handle_t *)&a->timer))
+        return;
+    uv_close((uv_handle_t *)&a->timer, ask_on_timer_closed);
+}
+
+/* Answer the client (if still there) and end: the one exit of every ask. */
+static void ask_finish(struct ask *a, b10_status_t status, const char *detail)
+{
+    if (a->done)
+        return;
+    a->done = true;
+    uv_timer_stop(&a->timer);
+    list_remove(&a->peer_node);
+    list_remove(&a->session_node);
+    if (a->op != NULL)
+        wire_cancel(a->d->wire, a->op);
+    if (a->registered) {
+        uint64_t tag = tags_derive(&a->link, a->id, 0, TAG_KIND_RESULT);
+        /* A Result that may still come must match nothing that is handed out again. */
+        if (status == B10_OK || a->op == NULL)
+            tags_unregister(a->d->tags, tag);
+        else
+            tags_quarantine(a->d->tags, tag, a->d->now_ms(a->d) + a->d->cfg.quarantine_ttl_ms);
+    }
+    if (status != B10_OK)
+        log_info("%s %016" PRIx64 " to daemon %016" PRIx64 ": %s: %s", a->what, a->id,
+                 a->peer->daemon_id, b10_status_name(status), detail);
+    if (a->session != NULL)
+        session_answer(a->session, a->seq, status, detail);
+    ask_maybe_free(a);
+}
+
+void ask_fail(struct ask *a, b10_status_t status, const char *detail)
+{
+    ask_finish(a, status, detail);
+}
+
+void ask_detach(struct ask *a)
+{
+    a->session = NULL;
+    ask_finish(a, B10_ERR_CLIENT_GONE, "the asking rank disconnected");
+}
+
+static void ask_on_timeout(uv_timer_t *timer)
+{
+    struct ask *a = timer->data;
+    char detail[128];
+    snprintf(detail, sizeof(detail), "the remote daemon did not answer within %u ms",
+             a->d->cfg.connect_timeout_ms * 2);
+    ask_finish(a, B10_ERR_PEER_UNREACHABLE, detail);
+}
+
+static void ask_on_result(void *arg, b10_status_t status, size_t length)
+{
+    struct ask *a = arg;
+    char detail[256];
+
+    a->op = NULL;
+    a->holds--;
+    if (a->done) {
+        ask_maybe_free(a);
+        return;
+    }
+    if (status != B10_OK) {
+        snprintf(detail, sizeof(detail), "waiting for the answer: %s", b10_status_str(status));
+        ask_finish(a, status, detail);
+        return;
+    }
+    B10__Peer__Msg *msg = b10__peer__msg__unpack(NULL, length, a->buf);
+    if (msg == NULL || msg->body_case != B10__PEER__MSG__BODY_RESULT || msg->result->xfer_id != a->id) {
+        a->d->stats.peer_protocol_errors++;
+        ask_finish(a, B10_ERR_PEER_PROTOCOL, "malformed answer from the remote daemon");
+    } else {
+        b10_status_t remote = (b10_status_t)msg->result->status;
+        if (strcmp(b10_status_name(remote), "B10_UNKNOWN") == 0 || remote == B10_IN_PROGRESS)
+            ask_finish(a, B10_ERR_PEER_PROTOCOL, "the remote daemon answered with an unknown status");
+        else
+            ask_finish(a, remote, msg->result->detail);
+    }
+    if (msg != NULL)
+        b10__peer__msg__free_unpacked(msg, NULL);
+}
+
+void ask_link_up(struct ask *a)
+{
+    struct b10d *d = a->d;
+    struct peer *peer = a->peer;
+
+    a->link = peer->out;
+    uint64_t tag = tags_derive(&a->link, a->id, 0, TAG_KIND_RESULT);
+    if (tags_register(d->tags, tag, a) != 0) {
+        ask_finish(a, B10_ERR_TAG_COLLISION, "the answer's tag is already registered");
+        return;
+    }
+    a->registered = true;
+    if (wire_recv(d->wire, tag, a->buf, sizeof(a->buf), NULL, ask_on_result, a, &a->op) != 0) {
+        ask_finish(a, B10_ERR_INTERNAL, "posting the answer's receive failed");
+        return;
+    }
+    a->holds++;
+    uint8_t *out = a->out;
+    a->out = NULL;
+    if (peer->ep == NULL ||
+        wire_send_owned(peer->ep, tags_derive(&a->link, 0, 0, TAG_KIND_CONTROL), out, a->out_length) != 0)
+        ask_finish(a, B10_ERR_PEER_LOST, "sending the question failed");
+}
+
+/* Make an ask for the agent's daemon, holding msg (its id filled in by fill_id). */
+static b10_status_t ask_start(struct session *s, uint64_t seq, const char *remote_agent,
+                              const char *what, B10__Peer__Msg *msg, uint64_t *id_field,
+                              char *detail, size_t detail_len)
+{
+    struct b10d *d = s->d;
+    struct remote_agent *agent = session_agent(s, remote_agent);
+
+    if (agent == NULL) {
+        snprintf(detail, detail_len, "remote agent '%.200s' is not loaded", remote_agent);
+        return B10_ERR_UNKNOWN_AGENT;
+    }
+    struct ask *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return B10_ERR_NO_MEMORY;
+    a->d = d;
+    a->session = s;
+    a->seq = seq;
+    a->peer = agent->peer;
+    a->what = what;
+    a->id = b10d_new_xfer_id(d);
+    *id_field = a->id;
+    a->out_length = protobuf_c_message_get_packed_size(&msg->base);
+    a->out = malloc(a->out_length ? a->out_length : 1);
+    if (a->out == NULL) {
+        free(a);
+        return B10_ERR_NO_MEMORY;
+    }
+    protobuf_c_message_pack(&msg->base, a->out);
+    list_init(&a->peer_node);
+    list_init(&a->session_node);
+    uv_timer_init(d->loop, &a->timer);
+    a->timer.data = a;
+    uv_timer_start(&a->timer, ask_on_timeout, (uint64_t)d->cfg.connect_timeout_ms * 2, 0);
+    list_insert_tail(&s->asks, &a->session_node);
+    list_insert_tail(&a->peer->asks, &a->peer_node);
+
+    b10_status_t status = peer_ensure_link(a->peer);
+    if (status == B10_OK)
+        ask_link_up(a);
+    else if (status != B10_IN_PROGRESS)
+        ask_finish(a, status, "cannot reach the remote daemon");
+    /* Answered later, by ask_finish. */
+    return B10_IN_PROGRESS;
+}
+
+b10_status_t ask_check(struct session *s, uint64_t seq, const char *remote_agent,
+                       const uint8_t *spans, size_t spans_length, char *detail, size_t detail_len)
+{
+    if (spans_length == 0 || spans_length % SPAN_BYTES != 0 ||
+        spans_length / SPAN_BYTES > s->d->cfg.max_spans) {
+        snprintf(detail, detail_len, "a check needs 1..%u spans of 16 bytes", s->d->cfg.max_spans);
+        return B10_ERR_INVALID_ARG;
+    }
+    B10__Peer__Check check = B10__PEER__CHECK__INIT;
+    check.dst_agent = (char *)remote_agent;
+    check.spans = (ProtobufCBinaryData){ spans_length, (uint8_t *)spans };
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    msg.body_case = B10__PEER__MSG__BODY_CHECK;
+    msg.check = &check;
+    return ask_start(s, seq, remote_agent, "check", &msg, &check.check_id, detail, detail_len);
+}
+
+b10_status_t ask_notify(struct session *s, uint64_t seq, const char *remote_agent,
+                        const uint8_t *message, size_t length, char *detail, size_t detail_len)
+{
+    if (length > B10_SYNC_MSG_MAX) {
+        snprintf(detail, detail_len, "a sync message holds at most %d bytes", B10_SYNC_MSG_MAX);
+        return B10_ERR_TOO_LARGE;
+    }
+    B10__Peer__Notify notify = B10__PEER__NOTIFY__INIT;
+    notify.src_agent = s->agent;
+    notify.dst_agent = (char *)remote_agent;
+    notify.message = (ProtobufCBinaryData){ length, (uint8_t *)message };
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    msg.body_case = B10__PEER__MSG__BODY_NOTIFY;
+    msg.notify = &notify;
+    return ask_start(s, seq, remote_agent, "notify", &msg, &notify.notify_id, detail, detail_len);
+}
+
+/* The answer to an ask of the peer: a Result on its inbound link. */
+static void ask_answer(struct peer *peer, uint64_t id, b10_status_t status, const char *detail)
+{
+    peer_send_result(peer, &peer->in, id, status, detail);
+}
+
+static b10_status_t ask_check_emit(void *arg, struct region *r, uint64_t offset, uint64_t n)
+{
+    return B10_OK;
+}
+
+void ask_on_check(struct peer *peer, const B10__Peer__Check *check)
+{
+    struct session *target = session_find(peer->d, check->dst_agent);
+    char detail[256];
+
+    if (target == NULL) {
+        snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node", check->dst_agent);
+        ask_answer(peer, check->check_id, B10_ERR_UNKNOWN_AGENT, detail);
+        return;
+    }
+    size_t count = check->spans.len / SPAN_BYTES;
+    if (check->spans.len % SPAN_BYTES != 0 || count == 0 || count > peer->d->cfg.max_spans) {
+        peer->d->stats.peer_protocol_errors++;
+        ask_answer(peer, check->check_id, B10_ERR_PEER_PROTOCOL, "malformed span table");
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        uint64_t addr = frame_get_u64(check->spans.data + i * SPAN_BYTES);
+        uint64_t len = frame_get_u64(check->spans.data + i * SPAN_BYTES + 8);
+        if (len == 0 || addr + len < addr ||
+            mem_table_walk(&target->mem, addr, len, ask_check_emit, NULL) != B10_OK) {
+            snprintf(detail, sizeof(detail), "span %zu (0x%" PRIx64 "+%" PRIu64 ") lies outside "
+                     "%.100s's registered memory", i, addr, len, target->agent);
+            ask_answer(peer, check->check_id, B10_ERR_REMOTE_REJECTED, detail);
+            return;
+        }
+    }
+    ask_answer(peer, check->check_id, B10_OK, "");
+}
+
+void ask_on_notify(struct peer *peer, const B10__Peer__Notify *notify)
+{
+    struct session *target = session_find(peer->d, notify->dst_agent);
+    char detail[256];
+
+    if (notify->message.len > B10_SYNC_MSG_MAX || strnlen(notify->src_agent, 256) >= 256) {
+        peer->d->stats.peer_protocol_errors++;
+        ask_answer(peer, notify->notify_id, B10_ERR_PEER_PROTOCOL, "malformed notify");
+        return;
+    }
+    if (target == NULL) {
+        snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node", notify->dst_agent);
+        ask_answer(peer, notify->notify_id, B10_ERR_UNKNOWN_AGENT, detail);
+        return;
+    }
+    session_notice(target, notify->src_agent, notify->message.data, notify->message.len);
+    ask_answer(peer, notify->notify_id, B10_OK, "");
+}

@@ -1,0 +1,397 @@
+"""Harness of the Python tests: real b10d processes and rank processes.
+
+A Daemon is one b10d on a socket in a temporary folder, stopped with SIGTERM
+(it must exit 0) and its log searched for sanitizer reports. A Rank is one
+Python process holding one B10TransferAgent; the test process drives it by
+sending it module-level functions to run, fn(rank_state, *args), so that each
+test reads as what the two ranks do, while the bytes really cross between two
+processes through two daemons.
+
+Environment (set by tests/python/run.sh): B10_BUILD, the build folder whose
+bin/b10d runs; B10_LIBRARY, its libb10; B10_SLOW, a factor for the bounds
+(3 under ASan); B10_DAEMON_ASAN_OPTIONS, the daemons' ASAN_OPTIONS; B10D_ARGS,
+more daemon flags; B10_LOG_LEVEL, the daemons' log level.
+"""
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import os
+import random
+import re
+import signal
+import subprocess
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+
+import b10
+
+TOP = Path(__file__).resolve().parents[2]
+SLOW = int(os.environ.get("B10_SLOW", "1"))
+
+
+def build_dir() -> Path:
+    return Path(os.environ.get("B10_BUILD", str(TOP / "build"))).resolve()
+
+
+def pattern(seed: int, n: int) -> bytes:
+    """n reproducible bytes: both ranks and the test compute the same ones."""
+    return random.Random(seed).randbytes(n)
+
+
+# ---------------------------------------------------------------- daemons
+
+class Daemon:
+    def __init__(self, name: str, folder: Path, *args: str):
+        self.name = name
+        self.sock = folder / f"{name}.sock"
+        self.log = folder / f"{name}.log"
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)        # b10d links its sanitizers itself
+        if "B10_DAEMON_ASAN_OPTIONS" in env:
+            env["ASAN_OPTIONS"] = env["B10_DAEMON_ASAN_OPTIONS"]
+        env.setdefault("UCX_NET_DEVICES", "lo")
+        env.setdefault("UCX_TCP_CM_REUSEADDR", "y")
+        cmd = [str(build_dir() / "bin" / "b10d"), "--socket", str(self.sock), "--name", name,
+               "--staging-bytes", "64M", "--view-bytes", "4M",
+               "--log-level", os.environ.get("B10_LOG_LEVEL", "info"),
+               *os.environ.get("B10D_ARGS", "").split(), *args]
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                         stdin=subprocess.DEVNULL)
+        end = time.monotonic() + 20 * SLOW
+        while f"listening on {self.sock}" not in self.log_text():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"b10d {name} exited {self.proc.returncode} during startup:\n"
+                                   + self.tail())
+            if time.monotonic() > end:
+                self.proc.kill()
+                raise RuntimeError(f"b10d {name}: not listening after {20 * SLOW} s")
+            time.sleep(0.05)
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def tail(self, n: int = 25) -> str:
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def pause(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> List[str]:
+        """SIGTERM; the problems found (exit status, sanitizer reports), [] if none."""
+        problems = []
+        if self.proc.poll() is None:
+            self.resume()
+            self.proc.terminate()
+            try:
+                self.proc.wait(15 * SLOW)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                problems.append(f"b10d {self.name} did not exit within {15 * SLOW} s of SIGTERM")
+        if self.proc.returncode not in (0, None) and not problems:
+            problems.append(f"b10d {self.name} exited {self.proc.returncode}")
+        text = self.log_text()
+        m = re.search(r"ERROR: (AddressSanitizer|LeakSanitizer).*|runtime error:.*", text)
+        if m:
+            problems.append(f"b10d {self.name}: sanitizer report: {m.group(0)}")
+        m = re.search(r".*B10_ERR_PEER_PROTOCOL.*", text)
+        if m:
+            problems.append(f"b10d {self.name}: protocol violation between our own daemons: "
+                            f"{m.group(0)}")
+        return problems
+
+
+# ---------------------------------------------------------------- ranks
+
+def _rank_main(conn: Any, name: str, sock: str, kwargs: Dict[str, Any]) -> None:
+    """The rank process: one agent, then run what the test sends until told to stop."""
+    state = SimpleNamespace(name=name, bufs={}, xfers={}, agent=None)
+    try:
+        state.agent = b10.B10TransferAgent(name, sock, **kwargs)
+        conn.send(("ok", None))
+    except BaseException as e:
+        conn.send(("err", e, traceback.format_exc()))
+        return
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            break
+        if msg is None:
+            break
+        fn, args = msg
+        try:
+            conn.send(("ok", fn(state, *args)))
+        except BaseException as e:
+            try:
+                conn.send(("err", e, traceback.format_exc()))
+            except Exception:
+                conn.send(("err", RuntimeError(repr(e)), traceback.format_exc()))
+    for x in state.xfers.values():
+        x.release()
+    state.agent.shutdown()
+
+
+class RankError(Exception):
+    """A rank process failed in a way that is not a b10 error (a bug in a test step)."""
+
+
+class Rank:
+    """A Python process standing for one rank, with its agent on daemon `daemon`."""
+
+    _ctx = mp.get_context("spawn")   # fresh interpreters: no forked libb10 state
+
+    def __init__(self, name: str, daemon: Daemon, **agent_kwargs: Any):
+        self.name = name
+        self._conn, child = self._ctx.Pipe()
+        self.proc = self._ctx.Process(target=_rank_main, args=(child, name, str(daemon.sock),
+                                                               agent_kwargs), daemon=True)
+        self.proc.start()
+        child.close()
+        self._busy = False
+        self._answer(30)
+
+    def _answer(self, timeout: float) -> Any:
+        if not self._conn.poll(timeout * SLOW):
+            self.kill()
+            raise RankError(f"rank {self.name}: no answer within {timeout * SLOW} s")
+        try:
+            reply = self._conn.recv()
+        except EOFError:
+            raise RankError(f"rank {self.name} died (exit {self.proc.exitcode})") from None
+        if reply[0] == "ok":
+            return reply[1]
+        exc, tb = reply[1], reply[2]
+        if isinstance(exc, b10.B10Error):
+            raise exc
+        raise RankError(f"rank {self.name}:\n{tb}")
+
+    def run(self, fn: Callable[..., Any], *args: Any, timeout: float = 60) -> Any:
+        """fn(state, *args) in the rank; its result, or its exception re-raised here."""
+        self.start(fn, *args)
+        return self.result(timeout)
+
+    def start(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Begin fn in the rank without waiting; collect it with result()."""
+        assert not self._busy, "one step at a time per rank"
+        self._conn.send((fn, args))
+        self._busy = True
+
+    def result(self, timeout: float = 60) -> Any:
+        self._busy = False
+        return self._answer(timeout)
+
+    def close(self) -> None:
+        """Stop the rank: it closes its agent and must exit 0 (a sanitizer report or a
+        crash in the agent's shutdown would not)."""
+        if self.proc.is_alive():
+            try:
+                self._conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self.proc.join(10 * SLOW)
+        if self.proc.is_alive():
+            self.kill()
+            raise RankError(f"rank {self.name} did not exit within {10 * SLOW} s")
+        if self.proc.exitcode != 0:
+            raise RankError(f"rank {self.name} exited {self.proc.exitcode}")
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(5)
+
+
+# ---------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def daemons() -> Iterator[Tuple[Daemon, Daemon]]:
+    """Two daemons on loopback in a temporary folder; stopping them must be clean."""
+    with tempfile.TemporaryDirectory(prefix="b10-py.") as folder:
+        started: List[Daemon] = []
+        try:
+            started.append(Daemon("A", Path(folder)))
+            started.append(Daemon("B", Path(folder)))
+            yield started[0], started[1]
+        finally:
+            problems = [p for d in started for p in d.stop()]
+            if problems:
+                logs = "\n".join(f"---- {d.name}.log\n{d.tail()}" for d in started)
+                pytest.fail("; ".join(problems) + "\n" + logs, pytrace=False)
+
+
+@pytest.fixture
+def ranks(request: pytest.FixtureRequest,
+          daemons: Tuple[Daemon, Daemon]) -> Iterator[Callable[..., Rank]]:
+    """rank(role, daemon) starts a rank process named after the test; all are closed
+    after it, and both daemons must still be up."""
+    made: List[Rank] = []
+    base = request.node.name.replace("[", "-").replace("]", "")[:200]
+
+    def rank(role: str, daemon: Daemon, **agent_kwargs: object) -> Rank:
+        r = Rank(f"{base}-{role}", daemon, **agent_kwargs)
+        made.append(r)
+        return r
+
+    yield rank
+    errors = []
+    for r in made:
+        try:
+            r.close()
+        except RankError as e:
+            errors.append(str(e))
+    assert not errors, "; ".join(errors)
+    for d in daemons:
+        d.resume()
+        assert d.alive(), f"b10d {d.name} died during the test:\n{d.tail()}"
+
+
+# ---------------------------------------------------------------- steps a rank runs
+
+def alloc(r: Any, key: str, size: int, seed: Optional[int] = None, register: bool = True) -> int:
+    """A DRAM buffer filled with pattern(seed) (zeros if None); its address."""
+    buf = b10.dram_alloc(size)
+    if seed is not None:
+        buf.view[:] = pattern(seed, size)
+    if register:
+        r.agent.register_memory(buf.descs())
+    r.bufs[key] = buf
+    return buf.ptr
+
+
+def desc(r: Any) -> bytes:
+    return r.agent.get_local_agent_desc()
+
+
+def load(r: Any, name: str, agent_desc: bytes) -> None:
+    r.agent.load_remote_agent(name, agent_desc)
+
+
+def read(r: Any, key: str, offset: int = 0, length: Optional[int] = None) -> bytes:
+    view = r.bufs[key].view
+    return bytes(view[offset:None if length is None else offset + length])
+
+
+def fill(r: Any, key: str, seed: int) -> None:
+    buf = r.bufs[key]
+    buf.view[:] = pattern(seed, buf.size)
+
+
+def submit(r: Any, op: str, local: List[Tuple[str, int, int]], remote: List[Tuple[int, int]],
+           remote_name: str, sync: Optional[bytes] = None,
+           deadline_ms: Optional[int] = None) -> int:
+    """Submit a request: local spans as (buffer key, offset, length), remote ones as
+    (address, length); returns its id, the key of later steps."""
+    src = b10.MemoryDescs(b10.MemoryType.DRAM,
+                          [(r.bufs[k].ptr + off, n, 0) for k, off, n in local])
+    dst = b10.MemoryDescs(b10.MemoryType.DRAM, [(a, n, 0) for a, n in remote])
+    req = b10.TransferRequest(op, src, dst, remote_name, sync, deadline_ms)
+    st = r.agent.submit_transfer_requests(req)
+    r.xfers[st.xfer_id] = st
+    return st.xfer_id
+
+
+def wait(r: Any, xfer_id: int, timeout_ms: Optional[int] = None) -> bool:
+    return r.xfers[xfer_id].wait(timeout_ms)
+
+
+def xfer_state(r: Any, xfer_id: int) -> Tuple[str, str, str]:
+    st = r.xfers[xfer_id]
+    return st.status, st.reason, st.detail
+
+
+def notifications(r: Any) -> List[Tuple[str, bytes]]:
+    return r.agent.get_notified_messages()
+
+
+def notify(r: Any, name: str, msg: Any) -> None:
+    r.agent.notify_sync_message(name, msg)
+
+
+def await_messages(r: Any, count: int, timeout_s: float = 20) -> List[Tuple[str, bytes]]:
+    """Poll until count messages arrived (or the bound passed); all of them."""
+    got: List[Tuple[str, bytes]] = []
+    end = time.monotonic() + timeout_s * SLOW
+    while len(got) < count and time.monotonic() < end:
+        got += r.agent.get_notified_messages()
+        if len(got) < count:
+            time.sleep(0.005)
+    return got
+
+
+def check(r: Any, name: str, spans: List[Tuple[int, int]]) -> Tuple[bool, str]:
+    ok = r.agent.check_remote_descs(name, b10.MemoryDescs("DRAM", [(a, n, 0) for a, n in spans]))
+    return ok, r.agent.last_check_detail
+
+
+def watch_sync(r: Any, message: bytes, key: str, expect_sha256: str,
+               timeout_s: float = 30) -> Dict[str, Any]:
+    """Poll notifications without pause until `message` arrives, then at once compare
+    the buffer with the expected image (by its SHA-256): the bytes must be there."""
+    buf = r.bufs[key]
+    polls = 0
+    end = time.monotonic() + timeout_s * SLOW
+    while time.monotonic() < end:
+        for agent, data in r.agent.get_notified_messages():
+            if data == message:
+                landed = hashlib.sha256(buf.view).hexdigest() == expect_sha256
+                return {"from": agent, "polls": polls, "landed": landed}
+        polls += 1
+    return {"from": None, "polls": polls, "landed": None}
+
+
+def is_completed(r: Any, xfer_id: int) -> bool:
+    return r.xfers[xfer_id].is_completed()
+
+
+def threaded_writes(r: Any, key: str, remote_name: str, remote_addr: int, n: int,
+                    piece: int) -> List[bool]:
+    """n threads of one agent, each submitting a WRITE of its own slice and waiting for
+    it: the GIL is released in libb10, whose connection serialises the calls."""
+    import threading
+    results: List[Any] = [None] * n
+
+    def one(i: int) -> None:
+        try:
+            src = b10.MemoryDescs("DRAM", [(r.bufs[key].ptr + i * piece, piece, 0)])
+            dst = b10.MemoryDescs("DRAM", [(remote_addr + i * piece, piece, 0)])
+            st = r.agent.submit_transfer_requests(
+                b10.TransferRequest("WRITE", src, dst, remote_name))
+            results[i] = st.wait(60000 * SLOW)
+        except Exception as e:      # reported to the test, which fails on it
+            results[i] = repr(e)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def close_agent(r: Any) -> None:
+    r.agent.shutdown()
+
+
+def pair(a: Rank, b: Rank) -> None:
+    """Each rank loads the other's descriptor."""
+    da, db = a.run(desc), b.run(desc)
+    a.run(load, b.name, db)
+    b.run(load, a.name, da)
