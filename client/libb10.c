@@ -89,6 +89,7 @@ struct b10_xfer {
 struct b10_mem {
     b10_conn_t *conn;
     uint64_t region_id;            /* the daemon's, from RegisterReply */
+    b10_mem_t *more;               /* VRAM across allocations: the next part's handle */
     b10_mem_t *prev, *next;        /* conn->mems */
 };
 
@@ -1211,57 +1212,20 @@ static b10_status_t mem_dram_fd(b10_conn_t *conn, const b10_mem_params_t *params
     return B10_OK;
 }
 
-b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
-                              b10_mem_t **mem_p)
+/* Send one RegisterMem (with fd, if >= 0) and make its handle. */
+static b10_status_t mem_register_one(b10_conn_t *conn, B10__RegisterMem *rm, int fd,
+                                     b10_mem_t **mem_p)
 {
-    B10__RegisterMem rm = B10__REGISTER_MEM__INIT;
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
     B10__DaemonMsg *reply;
-    int fd = -1;
-    bool fd_owned = false;
-    b10_status_t status;
-
-    if (conn == NULL)
-        return B10_ERR_INVALID_ARG;
-    if (params == NULL || mem_p == NULL || params->addr == NULL || params->length == 0)
-        return conn_reject(conn, B10_ERR_INVALID_ARG, "a region needs an address and a length");
-    if ((uintptr_t)params->addr + params->length < (uintptr_t)params->addr)
-        return conn_reject(conn, B10_ERR_INVALID_ARG, "region wraps around the address space");
-    struct vram_export vx;
-    if (params->kind == B10_MEM_VRAM) {
-        char why[384];
-        status = vram_export(params->addr, params->length, &vx, why, sizeof(why));
-        if (status != B10_OK)
-            return conn_reject(conn, status, "%s", why);
-        rm.kind = B10__MEM_KIND__MEM_VRAM;
-        rm.pci_bus_id = vx.pci_bus_id;
-        rm.alloc_base = vx.alloc_base;
-        rm.alloc_length = vx.alloc_length;
-        if (vx.has_ipc_handle)
-            rm.cuda_ipc_handle = (ProtobufCBinaryData){ sizeof(vx.ipc_handle), vx.ipc_handle };
-        rm.vmm_fd = vx.fd >= 0;
-        fd = vx.fd;
-        fd_owned = vx.fd >= 0;
-    } else if (params->kind == B10_MEM_DRAM) {
-        rm.kind = B10__MEM_KIND__MEM_DRAM;
-        status = mem_dram_fd(conn, params, &fd, &rm.fd_offset, &fd_owned);
-        if (status != B10_OK)
-            return status;
-    } else {
-        return conn_reject(conn, B10_ERR_INVALID_ARG, "unknown memory kind %d", (int)params->kind);
-    }
     b10_mem_t *mem = calloc(1, sizeof(*mem));
-    if (mem == NULL) {
-        status = conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory");
-        goto close_fd;
-    }
-    rm.addr = (uintptr_t)params->addr;
-    rm.length = params->length;
-    msg.body_case = B10__CLIENT_MSG__BODY_REGISTER_MEM;
-    msg.register_mem = &rm;
 
+    if (mem == NULL)
+        return conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory");
+    msg.body_case = B10__CLIENT_MSG__BODY_REGISTER_MEM;
+    msg.register_mem = rm;
     pthread_mutex_lock(&conn->lock);
-    status = conn_request(conn, &msg, fd, B10__REPLY__BODY_REGISTER_MEM, NULL, &reply);
+    b10_status_t status = conn_request(conn, &msg, fd, B10__REPLY__BODY_REGISTER_MEM, NULL, &reply);
     if (status == B10_OK) {
         mem->conn = conn;
         mem->region_id = reply->reply->register_mem->region_id;
@@ -1272,16 +1236,89 @@ b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
         b10__daemon_msg__free_unpacked(reply, NULL);
     }
     pthread_mutex_unlock(&conn->lock);
-    if (status != B10_OK)
-        goto free_mem;
-    if (fd_owned)
-        close(fd);
+    if (status != B10_OK) {
+        free(mem);
+        return status;
+    }
     *mem_p = mem;
     return B10_OK;
+}
 
-free_mem:
-    free(mem);
-close_fd:
+/*
+ * VRAM: one daemon region per allocation the range crosses. PyTorch's
+ * expandable segments map many VMM allocations side by side, and a tensor
+ * may span several; the daemon translates across regions that are
+ * contiguous here, so the range works as one. The handle chains the parts.
+ */
+static b10_status_t mem_register_vram(b10_conn_t *conn, const b10_mem_params_t *params,
+                                      b10_mem_t **mem_p)
+{
+    uintptr_t addr = (uintptr_t)params->addr, end = addr + params->length;
+    b10_mem_t *first = NULL, **link = &first;
+    b10_status_t status = B10_OK;
+
+    while (addr < end) {
+        struct vram_export vx;
+        size_t piece;
+        char why[384];
+        status = vram_export((void *)addr, end - addr, &vx, &piece, why, sizeof(why));
+        if (status != B10_OK) {
+            status = conn_reject(conn, status, "%s", why);
+            break;
+        }
+        B10__RegisterMem rm = B10__REGISTER_MEM__INIT;
+        rm.kind = B10__MEM_KIND__MEM_VRAM;
+        rm.addr = addr;
+        rm.length = piece;
+        rm.pci_bus_id = vx.pci_bus_id;
+        rm.alloc_base = vx.alloc_base;
+        rm.alloc_length = vx.alloc_length;
+        if (vx.has_ipc_handle)
+            rm.cuda_ipc_handle = (ProtobufCBinaryData){ sizeof(vx.ipc_handle), vx.ipc_handle };
+        rm.vmm_fd = vx.fd >= 0;
+        status = mem_register_one(conn, &rm, vx.fd, link);
+        if (vx.fd >= 0)
+            close(vx.fd);
+        if (status != B10_OK)
+            break;
+        link = &(*link)->more;
+        addr += piece;
+    }
+    if (status != B10_OK) {
+        /* All or nothing: the parts registered so far go again. */
+        if (first != NULL)
+            b10_mem_deregister(conn, first);
+        return status;
+    }
+    *mem_p = first;
+    return B10_OK;
+}
+
+b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
+                              b10_mem_t **mem_p)
+{
+    B10__RegisterMem rm = B10__REGISTER_MEM__INIT;
+    int fd = -1;
+    bool fd_owned = false;
+    b10_status_t status;
+
+    if (conn == NULL)
+        return B10_ERR_INVALID_ARG;
+    if (params == NULL || mem_p == NULL || params->addr == NULL || params->length == 0)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "a region needs an address and a length");
+    if ((uintptr_t)params->addr + params->length < (uintptr_t)params->addr)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "region wraps around the address space");
+    if (params->kind == B10_MEM_VRAM)
+        return mem_register_vram(conn, params, mem_p);
+    if (params->kind != B10_MEM_DRAM)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "unknown memory kind %d", (int)params->kind);
+    rm.kind = B10__MEM_KIND__MEM_DRAM;
+    status = mem_dram_fd(conn, params, &fd, &rm.fd_offset, &fd_owned);
+    if (status != B10_OK)
+        return status;
+    rm.addr = (uintptr_t)params->addr;
+    rm.length = params->length;
+    status = mem_register_one(conn, &rm, fd, mem_p);
     if (fd_owned)
         close(fd);
     return status;
@@ -1291,15 +1328,11 @@ close_fd:
  * The handle is freed only when the daemon confirms: after a failure it
  * still names a region the daemon may hold, and b10_conn_close frees it.
  */
-b10_status_t b10_mem_deregister(b10_conn_t *conn, b10_mem_t *mem)
+static b10_status_t mem_deregister_one(b10_conn_t *conn, b10_mem_t *mem)
 {
     B10__DeregisterMem dm = B10__DEREGISTER_MEM__INIT;
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
 
-    if (conn == NULL)
-        return B10_ERR_INVALID_ARG;
-    if (mem == NULL || mem->conn != conn)
-        return conn_reject(conn, B10_ERR_INVALID_ARG, "region handle of another connection");
     dm.region_id = mem->region_id;
     msg.body_case = B10__CLIENT_MSG__BODY_DEREGISTER_MEM;
     msg.deregister_mem = &dm;
@@ -1316,6 +1349,27 @@ b10_status_t b10_mem_deregister(b10_conn_t *conn, b10_mem_t *mem)
     }
     pthread_mutex_unlock(&conn->lock);
     return status;
+}
+
+b10_status_t b10_mem_deregister(b10_conn_t *conn, b10_mem_t *mem)
+{
+    if (conn == NULL)
+        return B10_ERR_INVALID_ARG;
+    if (mem == NULL || mem->conn != conn)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "region handle of another connection");
+    /* Parts first, then the head: a failure leaves a handle that names what is still there. */
+    b10_status_t status = B10_OK;
+    while (mem->more != NULL && status == B10_OK) {
+        b10_mem_t *part = mem->more;
+        mem->more = part->more;
+        part->more = NULL;
+        status = mem_deregister_one(conn, part);
+        if (status != B10_OK) {
+            part->more = mem->more;
+            mem->more = part;
+        }
+    }
+    return status == B10_OK ? mem_deregister_one(conn, mem) : status;
 }
 
 /* ---------------------------------------------------------------- agents */

@@ -76,8 +76,8 @@ static void cu_load(void)
         cu.why = "the CUDA driver failed to initialise (no GPU?)";
 }
 
-b10_status_t vram_export(const void *addr, size_t length, struct vram_export *out, char *detail,
-                         size_t detail_len)
+b10_status_t vram_export(const void *addr, size_t length, struct vram_export *out,
+                         size_t *piece_p, char *detail, size_t detail_len)
 {
     cudeviceptr_t ptr = (cudeviceptr_t)(uintptr_t)addr;
     cudeviceptr_t base;
@@ -108,12 +108,13 @@ b10_status_t vram_export(const void *addr, size_t length, struct vram_export *ou
         status = B10_ERR_INVALID_ARG;
         goto out;
     }
-    if (ptr + length < ptr || ptr + length > base + size) {
-        snprintf(detail, detail_len, "the region at %p runs past the end of its allocation "
-                 "(%zu bytes at 0x%llx): register each allocation on its own", addr, size, base);
+    if (ptr + length < ptr) {
+        snprintf(detail, detail_len, "the region at %p wraps around the address space", addr);
         status = B10_ERR_INVALID_ARG;
         goto out;
     }
+    /* The part of the range inside this allocation; the caller goes on with the rest. */
+    *piece_p = ptr + length <= base + size ? length : (size_t)(base + size - ptr);
     out->alloc_base = base;
     out->alloc_length = size;
     if (cu.device_get_pci_bus_id(out->pci_bus_id, sizeof(out->pci_bus_id), dev) != CU_SUCCESS) {

@@ -23,11 +23,12 @@ struct vram_export {
 };
 
 /*
- * Describe [addr, addr + length) for the daemon: the allocation's base and
- * size, its device's PCI bus id, and either a cudaIpcMemHandle of the base
- * or (VMM allocations) a POSIX file descriptor. On failure detail says why.
+ * Describe the allocation holding addr for the daemon: its base and size,
+ * its device's PCI bus id, and either a cudaIpcMemHandle of the base or (VMM
+ * allocations) a POSIX file descriptor. *piece_p gets how much of [addr,
+ * addr + length) lies inside it. On failure detail says why.
  */
-b10_status_t vram_export(const void *addr, size_t length, struct vram_export *out, char *detail,
-                         size_t detail_len);
+b10_status_t vram_export(const void *addr, size_t length, struct vram_export *out,
+                         size_t *piece_p, char *detail, size_t detail_len);
 
 #endif

@@ -162,12 +162,14 @@ const char *b10_conn_detail(b10_conn_t *conn);
 typedef enum {
     B10_MEM_DRAM = 1, /* host memory backed by a file descriptor (memfd or shm) */
     /*
-     * CUDA device memory. The device is found from the address. The region
-     * must lie inside one allocation: cudaMalloc memory (exported as a
+     * CUDA device memory. The device is found from the address. Each
+     * allocation the region covers must be cudaMalloc memory (exported as a
      * cudaIpcMemHandle) or VMM memory created with
      * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (exported as a file
-     * descriptor). Anything else is refused with the reason, never copied
-     * through a slow path. libb10 loads the CUDA driver only when needed.
+     * descriptor); a region may cover several allocations mapped side by
+     * side, as PyTorch's expandable segments map them. Anything else is
+     * refused with the reason, never copied through a slow path. libb10
+     * loads the CUDA driver only when needed.
      */
     B10_MEM_VRAM = 2,
 } b10_mem_kind_t;
