@@ -1388,6 +1388,22 @@ b10_status_t b10_agent_desc(b10_conn_t *conn, const void **desc_p, size_t *lengt
     return B10_OK;
 }
 
+/* A request whose OK reply carries nothing but its status. */
+static b10_status_t conn_call(b10_conn_t *conn, B10__ClientMsg *msg)
+{
+    pthread_mutex_lock(&conn->lock);
+    b10_status_t status = conn_request(conn, msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
+    pthread_mutex_unlock(&conn->lock);
+    return status;
+}
+
+static b10_status_t agent_name_reject(b10_conn_t *conn)
+{
+    return conn_reject(conn, B10_ERR_INVALID_ARG,
+                       "agent name must be 1 to %d bytes of printable ASCII without spaces",
+                       AGENT_NAME_MAX);
+}
+
 b10_status_t b10_agent_load(b10_conn_t *conn, const char *name, const void *desc,
                             size_t length)
 {
@@ -1397,9 +1413,7 @@ b10_status_t b10_agent_load(b10_conn_t *conn, const char *name, const void *desc
     if (conn == NULL)
         return B10_ERR_INVALID_ARG;
     if (!agent_name_valid(name))
-        return conn_reject(conn, B10_ERR_INVALID_ARG,
-                           "agent name must be 1 to %d bytes of printable ASCII without spaces",
-                           AGENT_NAME_MAX);
+        return agent_name_reject(conn);
     if (desc == NULL || length == 0)
         return conn_reject(conn, B10_ERR_INVALID_ARG, "empty agent descriptor");
     la.name = (char *)name;
@@ -1407,10 +1421,7 @@ b10_status_t b10_agent_load(b10_conn_t *conn, const char *name, const void *desc
     la.desc.len = length;
     msg.body_case = B10__CLIENT_MSG__BODY_LOAD_AGENT;
     msg.load_agent = &la;
-    pthread_mutex_lock(&conn->lock);
-    b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
-    pthread_mutex_unlock(&conn->lock);
-    return status;
+    return conn_call(conn, &msg);
 }
 
 b10_status_t b10_agent_invalidate(b10_conn_t *conn, const char *name)
@@ -1421,16 +1432,11 @@ b10_status_t b10_agent_invalidate(b10_conn_t *conn, const char *name)
     if (conn == NULL)
         return B10_ERR_INVALID_ARG;
     if (!agent_name_valid(name))
-        return conn_reject(conn, B10_ERR_INVALID_ARG,
-                           "agent name must be 1 to %d bytes of printable ASCII without spaces",
-                           AGENT_NAME_MAX);
+        return agent_name_reject(conn);
     ia.name = (char *)name;
     msg.body_case = B10__CLIENT_MSG__BODY_INVALIDATE_AGENT;
     msg.invalidate_agent = &ia;
-    pthread_mutex_lock(&conn->lock);
-    b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
-    pthread_mutex_unlock(&conn->lock);
-    return status;
+    return conn_call(conn, &msg);
 }
 
 static void pack_spans(uint8_t *out, const b10_span_t *spans, size_t count)
@@ -1450,7 +1456,7 @@ b10_status_t b10_agent_check(b10_conn_t *conn, const char *remote_agent, const b
     if (conn == NULL)
         return B10_ERR_INVALID_ARG;
     if (!agent_name_valid(remote_agent))
-        return conn_reject(conn, B10_ERR_INVALID_ARG, "a remote agent name is required");
+        return agent_name_reject(conn);
     if (spans == NULL || count == 0 || count > FRAME_MAX_LIMIT / SPAN_BYTES)
         return conn_reject(conn, B10_ERR_INVALID_ARG, "a check needs 1 or more spans");
     uint8_t *packed = malloc(count * SPAN_BYTES);
@@ -1461,9 +1467,7 @@ b10_status_t b10_agent_check(b10_conn_t *conn, const char *remote_agent, const b
     ca.spans = (ProtobufCBinaryData){ .len = count * SPAN_BYTES, .data = packed };
     msg.body_case = B10__CLIENT_MSG__BODY_CHECK_AGENT;
     msg.check_agent = &ca;
-    pthread_mutex_lock(&conn->lock);
-    b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
-    pthread_mutex_unlock(&conn->lock);
+    b10_status_t status = conn_call(conn, &msg);
     free(packed);
     return status;
 }
@@ -1477,7 +1481,7 @@ b10_status_t b10_agent_notify(b10_conn_t *conn, const char *remote_agent, const 
     if (conn == NULL)
         return B10_ERR_INVALID_ARG;
     if (!agent_name_valid(remote_agent))
-        return conn_reject(conn, B10_ERR_INVALID_ARG, "a remote agent name is required");
+        return agent_name_reject(conn);
     if (length > B10_SYNC_MSG_MAX || (length > 0 && data == NULL))
         return conn_reject(conn, B10_ERR_TOO_LARGE, "a sync message holds at most %d bytes",
                            B10_SYNC_MSG_MAX);
@@ -1485,10 +1489,7 @@ b10_status_t b10_agent_notify(b10_conn_t *conn, const char *remote_agent, const 
     na.message = (ProtobufCBinaryData){ .len = length, .data = (uint8_t *)data };
     msg.body_case = B10__CLIENT_MSG__BODY_NOTIFY_AGENT;
     msg.notify_agent = &na;
-    pthread_mutex_lock(&conn->lock);
-    b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
-    pthread_mutex_unlock(&conn->lock);
-    return status;
+    return conn_call(conn, &msg);
 }
 
 b10_status_t b10_agent_notifications(b10_conn_t *conn, b10_notification_t **list_p,

@@ -162,6 +162,20 @@ static struct wire_op *wire_op_new(struct wire *wire, wire_done_cb *cb, void *ar
     return op;
 }
 
+/* Receive a probed message into buf (take bytes: less truncates it) for op. */
+static ucs_status_ptr_t wire_msg_recv(struct wire *wire, ucp_tag_message_h msg, void *buf,
+                                      size_t take, struct wire_op *op, ucp_tag_recv_info_t *info)
+{
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_RECV_INFO,
+        .cb.recv = wire_recv_done,
+        .user_data = op,
+        .recv_info.tag_info = info,
+    };
+    return ucp_tag_msg_recv_nbx(wire->worker, buf, take, msg, &param);
+}
+
 /* Take every control-class message waiting in the worker. */
 static void wire_probe(struct wire *wire)
 {
@@ -192,16 +206,9 @@ static void wire_probe(struct wire *wire)
         if (oversize)
             wire->hooks.on_oversize(wire->hooks.arg, info.sender_tag, info.length);
         op->control = true;
-        ucp_request_param_t param = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                            UCP_OP_ATTR_FIELD_RECV_INFO,
-            .cb.recv = wire_recv_done,
-            .user_data = op,
-            .recv_info.tag_info = &info,
-        };
         uint64_t tag = info.sender_tag;
         size_t length = info.length;
-        ucs_status_ptr_t sp = ucp_tag_msg_recv_nbx(wire->worker, buf, take, msg, &param);
+        ucs_status_ptr_t sp = wire_msg_recv(wire, msg, buf, take, op, &info);
         wire_posted(wire, op, sp, length, tag, NULL);
     }
 }
@@ -234,17 +241,10 @@ static void wire_probe_stray(struct wire *wire)
             free(buf);
             return;
         }
-        ucp_request_param_t param = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                            UCP_OP_ATTR_FIELD_RECV_INFO,
-            .cb.recv = wire_recv_done,
-            .user_data = op,
-            .recv_info.tag_info = &info,
-        };
         uint64_t tag = info.sender_tag;
         op->stray = true;
         list_insert_tail(&wire->strays, &op->node);
-        ucs_status_ptr_t sp = ucp_tag_msg_recv_nbx(wire->worker, buf, 64, msg, &param);
+        ucs_status_ptr_t sp = wire_msg_recv(wire, msg, buf, 64, op, &info);
         if (UCS_PTR_IS_ERR(sp)) {
             /* Truncated at once (an eager message): dropped, which is the point. */
             list_remove(&op->node);

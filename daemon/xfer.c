@@ -590,6 +590,18 @@ static void xfer_on_result(void *arg, b10_status_t status, size_t length)
 }
 
 /* The link is up: register the reply tags, post their receives, send CONTROL. */
+/* Post the receive of a small message of the peer's for x (its tag registered); false: x failed. */
+static bool xfer_post_reply(struct xfer *x, uint64_t tag, uint8_t *buf, size_t length,
+                            wire_done_cb *cb, struct wire_op **op_p, const char *what)
+{
+    if (wire_recv(x->d->wire, tag, buf, length, NULL, cb, x, op_p) != 0) {
+        xfer_fail(x, B10_ERR_INTERNAL, "posting the %s receive failed", what);
+        return false;
+    }
+    x->holds++;
+    return true;
+}
+
 /*
  * READ: ask the daemon holding the bytes to write them back. Its refusal or
  * failure comes as a Result on (link, id); success as the write-back itself,
@@ -607,12 +619,9 @@ static void xfer_read_link_up(struct xfer *x)
         return;
     }
     x->tags_registered = true;
-    if (wire_recv(d->wire, result_tag, x->result_buf, sizeof(x->result_buf), NULL, xfer_on_result,
-                  x, &x->result_op) != 0) {
-        xfer_fail(x, B10_ERR_INTERNAL, "posting the RESULT receive failed");
+    if (!xfer_post_reply(x, result_tag, x->result_buf, sizeof(x->result_buf), xfer_on_result,
+                         &x->result_op, "RESULT"))
         return;
-    }
-    x->holds++;
     uint64_t now = d->now_ms(d);
     B10__Peer__ReadRequest rr = B10__PEER__READ_REQUEST__INIT;
     rr.read_id = x->id;
@@ -673,18 +682,11 @@ void xfer_link_up(struct xfer *x)
         return;
     }
     x->tags_registered = true;
-    if (wire_recv(d->wire, ready_tag, x->ready_buf, sizeof(x->ready_buf), NULL, xfer_on_ready, x,
-                  &x->ready_op) != 0) {
-        xfer_fail(x, B10_ERR_INTERNAL, "posting the READY receive failed");
+    if (!xfer_post_reply(x, ready_tag, x->ready_buf, sizeof(x->ready_buf), xfer_on_ready,
+                         &x->ready_op, "READY") ||
+        !xfer_post_reply(x, result_tag, x->result_buf, sizeof(x->result_buf), xfer_on_result,
+                         &x->result_op, "RESULT"))
         return;
-    }
-    x->holds++;
-    if (wire_recv(d->wire, result_tag, x->result_buf, sizeof(x->result_buf), NULL, xfer_on_result,
-                  x, &x->result_op) != 0) {
-        xfer_fail(x, B10_ERR_INTERNAL, "posting the RESULT receive failed");
-        return;
-    }
-    x->holds++;
 
     if (plan_encode(x->plan, &chunk_pieces, &chunk_len, &pieces, &pieces_len) != 0) {
         xfer_fail(x, B10_ERR_NO_MEMORY, "encoding CONTROL");
@@ -1190,12 +1192,9 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
         return;
     }
     x->tags_registered = true;
-    if (wire_recv(d->wire, cancel_tag, x->cancel_buf, sizeof(x->cancel_buf), NULL, xfer_on_cancel,
-                  x, &x->cancel_op) != 0) {
-        xfer_fail(x, B10_ERR_INTERNAL, "posting the CANCEL receive failed");
+    if (!xfer_post_reply(x, cancel_tag, x->cancel_buf, sizeof(x->cancel_buf), xfer_on_cancel,
+                         &x->cancel_op, "CANCEL"))
         return;
-    }
-    x->holds++;
     xfer_recv_pump(x);
     if (x->state == XFER_DONE)
         return;

@@ -37,40 +37,14 @@
 
 #include <ucp/api/ucp.h>
 
+#include "../testout.h"
+
 #define REG_BYTES (1u << 20)
 #define CHUNK 8192
 
 static int timeout_ms = 5000;
 
 /* ---------------------------------------------------------------- output */
-
-static int fail(const char *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(const char *c, const char *fmt, ...)
-{
-    va_list ap;
-
-    printf("FAIL %s: ", c);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-    fflush(stdout);
-    return 1;
-}
-
-static int pass(const char *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int pass(const char *c, const char *fmt, ...)
-{
-    va_list ap;
-
-    printf("ok %s: ", c);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-    fflush(stdout);
-    return 0;
-}
 
 static double now_ms(void)
 {

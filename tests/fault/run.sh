@@ -6,11 +6,12 @@
 #
 #   sh tests/fault/run.sh [BUILD_DIR [SCENARIO...]]     (BUILD_DIR: build, or build/san)
 #
-# Same conventions as tests/integ/run.sh: every scenario runs in its own
-# shell, bounded by timeout(1), in its own temporary directory; it kills
-# everything it started (and removes the namespaces it made). One line per
-# scenario: "PASS name", "FAIL name (reason)" or "SKIP name (reason)", then
-# the log tails of the failures. Exit status: non-zero if any failed.
+# Same conventions as tests/integ/run.sh, on the same harness (tests/lib.sh):
+# every scenario runs in its own shell, bounded by timeout(1), in its own
+# temporary directory; it kills everything it started (and removes the
+# namespaces it made). One line per scenario: "PASS name (time; notes)",
+# "FAIL name (reason)" or "SKIP name (reason)", then the log tails of the
+# failures (on stderr). Exit status: non-zero if any failed.
 #
 # After each fault it checks: the failing transfer's status and reason;
 # every other concurrent transfer byte-exact (b10-kvrank verifies whole
@@ -24,164 +25,53 @@
 # B10_SOAK_S (60) and B10_FUZZ_S (30 per target) bound them.
 set -u
 
-self=$0
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh"
+
+SUITE=fault
+REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient tests/b10-rogue"
+LIMIT_S=150
 all_scenarios="kill9_recv kill9_send sigstop_late client_kill_send client_kill_recv rogue bad_frames
                budget netns_linkdown netns_loss netns_rate soak fuzz"
 
-# ---------------------------------------------------------------- helpers (as in tests/integ/run.sh)
+# The checks read the daemons' "quarantine:" lines: debug level, whatever B10_LOG_LEVEL says.
+LOG_LEVEL=debug
+DAEMON_OPTS="$DAEMON_OPTS --quarantine-ttl-ms 3000 --connect-timeout-ms 3000"
 
-reason() {
-    [ -s "$D/reason" ] || printf '%s\n' "$*" >"$D/reason"
+scenario_limit() {
+    case $1 in
+    soak) echo $(( ${B10_SOAK_S:-60} + 150 )) ;;
+    fuzz) echo $(( ${B10_FUZZ_S:-30} * 6 + 240 )) ;;
+    *) echo $(( LIMIT_S * SLOW )) ;;
+    esac
 }
 
-die() {
-    reason "$@"
-    exit 1
+# NS_<name> names the network namespace daemon <name> runs in (empty: this
+# one), DEV_<name> its UCX_NET_DEVICES (ns_setup sets both; outside a
+# namespace the runner's lo stands).
+daemon_wrap() {
+    _ns=$(eval "echo \${NS_$1:-}")
+    [ -n "$_ns" ] || return 0
+    echo "ip netns exec $_ns env UCX_NET_DEVICES=$(eval "echo \${DEV_$1:-lo}") UCX_TLS=tcp,self"
 }
 
-skip() {
-    printf '%s\n' "$*" >"$D/skip"
-    exit 77
+# The namespaces a scenario made go with it (ns_cleanup, below).
+cleanup_extra() {
+    ns_cleanup
 }
 
-note() {
-    printf '%s\n' "$*" >>"$D/notes"
-}
-
-track() {
-    echo "$1" >>"$D/pids"
-}
-
-alive() {
-    [ -r "/proc/$1/stat" ] || return 1
-    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-    [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
-}
-
-wait_exit() {
-    _n=$(( $2 * 10 ))
-    while alive "$1"; do
-        _n=$(( _n - 1 ))
-        if [ "$_n" -le 0 ]; then
-            rc=124
-            return
-        fi
-        sleep 0.1
-    done
-    wait "$1"
-    rc=$?
-}
-
-# NS_<name> names the network namespace a daemon runs in (empty: this one);
-# DEV_<name> its UCX_NET_DEVICES.
-DAEMON_OPTS="--staging-bytes 64M --view-bytes 4M --quarantine-ttl-ms 3000 --connect-timeout-ms 3000"
-
-# start_daemon NAME [b10d options]: b10d on $D/NAME.sock, logging to $D/NAME.log.
-start_daemon() {
-    _dn=$1
-    shift
-    _ns=$(eval "echo \${NS_$_dn:-}")
-    _dev=$(eval "echo \${DEV_$_dn:-lo}")
-    if [ -n "$_ns" ]; then
-        ip netns exec "$_ns" env UCX_NET_DEVICES="$_dev" UCX_TLS=tcp,self \
-            "$B10D" --socket "$D/$_dn.sock" --name "$_dn" $DAEMON_OPTS \
-            --log-level debug "$@" >"$D/$_dn.log" 2>&1 &
-    else
-        UCX_NET_DEVICES=$_dev "$B10D" --socket "$D/$_dn.sock" --name "$_dn" $DAEMON_OPTS \
-            --log-level debug "$@" >"$D/$_dn.log" 2>&1 &
-    fi
-    _p=$!
-    track $_p
-    eval "pid_$_dn=$_p"
-    echo "$_dn" >>"$D/daemons"
-    _n=$(( 200 * SLOW ))
-    until grep -q "listening on $D/$_dn.sock" "$D/$_dn.log" 2>/dev/null; do
-        alive $_p || die "b10d $_dn exited during startup: $(tail -n 1 "$D/$_dn.log")"
-        _n=$(( _n - 1 ))
-        [ "$_n" -gt 0 ] || die "b10d $_dn: no 'listening on' line after $(( 20 * SLOW )) s"
-        sleep 0.1
-    done
-}
-
-daemon_pid() {
-    eval "echo \$pid_$1"
-}
-
-# The daemon died on purpose: do not expect it to stop cleanly.
-forget_daemon() {
-    eval "pid_$1="
-}
-
-stop_daemons() {
-    [ -f "$D/daemons" ] || return 0
-    for _dn in $(cat "$D/daemons"); do
-        _p=$(daemon_pid "$_dn")
-        [ -n "$_p" ] || continue
-        kill -CONT "$_p" 2>/dev/null
-        kill -TERM "$_p" 2>/dev/null
-    done
-    for _dn in $(cat "$D/daemons"); do
-        _p=$(daemon_pid "$_dn")
-        [ -n "$_p" ] || continue
-        wait_exit "$_p" $(( 15 * SLOW ))
-        if [ "$rc" = 124 ]; then
-            kill -KILL "$_p" 2>/dev/null
-            reason "b10d $_dn did not exit within $(( 15 * SLOW )) s of SIGTERM"
-        elif [ "$rc" != 0 ]; then
-            reason "b10d $_dn exited $rc on SIGTERM"
-        fi
-        eval "pid_$_dn="
-    done
-    rm -f "$D/daemons"
-}
-
-bg() {
-    _bn=$1
-    shift
-    "$@" >"$D/$_bn.log" 2>&1 &
-    track $!
-    eval "pid_$_bn=$!"
-}
-
-fg() {
-    _lim=$(( $1 * SLOW ))
-    _bn=$2
-    shift 2
-    timeout -k 2 "$_lim" "$@" </dev/null >"$D/$_bn.log" 2>&1 &
-    _p=$!
-    track $_p
-    wait $_p
-    rc=$?
-    [ "$rc" = 124 ] && reason "$_bn did not finish within $_lim s"
-    return 0
-}
-
-wait_file() {
-    _n=$(( $2 * 10 * SLOW ))
-    while [ ! -e "$1" ]; do
-        _n=$(( _n - 1 ))
-        [ "$_n" -gt 0 ] || die "no $1 after $(( $2 * SLOW )) s"
-        sleep 0.1
-    done
-}
-
-# wait_log FILE REGEX SECONDS [WHAT]: until a line of FILE matches, or die.
-wait_log() {
-    _n=$(( $3 * 20 * SLOW ))
-    until grep -q -E "$2" "$1" 2>/dev/null; do
-        _n=$(( _n - 1 ))
-        [ "$_n" -gt 0 ] || die "${4:-no line matching '$2' in $(basename "$1")} after $(( $3 * SLOW )) s"
-        sleep 0.05
-    done
-}
+# ---------------------------------------------------------------- helpers of the fault scenarios
 
 count() {  # count FILE REGEX
     grep -c -E "$2" "$1" 2>/dev/null || true
 }
 
-# The pools: small enough for 2 cores, large enough that a transfer lasts.
-KV="--layers 8 --blocks 64 --wait-ms 60000"
+# The pools: small enough for 2 cores, large enough that a transfer lasts
+# (KV, the small one, is tests/lib.sh's).
 BIG="--layers 16 --blocks 64 --wait-ms 60000"
+
+# These decode and prefill replace tests/lib.sh's (one pair, all in $D):
+# here each pair has a directory of its own.
 
 # decode NAME DAEMON DIR [kvrank options]: a decode rank named NAME in DIR.
 decode() {
@@ -217,20 +107,12 @@ prefill() {
 }
 
 expect_rc() {  # expect_rc NAME RC: the client NAME ended with RC ($rc)
-    if [ "$rc" != "$2" ]; then
-        _why=$(grep -E 'FAIL|MISMATCH|ended|refused|gave up|b10_|register' "$D/$1.log" | tail -n 1)
-        die "$1 exited $rc, expected $2: ${_why:-see log}"
-    fi
+    expect_exit "$1" "$D/$1.log" "$2" 'FAIL|MISMATCH|ended|refused|gave up|b10_|register' tail
 }
 
 # finish NAME RC: a background client exits with RC within the bound.
 finish() {
-    _p=$(eval "echo \$pid_$1")
-    wait_exit "$_p" $(( 90 * SLOW ))
-    if [ "$rc" = 124 ]; then
-        kill -KILL "$_p" 2>/dev/null
-        die "$1 did not finish"
-    fi
+    wait_client "$1" 90 "$1"
     expect_rc "$1" "$2"
 }
 
@@ -740,151 +622,11 @@ scen_soak() {
 scen_fuzz() {
     [ "$SLOW" = 1 ] || skip "the fuzzers run once, with the plain build"
     command -v clang >/dev/null 2>&1 || skip "no clang (scripts/deps.sh --test installs it)"
-    sh "$TOP_SRC/tests/fuzz/run.sh" "$BUILD_DIR" "$D/fuzz" "${B10_FUZZ_S:-30}" >"$D/fuzz.log" 2>&1
+    sh "$TOPDIR/tests/fuzz/run.sh" "$BUILD" "$D/fuzz" "${B10_FUZZ_S:-30}" >"$D/fuzz.log" 2>&1
     _frc=$?
     [ "$_frc" = 77 ] && skip "$(tail -n 1 "$D/fuzz.log")"
     [ "$_frc" = 0 ] || die "$(grep -m1 -E '^FAIL|ERROR|error' "$D/fuzz.log" || tail -n 1 "$D/fuzz.log")"
     note "$(grep '^ok' "$D/fuzz.log" | tr '\n' ';')"
 }
 
-# ---------------------------------------------------------------- one scenario, in its own shell
-
-cleanup_one() {
-    trap '' TERM INT
-    stop_daemons
-    if [ -f "$D/pids" ]; then
-        _left=""
-        for _p in $(cat "$D/pids"); do
-            alive "$_p" && kill -CONT "$_p" 2>/dev/null && kill -TERM "$_p" 2>/dev/null && _left="$_left $_p"
-        done
-        [ -n "$_left" ] && sleep 1
-        for _p in $_left; do
-            alive "$_p" && kill -KILL "$_p" 2>/dev/null
-        done
-    fi
-    ns_cleanup
-    # Our own daemons never see a protocol violation from each other.
-    for _f in "$D"/A.log "$D"/B.log "$D"/C.log "$D"/A2.log; do
-        [ -f "$_f" ] || continue
-        _v=$(grep -m1 'B10_ERR_PEER_PROTOCOL' "$_f" | sed 's/^<[0-9]>//')
-        [ -n "$_v" ] && reason "protocol violation between our own daemons: $_v"
-    done
-    _san=$(grep -l -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D"/*.log 2>/dev/null | head -n 1)
-    [ -n "$_san" ] && reason "sanitizer report in $(basename "$_san")"
-    if [ -s "$D/reason" ]; then
-        exit 1
-    fi
-}
-
-run_one() {
-    name=$1
-    D=$2
-    trap 'cleanup_one' EXIT
-    trap 'reason "timed out"; exit 1' TERM INT
-    "scen_$name"
-    cleanup_one
-    exit 0
-}
-
-if [ "${1:-}" = "--one" ]; then
-    BUILD_DIR=$3
-    B10D=$3/bin/b10d
-    KVRANK=$3/bin/b10-kvrank
-    RAWCLIENT=$3/tests/b10-rawclient
-    ROGUE=$3/tests/b10-rogue
-    SLOW=$5
-    TOP_SRC=$6
-    run_one "$2" "$4"
-fi
-
-# ---------------------------------------------------------------- the runner
-
-BUILD=${1:-build}
-[ $# -gt 0 ] && shift
-scenarios=${*:-$all_scenarios}
-TOP_SRC=$(cd "$(dirname "$self")/../.." && pwd)
-
-export UCX_NET_DEVICES=lo
-export UCX_TCP_CM_REUSEADDR=y
-SLOW=1
-if grep -q __asan_init "$BUILD/bin/b10d" 2>/dev/null; then
-    SLOW=3
-    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
-    export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
-    export UCX_MEM_MALLOC_HOOKS=no
-    export UCX_MEM_EVENTS=no
-fi
-
-missing=""
-for f in "$BUILD/bin/b10d" "$BUILD/bin/b10-kvrank" "$BUILD/tests/b10-rawclient" "$BUILD/tests/b10-rogue"; do
-    [ -x "$f" ] || missing="$missing $f"
-done
-if [ -n "$missing" ]; then
-    for s in $scenarios; do
-        echo "FAIL $s (not built:$missing)"
-    done
-    exit 1
-fi
-
-TOP=$(mktemp -d "${TMPDIR:-/tmp}/b10-fault.XXXXXX") || exit 1
-trap 'rm -rf "$TOP"' EXIT
-trap 'exit 130' INT TERM
-
-failed=""
-t0=$(date +%s)
-for s in $scenarios; do
-    D=$TOP/$s
-    mkdir -p "$D"
-    limit=$(( 150 * SLOW ))
-    [ "$s" = soak ] && limit=$(( ${B10_SOAK_S:-60} + 150 ))
-    [ "$s" = fuzz ] && limit=$(( ${B10_FUZZ_S:-30} * 6 + 240 ))
-    s0=$(date +%s)
-    timeout -k 10 "$limit" sh "$self" --one "$s" "$BUILD" "$D" "$SLOW" "$TOP_SRC" >"$D/scenario.log" 2>&1
-    rc=$?
-    secs=$(( $(date +%s) - s0 ))
-    # Whatever a killed scenario left behind: only our processes (their
-    # command lines name this scenario's fresh directory) and namespaces.
-    for p in /proc/[0-9]*; do
-        p=${p#/proc/}
-        [ "$p" = $$ ] && continue
-        cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")
-        case $cmd in
-        *"$D/"*)
-            kill -CONT "$p" 2>/dev/null
-            kill -KILL "$p" 2>/dev/null
-            ;;
-        esac
-    done
-    if [ -f "$D/netns" ]; then
-        for n in $(cat "$D/netns"); do
-            ip netns del "$n" 2>/dev/null
-        done
-    fi
-    notes=""
-    [ -f "$D/notes" ] && notes=$(tr '\n' ';' <"$D/notes" | sed 's/;$//')
-    if [ "$rc" = 0 ]; then
-        echo "PASS $s (${secs}s${notes:+; $notes})"
-    elif [ "$rc" = 77 ]; then
-        echo "SKIP $s ($(cat "$D/skip" 2>/dev/null))"
-    else
-        why=$(head -n 1 "$D/reason" 2>/dev/null)
-        [ "$rc" = 124 ] || [ "$rc" = 137 ] && why="timed out after ${limit}s${why:+: $why}"
-        echo "FAIL $s (${why:-exit $rc})"
-        failed="$failed $s"
-    fi
-done
-echo "fault: $(( $(date +%s) - t0 ))s in all"
-
-for s in $failed; do
-    for f in "$TOP/$s"/*.log; do
-        [ -s "$f" ] || continue
-        echo "---- $s: $(basename "$f") (last 25 lines)"
-        tail -n 25 "$f"
-    done
-done
-if [ "${B10_KEEP:-0}" = 1 ]; then
-    keep=$(mktemp -d "${TMPDIR:-/tmp}/b10-fault-kept.XXXXXX")
-    cp -r "$TOP"/. "$keep"/
-    echo "logs kept in $keep"
-fi
-[ -z "$failed" ]
+run_suite "$@"

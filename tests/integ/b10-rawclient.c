@@ -36,6 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../testout.h"
+
 /* The protocol version a client speaks in Hello (libb10 sends the same). */
 #define RAW_PROTO_VERSION B10_API_VERSION
 
@@ -56,34 +58,6 @@ static double now_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int fail(const char *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(const char *c, const char *fmt, ...)
-{
-    va_list ap;
-
-    printf("FAIL %s: ", c);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-    fflush(stdout);
-    return 1;
-}
-
-static int pass(const char *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int pass(const char *c, const char *fmt, ...)
-{
-    va_list ap;
-
-    printf("ok %s: ", c);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-    fflush(stdout);
-    return 0;
 }
 
 static int conn_open(struct conn *c)

@@ -7,186 +7,20 @@
 # temporary directory (sockets, descriptor files, logs); it starts its own
 # daemons and ranks and kills all of them when it ends. One line per
 # scenario: "PASS name", "FAIL name (reason)" or "SKIP name (reason)"; then
-# the log tails of the failures. Exit status: non-zero if any failed.
+# the log tails of the failures (on stderr). Exit status: non-zero if any
+# failed. The harness is tests/lib.sh.
 #
 # Environment: B10_KEEP=1 keeps the logs; B10_LOG_LEVEL (info) is passed to
 # the daemons; with an ASan build the timeouts are tripled.
 set -u
 
-self=$0
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh"
+
+SUITE=integ
+SUITE_TITLE=integration
+REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
 all_scenarios="cli fragmented concurrent8 large out_of_bounds deadline cancel corrupt bad_input agentops"
-
-# ---------------------------------------------------------------- helpers for one scenario
-
-# Where a scenario says why it failed: the first reason wins.
-reason() {
-    [ -s "$D/reason" ] || printf '%s\n' "$*" >"$D/reason"
-}
-
-die() {
-    reason "$@"
-    exit 1
-}
-
-skip() {
-    printf '%s\n' "$*" >"$D/skip"
-    exit 77
-}
-
-track() {
-    echo "$1" >>"$D/pids"
-}
-
-# Is pid $1 still running (not gone, not a zombie)?
-alive() {
-    [ -r "/proc/$1/stat" ] || return 1
-    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-    [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
-}
-
-# wait_exit PID SECONDS: wait for a child of ours to end, at most SECONDS;
-# sets $rc (124 if it did not end, and then it is still running).
-wait_exit() {
-    _n=$(( $2 * 10 ))
-    while alive "$1"; do
-        _n=$(( _n - 1 ))
-        if [ "$_n" -le 0 ]; then
-            rc=124
-            return
-        fi
-        sleep 0.1
-    done
-    wait "$1"
-    rc=$?
-}
-
-# start_daemon NAME [b10d options]: b10d on $D/NAME.sock, logging to $D/NAME.log.
-start_daemon() {
-    _dn=$1
-    shift
-    "$B10D" --socket "$D/$_dn.sock" --name "$_dn" --staging-bytes 64M --view-bytes 4M \
-        --log-level "$LOG_LEVEL" "$@" >"$D/$_dn.log" 2>&1 &
-    _p=$!
-    track $_p
-    eval "pid_$_dn=$_p"
-    echo "$_dn" >>"$D/daemons"
-    _n=$(( 200 * SLOW ))
-    while [ ! -S "$D/$_dn.sock" ]; do
-        alive $_p || die "b10d $_dn exited during startup"
-        _n=$(( _n - 1 ))
-        [ "$_n" -gt 0 ] || die "b10d $_dn: no socket after $(( 20 * SLOW )) s"
-        sleep 0.1
-    done
-    _n=$(( 50 * SLOW ))
-    until grep -q "listening on $D/$_dn.sock" "$D/$_dn.log"; do
-        _n=$(( _n - 1 ))
-        [ "$_n" -gt 0 ] || die "b10d $_dn: socket exists but no 'listening on $D/$_dn.sock' line"
-        sleep 0.1
-    done
-}
-
-daemon_pid() {
-    eval "echo \$pid_$1"
-}
-
-# SIGTERM every daemon still up; each must exit 0 within the bound.
-stop_daemons() {
-    [ -f "$D/daemons" ] || return 0
-    for _dn in $(cat "$D/daemons"); do
-        _p=$(daemon_pid "$_dn")
-        [ -n "$_p" ] || continue
-        kill -CONT "$_p" 2>/dev/null
-        kill -TERM "$_p" 2>/dev/null
-    done
-    for _dn in $(cat "$D/daemons"); do
-        _p=$(daemon_pid "$_dn")
-        [ -n "$_p" ] || continue
-        wait_exit "$_p" $(( 15 * SLOW ))
-        if [ "$rc" = 124 ]; then
-            kill -KILL "$_p" 2>/dev/null
-            reason "b10d $_dn did not exit within $(( 15 * SLOW )) s of SIGTERM"
-        elif [ "$rc" != 0 ]; then
-            reason "b10d $_dn exited $rc on SIGTERM"
-        fi
-        eval "pid_$_dn="
-    done
-    rm -f "$D/daemons"
-}
-
-# bg NAME CMD...: run a client in the background, output in $D/NAME.log; pid in $pid_NAME.
-bg() {
-    _bn=$1
-    shift
-    "$@" >"$D/$_bn.log" 2>&1 &
-    track $!
-    eval "pid_$_bn=$!"
-}
-
-# fg LIMIT NAME CMD...: run a client bounded by LIMIT seconds (scaled), output
-# in $D/NAME.log; sets $rc. Waits with `wait` so that a TERM reaches our trap.
-fg() {
-    _lim=$(( $1 * SLOW ))
-    _bn=$2
-    shift 2
-    timeout -k 2 "$_lim" "$@" </dev/null >"$D/$_bn.log" 2>&1 &
-    _p=$!
-    track $_p
-    wait $_p
-    rc=$?
-    [ "$rc" = 124 ] && reason "$_bn did not finish within $_lim s"
-    return 0
-}
-
-wait_file() {
-    _n=$(( $2 * 10 * SLOW ))
-    while [ ! -e "$1" ]; do
-        _n=$(( _n - 1 ))
-        [ "$_n" -gt 0 ] || die "no $1 after $(( $2 * SLOW )) s"
-        sleep 0.1
-    done
-}
-
-KV="--layers 8 --blocks 64 --wait-ms 60000"
-
-decode() {  # decode NAME DAEMON [kvrank options]
-    _name=$1
-    _sock=$D/$2.sock
-    shift 2
-    bg "$_name" "$KVRANK" --role decode --name "$_name" -s "$_sock" --dir "$D" $KV "$@"
-    wait_file "$D/decode.desc" 30
-}
-
-prefill() {  # prefill ROUND DAEMON [kvrank options]: sets $rc
-    _r=$1
-    _sock=$D/$2.sock
-    shift 2
-    # The decode checks the whole pool: the previous round first, then this one writes.
-    [ "$_r" -gt 0 ] && wait_file "$D/verified.$(( _r - 1 ))" 30
-    fg 60 "prefill-r$_r" "$KVRANK" --role prefill --name "prefill-r$_r" -s "$_sock" --dir "$D" \
-        --round "$_r" $KV "$@"
-}
-
-# expect_prefill ROUND RC: the round's prefill ended as expected, else die with its words.
-expect_prefill() {
-    if [ "$rc" != "$2" ]; then
-        _why=$(grep -E 'FAIL|ended|refused|gave up|b10_|register' "$D/prefill-r$1.log" | tail -n 1)
-        die "prefill round $1 exited $rc, expected $2: ${_why:-see log}"
-    fi
-}
-
-# finish_decode NAME RC: the decode rank exits with RC within the bound.
-finish_decode() {
-    _p=$(eval "echo \$pid_$1")
-    wait_exit "$_p" $(( 60 * SLOW ))
-    if [ "$rc" = 124 ]; then
-        kill -KILL "$_p" 2>/dev/null
-        die "decode $1 did not finish"
-    fi
-    if [ "$rc" != "$2" ]; then
-        _why=$(grep -E 'MISMATCH|gave up|malformed|b10_|register' "$D/$1.log" | head -n 1)
-        die "decode $1 exited $rc, expected $2: ${_why:-see log}"
-    fi
-}
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -292,23 +126,17 @@ scen_out_of_bounds() {
 }
 
 # stall ROUND EXPECT [prefill options]: the receiving daemon B is stopped
-# between the prefill's setup and its submission, resumed once it is done.
+# between the prefill's setup and its submission (held_prefill), resumed
+# once the prefill is done.
 stall() {
     _r=$1
     _expect=$2
     shift 2
-    rm -f "$D/ready.$_r" "$D/go.$_r"
-    "$KVRANK" --role prefill --name "prefill-r$_r" -s "$D/A.sock" --dir "$D" --round "$_r" $KV \
-        --hold --expect "$_expect" --expect-detail "$@" >"$D/prefill-r$_r.log" 2>&1 &
-    _pp=$!
-    track $_pp
-    wait_file "$D/ready.$_r" 30
-    kill -STOP "$(daemon_pid B)"
-    touch "$D/go.$_r"
-    wait_exit $_pp $(( 20 * SLOW ))
+    held_prefill "$_r" --expect "$_expect" --expect-detail "$@"
+    wait_exit $pp $(( 20 * SLOW ))
     kill -CONT "$(daemon_pid B)"
     if [ "$rc" = 124 ]; then
-        kill -KILL $_pp
+        kill -KILL $pp
         die "prefill round $_r did not end within $(( 20 * SLOW )) s while the receiver was stopped"
     fi
     expect_prefill "$_r" 0
@@ -373,133 +201,4 @@ scen_agentops() {
     [ "$rc" = 0 ] || die "$(grep -m1 '^FAIL' "$D/agentops.log" || tail -n 1 "$D/agentops.log")"
 }
 
-# ---------------------------------------------------------------- one scenario, in its own shell
-
-cleanup_one() {
-    trap '' TERM INT
-    stop_daemons
-    if [ -f "$D/pids" ]; then
-        _left=""
-        for _p in $(cat "$D/pids"); do
-            alive "$_p" && kill -TERM "$_p" 2>/dev/null && _left="$_left $_p"
-        done
-        [ -n "$_left" ] && sleep 1
-        for _p in $_left; do
-            alive "$_p" && kill -KILL "$_p" 2>/dev/null
-        done
-    fi
-    # Two correct daemons never see a protocol violation from each other.
-    for _f in "$D"/A.log "$D"/B.log; do
-        [ -f "$_f" ] || continue
-        _v=$(grep -m1 'B10_ERR_PEER_PROTOCOL' "$_f" | sed 's/^<[0-9]>//')
-        [ -n "$_v" ] && reason "protocol violation between our own daemons: $_v"
-    done
-    # Sanitizer reports anywhere fail the scenario.
-    _san=$(grep -l -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D"/*.log 2>/dev/null | head -n 1)
-    [ -n "$_san" ] && reason "sanitizer report in $(basename "$_san")"
-    if [ -s "$D/reason" ]; then
-        exit 1
-    fi
-}
-
-run_one() {
-    name=$1
-    D=$2
-    trap 'cleanup_one' EXIT
-    trap 'reason "timed out"; exit 1' TERM INT
-    "scen_$name"
-    cleanup_one
-    exit 0
-}
-
-if [ "${1:-}" = "--one" ]; then
-    B10D=$3/bin/b10d
-    KVRANK=$3/bin/b10-kvrank
-    RAWCLIENT=$3/tests/b10-rawclient
-    AGENTOPS=$3/tests/b10-agentops
-    SLOW=$5
-    LOG_LEVEL=${B10_LOG_LEVEL:-info}
-    run_one "$2" "$4"
-fi
-
-# ---------------------------------------------------------------- the runner
-
-BUILD=${1:-build}
-[ $# -gt 0 ] && shift
-scenarios=${*:-$all_scenarios}
-
-export UCX_NET_DEVICES=lo
-export UCX_TCP_CM_REUSEADDR=y
-SLOW=1
-if grep -q __asan_init "$BUILD/bin/b10d" 2>/dev/null; then
-    SLOW=3
-    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
-    export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
-    export UCX_MEM_MALLOC_HOOKS=no
-    export UCX_MEM_EVENTS=no
-fi
-
-missing=""
-for f in "$BUILD/bin/b10d" "$BUILD/bin/b10-kvrank" "$BUILD/tests/b10-rawclient"; do
-    [ -x "$f" ] || missing="$missing $f"
-done
-if [ -n "$missing" ]; then
-    for s in $scenarios; do
-        echo "FAIL $s (not built:$missing)"
-    done
-    exit 1
-fi
-
-TOP=$(mktemp -d "${TMPDIR:-/tmp}/b10-integ.XXXXXX") || exit 1
-trap 'rm -rf "$TOP"' EXIT
-trap 'exit 130' INT TERM
-
-failed=""
-t0=$(date +%s)
-for s in $scenarios; do
-    D=$TOP/$s
-    mkdir -p "$D"
-    limit=$(( 120 * SLOW ))
-    s0=$(date +%s)
-    timeout -k 10 "$limit" sh "$self" --one "$s" "$BUILD" "$D" "$SLOW" >"$D/scenario.log" 2>&1
-    rc=$?
-    secs=$(( $(date +%s) - s0 ))
-    # Whatever a killed scenario left behind: only our processes, whose
-    # command lines name this scenario's directory (a fresh mktemp name).
-    for p in /proc/[0-9]*; do
-        p=${p#/proc/}
-        [ "$p" = $$ ] && continue
-        cmd=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)
-        case $cmd in
-        *"$D/"*)
-            kill -CONT "$p" 2>/dev/null
-            kill -KILL "$p" 2>/dev/null
-            ;;
-        esac
-    done
-    if [ "$rc" = 0 ]; then
-        echo "PASS $s (${secs}s)"
-    elif [ "$rc" = 77 ]; then
-        echo "SKIP $s ($(cat "$D/skip" 2>/dev/null))"
-    else
-        why=$(head -n 1 "$D/reason" 2>/dev/null)
-        [ "$rc" = 124 ] || [ "$rc" = 137 ] && why="timed out after ${limit}s${why:+: $why}"
-        echo "FAIL $s (${why:-exit $rc})"
-        failed="$failed $s"
-    fi
-done
-echo "integration: $(( $(date +%s) - t0 ))s in all"
-
-for s in $failed; do
-    for f in "$TOP/$s"/*.log; do
-        [ -s "$f" ] || continue
-        echo "---- $s: $(basename "$f") (last 25 lines)"
-        tail -n 25 "$f"
-    done
-done
-if [ "${B10_KEEP:-0}" = 1 ]; then
-    keep=$(mktemp -d "${TMPDIR:-/tmp}/b10-integ-kept.XXXXXX")
-    cp -r "$TOP"/. "$keep"/
-    echo "logs kept in $keep"
-fi
-[ -z "$failed" ]
+run_suite "$@"

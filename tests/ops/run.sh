@@ -4,160 +4,29 @@
 #
 #   sh tests/ops/run.sh [BUILD_DIR [SCENARIO...]]     (BUILD_DIR: build, or build/san)
 #
-# Like tests/integ/run.sh: each scenario runs in its own shell and its own
-# temporary directory, bounded by timeout(1), starts its own daemons and
-# ranks and kills them when it ends. One line per scenario, "PASS name",
-# "FAIL name (reason)" or "SKIP name (reason)"; the log tails of failures go
-# to stderr. Exit status: non-zero if any failed. B10_KEEP=1 keeps the logs.
+# Like tests/integ/run.sh, on the same harness (tests/lib.sh): each scenario
+# runs in its own shell and its own temporary directory, bounded by
+# timeout(1), starts its own daemons and ranks and kills them when it ends.
+# One line per scenario, "PASS name", "FAIL name (reason)" or "SKIP name
+# (reason)"; the log tails of failures go to stderr. Exit status: non-zero
+# if any failed. B10_KEEP=1 keeps the logs.
 set -u
 
-self=$0
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh"
+
+SUITE=ops
+REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank"
+REQUIRED_CMDS=python3
+# This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
+# others 15: its scenarios are about the drain on SIGTERM (10 s by default).
+STOP_S=20
 all_scenarios="config units install notify activation ctl permission drain sigterm_finish sigterm_bound"
 
-# ---------------------------------------------------------------- helpers for one scenario
-
-reason() {
-    [ -s "$D/reason" ] || printf '%s\n' "$*" >"$D/reason"
-}
-
-die() {
-    reason "$@"
-    exit 1
-}
-
-skip() {
-    printf '%s\n' "$*" >"$D/skip"
-    exit 77
-}
-
-track() {
-    echo "$1" >>"$D/pids"
-}
-
-alive() {
-    [ -r "/proc/$1/stat" ] || return 1
-    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-    [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
-}
-
-# wait_exit PID SECONDS: sets $rc (124 if it is still running).
-wait_exit() {
-    _n=$(( $2 * 10 ))
-    while alive "$1"; do
-        _n=$(( _n - 1 ))
-        if [ "$_n" -le 0 ]; then
-            rc=124
-            return
-        fi
-        sleep 0.1
-    done
-    wait "$1"
-    rc=$?
-}
+# ---------------------------------------------------------------- helpers of the ops scenarios
 
 now_ms() {
     echo $(( $(date +%s%N) / 1000000 ))
-}
-
-# register_daemon NAME PID: stop_daemons will stop it and expect exit 0.
-register_daemon() {
-    eval "pid_$1=$2"
-    echo "$1" >>"$D/daemons"
-}
-
-# wait_listening NAME PID: its socket exists and it logged so.
-wait_listening() {
-    _n=$(( 200 * SLOW ))
-    until [ -S "$D/$1.sock" ] && grep -q "listening on $D/$1.sock" "$D/$1.log" 2>/dev/null; do
-        alive "$2" || die "b10d $1 exited during startup: $(grep -m1 '^<[0-3]>' "$D/$1.log")"
-        _n=$(( _n - 1 ))
-        [ "$_n" -gt 0 ] || die "b10d $1: not listening after $(( 20 * SLOW )) s"
-        sleep 0.1
-    done
-}
-
-# start_daemon NAME [b10d options]
-start_daemon() {
-    _dn=$1
-    shift
-    "$B10D" --socket "$D/$_dn.sock" --name "$_dn" --staging-bytes 64M --view-bytes 4M \
-        --log-level "$LOG_LEVEL" "$@" >"$D/$_dn.log" 2>&1 &
-    _p=$!
-    track $_p
-    register_daemon "$_dn" $_p
-    wait_listening "$_dn" $_p
-}
-
-daemon_pid() {
-    eval "echo \$pid_$1"
-}
-
-# forget_daemon NAME: it exited and was waited for.
-forget_daemon() {
-    eval "pid_$1="
-}
-
-stop_daemons() {
-    [ -f "$D/daemons" ] || return 0
-    for _dn in $(cat "$D/daemons"); do
-        _p=$(daemon_pid "$_dn")
-        [ -n "$_p" ] || continue
-        kill -CONT "$_p" 2>/dev/null
-        kill -TERM "$_p" 2>/dev/null
-    done
-    for _dn in $(cat "$D/daemons"); do
-        _p=$(daemon_pid "$_dn")
-        [ -n "$_p" ] || continue
-        wait_exit "$_p" $(( 20 * SLOW ))
-        if [ "$rc" = 124 ]; then
-            kill -KILL "$_p" 2>/dev/null
-            reason "b10d $_dn did not exit within $(( 20 * SLOW )) s of SIGTERM"
-        elif [ "$rc" != 0 ]; then
-            reason "b10d $_dn exited $rc on SIGTERM"
-        fi
-        forget_daemon "$_dn"
-    done
-    rm -f "$D/daemons"
-}
-
-bg() {
-    _bn=$1
-    shift
-    "$@" >"$D/$_bn.log" 2>&1 &
-    track $!
-    eval "pid_$_bn=$!"
-}
-
-fg() {
-    _lim=$(( $1 * SLOW ))
-    _bn=$2
-    shift 2
-    timeout -k 2 "$_lim" "$@" </dev/null >"$D/$_bn.log" 2>&1 &
-    _p=$!
-    track $_p
-    wait $_p
-    rc=$?
-    [ "$rc" = 124 ] && reason "$_bn did not finish within $_lim s"
-    return 0
-}
-
-wait_file() {
-    _n=$(( $2 * 10 * SLOW ))
-    while [ ! -e "$1" ]; do
-        _n=$(( _n - 1 ))
-        [ "$_n" -gt 0 ] || die "no $1 after $(( $2 * SLOW )) s"
-        sleep 0.1
-    done
-}
-
-# wait_grep PATTERN FILE SECONDS: a line matching appears.
-wait_grep() {
-    _n=$(( $3 * 10 * SLOW ))
-    until grep -q -- "$1" "$2" 2>/dev/null; do
-        _n=$(( _n - 1 ))
-        [ "$_n" -gt 0 ] || die "no '$1' in $(basename "$2") after $(( $3 * SLOW )) s"
-        sleep 0.1
-    done
 }
 
 # ctl DAEMON ARGS...: b10ctl against $D/DAEMON.sock; its stderr goes to ctl.log.
@@ -171,60 +40,6 @@ ctl() {
 # json_get EXPR: evaluate a Python expression over the JSON document on stdin (as d).
 json_get() {
     python3 -c "import json, sys; d = json.load(sys.stdin); print($1)"
-}
-
-KV="--layers 8 --blocks 64 --wait-ms 60000"
-
-decode() {  # decode NAME DAEMON [kvrank options]
-    _name=$1
-    _sock=$D/$2.sock
-    shift 2
-    bg "$_name" "$KVRANK" --role decode --name "$_name" -s "$_sock" --dir "$D" $KV "$@"
-    wait_file "$D/decode.desc" 30
-}
-
-prefill() {  # prefill ROUND DAEMON [kvrank options]: sets $rc
-    _r=$1
-    _sock=$D/$2.sock
-    shift 2
-    fg 60 "prefill-r$_r" "$KVRANK" --role prefill --name "prefill-r$_r" -s "$_sock" --dir "$D" \
-        --round "$_r" $KV "$@"
-}
-
-expect_prefill() {
-    if [ "$rc" != "$2" ]; then
-        _why=$(grep -E 'FAIL|ended|refused|gave up|b10_|register' "$D/prefill-r$1.log" | tail -n 1)
-        die "prefill round $1 exited $rc, expected $2: ${_why:-see log}"
-    fi
-}
-
-finish_decode() {
-    _p=$(eval "echo \$pid_$1")
-    wait_exit "$_p" $(( 60 * SLOW ))
-    if [ "$rc" = 124 ]; then
-        kill -KILL "$_p" 2>/dev/null
-        die "decode $1 did not finish"
-    fi
-    if [ "$rc" != "$2" ]; then
-        _why=$(grep -E 'MISMATCH|gave up|malformed|b10_|register' "$D/$1.log" | head -n 1)
-        die "decode $1 exited $rc, expected $2: ${_why:-see log}"
-    fi
-}
-
-# held_prefill ROUND [kvrank options]: a prefill on A that waits at DIR/go.ROUND
-# before it submits; its pid in $pp. Then B is stopped and the prefill let go,
-# so that its transfers stay in flight at A (waiting for B's READY).
-held_prefill() {
-    _r=$1
-    shift
-    rm -f "$D/ready.$_r" "$D/go.$_r"
-    "$KVRANK" --role prefill --name "prefill-r$_r" -s "$D/A.sock" --dir "$D" --round "$_r" $KV \
-        --hold "$@" >"$D/prefill-r$_r.log" 2>&1 &
-    pp=$!
-    track $pp
-    wait_file "$D/ready.$_r" 30
-    kill -STOP "$(daemon_pid B)"
-    touch "$D/go.$_r"
 }
 
 # in_flight DAEMON N: wait until b10ctl shows at least N sending transfers; sets $xid to the first.
@@ -364,9 +179,9 @@ EOF
 # NOTIFY_SOCKET read by a stand-in for systemd: READY, STATUS, WATCHDOG, STOPPING in order.
 scen_notify() {
     bg listener python3 "$TOPDIR/tests/ops/notify-listen.py" "$D/notify.sock" "$D/notify.out" $(( 60 * SLOW ))
-    wait_grep '^LISTENING$' "$D/notify.out" 10
+    wait_log "$D/notify.out" '^LISTENING$' 10
     NOTIFY_SOCKET=$D/notify.sock WATCHDOG_USEC=200000 start_daemon A
-    wait_grep '^WATCHDOG=1$' "$D/notify.out" 10
+    wait_log "$D/notify.out" '^WATCHDOG=1$' 10
     ctl A --json status >"$D/status.json" || die "b10ctl status exited $?"
     [ "$(json_get 'd["daemon"]["watchdog_usec"]' <"$D/status.json")" = 200000 ] ||
         die "b10ctl status does not show the 200 ms watchdog"
@@ -388,7 +203,7 @@ scen_notify() {
     wait_exit "$(daemon_pid A)" $(( 15 * SLOW ))
     [ "$rc" = 0 ] || die "b10d exited $rc on SIGTERM"
     forget_daemon A
-    wait_grep '^STOPPING=1$' "$D/notify.out" 5
+    wait_log "$D/notify.out" '^STOPPING=1$' 5
     _ready=$(grep -n -m1 '^READY=1$' "$D/notify.out" | cut -d: -f1)
     _status=$(grep -n -m1 '^STATUS=serving' "$D/notify.out" | cut -d: -f1)
     _wd=$(grep -n -m1 '^WATCHDOG=1$' "$D/notify.out" | cut -d: -f1)
@@ -631,134 +446,4 @@ scen_sigterm_bound() {
     finish_decode decode 0
 }
 
-# ---------------------------------------------------------------- one scenario, in its own shell
-
-cleanup_one() {
-    trap '' TERM INT
-    stop_daemons
-    if [ -f "$D/pids" ]; then
-        _left=""
-        for _p in $(cat "$D/pids"); do
-            alive "$_p" && kill -CONT "$_p" 2>/dev/null && kill -TERM "$_p" 2>/dev/null && _left="$_left $_p"
-        done
-        [ -n "$_left" ] && sleep 1
-        for _p in $_left; do
-            alive "$_p" && kill -KILL "$_p" 2>/dev/null
-        done
-    fi
-    for _f in "$D"/A.log "$D"/B.log; do
-        [ -f "$_f" ] || continue
-        _v=$(grep -m1 'B10_ERR_PEER_PROTOCOL' "$_f" | sed 's/^<[0-9]>//')
-        [ -n "$_v" ] && reason "protocol violation between our own daemons: $_v"
-    done
-    _san=$(grep -l -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D"/*.log "$D"/*.err 2>/dev/null | head -n 1)
-    [ -n "$_san" ] && reason "sanitizer report in $(basename "$_san")"
-    if [ -s "$D/reason" ]; then
-        exit 1
-    fi
-}
-
-run_one() {
-    name=$1
-    D=$2
-    trap 'cleanup_one' EXIT
-    trap 'reason "timed out"; exit 1' TERM INT
-    "scen_$name"
-    cleanup_one
-    exit 0
-}
-
-if [ "${1:-}" = "--one" ]; then
-    BUILD=$3
-    B10D=$3/bin/b10d
-    B10CTL=$3/bin/b10ctl
-    KVRANK=$3/bin/b10-kvrank
-    SLOW=$5
-    TOPDIR=$6
-    LOG_LEVEL=${B10_LOG_LEVEL:-info}
-    run_one "$2" "$4"
-fi
-
-# ---------------------------------------------------------------- the runner
-
-BUILD=${1:-build}
-[ $# -gt 0 ] && shift
-scenarios=${*:-$all_scenarios}
-TOPDIR=$(cd "$(dirname "$self")/../.." && pwd)
-
-export UCX_NET_DEVICES=lo
-export UCX_TCP_CM_REUSEADDR=y
-SLOW=1
-if grep -q __asan_init "$BUILD/bin/b10d" 2>/dev/null; then
-    SLOW=3
-    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
-    export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
-    export UCX_MEM_MALLOC_HOOKS=no
-    export UCX_MEM_EVENTS=no
-fi
-
-missing=""
-for f in "$BUILD/bin/b10d" "$BUILD/bin/b10ctl" "$BUILD/bin/b10-kvrank"; do
-    [ -x "$f" ] || missing="$missing $f"
-done
-command -v python3 >/dev/null 2>&1 || missing="$missing python3"
-if [ -n "$missing" ]; then
-    for s in $scenarios; do
-        echo "FAIL $s (not available:$missing)"
-    done
-    exit 1
-fi
-
-TOP=$(mktemp -d "${TMPDIR:-/tmp}/b10-ops.XXXXXX") || exit 1
-trap 'rm -rf "$TOP"' EXIT
-trap 'exit 130' INT TERM
-
-failed=""
-t0=$(date +%s)
-for s in $scenarios; do
-    D=$TOP/$s
-    mkdir -p "$D"
-    limit=$(( 120 * SLOW ))
-    s0=$(date +%s)
-    timeout -k 10 "$limit" sh "$self" --one "$s" "$BUILD" "$D" "$SLOW" "$TOPDIR" >"$D/scenario.log" 2>&1
-    rc=$?
-    secs=$(( $(date +%s) - s0 ))
-    # Whatever a killed scenario left behind: only our processes, whose
-    # command lines name this scenario's directory (a fresh mktemp name).
-    for p in /proc/[0-9]*; do
-        p=${p#/proc/}
-        [ "$p" = $$ ] && continue
-        cmd=$( (tr '\0' ' ' <"/proc/$p/cmdline") 2>/dev/null)
-        case $cmd in
-        *"$D/"*)
-            kill -CONT "$p" 2>/dev/null
-            kill -KILL "$p" 2>/dev/null
-            ;;
-        esac
-    done
-    if [ "$rc" = 0 ]; then
-        echo "PASS $s (${secs}s)"
-    elif [ "$rc" = 77 ]; then
-        echo "SKIP $s ($(cat "$D/skip" 2>/dev/null))"
-    else
-        why=$(head -n 1 "$D/reason" 2>/dev/null)
-        [ "$rc" = 124 ] || [ "$rc" = 137 ] && why="timed out after ${limit}s${why:+: $why}"
-        echo "FAIL $s (${why:-exit $rc})"
-        failed="$failed $s"
-    fi
-done
-echo "ops: $(( $(date +%s) - t0 ))s in all"
-
-for s in $failed; do
-    for f in "$TOP/$s"/*.log "$TOP/$s"/*.err; do
-        [ -s "$f" ] || continue
-        echo "---- $s: $(basename "$f") (last 25 lines)"
-        tail -n 25 "$f"
-    done
-done >&2
-if [ "${B10_KEEP:-0}" = 1 ]; then
-    keep=$(mktemp -d "${TMPDIR:-/tmp}/b10-ops-kept.XXXXXX")
-    cp -r "$TOP"/. "$keep"/
-    echo "logs kept in $keep" >&2
-fi
-[ -z "$failed" ]
+run_suite "$@"
