@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,7 @@ struct opts {
     int timeout_ms;
     uint32_t drain_timeout_ms;
     bool no_wait;
+    uint64_t xfer_id;           /* cancel's argument */
 };
 
 struct conn {
@@ -138,7 +140,7 @@ static int conn_wait(struct conn *c, short events, int64_t deadline)
     }
 }
 
-/* One admin request, its answer in *reply_p (free with b10__daemon_msg__free_unpacked). */
+/* One admin request, its answer in *msg_p (free with b10__daemon_msg__free_unpacked). */
 static int conn_request(struct conn *c, B10__AdminRequest *req, B10__DaemonMsg **msg_p)
 {
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
@@ -231,7 +233,7 @@ static const char *fmt_id(char *buf, uint64_t id)
     return buf;
 }
 
-static void fmt_bytes(char *buf, size_t n, uint64_t v)
+static const char *fmt_bytes(char *buf, size_t n, uint64_t v)
 {
     static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
     double x = (double)v;
@@ -239,16 +241,17 @@ static void fmt_bytes(char *buf, size_t n, uint64_t v)
 
     if (v < 1024) {
         snprintf(buf, n, "%" PRIu64 " B", v);
-        return;
+        return buf;
     }
     while (x >= 1024 && u < 5) {
         x /= 1024;
         u++;
     }
     snprintf(buf, n, "%.1f %s", x, units[u]);
+    return buf;
 }
 
-static void fmt_ms(char *buf, size_t n, uint64_t ms)
+static const char *fmt_ms(char *buf, size_t n, uint64_t ms)
 {
     uint64_t s = ms / 1000;
     if (ms < 10000)
@@ -261,94 +264,19 @@ static void fmt_ms(char *buf, size_t n, uint64_t ms)
         snprintf(buf, n, "%" PRIu64 "h%02" PRIu64 "m", s / 3600, s / 60 % 60);
     else
         snprintf(buf, n, "%" PRIu64 "d%02" PRIu64 "h", s / 86400, s / 3600 % 24);
+    return buf;
 }
 
 /* "in 28s", or "0.2s ago" for a moment already past. */
-static void fmt_until(char *buf, size_t n, int64_t ms)
+static const char *fmt_until(char *buf, size_t n, int64_t ms)
 {
     char t[32];
     fmt_ms(t, sizeof(t), (uint64_t)(ms < 0 ? -ms : ms));
     snprintf(buf, n, ms < 0 ? "%s ago" : "in %s", t);
+    return buf;
 }
 
-/* ---------------------------------------------------------------- tables */
-
-#define TABLE_MAX_COLS 12
-
-struct table {
-    int ncols;
-    const char *heads[TABLE_MAX_COLS];
-    char align[TABLE_MAX_COLS];      /* 'l' or 'r' */
-    char **cells;
-    size_t nrows, cap;
-};
-
-static void table_init(struct table *t, const char *spec)
-{
-    /* spec: "lID rBYTES ...": alignment letter then heading, space separated. */
-    char *copy = strdup(spec), *save = NULL;
-    memset(t, 0, sizeof(*t));
-    for (char *w = strtok_r(copy, " ", &save); w != NULL && t->ncols < TABLE_MAX_COLS;
-         w = strtok_r(NULL, " ", &save)) {
-        t->align[t->ncols] = w[0];
-        t->heads[t->ncols++] = strdup(w + 1);
-    }
-    free(copy);
-}
-
-static void table_add(struct table *t, ...)
-{
-    va_list ap;
-
-    if (t->nrows == t->cap) {
-        t->cap = t->cap ? t->cap * 2 : 16;
-        t->cells = realloc(t->cells, t->cap * t->ncols * sizeof(char *));
-        if (t->cells == NULL) {
-            fail("out of memory");
-            exit(EXIT_REFUSED);
-        }
-    }
-    va_start(ap, t);
-    for (int i = 0; i < t->ncols; i++) {
-        const char *s = va_arg(ap, const char *);
-        t->cells[t->nrows * t->ncols + i] = strdup(s != NULL ? s : "");
-    }
-    va_end(ap);
-    t->nrows++;
-}
-
-static void table_print(struct table *t, bool heads)
-{
-    size_t width[TABLE_MAX_COLS];
-
-    for (int i = 0; i < t->ncols; i++)
-        width[i] = heads ? strlen(t->heads[i]) : 0;
-    for (size_t r = 0; r < t->nrows; r++)
-        for (int i = 0; i < t->ncols; i++) {
-            size_t w = strlen(t->cells[r * t->ncols + i]);
-            width[i] = w > width[i] ? w : width[i];
-        }
-    for (size_t r = heads ? 0 : 1; r <= t->nrows; r++) {
-        for (int i = 0; i < t->ncols; i++) {
-            const char *s = r == 0 ? t->heads[i] : t->cells[(r - 1) * t->ncols + i];
-            bool last = i == t->ncols - 1;
-            if (t->align[i] == 'r')
-                printf("%*s%s", (int)width[i], s, last ? "" : "  ");
-            else if (last)
-                printf("%s", s);
-            else
-                printf("%-*s  ", (int)width[i], s);
-        }
-        putchar('\n');
-    }
-    for (size_t i = 0; i < t->nrows * t->ncols; i++)
-        free(t->cells[i]);
-    for (int i = 0; i < t->ncols; i++)
-        free((char *)t->heads[i]);
-    free(t->cells);
-}
-
-/* ---------------------------------------------------------------- JSON */
+/* ---------------------------------------------------------------- JSON values */
 
 static void json_str(const char *s)
 {
@@ -409,43 +337,460 @@ static void jbool(bool *first, const char *key, bool v)
     fputs(v ? "true" : "false", stdout);
 }
 
-static void json_daemon(bool *first, const B10__AdminDaemon *m)
-{
-    bool f = true;
+/* ---------------------------------------------------------------- the answers, as data */
 
-    jkey(first, "daemon");
+/*
+ * Each view is a description, not code: the members of an answer are listed
+ * once with how JSON and the tables show them, and one emitter of each kind
+ * walks the lists. A member is found by its offset in its protobuf-c message,
+ * a repeated one by the offsets of its n_ count and its array.
+ */
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+struct rows;
+
+/*
+ * How a JSON member shows its field: J_ID a uint64_t as a string of 16 hex
+ * digits, J_BOOL a protobuf_c_boolean, J_ROWS a repeated message as an array
+ * (named by its rows), J_FN as fn writes it.
+ */
+enum jkind { J_STR, J_ID, J_U32, J_U64, J_I64, J_BOOL, J_ROWS, J_FN };
+
+struct jfield {
+    const char *key;
+    enum jkind kind;
+    size_t off;
+    const struct rows *rows;                                   /* J_ROWS */
+    void (*fn)(bool *first, const char *key, const void *msg); /* J_FN */
+};
+
+/*
+ * How a table cell shows its field: _DASH "-" for an empty string or a zero
+ * id, C_COUNT a size_t, C_HEX a uint64_t as 0x..., C_BYTES in KiB, MiB, ...,
+ * C_MS a uint64_t of milliseconds as a duration, C_UNTIL an int64_t of them
+ * from now, C_FN as fn says (in buf, or a string of the row's).
+ */
+enum ckind {
+    C_STR, C_STR_DASH, C_ID, C_ID_DASH, C_U32, C_U64, C_COUNT, C_HEX, C_BYTES, C_MS, C_UNTIL, C_FN
+};
+
+struct column {
+    const char *head;   /* the alignment, 'l' or 'r', then the heading */
+    enum ckind kind;
+    size_t off;
+    const char *(*fn)(char *buf, size_t n, const void *row, const void *parent); /* C_FN */
+};
+
+/* A repeated member: an array in JSON, a table for people. */
+struct rows {
+    const char *key;            /* its JSON name */
+    size_t n_off, v_off;        /* of n_<member> and <member> in the parent message */
+    const struct jfield *json;
+    size_t njson;
+    const struct column *cols;
+    int ncols;
+    const char *empty;          /* the text when there are none and none were left out */
+    const struct rows *sub;     /* each row's own rows, shown in a second table */
+};
+
+#define ROWS(name, parent, member) .key = (name), .n_off = offsetof(parent, n_##member), \
+                                   .v_off = offsetof(parent, member)
+#define JSON(fields) .json = (fields), .njson = N(fields)
+#define COLS(c) .cols = (c), .ncols = (int)N(c)
+
+/* MSG names the message of the list being written. */
+#define JF(name, k) { .key = #name, .kind = (k), .off = offsetof(MSG, name) }
+#define COL(h, k, name) { .head = (h), .kind = (k), .off = offsetof(MSG, name) }
+#define COL_FN(h, f) { .head = (h), .kind = C_FN, .fn = (f) }
+
+static size_t rows_count(const struct rows *r, const void *msg)
+{
+    return *(const size_t *)((const char *)msg + r->n_off);
+}
+
+static const void *rows_item(const struct rows *r, const void *msg, size_t i)
+{
+    return (*(void *const *const *)((const char *)msg + r->v_off))[i];
+}
+
+static bool is_view(const B10__AdminQuarantine *q)
+{
+    return strcmp(q->kind, "view") == 0;
+}
+
+/* A view's number, or the id of a transfer or generation, as the table shows it. */
+static void json_quarantine_value(bool *first, const char *key, const void *msg)
+{
+    const B10__AdminQuarantine *q = msg;
+    if (is_view(q))
+        ju64(first, key, q->value);
+    else
+        jid(first, key, q->value);
+}
+
+static const char *cell_chunks(char *buf, size_t n, const void *row, const void *parent)
+{
+    const B10__AdminXfer *x = row;
+    snprintf(buf, n, "%u/%u", x->chunks_done, x->chunks);
+    return buf;
+}
+
+/* A view's number, or the id of a transfer or generation. */
+static const char *cell_quarantine_value(char *buf, size_t n, const void *row, const void *parent)
+{
+    const B10__AdminQuarantine *q = row;
+    if (is_view(q))
+        snprintf(buf, n, "%" PRIu64, q->value);
+    else
+        fmt_id(buf, q->value);
+    return buf;
+}
+
+static const char *cell_quarantine_size(char *buf, size_t n, const void *row, const void *parent)
+{
+    const B10__AdminQuarantine *q = row;
+    if (is_view(q))
+        return fmt_bytes(buf, n, q->size);
+    if (strcmp(q->kind, "tags") == 0)
+        snprintf(buf, n, "%" PRIu64 " tags", q->size);
+    else
+        snprintf(buf, n, "-");
+    return buf;
+}
+
+static const char *cell_quarantine_expires(char *buf, size_t n, const void *row, const void *parent)
+{
+    const B10__AdminQuarantine *q = row;
+    return q->expires_in_ms >= 0 ? fmt_until(buf, n, q->expires_in_ms) : "due, still held";
+}
+
+static const char *cell_peer_in_gen(char *buf, size_t n, const void *row, const void *parent)
+{
+    const B10__AdminPeer *p = row;
+    return p->in_up ? fmt_id(buf, p->in_gen) : "-";
+}
+
+static const char *cell_region_agent(char *buf, size_t n, const void *row, const void *parent)
+{
+    return ((const B10__AdminClient *)parent)->agent;
+}
+
+#define MSG B10__AdminDaemon
+static const struct jfield daemon_json[] = {
+    JF(version, J_STR), JF(name, J_STR), JF(daemon_id, J_ID), JF(pid, J_U32),
+    JF(uptime_ms, J_U64), JF(state, J_STR), JF(socket, J_STR), JF(socket_activated, J_BOOL),
+    JF(ucx_err_mode, J_STR), JF(watchdog_usec, J_U64), JF(connections, J_U32),
+    JF(clients, J_U32), JF(peers, J_U32), JF(xfers_send, J_U32), JF(xfers_recv, J_U32),
+    JF(quarantine_entries, J_U32), JF(quarantine_bytes, J_U64), JF(quarantine_budget, J_U64),
+    JF(quarantine_ttl_ms, J_U32), JF(tags_live, J_U32), JF(tags_quarantined, J_U32),
+    JF(drain_left_ms, J_U64), JF(drain_in_flight, J_U32), JF(drain_forced, J_U32),
+    JF(drain_ms, J_U64), JF(drain_succeeded, J_U64), JF(drain_failed, J_U64),
+};
+#undef MSG
+
+#define MSG B10__AdminStaging
+static const struct jfield staging_json[] = {
+    JF(view_bytes, J_U64), JF(views, J_U32), JF(free, J_U32), JF(busy, J_U32),
+    JF(quarantined, J_U32), JF(configured_bytes, J_U64),
+};
+#undef MSG
+
+#define MSG B10__AdminXfer
+static const struct jfield xfer_json[] = {
+    JF(id, J_ID), JF(role, J_STR), JF(state, J_STR), JF(peer, J_ID), JF(local_agent, J_STR),
+    JF(remote_agent, J_STR), JF(bytes, J_U64), JF(chunks, J_U32), JF(chunks_done, J_U32),
+    JF(age_ms, J_U64), JF(deadline_in_ms, J_I64),
+};
+static const struct column xfer_cols[] = {
+    COL("lID", C_ID, id), COL("lROLE", C_STR, role), COL("lSTATE", C_STR, state),
+    COL("lLOCAL", C_STR, local_agent), COL("lREMOTE", C_STR, remote_agent),
+    COL("lPEER", C_ID, peer), COL("rBYTES", C_BYTES, bytes), COL_FN("rCHUNKS", cell_chunks),
+    COL("rAGE", C_MS, age_ms), COL("lDEADLINE", C_UNTIL, deadline_in_ms),
+};
+#undef MSG
+static const struct rows xfer_rows = {
+    ROWS("transfers", B10__AdminReply, xfers), JSON(xfer_json), COLS(xfer_cols),
+    .empty = "no transfers in flight",
+};
+
+#define MSG B10__AdminQuarantine
+static const struct jfield quarantine_json[] = {
+    JF(kind, J_STR), { .key = "value", .kind = J_FN, .fn = json_quarantine_value },
+    JF(size, J_U64), JF(reason, J_STR), JF(reason_code, J_U32), JF(xfer_id, J_ID),
+    JF(peer, J_ID), JF(age_ms, J_U64), JF(expires_in_ms, J_I64),
+};
+static const struct column quarantine_cols[] = {
+    COL("lKIND", C_STR, kind), COL_FN("lVALUE", cell_quarantine_value),
+    COL_FN("rSIZE", cell_quarantine_size), COL("lREASON", C_STR, reason),
+    COL("lTRANSFER", C_ID_DASH, xfer_id), COL("lPEER", C_ID_DASH, peer),
+    COL("rAGE", C_MS, age_ms), COL_FN("lEXPIRES", cell_quarantine_expires),
+};
+#undef MSG
+static const struct rows quarantine_rows = {
+    ROWS("quarantine", B10__AdminReply, quarantine), JSON(quarantine_json), COLS(quarantine_cols),
+    .empty = "quarantine empty",
+};
+
+#define MSG B10__AdminPeer
+static const struct jfield peer_json[] = {
+    JF(daemon_id, J_ID), JF(state, J_STR), JF(out_gen, J_ID), JF(in_up, J_BOOL),
+    JF(in_gen, J_ID), JF(transports, J_STR), JF(xfers, J_U32), JF(waiting, J_U32),
+};
+static const struct column peer_cols[] = {
+    COL("lDAEMON", C_ID, daemon_id), COL("lLINK", C_STR, state),
+    COL("lOUT-GEN", C_ID_DASH, out_gen), COL_FN("lIN-GEN", cell_peer_in_gen),
+    COL("lTRANSPORTS", C_STR_DASH, transports), COL("rXFERS", C_U32, xfers),
+    COL("rWAITING", C_U32, waiting),
+};
+#undef MSG
+static const struct rows peer_rows = {
+    ROWS("peers", B10__AdminReply, peers), JSON(peer_json), COLS(peer_cols), .empty = "no peers",
+};
+
+#define MSG B10__AdminRegion
+static const struct jfield region_json[] = {
+    JF(id, J_U64), JF(kind, J_STR), JF(backend, J_STR), JF(addr, J_U64), JF(length, J_U64),
+};
+static const struct column region_cols[] = {
+    COL_FN("lAGENT", cell_region_agent), COL("rREGION", C_U64, id), COL("lKIND", C_STR, kind),
+    COL("lBACKEND", C_STR, backend), COL("lADDRESS", C_HEX, addr),
+    COL("rLENGTH", C_BYTES, length),
+};
+#undef MSG
+static const struct rows region_rows = {
+    ROWS("regions", B10__AdminClient, regions), JSON(region_json), COLS(region_cols),
+};
+
+#define MSG B10__AdminClient
+static const struct jfield client_json[] = {
+    JF(agent, J_STR), JF(pid, J_U32), JF(uid, J_U32), JF(gid, J_U32),
+    JF(registered_bytes, J_U64), JF(remote_agents, J_U32), JF(xfers, J_U32),
+    JF(targets, J_U32), { .kind = J_ROWS, .rows = &region_rows },
+};
+static const struct column client_cols[] = {
+    COL("lAGENT", C_STR, agent), COL("rPID", C_U32, pid), COL("rUID", C_U32, uid),
+    COL("rREGIONS", C_COUNT, n_regions), COL("rREGISTERED", C_BYTES, registered_bytes),
+    COL("rREMOTES", C_U32, remote_agents), COL("rSENDING", C_U32, xfers),
+    COL("rRECEIVING", C_U32, targets),
+};
+#undef MSG
+static const struct rows client_rows = {
+    ROWS("clients", B10__AdminReply, clients), JSON(client_json), COLS(client_cols),
+    .empty = "no ranks connected", .sub = &region_rows,
+};
+
+/* Counters are an object in JSON (json_counters), a table for people. */
+#define MSG B10__AdminCounter
+static const struct column counter_cols[] = {
+    COL("lCOUNTER", C_STR, name), COL("rVALUE", C_U64, value), COL("lMEANING", C_STR, help),
+};
+#undef MSG
+static const struct rows counter_rows = { ROWS("counters", B10__AdminReply, counters), COLS(counter_cols) };
+
+/* Status and staging: key-value tables without headings. */
+static const struct column kv_cols[] = { { .head = "lKEY" }, { .head = "lVALUE" } };
+
+#undef JF
+#undef COL
+#undef COL_FN
+
+/* ---------------------------------------------------------------- tables */
+
+#define TABLE_MAX_COLS 12
+
+struct table {
+    int ncols;
+    const struct column *cols;
+    char **cells;
+    size_t nrows, cap;
+};
+
+static void table_init(struct table *t, const struct column *cols, int ncols)
+{
+    memset(t, 0, sizeof(*t));
+    t->cols = cols;
+    t->ncols = ncols < TABLE_MAX_COLS ? ncols : TABLE_MAX_COLS;
+}
+
+static void table_row(struct table *t, const char *const *cells)
+{
+    if (t->nrows == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 16;
+        t->cells = realloc(t->cells, t->cap * t->ncols * sizeof(char *));
+        if (t->cells == NULL) {
+            fail("out of memory");
+            exit(EXIT_REFUSED);
+        }
+    }
+    for (int i = 0; i < t->ncols; i++)
+        t->cells[t->nrows * t->ncols + i] = strdup(cells[i] != NULL ? cells[i] : "");
+    t->nrows++;
+}
+
+static void table_pair(struct table *t, const char *key, const char *value)
+{
+    table_row(t, (const char *[]){ key, value });
+}
+
+static void table_kv(struct table *t, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void table_kv(struct table *t, const char *key, const char *fmt, ...)
+{
+    char value[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(value, sizeof(value), fmt, ap);
+    va_end(ap);
+    table_pair(t, key, value);
+}
+
+/* The cell of column col for row, in buf unless it is a string of the row's. */
+static const char *table_cell(const struct column *col, char *buf, size_t n, const void *row,
+                              const void *parent)
+{
+    const void *p = (const char *)row + col->off;
+
+    switch (col->kind) {
+    case C_STR: return *(char *const *)p;
+    case C_STR_DASH: return (*(char *const *)p)[0] ? *(char *const *)p : "-";
+    case C_ID: return fmt_id(buf, *(const uint64_t *)p);
+    case C_ID_DASH: return *(const uint64_t *)p ? fmt_id(buf, *(const uint64_t *)p) : "-";
+    case C_U32: snprintf(buf, n, "%u", *(const uint32_t *)p); return buf;
+    case C_U64: snprintf(buf, n, "%" PRIu64, *(const uint64_t *)p); return buf;
+    case C_COUNT: snprintf(buf, n, "%zu", *(const size_t *)p); return buf;
+    case C_HEX: snprintf(buf, n, "0x%" PRIx64, *(const uint64_t *)p); return buf;
+    case C_BYTES: return fmt_bytes(buf, n, *(const uint64_t *)p);
+    case C_MS: return fmt_ms(buf, n, *(const uint64_t *)p);
+    case C_UNTIL: return fmt_until(buf, n, *(const int64_t *)p);
+    case C_FN: return col->fn(buf, n, row, parent);
+    }
+    return "";
+}
+
+/* A row per item of the rows r of msg, its cells as the columns of t say. */
+static void table_fill(struct table *t, const struct rows *r, const void *msg)
+{
+    char bufs[TABLE_MAX_COLS][64];
+    const char *cells[TABLE_MAX_COLS];
+
+    for (size_t i = 0; i < rows_count(r, msg); i++) {
+        const void *row = rows_item(r, msg, i);
+        for (int c = 0; c < t->ncols; c++)
+            cells[c] = table_cell(&t->cols[c], bufs[c], sizeof(bufs[c]), row, msg);
+        table_row(t, cells);
+    }
+}
+
+static void table_free(struct table *t)
+{
+    for (size_t i = 0; i < t->nrows * t->ncols; i++)
+        free(t->cells[i]);
+    free(t->cells);
+}
+
+static void table_print(struct table *t, bool heads)
+{
+    size_t width[TABLE_MAX_COLS];
+
+    for (int i = 0; i < t->ncols; i++)
+        width[i] = heads ? strlen(t->cols[i].head + 1) : 0;
+    for (size_t r = 0; r < t->nrows; r++)
+        for (int i = 0; i < t->ncols; i++) {
+            size_t w = strlen(t->cells[r * t->ncols + i]);
+            width[i] = w > width[i] ? w : width[i];
+        }
+    for (size_t r = heads ? 0 : 1; r <= t->nrows; r++) {
+        for (int i = 0; i < t->ncols; i++) {
+            const char *s = r == 0 ? t->cols[i].head + 1 : t->cells[(r - 1) * t->ncols + i];
+            bool last = i == t->ncols - 1;
+            if (t->cols[i].head[0] == 'r')
+                printf("%*s%s", (int)width[i], s, last ? "" : "  ");
+            else if (last)
+                printf("%s", s);
+            else
+                printf("%-*s  ", (int)width[i], s);
+        }
+        putchar('\n');
+    }
+    table_free(t);
+}
+
+/* ---------------------------------------------------------------- JSON objects */
+
+static void json_rows(bool *first, const struct rows *r, const void *msg);
+
+/* msg as an object of the members fields lists. */
+static void json_fields(const struct jfield *fields, size_t n, const void *msg)
+{
+    bool first = true;
+
     putchar('{');
-    jstr(&f, "version", m->version);
-    jstr(&f, "name", m->name);
-    jid(&f, "daemon_id", m->daemon_id);
-    ju64(&f, "pid", m->pid);
-    ju64(&f, "uptime_ms", m->uptime_ms);
-    jstr(&f, "state", m->state);
-    jstr(&f, "socket", m->socket);
-    jbool(&f, "socket_activated", m->socket_activated);
-    jstr(&f, "ucx_err_mode", m->ucx_err_mode);
-    ju64(&f, "watchdog_usec", m->watchdog_usec);
-    ju64(&f, "connections", m->connections);
-    ju64(&f, "clients", m->clients);
-    ju64(&f, "peers", m->peers);
-    ju64(&f, "xfers_send", m->xfers_send);
-    ju64(&f, "xfers_recv", m->xfers_recv);
-    ju64(&f, "quarantine_entries", m->quarantine_entries);
-    ju64(&f, "quarantine_bytes", m->quarantine_bytes);
-    ju64(&f, "quarantine_budget", m->quarantine_budget);
-    ju64(&f, "quarantine_ttl_ms", m->quarantine_ttl_ms);
-    ju64(&f, "tags_live", m->tags_live);
-    ju64(&f, "tags_quarantined", m->tags_quarantined);
-    ju64(&f, "drain_left_ms", m->drain_left_ms);
-    ju64(&f, "drain_in_flight", m->drain_in_flight);
-    ju64(&f, "drain_forced", m->drain_forced);
-    ju64(&f, "drain_ms", m->drain_ms);
-    ju64(&f, "drain_succeeded", m->drain_succeeded);
-    ju64(&f, "drain_failed", m->drain_failed);
+    for (const struct jfield *f = fields; f < fields + n; f++) {
+        const void *p = (const char *)msg + f->off;
+        switch (f->kind) {
+        case J_STR: jstr(&first, f->key, *(char *const *)p); break;
+        case J_ID: jid(&first, f->key, *(const uint64_t *)p); break;
+        case J_U32: ju64(&first, f->key, *(const uint32_t *)p); break;
+        case J_U64: ju64(&first, f->key, *(const uint64_t *)p); break;
+        case J_I64: ji64(&first, f->key, *(const int64_t *)p); break;
+        case J_BOOL: jbool(&first, f->key, *(const protobuf_c_boolean *)p); break;
+        case J_ROWS: json_rows(&first, f->rows, msg); break;
+        case J_FN: f->fn(&first, f->key, msg); break;
+        }
+    }
+    putchar('}');
+}
+
+static void json_object(bool *first, const char *key, const struct jfield *fields, size_t n,
+                        const void *msg)
+{
+    jkey(first, key);
+    json_fields(fields, n, msg);
+}
+
+static void json_rows(bool *first, const struct rows *r, const void *msg)
+{
+    jkey(first, r->key);
+    putchar('[');
+    for (size_t i = 0; i < rows_count(r, msg); i++) {
+        if (i > 0)
+            putchar(',');
+        json_fields(r->json, r->njson, rows_item(r, msg, i));
+    }
+    putchar(']');
+}
+
+static void json_counters(bool *first, const B10__AdminReply *a)
+{
+    bool g = true;
+
+    jkey(first, "counters");
+    putchar('{');
+    for (size_t i = 0; i < a->n_counters; i++)
+        ju64(&g, a->counters[i]->name, a->counters[i]->value);
     putchar('}');
 }
 
 /* ---------------------------------------------------------------- the views */
+
+enum {
+    ALSO_STAGING = 1 << 0,
+    ALSO_COUNTERS = 1 << 1,
+};
+
+struct command {
+    const char *name;
+    B10__AdminOp op;
+    const char *arg;                                /* its one argument (a transfer id), for usage */
+    const struct rows *rows;                        /* the list it shows */
+    unsigned also;                                  /* ALSO_*: JSON members past daemon and rows */
+    void (*text)(const B10__AdminReply *a);         /* for people, when not the rows' table */
+    /* An action's request and report; NULL for the read-only views, which run_query shows
+     * and --watch repeats. */
+    int (*act)(struct conn *c, const struct command *cmd, const struct opts *o);
+    const char *help;
+};
 
 static const B10__AdminDaemon *reply_daemon(const B10__AdminReply *a)
 {
@@ -453,376 +798,118 @@ static const B10__AdminDaemon *reply_daemon(const B10__AdminReply *a)
     return a->daemon != NULL ? a->daemon : &none;
 }
 
-static void show_status(const B10__AdminReply *a, bool json)
+static const B10__AdminStaging *reply_staging(const B10__AdminReply *a)
 {
-    const B10__AdminDaemon *m = reply_daemon(a);
-    char id[17], t1[64], t2[64], t3[64], line[512];
-    struct table t;
-
-    if (json) {
-        bool f = true;
-        putchar('{');
-        json_daemon(&f, m);
-        puts("}");
-        return;
-    }
-    table_init(&t, "lKEY lVALUE");
-    snprintf(line, sizeof(line), "%s (b10d %s, pid %u, name %s)", fmt_id(id, m->daemon_id),
-             m->version, m->pid, m->name);
-    table_add(&t, "daemon", line);
-    table_add(&t, "state", m->state);
-    fmt_ms(t1, sizeof(t1), m->uptime_ms);
-    table_add(&t, "uptime", t1);
-    snprintf(line, sizeof(line), "%s%s", m->socket, m->socket_activated ? " (from systemd)" : "");
-    table_add(&t, "socket", line);
-    if (m->watchdog_usec > 0)
-        fmt_ms(t1, sizeof(t1), m->watchdog_usec / 1000);
-    table_add(&t, "watchdog", m->watchdog_usec > 0 ? t1 : "off");
-    snprintf(line, sizeof(line), "ranks %u, connections %u", m->clients, m->connections);
-    table_add(&t, "clients", line);
-    snprintf(line, sizeof(line), "%u", m->peers);
-    table_add(&t, "peers", line);
-    snprintf(line, sizeof(line), "%u in flight (%u sending, %u receiving)",
-             m->xfers_send + m->xfers_recv, m->xfers_send, m->xfers_recv);
-    table_add(&t, "transfers", line);
-    fmt_bytes(t1, sizeof(t1), m->quarantine_bytes);
-    fmt_bytes(t2, sizeof(t2), m->quarantine_budget);
-    fmt_ms(t3, sizeof(t3), m->quarantine_ttl_ms);
-    snprintf(line, sizeof(line), "%u entries, %s of staging (budget %s), ttl %s",
-             m->quarantine_entries, t1, t2, t3);
-    table_add(&t, "quarantine", line);
-    snprintf(line, sizeof(line), "%u live, %u quarantined", m->tags_live, m->tags_quarantined);
-    table_add(&t, "tags", line);
-    table_add(&t, "ucx errors", m->ucx_err_mode);
-    if (strcmp(m->state, "draining") == 0 || strcmp(m->state, "stopping") == 0) {
-        fmt_until(t1, sizeof(t1), (int64_t)m->drain_left_ms);
-        snprintf(line, sizeof(line), "running: %u were in flight; %" PRIu64 " landed, %" PRIu64
-                 " failed so far; bound %s", m->drain_in_flight, m->drain_succeeded,
-                 m->drain_failed, t1);
-        table_add(&t, "drain", line);
-    } else if (strcmp(m->state, "drained") == 0) {
-        fmt_ms(t1, sizeof(t1), m->drain_ms);
-        snprintf(line, sizeof(line), "done in %s: %u were in flight; %" PRIu64 " landed, %" PRIu64
-                 " failed, %u failed at the bound", t1, m->drain_in_flight, m->drain_succeeded,
-                 m->drain_failed, m->drain_forced);
-        table_add(&t, "drain", line);
-    }
-    table_print(&t, false);
+    static const B10__AdminStaging none = B10__ADMIN_STAGING__INIT;
+    return a->staging != NULL ? a->staging : &none;
 }
 
-static void show_omitted(const B10__AdminReply *a, bool json, bool *first)
+/* One object: the daemon, then what the command adds. */
+static void show_json(const struct command *cmd, const B10__AdminReply *a)
 {
-    if (json)
-        ju64(first, "omitted", a->omitted);
-    else if (a->omitted > 0)
+    bool f = true;
+
+    putchar('{');
+    json_object(&f, "daemon", daemon_json, N(daemon_json), reply_daemon(a));
+    if (cmd->rows != NULL) {
+        json_rows(&f, cmd->rows, a);
+        ju64(&f, "omitted", a->omitted);
+    }
+    if (cmd->also & ALSO_STAGING)
+        json_object(&f, "staging", staging_json, N(staging_json), reply_staging(a));
+    if (cmd->also & ALSO_COUNTERS)
+        json_counters(&f, a);
+    puts("}");
+}
+
+/* A list's table, its rows' own rows in a second one, and what the limit left out. */
+static void show_rows(const struct rows *r, const B10__AdminReply *a)
+{
+    struct table t;
+
+    if (rows_count(r, a) == 0 && a->omitted == 0) {
+        puts(r->empty);
+        return;
+    }
+    table_init(&t, r->cols, r->ncols);
+    table_fill(&t, r, a);
+    table_print(&t, true);
+    if (r->sub != NULL) {
+        table_init(&t, r->sub->cols, r->sub->ncols);
+        for (size_t i = 0; i < rows_count(r, a); i++)
+            table_fill(&t, r->sub, rows_item(r, a, i));
+        if (t.nrows > 0) {
+            putchar('\n');
+            table_print(&t, true);
+        } else {
+            table_free(&t);
+        }
+    }
+    if (a->omitted > 0)
         printf("(%u rows left out: raise --limit, up to the daemon's --max-admin-rows)\n", a->omitted);
 }
 
-static void show_transfers(const B10__AdminReply *a, bool json)
+static void show_status(const B10__AdminReply *a)
 {
-    char id[17], peer[17], bytes[32], chunks[32], age[32], dl[32];
-
-    if (json) {
-        bool f = true;
-        putchar('{');
-        json_daemon(&f, reply_daemon(a));
-        jkey(&f, "transfers");
-        putchar('[');
-        for (size_t i = 0; i < a->n_xfers; i++) {
-            const B10__AdminXfer *x = a->xfers[i];
-            bool g = true;
-            printf("%s{", i ? "," : "");
-            jid(&g, "id", x->id);
-            jstr(&g, "role", x->role);
-            jstr(&g, "state", x->state);
-            jid(&g, "peer", x->peer);
-            jstr(&g, "local_agent", x->local_agent);
-            jstr(&g, "remote_agent", x->remote_agent);
-            ju64(&g, "bytes", x->bytes);
-            ju64(&g, "chunks", x->chunks);
-            ju64(&g, "chunks_done", x->chunks_done);
-            ju64(&g, "age_ms", x->age_ms);
-            ji64(&g, "deadline_in_ms", x->deadline_in_ms);
-            putchar('}');
-        }
-        putchar(']');
-        show_omitted(a, true, &f);
-        puts("}");
-        return;
-    }
-    if (a->n_xfers == 0 && a->omitted == 0) {
-        puts("no transfers in flight");
-        return;
-    }
-    struct table t;
-    table_init(&t, "lID lROLE lSTATE lLOCAL lREMOTE lPEER rBYTES rCHUNKS rAGE lDEADLINE");
-    for (size_t i = 0; i < a->n_xfers; i++) {
-        const B10__AdminXfer *x = a->xfers[i];
-        fmt_bytes(bytes, sizeof(bytes), x->bytes);
-        snprintf(chunks, sizeof(chunks), "%u/%u", x->chunks_done, x->chunks);
-        fmt_ms(age, sizeof(age), x->age_ms);
-        fmt_until(dl, sizeof(dl), x->deadline_in_ms);
-        table_add(&t, fmt_id(id, x->id), x->role, x->state, x->local_agent, x->remote_agent,
-                  fmt_id(peer, x->peer), bytes, chunks, age, dl);
-    }
-    table_print(&t, true);
-    show_omitted(a, false, NULL);
-}
-
-static void show_quarantine(const B10__AdminReply *a, bool json)
-{
-    char value[32], size[32], xid[17], peer[17], age[32], exp[48];
-
-    if (json) {
-        bool f = true;
-        putchar('{');
-        json_daemon(&f, reply_daemon(a));
-        jkey(&f, "quarantine");
-        putchar('[');
-        for (size_t i = 0; i < a->n_quarantine; i++) {
-            const B10__AdminQuarantine *q = a->quarantine[i];
-            bool g = true;
-            printf("%s{", i ? "," : "");
-            jstr(&g, "kind", q->kind);
-            if (strcmp(q->kind, "view") == 0)
-                ju64(&g, "value", q->value);
-            else
-                jid(&g, "value", q->value);
-            ju64(&g, "size", q->size);
-            jstr(&g, "reason", q->reason);
-            ju64(&g, "reason_code", q->reason_code);
-            jid(&g, "xfer_id", q->xfer_id);
-            jid(&g, "peer", q->peer);
-            ju64(&g, "age_ms", q->age_ms);
-            ji64(&g, "expires_in_ms", q->expires_in_ms);
-            putchar('}');
-        }
-        putchar(']');
-        show_omitted(a, true, &f);
-        puts("}");
-        return;
-    }
-    if (a->n_quarantine == 0 && a->omitted == 0) {
-        puts("quarantine empty");
-        return;
-    }
-    struct table t;
-    table_init(&t, "lKIND lVALUE rSIZE lREASON lTRANSFER lPEER rAGE lEXPIRES");
-    for (size_t i = 0; i < a->n_quarantine; i++) {
-        const B10__AdminQuarantine *q = a->quarantine[i];
-        bool view = strcmp(q->kind, "view") == 0;
-        if (view)
-            snprintf(value, sizeof(value), "%" PRIu64, q->value);
-        else
-            fmt_id(value, q->value);
-        if (view)
-            fmt_bytes(size, sizeof(size), q->size);
-        else if (strcmp(q->kind, "tags") == 0)
-            snprintf(size, sizeof(size), "%" PRIu64 " tags", q->size);
-        else
-            snprintf(size, sizeof(size), "-");
-        fmt_ms(age, sizeof(age), q->age_ms);
-        if (q->expires_in_ms >= 0)
-            fmt_until(exp, sizeof(exp), q->expires_in_ms);
-        else
-            snprintf(exp, sizeof(exp), "due, still held");
-        table_add(&t, q->kind, value, size, q->reason, q->xfer_id ? fmt_id(xid, q->xfer_id) : "-",
-                  q->peer ? fmt_id(peer, q->peer) : "-", age, exp);
-    }
-    table_print(&t, true);
-    show_omitted(a, false, NULL);
-}
-
-static void show_staging(const B10__AdminReply *a, bool json)
-{
-    static const B10__AdminStaging none = B10__ADMIN_STAGING__INIT;
-    const B10__AdminStaging *s = a->staging != NULL ? a->staging : &none;
     const B10__AdminDaemon *m = reply_daemon(a);
-    char v[64], w[64], line[160];
+    char id[17], t1[64], t2[64], t3[64];
     struct table t;
 
-    if (json) {
-        bool f = true, g = true;
-        putchar('{');
-        json_daemon(&f, m);
-        jkey(&f, "staging");
-        putchar('{');
-        ju64(&g, "view_bytes", s->view_bytes);
-        ju64(&g, "views", s->views);
-        ju64(&g, "free", s->free);
-        ju64(&g, "busy", s->busy);
-        ju64(&g, "quarantined", s->quarantined);
-        ju64(&g, "configured_bytes", s->configured_bytes);
-        puts("}}");
-        return;
-    }
-    table_init(&t, "lKEY lVALUE");
-    fmt_bytes(v, sizeof(v), s->view_bytes);
-    fmt_bytes(w, sizeof(w), s->view_bytes * s->views);
-    snprintf(line, sizeof(line), "%u of %s (%s)", s->views, v, w);
-    table_add(&t, "views", line);
-    snprintf(line, sizeof(line), "%u", s->free);
-    table_add(&t, "free", line);
-    snprintf(line, sizeof(line), "%u", s->busy);
-    table_add(&t, "busy", line);
-    snprintf(line, sizeof(line), "%u", s->quarantined);
-    table_add(&t, "quarantined", line);
-    fmt_bytes(v, sizeof(v), m->quarantine_bytes);
-    fmt_bytes(w, sizeof(w), m->quarantine_budget);
-    snprintf(line, sizeof(line), "%s of %s budget", v, w);
-    table_add(&t, "quarantined bytes", line);
-    fmt_bytes(v, sizeof(v), s->configured_bytes);
-    table_add(&t, "configured", v);
+    table_init(&t, kv_cols, N(kv_cols));
+    table_kv(&t, "daemon", "%s (b10d %s, pid %u, name %s)", fmt_id(id, m->daemon_id), m->version,
+             m->pid, m->name);
+    table_pair(&t, "state", m->state);
+    table_pair(&t, "uptime", fmt_ms(t1, sizeof(t1), m->uptime_ms));
+    table_kv(&t, "socket", "%s%s", m->socket, m->socket_activated ? " (from systemd)" : "");
+    table_pair(&t, "watchdog",
+               m->watchdog_usec > 0 ? fmt_ms(t1, sizeof(t1), m->watchdog_usec / 1000) : "off");
+    table_kv(&t, "clients", "ranks %u, connections %u", m->clients, m->connections);
+    table_kv(&t, "peers", "%u", m->peers);
+    table_kv(&t, "transfers", "%u in flight (%u sending, %u receiving)",
+             m->xfers_send + m->xfers_recv, m->xfers_send, m->xfers_recv);
+    table_kv(&t, "quarantine", "%u entries, %s of staging (budget %s), ttl %s",
+             m->quarantine_entries, fmt_bytes(t1, sizeof(t1), m->quarantine_bytes),
+             fmt_bytes(t2, sizeof(t2), m->quarantine_budget),
+             fmt_ms(t3, sizeof(t3), m->quarantine_ttl_ms));
+    table_kv(&t, "tags", "%u live, %u quarantined", m->tags_live, m->tags_quarantined);
+    table_pair(&t, "ucx errors", m->ucx_err_mode);
+    if (strcmp(m->state, "draining") == 0 || strcmp(m->state, "stopping") == 0)
+        table_kv(&t, "drain", "running: %u were in flight; %" PRIu64 " landed, %" PRIu64
+                 " failed so far; bound %s", m->drain_in_flight, m->drain_succeeded,
+                 m->drain_failed, fmt_until(t1, sizeof(t1), (int64_t)m->drain_left_ms));
+    else if (strcmp(m->state, "drained") == 0)
+        table_kv(&t, "drain", "done in %s: %u were in flight; %" PRIu64 " landed, %" PRIu64
+                 " failed, %u failed at the bound", fmt_ms(t1, sizeof(t1), m->drain_ms),
+                 m->drain_in_flight, m->drain_succeeded, m->drain_failed, m->drain_forced);
     table_print(&t, false);
 }
 
-static void show_peers(const B10__AdminReply *a, bool json)
+static void show_staging(const B10__AdminReply *a)
 {
-    char id[17], og[17], ig[17], n1[16], n2[16];
-
-    if (json) {
-        bool f = true;
-        putchar('{');
-        json_daemon(&f, reply_daemon(a));
-        jkey(&f, "peers");
-        putchar('[');
-        for (size_t i = 0; i < a->n_peers; i++) {
-            const B10__AdminPeer *p = a->peers[i];
-            bool g = true;
-            printf("%s{", i ? "," : "");
-            jid(&g, "daemon_id", p->daemon_id);
-            jstr(&g, "state", p->state);
-            jid(&g, "out_gen", p->out_gen);
-            jbool(&g, "in_up", p->in_up);
-            jid(&g, "in_gen", p->in_gen);
-            jstr(&g, "transports", p->transports);
-            ju64(&g, "xfers", p->xfers);
-            ju64(&g, "waiting", p->waiting);
-            putchar('}');
-        }
-        putchar(']');
-        show_omitted(a, true, &f);
-        puts("}");
-        return;
-    }
-    if (a->n_peers == 0 && a->omitted == 0) {
-        puts("no peers");
-        return;
-    }
+    const B10__AdminStaging *s = reply_staging(a);
+    const B10__AdminDaemon *m = reply_daemon(a);
+    char v[64], w[64];
     struct table t;
-    table_init(&t, "lDAEMON lLINK lOUT-GEN lIN-GEN lTRANSPORTS rXFERS rWAITING");
-    for (size_t i = 0; i < a->n_peers; i++) {
-        const B10__AdminPeer *p = a->peers[i];
-        snprintf(n1, sizeof(n1), "%u", p->xfers);
-        snprintf(n2, sizeof(n2), "%u", p->waiting);
-        table_add(&t, fmt_id(id, p->daemon_id), p->state, p->out_gen ? fmt_id(og, p->out_gen) : "-",
-                  p->in_up ? fmt_id(ig, p->in_gen) : "-", p->transports[0] ? p->transports : "-",
-                  n1, n2);
-    }
-    table_print(&t, true);
-    show_omitted(a, false, NULL);
+
+    table_init(&t, kv_cols, N(kv_cols));
+    table_kv(&t, "views", "%u of %s (%s)", s->views, fmt_bytes(v, sizeof(v), s->view_bytes),
+             fmt_bytes(w, sizeof(w), s->view_bytes * s->views));
+    table_kv(&t, "free", "%u", s->free);
+    table_kv(&t, "busy", "%u", s->busy);
+    table_kv(&t, "quarantined", "%u", s->quarantined);
+    table_kv(&t, "quarantined bytes", "%s of %s budget",
+             fmt_bytes(v, sizeof(v), m->quarantine_bytes),
+             fmt_bytes(w, sizeof(w), m->quarantine_budget));
+    table_pair(&t, "configured", fmt_bytes(v, sizeof(v), s->configured_bytes));
+    table_print(&t, false);
 }
 
-static void show_clients(const B10__AdminReply *a, bool json)
+static void show_stats(const B10__AdminReply *a)
 {
-    char pid[16], uid[16], nreg[16], reg[32], ag[16], sx[16], rx[16], rid[24], addr[24], len[32];
-
-    if (json) {
-        bool f = true;
-        putchar('{');
-        json_daemon(&f, reply_daemon(a));
-        jkey(&f, "clients");
-        putchar('[');
-        for (size_t i = 0; i < a->n_clients; i++) {
-            const B10__AdminClient *c = a->clients[i];
-            bool g = true;
-            printf("%s{", i ? "," : "");
-            jstr(&g, "agent", c->agent);
-            ju64(&g, "pid", c->pid);
-            ju64(&g, "uid", c->uid);
-            ju64(&g, "gid", c->gid);
-            ju64(&g, "registered_bytes", c->registered_bytes);
-            ju64(&g, "remote_agents", c->remote_agents);
-            ju64(&g, "xfers", c->xfers);
-            ju64(&g, "targets", c->targets);
-            jkey(&g, "regions");
-            putchar('[');
-            for (size_t j = 0; j < c->n_regions; j++) {
-                const B10__AdminRegion *r = c->regions[j];
-                bool h = true;
-                printf("%s{", j ? "," : "");
-                ju64(&h, "id", r->id);
-                jstr(&h, "kind", r->kind);
-                jstr(&h, "backend", r->backend);
-                ju64(&h, "addr", r->addr);
-                ju64(&h, "length", r->length);
-                putchar('}');
-            }
-            fputs("]}", stdout);
-        }
-        putchar(']');
-        show_omitted(a, true, &f);
-        puts("}");
-        return;
-    }
-    if (a->n_clients == 0 && a->omitted == 0) {
-        puts("no ranks connected");
-        return;
-    }
-    struct table t, rt;
-    size_t nregions = 0;
-    table_init(&t, "lAGENT rPID rUID rREGIONS rREGISTERED rREMOTES rSENDING rRECEIVING");
-    table_init(&rt, "lAGENT rREGION lKIND lBACKEND lADDRESS rLENGTH");
-    for (size_t i = 0; i < a->n_clients; i++) {
-        const B10__AdminClient *c = a->clients[i];
-        snprintf(pid, sizeof(pid), "%u", c->pid);
-        snprintf(uid, sizeof(uid), "%u", c->uid);
-        snprintf(nreg, sizeof(nreg), "%zu", c->n_regions);
-        fmt_bytes(reg, sizeof(reg), c->registered_bytes);
-        snprintf(ag, sizeof(ag), "%u", c->remote_agents);
-        snprintf(sx, sizeof(sx), "%u", c->xfers);
-        snprintf(rx, sizeof(rx), "%u", c->targets);
-        table_add(&t, c->agent, pid, uid, nreg, reg, ag, sx, rx);
-        for (size_t j = 0; j < c->n_regions; j++) {
-            const B10__AdminRegion *r = c->regions[j];
-            snprintf(rid, sizeof(rid), "%" PRIu64, r->id);
-            snprintf(addr, sizeof(addr), "0x%" PRIx64, r->addr);
-            fmt_bytes(len, sizeof(len), r->length);
-            table_add(&rt, c->agent, rid, r->kind, r->backend, addr, len);
-            nregions++;
-        }
-    }
-    table_print(&t, true);
-    if (nregions > 0) {
-        putchar('\n');
-        table_print(&rt, true);
-    } else {
-        table_print(&rt, false);   /* frees it */
-    }
-    show_omitted(a, false, NULL);
-}
-
-static void show_stats(const B10__AdminReply *a, bool json)
-{
-    char v[32];
-
-    if (json) {
-        bool f = true, g = true;
-        putchar('{');
-        json_daemon(&f, reply_daemon(a));
-        jkey(&f, "counters");
-        putchar('{');
-        for (size_t i = 0; i < a->n_counters; i++)
-            ju64(&g, a->counters[i]->name, a->counters[i]->value);
-        puts("}}");
-        return;
-    }
     struct table t;
-    table_init(&t, "lCOUNTER rVALUE lMEANING");
-    for (size_t i = 0; i < a->n_counters; i++) {
-        snprintf(v, sizeof(v), "%" PRIu64, a->counters[i]->value);
-        table_add(&t, a->counters[i]->name, v, a->counters[i]->help);
-    }
+
+    table_init(&t, counter_rows.cols, counter_rows.ncols);
+    table_fill(&t, &counter_rows, a);
     table_print(&t, true);
 }
 
@@ -853,35 +940,35 @@ static void prom_gauge(const char *name, const char *help, uint64_t v)
     printf("%s %" PRIu64 "\n", name, v);
 }
 
-static void show_metrics(const B10__AdminReply *a, bool json)
+static void prom_seconds(const char *name, const char *help, double s)
 {
-    static const B10__AdminStaging none = B10__ADMIN_STAGING__INIT;
-    static const char *states[] = { "serving", "draining", "drained", "stopping" };
+    prom_family(name, "gauge", help);
+    printf("%s %.3f\n", name, s);
+}
+
+/* A gauge split by one label: its n values, in order. */
+static void prom_split(const char *name, const char *help, const char *label, size_t n,
+                       const char *const *values, const uint64_t *v)
+{
+    prom_family(name, "gauge", help);
+    for (size_t i = 0; i < n; i++)
+        printf("%s{%s=\"%s\"} %" PRIu64 "\n", name, label, values[i], v[i]);
+}
+
+static void prom_up(bool up)
+{
+    prom_gauge("b10d_up", "Whether b10ctl reached the daemon.", up);
+}
+
+static void show_metrics(const B10__AdminReply *a)
+{
+    static const char *const states[] = { "serving", "draining", "drained", "stopping" };
     const B10__AdminDaemon *m = reply_daemon(a);
-    const B10__AdminStaging *s = a->staging != NULL ? a->staging : &none;
+    const B10__AdminStaging *s = reply_staging(a);
+    uint64_t current[N(states)];
     char id[17];
 
-    if (json) {
-        bool f = true, g = true, h = true;
-        putchar('{');
-        json_daemon(&f, m);
-        jkey(&f, "staging");
-        putchar('{');
-        ju64(&g, "view_bytes", s->view_bytes);
-        ju64(&g, "views", s->views);
-        ju64(&g, "free", s->free);
-        ju64(&g, "busy", s->busy);
-        ju64(&g, "quarantined", s->quarantined);
-        ju64(&g, "configured_bytes", s->configured_bytes);
-        putchar('}');
-        jkey(&f, "counters");
-        putchar('{');
-        for (size_t i = 0; i < a->n_counters; i++)
-            ju64(&h, a->counters[i]->name, a->counters[i]->value);
-        puts("}}");
-        return;
-    }
-    prom_gauge("b10d_up", "Whether b10ctl reached the daemon.", 1);
+    prom_up(true);
     prom_family("b10d_info", "gauge", "The daemon's version, name and id for this boot.");
     fputs("b10d_info{version=", stdout);
     prom_label(m->version);
@@ -890,31 +977,31 @@ static void show_metrics(const B10__AdminReply *a, bool json)
     fputs(",daemon_id=", stdout);
     prom_label(fmt_id(id, m->daemon_id));
     fputs("} 1\n", stdout);
-    prom_family("b10d_uptime_seconds", "gauge", "Seconds since the daemon started.");
-    printf("b10d_uptime_seconds %.3f\n", (double)m->uptime_ms / 1000);
-    prom_family("b10d_state", "gauge", "The daemon's life-cycle state: 1 for the current one.");
-    for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
-        printf("b10d_state{state=\"%s\"} %d\n", states[i], strcmp(m->state, states[i]) == 0);
-    prom_family("b10d_watchdog_seconds", "gauge", "systemd watchdog interval, 0 without one.");
-    printf("b10d_watchdog_seconds %.3f\n", (double)m->watchdog_usec / 1e6);
+    prom_seconds("b10d_uptime_seconds", "Seconds since the daemon started.",
+                 (double)m->uptime_ms / 1000);
+    for (size_t i = 0; i < N(states); i++)
+        current[i] = strcmp(m->state, states[i]) == 0;
+    prom_split("b10d_state", "The daemon's life-cycle state: 1 for the current one.", "state",
+               N(states), states, current);
+    prom_seconds("b10d_watchdog_seconds", "systemd watchdog interval, 0 without one.",
+                 (double)m->watchdog_usec / 1e6);
     prom_gauge("b10d_connections", "Client connections, ranks and admin.", m->connections);
     prom_gauge("b10d_clients", "Ranks connected (said Hello).", m->clients);
     prom_gauge("b10d_peers", "Remote daemons known.", m->peers);
-    prom_family("b10d_transfers_in_flight", "gauge", "Transfers in flight, by role.");
-    printf("b10d_transfers_in_flight{role=\"send\"} %u\n", m->xfers_send);
-    printf("b10d_transfers_in_flight{role=\"recv\"} %u\n", m->xfers_recv);
+    prom_split("b10d_transfers_in_flight", "Transfers in flight, by role.", "role", 2,
+               (const char *const[]){ "send", "recv" },
+               (const uint64_t[]){ m->xfers_send, m->xfers_recv });
     prom_gauge("b10d_quarantine_entries", "Quarantine entries (views, tags, ids, generations).",
                m->quarantine_entries);
     prom_gauge("b10d_quarantine_bytes", "Staging bytes in quarantine.", m->quarantine_bytes);
     prom_gauge("b10d_quarantine_budget_bytes",
                "Quarantined staging past which new transfers fail fast.", m->quarantine_budget);
-    prom_family("b10d_tags", "gauge", "Registered UCX tags, live or quarantined.");
-    printf("b10d_tags{state=\"live\"} %u\n", m->tags_live);
-    printf("b10d_tags{state=\"quarantined\"} %u\n", m->tags_quarantined);
-    prom_family("b10d_staging_views", "gauge", "Staging views, by state.");
-    printf("b10d_staging_views{state=\"free\"} %u\n", s->free);
-    printf("b10d_staging_views{state=\"busy\"} %u\n", s->busy);
-    printf("b10d_staging_views{state=\"quarantined\"} %u\n", s->quarantined);
+    prom_split("b10d_tags", "Registered UCX tags, live or quarantined.", "state", 2,
+               (const char *const[]){ "live", "quarantined" },
+               (const uint64_t[]){ m->tags_live, m->tags_quarantined });
+    prom_split("b10d_staging_views", "Staging views, by state.", "state", 3,
+               (const char *const[]){ "free", "busy", "quarantined" },
+               (const uint64_t[]){ s->free, s->busy, s->quarantined });
     prom_gauge("b10d_staging_view_bytes", "Bytes of one staging view.", s->view_bytes);
     prom_gauge("b10d_staging_configured_bytes", "The staging pool's configured size.",
                s->configured_bytes);
@@ -926,59 +1013,21 @@ static void show_metrics(const B10__AdminReply *a, bool json)
     }
 }
 
-/* ---------------------------------------------------------------- commands */
+/* ---------------------------------------------------------------- requests */
 
-struct command {
-    const char *name;
-    B10__AdminOp op;
-    void (*show)(const B10__AdminReply *a, bool json);
-    const char *help;
-};
-
-static const struct command commands[] = {
-    { "status", B10__ADMIN_OP__ADMIN_STATUS, show_status, "the daemon: state, clients, transfers, quarantine" },
-    { "transfers", B10__ADMIN_OP__ADMIN_TRANSFERS, show_transfers, "transfers in flight" },
-    { "quarantine", B10__ADMIN_OP__ADMIN_QUARANTINE, show_quarantine, "quarantine entries, their reason and expiry" },
-    { "staging", B10__ADMIN_OP__ADMIN_STAGING, show_staging, "the staging pool" },
-    { "peers", B10__ADMIN_OP__ADMIN_PEERS, show_peers, "remote daemons: links, endpoint generations, transports" },
-    { "clients", B10__ADMIN_OP__ADMIN_CLIENTS, show_clients, "connected ranks and their registered memory" },
-    { "stats", B10__ADMIN_OP__ADMIN_STATS, show_stats, "counters" },
-    { "metrics", B10__ADMIN_OP__ADMIN_METRICS, show_metrics, "status, staging and counters as Prometheus text" },
-    { "cancel", B10__ADMIN_OP__ADMIN_CANCEL, NULL, "cancel transfer ID (as `transfers` shows it)" },
-    { "drain", B10__ADMIN_OP__ADMIN_DRAIN, NULL, "admit nothing new; wait for in-flight transfers to end" },
-};
-#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
-
-static void usage(FILE *f)
+/*
+ * One request; its exit code, the answer in *msg_p (free it) even when the
+ * daemon refused, so that a report can say so.
+ */
+static int ask(struct conn *c, B10__AdminRequest *req, B10__DaemonMsg **msg_p)
 {
-    fprintf(f,
-"usage: b10ctl [OPTIONS] COMMAND [ARGS]\n"
-"\n"
-"Inspect and steer the b10d of this node.\n"
-"\n"
-"Commands:\n");
-    for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(f, "  %-12s %s\n", strcmp(commands[i].name, "cancel") == 0 ? "cancel ID" : commands[i].name,
-                commands[i].help);
-    fprintf(f,
-"\n"
-"Options:\n"
-"  -s, --socket PATH        the daemon's socket (default: $B10_SOCKET, else " SOCKET_DEFAULT ")\n"
-"  -j, --json               one JSON object per answer, on one line\n"
-"  -w, --watch[=SECONDS]    ask again every SECONDS (default 2) until interrupted\n"
-"  -n, --count N            with --watch: stop after N answers\n"
-"      --limit N            most rows of a list (default and cap: the daemon's --max-admin-rows)\n"
-"  -t, --timeout MS         how long to wait for an answer (default 5000)\n"
-"      --drain-timeout MS   drain: fail what is still in flight after MS\n"
-"                           (default: the daemon's --drain-timeout-ms)\n"
-"      --no-wait            drain: return once the daemon admits nothing new\n"
-"  -h, --help               this text\n"
-"      --version            the version\n"
-"\n"
-"Exit status: 0 done; 1 the daemon refused or failed the request; 2 usage;\n"
-"3 daemon unreachable or the connection broke; 4 no such transfer; 5 not\n"
-"permitted (root, the daemon's user or the socket's group only); 6 drain:\n"
-"transfers still in flight when the wait ended.\n");
+    int rc = conn_request(c, req, msg_p);
+    return rc != EXIT_OK ? rc : reply_exit((*msg_p)->reply);
+}
+
+static bool has_admin(const B10__DaemonMsg *msg)
+{
+    return msg->reply->body_case == B10__REPLY__BODY_ADMIN;
 }
 
 static int run_query(struct conn *c, const struct command *cmd, const struct opts *o)
@@ -989,14 +1038,16 @@ static int run_query(struct conn *c, const struct command *cmd, const struct opt
 
     req.op = cmd->op;
     req.limit = o->limit;
-    if ((rc = conn_request(c, &req, &msg)) != EXIT_OK)
-        return rc;
-    if ((rc = reply_exit(msg->reply)) == EXIT_OK) {
-        if (msg->reply->body_case != B10__REPLY__BODY_ADMIN) {
+    if ((rc = ask(c, &req, &msg)) == EXIT_OK) {
+        if (!has_admin(msg)) {
             fail("b10d answered without an admin body");
             rc = EXIT_UNREACHABLE;
+        } else if (o->json) {
+            show_json(cmd, msg->reply->admin);
+        } else if (cmd->text != NULL) {
+            cmd->text(msg->reply->admin);
         } else {
-            cmd->show(msg->reply->admin, o->json);
+            show_rows(cmd->rows, msg->reply->admin);
         }
     }
     b10__daemon_msg__free_unpacked(msg, NULL);
@@ -1054,52 +1105,62 @@ static int parse_xfer_id(const char *arg, uint64_t *id_p)
     return 0;
 }
 
-static int run_cancel(struct conn *c, uint64_t xid, const struct opts *o)
+/* The report says whether it was cancelled, also in JSON when the daemon refused. */
+static int run_cancel(struct conn *c, const struct command *cmd, const struct opts *o)
 {
     B10__AdminRequest req = B10__ADMIN_REQUEST__INIT;
     B10__DaemonMsg *msg = NULL;
     char id[17];
     int rc;
 
-    req.op = B10__ADMIN_OP__ADMIN_CANCEL;
-    req.xfer_id = xid;
-    if ((rc = conn_request(c, &req, &msg)) != EXIT_OK)
+    req.op = cmd->op;
+    req.xfer_id = o->xfer_id;
+    rc = ask(c, &req, &msg);
+    if (msg == NULL)
         return rc;
-    rc = reply_exit(msg->reply);
     if (o->json) {
         bool f = true;
         putchar('{');
-        jid(&f, "xfer_id", xid);
+        jid(&f, "xfer_id", o->xfer_id);
         jbool(&f, "cancelled", rc == EXIT_OK);
         jstr(&f, "status", b10_status_name((b10_status_t)msg->reply->status));
         jstr(&f, "detail", msg->reply->detail);
-        if (msg->reply->body_case == B10__REPLY__BODY_ADMIN)
-            json_daemon(&f, reply_daemon(msg->reply->admin));
+        if (has_admin(msg))
+            json_object(&f, "daemon", daemon_json, N(daemon_json), reply_daemon(msg->reply->admin));
         puts("}");
     } else if (rc == EXIT_OK) {
-        printf("transfer %s cancelled\n", fmt_id(id, xid));
+        printf("transfer %s cancelled\n", fmt_id(id, o->xfer_id));
     }
     b10__daemon_msg__free_unpacked(msg, NULL);
     return rc;
 }
 
-static int run_drain(struct conn *c, const struct opts *o)
+/* Drain, then ask the status until it says drained or the daemon's bound has passed. */
+static int run_drain(struct conn *c, const struct command *cmd, const struct opts *o)
 {
     B10__AdminRequest req = B10__ADMIN_REQUEST__INIT;
     B10__DaemonMsg *msg = NULL;
+    const B10__AdminDaemon *m;
+    int64_t wait_until = 0;
     int rc;
 
-    req.op = B10__ADMIN_OP__ADMIN_DRAIN;
+    req.op = cmd->op;
     req.drain_timeout_ms = o->drain_timeout_ms;
-    if ((rc = conn_request(c, &req, &msg)) != EXIT_OK)
-        return rc;
-    if ((rc = reply_exit(msg->reply)) != EXIT_OK || msg->reply->body_case != B10__REPLY__BODY_ADMIN)
-        goto out;
-    /* Past the daemon's bound every transfer has finished or failed: wait that, and a margin. */
-    int64_t wait_until = now_ms() + (int64_t)reply_daemon(msg->reply->admin)->drain_left_ms + 5000;
-    while (!o->no_wait && strcmp(reply_daemon(msg->reply->admin)->state, "drained") != 0) {
+    for (;;) {
+        if ((rc = ask(c, &req, &msg)) != EXIT_OK)
+            goto out;
+        if (!has_admin(msg)) {
+            fail("b10d answered without an admin body");
+            rc = EXIT_UNREACHABLE;   /* as for the queries: no answer that can be read */
+            goto out;
+        }
+        m = reply_daemon(msg->reply->admin);
+        /* Past the daemon's bound every transfer has finished or failed: wait that, and a margin. */
+        if (req.op == B10__ADMIN_OP__ADMIN_DRAIN)
+            wait_until = now_ms() + (int64_t)m->drain_left_ms + 5000;
+        if (o->no_wait || strcmp(m->state, "drained") == 0)
+            break;
         if (now_ms() >= wait_until) {
-            const B10__AdminDaemon *m = reply_daemon(msg->reply->admin);
             fail("drain: %u transfers still in flight", m->xfers_send + m->xfers_recv);
             rc = EXIT_NOT_DRAINED;
             break;
@@ -1108,24 +1169,16 @@ static int run_drain(struct conn *c, const struct opts *o)
         b10__daemon_msg__free_unpacked(msg, NULL);
         msg = NULL;
         req.op = B10__ADMIN_OP__ADMIN_STATUS;
-        if ((rc = conn_request(c, &req, &msg)) != EXIT_OK)
-            return rc;
-        if ((rc = reply_exit(msg->reply)) != EXIT_OK || msg->reply->body_case != B10__REPLY__BODY_ADMIN)
-            goto out;
     }
     if (o->json) {
-        bool f = true;
-        putchar('{');
-        json_daemon(&f, reply_daemon(msg->reply->admin));
-        puts("}");
+        show_json(cmd, msg->reply->admin);
     } else {
-        const B10__AdminDaemon *m = reply_daemon(msg->reply->admin);
         char t[32];
-        fmt_ms(t, sizeof(t), m->drain_ms);
         if (strcmp(m->state, "drained") == 0)
             printf("drained in %s: %u transfers were in flight; %" PRIu64 " sends landed, %" PRIu64
                    " failed, %u failed at the bound. b10d admits no new transfers until it restarts.\n",
-                   t, m->drain_in_flight, m->drain_succeeded, m->drain_failed, m->drain_forced);
+                   fmt_ms(t, sizeof(t), m->drain_ms), m->drain_in_flight, m->drain_succeeded,
+                   m->drain_failed, m->drain_forced);
         else
             printf("draining: %u transfers in flight; b10d admits no new transfers\n",
                    m->xfers_send + m->xfers_recv);
@@ -1133,6 +1186,66 @@ static int run_drain(struct conn *c, const struct opts *o)
 out:
     b10__daemon_msg__free_unpacked(msg, NULL);
     return rc;
+}
+
+/* ---------------------------------------------------------------- commands */
+
+static const struct command commands[] = {
+    { "status", B10__ADMIN_OP__ADMIN_STATUS, .text = show_status,
+      .help = "the daemon: state, clients, transfers, quarantine" },
+    { "transfers", B10__ADMIN_OP__ADMIN_TRANSFERS, .rows = &xfer_rows,
+      .help = "transfers in flight" },
+    { "quarantine", B10__ADMIN_OP__ADMIN_QUARANTINE, .rows = &quarantine_rows,
+      .help = "quarantine entries, their reason and expiry" },
+    { "staging", B10__ADMIN_OP__ADMIN_STAGING, .also = ALSO_STAGING, .text = show_staging,
+      .help = "the staging pool" },
+    { "peers", B10__ADMIN_OP__ADMIN_PEERS, .rows = &peer_rows,
+      .help = "remote daemons: links, endpoint generations, transports" },
+    { "clients", B10__ADMIN_OP__ADMIN_CLIENTS, .rows = &client_rows,
+      .help = "connected ranks and their registered memory" },
+    { "stats", B10__ADMIN_OP__ADMIN_STATS, .also = ALSO_COUNTERS, .text = show_stats,
+      .help = "counters" },
+    { "metrics", B10__ADMIN_OP__ADMIN_METRICS, .also = ALSO_STAGING | ALSO_COUNTERS,
+      .text = show_metrics, .help = "status, staging and counters as Prometheus text" },
+    { "cancel", B10__ADMIN_OP__ADMIN_CANCEL, .arg = "ID", .act = run_cancel,
+      .help = "cancel transfer ID (as `transfers` shows it)" },
+    { "drain", B10__ADMIN_OP__ADMIN_DRAIN, .act = run_drain,
+      .help = "admit nothing new; wait for in-flight transfers to end" },
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: b10ctl [OPTIONS] COMMAND [ARGS]\n"
+"\n"
+"Inspect and steer the b10d of this node.\n"
+"\n"
+"Commands:\n");
+    for (size_t i = 0; i < N(commands); i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "%s%s%s", commands[i].name, commands[i].arg ? " " : "",
+                 commands[i].arg ? commands[i].arg : "");
+        fprintf(f, "  %-12s %s\n", name, commands[i].help);
+    }
+    fprintf(f,
+"\n"
+"Options:\n"
+"  -s, --socket PATH        the daemon's socket (default: $B10_SOCKET, else " SOCKET_DEFAULT ")\n"
+"  -j, --json               one JSON object per answer, on one line\n"
+"  -w, --watch[=SECONDS]    ask again every SECONDS (default 2) until interrupted\n"
+"  -n, --count N            with --watch: stop after N answers\n"
+"      --limit N            most rows of a list (default and cap: the daemon's --max-admin-rows)\n"
+"  -t, --timeout MS         how long to wait for an answer (default 5000)\n"
+"      --drain-timeout MS   drain: fail what is still in flight after MS\n"
+"                           (default: the daemon's --drain-timeout-ms)\n"
+"      --no-wait            drain: return once the daemon admits nothing new\n"
+"  -h, --help               this text\n"
+"      --version            the version\n"
+"\n"
+"Exit status: 0 done; 1 the daemon refused or failed the request; 2 usage;\n"
+"3 daemon unreachable or the connection broke; 4 no such transfer; 5 not\n"
+"permitted (root, the daemon's user or the socket's group only); 6 drain:\n"
+"transfers still in flight when the wait ended.\n");
 }
 
 static int parse_uint(const char *name, const char *text, uint64_t max, uint64_t *v_p)
@@ -1232,43 +1345,36 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     const struct command *cmd = NULL;
-    for (size_t i = 0; i < NCOMMANDS; i++)
+    for (size_t i = 0; i < N(commands); i++)
         if (strcmp(argv[optind], commands[i].name) == 0)
             cmd = &commands[i];
     if (cmd == NULL) {
         fail("unknown command '%s'; try --help", argv[optind]);
         return EXIT_USAGE;
     }
-    int want = cmd->op == B10__ADMIN_OP__ADMIN_CANCEL ? 1 : 0;
+    int want = cmd->arg != NULL ? 1 : 0;
     if (argc - optind - 1 != want) {
         fail("%s takes %s", cmd->name, want ? "one argument, the transfer id" : "no arguments");
         return EXIT_USAGE;
     }
-    if (o.watch && cmd->show == NULL) {
+    if (o.watch && cmd->act != NULL) {
         fail("--watch is for the read-only commands, not %s", cmd->name);
         return EXIT_USAGE;
     }
-    uint64_t xid = 0;
-    if (cmd->op == B10__ADMIN_OP__ADMIN_CANCEL && parse_xfer_id(argv[optind + 1], &xid) != 0)
+    if (cmd->arg != NULL && parse_xfer_id(argv[optind + 1], &o.xfer_id) != 0)
         return EXIT_USAGE;
 
     struct conn conn;
     int rc = conn_open(&conn, o.socket_path, o.timeout_ms);
-    if (rc != EXIT_OK) {
-        if (cmd->op == B10__ADMIN_OP__ADMIN_METRICS && !o.json)
-            prom_gauge("b10d_up", "Whether b10ctl reached the daemon.", 0);
-        return rc;
+    bool reached = rc == EXIT_OK;
+    if (reached) {
+        rc = cmd->act != NULL ? cmd->act(&conn, cmd, &o)
+             : o.watch        ? run_watch(&conn, cmd, &o)
+                              : run_query(&conn, cmd, &o);
+        conn_close(&conn);
     }
-    if (cmd->op == B10__ADMIN_OP__ADMIN_CANCEL)
-        rc = run_cancel(&conn, xid, &o);
-    else if (cmd->op == B10__ADMIN_OP__ADMIN_DRAIN)
-        rc = run_drain(&conn, &o);
-    else if (o.watch)
-        rc = run_watch(&conn, cmd, &o);
-    else
-        rc = run_query(&conn, cmd, &o);
-    if (rc == EXIT_UNREACHABLE && cmd->op == B10__ADMIN_OP__ADMIN_METRICS && !o.json)
-        prom_gauge("b10d_up", "Whether b10ctl reached the daemon.", 0);
-    conn_close(&conn);
+    /* A scrape still gets an answer: the daemon is down. */
+    if ((!reached || rc == EXIT_UNREACHABLE) && cmd->op == B10__ADMIN_OP__ADMIN_METRICS && !o.json)
+        prom_up(false);
     return rc;
 }
