@@ -821,35 +821,43 @@ static uint32_t xfer_budget(struct b10d *d, uint32_t deadline_ms)
     return budget < d->cfg.max_deadline_ms ? budget : d->cfg.max_deadline_ms;
 }
 
+/* Undo a transfer made here that never started: nothing posted, nothing sent. */
+static void xfer_discard(struct xfer *x)
+{
+    x->state = XFER_DONE;
+    xfer_detach(x);
+    x->d->stats.xfers_submitted--;
+    xfer_maybe_free(x);
+}
+
 /*
- * A WRITE of rank s to remote_agent on peer: a client's, or the write-back
- * that serves a READ (see xfer_serve_read). Checked, planned, created; it
- * moves once xfer_start() is called.
+ * A transfer rank s starts with remote_agent on peer: a WRITE (its local
+ * spans are the sources), or a READ (its local spans are the destinations;
+ * the plan then only checks the request, the write-back plans for real).
+ * Checked, planned, created in the session's list; it moves once
+ * xfer_start() is called.
  */
-static b10_status_t xfer_new_write(struct session *s, struct peer *peer, const char *remote_agent,
-                                   const uint8_t *src_spans, const uint8_t *dst_spans, size_t count,
-                                   uint32_t deadline_ms, const uint8_t *sync, size_t sync_length,
-                                   struct xfer **xfer_p, char *detail, size_t detail_len)
+static b10_status_t xfer_new_local(struct session *s, struct peer *peer, const char *remote_agent,
+                                   enum xfer_role role, const uint8_t *src_spans,
+                                   const uint8_t *dst_spans, size_t count, uint32_t deadline_ms,
+                                   const uint8_t *sync, size_t sync_length, struct xfer **xfer_p,
+                                   char *detail, size_t detail_len)
 {
     struct b10d *d = s->d;
+    const uint8_t *local = role == XFER_READ ? dst_spans : src_spans;
     struct plan *plan = NULL;
     b10_status_t status;
 
     if ((status = xfer_admit_limits(s, count, detail, detail_len)) != B10_OK ||
-        (status = xfer_check_local(s, src_spans, count, detail, detail_len)) != B10_OK)
+        (status = xfer_check_local(s, local, count, detail, detail_len)) != B10_OK)
         return status;
     status = plan_build(src_spans, dst_spans, count, staging_view_bytes(d->staging), &plan, detail,
                         detail_len);
     if (status != B10_OK)
         return status;
-    struct xfer *x = xfer_new(d, XFER_SEND, b10d_new_xfer_id(d), xfer_budget(d, deadline_ms));
-    if (x == NULL || xfer_set_sync(x, sync, sync_length) != B10_OK) {
+    struct xfer *x = xfer_new(d, role, b10d_new_xfer_id(d), xfer_budget(d, deadline_ms));
+    if (x == NULL) {
         plan_free(plan);
-        if (x != NULL) {
-            x->state = XFER_DONE;
-            xfer_detach(x);
-            xfer_maybe_free(x);
-        }
         return B10_ERR_NO_MEMORY;
     }
     x->plan = plan;
@@ -861,9 +869,14 @@ static b10_status_t xfer_new_write(struct session *s, struct peer *peer, const c
     list_insert_tail(&s->xfers, &x->session_node);
     s->nxfers++;
     d->stats.xfers_submitted++;
+    if (xfer_set_sync(x, sync, sync_length) != B10_OK) {
+        xfer_discard(x);
+        return B10_ERR_NO_MEMORY;
+    }
     *xfer_p = x;
-    log_debug("transfer %016" PRIx64 ": %s → %s, %zu spans, %" PRIu64 " bytes", x->id, s->agent,
-              x->remote_agent, count, plan->total);
+    log_debug("transfer %016" PRIx64 ": %s %s %s, %zu spans, %" PRIu64 " bytes (%s)", x->id,
+              s->agent, role == XFER_READ ? "←" : "→", x->remote_agent, count, plan->total,
+              xfer_role_name(role));
     return B10_OK;
 }
 
@@ -872,42 +885,22 @@ static b10_status_t xfer_new_read(struct session *s, struct peer *peer, const ch
                                   const B10__SubmitXfer *req, size_t count, struct xfer **xfer_p,
                                   char *detail, size_t detail_len)
 {
-    struct b10d *d = s->d;
-    b10_status_t status;
-
-    if ((status = xfer_admit_limits(s, count, detail, detail_len)) != B10_OK ||
-        (status = xfer_check_local(s, req->local_spans.data, count, detail, detail_len)) != B10_OK)
-        return status;
-    /* The plan checks lengths and overlapping destinations; the write-back plans for real. */
-    struct plan *plan = NULL;
-    status = plan_build(req->remote_spans.data, req->local_spans.data, count,
-                        staging_view_bytes(d->staging), &plan, detail, detail_len);
+    struct xfer *x;
+    size_t table = count * SPAN_BYTES;
+    b10_status_t status = xfer_new_local(s, peer, remote_agent, XFER_READ, req->remote_spans.data,
+                                         req->local_spans.data, count, req->deadline_ms,
+                                         req->sync_msg.data, req->sync_msg.len, &x, detail,
+                                         detail_len);
     if (status != B10_OK)
         return status;
-    struct xfer *x = xfer_new(d, XFER_READ, b10d_new_xfer_id(d), xfer_budget(d, req->deadline_ms));
-    size_t table = count * SPAN_BYTES;
-    if (x == NULL || xfer_set_sync(x, req->sync_msg.data, req->sync_msg.len) != B10_OK ||
-        (x->read_spans = malloc(2 * table)) == NULL) {
-        plan_free(plan);
-        if (x != NULL) {
-            x->state = XFER_DONE;
-            xfer_detach(x);
-            xfer_maybe_free(x);
-        }
+    /* The request carries both tables to the daemon that holds the bytes. */
+    if ((x->read_spans = malloc(2 * table)) == NULL) {
+        xfer_discard(x);
         return B10_ERR_NO_MEMORY;
     }
     memcpy(x->read_spans, req->remote_spans.data, table);
     memcpy(x->read_spans + table, req->local_spans.data, table);
     x->read_spans_length = 2 * table;
-    x->plan = plan;
-    x->session = s;
-    x->peer = peer;
-    x->state = XFER_WAIT_LINK;
-    snprintf(x->local_agent, sizeof(x->local_agent), "%s", s->agent);
-    snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", remote_agent);
-    list_insert_tail(&s->xfers, &x->session_node);
-    s->nxfers++;
-    d->stats.xfers_submitted++;
     *xfer_p = x;
     return B10_OK;
 }
@@ -938,7 +931,7 @@ b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct x
     if (req->op == B10__OP__OP_READ)
         return xfer_new_read(s, agent->peer, req->remote_agent, req, count, xfer_p, detail,
                              detail_len);
-    return xfer_new_write(s, agent->peer, req->remote_agent, req->local_spans.data,
+    return xfer_new_local(s, agent->peer, req->remote_agent, XFER_SEND, req->local_spans.data,
                           req->remote_spans.data, count, req->deadline_ms, req->sync_msg.data,
                           req->sync_msg.len, xfer_p, detail, detail_len);
 }
@@ -1243,10 +1236,10 @@ void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req)
      * WRITE's sources are; to the reader, a source outside them is the remote
      * side refusing.
      */
-    b10_status_t status = xfer_new_write(holder, peer, req->dst_agent, req->src_spans.data,
-                                         req->dst_spans.data, count, req->deadline_ms,
-                                         req->sync_msg.data, req->sync_msg.len, &x, detail,
-                                         sizeof(detail));
+    b10_status_t status = xfer_new_local(holder, peer, req->dst_agent, XFER_SEND,
+                                         req->src_spans.data, req->dst_spans.data, count,
+                                         req->deadline_ms, req->sync_msg.data, req->sync_msg.len,
+                                         &x, detail, sizeof(detail));
     if (status != B10_OK) {
         char why[512];
         snprintf(why, sizeof(why), "reading from %.64s: %.400s", req->src_agent, detail);
