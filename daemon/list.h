@@ -32,6 +32,11 @@ static inline void list_insert_tail(struct list *head, struct list *node)
     head->prev = node;
 }
 
+static inline void list_insert_head(struct list *head, struct list *node)
+{
+    list_insert_tail(head->next, node);
+}
+
 /* Unlink node and leave it self-linked, so a second removal is harmless. */
 static inline void list_remove(struct list *node)
 {

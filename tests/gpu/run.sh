@@ -112,16 +112,18 @@ case $MODE in bench*)
     big="--layers 80 --blocks 1024 --req-blocks 512 --wait-ms 600000"
     echo "bench: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores"
     echo "bench: a 2.5 GiB request of 32 KiB spans (80 layers x K/V x 512 blocks), VRAM to VRAM"
+    # The ceiling sends messages of the daemon's DATA chunk size (its staging view).
+    chunk=$("$B10D" --check-config ${B10D_ARGS:-} | sed -n 's/^view-bytes //p')
     for mode in "peer tcp" "none sysv,cma"; do
         set -- $mode
         pair "bench-$1" vram vram "--staging-bytes 1G --ucx-err-mode $1" $big
         rate=$(cat "$RUN/bench-$1/rate" 2>/dev/null)
         cold=$(cat "$RUN/bench-$1/cold" 2>/dev/null)
         tls=$(grep -m1 -o 'transport .*' "$RUN/bench-$1/A.log" 2>/dev/null | sed 's/transport //; s|/[^ ]*||g; s/ /,/g')
-        ceil=$(perftest "${tls:-$2}" 8388608)
+        ceil=$(perftest "${tls:-$2}" "$chunk")
         ratio=$(awk -v a="${rate:-0}" -v b="${ceil:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
         rc_ratio=$(awk -v a="${cold:-0}" -v b="${ceil:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
-        echo "bench: --ucx-err-mode $1 ${B10D_ARGS:-}: b10d $rate GB/s warm ($cold cold); ucx_perftest tag_bw over ${tls:-$2}, 8 MiB messages, same run: $ceil GB/s; ratio $ratio warm, $rc_ratio cold"
+        echo "bench: --ucx-err-mode $1 ${B10D_ARGS:-}: b10d $rate GB/s warm ($cold cold); ucx_perftest tag_bw over ${tls:-$2}, $chunk-byte messages, same run: $ceil GB/s; ratio $ratio warm, $rc_ratio cold"
     done
     ;;
 esac

@@ -175,6 +175,30 @@ static void test_create_get_put(void **state)
     staging_destroy(NULL);
 }
 
+/* The most recently freed view comes back first: a transfer keeps few views warm. */
+static void test_reuse_is_lifo(void **state)
+{
+    struct staging *s = pool(8);
+    struct view *v[8];
+
+    take(s, VIEW_SEND, v, 8);
+    put_all(s, v, 8);
+    struct view *a = staging_get(s, VIEW_SEND);
+    struct view *b = staging_get(s, VIEW_RECV);
+    assert_ptr_equal(a, v[7]);
+    assert_ptr_equal(b, v[6]);
+    staging_put(s, b);
+    staging_put(s, a);
+    /* a went back last: the next get takes it, then b, then the older ones. */
+    assert_ptr_equal(staging_get(s, VIEW_SEND), a);
+    assert_ptr_equal(staging_get(s, VIEW_SEND), b);
+    assert_ptr_equal(staging_get(s, VIEW_SEND), v[5]);
+    staging_put(s, v[5]);
+    staging_put(s, b);
+    staging_put(s, a);
+    pool_destroy(s);
+}
+
 static void test_receive_cap(void **state)
 {
     struct staging *s = pool(8);
@@ -533,6 +557,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_create_get_put, test_teardown),
+        cmocka_unit_test_teardown(test_reuse_is_lifo, test_teardown),
         cmocka_unit_test_teardown(test_receive_cap, test_teardown),
         cmocka_unit_test_teardown(test_waiters_fifo, test_teardown),
         cmocka_unit_test_teardown(test_waiters_that_do_not_take, test_teardown),
