@@ -99,6 +99,7 @@ static void ask_on_result(void *arg, b10_status_t status, size_t length)
         ask_finish(a, B10_ERR_PEER_PROTOCOL, "malformed answer from the remote daemon");
     } else {
         b10_status_t remote = (b10_status_t)msg->result->status;
+        peer_heard(a->peer);
         if (strcmp(b10_status_name(remote), "B10_UNKNOWN") == 0 || remote == B10_IN_PROGRESS)
             ask_finish(a, B10_ERR_PEER_PROTOCOL, "the remote daemon answered with an unknown status");
         else

@@ -90,7 +90,8 @@ int b10d_start(struct b10d *d)
     d->boot_epoch &= 0xffffffffu;
 
     d->tags = tags_create(1u << 20);
-    if (d->tags == NULL || tags_register(d->tags, TAG_HELLO, d) != 0)
+    if (d->tags == NULL || tags_register(d->tags, TAG_HELLO, d) != 0 ||
+        tags_register(d->tags, TAG_HEARTBEAT, d) != 0)
         return -ENOMEM;
     if ((rc = wire_create(d, &hooks, d->cfg.max_control_bytes, &d->wire)) != 0)
         return rc;
@@ -124,6 +125,7 @@ int b10d_start(struct b10d *d)
     log_info("daemon %016" PRIx64 " (b10d %s) listening on %s%s, ucx error mode %s", d->daemon_id,
              B10D_VERSION, d->cfg.socket_path, listen_fd >= 0 ? " (from systemd)" : "",
              d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none");
+    peer_liveness_start(d);
     service_ready(d->service);
     return 0;
 }
@@ -131,6 +133,7 @@ int b10d_start(struct b10d *d)
 void b10d_stop(struct b10d *d)
 {
     d->stopping = true;
+    peer_liveness_stop(d);
     service_destroy(d->service);
     d->service = NULL;
     /* Clients first: their transfers fail through the funnel and their regions close. */

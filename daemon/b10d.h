@@ -89,6 +89,10 @@ struct b10d {
     struct list xfers;              /* struct xfer.node: every live transfer */
     uint32_t nxfers;
 
+    uv_timer_t liveness;            /* peer heartbeats and silence checks (peer.c) */
+    uint64_t liveness_tick_ms;      /* when it last ran: a late tick means this daemon stalled */
+    bool liveness_on;
+
     struct stats stats;
     uv_signal_t sigterm, sigint;
     bool stopping;                  /* draining or shutting down: no new transfers admitted */

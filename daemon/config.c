@@ -33,6 +33,7 @@ void config_defaults(struct config *cfg)
     cfg->deadline_ms = 30000;
     cfg->max_deadline_ms = 600000;
     cfg->connect_timeout_ms = 10000;
+    cfg->peer_timeout_ms = 10000;
     cfg->drain_timeout_ms = 10000;
     cfg->max_admin_rows = 4096;
     cfg->quarantine_ttl_ms = 120000;
@@ -92,6 +93,11 @@ static void config_usage(FILE *out)
 "      --deadline-ms MS       deadline of a transfer that names none (default 30000, at most 3600000)\n"
 "      --max-deadline-ms MS   cap on every deadline (default 600000, at most 3600000)\n"
 "      --connect-timeout-ms MS  peer handshake bound (default 10000, at most 600000)\n"
+"      --peer-timeout-ms MS   while transfers are open with a remote daemon, heartbeats go\n"
+"                             both ways; one not heard from this long (no heartbeat, DATA\n"
+"                             or reply) is lost: its transfers fail B10_ERR_PEER_LOST and\n"
+"                             its links retire. Keep it above the time one chunk takes on\n"
+"                             the slowest link (default 10000, 200..600000; 0: off)\n"
 "      --drain-timeout-ms MS  on SIGTERM, admit nothing new and give transfers in flight\n"
 "                             this long to finish before failing them (default 10000,\n"
 "                             at most 600000; keep it below the unit's TimeoutStopSec)\n"
@@ -102,7 +108,7 @@ static void config_usage(FILE *out)
 "                             with \"staging exhausted\" (default 256M, at most 1T)\n"
 "      --ucx-err-mode MODE    peer: UCX detects a dead peer (same-host peers use tcp);\n"
 "                             none: shared memory on one host, a dead peer is noticed\n"
-"                             only at deadlines (default peer, the safe one)\n"
+"                             only by heartbeats and deadlines (default peer, the safe one)\n"
 "      --max-clients N        client connections (default 256, at most 65536)\n"
 "      --max-regions N        registrations per client (default 4096, at most 1048576)\n"
 "      --max-agents N         remote agents per client (default 4096, at most 1048576)\n"
@@ -125,7 +131,7 @@ static void config_usage(FILE *out)
 
 enum {
     OPT_NAME = 256, OPT_LOG_LEVEL, OPT_STAGING, OPT_VIEW, OPT_IN_FLIGHT, OPT_DEADLINE,
-    OPT_MAX_DEADLINE, OPT_CONNECT_TIMEOUT, OPT_TTL, OPT_BUDGET, OPT_ERR_MODE, OPT_MAX_CLIENTS,
+    OPT_MAX_DEADLINE, OPT_CONNECT_TIMEOUT, OPT_PEER_TIMEOUT, OPT_TTL, OPT_BUDGET, OPT_ERR_MODE, OPT_MAX_CLIENTS,
     OPT_DRAIN_TIMEOUT, OPT_MAX_ADMIN_ROWS,
     OPT_MAX_REGIONS, OPT_MAX_AGENTS, OPT_MAX_XFERS, OPT_MAX_SPANS, OPT_MAX_FRAME, OPT_MAX_PEERS,
     OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
@@ -151,6 +157,7 @@ static const struct config_num config_nums[] = {
     NUM(OPT_DEADLINE, "deadline-ms", false, 1, 3600000, deadline_ms),
     NUM(OPT_MAX_DEADLINE, "max-deadline-ms", false, 1, 3600000, max_deadline_ms),
     NUM(OPT_CONNECT_TIMEOUT, "connect-timeout-ms", false, 1, 600000, connect_timeout_ms),
+    NUM(OPT_PEER_TIMEOUT, "peer-timeout-ms", false, 0, 600000, peer_timeout_ms),
     NUM(OPT_DRAIN_TIMEOUT, "drain-timeout-ms", false, 0, 600000, drain_timeout_ms),
     NUM(OPT_MAX_ADMIN_ROWS, "max-admin-rows", false, 1, 1u << 20, max_admin_rows),
     NUM(OPT_TTL, "quarantine-ttl-ms", false, 1, 86400000, quarantine_ttl_ms),
@@ -209,6 +216,10 @@ static int config_check(const struct config *cfg)
         fprintf(stderr, "b10d: --view-bytes must be a multiple of 4096\n");
         return -1;
     }
+    if (cfg->peer_timeout_ms != 0 && cfg->peer_timeout_ms < 200) {
+        fprintf(stderr, "b10d: --peer-timeout-ms must be 0 (off) or at least 200\n");
+        return -1;
+    }
     if (cfg->deadline_ms > cfg->max_deadline_ms) {
         fprintf(stderr, "b10d: --deadline-ms exceeds --max-deadline-ms\n");
         return -1;
@@ -228,6 +239,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "deadline-ms", required_argument, NULL, OPT_DEADLINE },
         { "max-deadline-ms", required_argument, NULL, OPT_MAX_DEADLINE },
         { "connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT },
+        { "peer-timeout-ms", required_argument, NULL, OPT_PEER_TIMEOUT },
         { "drain-timeout-ms", required_argument, NULL, OPT_DRAIN_TIMEOUT },
         { "max-admin-rows", required_argument, NULL, OPT_MAX_ADMIN_ROWS },
         { "quarantine-ttl-ms", required_argument, NULL, OPT_TTL },

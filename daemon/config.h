@@ -25,6 +25,7 @@ struct config {
     uint32_t deadline_ms;           /* default transfer deadline */
     uint32_t max_deadline_ms;       /* cap on any deadline, the client's or the peer's */
     uint32_t connect_timeout_ms;    /* a peer handshake that takes longer fails */
+    uint32_t peer_timeout_ms;       /* a busy peer silent this long is lost; 0: deadlines only */
     uint32_t drain_timeout_ms;      /* SIGTERM's drain: in-flight transfers fail after it */
     uint32_t max_admin_rows;        /* rows of one admin list (b10ctl transfers, quarantine, ...) */
     uint32_t quarantine_ttl_ms;

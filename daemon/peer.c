@@ -49,6 +49,7 @@ b10_status_t peer_get(struct b10d *d, uint64_t daemon_id, const void *address, s
     p->d = d;
     p->daemon_id = daemon_id;
     p->state = PEER_DOWN;
+    p->heard_ms = d->now_ms(d);
     list_init(&p->waiting);
     list_init(&p->xfers);
     list_init(&p->asks);
@@ -208,6 +209,7 @@ static void peer_on_hello_ack(void *arg, b10_status_t status, size_t length)
     peer->max_control = ack->max_control_bytes;
     peer->max_pieces = ack->max_pieces;
     peer->state = PEER_UP;
+    peer_heard(peer);
     log_info("peer %016" PRIx64 ": link up, generation %016" PRIx64 ", transport %s",
              peer->daemon_id, peer->out.gen, wire_ep_transports(peer->ep));
 
@@ -367,8 +369,179 @@ static void peer_on_hello(struct b10d *d, const B10__Peer__Hello *hello)
     peer->in = link;
     peer->in_control_tag = control_tag;
     peer->in_up = true;
+    peer_heard(peer);
     log_info("peer %016" PRIx64 ": inbound link, generation %016" PRIx64, peer->daemon_id, link.gen);
     peer_send_ack(peer, &link, B10_OK, "");
+}
+
+/* ---------------------------------------------------------------- liveness */
+
+void peer_heard(struct peer *peer)
+{
+    peer->heard_ms = peer->d->now_ms(peer->d);
+}
+
+static bool peer_has_link(const struct peer *peer)
+{
+    return peer->state == PEER_UP || peer->in_up;
+}
+
+/* Work that needs the peer alive: transfers on its links, questions asked of it. */
+static bool peer_busy(const struct peer *peer)
+{
+    return peer_has_link(peer) && (!list_empty(&peer->xfers) || !list_empty(&peer->asks));
+}
+
+static void peer_send_heartbeat(struct peer *peer, const B10__Peer__Heartbeat *hb)
+{
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    msg.body_case = B10__PEER__MSG__BODY_HEARTBEAT;
+    msg.heartbeat = (B10__Peer__Heartbeat *)hb;
+    if (peer_ensure_ep(peer) != 0 || peer_send_msg(peer, TAG_HEARTBEAT, &msg) != 0)
+        log_debug("peer %016" PRIx64 ": could not send a heartbeat", peer->daemon_id);
+}
+
+/* Our links with the peer, for it to confirm: the outbound one only once it is up. */
+static void peer_ping(struct peer *peer)
+{
+    B10__Peer__Heartbeat hb = B10__PEER__HEARTBEAT__INIT;
+    hb.daemon_id = peer->d->daemon_id;
+    hb.to_daemon_id = peer->daemon_id;
+    hb.out_gen = peer->state == PEER_UP ? peer->out.gen : 0;
+    hb.in_gen = peer->in_up ? peer->in.gen : 0;
+    peer_send_heartbeat(peer, &hb);
+}
+
+static void peer_on_heartbeat(struct b10d *d, const B10__Peer__Heartbeat *hb)
+{
+    struct peer *peer = peer_find(d, hb->daemon_id);
+
+    if (peer == NULL || hb->to_daemon_id != d->daemon_id) {
+        d->stats.stale_messages++;
+        log_debug("dropping a heartbeat of no known peer");
+        return;
+    }
+    if (!hb->reply) {
+        /*
+         * Its outbound link is our inbound one and the reverse. Our outbound
+         * link counts from the HELLO on: the peer may answer it before its
+         * HELLO_ACK reaches us.
+         */
+        bool out_held = hb->out_gen != 0 && peer->in_up && peer->in.gen == hb->out_gen;
+        bool in_held = hb->in_gen != 0 && peer->state != PEER_DOWN && peer->out.gen == hb->in_gen;
+        if (out_held || in_held)
+            peer_heard(peer);
+        B10__Peer__Heartbeat answer = B10__PEER__HEARTBEAT__INIT;
+        answer.daemon_id = d->daemon_id;
+        answer.to_daemon_id = peer->daemon_id;
+        answer.out_gen = hb->out_gen;
+        answer.in_gen = hb->in_gen;
+        answer.reply = true;
+        answer.out_stale = hb->out_gen != 0 && !out_held;
+        answer.in_stale = hb->in_gen != 0 && !in_held;
+        peer_send_heartbeat(peer, &answer);
+        return;
+    }
+    /* An answer echoes our generations; one that is not current any more tells nothing. */
+    bool out_current = hb->out_gen != 0 && peer->state == PEER_UP && peer->out.gen == hb->out_gen;
+    bool in_current = hb->in_gen != 0 && peer->in_up && peer->in.gen == hb->in_gen;
+    if ((out_current && hb->out_stale) || (in_current && hb->in_stale)) {
+        peer_lost(peer, B10_ERR_PEER_LOST,
+                  "the remote daemon no longer holds this daemon's link: it gave this daemon up");
+        return;
+    }
+    if (out_current || in_current)
+        peer_heard(peer);
+}
+
+/*
+ * This daemon was stalled past T/2: a peer may have declared it lost and
+ * reported its transfers failed. Fail them here too, before any DATA that
+ * waited across the stall can land, and ask whether the links still stand.
+ */
+static void peer_after_stall(struct peer *peer, uint64_t stalled_ms)
+{
+    struct list *pos, *tmp;
+    char detail[160];
+
+    if (!peer_has_link(peer))
+        return;
+    if (peer_busy(peer)) {
+        snprintf(detail, sizeof(detail),
+                 "this daemon stalled for %" PRIu64 " ms (--peer-timeout-ms %u): the remote "
+                 "daemon may have given the transfer up", stalled_ms, peer->d->cfg.peer_timeout_ms);
+        log_warning("peer %016" PRIx64 ": %s", peer->daemon_id, detail);
+        list_for_each_safe(pos, tmp, &peer->asks)
+            ask_fail(list_entry(pos, struct ask, peer_node), B10_ERR_PEER_LOST, detail);
+        list_for_each_safe(pos, tmp, &peer->xfers)
+            xfer_fail(list_entry(pos, struct xfer, peer_node), B10_ERR_PEER_LOST, "%s", detail);
+    }
+    peer_heard(peer);
+    peer_ping(peer);
+}
+
+static void peer_liveness_run(struct b10d *d)
+{
+    uint64_t now = d->now_ms(d);
+    uint64_t timeout = d->cfg.peer_timeout_ms;
+    uint64_t since = now - d->liveness_tick_ms;
+    bool stalled = since >= timeout / 2;
+    struct list *pos, *tmp;
+    char detail[128];
+
+    d->liveness_tick_ms = now;
+    list_for_each_safe(pos, tmp, &d->peers) {
+        struct peer *p = list_entry(pos, struct peer, node);
+        if (stalled) {
+            peer_after_stall(p, since);
+            continue;
+        }
+        if (!peer_busy(p)) {
+            p->heard_ms = now;   /* silence is only counted while something waits on it */
+            continue;
+        }
+        if (now - p->heard_ms >= timeout) {
+            snprintf(detail, sizeof(detail), "no word from the remote daemon for %" PRIu64
+                     " ms (--peer-timeout-ms %u)", now - p->heard_ms, d->cfg.peer_timeout_ms);
+            peer_lost(p, B10_ERR_PEER_LOST, detail);
+            continue;
+        }
+        peer_ping(p);
+    }
+}
+
+static void peer_on_liveness_tick(uv_timer_t *timer)
+{
+    peer_liveness_run(timer->data);
+}
+
+bool peer_liveness_check(struct b10d *d)
+{
+    if (!d->liveness_on || d->now_ms(d) - d->liveness_tick_ms < d->cfg.peer_timeout_ms / 2)
+        return false;
+    peer_liveness_run(d);
+    return true;
+}
+
+void peer_liveness_start(struct b10d *d)
+{
+    uint64_t every = d->cfg.peer_timeout_ms / 4;
+
+    if (d->cfg.peer_timeout_ms == 0)
+        return;
+    uv_timer_init(d->loop, &d->liveness);
+    d->liveness.data = d;
+    d->liveness_tick_ms = d->now_ms(d);
+    uv_timer_start(&d->liveness, peer_on_liveness_tick, every, every);
+    d->liveness_on = true;
+}
+
+void peer_liveness_stop(struct b10d *d)
+{
+    if (!d->liveness_on)
+        return;
+    d->liveness_on = false;
+    uv_close((uv_handle_t *)&d->liveness, NULL);
 }
 
 void peer_on_oversize(void *arg, uint64_t tag, size_t length)
@@ -390,9 +563,11 @@ void peer_on_control(void *arg, uint64_t tag, void *buf, size_t length)
         log_warning("dropping an undecodable control message of %zu bytes", length);
         return;
     }
-    if (tag == TAG_HELLO) {
-        if (msg->body_case == B10__PEER__MSG__BODY_HELLO)
+    if (tag == TAG_HELLO || tag == TAG_HEARTBEAT) {
+        if (tag == TAG_HELLO && msg->body_case == B10__PEER__MSG__BODY_HELLO)
             peer_on_hello(d, msg->hello);
+        else if (tag == TAG_HEARTBEAT && msg->body_case == B10__PEER__MSG__BODY_HEARTBEAT)
+            peer_on_heartbeat(d, msg->heartbeat);
         else
             d->stats.peer_protocol_errors++;
         goto out;
@@ -404,6 +579,7 @@ void peer_on_control(void *arg, uint64_t tag, void *buf, size_t length)
         log_info("dropping a control message on a tag of no live link");
         goto out;
     }
+    peer_heard(peer);
     switch (msg->body_case) {
     case B10__PEER__MSG__BODY_CONTROL:
         xfer_admit(peer, msg->control);

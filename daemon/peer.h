@@ -49,6 +49,8 @@ struct peer {
     struct tag_link in;             /* its link to us */
     uint64_t in_control_tag;
 
+    uint64_t heard_ms;              /* its last sign of life: a message, DATA, a completion */
+
     struct list xfers;              /* struct xfer.peer_node: every transfer using the peer */
     struct list asks;               /* struct ask.peer_node: questions waiting or asked */
 };
@@ -78,6 +80,30 @@ b10_status_t peer_ensure_link(struct peer *peer);
 
 /* The endpoint failed or must not be trusted: retire everything of it. */
 void peer_lost(struct peer *peer, b10_status_t status, const char *detail);
+
+/*
+ * Liveness (--peer-timeout-ms T, 0: off). A timer runs every T/4. While a
+ * daemon has transfers or questions open on a link with a peer it sends
+ * the peer a heartbeat each tick, and a peer it has not heard from for T
+ * is lost (peer_lost). A tick T/2 late means this daemon itself stalled
+ * (SIGSTOP, a frozen host): its peers may have given it up and reported
+ * its transfers failed, so it fails its own open transfers with them
+ * before any late DATA can land, and asks each peer whether its links
+ * still stand.
+ */
+void peer_liveness_start(struct b10d *d);
+void peer_liveness_stop(struct b10d *d);
+
+/* A sign of life from the peer (any message or completion that needed it). */
+void peer_heard(struct peer *peer);
+
+/*
+ * Has this daemon stalled since the last tick? If so, handle it now (as
+ * the tick would) and return true. For completions that are about to act
+ * on bytes a stalled daemon may no longer own: the event loop runs I/O
+ * that was pending across a stall before its timers.
+ */
+bool peer_liveness_check(struct b10d *d);
 
 /* Close every peer's endpoint at shutdown; peer_free_all() after the wire is gone. */
 void peer_close_all(struct b10d *d);

@@ -21,8 +21,9 @@
 #include <stdint.h>
 
 #define TAG_CLASS_CONTROL (UINT64_C(1) << 63)
-/* HELLO is the one tag known before any link exists. */
-#define TAG_HELLO (TAG_CLASS_CONTROL | UINT64_C(0x6231306468656c6f))   /* "b10dhelo" */
+/* HELLO and HEARTBEAT are the tags known before, or without, a link. */
+#define TAG_HELLO (TAG_CLASS_CONTROL | UINT64_C(0x6231306468656c6f))       /* "b10dhelo" */
+#define TAG_HEARTBEAT (TAG_CLASS_CONTROL | UINT64_C(0x6231306462656174))   /* "b10dbeat" */
 
 enum tag_kind {
     TAG_KIND_HELLO_ACK = 1,

@@ -453,6 +453,7 @@ static void xfer_on_sent(void *arg, b10_status_t status, size_t length)
                   "DATA chunk %u was not delivered: %s", slot->chunk, b10_status_str(status));
         return;
     }
+    peer_heard(x->peer);   /* a large send completes only once the receiver took it */
     x->d->stats.bytes_sent += x->plan->chunks[slot->chunk].bytes;
     x->chunks_done++;
     xfer_slot_release(slot);
@@ -545,6 +546,7 @@ static void xfer_on_ready(void *arg, b10_status_t status, size_t length)
         xfer_fail(x, B10_ERR_PEER_PROTOCOL, "READY names another transfer");
         return;
     }
+    peer_heard(x->peer);
     if (xfer_past_deadline(x))
         return;
     x->state = XFER_RUNNING;
@@ -575,6 +577,7 @@ static void xfer_on_result(void *arg, b10_status_t status, size_t length)
     }
     const B10__Peer__Result *result = msg->result;
     b10_status_t remote = (b10_status_t)result->status;
+    peer_heard(x->peer);
     if (result->xfer_id != x->id)
         xfer_fail(x, B10_ERR_PEER_PROTOCOL, "RESULT names another transfer");
     else if (remote == B10_OK && x->next_chunk == x->plan->nchunks)
@@ -989,8 +992,11 @@ static void xfer_on_data(void *arg, b10_status_t status, size_t length)
                   slot->chunk, length, want);
         return;
     }
-    if (xfer_past_deadline(x))
-        return;   /* late DATA stays in its quarantined view, never scattered */
+    peer_heard(x->peer);
+    /* Late DATA stays in its quarantined view, never scattered: past the
+     * deadline, or after a stall during which the sender may have given up. */
+    if (xfer_past_deadline(x) || (peer_liveness_check(x->d) && x->state == XFER_DONE))
+        return;
     b10_status_t st = xfer_copy_chunk(slot, false, xfer_on_scattered);
     if (st != B10_OK) {
         /* The target deregistered or left mid-transfer: the view holds data for nowhere. */

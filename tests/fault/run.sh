@@ -31,8 +31,8 @@ set -u
 SUITE=fault
 REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient tests/b10-rogue"
 LIMIT_S=150
-all_scenarios="kill9_recv kill9_send sigstop_late client_kill_send client_kill_recv rogue bad_frames
-               budget netns_linkdown netns_loss netns_rate soak fuzz"
+all_scenarios="kill9_recv kill9_send sigstop_late silent_recv silent_send_none client_kill_send
+               client_kill_recv rogue bad_frames budget netns_linkdown netns_loss netns_rate soak fuzz"
 
 # The checks read the daemons' "quarantine:" lines: debug level, whatever B10_LOG_LEVEL says.
 LOG_LEVEL=debug
@@ -290,6 +290,67 @@ scen_sigstop_late() {
     finish dx 0
 }
 
+# The receiving daemon goes silent (SIGSTOP) before a transfer's CONTROL
+# reaches it, with a deadline far off: the sender hears no heartbeat and
+# fails the transfer within --peer-timeout-ms, not at the deadline. Resumed,
+# the receiver admits the stale CONTROL, finds it stalled and that the
+# sender gave its link up, fails its side, and nothing lands (--strict);
+# both then serve a fresh WRITE on a new link.
+scen_silent_recv() {
+    DAEMON_OPTS="$DAEMON_OPTS --peer-timeout-ms 1000"
+    start_daemon A
+    start_daemon B
+    warm A B
+    decode dx B "$D/x" $KV --rounds 2 --strict
+    prefill_bg p0 A "$D/x" 0 $KV --req-blocks 8 --deadline-ms 60000 --hold
+    wait_file "$D/x/ready.0" 30
+    kill -STOP "$(daemon_pid B)"
+    _t0=$(date +%s)
+    touch "$D/x/go.0"
+    finish p0 1
+    _secs=$(( $(date +%s) - _t0 ))
+    only_statuses p0 B10_ERR_PEER_LOST
+    [ "$_secs" -lt $(( 15 * SLOW )) ] || die "failing the transfer took $_secs s (deadline 60 s)"
+    grep -q 'no word from the remote daemon' "$D/A.log" || die "A did not log the silence"
+    quarantined A B10_ERR_PEER_LOST
+    note "the silent receiver was given up within $_secs s"
+    kill -CONT "$(daemon_pid B)"
+    wait_log "$D/B.log" 'gave this daemon up|endpoint to the remote daemon failed' 15 \
+        "B did not learn that A gave it up"
+    verified "$D/x" 0
+    prefill p1 A "$D/x" 1 $KV --req-blocks 8 --deadline-ms 30000
+    expect_rc p1 0
+    finish dx 0
+}
+
+# The sending daemon goes silent mid-transfer (READY on its way, no DATA
+# yet) over shared memory, where UCX notices no dead peer: the receiver
+# hears no heartbeat and fails its side within --peer-timeout-ms. Resumed,
+# the sender finds itself stalled and fails the transfer before sending
+# DATA into a link the receiver retired; nothing lands (--strict), and a
+# fresh WRITE completes.
+scen_silent_send_none() {
+    DAEMON_OPTS="$DAEMON_OPTS --peer-timeout-ms 1000 --ucx-err-mode none"
+    start_daemon A
+    start_daemon B
+    decode dx B "$D/x" $KV --rounds 2 --strict
+    freeze_mid A B p0 "$D/x" dx $KV --req-blocks 8 --deadline-ms 60000
+    _t0=$(date +%s)
+    wait_log "$D/B.log" 'no word from the remote daemon' $(( 15 * SLOW )) \
+        "B did not give the silent sender up"
+    _secs=$(( $(date +%s) - _t0 ))
+    quarantined B B10_ERR_PEER_LOST
+    note "the silent sender was given up within $_secs s"
+    kill -CONT "$(daemon_pid A)"
+    finish p0 1
+    only_statuses p0 B10_ERR_PEER_LOST
+    grep -q 'this daemon stalled' "$D/A.log" || die "A did not notice its own stall"
+    verified "$D/x" 0
+    prefill p1 A "$D/x" 1 $KV --req-blocks 8 --deadline-ms 30000
+    expect_rc p1 0
+    finish dx 0
+}
+
 # The submitting rank is killed mid-transfer: its transfers fail (client
 # gone), the receiver is told, a concurrent pair is untouched.
 scen_client_kill_send() {
@@ -346,6 +407,8 @@ scen_client_kill_recv() {
 
 # A rogue remote daemon against B while a legitimate pair moves bytes into B.
 scen_rogue() {
+    # The rogue answers no heartbeats: liveness must not cut it off mid-case.
+    DAEMON_OPTS="$DAEMON_OPTS --peer-timeout-ms 60000"
     start_daemon A
     start_daemon B
     decode dy B "$D/y" $BIG --rounds 2
@@ -454,27 +517,34 @@ ns_cleanup() {
     rm -f "$D/netns"
 }
 
-# The link goes down mid-transfer: the transfers fail (the peer is lost,
-# or at the latest their deadline), the daemons keep serving, and once the
-# link is back a fresh WRITE completes.
+# The link goes down mid-transfer, silently (no RST: neither TCP nor UCX
+# notices while data is unacknowledged). The heartbeats stop both ways and
+# each daemon gives the other up within --peer-timeout-ms, long before the
+# deadline; the daemons keep serving, and once the link is back a fresh
+# WRITE completes on a new link.
 scen_netns_linkdown() {
     ns_setup
-    # Throttled (2 MB/s), so that the link surely goes down mid-transfer.
+    # Throttled (2 MB/s), so that the link surely goes down mid-transfer; in
+    # chunks of 256 KiB, so that one arrives well within the peer timeout.
     tc -n "$NSA" qdisc add dev "$VA" root tbf rate 16mbit burst 64kb latency 500ms 2>"$D/tc.err" ||
         skip "tbf unavailable: $(head -n 1 "$D/tc.err")"
+    DAEMON_OPTS="$DAEMON_OPTS --view-bytes 256K --peer-timeout-ms 1500"
     start_daemon A
     start_daemon B
     decode dx B "$D/x" $BIG --rounds 2
-    prefill_bg px A "$D/x" 0 $BIG --req-blocks 32 --xfers 2 --concurrent 2 --deadline-ms 5000
+    prefill_bg px A "$D/x" 0 $BIG --req-blocks 32 --xfers 2 --concurrent 2 --deadline-ms 60000
     wait_admitted B dx
     sleep 0.5
     ip -n "$NSA" link set "$VA" down
     _t0=$(date +%s)
     finish px 1
     _secs=$(( $(date +%s) - _t0 ))
-    only_statuses px B10_ERR_PEER_LOST B10_ERR_DEADLINE B10_ERR_PEER_UNREACHABLE
+    only_statuses px B10_ERR_PEER_LOST
+    [ "$_secs" -lt $(( 15 * SLOW )) ] || die "failing the transfers took $_secs s (deadline 60 s)"
+    wait_log "$D/B.log" 'no word from the remote daemon' 15 "B did not give the silent sender up"
     note "transfers failed within $_secs s of the link going down"
-    quarantined A
+    quarantined A B10_ERR_PEER_LOST
+    quarantined B B10_ERR_PEER_LOST
     ip -n "$NSA" link set "$VA" up
     tc -n "$NSA" qdisc del dev "$VA" root
     ns_wait_up

@@ -71,6 +71,12 @@ scen_config() {
     "$B10D" --check-config --max-admin-rows 0 >/dev/null 2>&1
     [ $? = 2 ] || die "--max-admin-rows 0 was not refused"
     "$B10D" --help | grep -q -- '--drain-timeout-ms' || die "b10d --help does not list --drain-timeout-ms"
+    grep -q '^peer-timeout-ms 10000$' "$D/cfg.out" || die "--check-config does not show peer-timeout-ms 10000"
+    "$B10D" --check-config --peer-timeout-ms 0 | grep -q '^peer-timeout-ms 0$' ||
+        die "--peer-timeout-ms 0 (off) was not taken"
+    "$B10D" --check-config --peer-timeout-ms 100 >"$D/cfg4.out" 2>&1
+    [ $? = 2 ] || die "--peer-timeout-ms 100 was not refused with exit 2"
+    grep -q 'at least 200' "$D/cfg4.out" || die "--peer-timeout-ms 100: no reason given"
     # The options the unit's environment file ships with are valid.
     B10D_OPTS=""
     . "$TOPDIR/systemd/b10d.env"
