@@ -106,9 +106,35 @@ static int peer_ensure_ep(struct peer *peer)
 /* Fail every transfer that waits for the outbound link. */
 static void peer_fail_waiting(struct peer *peer, b10_status_t status, const char *detail)
 {
+    /* From the head each time: failing a READ fails its write-back too, maybe the next node. */
+    while (!list_empty(&peer->waiting))
+        xfer_fail(list_entry(peer->waiting.next, struct xfer, peer_node), status, "%s", detail);
+}
+
+/*
+ * Fail the transfers and questions under way with the peer: those on link
+ * generation gen, or all of them when gen is 0. The walk starts over after
+ * each failure, which may take others with it (a READ and its write-back).
+ */
+static void peer_fail_work(struct peer *peer, uint64_t gen, b10_status_t status, const char *detail)
+{
     struct list *pos, *tmp;
-    list_for_each_safe(pos, tmp, &peer->waiting)
-        xfer_fail(list_entry(pos, struct xfer, peer_node), status, "%s", detail);
+
+again:
+    list_for_each_safe(pos, tmp, &peer->asks) {
+        struct ask *a = list_entry(pos, struct ask, peer_node);
+        if (gen == 0 || (a->out == NULL && a->link.gen == gen)) {
+            ask_fail(a, status, detail);
+            goto again;
+        }
+    }
+    list_for_each_safe(pos, tmp, &peer->xfers) {
+        struct xfer *x = list_entry(pos, struct xfer, peer_node);
+        if (gen == 0 || x->link.gen == gen) {
+            xfer_fail(x, status, "%s", detail);
+            goto again;
+        }
+    }
 }
 
 static void peer_retire_out(struct peer *peer, b10_status_t why)
@@ -140,8 +166,6 @@ static void peer_retire_in(struct peer *peer, b10_status_t why)
 
 void peer_lost(struct peer *peer, b10_status_t status, const char *detail)
 {
-    struct list *pos, *tmp;
-
     log_warning("peer %016" PRIx64 ": lost (%s): %s", peer->daemon_id, b10_status_name(status),
                 detail);
     peer_retire_out(peer, status);
@@ -151,10 +175,7 @@ void peer_lost(struct peer *peer, b10_status_t status, const char *detail)
         peer->ep = NULL;
     }
     peer_fail_waiting(peer, status, detail);
-    list_for_each_safe(pos, tmp, &peer->asks)
-        ask_fail(list_entry(pos, struct ask, peer_node), status, detail);
-    list_for_each_safe(pos, tmp, &peer->xfers)
-        xfer_fail(list_entry(pos, struct xfer, peer_node), status, "%s", detail);
+    peer_fail_work(peer, 0, status, detail);
 }
 
 void peer_on_ep_error(void *arg, void *ep_user, b10_status_t status)
@@ -439,12 +460,23 @@ static void peer_on_heartbeat(struct b10d *d, const B10__Peer__Heartbeat *hb)
         answer.reply = true;
         answer.out_stale = hb->out_gen != 0 && !out_held;
         answer.in_stale = hb->in_gen != 0 && !in_held;
+        /* An endpoint made only to answer: at most one a tick, whatever a peer sends. */
+        uint64_t now = d->now_ms(d);
+        if (peer->ep == NULL && now - peer->answer_ep_ms < d->cfg.peer_timeout_ms / 4 + 1)
+            return;
+        if (peer->ep == NULL)
+            peer->answer_ep_ms = now;
         peer_send_heartbeat(peer, &answer);
         return;
     }
     /* An answer echoes our generations; one that is not current any more tells nothing. */
     bool out_current = hb->out_gen != 0 && peer->state == PEER_UP && peer->out.gen == hb->out_gen;
     bool in_current = hb->in_gen != 0 && peer->in_up && peer->in.gen == hb->in_gen;
+    /*
+     * A link of ours it no longer holds: it gave this daemon up (while we
+     * were stalled) and closed its endpoint, so ours is half dead too.
+     * Retire everything with it; the next use opens a fresh endpoint.
+     */
     if ((out_current && hb->out_stale) || (in_current && hb->in_stale)) {
         peer_lost(peer, B10_ERR_PEER_LOST,
                   "the remote daemon no longer holds this daemon's link: it gave this daemon up");
@@ -455,13 +487,12 @@ static void peer_on_heartbeat(struct b10d *d, const B10__Peer__Heartbeat *hb)
 }
 
 /*
- * This daemon was stalled past T/2: a peer may have declared it lost and
+ * This daemon was stalled past 3T/4: a peer may have declared it lost and
  * reported its transfers failed. Fail them here too, before any DATA that
  * waited across the stall can land, and ask whether the links still stand.
  */
 static void peer_after_stall(struct peer *peer, uint64_t stalled_ms)
 {
-    struct list *pos, *tmp;
     char detail[160];
 
     if (!peer_has_link(peer))
@@ -471,13 +502,20 @@ static void peer_after_stall(struct peer *peer, uint64_t stalled_ms)
                  "this daemon stalled for %" PRIu64 " ms (--peer-timeout-ms %u): the remote "
                  "daemon may have given the transfer up", stalled_ms, peer->d->cfg.peer_timeout_ms);
         log_warning("peer %016" PRIx64 ": %s", peer->daemon_id, detail);
-        list_for_each_safe(pos, tmp, &peer->asks)
-            ask_fail(list_entry(pos, struct ask, peer_node), B10_ERR_PEER_LOST, detail);
-        list_for_each_safe(pos, tmp, &peer->xfers)
-            xfer_fail(list_entry(pos, struct xfer, peer_node), B10_ERR_PEER_LOST, "%s", detail);
+        peer_fail_work(peer, 0, B10_ERR_PEER_LOST, detail);
     }
     peer_heard(peer);
     peer_ping(peer);
+}
+
+/*
+ * A tick this late means a stall. A peer gives this daemon up after T of
+ * silence, which a stall shorter than 3T/4 (ticks are T/4 apart, plus the
+ * delay of a heartbeat on its way) cannot cause.
+ */
+static uint64_t peer_stall_ms(const struct b10d *d)
+{
+    return (uint64_t)d->cfg.peer_timeout_ms * 3 / 4;
 }
 
 static void peer_liveness_run(struct b10d *d)
@@ -485,7 +523,7 @@ static void peer_liveness_run(struct b10d *d)
     uint64_t now = d->now_ms(d);
     uint64_t timeout = d->cfg.peer_timeout_ms;
     uint64_t since = now - d->liveness_tick_ms;
-    bool stalled = since >= timeout / 2;
+    bool stalled = since >= peer_stall_ms(d);
     struct list *pos, *tmp;
     char detail[128];
 
@@ -500,7 +538,7 @@ static void peer_liveness_run(struct b10d *d)
             p->heard_ms = now;   /* silence is only counted while something waits on it */
             continue;
         }
-        if (now - p->heard_ms >= timeout) {
+        if (now >= p->heard_ms && now - p->heard_ms >= timeout) {
             snprintf(detail, sizeof(detail), "no word from the remote daemon for %" PRIu64
                      " ms (--peer-timeout-ms %u)", now - p->heard_ms, d->cfg.peer_timeout_ms);
             peer_lost(p, B10_ERR_PEER_LOST, detail);
@@ -517,7 +555,7 @@ static void peer_on_liveness_tick(uv_timer_t *timer)
 
 bool peer_liveness_check(struct b10d *d)
 {
-    if (!d->liveness_on || d->now_ms(d) - d->liveness_tick_ms < d->cfg.peer_timeout_ms / 2)
+    if (!d->liveness_on || d->now_ms(d) - d->liveness_tick_ms < peer_stall_ms(d))
         return false;
     peer_liveness_run(d);
     return true;

@@ -49,7 +49,8 @@ struct peer {
     struct tag_link in;             /* its link to us */
     uint64_t in_control_tag;
 
-    uint64_t heard_ms;              /* its last sign of life: a message, DATA, a completion */
+    uint64_t heard_ms;              /* its last sign of life: a message, DATA, a reply */
+    uint64_t answer_ep_ms;          /* when an endpoint was last made only to answer it */
 
     struct list xfers;              /* struct xfer.peer_node: every transfer using the peer */
     struct list asks;               /* struct ask.peer_node: questions waiting or asked */
@@ -85,7 +86,7 @@ void peer_lost(struct peer *peer, b10_status_t status, const char *detail);
  * Liveness (--peer-timeout-ms T, 0: off). A timer runs every T/4. While a
  * daemon has transfers or questions open on a link with a peer it sends
  * the peer a heartbeat each tick, and a peer it has not heard from for T
- * is lost (peer_lost). A tick T/2 late means this daemon itself stalled
+ * is lost (peer_lost). A tick 3T/4 late means this daemon itself stalled
  * (SIGSTOP, a frozen host): its peers may have given it up and reported
  * its transfers failed, so it fails its own open transfers with them
  * before any late DATA can land, and asks each peer whether its links

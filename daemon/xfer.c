@@ -453,7 +453,6 @@ static void xfer_on_sent(void *arg, b10_status_t status, size_t length)
                   "DATA chunk %u was not delivered: %s", slot->chunk, b10_status_str(status));
         return;
     }
-    peer_heard(x->peer);   /* a large send completes only once the receiver took it */
     x->d->stats.bytes_sent += x->plan->chunks[slot->chunk].bytes;
     x->chunks_done++;
     xfer_slot_release(slot);
@@ -547,7 +546,8 @@ static void xfer_on_ready(void *arg, b10_status_t status, size_t length)
         return;
     }
     peer_heard(x->peer);
-    if (xfer_past_deadline(x))
+    /* After a stall the receiver may have given the transfer up: send no DATA into it. */
+    if (xfer_past_deadline(x) || (peer_liveness_check(x->d) && x->state == XFER_DONE))
         return;
     x->state = XFER_RUNNING;
     x->ready_ms = x->d->now_ms(x->d);
@@ -961,6 +961,9 @@ static void xfer_on_scattered(struct copy_job *job, b10_status_t status)
         xfer_fail(x, B10_ERR_INTERNAL, "scatter of chunk %u failed", slot->chunk);
         return;
     }
+    /* After a stall the sender may have reported failure: report no success here. */
+    if (peer_liveness_check(x->d) && x->state == XFER_DONE)
+        return;
     x->d->stats.bytes_landed += x->plan->chunks[slot->chunk].bytes;
     x->chunks_done++;
     xfer_slot_release(slot);

@@ -297,7 +297,7 @@ scen_sigstop_late() {
 # sender gave its link up, fails its side, and nothing lands (--strict);
 # both then serve a fresh WRITE on a new link.
 scen_silent_recv() {
-    DAEMON_OPTS="$DAEMON_OPTS --peer-timeout-ms 1000"
+    DAEMON_OPTS="$DAEMON_OPTS --peer-timeout-ms 2000"
     start_daemon A
     start_daemon B
     warm A B
@@ -330,7 +330,7 @@ scen_silent_recv() {
 # DATA into a link the receiver retired; nothing lands (--strict), and a
 # fresh WRITE completes.
 scen_silent_send_none() {
-    DAEMON_OPTS="$DAEMON_OPTS --peer-timeout-ms 1000 --ucx-err-mode none"
+    DAEMON_OPTS="$DAEMON_OPTS --peer-timeout-ms 2000 --ucx-err-mode none"
     start_daemon A
     start_daemon B
     decode dx B "$D/x" $KV --rounds 2 --strict
@@ -528,7 +528,7 @@ scen_netns_linkdown() {
     # chunks of 256 KiB, so that one arrives well within the peer timeout.
     tc -n "$NSA" qdisc add dev "$VA" root tbf rate 16mbit burst 64kb latency 500ms 2>"$D/tc.err" ||
         skip "tbf unavailable: $(head -n 1 "$D/tc.err")"
-    DAEMON_OPTS="$DAEMON_OPTS --view-bytes 256K --peer-timeout-ms 1500"
+    DAEMON_OPTS="$DAEMON_OPTS --view-bytes 256K --peer-timeout-ms 3000"
     start_daemon A
     start_daemon B
     decode dx B "$D/x" $BIG --rounds 2
