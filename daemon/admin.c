@@ -29,13 +29,17 @@
     X(xfers_succeeded, "submitted transfers that landed")                                       \
     X(xfers_failed, "submitted transfers that failed, for any reason")                          \
     X(xfers_received, "transfers admitted as receiver")                                         \
+    X(xfers_received_landed, "received transfers whose bytes all landed")                       \
+    X(xfers_received_failed, "received transfers that failed, for any reason")                  \
     X(bytes_sent, "bytes sent in DATA chunks")                                                  \
     X(bytes_landed, "bytes scattered into destination memory")                                  \
     X(late_completions, "completions of operations of finished transfers")                      \
     X(quarantine_events, "resources put in quarantine")                                         \
     X(stale_messages, "control messages of no live link, dropped")                              \
     X(peer_protocol_errors, "protocol violations by remote daemons")                            \
-    X(client_protocol_errors, "protocol violations by local clients")
+    X(client_protocol_errors, "protocol violations by local clients")                           \
+    X(peers_lost, "remote daemons given up: endpoint errors, silence past --peer-timeout-ms")   \
+    X(stalls, "times this daemon found itself stalled past 3/4 of --peer-timeout-ms")
 
 static const struct {
     const char *name;

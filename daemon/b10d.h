@@ -56,6 +56,8 @@ struct stats {
     uint64_t xfers_succeeded;
     uint64_t xfers_failed;
     uint64_t xfers_received;        /* CONTROLs admitted as receiver */
+    uint64_t xfers_received_landed; /* ... whose bytes all landed */
+    uint64_t xfers_received_failed; /* ... that failed, for any reason */
     uint64_t bytes_sent;
     uint64_t bytes_landed;
     uint64_t late_completions;      /* completions of operations of finished transfers */
@@ -63,6 +65,8 @@ struct stats {
     uint64_t stale_messages;        /* control-class messages of no live link */
     uint64_t peer_protocol_errors;
     uint64_t client_protocol_errors;
+    uint64_t peers_lost;            /* remote daemons given up: endpoint error, silence, ... */
+    uint64_t stalls;                /* times this daemon found itself stalled (--peer-timeout-ms) */
 };
 
 struct b10d {

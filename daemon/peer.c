@@ -164,18 +164,25 @@ static void peer_retire_in(struct peer *peer, b10_status_t why)
     peer->in_up = false;
 }
 
-void peer_lost(struct peer *peer, b10_status_t status, const char *detail)
+/* Retire both links and fail everything with the peer; close_ep: the endpoint too. */
+static void peer_give_up(struct peer *peer, b10_status_t status, const char *detail, bool close_ep)
 {
+    peer->d->stats.peers_lost++;
     log_warning("peer %016" PRIx64 ": lost (%s): %s", peer->daemon_id, b10_status_name(status),
                 detail);
     peer_retire_out(peer, status);
     peer_retire_in(peer, status);
-    if (peer->ep != NULL) {
+    if (close_ep && peer->ep != NULL) {
         wire_ep_close(peer->ep);
         peer->ep = NULL;
     }
     peer_fail_waiting(peer, status, detail);
     peer_fail_work(peer, 0, status, detail);
+}
+
+void peer_lost(struct peer *peer, b10_status_t status, const char *detail)
+{
+    peer_give_up(peer, status, detail, true);
 }
 
 void peer_on_ep_error(void *arg, void *ep_user, b10_status_t status)
@@ -430,7 +437,35 @@ static void peer_ping(struct peer *peer)
     hb.to_daemon_id = peer->daemon_id;
     hb.out_gen = peer->state == PEER_UP ? peer->out.gen : 0;
     hb.in_gen = peer->in_up ? peer->in.gen : 0;
+    peer->nonces[1] = peer->nonces[0];
+    do
+        b10d_random(&peer->nonces[0], sizeof(peer->nonces[0]));
+    while (peer->nonces[0] == 0);
+    hb.nonce = peer->nonces[0];
     peer_send_heartbeat(peer, &hb);
+}
+
+/*
+ * The peer no longer holds a link of ours: it gave this daemon up while we
+ * were stalled. Retire the stale links and fail what runs on them; a link
+ * the peer opened since stays, and so does what runs on it. The endpoint
+ * stays too: a peer gives up on silence without closing its own.
+ */
+static void peer_retire_stale(struct peer *peer, bool out, bool in)
+{
+    const char *detail = "the remote daemon no longer holds this link: it gave this daemon up";
+    uint64_t out_gen = out ? peer->out.gen : 0, in_gen = in ? peer->in.gen : 0;
+
+    log_warning("peer %016" PRIx64 ": %s%s%s retired: %s", peer->daemon_id,
+                out ? "outbound link" : "", out && in ? " and " : "", in ? "inbound link" : "", detail);
+    if (out)
+        peer_retire_out(peer, B10_ERR_PEER_LOST);
+    if (in)
+        peer_retire_in(peer, B10_ERR_PEER_LOST);
+    if (out_gen != 0)
+        peer_fail_work(peer, out_gen, B10_ERR_PEER_LOST, detail);
+    if (in_gen != 0)
+        peer_fail_work(peer, in_gen, B10_ERR_PEER_LOST, detail);
 }
 
 static void peer_on_heartbeat(struct b10d *d, const B10__Peer__Heartbeat *hb)
@@ -460,6 +495,7 @@ static void peer_on_heartbeat(struct b10d *d, const B10__Peer__Heartbeat *hb)
         answer.reply = true;
         answer.out_stale = hb->out_gen != 0 && !out_held;
         answer.in_stale = hb->in_gen != 0 && !in_held;
+        answer.nonce = hb->nonce;
         /* An endpoint made only to answer: at most one a tick, whatever a peer sends. */
         uint64_t now = d->now_ms(d);
         if (peer->ep == NULL && now - peer->answer_ep_ms < d->cfg.peer_timeout_ms / 4 + 1)
@@ -469,20 +505,19 @@ static void peer_on_heartbeat(struct b10d *d, const B10__Peer__Heartbeat *hb)
         peer_send_heartbeat(peer, &answer);
         return;
     }
-    /* An answer echoes our generations; one that is not current any more tells nothing. */
-    bool out_current = hb->out_gen != 0 && peer->state == PEER_UP && peer->out.gen == hb->out_gen;
-    bool in_current = hb->in_gen != 0 && peer->in_up && peer->in.gen == hb->in_gen;
-    /*
-     * A link of ours it no longer holds: it gave this daemon up (while we
-     * were stalled) and closed its endpoint, so ours is half dead too.
-     * Retire everything with it; the next use opens a fresh endpoint.
-     */
-    if ((out_current && hb->out_stale) || (in_current && hb->in_stale)) {
-        peer_lost(peer, B10_ERR_PEER_LOST,
-                  "the remote daemon no longer holds this daemon's link: it gave this daemon up");
+    /* An answer to none of our last two asks is forged or very late: it tells nothing. */
+    if (hb->nonce == 0 || (hb->nonce != peer->nonces[0] && hb->nonce != peer->nonces[1])) {
+        d->stats.stale_messages++;
+        log_debug("peer %016" PRIx64 ": dropping a heartbeat answer to no ask of ours", peer->daemon_id);
         return;
     }
-    if (out_current || in_current)
+    /* It echoes our generations; one that is not current any more tells nothing. */
+    bool out_current = hb->out_gen != 0 && peer->state == PEER_UP && peer->out.gen == hb->out_gen;
+    bool in_current = hb->in_gen != 0 && peer->in_up && peer->in.gen == hb->in_gen;
+    bool out_stale = out_current && hb->out_stale, in_stale = in_current && hb->in_stale;
+    if (out_stale || in_stale)
+        peer_retire_stale(peer, out_stale, in_stale);
+    if ((out_current && !out_stale) || (in_current && !in_stale))
         peer_heard(peer);
 }
 
@@ -528,6 +563,8 @@ static void peer_liveness_run(struct b10d *d)
     char detail[128];
 
     d->liveness_tick_ms = now;
+    if (stalled)
+        d->stats.stalls++;
     list_for_each_safe(pos, tmp, &d->peers) {
         struct peer *p = list_entry(pos, struct peer, node);
         if (stalled) {
@@ -541,7 +578,13 @@ static void peer_liveness_run(struct b10d *d)
         if (now >= p->heard_ms && now - p->heard_ms >= timeout) {
             snprintf(detail, sizeof(detail), "no word from the remote daemon for %" PRIu64
                      " ms (--peer-timeout-ms %u)", now - p->heard_ms, d->cfg.peer_timeout_ms);
-            peer_lost(p, B10_ERR_PEER_LOST, detail);
+            /*
+             * The endpoint stays: silence is no endpoint failure, its requests
+             * complete or fail on their own (the views they hold wait in the
+             * quarantine), and a link that comes back serves again. Closing it
+             * by force under a stalled connection is what UCX 1.13 handles worst.
+             */
+            peer_give_up(p, B10_ERR_PEER_LOST, detail, false);
             continue;
         }
         peer_ping(p);

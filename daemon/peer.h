@@ -51,6 +51,7 @@ struct peer {
 
     uint64_t heard_ms;              /* its last sign of life: a message, DATA, a reply */
     uint64_t answer_ep_ms;          /* when an endpoint was last made only to answer it */
+    uint64_t nonces[2];             /* of our last two heartbeats: answers must echo one */
 
     struct list xfers;              /* struct xfer.peer_node: every transfer using the peer */
     struct list asks;               /* struct ask.peer_node: questions waiting or asked */
@@ -86,11 +87,12 @@ void peer_lost(struct peer *peer, b10_status_t status, const char *detail);
  * Liveness (--peer-timeout-ms T, 0: off). A timer runs every T/4. While a
  * daemon has transfers or questions open on a link with a peer it sends
  * the peer a heartbeat each tick, and a peer it has not heard from for T
- * is lost (peer_lost). A tick 3T/4 late means this daemon itself stalled
- * (SIGSTOP, a frozen host): its peers may have given it up and reported
- * its transfers failed, so it fails its own open transfers with them
- * before any late DATA can land, and asks each peer whether its links
- * still stand.
+ * is given up: its links retire and its work fails, but its endpoint
+ * stays (silence is no endpoint failure). A tick 3T/4 late means this
+ * daemon itself stalled (SIGSTOP, a frozen host): its peers may have given
+ * it up and reported its transfers failed, so it fails its own open
+ * transfers with them before any late DATA can land, and asks each peer
+ * whether its links still stand.
  */
 void peer_liveness_start(struct b10d *d);
 void peer_liveness_stop(struct b10d *d);

@@ -204,6 +204,7 @@ static void xfer_finish(struct xfer *x)
             session_xfer_done(x->session, x);
     } else {
         /* Landed: the target hears the sync message before the sender hears RESULT. */
+        d->stats.xfers_received_landed++;
         if (x->session != NULL && x->sync_length > 0)
             session_notice(x->session, x->remote_agent, x->sync, x->sync_length);
         xfer_send_result(x, B10_OK, "");
@@ -293,9 +294,11 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
         d->stats.xfers_failed++;
         if (x->session != NULL)
             session_xfer_done(x->session, x);
-    } else if ((!peer_silent || status == B10_ERR_PEER_PROTOCOL) && status != B10_ERR_CANCELLED) {
+    } else {
+        d->stats.xfers_received_failed++;
         /* A sender that broke the protocol can still hear why: it fails now, not at its deadline. */
-        xfer_send_result(x, status, x->detail);
+        if ((!peer_silent || status == B10_ERR_PEER_PROTOCOL) && status != B10_ERR_CANCELLED)
+            xfer_send_result(x, status, x->detail);
     }
     /* A READ and its write-back fail together: whichever failed first, with its reason. */
     if (x->read_child != NULL) {

@@ -29,7 +29,7 @@ set -u
 . "$(dirname "$0")/../lib.sh"
 
 SUITE=fault
-REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient tests/b10-rogue"
+REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue"
 LIMIT_S=150
 all_scenarios="kill9_recv kill9_send sigstop_late silent_recv silent_send_none client_kill_send
                client_kill_recv rogue bad_frames budget netns_linkdown netns_loss netns_rate soak fuzz"
@@ -164,6 +164,12 @@ fake_done() {  # fake_done DIR ROUND REQ_BLOCKS XFERS STATUS
             _i=$(( _i + 1 ))
         done
     } >"$1/done.$2.tmp" && mv "$1/done.$2.tmp" "$1/done.$2"
+}
+
+# counter DAEMON NAME: a counter of b10ctl stats (empty if b10ctl fails).
+counter() {
+    timeout -k 2 $(( 30 * SLOW )) "$B10CTL" -s "$D/$1.sock" -t $(( 5000 * SLOW )) --json stats 2>>"$D/ctl.log" |
+        python3 -c "import json, sys; print(json.load(sys.stdin)['counters']['$2'])" 2>>"$D/ctl.log"
 }
 
 # Wait until a receiving daemon admitted a transfer for rank NAME.
@@ -345,6 +351,9 @@ scen_silent_send_none() {
     finish p0 1
     only_statuses p0 B10_ERR_PEER_LOST
     grep -q 'this daemon stalled' "$D/A.log" || die "A did not notice its own stall"
+    [ "$(counter A stalls)" -ge 1 ] || die "A's stalls counter did not count the stall"
+    [ "$(counter B peers_lost)" -ge 1 ] || die "B's peers_lost counter did not count the silent sender"
+    [ "$(counter B xfers_received_failed)" -ge 1 ] || die "B did not count its failed receive"
     verified "$D/x" 0
     prefill p1 A "$D/x" 1 $KV --req-blocks 8 --deadline-ms 30000
     expect_rc p1 0

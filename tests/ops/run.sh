@@ -335,6 +335,12 @@ EOF
     ctl A --json stats >"$D/stats.json" || die "b10ctl stats exited $?"
     [ "$(json_get 'd["counters"]["xfers_failed"]' <"$D/stats.json")" -ge 1 ] || die "xfers_failed did not count the cancel"
     [ "$(json_get 'd["counters"]["xfers_succeeded"]' <"$D/stats.json")" -ge 1 ] || die "xfers_succeeded did not count round 2"
+    # The receiving side counts its own outcomes: round 2 landed, the cancelled one failed.
+    ctl B --json stats >"$D/stats-b.json" || die "b10ctl stats on B exited $?"
+    [ "$(json_get 'd["counters"]["xfers_received_landed"]' <"$D/stats-b.json")" -ge 1 ] ||
+        die "xfers_received_landed did not count round 2"
+    [ "$(json_get 'd["counters"]["xfers_received_failed"]' <"$D/stats-b.json")" -ge 1 ] ||
+        die "xfers_received_failed did not count the cancelled transfer"
 }
 
 # Admin requests only from root, the daemon's user, or the socket's group.
