@@ -167,7 +167,8 @@ static void peer_retire_in(struct peer *peer, b10_status_t why)
 /* Retire both links and fail everything with the peer; close_ep: the endpoint too. */
 static void peer_give_up(struct peer *peer, b10_status_t status, const char *detail, bool close_ep)
 {
-    peer->d->stats.peers_lost++;
+    if (peer->state == PEER_UP || peer->in_up)
+        peer->d->stats.peers_lost++;
     log_warning("peer %016" PRIx64 ": lost (%s): %s", peer->daemon_id, b10_status_name(status),
                 detail);
     peer_retire_out(peer, status);
@@ -537,10 +538,19 @@ static void peer_after_stall(struct peer *peer, uint64_t stalled_ms)
                  "this daemon stalled for %" PRIu64 " ms (--peer-timeout-ms %u): the remote "
                  "daemon may have given the transfer up", stalled_ms, peer->d->cfg.peer_timeout_ms);
         log_warning("peer %016" PRIx64 ": %s", peer->daemon_id, detail);
+        /*
+         * Retire the links as well: a peer that did not give us up would
+         * otherwise wait for what we failed without a word (no CANCEL or
+         * RESULT goes to a peer deemed lost) until its deadlines. Its next
+         * heartbeat names them, is answered stale, and it fails them too.
+         */
+        peer_retire_out(peer, B10_ERR_PEER_LOST);
+        peer_retire_in(peer, B10_ERR_PEER_LOST);
         peer_fail_work(peer, 0, B10_ERR_PEER_LOST, detail);
     }
     peer_heard(peer);
-    peer_ping(peer);
+    if (peer_has_link(peer))
+        peer_ping(peer);
 }
 
 /*
