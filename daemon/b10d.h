@@ -87,7 +87,8 @@ struct b10d {
     struct gpu *gpu;                /* NULL without a CUDA device */
 
     struct list sessions;           /* struct session.node */
-    uint32_t nsessions;
+    uint32_t nsessions;             /* connections: ranks, b10ctl, not yet introduced */
+    uint32_t nranks;                /* sessions past Hello, counted against --max-clients */
     struct list peers;              /* struct peer.node */
     uint32_t npeers;
     struct list xfers;              /* struct xfer.node: every live transfer */

@@ -16,6 +16,7 @@
 #define IPC_READ_BYTES   (64 * 1024)
 #define IPC_MAX_FDS      4            /* descriptors waiting for their frame */
 #define IPC_MAX_QUEUED   (256u << 20) /* a client that reads nothing is dropped past this */
+#define IPC_OPERATOR_RESERVE 8u       /* connections beyond --max-clients, for b10ctl */
 
 struct ipc_out {
     struct list node;
@@ -277,9 +278,14 @@ static void ipc_on_accept(uv_poll_t *handle, int status, int events)
             close(fd);
             continue;
         }
-        if (d->nsessions >= d->cfg.max_clients) {
-            log_warning("refusing client pid %d: %u clients connected (--max-clients)", (int)cred.pid,
-                        d->nsessions);
+        /*
+         * --max-clients bounds the ranks, at their Hello. The connections past
+         * it are for b10ctl (and for ranks yet to say who they are): a daemon
+         * full of ranks still answers its operator.
+         */
+        if (d->nsessions >= d->cfg.max_clients + IPC_OPERATOR_RESERVE) {
+            log_warning("refusing client pid %d: %u connections (--max-clients %u and %u for b10ctl)",
+                        (int)cred.pid, d->nsessions, d->cfg.max_clients, IPC_OPERATOR_RESERVE);
             close(fd);
             continue;
         }

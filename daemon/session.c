@@ -58,8 +58,10 @@ void session_destroy(struct session *s)
     if (s == NULL)
         return;
     s->conn = NULL;
-    if (s->hello_done)
+    if (s->hello_done) {
         log_info("client %s (pid %d) disconnected", s->agent, (int)s->pid);
+        s->d->nranks--;
+    }
     session_fail_list(&s->xfers, "the submitting rank disconnected");
     session_fail_list(&s->targets, "the destination rank disconnected");
     list_for_each_safe(pos, tmp, &s->asks)
@@ -189,6 +191,13 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
                       "agent name must be 1..255 bytes of printable ASCII without spaces", NULL);
         return -1;
     }
+    if (d->nranks >= d->cfg.max_clients) {
+        snprintf(detail, sizeof(detail), "%u ranks are connected to this daemon (--max-clients)",
+                 d->nranks);
+        log_warning("refusing rank %.64s (pid %d): %s", hello->agent_name, (int)s->pid, detail);
+        session_reply(s, seq, B10_ERR_TOO_LARGE, detail, NULL);
+        return -1;
+    }
     if (session_find(d, hello->agent_name) != NULL) {
         snprintf(detail, sizeof(detail), "agent '%s' is already connected to this daemon",
                  hello->agent_name);
@@ -197,6 +206,7 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
     }
     snprintf(s->agent, sizeof(s->agent), "%s", hello->agent_name);
     s->hello_done = true;
+    d->nranks++;
 
     wire_address(d->wire, &addr, &addr_len);
     B10__AgentDesc desc = B10__AGENT_DESC__INIT;

@@ -21,7 +21,8 @@ REQUIRED_CMDS=python3
 # This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
-all_scenarios="config units install notify activation ctl permission drain sigterm_finish sigterm_bound"
+all_scenarios="config units install notify activation ctl max_clients permission drain sigterm_finish
+               sigterm_bound"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
 
@@ -341,6 +342,31 @@ EOF
         die "xfers_received_landed did not count round 2"
     [ "$(json_get 'd["counters"]["xfers_received_failed"]' <"$D/stats-b.json")" -ge 1 ] ||
         die "xfers_received_failed did not count the cancelled transfer"
+}
+
+# --max-clients bounds the ranks: one past it is refused with the reason,
+# b10ctl still gets in, and a rank that leaves makes room for another.
+scen_max_clients() {
+    start_daemon A --max-clients 2
+    for r in r1 r2 r3 r4; do
+        mkdir -p "$D/$r"
+    done
+    bg r1 "$KVRANK" --role decode --name r1 -s "$D/A.sock" --dir "$D/r1" $KV
+    bg r2 "$KVRANK" --role decode --name r2 -s "$D/A.sock" --dir "$D/r2" $KV
+    wait_file "$D/r1/decode.desc" 30
+    wait_file "$D/r2/decode.desc" 30
+    fg 30 r3 "$KVRANK" --role decode --name r3 -s "$D/A.sock" --dir "$D/r3" $KV
+    [ "$rc" != 0 ] || die "a third rank got in past --max-clients 2"
+    grep -q 'B10_ERR_TOO_LARGE' "$D/r3.log" || die "the third rank was not refused as over a limit: $(tail -n 1 "$D/r3.log")"
+    grep -q 'refusing rank r3 .*--max-clients' "$D/A.log" || die "A did not log why it refused r3"
+    ctl A --json clients >"$D/clients.json" || die "b10ctl could not reach a daemon full of ranks"
+    [ "$(json_get 'sorted(c["agent"] for c in d["clients"] if c["agent"])' <"$D/clients.json")" = "['r1', 'r2']" ] ||
+        die "b10ctl clients does not show r1 and r2: $(cat "$D/clients.json")"
+    kill -TERM "$pid_r2"
+    wait "$pid_r2" 2>/dev/null
+    wait_log "$D/A.log" 'client r2 .* disconnected' 10 "A did not see r2 leave"
+    fg 30 r4 "$KVRANK" --role decode --name r4 -s "$D/A.sock" --dir "$D/r4" $KV --wait-ms 200
+    grep -q 'registered .* regions as r4' "$D/r4.log" || die "r4 was not let in after r2 left: $(tail -n 1 "$D/r4.log")"
 }
 
 # Admin requests only from root, the daemon's user, or the socket's group.
