@@ -40,6 +40,7 @@ struct copy_job {
     copy_done_fn *done;
     void *arg;
     uint32_t index;             /* the caller's: e.g. the chunk */
+    float gpu_ms;               /* the device parts' time on the GPU (CUDA events) */
 };
 
 struct copy_job *copy_job_new(struct b10d *d, bool gather, copy_done_fn *done, void *arg,

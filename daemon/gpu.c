@@ -84,6 +84,9 @@ static void gpu_on_async(uv_async_t *handle)
                     gpu_copy_last_error(gpu->copiers[part->device]));
             status = B10_ERR_INTERNAL;
         }
+        float ms = 0;
+        if (rc == GPU_COPY_OK && gpu_copy_op_elapsed_ms(part->op, &ms) == GPU_COPY_OK)
+            part->job->gpu_ms += ms;
         gpu_copy_op_release(part->op);
         gpu->inflight--;
         copy_job_part_done(part->job, status);
@@ -182,6 +185,10 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
     /* One pass per device the job touches (a rank's regions rarely span more than one). */
     for (int device = 0; device < (gpu != NULL ? gpu->ndevices : 0); device++) {
         struct gpu_part *part = NULL;
+        /* Piece tables sized to the job: a chunk's few hundred pieces need KiB, not 1.5 MiB. */
+        uint32_t left = 0;
+        for (uint32_t i = 0; i < job->nsegs; i++)
+            left += job->segs[i].device == device;
         for (uint32_t i = 0; i < job->nsegs; i++) {
             const struct copy_seg *seg = &job->segs[i];
             if (seg->device != device)
@@ -189,7 +196,8 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
             if (part == NULL) {
                 part = calloc(1, sizeof(*part));
                 if (part != NULL)
-                    part->pieces = malloc(GPU_MAX_PIECES * sizeof(*part->pieces));
+                    part->pieces = malloc((left < GPU_MAX_PIECES ? left : GPU_MAX_PIECES) *
+                                          sizeof(*part->pieces));
                 if (part == NULL || part->pieces == NULL) {
                     free(part);
                     job->parts++;
@@ -204,6 +212,7 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
             part->pieces[part->npieces++] = job->gather
                 ? (gpu_copy_piece_t){ (void *)seg->src, seg->dst, seg->len }
                 : (gpu_copy_piece_t){ seg->dst, (void *)seg->src, seg->len };
+            left--;
             if (part->npieces == GPU_MAX_PIECES) {
                 gpu_queue(gpu, part);
                 part = NULL;

@@ -81,5 +81,7 @@ void wire_cancel(struct wire *wire, struct wire_op *op);
 
 /* Operations posted and not yet completed, over all endpoints. */
 uint32_t wire_outstanding(const struct wire *wire);
+/* Time spent inside ucp_worker_progress since the wire was made. */
+uint64_t wire_progress_ns(const struct wire *wire);
 
 #endif

@@ -51,6 +51,22 @@ struct xfer_slot {
     uint32_t chunk;
     struct view *view;
     struct wire_op *op;             /* S: DATA send; R: DATA receive */
+    uint64_t phase_ns;              /* when its current copy or wire phase began */
+};
+
+/*
+ * Where a transfer's time went, for its "landed" log line: the summed
+ * durations of its chunks' copies and DATA operations, and how long no DATA
+ * operation of it was in flight while it ran (the wire waiting on the copies).
+ */
+struct xfer_pipe {
+    uint64_t copy_ns, wire_ns;
+    uint32_t copies, wire_ops;      /* completed, for the averages */
+    double gpu_ms;                  /* of copy_ns, the copies' own time on the GPU */
+    uint64_t progress_ns0;          /* the wire's progress time when the transfer began */
+    uint64_t wire_idle_ns;
+    uint64_t idle_since_ns;
+    uint32_t on_wire;
 };
 
 struct xfer {
@@ -79,6 +95,7 @@ struct xfer {
     uint32_t nslots;
     struct staging_waiter waiter;
     bool waiting;                   /* in the staging wait list */
+    struct xfer_pipe pipe;
 
     struct wire_op *ready_op;       /* S: READY receive */
     struct wire_op *result_op;      /* S: RESULT receive */

@@ -123,16 +123,17 @@ done
 rate=$(sed -n 's/.* s: \([0-9.]*\) GB\/s.*/\1/p' "$RUN/prefill.log" | tail -n 1)
 
 # The ceiling, measured now: ucx_perftest on the transport the daemons used,
-# with messages the size of one DATA chunk (one 8 MiB staging view).
+# with messages the size of one DATA chunk (one staging view).
 ceiling=""
-if command -v ucx_perftest >/dev/null 2>&1; then
+chunk=$("$B10D" --check-config | sed -n 's/^view-bytes //p')
+if command -v ucx_perftest >/dev/null 2>&1 && [ -n "$chunk" ]; then
     tls=$(grep -m1 -o 'transport .*' "$RUN/prefill-node.log" | sed 's/transport //; s|/[^ ]*||g; s/ /,/g')
     port=$((20000 + $$ % 20000))
     UCX_TLS="${tls:-tcp},self" timeout 60 ucx_perftest -p "$port" >"$RUN/perftest-server.log" 2>&1 &
     server=$!
     pids="$pids $server"
     sleep 1
-    UCX_TLS="${tls:-tcp},self" timeout 60 ucx_perftest 127.0.0.1 -p "$port" -t tag_bw -s 8388608 \
+    UCX_TLS="${tls:-tcp},self" timeout 60 ucx_perftest 127.0.0.1 -p "$port" -t tag_bw -s "$chunk" \
         -n 60 -w 5 >"$RUN/perftest.log" 2>&1
     # "Final: iters p50 avg overall bw_avg bw_overall ..." with bandwidth in MiB/s.
     ceiling=$(awk '/^Final:/ { printf "%.2f", $7 * 1048576 / 1e9 }' "$RUN/perftest.log")
@@ -140,7 +141,7 @@ if command -v ucx_perftest >/dev/null 2>&1; then
 fi
 if [ -n "$ceiling" ] && [ -n "$rate" ]; then
     ratio=$(awk -v a="$rate" -v b="$ceiling" 'BEGIN { printf "%.2f", a / b }')
-    echo "demo: ceiling: ucx_perftest tag_bw over ${tls:-tcp}, 8 MiB messages, this run: $ceiling GB/s"
+    echo "demo: ceiling: ucx_perftest tag_bw over ${tls:-tcp}, $((chunk >> 20)) MiB messages, this run: $ceiling GB/s"
     echo "demo: OK: 240 MiB of KV landed and verified byte for byte, $rate GB/s = $ratio x ucx_perftest"
 else
     echo "demo: OK: 240 MiB of KV landed and verified byte for byte, ${rate:-?} GB/s (no ucx_perftest ceiling measured)"

@@ -412,6 +412,20 @@ static void pattern_fill(uint8_t *dst, uint64_t key, uint64_t off, size_t len)
     while (len > 0) {
         uint64_t w = mix64(key ^ ((off >> 3) * 0xd6e8feb86659fd93ull));
         unsigned k = (unsigned)(off & 7);
+
+        if (k == 0 && len >= 8) {
+            /* A whole word: on a little-endian machine, the same bytes in one store. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            memcpy(dst, &w, 8);
+#else
+            for (unsigned i = 0; i < 8; i++)
+                dst[i] = (uint8_t)(w >> (8 * i));
+#endif
+            dst += 8;
+            off += 8;
+            len -= 8;
+            continue;
+        }
         size_t n = 8 - k < len ? 8 - k : len;
 
         for (size_t i = 0; i < n; i++)
