@@ -33,7 +33,7 @@ void config_defaults(struct config *cfg)
      * one thread's copy (CMA, or loopback TCP), which runs fastest while the
      * chunks the GPU just wrote are still in the CPU caches. Over shared
      * memory eight chunks of 8 MiB reached about half of ucx_perftest's
-     * speed, these about 0.87 (the sweep in README, "GPU memory, and what it
+     * speed, these about 0.86 (the sweep in README, "GPU memory, and what it
      * measures"). Tuned on one host; across hosts it is not measured.
      */
     cfg->view_bytes = 4 * MiB;
