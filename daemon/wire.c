@@ -59,7 +59,7 @@ struct wire {
     struct list strays;             /* struct wire_op: stray messages still being dropped */
     uint32_t closing;               /* endpoint close requests in flight */
     bool idle_on;
-    uint64_t progress_ns;            /* inside ucp_worker_progress, in all */
+    uint64_t progress_ns;           /* inside ucp_worker_progress, in all */
 };
 
 static b10_status_t wire_status(ucs_status_t st)
@@ -664,4 +664,3 @@ uint64_t wire_progress_ns(const struct wire *wire)
 {
     return wire->progress_ns;
 }
-

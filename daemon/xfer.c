@@ -85,8 +85,7 @@ static void xfer_pipe_describe(const struct xfer *x, char *out, size_t size)
              x->role == XFER_SEND ? "gather" : "scatter", p->copy_ns / 1e6 / nc,
              p->gpu_ms / nc, x->role == XFER_SEND ? "send" : "receive",
              p->wire_ns / 1e6 / nw, x->role == XFER_SEND ? "in flight" : "receive posted",
-             x->pipe.wire_idle_ns / 1e6,
-             (wire_progress_ns(x->d->wire) - x->pipe.progress_ns0) / 1e6);
+             p->wire_idle_ns / 1e6, (wire_progress_ns(x->d->wire) - p->progress_ns0) / 1e6);
 }
 
 /* ---------------------------------------------------------------- life cycle */
