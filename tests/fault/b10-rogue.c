@@ -854,10 +854,7 @@ static int case_heartbeat(const char *c)
                    "calling the live link stale changed nothing");
 }
 
-static const struct {
-    const char *name;
-    int (*fn)(const char *name);
-} cases[] = {
+static const struct testout_case cases[] = {
     { "good", case_good },
     { "unknown", case_unknown },
     { "oversize", case_oversize },
@@ -912,50 +909,25 @@ static int setup(const char *sock)
     return 0;
 }
 
+/* After each case: a daemon that dropped our endpoint ends the run. */
+static int after_case(const char *name)
+{
+    return g.ep_failed ? -fail(name, "the daemon dropped our endpoint") : 0;
+}
+
 int main(int argc, char **argv)
 {
-    int opt, bad = 0;
+    size_t ncases = sizeof(cases) / sizeof(cases[0]);
 
     signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    while ((opt = getopt(argc, argv, "t:")) != -1) {
-        if (opt == 't' && atoi(optarg) > 0) {
-            timeout_ms = atoi(optarg);
-        } else {
-            fprintf(stderr, "usage: %s [-t TIMEOUT_MS] SOCKET CASE...\n", argv[0]);
-            return 2;
-        }
-    }
-    if (argc - optind < 2) {
-        fprintf(stderr, "usage: %s [-t TIMEOUT_MS] SOCKET CASE...\ncases: all", argv[0]);
-        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-            fprintf(stderr, " %s", cases[i].name);
-        fputc('\n', stderr);
+    int sock = testout_args(argc, argv, cases, ncases, &timeout_ms);
+    if (sock < 0 || setup(argv[sock]) != 0)
         return 2;
-    }
-    if (setup(argv[optind]) != 0)
-        return 2;
-    for (int a = optind + 1; a < argc; a++) {
-        bool all = strcmp(argv[a], "all") == 0, found = false;
-
-        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-            if (all || strcmp(argv[a], cases[i].name) == 0) {
-                found = true;
-                bad |= cases[i].fn(cases[i].name) != 0;
-                if (g.ep_failed) {
-                    bad |= fail(cases[i].name, "the daemon dropped our endpoint");
-                    goto out;
-                }
-            }
-        }
-        if (!found) {
-            fprintf(stderr, "unknown case %s\n", argv[a]);
-            bad = 1;
-        }
-    }
+    int bad = testout_run(argv + sock + 1, argc - sock - 1, cases, ncases, after_case);
     /* Whatever came before, the daemon still takes a correct transfer from us. */
-    bad |= case_good("good-after") != 0;
-out:
+    if (!g.ep_failed)
+        bad |= case_good("good-after") != 0;
     ucx_teardown();
     b10_conn_close(g.conn);
     b10_dram_free(g.reg);

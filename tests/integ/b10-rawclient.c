@@ -787,10 +787,7 @@ out:
     return rc;
 }
 
-static const struct {
-    const char *name;
-    int (*fn)(const char *name);
-} cases[] = {
+static const struct testout_case cases[] = {
     { "oversize-prehello", case_oversize_prehello },
     { "oversize", case_oversize },
     { "junk", case_junk },
@@ -802,43 +799,20 @@ static const struct {
     { "alive", case_alive },
 };
 
+/* Every case must leave the daemon serving. */
+static int after_case(const char *name)
+{
+    return strcmp(name, "alive") != 0 && case_alive("alive") != 0;
+}
+
 int main(int argc, char **argv)
 {
-    int opt, bad = 0;
+    size_t ncases = sizeof(cases) / sizeof(cases[0]);
 
     signal(SIGPIPE, SIG_IGN);
-    while ((opt = getopt(argc, argv, "t:")) != -1) {
-        if (opt == 't' && atoi(optarg) > 0) {
-            timeout_ms = atoi(optarg);
-        } else {
-            fprintf(stderr, "usage: %s [-t TIMEOUT_MS] SOCKET CASE...\n", argv[0]);
-            return 2;
-        }
-    }
-    if (argc - optind < 2) {
-        fprintf(stderr, "usage: %s [-t TIMEOUT_MS] SOCKET CASE...\ncases: all", argv[0]);
-        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-            fprintf(stderr, " %s", cases[i].name);
-        fputc('\n', stderr);
+    int sock = testout_args(argc, argv, cases, ncases, &timeout_ms);
+    if (sock < 0)
         return 2;
-    }
-    sock_path = argv[optind];
-    for (int a = optind + 1; a < argc; a++) {
-        bool all = strcmp(argv[a], "all") == 0, found = false;
-
-        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-            if (all || strcmp(argv[a], cases[i].name) == 0) {
-                found = true;
-                bad |= cases[i].fn(cases[i].name) != 0;
-                /* Every case must leave the daemon serving. */
-                if (strcmp(cases[i].name, "alive") != 0)
-                    bad |= case_alive("alive") != 0;
-            }
-        }
-        if (!found) {
-            fprintf(stderr, "unknown case %s\n", argv[a]);
-            return 2;
-        }
-    }
-    return bad ? 1 : 0;
+    sock_path = argv[sock];
+    return testout_run(argv + sock + 1, argc - sock - 1, cases, ncases, after_case);
 }
