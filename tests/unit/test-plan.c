@@ -5,11 +5,14 @@
  * both sides, chunks filled to exactly max_chunk, pieces split at chunk
  * boundaries); random span sets over many seeds check the one invariant that
  * matters on the wire: the plan moves exactly the input's bytes, each source
- * byte to its destination byte, once. The decoder gets hostile tables.
+ * byte to its destination byte, once; and more random requests, up to 100000
+ * spans, must give exactly the plans (or the refusals) of a qsort reference.
+ * The decoder gets hostile tables.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +20,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "rng.h"
 
 #include "frame.h"
 #include "plan.h"
@@ -32,24 +37,6 @@ struct span {
 static struct plan sentinel_plan;
 
 /* ---------------------------------------------------------------- helpers */
-
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t seed)
-{
-    rng_state = seed * UINT64_C(0x9e3779b97f4a7c15) + 1;
-}
-
-/* xorshift64*: deterministic per seed, so a failing seed can be replayed. */
-static uint64_t rng_next(void)
-{
-    uint64_t x = rng_state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    rng_state = x;
-    return x * UINT64_C(0x2545f4914f6cdd1d);
-}
 
 static uint64_t rng_below(uint64_t n)
 {
@@ -632,6 +619,607 @@ static void test_random_byte_map(void **state)
     free(got);
 }
 
+/* ---------------------------------------------------------------- against a reference */
+
+/*
+ * plan_build sorts with a radix sort that takes shortcuts (an input already
+ * in order is left alone, a byte every key shares is skipped) and puts the
+ * spans back in request order between its two sorts. None of that may show:
+ * its plans must be exactly those of the obvious implementation below, which
+ * is how plan_build was written before, with qsort. The random requests are
+ * shaped so that every pass and every shortcut of the radix sort runs, and
+ * test_reference_plans checks at the end that each one did.
+ */
+struct ref_span {
+    uint64_t src, dst, len;
+    uint32_t index;  /* position in the request */
+};
+
+static int ref_cmp_dst(const void *a, const void *b)
+{
+    const struct ref_span *x = a, *y = b;
+    if (x->dst != y->dst)
+        return x->dst < y->dst ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static int ref_cmp_src(const void *a, const void *b)
+{
+    const struct ref_span *x = a, *y = b;
+    if (x->src != y->src)
+        return x->src < y->src ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* What the reference saw on the way, for the coverage check. */
+struct ref_seen {
+    bool equal_src;   /* two spans read from the same source address */
+    bool merged;      /* some spans were merged */
+};
+
+static void ref_free(struct plan *plan)
+{
+    free(plan->pieces);
+    free(plan->chunks);
+    free(plan);
+}
+
+/* plan_build's contract, written the slow and obvious way. */
+static b10_status_t ref_build(const uint8_t *src_spans, const uint8_t *dst_spans, size_t count,
+                              uint64_t max_chunk, struct plan **plan_p, char *detail,
+                              size_t detail_len, struct ref_seen *seen)
+{
+    struct ref_span *spans = malloc(count * sizeof(*spans));
+    b10_status_t status = B10_ERR_INVALID_ARG;
+    size_t n = 0;
+
+    assert_non_null(spans);
+    *seen = (struct ref_seen){ false, false };
+    for (size_t i = 0; i < count; i++) {
+        uint64_t len = frame_get_u64(src_spans + i * SPAN_BYTES + 8);
+        uint64_t dlen = frame_get_u64(dst_spans + i * SPAN_BYTES + 8);
+        spans[i] = (struct ref_span){ frame_get_u64(src_spans + i * SPAN_BYTES),
+                                      frame_get_u64(dst_spans + i * SPAN_BYTES), len,
+                                      (uint32_t)i };
+        if (len == 0 || len != dlen) {
+            snprintf(detail, detail_len, "span %zu: lengths %" PRIu64 " and %" PRIu64
+                     " must be equal and non-zero", i, len, dlen);
+            goto out;
+        }
+        /* The end, one past the last byte, must fit in 64 bits on both sides. */
+        if (spans[i].src > UINT64_MAX - len || spans[i].dst > UINT64_MAX - len) {
+            snprintf(detail, detail_len, "span %zu wraps the address space", i);
+            goto out;
+        }
+    }
+
+    qsort(spans, count, sizeof(*spans), ref_cmp_dst);
+    for (size_t i = 1; i < count; i++) {
+        if (spans[i].dst < spans[i - 1].dst + spans[i - 1].len) {
+            snprintf(detail, detail_len, "destination spans %u and %u overlap",
+                     spans[i - 1].index, spans[i].index);
+            goto out;
+        }
+    }
+
+    qsort(spans, count, sizeof(*spans), ref_cmp_src);
+    for (size_t i = 0; i < count; i++) {
+        if (i > 0 && spans[i].src == spans[i - 1].src)
+            seen->equal_src = true;
+        if (n > 0 && spans[n - 1].src + spans[n - 1].len == spans[i].src &&
+            spans[n - 1].dst + spans[n - 1].len == spans[i].dst) {
+            spans[n - 1].len += spans[i].len;
+            seen->merged = true;
+        } else {
+            spans[n++] = spans[i];
+        }
+    }
+
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (spans[i].len > UINT64_MAX - total) {
+            snprintf(detail, detail_len, "transfer length overflows 64 bits");
+            status = B10_ERR_TOO_LARGE;
+            goto out;
+        }
+        total += spans[i].len;
+    }
+    /* Room for a chunk per max_chunk bytes plus one per span, and a piece more per chunk. */
+    uint64_t full = total / max_chunk;
+    if (full > UINT32_MAX || full + 2 * (uint64_t)n > UINT32_MAX) {
+        snprintf(detail, detail_len, "transfer of %" PRIu64 " bytes needs too many chunks", total);
+        status = B10_ERR_TOO_LARGE;
+        goto out;
+    }
+
+    /*
+     * Lay the merged spans end to end and cut at every multiple of max_chunk
+     * of the running offset: chunk c holds the bytes [c, c + 1) * max_chunk.
+     */
+    struct plan *plan = calloc(1, sizeof(*plan));
+    assert_non_null(plan);
+    plan->pieces = malloc((n + full + 1) * sizeof(*plan->pieces));
+    plan->chunks = malloc((full + 1) * sizeof(*plan->chunks));
+    assert_non_null(plan->pieces);
+    assert_non_null(plan->chunks);
+    uint64_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (uint64_t done = 0; done < spans[i].len;) {
+            uint64_t c = at / max_chunk;
+            uint64_t room = max_chunk - at % max_chunk;
+            uint64_t take = spans[i].len - done < room ? spans[i].len - done : room;
+            if (c == plan->nchunks)
+                plan->chunks[plan->nchunks++] = (struct plan_chunk){ plan->npieces, 0, 0 };
+            assert_true(c + 1 == plan->nchunks);
+            plan->pieces[plan->npieces++] = (struct plan_piece){ spans[i].src + done,
+                                                                 spans[i].dst + done, take };
+            plan->chunks[c].count++;
+            plan->chunks[c].bytes += take;
+            done += take;
+            at += take;
+        }
+    }
+    plan->total = at;
+    *plan_p = plan;
+    status = B10_OK;
+out:
+    free(spans);
+    return status;
+}
+
+/*
+ * How a side's runs are laid out in the address space. Each keeps the runs
+ * disjoint and in the order given (a run may end where the next begins).
+ */
+enum ref_layout {
+    LAYOUT_DENSE,    /* small gaps from a random base: the low bytes differ */
+    LAYOUT_LOW,      /* a few bytes from an aligned base: only byte 0 differs */
+    LAYOUT_HIGH,     /* one run per 2^shift, maybe with a little jitter: the high bytes differ */
+    LAYOUT_SPREAD,   /* random gaps over the whole address space: every byte differs */
+    LAYOUT_COUNT
+};
+
+static const char *const ref_layout_names[] = { "dense", "low", "high", "spread" };
+
+static void ref_layout_runs(const uint64_t *len, const size_t *order, size_t m,
+                            enum ref_layout how, uint64_t *start)
+{
+    uint64_t sum = 0, longest = 0;
+    for (size_t q = 0; q < m; q++) {
+        sum += len[q];
+        longest = len[q] > longest ? len[q] : longest;
+    }
+    if (how == LAYOUT_HIGH) {
+        /* The largest shift that leaves room for m slots, or a smaller one. */
+        unsigned top = 56;
+        while (top > 16 && ((uint64_t)m >> (64 - top)) != 0)
+            top -= 8;
+        unsigned shift = top - 8 * (unsigned)rng_below(top / 8 - 1);
+        uint64_t jitter = rng_below(2) == 0 ? 0 : 1 + rng_below(16);
+        uint64_t low = rng_below(UINT64_C(1) << (shift - 2));
+        uint64_t slots = UINT64_MAX >> shift;   /* the last slot's number; m of them must fit */
+        uint64_t first = slots == m ? 0 : rng_below(slots - m);
+        if (longest + jitter + low < (UINT64_C(1) << shift)) {
+            for (size_t q = 0; q < m; q++)
+                start[order[q]] = ((first + q) << shift) + low + (jitter ? rng_below(jitter) : 0);
+            return;
+        }
+        how = LAYOUT_DENSE;   /* a run too long for its slot */
+    }
+    if (how == LAYOUT_SPREAD) {
+        uint64_t per = (UINT64_MAX - sum) / (m + 1);
+        uint64_t at = 0;
+        for (size_t q = 0; q < m; q++) {
+            at += rng_below(4) == 0 ? 0 : rng_below(per);
+            start[order[q]] = at;
+            at += len[order[q]];
+        }
+        return;
+    }
+    uint64_t gap_max = how == LAYOUT_LOW ? 2 : rng_below(2) == 0 ? 16 : 4096;
+    uint64_t span = sum + m * gap_max;
+    uint64_t at = how == LAYOUT_LOW ? rng_next() & ~UINT64_C(0xffff) & (UINT64_MAX >> 1)
+                                    : rng_below(UINT64_MAX - span);
+    for (size_t q = 0; q < m; q++) {
+        at += rng_below(3) == 0 ? 0 : rng_below(gap_max + 1);
+        start[order[q]] = at;
+        at += len[order[q]];
+    }
+}
+
+static void ref_shuffle(size_t *order, size_t m)
+{
+    for (size_t i = m; i > 1; i--) {
+        size_t j = rng_below(i), t = order[i - 1];
+        order[i - 1] = order[j];
+        order[j] = t;
+    }
+}
+
+/* The order of the runs along a side: as made, reversed, or shuffled. */
+static const char *ref_order(size_t *order, size_t m)
+{
+    for (size_t q = 0; q < m; q++)
+        order[q] = q;
+    switch (rng_below(3)) {
+    case 0:
+        return "in order";
+    case 1:
+        for (size_t q = 0; q < m; q++)
+            order[q] = m - 1 - q;
+        return "reversed";
+    default:
+        ref_shuffle(order, m);
+        return "shuffled";
+    }
+}
+
+/*
+ * A random request of n spans into spans[]: runs of one to many spans
+ * contiguous on both sides (plan_build must merge them again), each side laid
+ * out on its own, sources sometimes shared, the spans then in run order or
+ * shuffled; sometimes with destinations made to overlap. what says how.
+ */
+static void ref_request(struct span *spans, size_t n, bool low, char *what, size_t what_len)
+{
+    uint64_t maxlen = low ? 4 : (uint64_t[]){ 1, 16, 4096, 65536 }[rng_below(4)];
+    unsigned cont = low ? 0 : (unsigned)rng_below(4);   /* in 4: a span continues the run */
+    size_t *run_of = malloc(n * sizeof(*run_of));
+    uint64_t *run_len = malloc(n * sizeof(*run_len));
+    uint64_t *run_src = malloc(n * sizeof(*run_src));
+    uint64_t *run_dst = malloc(n * sizeof(*run_dst));
+    size_t *order = malloc(n * sizeof(*order));
+    size_t m = 0;
+
+    assert_non_null(run_of);
+    assert_non_null(run_len);
+    assert_non_null(run_src);
+    assert_non_null(run_dst);
+    assert_non_null(order);
+    for (size_t i = 0; i < n; i++) {
+        spans[i].len = 1 + rng_below(maxlen);
+        if (i == 0 || rng_below(4) >= cont)
+            run_len[m++] = 0;
+        run_of[i] = m - 1;
+        spans[i].src = run_len[m - 1];   /* the offset in the run, for now */
+        run_len[m - 1] += spans[i].len;
+    }
+
+    enum ref_layout dst_how = low ? LAYOUT_LOW : (enum ref_layout)rng_below(LAYOUT_COUNT);
+    const char *dst_order = ref_order(order, m);
+    ref_layout_runs(run_len, order, m, dst_how, run_dst);
+
+    const char *src_how;
+    const char *src_order = "";
+    switch (low ? 0 : rng_below(6)) {
+    case 0:
+    case 1:
+    case 2: {
+        enum ref_layout how = low ? LAYOUT_LOW : (enum ref_layout)rng_below(LAYOUT_COUNT);
+        src_how = ref_layout_names[how];
+        src_order = ref_order(order, m);
+        ref_layout_runs(run_len, order, m, how, run_src);
+        break;
+    }
+    case 3: {
+        /* A few source places shared by all runs: the same bytes read many times. */
+        uint64_t pool[8];
+        size_t npool = 1 + rng_below(rng_below(2) == 0 ? 2 : 8);
+        uint64_t longest = 0;
+        for (size_t r = 0; r < m; r++)
+            longest = run_len[r] > longest ? run_len[r] : longest;
+        for (size_t k = 0; k < npool; k++)
+            pool[k] = rng_below(UINT64_MAX - longest);
+        for (size_t r = 0; r < m; r++)
+            run_src[r] = pool[rng_below(npool)];
+        src_how = "shared";
+        break;
+    }
+    case 4:
+        /* The destinations themselves: every run one merged piece, sorted alike. */
+        memcpy(run_src, run_dst, m * sizeof(*run_src));
+        src_how = "same as dst";
+        break;
+    default: {
+        /* Each run at a random place, overlapping or not. */
+        for (size_t r = 0; r < m; r++)
+            run_src[r] = rng_below(UINT64_MAX - run_len[r]);
+        src_how = "anywhere";
+        break;
+    }
+    }
+
+    for (size_t i = 0; i < n; i++) {
+        uint64_t off = spans[i].src;
+        spans[i].src = run_src[run_of[i]] + off;
+        spans[i].dst = run_dst[run_of[i]] + off;
+    }
+
+    /* The request's order: as built, reversed, shuffled, or nearly in order. */
+    const char *request_order;
+    switch (rng_below(5)) {
+    case 0:
+    case 1:
+        request_order = "as built";
+        break;
+    case 2:
+        for (size_t i = 0; i < n / 2; i++) {
+            struct span t = spans[i];
+            spans[i] = spans[n - 1 - i];
+            spans[n - 1 - i] = t;
+        }
+        request_order = "reversed";
+        break;
+    case 3:
+        for (size_t i = n; i > 1; i--) {
+            size_t j = rng_below(i);
+            struct span t = spans[i - 1];
+            spans[i - 1] = spans[j];
+            spans[j] = t;
+        }
+        request_order = "shuffled";
+        break;
+    default:
+        for (size_t k = 1 + rng_below(3); k > 0; k--) {
+            size_t i = rng_below(n), j = rng_below(n);
+            struct span t = spans[i];
+            spans[i] = spans[j];
+            spans[j] = t;
+        }
+        request_order = "a few swapped";
+        break;
+    }
+
+    /* Sometimes destinations that overlap: a span moved into another, or onto its start. */
+    size_t overlaps = rng_below(5) == 0 ? 1 + rng_below(3) : 0;
+    for (size_t k = 0; k < overlaps; k++) {
+        size_t i = rng_below(n), j = rng_below(n);
+        uint64_t dst = spans[j].dst + (rng_below(2) == 0 ? 0 : rng_below(spans[j].len));
+        if (dst <= UINT64_MAX - spans[i].len)
+            spans[i].dst = dst;
+    }
+
+    snprintf(what, what_len, "%zu spans in %zu runs (max %llu bytes, %u/4 continue); dst %s, "
+             "runs %s; src %s%s%s; request %s; %zu overlaps made", n, m,
+             (unsigned long long)maxlen, cont, ref_layout_names[dst_how], dst_order, src_how,
+             *src_order ? ", runs " : "", src_order, request_order, overlaps);
+    free(run_of);
+    free(run_len);
+    free(run_src);
+    free(run_dst);
+    free(order);
+}
+
+/* The bytes in which the keys differ, one bit a byte; and whether they come in order. */
+static unsigned key_bytes(const struct span *spans, size_t n, bool dst, bool *sorted_p)
+{
+    uint64_t all_or = 0, all_and = UINT64_MAX;
+    bool sorted = true;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = dst ? spans[i].dst : spans[i].src;
+        if (i > 0 && k < (dst ? spans[i - 1].dst : spans[i - 1].src))
+            sorted = false;
+        all_or |= k;
+        all_and &= k;
+    }
+    unsigned bytes = 0;
+    for (unsigned b = 0; b < 8; b++)
+        if ((all_or ^ all_and) >> (8 * b) & 0xff)
+            bytes |= 1u << b;
+    *sorted_p = sorted;
+    return bytes;
+}
+
+/* Which paths of the sort and the plan the random requests reached. */
+struct ref_coverage {
+    unsigned sorted[2];        /* dst, src: in order already, more than one key */
+    unsigned only_low[2];      /* unsorted, only byte 0 differs: one pass, seven skipped */
+    unsigned no_low[2];        /* unsorted, byte 0 shared: the first pass skipped */
+    unsigned hole[2];          /* unsorted, bytes 0 and 7 differ, one between does not */
+    unsigned every[2];         /* unsorted, every byte differs: eight passes */
+    unsigned odd[2], even[2];  /* unsorted with an odd (copied back) or even number of passes */
+    unsigned equal_src;        /* unsorted sources, two of them equal, and a plan */
+    unsigned merged, overlap, bad_span, too_large, one_byte_chunks, large;
+};
+
+/* Count the sort's paths this request takes; true if its sources come in order. */
+static bool ref_cover(struct ref_coverage *cov, const struct span *spans, size_t n)
+{
+    bool src_sorted = false;
+    for (int side = 0; side < 2; side++) {
+        bool sorted;
+        unsigned bytes = key_bytes(spans, n, side == 0, &sorted);
+        if (side == 1)
+            src_sorted = sorted;
+        if (n < 2 || bytes == 0)
+            continue;
+        if (sorted) {
+            cov->sorted[side]++;
+            continue;
+        }
+        cov->only_low[side] += bytes == 0x01;
+        cov->no_low[side] += (bytes & 0x01) == 0;
+        cov->hole[side] += (bytes & 0x81) == 0x81 && bytes != 0xff;
+        cov->every[side] += bytes == 0xff;
+        if (__builtin_popcount(bytes) % 2)
+            cov->odd[side]++;
+        else
+            cov->even[side]++;
+    }
+    return src_sorted;
+}
+
+/* Build with plan_build and with the reference; they must agree to the byte. */
+static void ref_compare(const uint8_t *src, const uint8_t *dst, size_t n, uint64_t max_chunk,
+                        uint64_t seed, const char *what, struct ref_coverage *cov,
+                        bool src_sorted)
+{
+    struct plan *got = &sentinel_plan, *want = NULL;
+    char got_detail[256] = "", want_detail[256] = "";
+    struct ref_seen seen;
+
+    b10_status_t want_status = ref_build(src, dst, n, max_chunk, &want, want_detail,
+                                         sizeof(want_detail), &seen);
+    b10_status_t got_status = plan_build(src, dst, n, max_chunk, &got, got_detail,
+                                         sizeof(got_detail));
+    if (got_status != want_status)
+        fail_msg("seed %llu (%s): plan_build says %s (%s), the reference %s (%s)",
+                 (unsigned long long)seed, what, b10_status_name(got_status), got_detail,
+                 b10_status_name(want_status), want_detail);
+    if (want_status != B10_OK) {
+        if (strcmp(got_detail, want_detail) != 0)
+            fail_msg("seed %llu (%s): plan_build says \"%s\", the reference \"%s\"",
+                     (unsigned long long)seed, what, got_detail, want_detail);
+        assert_ptr_equal(got, &sentinel_plan);
+        if (strstr(want_detail, "overlap") != NULL)
+            cov->overlap++;
+        else if (want_status == B10_ERR_TOO_LARGE)
+            cov->too_large++;
+        else
+            cov->bad_span++;
+        return;
+    }
+
+    if (got->total != want->total || got->nchunks != want->nchunks ||
+        got->npieces != want->npieces)
+        fail_msg("seed %llu (%s): plan_build made %llu bytes in %u chunks of %u pieces, the "
+                 "reference %llu in %u of %u", (unsigned long long)seed, what,
+                 (unsigned long long)got->total, got->nchunks, got->npieces,
+                 (unsigned long long)want->total, want->nchunks, want->npieces);
+    for (uint32_t c = 0; c < want->nchunks; c++) {
+        const struct plan_chunk *g = &got->chunks[c], *w = &want->chunks[c];
+        if (g->first != w->first || g->count != w->count || g->bytes != w->bytes)
+            fail_msg("seed %llu (%s): chunk %u is (first %u, count %u, %llu bytes), the "
+                     "reference's (%u, %u, %llu)", (unsigned long long)seed, what, c, g->first,
+                     g->count, (unsigned long long)g->bytes, w->first, w->count,
+                     (unsigned long long)w->bytes);
+    }
+    for (uint32_t i = 0; i < want->npieces; i++) {
+        const struct plan_piece *g = &got->pieces[i], *w = &want->pieces[i];
+        if (g->src != w->src || g->dst != w->dst || g->len != w->len)
+            fail_msg("seed %llu (%s): piece %u is (src %#llx, dst %#llx, len %llu), the "
+                     "reference's (%#llx, %#llx, %llu)", (unsigned long long)seed, what, i,
+                     (unsigned long long)g->src, (unsigned long long)g->dst,
+                     (unsigned long long)g->len, (unsigned long long)w->src,
+                     (unsigned long long)w->dst, (unsigned long long)w->len);
+    }
+    cov->merged += seen.merged;
+    cov->equal_src += seen.equal_src && !src_sorted;
+    cov->one_byte_chunks += max_chunk == 1;
+    plan_free(got);
+    ref_free(want);
+}
+
+#define REF_SEEDS 3000
+#define REF_MAX_CHUNKS (UINT64_C(1) << 12)   /* per plan, unless it is meant to be refused */
+
+static void test_reference_plans(void **state)
+{
+    struct ref_coverage cov = { 0 };
+    char what[320];
+
+    for (uint64_t seed = 1; seed <= REF_SEEDS; seed++) {
+        rng_seed(seed);
+        bool low = rng_below(10) == 0;
+        size_t n;
+        if (seed % 500 == 0)
+            n = 100000 - rng_below(1000);
+        else if (seed % 50 == 0)
+            n = 2000 + rng_below(20000);
+        else if (low)
+            n = 1 + rng_below(40);
+        else
+            n = 1 + rng_below(rng_below(4) == 0 ? 8 : rng_below(8) == 0 ? 3000 : 300);
+        cov.large += n >= 50000;
+
+        struct span *spans = malloc(n * sizeof(*spans));
+        assert_non_null(spans);
+        ref_request(spans, n, low, what, sizeof(what));
+
+        /* Rarely a few giant spans, for plans refused as too many chunks. */
+        if (!low && n <= 64 && rng_below(30) == 0) {
+            for (size_t i = 0; i < n; i++) {
+                spans[i].dst = (uint64_t)i << 48;
+                spans[i].len = 1 + rng_below(UINT64_C(1) << 40);
+                spans[i].src = rng_below(UINT64_MAX - spans[i].len);
+            }
+            snprintf(what, sizeof(what), "%zu giant spans", n);
+        }
+
+        /* Tiny, a power of two, anything up to 1 MiB or 1 TiB, or no limit at all. */
+        uint64_t max_chunk;
+        switch (rng_below(5)) {
+        case 0: max_chunk = 1 + rng_below(rng_below(2) == 0 ? 2 : 16); break;
+        case 1: max_chunk = UINT64_C(1) << rng_below(24); break;
+        case 2: max_chunk = 1 + rng_below(1 << 20); break;
+        case 3: max_chunk = 1 + rng_below(UINT64_C(1) << 40); break;
+        default: max_chunk = rng_below(2) == 0 ? UINT64_MAX : 1 + rng_below(5000); break;
+        }
+        /*
+         * Keep the plans small enough to build quickly: a larger max_chunk,
+         * unless the plan is far past the chunk limit (refused before any
+         * allocation). Overlapping destinations overstate the total: no harm.
+         */
+        uint64_t total = 0;
+        bool sum_wraps = false;
+        for (size_t i = 0; i < n; i++) {
+            sum_wraps |= total + spans[i].len < total;
+            total += spans[i].len;
+        }
+        if (!sum_wraps && total / max_chunk > REF_MAX_CHUNKS && total / max_chunk <= UINT32_MAX)
+            max_chunk = total / REF_MAX_CHUNKS + 1;
+
+        uint8_t *src, *dst;
+        spans_encode(spans, n, &src, &dst);
+        /* Rarely a span the checks before sorting refuse. */
+        if (rng_below(100) == 0) {
+            uint8_t *src_i = src + rng_below(n) * SPAN_BYTES;
+            uint8_t *dst_i = dst + (src_i - src);
+            uint64_t len = frame_get_u64(src_i + 8);
+            switch (rng_below(4)) {
+            case 0:
+                frame_put_u64(src_i + 8, 0);
+                frame_put_u64(dst_i + 8, 0);
+                break;
+            case 1:
+                frame_put_u64(dst_i + 8, len + 1);
+                break;
+            case 2:
+                frame_put_u64(src_i, UINT64_MAX - rng_below(len));
+                break;
+            default:
+                frame_put_u64(dst_i, UINT64_MAX - rng_below(len));
+                break;
+            }
+        }
+        size_t said = strlen(what);
+        snprintf(what + said, sizeof(what) - said, "; max_chunk %llu",
+                 (unsigned long long)max_chunk);
+        bool src_sorted = ref_cover(&cov, spans, n);
+        ref_compare(src, dst, n, max_chunk, seed, what, &cov, src_sorted);
+        free(src);
+        free(dst);
+        free(spans);
+    }
+
+    /* Every path of the sort was taken, on both keys, and every outcome of the plan. */
+    for (int side = 0; side < 2; side++) {
+        const char *key = side == 0 ? "dst" : "src";
+        if (cov.sorted[side] == 0 || cov.only_low[side] == 0 || cov.no_low[side] == 0 ||
+            cov.hole[side] == 0 || cov.every[side] == 0 || cov.odd[side] == 0 ||
+            cov.even[side] == 0)
+            fail_msg("%s keys: sorted %u, only byte 0 %u, byte 0 shared %u, a byte skipped "
+                     "between %u, every byte %u, odd passes %u, even %u", key, cov.sorted[side],
+                     cov.only_low[side], cov.no_low[side], cov.hole[side], cov.every[side],
+                     cov.odd[side], cov.even[side]);
+    }
+    if (cov.equal_src == 0 || cov.merged == 0 || cov.overlap == 0 || cov.bad_span == 0 ||
+        cov.too_large == 0 || cov.one_byte_chunks == 0 || cov.large == 0)
+        fail_msg("equal sources %u, merged %u, overlaps %u, bad spans %u, too large %u, "
+                 "one-byte chunks %u, large %u", cov.equal_src, cov.merged, cov.overlap,
+                 cov.bad_span, cov.too_large, cov.one_byte_chunks, cov.large);
+}
+
 /* ---------------------------------------------------------------- rejections */
 
 static void test_reject_zero_length(void **state)
@@ -1019,6 +1607,7 @@ int main(void)
         cmocka_unit_test(test_split_piece_across_chunks),
         cmocka_unit_test(test_odd_sizes_unaligned),
         cmocka_unit_test(test_random_byte_map),
+        cmocka_unit_test(test_reference_plans),
         cmocka_unit_test(test_reject_zero_length),
         cmocka_unit_test(test_reject_unequal_lengths),
         cmocka_unit_test(test_reject_wraparound),

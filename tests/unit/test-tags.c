@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "rng.h"
+
 #include "tags.h"
 
 /* ---------------------------------------------------------------- SipHash */
@@ -512,18 +514,6 @@ struct model_entry {
     void *owner;
     uint64_t expires;
 };
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t x = rng_state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    rng_state = x;
-    return x * UINT64_C(0x2545f4914f6cdd1d);
-}
 
 static void model_check(const struct tags *tags, const struct model_entry *m, size_t n,
                         unsigned step)
