@@ -9,8 +9,10 @@
  *    │           ├── struct mem_table   its registered regions (mem.c; backends dram.c, …)
  *    │           ├── remote agents      name → struct peer
  *    │           └── struct xfer ×N     transfers it submitted (sender side)
- *    ├── struct wire                    UCX context, worker, endpoints (wire.c: the only
- *    │                                  room that includes UCX headers)
+ *    ├── struct wire                    UCX context, worker, endpoints (wire.c and, for
+ *    │     │                            its data lanes, lane.c: the only rooms that
+ *    │     │                            include UCX headers)
+ *    │     └── struct lane ×N           a worker on a thread of its own, for DATA
  *    ├── struct peer ×N                 remote daemons: endpoint, link generations (peer.c)
  *    ├── struct xfer ×N                 every transfer, both roles (xfer.c), each holding
  *    │                                  a struct plan (plan.c) and staging views
@@ -23,8 +25,8 @@
  *    └── struct stats                   counters
  *
  * Other threads (the DRAM copy workers of copy.c, CUDA's host callbacks in
- * gpu.c) never touch this state: they hand their results back to the loop
- * through libuv.
+ * gpu.c, the data lanes of lane.c) never touch this state: they hand their
+ * results back to the loop through libuv.
  */
 #ifndef B10D_B10D_H
 #define B10D_B10D_H
@@ -40,7 +42,13 @@
 #include "b10/b10.h"
 
 #define B10D_VERSION "0.1.0"
+/* Client ↔ daemon (libb10's B10_API_VERSION must match). */
 #define B10_PROTOCOL_VERSION 1
+/*
+ * Daemon ↔ daemon: HELLO, and the agent descriptors one daemon hands out and
+ * another loads. 2: worker addresses carry data lanes (wireaddr.h).
+ */
+#define B10_PEER_PROTOCOL_VERSION 2
 
 struct ipc;
 struct wire;

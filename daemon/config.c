@@ -12,6 +12,7 @@
 #include "b10d.h"
 #include "frame.h"
 #include "log.h"
+#include "wire.h"
 
 #define KiB (UINT64_C(1) << 10)
 #define MiB (UINT64_C(1) << 20)
@@ -29,12 +30,12 @@ void config_defaults(struct config *cfg)
     cfg->log_level = LOG_LEVEL_INFO;
     cfg->staging_bytes = 512 * MiB;
     /*
-     * Four chunks of 4 MiB in flight per transfer: on one host the wire is
-     * one thread's copy (CMA, or loopback TCP), which runs fastest while the
-     * chunks the GPU just wrote are still in the CPU caches. Over shared
-     * memory eight chunks of 8 MiB reached about half of ucx_perftest's
-     * speed, these about 0.86 (the sweep in README, "GPU memory, and what it
-     * measures"). Tuned on one host; across hosts it is not measured.
+     * Four chunks of 4 MiB in flight per transfer: each UCX worker's copy
+     * (CMA, or loopback TCP) runs fastest while the chunks the GPU just wrote
+     * are still in the CPU caches. Over shared memory eight chunks of 8 MiB
+     * reached about half of ucx_perftest's speed, these about 0.86, with
+     * more in flight slower again (the sweeps in README, "GPU memory, and
+     * what it measures"). Tuned on one host; across hosts it is not measured.
      */
     cfg->view_bytes = 4 * MiB;
     cfg->max_in_flight = 4;
@@ -48,6 +49,11 @@ void config_defaults(struct config *cfg)
     cfg->quarantine_budget = 256 * MiB;
     cfg->err_mode = CONFIG_ERR_MODE_PEER;
     cfg->progress_spin = sysconf(_SC_NPROCESSORS_ONLN) >= 8;
+    /*
+     * Two data lanes: each UCX worker copies on one thread (the CMA copy, or
+     * the loopback socket), and with two, two cores copy at once.
+     */
+    cfg->wire_lanes = 2;
     cfg->max_clients = 256;
     cfg->max_regions = 4096;
     cfg->max_agents = 4096;
@@ -130,6 +136,10 @@ static void config_usage(FILE *out)
 "      --max-control-bytes SIZE  largest peer CONTROL message (default 64M, at most 1G)\n"
 "      --progress MODE        spin: poll the UCX worker while transfers run (one core);\n"
 "                             event: sleep on its event fd; auto: spin from 8 CPUs up\n"
+"      --wire-lanes N         UCX workers, each on a thread of its own, that carry bulk\n"
+"                             data so that several cores copy at once; a peer is used\n"
+"                             on as many as both ends have (default 2, 0..8; 0: all\n"
+"                             on the loop thread's worker)\n"
 "      --gpu-max-ctas N       CTAs of one gather or scatter kernel, so a transfer leaves\n"
 "                             the GPU to the model (default 32, 1..1024)\n"
 "      --check-config         validate the options, print the effective configuration, exit\n"
@@ -144,7 +154,7 @@ enum {
     OPT_MAX_DEADLINE, OPT_CONNECT_TIMEOUT, OPT_PEER_TIMEOUT, OPT_TTL, OPT_BUDGET, OPT_ERR_MODE, OPT_MAX_CLIENTS,
     OPT_DRAIN_TIMEOUT, OPT_MAX_ADMIN_ROWS,
     OPT_MAX_REGIONS, OPT_MAX_AGENTS, OPT_MAX_XFERS, OPT_MAX_SPANS, OPT_MAX_FRAME, OPT_MAX_PEERS,
-    OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
+    OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_WIRE_LANES, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
 };
 
 /* A numeric option with its bounds: one table, so that help, parsing and checks agree. */
@@ -164,6 +174,7 @@ static const struct config_num config_nums[] = {
     NUM(OPT_STAGING, "staging-bytes", true, 4 * MiB, 1024 * GiB, staging_bytes),
     NUM(OPT_VIEW, "view-bytes", true, 64 * KiB, GiB, view_bytes),
     NUM(OPT_IN_FLIGHT, "max-in-flight", false, 1, 64, max_in_flight),
+    NUM(OPT_WIRE_LANES, "wire-lanes", false, 0, WIRE_MAX_LANES, wire_lanes),
     NUM(OPT_DEADLINE, "deadline-ms", false, 1, 3600000, deadline_ms),
     NUM(OPT_MAX_DEADLINE, "max-deadline-ms", false, 1, 3600000, max_deadline_ms),
     NUM(OPT_CONNECT_TIMEOUT, "connect-timeout-ms", false, 1, 600000, connect_timeout_ms),
@@ -265,6 +276,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "max-peers", required_argument, NULL, OPT_MAX_PEERS },
         { "max-control-bytes", required_argument, NULL, OPT_MAX_CONTROL },
         { "gpu-max-ctas", required_argument, NULL, OPT_GPU_MAX_CTAS },
+        { "wire-lanes", required_argument, NULL, OPT_WIRE_LANES },
         { "progress", required_argument, NULL, OPT_PROGRESS },
         { "check-config", no_argument, NULL, OPT_CHECK },
         { "help", no_argument, NULL, 'h' },

@@ -31,6 +31,7 @@ struct config {
     uint32_t quarantine_ttl_ms;
     uint64_t quarantine_budget;     /* quarantined staging bytes past which new transfers fail fast */
     enum config_err_mode err_mode;
+    uint32_t wire_lanes;            /* UCX workers on threads of their own for bulk data */
     bool progress_spin;             /* poll the UCX worker while operations are outstanding */
     uint32_t max_clients;
     uint32_t max_regions;           /* per client */

@@ -13,7 +13,8 @@
 #include "ask.h"
 #include "xfer.h"
 
-#define PEER_MAX_ADDRESS 8192   /* a UCX worker address is a few hundred bytes */
+/* A UCX worker address is a few hundred bytes, up to a few KiB with many NICs; one per worker. */
+#define PEER_MAX_ADDRESS ((1 + WIREADDR_MAX_LANES) * 4096)
 
 static struct peer *peer_find(struct b10d *d, uint64_t daemon_id)
 {
@@ -98,8 +99,8 @@ static int peer_ensure_ep(struct peer *peer)
         return 0;
     if (wire_ep_create(peer->d->wire, peer->address, peer->address_length, peer, &peer->ep) != 0)
         return -1;
-    log_info("peer %016" PRIx64 ": endpoint open, transport %s", peer->daemon_id,
-             wire_ep_transports(peer->ep));
+    log_info("peer %016" PRIx64 ": endpoint open, transport %s, %u data lanes", peer->daemon_id,
+             wire_ep_transports(peer->ep), wire_ep_lanes(peer->ep));
     return 0;
 }
 
@@ -285,7 +286,7 @@ static b10_status_t peer_connect(struct peer *peer)
 
     wire_address(d->wire, &addr, &addr_len);
     B10__Peer__Hello hello = B10__PEER__HELLO__INIT;
-    hello.version = B10_PROTOCOL_VERSION;
+    hello.version = B10_PEER_PROTOCOL_VERSION;
     hello.daemon_id = d->daemon_id;
     hello.to_daemon_id = peer->daemon_id;
     hello.gen = peer->out.gen;
@@ -333,7 +334,7 @@ static void peer_send_ack(struct peer *peer, const struct tag_link *link, b10_st
     struct b10d *d = peer->d;
     B10__Peer__HelloAck ack = B10__PEER__HELLO_ACK__INIT;
 
-    ack.version = B10_PROTOCOL_VERSION;
+    ack.version = B10_PEER_PROTOCOL_VERSION;
     ack.daemon_id = d->daemon_id;
     ack.gen = link->gen;
     ack.status = (B10__Status)status;
@@ -353,7 +354,7 @@ static void peer_on_hello(struct b10d *d, const B10__Peer__Hello *hello)
     struct peer *peer;
     struct tag_link link;
 
-    if (hello->version != B10_PROTOCOL_VERSION || hello->daemon_id == 0 ||
+    if (hello->version != B10_PEER_PROTOCOL_VERSION || hello->daemon_id == 0 ||
         hello->tag_key.len != sizeof(link.key) || hello->worker_address.len == 0 ||
         hello->worker_address.len > PEER_MAX_ADDRESS) {
         d->stats.peer_protocol_errors++;

@@ -17,7 +17,7 @@
 #include "ask.h"
 #include "xfer.h"
 
-#define SESSION_MAX_DESC 16384   /* an agent descriptor is a UCX address and a name */
+#define SESSION_MAX_DESC 65536   /* an agent descriptor: worker addresses (peer.c bounds them) and a name */
 
 struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid, uid_t uid,
                                gid_t gid)
@@ -210,7 +210,7 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
 
     wire_address(d->wire, &addr, &addr_len);
     B10__AgentDesc desc = B10__AGENT_DESC__INIT;
-    desc.version = B10_PROTOCOL_VERSION;
+    desc.version = B10_PEER_PROTOCOL_VERSION;
     desc.name = s->agent;
     desc.daemon_id = d->daemon_id;
     desc.worker_address = (ProtobufCBinaryData){ addr_len, (uint8_t *)addr };
@@ -277,7 +277,7 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
         return;
     }
     B10__AgentDesc *desc = b10__agent_desc__unpack(NULL, req->desc.len, req->desc.data);
-    if (desc == NULL || desc->version != B10_PROTOCOL_VERSION || desc->daemon_id == 0 ||
+    if (desc == NULL || desc->version != B10_PEER_PROTOCOL_VERSION || desc->daemon_id == 0 ||
         desc->worker_address.len == 0) {
         session_reply(s, seq, B10_ERR_INVALID_ARG, "not a b10 agent descriptor of this version", NULL);
         goto out;

@@ -8,35 +8,28 @@
 
 #include <ucp/api/ucp.h>
 
+#include "lane.h"
 #include "tags.h"
+#include "wireaddr.h"
 
 /*
- * One posted operation, ours (the UCX request is only borrowed). UCX may call
- * its callback inline from the posting call (a probed message already here,
- * say), so callbacks only record the outcome and queue the op; the loop
- * delivers queued completions after progress. A caller therefore always has
- * its op handle before its callback runs, and never sees a callback from
- * inside a wire_* call.
+ * Operations (struct wire_op, in lane.h) are ours; the UCX request is only
+ * borrowed. UCX may call a callback inline from the posting call (a probed
+ * message already here, say), so callbacks only record the outcome and queue
+ * the op; the loop delivers queued completions after progress. A caller
+ * therefore always has its op handle before its callback runs, and never sees
+ * a callback from inside a wire_* call. Lanes report the same way, through
+ * wire.lane_wake.
  */
-struct wire_op {
-    struct list node;           /* wire.completed once done */
-    struct wire *wire;
-    void *req;                  /* the UCX request while in flight */
-    bool done;
-    bool control;               /* a probed control message: goes to the hooks */
-    bool stray;                 /* a dropped message: in wire.strays until done */
-    ucs_status_t status;
-    size_t length;
-    uint64_t sender_tag;
-    wire_done_cb *cb;
-    void *arg;
-    void *owned;                /* freed after delivery (send_copy, send_owned, control) */
-};
 
 struct wire_ep {
     struct wire *wire;
     ucp_ep_h ep;
     void *user;
+    unsigned nlanes;            /* data lanes shared with the peer: the fewer of both ends' */
+    struct lane_ep *lanes[WIRE_MAX_LANES];
+    unsigned lanes_open;        /* lane endpoints not yet reported closed */
+    bool closed;                /* by its owner: freed once lanes_open is 0 */
     char transports[128];
 };
 
@@ -55,11 +48,19 @@ struct wire {
     uv_timer_t tick;
     bool tick_on;
     uint32_t outstanding;           /* posted operations not yet delivered */
+    uint32_t outstanding_main;      /* ... of them on the loop's worker */
     struct list completed;          /* struct wire_op, waiting for delivery */
     struct list strays;             /* struct wire_op: stray messages still being dropped */
     uint32_t closing;               /* endpoint close requests in flight */
     bool idle_on;
     uint64_t progress_ns;           /* inside ucp_worker_progress, in all */
+    unsigned nlanes;
+    struct lane *lanes[WIRE_MAX_LANES];
+    bool lanes_gone;                /* destroyed: nothing is posted to them any more */
+    uv_async_t lane_wake;           /* a lane has reports */
+    uint64_t next_op_id;
+    uint8_t *packed;                /* this wire's address: every worker's */
+    size_t packed_length;
 };
 
 static b10_status_t wire_status(ucs_status_t st)
@@ -80,11 +81,11 @@ static void wire_op_finish(struct wire_op *op, void *request, ucs_status_t st, s
     op->done = true;
     op->status = st;
     op->length = length;
-    op->sender_tag = sender_tag;
+    op->tag = sender_tag;
     op->req = NULL;
     if (request != NULL)
         ucp_request_free(request);
-    if (op->stray)
+    if (op->kind == WIRE_OP_STRAY)
         list_remove(&op->node);
     list_insert_tail(&op->wire->completed, &op->node);
 }
@@ -108,11 +109,13 @@ static void wire_deliver(struct wire *wire)
         struct wire_op *op = list_entry(wire->completed.next, struct wire_op, node);
         list_remove(&op->node);
         wire->outstanding--;
+        if (op->lane == NULL)
+            wire->outstanding_main--;
         if (op->status != UCS_OK && op->status != UCS_ERR_CANCELED)
             log_debug("ucx operation failed: %s", ucs_status_string(op->status));
-        if (op->control) {
+        if (op->kind == WIRE_OP_CONTROL) {
             if (op->status == UCS_OK && op->length <= wire->max_control) {
-                wire->hooks.on_control(wire->hooks.arg, op->sender_tag, op->owned, op->length);
+                wire->hooks.on_control(wire->hooks.arg, op->tag, op->owned, op->length);
                 op->owned = NULL;
             } else if (op->status != UCS_ERR_MESSAGE_TRUNCATED) {
                 log_warning("control message lost: %s", ucs_status_string(op->status));
@@ -145,17 +148,21 @@ static int wire_posted(struct wire *wire, struct wire_op *op, ucs_status_ptr_t s
     else if (!op->done)
         op->req = sp;
     wire->outstanding++;
+    wire->outstanding_main++;
     if (op_p != NULL)
         *op_p = op;
     return 0;
 }
 
-static struct wire_op *wire_op_new(struct wire *wire, wire_done_cb *cb, void *arg, void *owned)
+static struct wire_op *wire_op_new(struct wire *wire, enum wire_op_kind kind, wire_done_cb *cb,
+                                   void *arg, void *owned)
 {
     struct wire_op *op = calloc(1, sizeof(*op));
     if (op == NULL)
         return NULL;
+    op->kind = kind;
     op->wire = wire;
+    op->id = ++wire->next_op_id;
     op->cb = cb;
     op->arg = arg;
     op->owned = owned;
@@ -193,12 +200,12 @@ static void wire_probe(struct wire *wire)
         bool oversize = info.length > wire->max_control;
         size_t take = oversize ? 64 : info.length;
         void *buf = malloc(take ? take : 1);
-        struct wire_op *op = buf != NULL ? wire_op_new(wire, NULL, NULL, buf) : NULL;
+        struct wire_op *op = buf != NULL ? wire_op_new(wire, WIRE_OP_CONTROL, NULL, NULL, buf) : NULL;
         if (op == NULL) {
             log_err("no memory for a %zu-byte control message", info.length);
             free(buf);
             buf = malloc(64);
-            op = buf != NULL ? wire_op_new(wire, NULL, NULL, buf) : NULL;
+            op = buf != NULL ? wire_op_new(wire, WIRE_OP_CONTROL, NULL, NULL, buf) : NULL;
             if (op == NULL)
                 return;   /* leave it; the next progress tries again */
             take = 64;
@@ -206,7 +213,6 @@ static void wire_probe(struct wire *wire)
         }
         if (oversize)
             wire->hooks.on_oversize(wire->hooks.arg, info.sender_tag, info.length);
-        op->control = true;
         uint64_t tag = info.sender_tag;
         size_t length = info.length;
         ucs_status_ptr_t sp = wire_msg_recv(wire, msg, buf, take, op, &info);
@@ -237,13 +243,12 @@ static void wire_probe_stray(struct wire *wire)
             return;
         /* Truncated into 64 bytes: UCX completes it (and a rendezvous sender) with an error. */
         void *buf = malloc(64);
-        struct wire_op *op = buf != NULL ? wire_op_new(wire, NULL, NULL, buf) : NULL;
+        struct wire_op *op = buf != NULL ? wire_op_new(wire, WIRE_OP_STRAY, NULL, NULL, buf) : NULL;
         if (op == NULL) {
             free(buf);
             return;
         }
         uint64_t tag = info.sender_tag;
-        op->stray = true;
         list_insert_tail(&wire->strays, &op->node);
         ucs_status_ptr_t sp = wire_msg_recv(wire, msg, buf, 64, op, &info);
         if (UCS_PTR_IS_ERR(sp)) {
@@ -308,7 +313,7 @@ static void wire_drain(struct wire *wire)
      * 1.9 GB/s over tcp), hence auto: spin from 8 CPUs up.
      */
     bool want_idle = busy || !list_empty(&wire->completed) ||
-                     (wire->d->cfg.progress_spin && wire->outstanding > 0);
+                     (wire->d->cfg.progress_spin && wire->outstanding_main > 0);
     if (want_idle != wire->idle_on) {
         wire->idle_on = want_idle;
         if (want_idle)
@@ -316,7 +321,7 @@ static void wire_drain(struct wire *wire)
         else
             uv_idle_stop(&wire->idle);
     }
-    bool want_tick = wire->outstanding > 0 || wire->closing > 0;
+    bool want_tick = wire->outstanding_main > 0 || wire->closing > 0;
     if (want_tick != wire->tick_on) {
         wire->tick_on = want_tick;
         if (want_tick)
@@ -342,6 +347,82 @@ static void wire_on_prepare(uv_prepare_t *handle)
 }
 
 
+static void wire_ep_free(struct wire_ep *wep)
+{
+    free(wep);
+}
+
+/* What a lane reported: finished operations join the queue; the rest is handled here. */
+static void wire_on_report(struct wire *wire, struct wire_op *op)
+{
+    switch (op->kind) {
+    case WIRE_OP_SEND:
+    case WIRE_OP_RECV:
+        list_insert_tail(&wire->completed, &op->node);
+        return;
+    case LANE_EP_ERROR:
+        /* While the lanes go, their endpoints' closes follow in this batch: no hook then. */
+        if (!op->wep->closed && !wire->lanes_gone)
+            wire->hooks.on_ep_error(wire->hooks.arg, op->wep->user, wire_status(op->status));
+        break;
+    case LANE_EP_CLOSED:
+        if (--op->wep->lanes_open == 0 && op->wep->closed)
+            wire_ep_free(op->wep);
+        break;
+    case LANE_UNEXPECTED:
+        if (!wire->lanes_gone && wire->hooks.on_data != NULL &&
+            wire->hooks.on_data(wire->hooks.arg, op->tag, op->length)) {
+            op->kind = LANE_DROP;
+            lane_post(op->lane, op);
+            return;
+        }
+        break;
+    default:
+        log_err("a lane reported operation kind %d", (int)op->kind);
+        break;
+    }
+    free(op);
+}
+
+static void wire_take_reports(struct wire *wire, struct list *reports)
+{
+    while (!list_empty(reports)) {
+        struct wire_op *op = list_entry(reports->next, struct wire_op, node);
+        list_remove(&op->node);
+        wire_on_report(wire, op);
+    }
+}
+
+static void wire_on_lane_wake(uv_async_t *handle)
+{
+    struct wire *wire = handle->data;
+    struct list reports;
+
+    list_init(&reports);
+    for (unsigned i = 0; i < wire->nlanes; i++)
+        lane_take(wire->lanes[i], &reports);
+    wire_take_reports(wire, &reports);
+    wire_deliver(wire);
+}
+
+/* The address a peer gets: every worker's, the loop's first (wireaddr.h). */
+static int wire_pack_address(struct wire *wire)
+{
+    const void *addrs[1 + WIRE_MAX_LANES];
+    size_t lengths[1 + WIRE_MAX_LANES];
+
+    addrs[0] = wire->address;
+    lengths[0] = wire->address_length;
+    for (unsigned i = 0; i < wire->nlanes; i++)
+        lane_address(wire->lanes[i], &addrs[1 + i], &lengths[1 + i]);
+    wire->packed_length = wireaddr_size(1 + wire->nlanes, lengths);
+    wire->packed = malloc(wire->packed_length);
+    if (wire->packed == NULL)
+        return -ENOMEM;
+    wireaddr_pack(wire->packed, 1 + wire->nlanes, addrs, lengths);
+    return 0;
+}
+
 int wire_create(struct b10d *d, const struct wire_hooks *hooks, uint64_t max_control,
                 struct wire **wire_p)
 {
@@ -366,7 +447,8 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, uint64_t max_con
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                       UCP_PARAM_FIELD_NAME,
         .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
-        .mt_workers_shared = 0,
+        /* Lanes use the context's registrations from their own threads. */
+        .mt_workers_shared = d->cfg.wire_lanes > 0,
         .name = "b10d",
     };
     st = ucp_init(&params, config, &wire->context);
@@ -394,6 +476,29 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, uint64_t max_con
         log_err("ucp_worker_get_efd: %s", ucs_status_string(st));
         goto err_address;
     }
+    /* Lanes share the context's registrations across threads: only a thread-safe one will do. */
+    unsigned lanes = d->cfg.wire_lanes;
+    ucp_context_attr_t attr = { .field_mask = UCP_ATTR_FIELD_THREAD_MODE };
+    if (lanes > 0 && (ucp_context_query(wire->context, &attr) != UCS_OK ||
+                      attr.thread_mode != UCS_THREAD_MODE_MULTI)) {
+        log_warning("this UCX gives no thread-safe context: no data lanes, DATA on the loop's worker");
+        lanes = 0;
+    }
+    uv_async_init(d->loop, &wire->lane_wake, wire_on_lane_wake);
+    wire->lane_wake.data = wire;
+    for (unsigned i = 0; i < lanes; i++) {
+        struct lane_params lp = {
+            .index = i,
+            .spin = d->cfg.progress_spin,
+            .err_mode_peer = d->cfg.err_mode == CONFIG_ERR_MODE_PEER,
+            .wake = &wire->lane_wake,
+        };
+        if (lane_create(wire->context, &lp, &wire->lanes[i]) != 0)
+            goto err_lanes;
+        wire->nlanes++;
+    }
+    if (wire_pack_address(wire) != 0)
+        goto err_lanes;
     uv_poll_init(d->loop, &wire->poll, wire->efd);
     uv_prepare_init(d->loop, &wire->prepare);
     uv_idle_init(d->loop, &wire->idle);
@@ -404,6 +509,11 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, uint64_t max_con
     *wire_p = wire;
     return 0;
 
+err_lanes:
+    while (wire->nlanes > 0)
+        lane_destroy(wire->lanes[--wire->nlanes], NULL);
+    uv_close((uv_handle_t *)&wire->lane_wake, NULL);
+    uv_run(d->loop, UV_RUN_NOWAIT);
 err_address:
     ucp_worker_release_address(wire->worker, wire->address);
 err_worker:
@@ -424,6 +534,18 @@ void wire_destroy(struct wire *wire)
 {
     if (wire == NULL)
         return;
+    /*
+     * Lanes first: what they still hold is reported cancelled and delivered;
+     * an owner that reacts by cancelling or closing more finds them gone.
+     */
+    struct list reports;
+    bool settled = true;
+    list_init(&reports);
+    wire->lanes_gone = true;
+    while (wire->nlanes > 0)
+        settled &= lane_destroy(wire->lanes[--wire->nlanes], &reports);
+    wire_take_reports(wire, &reports);
+    wire_deliver(wire);
     /* Let closes and cancellations settle, bounded: a dead peer must not hang shutdown. */
     for (int i = 0; i < 1000 && (wire->outstanding > 0 || wire->closing > 0); i++) {
         ucp_worker_progress(wire->worker);
@@ -438,6 +560,7 @@ void wire_destroy(struct wire *wire)
     uv_close((uv_handle_t *)&wire->prepare, wire_close_handle_done);
     uv_close((uv_handle_t *)&wire->idle, wire_close_handle_done);
     uv_close((uv_handle_t *)&wire->tick, wire_close_handle_done);
+    uv_close((uv_handle_t *)&wire->lane_wake, wire_close_handle_done);
     uv_run(wire->d->loop, UV_RUN_NOWAIT);
     ucp_worker_release_address(wire->worker, wire->address);
     ucp_worker_destroy(wire->worker);
@@ -448,14 +571,17 @@ void wire_destroy(struct wire *wire)
         free(op->owned);
         free(op);
     }
-    ucp_cleanup(wire->context);
+    /* A lane left with requests in flight keeps its worker, and so the context. */
+    if (settled)
+        ucp_cleanup(wire->context);
+    free(wire->packed);
     free(wire);
 }
 
 void wire_address(struct wire *wire, const void **addr_p, size_t *length_p)
 {
-    *addr_p = wire->address;
-    *length_p = wire->address_length;
+    *addr_p = wire->packed;
+    *length_p = wire->packed_length;
 }
 
 static void wire_on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
@@ -511,17 +637,24 @@ static void wire_ep_describe(struct wire_ep *wep)
 int wire_ep_create(struct wire *wire, const void *addr, size_t length, void *user,
                    struct wire_ep **ep_p)
 {
+    const uint8_t *addrs[1 + WIRE_MAX_LANES];
+    size_t lengths[1 + WIRE_MAX_LANES];
+    int count = wireaddr_unpack(addr, length, addrs, lengths);
+    if (count < 0) {
+        log_warning("a peer's worker address is malformed (%zu bytes)", length);
+        return -EINVAL;
+    }
     struct wire_ep *wep = calloc(1, sizeof(*wep));
     if (wep == NULL)
         return -ENOMEM;
     wep->wire = wire;
     wep->user = user;
 
-    /* The address is a peer's claim; UCX unpacks it, and fails cleanly on garbage. */
+    /* Each UCX address is still a peer's claim; UCX unpacks it, and fails cleanly on garbage. */
     ucp_ep_params_t params = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .address = addr,
+        .address = (const ucp_address_t *)addrs[0],
         .err_mode = wire->d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? UCP_ERR_HANDLING_MODE_PEER
                                                                   : UCP_ERR_HANDLING_MODE_NONE,
         .err_handler = { .cb = wire_on_ep_error, .arg = wep },
@@ -532,6 +665,21 @@ int wire_ep_create(struct wire *wire, const void *addr, size_t length, void *use
         free(wep);
         return -EIO;
     }
+    /* Lane i talks to the peer's lane i; both ends use the lanes they both have. */
+    unsigned nlanes = (unsigned)count - 1 < wire->nlanes ? (unsigned)count - 1 : wire->nlanes;
+    for (unsigned i = 0; i < nlanes; i++) {
+        wep->lanes[i] = lane_ep_new(wire->lanes[i], wep, addrs[1 + i], lengths[1 + i]);
+        if (wep->lanes[i] == NULL) {
+            log_err("no memory for a lane endpoint");
+            while (i > 0)
+                lane_ep_free(wep->lanes[--i]);
+            wire_ep_close(wep);
+            return -ENOMEM;
+        }
+    }
+    wep->nlanes = wep->lanes_open = nlanes;
+    for (unsigned i = 0; i < nlanes; i++)
+        lane_ep_open(wire->lanes[i], wep->lanes[i]);
     wire_ep_describe(wep);
     *ep_p = wep;
     return 0;
@@ -562,12 +710,24 @@ void wire_ep_close(struct wire_ep *wep)
         wire->closing++;
     else if (UCS_PTR_IS_ERR(sp))
         log_debug("ucp_ep_close_nbx: %s", ucs_status_string(UCS_PTR_STATUS(sp)));
-    free(wep);
+    /* Lane endpoints close on their threads; the last one's report frees wep. */
+    wep->closed = true;
+    if (wire->lanes_gone)
+        wep->lanes_open = 0;   /* the lanes closed every endpoint as they went */
+    for (unsigned i = 0; i < wep->nlanes && !wire->lanes_gone; i++)
+        lane_ep_close(wire->lanes[i], wep->lanes[i]);
+    if (wep->lanes_open == 0)
+        wire_ep_free(wep);
 }
 
 const char *wire_ep_transports(struct wire_ep *wep)
 {
     return wep->transports;
+}
+
+unsigned wire_ep_lanes(const struct wire_ep *wep)
+{
+    return wep->nlanes;
 }
 
 int wire_mem_map(struct wire *wire, void *addr, size_t length, void **memh_p)
@@ -597,7 +757,7 @@ static int wire_send_full(struct wire_ep *wep, uint64_t tag, const void *buf, si
                           void *memh, wire_done_cb *cb, void *arg, void *owned,
                           struct wire_op **op_p)
 {
-    struct wire_op *op = wire_op_new(wep->wire, cb, arg, owned);
+    struct wire_op *op = wire_op_new(wep->wire, WIRE_OP_SEND, cb, arg, owned);
     if (op == NULL)
         return -ENOMEM;
     ucp_request_param_t param = {
@@ -628,7 +788,7 @@ int wire_send_owned(struct wire_ep *wep, uint64_t tag, void *buf, size_t length)
 int wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *memh,
               wire_done_cb *cb, void *arg, struct wire_op **op_p)
 {
-    struct wire_op *op = wire_op_new(wire, cb, arg, NULL);
+    struct wire_op *op = wire_op_new(wire, WIRE_OP_RECV, cb, arg, NULL);
 
     if (op == NULL)
         return -ENOMEM;
@@ -648,10 +808,67 @@ int wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *m
     return wire_posted(wire, op, sp, 0, 0, op_p);
 }
 
+/* Hand a bulk operation to lane key % nlanes: the same key picks the same lane at both ends. */
+static int wire_post_bulk(struct wire_ep *wep, uint32_t key, enum wire_op_kind kind, uint64_t tag,
+                          void *buf, size_t length, void *memh, wire_done_cb *cb, void *arg,
+                          struct wire_op **op_p)
+{
+    struct wire *wire = wep->wire;
+    unsigned i = key % wep->nlanes;
+
+    if (wire->lanes_gone)
+        return -EIO;
+    struct wire_op *op = wire_op_new(wire, kind, cb, arg, NULL);
+    if (op == NULL)
+        return -ENOMEM;
+    op->tag = tag;
+    op->buf = buf;
+    op->size = length;
+    op->memh = memh;
+    op->lep = wep->lanes[i];
+    wire->outstanding++;
+    lane_post(wire->lanes[i], op);
+    if (op_p != NULL)
+        *op_p = op;
+    return 0;
+}
+
+int wire_send_bulk(struct wire_ep *wep, uint32_t key, uint64_t tag, const void *buf,
+                   size_t length, void *memh, wire_done_cb *cb, void *arg, struct wire_op **op_p)
+{
+    if (wep->nlanes == 0)
+        return wire_send(wep, tag, buf, length, memh, cb, arg, op_p);
+    return wire_post_bulk(wep, key, WIRE_OP_SEND, tag, (void *)buf, length, memh, cb, arg, op_p);
+}
+
+int wire_recv_bulk(struct wire_ep *wep, uint32_t key, uint64_t tag, void *buf, size_t length,
+                   void *memh, wire_done_cb *cb, void *arg, struct wire_op **op_p)
+{
+    if (wep->nlanes == 0)
+        return wire_recv(wep->wire, tag, buf, length, memh, cb, arg, op_p);
+    return wire_post_bulk(wep, key, WIRE_OP_RECV, tag, buf, length, memh, cb, arg, op_p);
+}
+
 void wire_cancel(struct wire *wire, struct wire_op *op)
 {
+    if (op == NULL)
+        return;
+    if (op->lane != NULL) {
+        /* The lane owns op until it reports: it cancels only what it still has in flight. */
+        if (wire->lanes_gone)
+            return;   /* every lane operation was reported when the lanes went */
+        struct wire_op *cancel = wire_op_new(wire, LANE_CANCEL, NULL, NULL, NULL);
+        if (cancel == NULL) {
+            log_err("no memory to cancel a lane operation");
+            return;
+        }
+        cancel->target = op;
+        cancel->target_id = op->id;
+        lane_post(op->lane, cancel);
+        return;
+    }
     /* Once done, the outcome is queued and delivery will tell it; nothing to cancel. */
-    if (op != NULL && !op->done && op->req != NULL)
+    if (!op->done && op->req != NULL)
         ucp_request_cancel(wire->worker, op->req);
 }
 
@@ -662,5 +879,8 @@ uint32_t wire_outstanding(const struct wire *wire)
 
 uint64_t wire_progress_ns(const struct wire *wire)
 {
-    return wire->progress_ns;
+    uint64_t ns = wire->progress_ns;
+    for (unsigned i = 0; i < wire->nlanes; i++)
+        ns += lane_progress_ns(wire->lanes[i]);
+    return ns;
 }

@@ -1,7 +1,13 @@
 /*
- * wire.h — the UCX room: context, worker, endpoints, tag messages, memory
- * registration. The only file that includes UCX headers; everything else
- * speaks b10 statuses and these opaque types.
+ * wire.h — the UCX room: context, workers, endpoints, tag messages, memory
+ * registration. The only room that includes UCX headers (wire.c, and lane.c
+ * for its data lanes); everything else speaks b10 statuses and these opaque
+ * types.
+ *
+ * The loop thread's worker carries everything but bulk data. With
+ * --wire-lanes N, bulk data (wire_send_bulk / wire_recv_bulk) moves on N
+ * more workers, each on a thread of its own, so that several cores copy at
+ * once; a peer is reached on as many lanes as both ends have.
  *
  * Completion always arrives through a callback run on the loop thread, after
  * the worker's progress, never from inside the call that posted the
@@ -14,6 +20,10 @@
 #include <stdint.h>
 
 #include "b10d.h"
+#include "wireaddr.h"
+
+/* Data lanes a wire may have; its address (wireaddr.h) grows by one worker address for each. */
+#define WIRE_MAX_LANES WIREADDR_MAX_LANES
 
 struct wire;
 struct wire_ep;
@@ -61,6 +71,8 @@ int wire_ep_create(struct wire *wire, const void *addr, size_t length, void *use
 void wire_ep_close(struct wire_ep *ep);
 /* The transports of the endpoint's lanes, e.g. "tcp/lo" or "sysv/memory cma/memory". */
 const char *wire_ep_transports(struct wire_ep *ep);
+/* Data lanes shared with the peer (0: bulk data goes with everything else). */
+unsigned wire_ep_lanes(const struct wire_ep *ep);
 
 int wire_mem_map(struct wire *wire, void *addr, size_t length, void **memh_p);
 void wire_mem_unmap(struct wire *wire, void *memh);
@@ -74,6 +86,16 @@ int wire_send_owned(struct wire_ep *ep, uint64_t tag, void *buf, size_t length);
 int wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *memh,
               wire_done_cb *cb, void *arg, struct wire_op **op_p);
 /*
+ * Bulk data, spread over the data lanes shared with the endpoint's peer: the
+ * same key at both ends (a chunk's index, say) picks the same lane. Without
+ * lanes, wire_send and wire_recv. Unlike those, a refusal by UCX arrives
+ * through the callback, as the lane thread posts later.
+ */
+int wire_send_bulk(struct wire_ep *ep, uint32_t key, uint64_t tag, const void *buf, size_t length,
+                   void *memh, wire_done_cb *cb, void *arg, struct wire_op **op_p);
+int wire_recv_bulk(struct wire_ep *ep, uint32_t key, uint64_t tag, void *buf, size_t length,
+                   void *memh, wire_done_cb *cb, void *arg, struct wire_op **op_p);
+/*
  * Ask UCX to cancel op. Its callback still runs, later, with whatever
  * status it ends with: the caller must keep the buffer until then.
  */
@@ -81,7 +103,7 @@ void wire_cancel(struct wire *wire, struct wire_op *op);
 
 /* Operations posted and not yet completed, over all endpoints. */
 uint32_t wire_outstanding(const struct wire *wire);
-/* Time spent inside ucp_worker_progress since the wire was made. */
+/* Time spent inside ucp_worker_progress since the wire was made, all workers together. */
 uint64_t wire_progress_ns(const struct wire *wire);
 
 #endif

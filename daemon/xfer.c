@@ -535,8 +535,9 @@ static void xfer_on_gathered(struct copy_job *job, b10_status_t status)
     xfer_pipe_copy_done(slot, job);
     uint64_t tag = tags_derive(&x->link, x->id, slot->chunk, TAG_KIND_DATA);
     if (x->peer->ep == NULL ||
-        wire_send(x->peer->ep, tag, slot->view->base, x->plan->chunks[slot->chunk].bytes,
-                  slot->view->memh, xfer_on_sent, slot, &slot->op) != 0) {
+        wire_send_bulk(x->peer->ep, slot->chunk, tag, slot->view->base,
+                       x->plan->chunks[slot->chunk].bytes, slot->view->memh, xfer_on_sent, slot,
+                       &slot->op) != 0) {
         xfer_fail(x, B10_ERR_PEER_LOST, "sending DATA chunk %u failed", slot->chunk);
         return;
     }
@@ -1089,8 +1090,15 @@ static void xfer_recv_pump(struct xfer *x)
         }
         *slot = (struct xfer_slot){ .x = x, .busy = true, .chunk = x->next_chunk++, .view = view };
         uint64_t tag = tags_derive(&x->link, x->id, slot->chunk, TAG_KIND_DATA);
-        if (wire_recv(x->d->wire, tag, view->base, x->plan->chunks[slot->chunk].bytes, view->memh,
-                      xfer_on_data, slot, &slot->op) != 0) {
+        /* The chunk index picks the data lane, as it does at the sender. */
+        if (x->peer->ep == NULL) {
+            xfer_slot_release(slot);
+            xfer_fail(x, B10_ERR_PEER_LOST, "no endpoint to the sender for chunk %u", slot->chunk);
+            return;
+        }
+        if (wire_recv_bulk(x->peer->ep, slot->chunk, tag, view->base,
+                           x->plan->chunks[slot->chunk].bytes, view->memh, xfer_on_data, slot,
+                           &slot->op) != 0) {
             xfer_slot_release(slot);
             xfer_fail(x, B10_ERR_INTERNAL, "posting the receive of chunk %u failed", slot->chunk);
             return;

@@ -127,7 +127,7 @@ rate=$(sed -n 's/.* s: \([0-9.]*\) GB\/s.*/\1/p' "$RUN/prefill.log" | tail -n 1)
 ceiling=""
 chunk=$("$B10D" --check-config | sed -n 's/^view-bytes //p')
 if command -v ucx_perftest >/dev/null 2>&1 && [ -n "$chunk" ]; then
-    tls=$(grep -m1 -o 'transport .*' "$RUN/prefill-node.log" | sed 's/transport //; s|/[^ ]*||g; s/ /,/g')
+    tls=$(grep -m1 -o 'transport .*' "$RUN/prefill-node.log" | sed 's/transport //; s/,.*//; s|/[^ ]*||g; s/ /,/g')
     port=$((20000 + $$ % 20000))
     UCX_TLS="${tls:-tcp},self" timeout 60 ucx_perftest -p "$port" >"$RUN/perftest-server.log" 2>&1 &
     server=$!

@@ -1378,7 +1378,7 @@ struct xfer {
     uint64_t bytes;
     b10_xfer_t *h;
     bool submitted, done;
-    double t_submit, t_done;
+    double t_submit, t_submitted, t_done;   /* b10_xfer_submit called, returned; seen done */
 };
 
 static bool xfer_finish(struct xfer *x, struct outcome *out, b10_status_t st, uint32_t i)
@@ -1506,6 +1506,7 @@ static int run_prefill(const struct opts *o)
             x->t_submit = now_s();
             x->submitted = true;
             st = b10_xfer_submit(conn, &xp, &x->h);
+            x->t_submitted = now_s();
             if (st != B10_OK) {
                 /* Refused outright: that is this transfer's outcome. */
                 outs[next] = (struct outcome){ .status = st, .bytes = x->bytes };
@@ -1617,10 +1618,14 @@ report:;
             nok++;
         }
     }
-    double secs = t_end - t0;
+    double secs = t_end - t0, submit_s = 0;
+    for (uint32_t i = 0; i < nx; i++)
+        if (xs[i].submitted)
+            submit_s += xs[i].t_submitted - xs[i].t_submit;
     say("round %u: %u of %u WRITEs landed: %" PRIu64 " bytes in %zu spans in %.3f s: %.2f GB/s "
-        "(%.2f GiB/s)", o->plan.round, nok, nx, ok_bytes, pl.n, secs,
-        secs > 0 ? ok_bytes / secs / 1e9 : 0.0, secs > 0 ? ok_bytes / secs / (1u << 30) : 0.0);
+        "(%.2f GiB/s); b10_xfer_submit took %.1f ms of it", o->plan.round, nok, nx, ok_bytes, pl.n,
+        secs, secs > 0 ? ok_bytes / secs / 1e9 : 0.0, secs > 0 ? ok_bytes / secs / (1u << 30) : 0.0,
+        submit_s * 1e3);
 
     for (uint32_t i = 0; i < nx; i++) {
         b10_status_t want = o->have_expect ? o->expect : B10_OK;

@@ -21,6 +21,7 @@
 #include "frame.h"
 #include "peer.pb-c.h"
 #include "tags.h"
+#include "wireaddr.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -77,6 +78,8 @@ static struct {
     ucp_context_h ctx;
     ucp_worker_h worker;
     ucp_address_t *addr;
+    uint8_t *packed;            /* addr as a daemon gives it out (wireaddr.h) */
+    size_t packed_len;
     size_t addr_len;
     ucp_ep_h ep;
     bool ep_failed;
@@ -213,10 +216,22 @@ static int ucx_setup(void)
     if (st != UCS_OK || ucp_worker_create(g.ctx, &wp, &g.worker) != UCS_OK ||
         ucp_worker_get_address(g.worker, &g.addr, &g.addr_len) != UCS_OK)
         return -1;
+    /* Ours goes out as a daemon's would, with no data lanes: everything then comes to g.worker. */
+    const void *mine[1] = { g.addr };
+    size_t mine_len[1] = { g.addr_len };
+    g.packed_len = wireaddr_size(1, mine_len);
+    if ((g.packed = malloc(g.packed_len)) == NULL)
+        return -1;
+    wireaddr_pack(g.packed, 1, mine, mine_len);
+    /* The victim's loop worker: the first of its address. */
+    const uint8_t *theirs[1 + WIREADDR_MAX_LANES];
+    size_t theirs_len[1 + WIREADDR_MAX_LANES];
+    if (wireaddr_unpack(g.victim_addr, g.victim_addr_len, theirs, theirs_len) < 1)
+        return -1;
     ucp_ep_params_t ep = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .address = (ucp_address_t *)g.victim_addr,
+        .address = (const ucp_address_t *)theirs[0],
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
         .err_handler = { .cb = on_ep_error, .arg = NULL },
     };
@@ -236,6 +251,7 @@ static void ucx_teardown(void)
             ucp_request_free(req);
         }
     }
+    free(g.packed);
     if (g.addr != NULL)
         ucp_worker_release_address(g.worker, g.addr);
     if (g.worker != NULL)
@@ -282,12 +298,12 @@ static int link_open(struct tag_link *l, const char *c)
         uint64_t k = rnd64();
         memcpy(l->key + 8 * i, &k, 8);
     }
-    h.version = 1;
+    h.version = 2;   /* B10_PEER_PROTOCOL_VERSION */
     h.daemon_id = g.self_id;
     h.to_daemon_id = g.victim_id;
     h.gen = l->gen;
     h.tag_key = (ProtobufCBinaryData){ sizeof(l->key), l->key };
-    h.worker_address = (ProtobufCBinaryData){ g.addr_len, (uint8_t *)g.addr };
+    h.worker_address = (ProtobufCBinaryData){ g.packed_len, g.packed };
     m.body_case = B10__PEER__MSG__BODY_HELLO;
     m.hello = &h;
     if (send_msg(TAG_HELLO, &m) != 0)
@@ -708,7 +724,7 @@ static int case_malformed(const char *c)
     h.to_daemon_id = g.victim_id;
     h.gen = bogus.gen;
     h.tag_key = (ProtobufCBinaryData){ sizeof(bogus.key), bogus.key };
-    h.worker_address = (ProtobufCBinaryData){ g.addr_len, (uint8_t *)g.addr };
+    h.worker_address = (ProtobufCBinaryData){ g.packed_len, g.packed };
     m.body_case = B10__PEER__MSG__BODY_HELLO;
     m.hello = &h;
     send_msg(TAG_HELLO, &m);
@@ -718,7 +734,7 @@ static int case_malformed(const char *c)
         bad |= fail(c, "a HELLO of version 99 was acknowledged OK");
     if (ack != NULL)
         b10__peer__msg__free_unpacked(ack, NULL);
-    h.version = 1;
+    h.version = 2;   /* right version: only the key is wrong */
     h.tag_key.len = 3;
     send_msg(TAG_HELLO, &m);
     ack = recv_msg(tags_derive(&bogus, 0, 0, TAG_KIND_HELLO_ACK), 500);

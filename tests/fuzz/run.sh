@@ -32,6 +32,7 @@ for src in "$top"/tests/fuzz/fuzz-*.c; do
     name=$(basename "$src" .c)
     extra=""
     [ "$name" = fuzz-control ] && extra="$top/daemon/plan.c"
+    [ "$name" = fuzz-agentdesc ] && extra="$top/daemon/wireaddr.c"
     # shellcheck disable=SC2086
     if ! clang $CFLAGS -o "$out/$name" "$src" $extra $common $LIBS >"$out/$name.build.log" 2>&1; then
         echo "FAIL $name: build: $(grep -m1 error "$out/$name.build.log")"

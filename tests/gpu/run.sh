@@ -79,6 +79,7 @@ pair() {
             awk '{ s += $1; n++ } END { if (n) printf "%.2f", s / n }')
         tr=$(grep -m1 -o 'transport .*' "$D/A.log" | sed 's/transport //')
         echo "PASS $name ($src -> $dst, $cold GB/s cold, $rate GB/s warm, over $tr)"
+        case $MODE in bench*) grep -h 'WRITEs landed' "$D/prefill.out" | sed 's/^/bench:   rank: /' ;; esac
         echo "$rate" >"$D/rate"
         echo "$cold" >"$D/cold"
     else
@@ -100,23 +101,36 @@ pair vram-vram-4k vram vram "--staging-bytes 256M" $small --span-bytes 4096 --sp
 pair vram-vram-odd vram vram "--staging-bytes 256M" $small --span-bytes 777 --span-offset 3 --span-gap 5
 }
 
-# perftest3 TLS SIZE: the median of three perftest runs (one run is noisy: ±15%);
-# of two that succeeded, the higher (the stricter ceiling).
+# perftest3 TLS SIZE [PAIRS]: the median of three perftest runs (one run is
+# noisy: ±15%); of two that succeeded, the higher (the stricter ceiling).
 perftest3() {
-    for i in 1 2 3; do perftest "$1" "$2"; echo; done | grep . | sort -n |
+    for i in 1 2 3; do perftest "$1" "$2" "${3:-1}"; echo; done | grep . | sort -n |
         awk '{ v[NR] = $1 } END { if (NR) print v[int(NR / 2) + 1] }'
 }
 
-# perftest TLS SIZE: ucx_perftest tag_bw bandwidth in GB/s on that transport.
+# perftest TLS SIZE [PAIRS]: ucx_perftest tag_bw bandwidth in GB/s on that
+# transport; with PAIRS, that many pairs at once (as many as a daemon's data
+# lanes, each a thread's copy), their bandwidths summed, or nothing unless all ran.
 perftest() {
-    port=$((20000 + $$ % 20000))
-    UCX_TLS="$1,self" timeout 120 ucx_perftest -p $port >"$RUN/pt-server.log" 2>&1 &
-    spid=$!
+    pairs=${3:-1} port=$((20000 + $$ % 20000)) i=0 iters=200
+    # Pairs run long enough to overlap: their starts are a few ms apart.
+    [ "$pairs" -gt 1 ] && iters=1000
+    while [ $i -lt "$pairs" ]; do
+        UCX_TLS="$1,self" timeout 120 ucx_perftest -p $((port + i)) >"$RUN/pt-server-$i.log" 2>&1 &
+        i=$((i + 1))
+    done
     sleep 1
-    UCX_TLS="$1,self" timeout 120 ucx_perftest 127.0.0.1 -p $port -t tag_bw -s "$2" -n 200 -w 20 \
-        >"$RUN/pt.log" 2>&1
-    wait $spid 2>/dev/null
-    awk '/^Final:/ { printf "%.2f", $7 * 1048576 / 1e9 }' "$RUN/pt.log"
+    i=0
+    while [ $i -lt "$pairs" ]; do
+        UCX_TLS="$1,self" timeout 120 ucx_perftest 127.0.0.1 -p $((port + i)) -t tag_bw -s "$2" \
+            -n $iters -w 20 >"$RUN/pt-$i.log" 2>&1 &
+        i=$((i + 1))
+    done
+    wait
+    i=0
+    while [ $i -lt "$pairs" ]; do cat "$RUN/pt-$i.log"; i=$((i + 1)); done |
+        awk -v want="$pairs" '/^Final:/ { n++; s += $7 * 1048576 / 1e9 }
+                             END { if (n == want) printf "%.2f", s }'
 }
 
 # The Python adapter with torch tensors (it says SKIP itself without torch).
@@ -144,18 +158,27 @@ case $MODE in bench*)
         # The ceiling sends messages of the daemon's DATA chunk size (its staging view).
         chunk=$("$B10D" --check-config --staging-bytes 1G $flags ${B10D_ARGS:-} |
             sed -n 's/^view-bytes //p')
+        lanes=$("$B10D" --check-config --staging-bytes 1G $flags ${B10D_ARGS:-} |
+            sed -n 's/^wire-lanes //p')
         for mode in "peer tcp" "none sysv,cma"; do
             set -- $mode
             pair "bench-$1-$k" vram vram "--staging-bytes 1G --ucx-err-mode $1$flags" $big
             rate=$(cat "$RUN/bench-$1-$k/rate" 2>/dev/null)
             cold=$(cat "$RUN/bench-$1-$k/cold" 2>/dev/null)
-            tls=$(grep -m1 -o 'transport .*' "$RUN/bench-$1-$k/A.log" 2>/dev/null | sed 's/transport //; s|/[^ ]*||g; s/ /,/g')
+            tls=$(grep -m1 -o 'transport .*' "$RUN/bench-$1-$k/A.log" 2>/dev/null | sed 's/transport //; s/,.*//; s|/[^ ]*||g; s/ /,/g')
             grep -h 'landed:\|landed in' "$RUN/bench-$1-$k/A.log" "$RUN/bench-$1-$k/B.log" 2>/dev/null |
                 sed 's/^/bench:   daemon: /'
             ceil=$(perftest3 "${tls:-$2}" "$chunk")
             ratio=$(awk -v a="${rate:-0}" -v b="${ceil:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
             rc_ratio=$(awk -v a="${cold:-0}" -v b="${ceil:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
             echo "bench: --ucx-err-mode $1${DAEMON_ENV}$flags ${B10D_ARGS:-}: b10d $rate GB/s warm (mean of $((ROUNDS - 1)); $cold cold); ucx_perftest tag_bw over ${tls:-$2}, $chunk-byte messages, same run, median of 3: $ceil GB/s; ratio $ratio warm, $rc_ratio cold"
+            # With data lanes, also beside as many perftest pairs at once: what
+            # that many copying threads reach on this machine.
+            if [ "${lanes:-0}" -gt 1 ]; then
+                ceiln=$(perftest3 "${tls:-$2}" "$chunk" "$lanes")
+                ration=$(awk -v a="${rate:-0}" -v b="${ceiln:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
+                echo "bench:   $lanes data lanes: beside $lanes ucx_perftest pairs at once (median of 3: $ceiln GB/s), ratio $ration warm"
+            fi
         done
         DAEMON_ENV=""
     done

@@ -20,7 +20,7 @@ set -u
 SUITE=integ
 SUITE_TITLE=integration
 REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
-all_scenarios="cli fragmented concurrent8 large out_of_bounds deadline cancel corrupt bad_input agentops"
+all_scenarios="cli fragmented concurrent8 lanes large out_of_bounds deadline cancel corrupt bad_input agentops"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -100,6 +100,29 @@ scen_concurrent8() {
     prefill 1 A --req-blocks 16 --xfers 8 --span-bytes 4096 --span-gap 512
     expect_prefill 1 0
     finish_decode decode 0
+}
+
+# Daemons with different data lanes meet on as many as both have: none
+# between A (0) and B (2), two between C (4) and B. Chunks of 256 KiB spread
+# the request over the lanes; every byte is verified, over both pairs.
+scen_lanes() {
+    start_daemon A --wire-lanes 0 --view-bytes 256K
+    start_daemon B --wire-lanes 2 --view-bytes 256K
+    start_daemon C --wire-lanes 4 --view-bytes 256K
+    decode decode B --rounds 3 --req-blocks 16
+    prefill 0 A --req-blocks 16 --span-bytes 4096
+    expect_prefill 0 0
+    prefill 1 C --req-blocks 16 --span-bytes 3000 --span-rand
+    expect_prefill 1 0
+    prefill 2 C --req-blocks 16 --concurrent 4 --xfers 4
+    expect_prefill 2 0
+    finish_decode decode 0
+    grep -q 'endpoint open.*, 0 data lanes' "$D/A.log" || die "A did not open its endpoint to B without lanes"
+    grep -q 'endpoint open.*, 2 data lanes' "$D/C.log" || die "C did not open its endpoint to B with 2 lanes"
+    [ "$(grep -c 'endpoint open.*, 0 data lanes' "$D/B.log")" = 1 ] &&
+        [ "$(grep -c 'endpoint open.*, 2 data lanes' "$D/B.log")" = 1 ] ||
+        die "B did not meet A on 0 lanes and C on 2"
+    grep -q 'landed' "$D/C.log" || die "C logged no landed transfer"
 }
 
 # The demo's request (240 MiB) through 64 MiB of staging.
