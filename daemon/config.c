@@ -12,7 +12,7 @@
 #include "b10d.h"
 #include "frame.h"
 #include "log.h"
-#include "wire.h"
+#include "wireaddr.h"
 
 #define KiB (UINT64_C(1) << 10)
 #define MiB (UINT64_C(1) << 20)
@@ -174,7 +174,7 @@ static const struct config_num config_nums[] = {
     NUM(OPT_STAGING, "staging-bytes", true, 4 * MiB, 1024 * GiB, staging_bytes),
     NUM(OPT_VIEW, "view-bytes", true, 64 * KiB, GiB, view_bytes),
     NUM(OPT_IN_FLIGHT, "max-in-flight", false, 1, 64, max_in_flight),
-    NUM(OPT_WIRE_LANES, "wire-lanes", false, 0, WIRE_MAX_LANES, wire_lanes),
+    NUM(OPT_WIRE_LANES, "wire-lanes", false, 0, WIREADDR_MAX_LANES, wire_lanes),
     NUM(OPT_DEADLINE, "deadline-ms", false, 1, 3600000, deadline_ms),
     NUM(OPT_MAX_DEADLINE, "max-deadline-ms", false, 1, 3600000, max_deadline_ms),
     NUM(OPT_CONNECT_TIMEOUT, "connect-timeout-ms", false, 1, 600000, connect_timeout_ms),

@@ -72,11 +72,7 @@ static void lane_flush(struct lane *lane)
     if (list_empty(&lane->done))
         return;
     pthread_mutex_lock(&lane->mutex);
-    while (!list_empty(&lane->done)) {
-        struct list *node = lane->done.next;
-        list_remove(node);
-        list_insert_tail(&lane->reports, node);
-    }
+    list_splice_tail(&lane->reports, &lane->done);
     pthread_mutex_unlock(&lane->mutex);
     uv_async_send(lane->wake);
 }
@@ -328,11 +324,7 @@ static bool lane_take_cmds(struct lane *lane)
         return true;
     list_init(&cmds);
     pthread_mutex_lock(&lane->mutex);
-    while (!list_empty(&lane->cmds)) {
-        struct list *node = lane->cmds.next;
-        list_remove(node);
-        list_insert_tail(&cmds, node);
-    }
+    list_splice_tail(&cmds, &lane->cmds);
     __atomic_store_n(&lane->pending, false, __ATOMIC_RELEASE);
     quit = lane->quit;
     pthread_mutex_unlock(&lane->mutex);
@@ -544,22 +536,17 @@ bool lane_destroy(struct lane *lane, struct list *reports)
      * The thread is gone, and with it any chance for what is still in flight:
      * those operations are reported cancelled, so that their owners let go.
      */
-    while (!list_empty(&lane->inflight)) {
-        struct wire_op *op = list_entry(lane->inflight.next, struct wire_op, node);
-        list_remove(&op->node);
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &lane->inflight) {
+        struct wire_op *op = list_entry(pos, struct wire_op, node);
         op->req = NULL;
         op->done = true;
         op->status = UCS_ERR_CANCELED;
-        list_insert_tail(&lane->reports, &op->node);
     }
-    while (!list_empty(&lane->reports)) {
-        struct list *node = lane->reports.next;
-        list_remove(node);
-        if (reports != NULL)
-            list_insert_tail(reports, node);
-        else
-            free(list_entry(node, struct wire_op, node));
-    }
+    list_splice_tail(&lane->reports, &lane->inflight);
+    /* Only a lane that never started comes without a list, and it has nothing to report. */
+    if (reports != NULL)
+        list_splice_tail(reports, &lane->reports);
     /*
      * UCX 1.13 aborts when a worker is destroyed under a request still in
      * flight (a send to a stopped peer): such a worker, and its context, are
@@ -659,11 +646,7 @@ void lane_post(struct lane *lane, struct wire_op *op)
 void lane_take(struct lane *lane, struct list *reports)
 {
     pthread_mutex_lock(&lane->mutex);
-    while (!list_empty(&lane->reports)) {
-        struct list *node = lane->reports.next;
-        list_remove(node);
-        list_insert_tail(reports, node);
-    }
+    list_splice_tail(reports, &lane->reports);
     pthread_mutex_unlock(&lane->mutex);
 }
 

@@ -27,48 +27,10 @@
 
 #include "list.h"
 #include "wire.h"
-
-enum wire_op_kind {
-    WIRE_OP_SEND,
-    WIRE_OP_RECV,
-    WIRE_OP_CONTROL,        /* a probed control message, for the hooks */
-    WIRE_OP_STRAY,          /* a message taken only to be dropped */
-    /* Commands to a lane. */
-    LANE_EP_OPEN,
-    LANE_EP_CLOSE,
-    LANE_CANCEL,
-    LANE_DROP,
-    /* Reports from a lane (a SEND or RECV comes back as itself). */
-    LANE_EP_ERROR,
-    LANE_EP_CLOSED,
-    LANE_UNEXPECTED,
-};
+#include "wireop.h"
 
 struct lane;
 struct lane_ep;
-
-struct wire_op {
-    struct list node;           /* the queue or list that holds it now */
-    enum wire_op_kind kind;
-    struct wire *wire;
-    struct lane *lane;          /* NULL on the loop's own worker */
-    uint64_t id;                /* lane operations: what a CANCEL names */
-    void *req;                  /* the UCX request while in flight */
-    bool done;
-    ucs_status_t status;
-    size_t length;              /* received, or reported (UNEXPECTED) */
-    uint64_t tag;               /* to send, receive or drop; the sender's tag once received */
-    void *buf;                  /* lane SEND and RECV: what the loop asked for */
-    size_t size;
-    void *memh;
-    struct lane_ep *lep;        /* SEND, EP_OPEN, EP_CLOSE (set, unused, for RECV) */
-    struct wire_ep *wep;        /* EP_ERROR, EP_CLOSED: whose */
-    struct wire_op *target;     /* CANCEL: the operation, and its id (the pointer may be reused) */
-    uint64_t target_id;
-    wire_done_cb *cb;
-    void *arg;
-    void *owned;                /* freed after delivery */
-};
 
 struct lane_params {
     unsigned index;
@@ -80,7 +42,8 @@ struct lane_params {
 int lane_create(ucp_context_h context, const struct lane_params *params, struct lane **lane_p);
 /*
  * Stop the thread and free the lane; the reports it still had, and every
- * operation still in flight (reported cancelled), are appended to reports.
+ * operation still in flight (reported cancelled), are appended to reports
+ * (NULL only from lane_create, for a lane that never started).
  * Returns false when UCX still held requests after a bounded wait (sends to
  * a stopped peer): the worker is then left undestroyed, and so must be the
  * context.

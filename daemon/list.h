@@ -45,6 +45,18 @@ static inline void list_remove(struct list *node)
     list_init(node);
 }
 
+/* Move every node of from, in order, to the tail of to; from is left empty. */
+static inline void list_splice_tail(struct list *to, struct list *from)
+{
+    if (list_empty(from))
+        return;
+    from->next->prev = to->prev;
+    to->prev->next = from->next;
+    from->prev->next = to;
+    to->prev = from->prev;
+    list_init(from);
+}
+
 #define list_entry(node, type, member) ((type *)((char *)(node) - offsetof(type, member)))
 
 #define list_for_each_safe(pos, tmp, head) \

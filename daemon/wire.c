@@ -13,7 +13,7 @@
 #include "wireaddr.h"
 
 /*
- * Operations (struct wire_op, in lane.h) are ours; the UCX request is only
+ * Operations (struct wire_op, in wireop.h) are ours; the UCX request is only
  * borrowed. UCX may call a callback inline from the posting call (a probed
  * message already here, say), so callbacks only record the outcome and queue
  * the op; the loop delivers queued completions after progress. A caller
@@ -347,11 +347,6 @@ static void wire_on_prepare(uv_prepare_t *handle)
 }
 
 
-static void wire_ep_free(struct wire_ep *wep)
-{
-    free(wep);
-}
-
 /* What a lane reported: finished operations join the queue; the rest is handled here. */
 static void wire_on_report(struct wire *wire, struct wire_op *op)
 {
@@ -367,7 +362,7 @@ static void wire_on_report(struct wire *wire, struct wire_op *op)
         break;
     case LANE_EP_CLOSED:
         if (--op->wep->lanes_open == 0 && op->wep->closed)
-            wire_ep_free(op->wep);
+            free(op->wep);
         break;
     case LANE_UNEXPECTED:
         if (!wire->lanes_gone && wire->hooks.on_data != NULL &&
@@ -717,7 +712,7 @@ void wire_ep_close(struct wire_ep *wep)
     for (unsigned i = 0; i < wep->nlanes && !wire->lanes_gone; i++)
         lane_ep_close(wire->lanes[i], wep->lanes[i]);
     if (wep->lanes_open == 0)
-        wire_ep_free(wep);
+        free(wep);
 }
 
 const char *wire_ep_transports(struct wire_ep *wep)

@@ -38,6 +38,8 @@ int wireaddr_unpack(const uint8_t *p, size_t length, const uint8_t **addrs, size
         return -1;
     int count = 1 + p[5];
     size_t at = WIREADDR_HEADER;
+    const uint8_t *found[1 + WIREADDR_MAX_LANES];
+    size_t found_lengths[1 + WIREADDR_MAX_LANES];
     for (int i = 0; i < count; i++) {
         if (length - at < 4)
             return -1;
@@ -46,10 +48,14 @@ int wireaddr_unpack(const uint8_t *p, size_t length, const uint8_t **addrs, size
         at += 4;
         if (n == 0 || n > length - at)
             return -1;
-        addrs[i] = p + at;
-        lengths[i] = n;
+        found[i] = p + at;
+        found_lengths[i] = n;
         at += n;
     }
     /* Nothing may trail the last address. */
-    return at == length ? count : -1;
+    if (at != length)
+        return -1;
+    memcpy(addrs, found, count * sizeof(*found));
+    memcpy(lengths, found_lengths, count * sizeof(*found_lengths));
+    return count;
 }

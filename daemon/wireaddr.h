@@ -22,7 +22,8 @@ size_t wireaddr_size(unsigned count, const size_t *lengths);
 void wireaddr_pack(uint8_t *out, unsigned count, const void *const *addrs, const size_t *lengths);
 /*
  * Split a packed address into its workers' addresses (pointers into p);
- * returns how many (1 + lanes), or -1 when anything about it is malformed.
+ * returns how many (1 + lanes), or -1 when anything about it is malformed
+ * (addrs and lengths are then untouched).
  * addrs and lengths hold 1 + WIREADDR_MAX_LANES entries.
  */
 int wireaddr_unpack(const uint8_t *p, size_t length, const uint8_t **addrs, size_t *lengths);

@@ -11,7 +11,7 @@
  *   b10-rogue [-t TIMEOUT_MS] SOCKET CASE...     (CASE "all": every case)
  *
  * Cases: good, unknown, oversize, undersize, oob, badgen, oldgen, replay,
- * malformed. Each prints "ok CASE: what happened" or "FAIL CASE: why"; after
+ * malformed, heartbeat, lane. Each prints "ok CASE: what happened" or "FAIL CASE: why"; after
  * every case the region must hold exactly what the successful transfers
  * wrote, and "good" must still work. Exit status: 0 pass, 1 fail, 2 setup.
  */
@@ -74,6 +74,7 @@ static struct {
     uint64_t victim_id;
     uint8_t *victim_addr;
     size_t victim_addr_len;
+    const uint8_t *lane_addr;   /* the victim's first data lane (in victim_addr), or NULL */
     uint64_t self_id;
     ucp_context_h ctx;
     ucp_worker_h worker;
@@ -226,8 +227,10 @@ static int ucx_setup(void)
     /* The victim's loop worker: the first of its address. */
     const uint8_t *theirs[1 + WIREADDR_MAX_LANES];
     size_t theirs_len[1 + WIREADDR_MAX_LANES];
-    if (wireaddr_unpack(g.victim_addr, g.victim_addr_len, theirs, theirs_len) < 1)
+    int workers = wireaddr_unpack(g.victim_addr, g.victim_addr_len, theirs, theirs_len);
+    if (workers < 1)
         return -1;
+    g.lane_addr = workers > 1 ? theirs[1] : NULL;
     ucp_ep_params_t ep = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
@@ -238,19 +241,24 @@ static int ucx_setup(void)
     return ucp_ep_create(g.worker, &ep, &g.ep) == UCS_OK ? 0 : -1;
 }
 
+/* Force-close an endpoint, waiting for it at most 2 s. */
+static void ep_close(ucp_ep_h ep)
+{
+    ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_EP_CLOSE_FLAG_FORCE };
+    void *req = ucp_ep_close_nbx(ep, &p);
+    double end = now_ms() + 2000;
+    if (UCS_PTR_IS_PTR(req)) {
+        while (ucp_request_check_status(req) == UCS_INPROGRESS && now_ms() < end)
+            ucp_worker_progress(g.worker);
+        ucp_request_free(req);
+    }
+}
+
 static void ucx_teardown(void)
 {
-    if (g.ep != NULL) {
-        ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                  .flags = UCP_EP_CLOSE_FLAG_FORCE };
-        void *req = ucp_ep_close_nbx(g.ep, &p);
-        double end = now_ms() + 2000;
-        if (UCS_PTR_IS_PTR(req)) {
-            while (ucp_request_check_status(req) == UCS_INPROGRESS && now_ms() < end)
-                ucp_worker_progress(g.worker);
-            ucp_request_free(req);
-        }
-    }
+    if (g.ep != NULL)
+        ep_close(g.ep);
     free(g.packed);
     if (g.addr != NULL)
         ucp_worker_release_address(g.worker, g.addr);
@@ -870,6 +878,45 @@ static int case_heartbeat(const char *c)
                    "calling the live link stale changed nothing");
 }
 
+/*
+ * A data lane carries only DATA: a control-class message sent straight to
+ * one (its address is in the agent descriptor) is dropped there. Sent with a
+ * registered tag (TAG_HEARTBEAT) and large enough for a rendezvous, it
+ * completes at our end only once the lane has taken it; asked about instead,
+ * as DATA is, it would wait at the head of the lane's queue for good.
+ */
+static int case_lane(const char *c)
+{
+    static uint8_t big[16 << 20];
+    static struct req_state rs;     /* the send may outlive the case */
+    ucp_ep_h ep;
+
+    if (g.lane_addr == NULL)
+        return pass(c, "the victim has no data lanes: nothing to test");
+    ucp_ep_params_t params = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+        .address = (const ucp_address_t *)g.lane_addr,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+    };
+    if (ucp_ep_create(g.worker, &params, &ep) != UCS_OK)
+        return fail(c, "no endpoint to the victim's first data lane");
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = on_send,
+        .user_data = &rs,
+    };
+    rs = (struct req_state){ 0 };
+    void *req = ucp_tag_send_nbx(ep, big, sizeof(big), TAG_HEARTBEAT, &p);
+    ucs_status_t st = req_wait(req, &rs, false);
+    ep_close(ep);
+    if (st == UCS_ERR_TIMED_OUT)
+        return fail(c, "a control-class message to a data lane was never taken off it");
+    if (case_good(c) != 0)
+        return fail(c, "a control-class message to a data lane broke the link");
+    return pass(c, "a control-class message to a data lane was dropped there (%s)",
+                ucs_status_string(st));
+}
+
 static const struct testout_case cases[] = {
     { "good", case_good },
     { "unknown", case_unknown },
@@ -881,6 +928,7 @@ static const struct testout_case cases[] = {
     { "replay", case_replay },
     { "malformed", case_malformed },
     { "heartbeat", case_heartbeat },
+    { "lane", case_lane },
 };
 
 /* ---------------------------------------------------------------- setup */
