@@ -11,6 +11,12 @@
 # ucx_perftest tag_bw runs on the same transport and message size.
 # B10_BENCH_SWEEP="FLAGS;FLAGS..." benches several daemon configurations;
 # VAR=value words among the flags go to the daemons' environment.
+# B10_BENCH_TRANSPORTS="tcp shm" (the default) picks the transports benched,
+# B10_BENCH_POOLS="vram vram" (the default) the sender's and receiver's memory.
+# B10_GPUS="0 1" puts daemon A and its rank on GPU 0, B and its rank on GPU 1,
+# as a prefill and a decode node would be (default: both on the first GPU).
+# B10_MPS=1 runs daemons and ranks as clients of a private MPS server: two
+# daemons sharing one GPU otherwise time-slice it, their kernels never at once.
 # One line per scenario: PASS, FAIL (reason) or SKIP (reason).
 set -u
 
@@ -29,19 +35,43 @@ cleanup() {
     for p in $pids; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     pids=""
 }
-trap 'cleanup; rm -rf "$RUN"' EXIT
+mps_stop() {
+    [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && [ -d "$RUN/mps" ] || return 0
+    echo quit | nvidia-cuda-mps-control
+    i=0
+    while pgrep -f "nvidia-cuda-mps-(control -d|server)" >/dev/null 2>&1 && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+}
+trap 'cleanup; mps_stop; rm -rf "$RUN"' EXIT
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "SKIP gpu-e2e (no GPU: nvidia-smi finds none)"
     exit 0
 fi
 
+if [ "${B10_MPS:-0}" = 1 ]; then
+    command -v nvidia-cuda-mps-control >/dev/null 2>&1 ||
+        { echo "FAIL gpu-e2e (B10_MPS=1, but nvidia-cuda-mps-control is not installed)"; exit 1; }
+    export CUDA_MPS_PIPE_DIRECTORY=$RUN/mps CUDA_MPS_LOG_DIRECTORY=$RUN/mps-log
+    mkdir -p "$RUN/mps" "$RUN/mps-log"
+    nvidia-cuda-mps-control -d || { echo "FAIL gpu-e2e (the MPS control daemon did not start)"; exit 1; }
+    echo "gpu-e2e: daemons and ranks are clients of an MPS server ($RUN/mps)"
+fi
+
+# gpu_env A|B: the environment that picks that side's GPU under B10_GPUS.
+gpu_env() {
+    [ -n "${B10_GPUS:-}" ] || return 0
+    case $1 in
+    A) echo "CUDA_VISIBLE_DEVICES=${B10_GPUS%% *}" ;;
+    B) echo "CUDA_VISIBLE_DEVICES=${B10_GPUS##* }" ;;
+    esac
+}
+
 # start_daemons NAME DAEMON_ARGS: two daemons, A (prefill node) and B (decode node).
 start_daemons() {
     D=$RUN/$1
     mkdir -p "$D"
     for n in A B; do
-        env ${DAEMON_ENV:-} "$B10D" --socket "$D/$n.sock" --name "$n" $2 ${B10D_ARGS:-} \
+        env ${DAEMON_ENV:-} $(gpu_env $n) "$B10D" --socket "$D/$n.sock" --name "$n" $2 ${B10D_ARGS:-} \
             >"$D/$n.log" 2>&1 &
         pids="$pids $!"
     done
@@ -62,12 +92,12 @@ pair() {
     start_daemons "$name" "$dargs" || { failed=$((failed + 1)); cleanup; return; }
     # ROUNDS rounds on the same daemons and ranks: the first is cold (link
     # set-up, first registrations touched), the others warm.
-    timeout 300 "$KVRANK" --role decode --rounds "$ROUNDS" --mem "$dst" -s "$D/B.sock" --dir "$D" "$@" \
+    env $(gpu_env B) timeout 300 "$KVRANK" --role decode --rounds "$ROUNDS" --mem "$dst" -s "$D/B.sock" --dir "$D" "$@" \
         >"$D/decode.out" 2>&1 &
     dpid=$!
     prc=0
     for round in $(seq 0 $((ROUNDS - 1))); do
-        timeout 300 "$KVRANK" --role prefill --round $round --mem "$src" -s "$D/A.sock" --dir "$D" \
+        env $(gpu_env A) timeout 300 "$KVRANK" --role prefill --round $round --mem "$src" -s "$D/A.sock" --dir "$D" \
             "$@" >>"$D/prefill.out" 2>&1 || prc=$?
     done
     wait $dpid
@@ -141,7 +171,8 @@ case $MODE in bench*)
     big="--layers 80 --blocks 1536 --req-blocks 512 --wait-ms 600000"
     ROUNDS=3
     echo "bench: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores"
-    echo "bench: a 2.5 GiB request of 32 KiB spans (80 layers x K/V x 512 blocks), VRAM to VRAM"
+    pools=${B10_BENCH_POOLS:-vram vram}
+    echo "bench: a 2.5 GiB request of 32 KiB spans (80 layers x K/V x 512 blocks), ${pools% *} to ${pools#* }${B10_GPUS:+, on GPUs $B10_GPUS}${CUDA_MPS_PIPE_DIRECTORY:+, under MPS}"
     # B10_BENCH_SWEEP: configurations separated by ';', each daemon flags and
     # VAR=value words for the daemons' environment (default: one, the defaults).
     IFS=';'
@@ -160,9 +191,13 @@ case $MODE in bench*)
             sed -n 's/^view-bytes //p')
         lanes=$("$B10D" --check-config --staging-bytes 1G $flags ${B10D_ARGS:-} |
             sed -n 's/^wire-lanes //p')
-        for mode in "peer tcp" "none sysv,cma"; do
-            set -- $mode
-            pair "bench-$1-$k" vram vram "--staging-bytes 1G --ucx-err-mode $1$flags" $big
+        for transport in ${B10_BENCH_TRANSPORTS:-tcp shm}; do
+            case $transport in
+            tcp) set -- peer tcp ;;
+            shm) set -- none sysv,cma ;;
+            *) echo "bench: B10_BENCH_TRANSPORTS: '$transport' is neither tcp nor shm"; failed=$((failed + 1)); continue ;;
+            esac
+            pair "bench-$1-$k" $pools "--staging-bytes 1G --ucx-err-mode $1$flags" $big
             rate=$(cat "$RUN/bench-$1-$k/rate" 2>/dev/null)
             cold=$(cat "$RUN/bench-$1-$k/cold" 2>/dev/null)
             tls=$(grep -m1 -o 'transport .*' "$RUN/bench-$1-$k/A.log" 2>/dev/null | sed 's/transport //; s/,.*//; s|/[^ ]*||g; s/ /,/g')
