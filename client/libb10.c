@@ -36,6 +36,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1439,6 +1440,15 @@ b10_status_t b10_agent_invalidate(b10_conn_t *conn, const char *name)
     return conn_call(conn, &msg);
 }
 
+/*
+ * On a little-endian host an array of b10_span_t is already the wire's span
+ * table (u64 address, u64 length, little-endian, 16 bytes a span): a request
+ * sends the caller's array as it is, instead of a copy of megabytes.
+ */
+#define SPANS_ARE_WIRE (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
+_Static_assert(sizeof(b10_span_t) == SPAN_BYTES && offsetof(b10_span_t, addr) == 0 &&
+               offsetof(b10_span_t, length) == 8, "b10_span_t is the wire's span layout");
+
 static void pack_spans(uint8_t *out, const b10_span_t *spans, size_t count)
 {
     for (size_t i = 0; i < count; i++) {
@@ -1459,12 +1469,15 @@ b10_status_t b10_agent_check(b10_conn_t *conn, const char *remote_agent, const b
         return agent_name_reject(conn);
     if (spans == NULL || count == 0 || count > FRAME_MAX_LIMIT / SPAN_BYTES)
         return conn_reject(conn, B10_ERR_INVALID_ARG, "a check needs 1 or more spans");
-    uint8_t *packed = malloc(count * SPAN_BYTES);
-    if (packed == NULL)
-        return conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory for %zu spans", count);
-    pack_spans(packed, spans, count);
+    uint8_t *packed = NULL;
+    if (!SPANS_ARE_WIRE) {
+        if ((packed = malloc(count * SPAN_BYTES)) == NULL)
+            return conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory for %zu spans", count);
+        pack_spans(packed, spans, count);
+    }
     ca.remote_agent = (char *)remote_agent;
-    ca.spans = (ProtobufCBinaryData){ .len = count * SPAN_BYTES, .data = packed };
+    ca.spans = (ProtobufCBinaryData){ .len = count * SPAN_BYTES,
+                                      .data = SPANS_ARE_WIRE ? (uint8_t *)spans : packed };
     msg.body_case = B10__CLIENT_MSG__BODY_CHECK_AGENT;
     msg.check_agent = &ca;
     b10_status_t status = conn_call(conn, &msg);
@@ -1579,25 +1592,32 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
         return status;
 
     size_t table = params->count * SPAN_BYTES;
-    uint8_t *spans = malloc(2 * table);
+    uint8_t *spans = NULL;
     b10_xfer_t *xfer = calloc(1, sizeof(*xfer));
-    if (spans == NULL || xfer == NULL) {
+    if (!SPANS_ARE_WIRE)
+        spans = malloc(2 * table);
+    if ((!SPANS_ARE_WIRE && spans == NULL) || xfer == NULL) {
         status = conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory for %zu spans",
                              params->count);
         goto free_all;
     }
     xfer->conn = conn;
     xfer->status = B10_IN_PROGRESS;
-    /* Packed outside the lock: a million spans take a while. */
-    pack_spans(spans, params->local, params->count);
-    pack_spans(spans + table, params->remote, params->count);
+    if (SPANS_ARE_WIRE) {
+        sx.local_spans = (ProtobufCBinaryData){ .len = table, .data = (uint8_t *)params->local };
+        sx.remote_spans = (ProtobufCBinaryData){ .len = table, .data = (uint8_t *)params->remote };
+    } else {
+        /* Packed outside the lock: a million spans take a while. */
+        pack_spans(spans, params->local, params->count);
+        pack_spans(spans + table, params->remote, params->count);
+        sx.local_spans = (ProtobufCBinaryData){ .len = table, .data = spans };
+        sx.remote_spans = (ProtobufCBinaryData){ .len = table, .data = spans + table };
+    }
     sx.op = params->op == B10_OP_READ ? B10__OP__OP_READ : B10__OP__OP_WRITE;
     if (params->field_mask & B10_XFER_FIELD_SYNC)
         sx.sync_msg = (ProtobufCBinaryData){ .len = params->sync_length,
                                              .data = (uint8_t *)params->sync_msg };
     sx.remote_agent = (char *)params->remote_agent;
-    sx.local_spans = (ProtobufCBinaryData){ .len = table, .data = spans };
-    sx.remote_spans = (ProtobufCBinaryData){ .len = table, .data = spans + table };
     sx.deadline_ms = params->field_mask & B10_XFER_FIELD_DEADLINE ? params->deadline_ms : 0;
     msg.body_case = B10__CLIENT_MSG__BODY_SUBMIT;
     msg.submit = &sx;

@@ -14,59 +14,65 @@
 
 struct plan_span {
     uint64_t src, dst, len;
-    uint32_t index;  /* position in the request, for error messages */
 };
 
-/*
- * Sort spans by the 64-bit field at key (src or dst), stably: spans of equal
- * keys stay in request order. A request of KV blocks holds up to a million
- * spans, and planning runs on the loop thread at both ends of every transfer,
- * so this is a radix sort (byte digits; a digit every key shares is skipped,
- * as are requests already in order), not qsort's callbacks: 82k spans took
- * 27 ms that way, several percent of a 2.5 GiB transfer.
- */
-static uint64_t plan_key(const struct plan_span *s, size_t key)
-{
-    return *(const uint64_t *)((const char *)s + key);
-}
+/* A sort record: a span's key (its source or destination) and its place in the request. */
+struct plan_key {
+    uint64_t key;
+    uint32_t index;
+};
 
-/* Returns false when the spans were in order already (and were left alone). */
-static bool plan_sort(struct plan_span *spans, struct plan_span *tmp, size_t n, size_t key)
+/* The widest radix digit: 2^11 counters stay in the L1 cache. */
+#define PLAN_DIGIT_MAX_BITS 11
+
+/*
+ * Sort n records by key, stably: records of equal keys stay in request
+ * order. A request of KV blocks holds up to a million spans, and planning
+ * runs on the loop thread at both ends of every transfer, so this is a radix
+ * sort, not qsort's callbacks (82k spans took 27 ms that way, several percent
+ * of a 2.5 GiB transfer). Its digits cover only the bits where the keys
+ * differ, in as few passes of at most 11 bits as those take: the addresses of
+ * one KV pool differ in 20 to 30 bits, so two or three passes. Records in
+ * order already are left alone. Returns the sorted array: recs or tmp.
+ */
+static struct plan_key *plan_sort(struct plan_key *recs, struct plan_key *tmp, size_t n)
 {
     bool sorted = true;
     uint64_t all_or = 0, all_and = UINT64_MAX;
     for (size_t i = 0; i < n; i++) {
-        uint64_t k = plan_key(&spans[i], key);
-        if (i > 0 && k < plan_key(&spans[i - 1], key))
+        uint64_t k = recs[i].key;
+        if (i > 0 && k < recs[i - 1].key)
             sorted = false;
         all_or |= k;
         all_and &= k;
     }
-    if (sorted)
-        return false;
-    struct plan_span *from = spans, *to = tmp;
-    for (unsigned shift = 0; shift < 64; shift += 8) {
-        /* Every key has the same byte here: this pass would keep the order. */
-        if (((all_or ^ all_and) >> shift & 0xff) == 0)
-            continue;
-        size_t count[256] = { 0 };
+    uint64_t differ = all_or ^ all_and;
+    if (sorted || differ == 0)
+        return recs;
+    unsigned low = (unsigned)__builtin_ctzll(differ);
+    unsigned bits = 64 - (unsigned)__builtin_clzll(differ) - low;
+    unsigned passes = (bits + PLAN_DIGIT_MAX_BITS - 1) / PLAN_DIGIT_MAX_BITS;
+    unsigned width = (bits + passes - 1) / passes;
+    uint64_t mask = (UINT64_C(1) << width) - 1;
+    struct plan_key *from = recs, *to = tmp;
+    for (unsigned pass = 0; pass < passes; pass++) {
+        unsigned shift = low + pass * width;
+        uint32_t count[1u << PLAN_DIGIT_MAX_BITS] = { 0 };
         for (size_t i = 0; i < n; i++)
-            count[plan_key(&from[i], key) >> shift & 0xff]++;
-        size_t at = 0;
-        for (unsigned b = 0; b < 256; b++) {
-            size_t c = count[b];
+            count[from[i].key >> shift & mask]++;
+        uint32_t at = 0;
+        for (uint64_t b = 0; b <= mask; b++) {
+            uint32_t c = count[b];
             count[b] = at;
             at += c;
         }
         for (size_t i = 0; i < n; i++)
-            to[count[plan_key(&from[i], key) >> shift & 0xff]++] = from[i];
-        struct plan_span *swap = from;
+            to[count[from[i].key >> shift & mask]++] = from[i];
+        struct plan_key *swap = from;
         from = to;
         to = swap;
     }
-    if (from != spans)
-        memcpy(spans, from, n * sizeof(*spans));
-    return true;
+    return from;
 }
 
 void plan_free(struct plan *plan)
@@ -93,12 +99,15 @@ static struct plan *plan_alloc(size_t max_pieces, size_t max_chunks)
 }
 
 /*
- * Check the request's spans and sort them by source, merged where contiguous
- * on both sides. tmp holds count spans of scratch.
+ * Read and check the request's spans into spans (request order), refusing
+ * overlapping destinations, and leave in *order_p the records sorting them
+ * by source (equal sources in request order). recs and tmp hold count
+ * records each.
  */
 static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst_spans,
-                                    size_t count, struct plan_span *spans, struct plan_span *tmp,
-                                    size_t *nmerged_p, char *detail, size_t detail_len)
+                                    size_t count, struct plan_span *spans, struct plan_key *recs,
+                                    struct plan_key *tmp, const struct plan_key **order_p,
+                                    char *detail, size_t detail_len)
 {
     for (size_t i = 0; i < count; i++) {
         struct plan_span *s = &spans[i];
@@ -107,7 +116,6 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
         s->src = frame_get_u64(src_spans + i * SPAN_BYTES);
         s->len = frame_get_u64(src_spans + i * SPAN_BYTES + 8);
         s->dst = frame_get_u64(dst_spans + i * SPAN_BYTES);
-        s->index = (uint32_t)i;
         if (s->len == 0 || s->len != dlen) {
             snprintf(detail, detail_len, "span %zu: lengths %" PRIu64 " and %" PRIu64
                      " must be equal and non-zero", i, s->len, dlen);
@@ -117,43 +125,34 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
             snprintf(detail, detail_len, "span %zu wraps the address space", i);
             return B10_ERR_INVALID_ARG;
         }
+        recs[i] = (struct plan_key){ s->dst, (uint32_t)i };
     }
 
     /* Two spans writing the same destination byte make the result depend on order. */
-    bool moved = plan_sort(spans, tmp, count, offsetof(struct plan_span, dst));
+    const struct plan_key *by_dst = plan_sort(recs, tmp, count);
     for (size_t i = 1; i < count; i++) {
-        if (spans[i].dst < spans[i - 1].dst + spans[i - 1].len) {
+        const struct plan_span *prev = &spans[by_dst[i - 1].index], *cur = &spans[by_dst[i].index];
+        if (cur->dst < prev->dst + prev->len) {
             snprintf(detail, detail_len, "destination spans %u and %u overlap",
-                     spans[i - 1].index, spans[i].index);
+                     by_dst[i - 1].index, by_dst[i].index);
             return B10_ERR_INVALID_ARG;
         }
     }
 
-    /* Back to request order, then by source: equal sources keep request order. */
-    if (moved) {
-        for (size_t i = 0; i < count; i++)
-            tmp[spans[i].index] = spans[i];
-        memcpy(spans, tmp, count * sizeof(*spans));
-    }
-    plan_sort(spans, tmp, count, offsetof(struct plan_span, src));
-    size_t n = 0;
-    for (size_t i = 0; i < count; i++) {
-        if (n > 0) {
-            struct plan_span *last = &spans[n - 1];
-            if (last->src + last->len == spans[i].src && last->dst + last->len == spans[i].dst) {
-                last->len += spans[i].len;
-                continue;
-            }
-        }
-        spans[n++] = spans[i];
-    }
-    *nmerged_p = n;
+    for (size_t i = 0; i < count; i++)
+        recs[i] = (struct plan_key){ spans[i].src, (uint32_t)i };
+    *order_p = plan_sort(recs, tmp, count);
     return B10_OK;
 }
 
-/* Pack spans, in order, into chunks of at most max_chunk bytes, splitting where a chunk fills. */
-static b10_status_t plan_pack(const struct plan_span *spans, size_t n, uint64_t max_chunk,
-                              struct plan **plan_p, char *detail, size_t detail_len)
+/*
+ * Pack n spans, in the given order (order NULL: as they are), into chunks of
+ * at most max_chunk bytes. A span contiguous with the one before on both
+ * sides extends its piece; a piece is split where a chunk fills.
+ */
+static b10_status_t plan_pack(const struct plan_span *spans, const struct plan_key *order,
+                              size_t n, uint64_t max_chunk, struct plan **plan_p, char *detail,
+                              size_t detail_len)
 {
     struct plan *plan;
     b10_status_t status;
@@ -180,19 +179,27 @@ static b10_status_t plan_pack(const struct plan_span *spans, size_t n, uint64_t 
         return B10_ERR_NO_MEMORY;
 
     struct plan_chunk *chunk = NULL;
+    struct plan_piece *last = NULL;     /* the current chunk's last piece */
     for (size_t i = 0; i < n; i++) {
-        uint64_t src = spans[i].src, dst = spans[i].dst, left = spans[i].len;
+        const struct plan_span *s = order != NULL ? &spans[order[i].index] : &spans[i];
+        uint64_t src = s->src, dst = s->dst, left = s->len;
         while (left > 0) {
             if (chunk == NULL || chunk->bytes == max_chunk) {
                 chunk = &plan->chunks[plan->nchunks++];
                 chunk->first = plan->npieces;
                 chunk->count = 0;
                 chunk->bytes = 0;
+                last = NULL;
             }
             uint64_t room = max_chunk - chunk->bytes;
             uint64_t take = left < room ? left : room;
-            plan->pieces[plan->npieces++] = (struct plan_piece){ src, dst, take };
-            chunk->count++;
+            if (last != NULL && last->src + last->len == src && last->dst + last->len == dst) {
+                last->len += take;
+            } else {
+                last = &plan->pieces[plan->npieces++];
+                *last = (struct plan_piece){ src, dst, take };
+                chunk->count++;
+            }
             chunk->bytes += take;
             src += take;
             dst += take;
@@ -207,10 +214,9 @@ static b10_status_t plan_pack(const struct plan_span *spans, size_t n, uint64_t 
 b10_status_t plan_build(const uint8_t *src_spans, const uint8_t *dst_spans, size_t count,
                         uint64_t max_chunk, struct plan **plan_p, char *detail, size_t detail_len)
 {
-    struct plan_span *spans = NULL;
     struct plan *plan = NULL;
+    const struct plan_key *order;
     b10_status_t status;
-    size_t n;
 
     if (count == 0 || count > UINT32_MAX / 2) {
         snprintf(detail, detail_len, "a transfer needs 1..%u spans", UINT32_MAX / 2);
@@ -220,16 +226,17 @@ b10_status_t plan_build(const uint8_t *src_spans, const uint8_t *dst_spans, size
         snprintf(detail, detail_len, "chunks of 0 bytes");
         return B10_ERR_INVALID_ARG;
     }
-    /* The spans, then as many of scratch for sorting them. */
-    spans = malloc(2 * count * sizeof(*spans));
+    /* The spans, then twice as many sort records: 56 bytes a span. */
+    struct plan_span *spans = malloc(count * (sizeof(*spans) + 2 * sizeof(struct plan_key)));
     if (spans == NULL)
         return B10_ERR_NO_MEMORY;
-    status = plan_read_spans(src_spans, dst_spans, count, spans, spans + count, &n, detail,
-                             detail_len);
+    struct plan_key *recs = (struct plan_key *)(spans + count);
+    status = plan_read_spans(src_spans, dst_spans, count, spans, recs, recs + count, &order,
+                             detail, detail_len);
     if (status != B10_OK)
         goto out;
 
-    status = plan_pack(spans, n, max_chunk, &plan, detail, detail_len);
+    status = plan_pack(spans, order, count, max_chunk, &plan, detail, detail_len);
     if (status != B10_OK)
         goto out;
     *plan_p = plan;
@@ -245,21 +252,14 @@ b10_status_t plan_rechunk(struct plan *plan, uint64_t max_chunk)
     struct plan_span *spans = malloc((plan->npieces ? plan->npieces : 1) * sizeof(*spans));
     struct plan *packed = NULL;
     char detail[128];
-    size_t n = 0;
 
     if (spans == NULL)
         return B10_ERR_NO_MEMORY;
-    /* Undo the splits at the old chunk boundaries, then pack again. */
-    for (uint32_t i = 0; i < plan->npieces; i++) {
-        const struct plan_piece *p = &plan->pieces[i];
-        if (n > 0 && spans[n - 1].src + spans[n - 1].len == p->src &&
-            spans[n - 1].dst + spans[n - 1].len == p->dst) {
-            spans[n - 1].len += p->len;
-            continue;
-        }
-        spans[n++] = (struct plan_span){ p->src, p->dst, p->len, i };
-    }
-    b10_status_t status = plan_pack(spans, n, max_chunk, &packed, detail, sizeof(detail));
+    /* Packing joins again the pieces split at the old chunk boundaries. */
+    for (uint32_t i = 0; i < plan->npieces; i++)
+        spans[i] = (struct plan_span){ plan->pieces[i].src, plan->pieces[i].dst, plan->pieces[i].len };
+    b10_status_t status = plan_pack(spans, NULL, plan->npieces, max_chunk, &packed, detail,
+                                    sizeof(detail));
     free(spans);
     if (status != B10_OK)
         return status;
