@@ -124,10 +124,15 @@ b10_status_t mem_table_remove(struct mem_table *t, uint64_t id)
     return B10_ERR_NOT_FOUND;
 }
 
-b10_status_t mem_table_walk(const struct mem_table *t, uint64_t addr, uint64_t length,
+b10_status_t mem_table_walk(struct mem_table *t, uint64_t addr, uint64_t length,
                             mem_emit_fn *emit, void *arg)
 {
-    uint32_t i = mem_table_search(t, addr);
+    /* The region the last walk began in, if it holds addr (below it, the
+     * unsigned offset wraps past its length); else a search. */
+    uint32_t i = t->hint;
+    if (i >= t->count || addr - t->regions[i]->addr >= t->regions[i]->length)
+        i = mem_table_search(t, addr);
+    t->hint = i;
 
     while (length > 0) {
         if (i >= t->count || t->regions[i]->addr > addr)

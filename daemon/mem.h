@@ -65,6 +65,8 @@ struct mem_table {
     uint32_t capacity;
     uint32_t limit;
     uint64_t bytes;                     /* registered */
+    uint32_t hint;                      /* the region the last walk began in: a
+                                           request's spans come a KV pool at a time */
 };
 
 void mem_table_init(struct mem_table *t, uint32_t limit);
@@ -83,7 +85,7 @@ b10_status_t mem_table_remove(struct mem_table *t, uint64_t id);
  * non-OK status stops the walk and is returned.
  */
 typedef b10_status_t mem_emit_fn(void *arg, struct region *r, uint64_t offset, uint64_t n);
-b10_status_t mem_table_walk(const struct mem_table *t, uint64_t addr, uint64_t length,
+b10_status_t mem_table_walk(struct mem_table *t, uint64_t addr, uint64_t length,
                             mem_emit_fn *emit, void *arg);
 
 void region_ref(struct region *r);

@@ -804,7 +804,7 @@ static b10_status_t xfer_check_emit(void *arg, struct region *r, uint64_t offset
 }
 
 /* R: every destination byte of the plan must lie in the target rank's regions. */
-static b10_status_t xfer_check_dst(const struct plan *plan, const struct mem_table *mem,
+static b10_status_t xfer_check_dst(const struct plan *plan, struct mem_table *mem,
                                    char *detail, size_t detail_len)
 {
     for (uint32_t i = 0; i < plan->npieces; i++) {

@@ -1,0 +1,202 @@
+/*
+ * test-mem.c — daemon/mem.c: mem_table_walk, the translation of a rank's
+ * addresses through its registrations that every check and copy goes through.
+ *
+ * The walk starts from the region the previous walk began in when that one
+ * holds the address, and searches otherwise. Fixed cases pin what it emits
+ * (one run per region, in address order) and where it refuses (a gap, before
+ * the first region, past the last). Then long random sequences of walks over
+ * random region layouts, with regions dropped and added between walks so
+ * the remembered index goes stale, must emit exactly what a linear scan of
+ * the regions emits, and fail exactly where it fails.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rng.h"
+
+#include "mem.h"
+
+#define MAX_REGIONS 16
+#define MAX_RUNS 64
+
+struct run {
+    const struct region *r;
+    uint64_t offset, n;
+};
+
+struct runs {
+    struct run run[MAX_RUNS];
+    unsigned count;
+};
+
+static b10_status_t record(void *arg, struct region *r, uint64_t offset, uint64_t n)
+{
+    struct runs *out = arg;
+    assert_true(out->count < MAX_RUNS);
+    out->run[out->count++] = (struct run){ r, offset, n };
+    return B10_OK;
+}
+
+/* A table over the caller's regions, which must be sorted and apart. */
+struct fixture {
+    struct region regions[MAX_REGIONS];
+    struct region *sorted[MAX_REGIONS];
+    struct mem_table table;
+};
+
+static void fixture_set(struct fixture *f, const uint64_t (*spans)[2], unsigned count)
+{
+    uint32_t hint = f->table.hint;
+    memset(f->regions, 0, sizeof(f->regions));
+    for (unsigned i = 0; i < count; i++) {
+        f->regions[i] = (struct region){ .id = i + 1, .addr = spans[i][0], .length = spans[i][1] };
+        f->sorted[i] = &f->regions[i];
+    }
+    /* The remembered index survives, as it does in the daemon when regions come and go. */
+    f->table = (struct mem_table){ .regions = f->sorted, .count = count, .capacity = MAX_REGIONS,
+                                   .limit = MAX_REGIONS, .hint = hint };
+}
+
+/* What the walk must do: find each byte's region by a scan of them all. */
+static b10_status_t reference_walk(const struct fixture *f, uint64_t addr, uint64_t length,
+                                   struct runs *out)
+{
+    while (length > 0) {
+        const struct region *hit = NULL;
+        for (uint32_t i = 0; i < f->table.count; i++) {
+            const struct region *r = f->sorted[i];
+            if (addr >= r->addr && addr - r->addr < r->length)
+                hit = r;
+        }
+        if (hit == NULL)
+            return B10_ERR_NOT_REGISTERED;
+        uint64_t offset = addr - hit->addr;
+        uint64_t n = hit->length - offset < length ? hit->length - offset : length;
+        out->run[out->count++] = (struct run){ hit, offset, n };
+        addr += n;
+        length -= n;
+    }
+    return B10_OK;
+}
+
+static void expect_walk(struct fixture *f, uint64_t addr, uint64_t length, b10_status_t status,
+                        unsigned nruns)
+{
+    struct runs got = { .count = 0 };
+    assert_int_equal(mem_table_walk(&f->table, addr, length, record, &got), status);
+    assert_int_equal(got.count, nruns);
+}
+
+/* ---------------------------------------------------------------- fixed cases */
+
+static const uint64_t layout[][2] = {
+    { 0x1000, 0x1000 },     /* [0x1000, 0x2000) */
+    { 0x3000, 0x1000 },     /* [0x3000, 0x4000), a gap before it */
+    { 0x4000, 0x2000 },     /* [0x4000, 0x6000), touching the one before */
+};
+
+static void test_runs_per_region(void **state)
+{
+    (void)state;
+    struct fixture f = { 0 };
+    fixture_set(&f, layout, 3);
+
+    struct runs got = { .count = 0 };
+    assert_int_equal(mem_table_walk(&f.table, 0x3800, 0x1000, record, &got), B10_OK);
+    assert_int_equal(got.count, 2);
+    assert_ptr_equal(got.run[0].r, &f.regions[1]);
+    assert_int_equal(got.run[0].offset, 0x800);
+    assert_int_equal(got.run[0].n, 0x800);
+    assert_ptr_equal(got.run[1].r, &f.regions[2]);
+    assert_int_equal(got.run[1].offset, 0);
+    assert_int_equal(got.run[1].n, 0x800);
+
+    expect_walk(&f, 0x1000, 0x1000, B10_OK, 1);         /* a whole region */
+    expect_walk(&f, 0x5fff, 1, B10_OK, 1);              /* the last byte */
+    expect_walk(&f, 0x3000, 0x3000, B10_OK, 2);         /* across the touching pair */
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    struct fixture f = { 0 };
+    fixture_set(&f, layout, 3);
+
+    expect_walk(&f, 0x0fff, 2, B10_ERR_NOT_REGISTERED, 0);      /* starts before the first */
+    expect_walk(&f, 0x1800, 0x1000, B10_ERR_NOT_REGISTERED, 1); /* runs into the gap */
+    expect_walk(&f, 0x2000, 1, B10_ERR_NOT_REGISTERED, 0);      /* in the gap */
+    expect_walk(&f, 0x5800, 0x1000, B10_ERR_NOT_REGISTERED, 1); /* runs past the last */
+    expect_walk(&f, 0x6000, 1, B10_ERR_NOT_REGISTERED, 0);      /* past the last */
+
+    /* A walk after one that began in the last region, once that region is gone. */
+    expect_walk(&f, 0x4000, 1, B10_OK, 1);
+    fixture_set(&f, layout, 2);
+    expect_walk(&f, 0x4000, 1, B10_ERR_NOT_REGISTERED, 0);
+    expect_walk(&f, 0x3000, 1, B10_OK, 1);
+}
+
+/* ---------------------------------------------------------------- against the scan */
+
+/* Up to MAX_REGIONS regions, sorted, apart or touching, in [0, 1 << 20). */
+static unsigned random_layout(uint64_t (*spans)[2])
+{
+    unsigned count = 1 + (unsigned)(rng_next() % MAX_REGIONS);
+    uint64_t at = rng_next() % 0x4000;
+    for (unsigned i = 0; i < count; i++) {
+        spans[i][0] = at;
+        spans[i][1] = 1 + rng_next() % 0x8000;
+        at += spans[i][1] + (rng_next() % 3 == 0 ? 0 : rng_next() % 0x4000);
+    }
+    return count;
+}
+
+static void test_matches_a_scan(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        rng_seed(seed);
+        struct fixture f = { 0 };
+        uint64_t spans[MAX_REGIONS][2];
+        fixture_set(&f, spans, random_layout(spans));
+        for (unsigned k = 0; k < 500; k++) {
+            /* Now and then the registrations change under the remembered index. */
+            if (rng_next() % 50 == 0)
+                fixture_set(&f, spans, random_layout(spans));
+            const struct region *near = f.sorted[rng_next() % f.table.count];
+            uint64_t addr = near->addr + rng_next() % (near->length + 0x100) - 0x80 * (rng_next() % 2);
+            uint64_t length = 1 + rng_next() % (rng_next() % 4 == 0 ? 0x20000 : 0x400);
+            struct runs want = { .count = 0 }, got = { .count = 0 };
+            b10_status_t want_status = reference_walk(&f, addr, length, &want);
+            b10_status_t got_status = mem_table_walk(&f.table, addr, length, record, &got);
+            if (got_status != want_status || got.count != want.count)
+                fail_msg("seed %llu walk %u (0x%llx+%llu): status %d with %u runs, the scan %d "
+                         "with %u", (unsigned long long)seed, k, (unsigned long long)addr,
+                         (unsigned long long)length, got_status, got.count, want_status,
+                         want.count);
+            for (unsigned i = 0; i < got.count; i++) {
+                if (got.run[i].r != want.run[i].r || got.run[i].offset != want.run[i].offset ||
+                    got.run[i].n != want.run[i].n)
+                    fail_msg("seed %llu walk %u: run %u differs from the scan's",
+                             (unsigned long long)seed, k, i);
+            }
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_runs_per_region),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_matches_a_scan),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
