@@ -11,20 +11,22 @@ int main(int argc, char **argv)
     struct b10d d;
 
     memset(&d, 0, sizeof(d));
-    /*
-     * The loop handles requests of megabytes (82k spans are 2.6 MB of
-     * tables, decoded, planned and sorted in as much again) back to back.
-     * glibc would map each such buffer fresh and unmap it when freed, and
-     * the page faults of touching it again cost as much as the planning:
-     * keep them on the heap, and keep the freed heap for the next request.
-     */
-    mallopt(M_MMAP_THRESHOLD, 64 << 20);
-    mallopt(M_TRIM_THRESHOLD, 256 << 20);
     config_defaults(&d.cfg);
     int rc = config_parse(&d.cfg, argc, argv);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
     log_setup(d.cfg.log_level, d.cfg.name);
+    /*
+     * The loop handles requests of megabytes back to back (82k spans are
+     * 2.6 MB of tables, decoded, checked and planned in as much again).
+     * glibc maps such buffers fresh, or takes them from the heap and trims
+     * the heap again once twice the largest lies free: either way the next
+     * request faults every page in anew, which cost as much as the planning.
+     * Keep them on the heap (up to glibc's 32 MiB cap on this threshold),
+     * and keep up to 256 MiB of freed heap for the next request.
+     */
+    if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, 256 << 20) != 1)
+        log_warning("mallopt refused the heap thresholds: large requests fault their buffers in");
     d.loop = uv_default_loop();
 
     if (b10d_start(&d) != 0) {

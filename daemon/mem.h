@@ -82,7 +82,8 @@ b10_status_t mem_table_remove(struct mem_table *t, uint64_t id);
  * Walk [addr, addr + length) through the regions: emit(arg, region, offset,
  * n) for each run inside one region, in address order. B10_ERR_NOT_REGISTERED
  * at the first byte no region holds (nothing emitted after it); emit's own
- * non-OK status stops the walk and is returned.
+ * non-OK status stops the walk and is returned. Loop thread only: the walk
+ * records where it began, in t->hint.
  */
 typedef b10_status_t mem_emit_fn(void *arg, struct region *r, uint64_t offset, uint64_t n);
 b10_status_t mem_table_walk(struct mem_table *t, uint64_t addr, uint64_t length,

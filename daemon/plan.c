@@ -157,24 +157,29 @@ static b10_status_t plan_pack(const struct plan_span *spans, const struct plan_k
     struct plan *plan;
     b10_status_t status;
 
-    uint64_t total = 0;
+    /* The total, and the runs the spans make once contiguous ones are merged. */
+    uint64_t total = 0, runs = 0;
+    const struct plan_span *prev = NULL;
     for (size_t i = 0; i < n; i++) {
-        if (total + spans[i].len < total) {
+        const struct plan_span *s = order != NULL ? &spans[order[i].index] : &spans[i];
+        if (total + s->len < total) {
             snprintf(detail, detail_len, "transfer length overflows 64 bits");
             status = B10_ERR_TOO_LARGE;
             return status;
         }
-        total += spans[i].len;
+        total += s->len;
+        runs += prev == NULL || prev->src + prev->len != s->src || prev->dst + prev->len != s->dst;
+        prev = s;
     }
     /* Each split adds at most one chunk. Both terms are bounded first, so no sum wraps. */
     uint64_t full = total / max_chunk;
-    if (full > UINT32_MAX || n > UINT32_MAX || full + 2 * (uint64_t)n > UINT32_MAX) {
+    if (full > UINT32_MAX || runs > UINT32_MAX || full + 2 * runs > UINT32_MAX) {
         snprintf(detail, detail_len, "transfer of %" PRIu64 " bytes needs too many chunks", total);
         return B10_ERR_TOO_LARGE;
     }
-    uint64_t max_chunks = full + n;
+    uint64_t max_chunks = full + runs;
     /* A piece is split once per chunk boundary it crosses: at most one extra piece per chunk. */
-    plan = plan_alloc(n + max_chunks, max_chunks);
+    plan = plan_alloc(runs + max_chunks, max_chunks);
     if (plan == NULL)
         return B10_ERR_NO_MEMORY;
 

@@ -14,7 +14,8 @@
 # B10_BENCH_TRANSPORTS="tcp shm" (the default) picks the transports benched,
 # B10_BENCH_POOLS="vram vram" (the default) the sender's and receiver's memory.
 # B10_GPUS="0 1" puts daemon A and its rank on GPU 0, B and its rank on GPU 1,
-# as a prefill and a decode node would be (default: both on the first GPU).
+# as a prefill and a decode node would be ("2": both on GPU 2; default: both
+# on the first GPU).
 # B10_MPS=1 runs daemons and ranks as clients of a private MPS server: two
 # daemons sharing one GPU otherwise time-slice it, their kernels never at once.
 # One line per scenario: PASS, FAIL (reason) or SKIP (reason).
@@ -35,18 +36,33 @@ cleanup() {
     for p in $pids; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     pids=""
 }
+# Stop the MPS server B10_MPS started (ours: its pipe directory is in $RUN).
 mps_stop() {
-    [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && [ -d "$RUN/mps" ] || return 0
-    echo quit | nvidia-cuda-mps-control
+    [ "${B10_MPS:-0}" = 1 ] && [ -d "$RUN/mps" ] || return 0
+    echo quit | CUDA_MPS_PIPE_DIRECTORY=$RUN/mps nvidia-cuda-mps-control
     i=0
-    while pgrep -f "nvidia-cuda-mps-(control -d|server)" >/dev/null 2>&1 && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    while pgrep -u "$(id -u)" -f "nvidia-cuda-mps-(control -d|server)" >/dev/null 2>&1; do
+        i=$((i + 1))
+        [ $i -lt 100 ] || { echo "gpu-e2e: an MPS daemon of this user still runs after 10 s"; break; }
+        sleep 0.1
+    done
 }
 trap 'cleanup; mps_stop; rm -rf "$RUN"' EXIT
+trap 'exit 130' INT TERM
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "SKIP gpu-e2e (no GPU: nvidia-smi finds none)"
     exit 0
 fi
+
+case ${B10_GPUS:-} in
+"" | [0-9] | [0-9][0-9] | [0-9]\ [0-9] | [0-9]\ [0-9][0-9] | [0-9][0-9]\ [0-9] | [0-9][0-9]\ [0-9][0-9]) ;;
+*) echo "FAIL gpu-e2e (B10_GPUS='$B10_GPUS': one GPU index, or two separated by a space)"; exit 1 ;;
+esac
+case ${B10_BENCH_POOLS:-vram vram} in
+vram\ vram | vram\ vmm | vram\ dram | vmm\ vram | vmm\ vmm | vmm\ dram | dram\ vram | dram\ vmm | dram\ dram) ;;
+*) echo "FAIL gpu-e2e (B10_BENCH_POOLS='$B10_BENCH_POOLS': two of vram, vmm, dram)"; exit 1 ;;
+esac
 
 if [ "${B10_MPS:-0}" = 1 ]; then
     command -v nvidia-cuda-mps-control >/dev/null 2>&1 ||
@@ -172,7 +188,9 @@ case $MODE in bench*)
     ROUNDS=3
     echo "bench: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores"
     pools=${B10_BENCH_POOLS:-vram vram}
-    echo "bench: a 2.5 GiB request of 32 KiB spans (80 layers x K/V x 512 blocks), ${pools% *} to ${pools#* }${B10_GPUS:+, on GPUs $B10_GPUS}${CUDA_MPS_PIPE_DIRECTORY:+, under MPS}"
+    echo "bench: a 2.5 GiB request of 32 KiB spans (80 layers x K/V x 512 blocks), ${pools% *} to ${pools#* }${B10_GPUS:+, on GPUs $B10_GPUS}$([ "${B10_MPS:-0}" = 1 ] && echo ", under MPS")"
+    [ -n "${B10_GPUS:-}" ] || [ "${B10_MPS:-0}" = 1 ] ||
+        echo "bench: both daemons share one GPU, taking turns on it (B10_GPUS=\"0 1\": a GPU each; B10_MPS=1: at once)"
     # B10_BENCH_SWEEP: configurations separated by ';', each daemon flags and
     # VAR=value words for the daemons' environment (default: one, the defaults).
     IFS=';'

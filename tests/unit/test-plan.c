@@ -623,8 +623,9 @@ static void test_random_byte_map(void **state)
 
 /*
  * plan_build sorts with a radix sort that takes shortcuts (an input already
- * in order is left alone, a byte every key shares is skipped) and puts the
- * spans back in request order between its two sorts. None of that may show:
+ * in order is left alone, and its digits cover only the bits where the keys
+ * differ, in as few passes of at most 11 bits as those need) and merges
+ * contiguous spans while it packs them. None of that may show:
  * its plans must be exactly those of the obvious implementation below, which
  * is how plan_build was written before, with qsort. The random requests are
  * shaped so that every pass and every shortcut of the radix sort runs, and
@@ -990,8 +991,9 @@ static void ref_request(struct span *spans, size_t n, bool low, char *what, size
     free(order);
 }
 
-/* The bytes in which the keys differ, one bit a byte; and whether they come in order. */
-static unsigned key_bytes(const struct span *spans, size_t n, bool dst, bool *sorted_p)
+/* The bits in which the keys differ: the lowest and how many up to the highest. */
+static unsigned key_bits(const struct span *spans, size_t n, bool dst, unsigned *low_p,
+                         bool *sorted_p)
 {
     uint64_t all_or = 0, all_and = UINT64_MAX;
     bool sorted = true;
@@ -1002,22 +1004,23 @@ static unsigned key_bytes(const struct span *spans, size_t n, bool dst, bool *so
         all_or |= k;
         all_and &= k;
     }
-    unsigned bytes = 0;
-    for (unsigned b = 0; b < 8; b++)
-        if ((all_or ^ all_and) >> (8 * b) & 0xff)
-            bytes |= 1u << b;
+    uint64_t differ = all_or ^ all_and;
     *sorted_p = sorted;
-    return bytes;
+    if (differ == 0)
+        return 0;
+    *low_p = (unsigned)__builtin_ctzll(differ);
+    return 64 - (unsigned)__builtin_clzll(differ) - *low_p;
 }
 
 /* Which paths of the sort and the plan the random requests reached. */
 struct ref_coverage {
     unsigned sorted[2];        /* dst, src: in order already, more than one key */
-    unsigned only_low[2];      /* unsorted, only byte 0 differs: one pass, seven skipped */
-    unsigned no_low[2];        /* unsorted, byte 0 shared: the first pass skipped */
-    unsigned hole[2];          /* unsorted, bytes 0 and 7 differ, one between does not */
-    unsigned every[2];         /* unsorted, every byte differs: eight passes */
-    unsigned odd[2], even[2];  /* unsorted with an odd (copied back) or even number of passes */
+    unsigned one_pass[2];      /* unsorted, keys differ in 11 bits or fewer */
+    unsigned narrow[2];        /* unsorted, several passes of digits under 11 bits */
+    unsigned six_passes[2];    /* unsorted, keys differ in more than 55 bits */
+    unsigned above_0[2];       /* unsorted, bit 0 shared: the digits start higher */
+    unsigned top_bit[2];       /* unsorted, bit 63 differs */
+    unsigned odd[2], even[2];  /* unsorted, an odd (result in the scratch) or even pass count */
     unsigned equal_src;        /* unsorted sources, two of them equal, and a plan */
     unsigned merged, overlap, bad_span, too_large, one_byte_chunks, large;
 };
@@ -1028,20 +1031,22 @@ static bool ref_cover(struct ref_coverage *cov, const struct span *spans, size_t
     bool src_sorted = false;
     for (int side = 0; side < 2; side++) {
         bool sorted;
-        unsigned bytes = key_bytes(spans, n, side == 0, &sorted);
+        unsigned low = 0, bits = key_bits(spans, n, side == 0, &low, &sorted);
         if (side == 1)
             src_sorted = sorted;
-        if (n < 2 || bytes == 0)
+        if (n < 2 || bits == 0)
             continue;
         if (sorted) {
             cov->sorted[side]++;
             continue;
         }
-        cov->only_low[side] += bytes == 0x01;
-        cov->no_low[side] += (bytes & 0x01) == 0;
-        cov->hole[side] += (bytes & 0x81) == 0x81 && bytes != 0xff;
-        cov->every[side] += bytes == 0xff;
-        if (__builtin_popcount(bytes) % 2)
+        unsigned passes = (bits + 10) / 11;
+        cov->one_pass[side] += passes == 1;
+        cov->narrow[side] += passes > 1 && bits % passes != 0 && (bits + passes - 1) / passes < 11;
+        cov->six_passes[side] += passes == 6;
+        cov->above_0[side] += low > 0;
+        cov->top_bit[side] += low + bits == 64;
+        if (passes % 2)
             cov->odd[side]++;
         else
             cov->even[side]++;
@@ -1205,12 +1210,13 @@ static void test_reference_plans(void **state)
     /* Every path of the sort was taken, on both keys, and every outcome of the plan. */
     for (int side = 0; side < 2; side++) {
         const char *key = side == 0 ? "dst" : "src";
-        if (cov.sorted[side] == 0 || cov.only_low[side] == 0 || cov.no_low[side] == 0 ||
-            cov.hole[side] == 0 || cov.every[side] == 0 || cov.odd[side] == 0 ||
-            cov.even[side] == 0)
-            fail_msg("%s keys: sorted %u, only byte 0 %u, byte 0 shared %u, a byte skipped "
-                     "between %u, every byte %u, odd passes %u, even %u", key, cov.sorted[side],
-                     cov.only_low[side], cov.no_low[side], cov.hole[side], cov.every[side],
+        if (cov.sorted[side] == 0 || cov.one_pass[side] == 0 || cov.narrow[side] == 0 ||
+            cov.six_passes[side] == 0 || cov.above_0[side] == 0 || cov.top_bit[side] == 0 ||
+            cov.odd[side] == 0 || cov.even[side] == 0)
+            fail_msg("%s keys: sorted %u, one pass %u, narrow digits %u, six passes %u, "
+                     "bit 0 shared %u, bit 63 differs %u, odd passes %u, even %u", key,
+                     cov.sorted[side], cov.one_pass[side], cov.narrow[side],
+                     cov.six_passes[side], cov.above_0[side], cov.top_bit[side],
                      cov.odd[side], cov.even[side]);
     }
     if (cov.equal_src == 0 || cov.merged == 0 || cov.overlap == 0 || cov.bad_span == 0 ||
@@ -1218,6 +1224,84 @@ static void test_reference_plans(void **state)
         fail_msg("equal sources %u, merged %u, overlaps %u, bad spans %u, too large %u, "
                  "one-byte chunks %u, large %u", cov.equal_src, cov.merged, cov.overlap,
                  cov.bad_span, cov.too_large, cov.one_byte_chunks, cov.large);
+}
+
+/*
+ * Keys that differ in exactly the bits [low, low + bits), for each digit
+ * layout of the sort: one pass, a pass of 11 and one of 1, digits of 11, 11
+ * and 1 bits, six passes over all 64 bits, the top nibble alone. Unique
+ * destinations (a multiplicative walk through the range, then shuffled)
+ * with sources of another layout, shared by all, or the destinations
+ * themselves; plan_build must agree with the reference on each.
+ */
+static void width_keys(uint64_t *keys, size_t n, unsigned low, unsigned bits, uint64_t base)
+{
+    uint64_t mask = bits == 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
+    uint64_t step = rng_next() | 1;     /* odd: i * step is a permutation of the range */
+    for (size_t i = 0; i < n; i++)
+        keys[i] = (base & ~(mask << low)) | ((i * step & mask) << low);
+    /* The lowest and the highest bit of the range must both differ somewhere. */
+    keys[n - 1] = (base & ~(mask << low)) | (mask << low);
+    for (size_t i = n; i > 1; i--) {
+        size_t j = rng_below(i);
+        uint64_t t = keys[i - 1];
+        keys[i - 1] = keys[j];
+        keys[j] = t;
+    }
+}
+
+static void test_sort_digit_widths(void **state)
+{
+    static const unsigned layouts[][2] = {   /* { low, bits } */
+        { 0, 1 }, { 7, 11 }, { 0, 12 }, { 5, 22 }, { 3, 23 }, { 12, 33 }, { 0, 64 }, { 60, 4 },
+    };
+    (void)state;
+    for (size_t l = 0; l < sizeof(layouts) / sizeof(layouts[0]); l++) {
+        for (unsigned how = 0; how < 3; how++) {
+            rng_seed(100 * l + how);
+            unsigned low = layouts[l][0], bits = layouts[l][1];
+            size_t n = bits >= 12 ? 3000 : (size_t)1 << bits;
+            struct span *spans = malloc(n * sizeof(*spans));
+            uint64_t *keys = malloc(n * sizeof(*keys));
+            assert_non_null(spans);
+            assert_non_null(keys);
+            /* Keep the last key's end inside 64 bits: one-byte spans, a base below the top. */
+            width_keys(keys, n, low, bits, rng_next() >> 1);
+            for (size_t i = 0; i < n; i++)
+                spans[i] = (struct span){ .dst = keys[i] == UINT64_MAX ? keys[i] - 1 : keys[i],
+                                          .len = 1 };
+            if (how == 0)
+                width_keys(keys, n, (low + 9) % 40, bits > 40 ? 40 : bits, rng_next());
+            for (size_t i = 0; i < n; i++)
+                spans[i].src = how == 0 ? keys[i] : how == 1 ? UINT64_C(0x5000) : spans[i].dst;
+            unsigned got_low = 0;
+            bool sorted;
+            key_bits(spans, n, true, &got_low, &sorted);
+            if (sorted) {
+                /* A shuffle of a few left them in order: reversed, they are not. */
+                for (size_t i = 0; i < n / 2; i++) {
+                    struct span t = spans[i];
+                    spans[i] = spans[n - 1 - i];
+                    spans[n - 1 - i] = t;
+                }
+            }
+            assert_int_equal(key_bits(spans, n, true, &got_low, &sorted), bits);
+            assert_int_equal(got_low, low);
+            assert_false(sorted);
+
+            uint8_t *src, *dst;
+            char what[96];
+            struct ref_coverage cov = { 0 };
+            snprintf(what, sizeof(what), "dst bits [%u, %u), src %s", low, low + bits,
+                     how == 0 ? "another layout" : how == 1 ? "all equal" : "the destinations");
+            spans_encode(spans, n, &src, &dst);
+            ref_compare(src, dst, n, 1 + rng_below(64), 100 * l + how, what, &cov, false);
+            free(src);
+            free(dst);
+            free(keys);
+            free(spans);
+        }
+    }
 }
 
 /* ---------------------------------------------------------------- rejections */
@@ -1608,6 +1692,7 @@ int main(void)
         cmocka_unit_test(test_odd_sizes_unaligned),
         cmocka_unit_test(test_random_byte_map),
         cmocka_unit_test(test_reference_plans),
+        cmocka_unit_test(test_sort_digit_widths),
         cmocka_unit_test(test_reject_zero_length),
         cmocka_unit_test(test_reject_unequal_lengths),
         cmocka_unit_test(test_reject_wraparound),
