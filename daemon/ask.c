@@ -116,8 +116,11 @@ void ask_link_up(struct ask *a)
 
     a->link = peer->out;
     uint64_t tag = tags_derive(&a->link, a->id, 0, TAG_KIND_RESULT);
-    if (tags_register(d->tags, tag, a) != 0) {
-        ask_finish(a, B10_ERR_TAG_COLLISION, "the answer's tag is already registered");
+    int rc = tags_register(d->tags, tag, a);
+    if (rc != 0) {
+        char detail[96];
+        snprintf(detail, sizeof(detail), "the answer's tag: %s", tags_strerror(rc));
+        ask_finish(a, tags_status(rc), detail);
         return;
     }
     a->registered = true;

@@ -89,7 +89,7 @@ int b10d_start(struct b10d *d)
     b10d_random(&d->boot_epoch, sizeof(d->boot_epoch));
     d->boot_epoch &= 0xffffffffu;
 
-    d->tags = tags_create(1u << 20);
+    d->tags = tags_create(1u << 20, 0);
     if (d->tags == NULL || tags_register(d->tags, TAG_HELLO, d) != 0 ||
         tags_register(d->tags, TAG_HEARTBEAT, d) != 0)
         return -ENOMEM;

@@ -275,8 +275,11 @@ static b10_status_t peer_connect(struct peer *peer)
     b10d_random(peer->out.key, sizeof(peer->out.key));
 
     uint64_t ack_tag = tags_derive(&peer->out, 0, 0, TAG_KIND_HELLO_ACK);
-    if (tags_register(d->tags, ack_tag, peer) != 0)
-        return B10_ERR_TAG_COLLISION;
+    int rc = tags_register(d->tags, ack_tag, peer);
+    if (rc != 0) {
+        log_warning("peer %016" PRIx64 ": HELLO_ACK tag: %s", peer->daemon_id, tags_strerror(rc));
+        return tags_status(rc);
+    }
     if (wire_recv(d->wire, ack_tag, peer->ack_buf, sizeof(peer->ack_buf), NULL,
                   peer_on_hello_ack, peer, &peer->ack_op) != 0) {
         tags_unregister(d->tags, ack_tag);
@@ -392,8 +395,11 @@ static void peer_on_hello(struct b10d *d, const B10__Peer__Hello *hello)
         }
     }
     uint64_t control_tag = tags_derive(&link, 0, 0, TAG_KIND_CONTROL);
-    if (tags_register(d->tags, control_tag, peer) != 0) {
-        peer_send_ack(peer, &link, B10_ERR_TAG_COLLISION, "control tag collision");
+    int rc = tags_register(d->tags, control_tag, peer);
+    if (rc != 0) {
+        char detail[96];
+        snprintf(detail, sizeof(detail), "control tag: %s", tags_strerror(rc));
+        peer_send_ack(peer, &link, tags_status(rc), detail);
         return;
     }
     peer->in = link;

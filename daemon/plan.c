@@ -16,63 +16,82 @@ struct plan_span {
     uint64_t src, dst, len;
 };
 
-/* A sort record: a span's key (its source or destination) and its place in the request. */
-struct plan_key {
-    uint64_t key;
-    uint32_t index;
-};
-
 /* The widest radix digit: 2^11 counters stay in the L1 cache. */
 #define PLAN_DIGIT_MAX_BITS 11
 
+static inline uint64_t plan_key(const struct plan_span *s, bool by_dst)
+{
+    return by_dst ? s->dst : s->src;
+}
+
 /*
- * Sort n records by key, stably: records of equal keys stay in request
- * order. A request of KV blocks holds up to a million spans, and planning
- * runs on the loop thread at both ends of every transfer, so this is a radix
- * sort, not qsort's callbacks (82k spans took 27 ms that way, several percent
- * of a 2.5 GiB transfer). Its digits cover only the bits where the keys
- * differ, in as few passes of at most 11 bits as those take: the addresses of
- * one KV pool differ in 20 to 30 bits, so two or three passes. Records in
- * order already are left alone. Returns the sorted array: recs or tmp.
+ * Sort n spans by key (destination or source), stably: spans of equal keys
+ * stay in request order. Returns the order (indices into spans, written to
+ * order), or NULL when the spans are in order already.
+ *
+ * A request of KV blocks holds up to a million spans, and planning runs on
+ * the loop thread at both ends of every transfer, so this is a radix sort,
+ * not qsort's callbacks (82k spans took 27 ms that way, several percent of a
+ * 2.5 GiB transfer). A record is one 64-bit word: the key's bits above the
+ * span's index, so that a pass moves 8 bytes, not a span. Its digits cover
+ * only the bits where the keys differ, in as few passes of at most 11 bits as
+ * those take: the addresses of one KV pool differ in 20 to 30 bits, so two or
+ * three passes. Keys that differ in more bits than fit beside the index are
+ * sorted a segment at a time, lowest first, each stable pass keeping the
+ * order the ones before made. recs and tmp hold n records each.
  */
-static struct plan_key *plan_sort(struct plan_key *recs, struct plan_key *tmp, size_t n)
+static const uint32_t *plan_sort(const struct plan_span *spans, size_t n, bool by_dst,
+                                 uint64_t *recs, uint64_t *tmp, uint32_t *order)
 {
     bool sorted = true;
     uint64_t all_or = 0, all_and = UINT64_MAX;
     for (size_t i = 0; i < n; i++) {
-        uint64_t k = recs[i].key;
-        if (i > 0 && k < recs[i - 1].key)
+        uint64_t k = plan_key(&spans[i], by_dst);
+        if (i > 0 && k < plan_key(&spans[i - 1], by_dst))
             sorted = false;
         all_or |= k;
         all_and &= k;
     }
     uint64_t differ = all_or ^ all_and;
     if (sorted || differ == 0)
-        return recs;
+        return NULL;
+    /* n >= 2 here: the index takes 1 to 31 bits, the key part the rest. */
+    unsigned index_bits = 64 - (unsigned)__builtin_clzll((uint64_t)(n - 1));
+    uint64_t index_mask = (UINT64_C(1) << index_bits) - 1;
     unsigned low = (unsigned)__builtin_ctzll(differ);
-    unsigned bits = 64 - (unsigned)__builtin_clzll(differ) - low;
-    unsigned passes = (bits + PLAN_DIGIT_MAX_BITS - 1) / PLAN_DIGIT_MAX_BITS;
-    unsigned width = (bits + passes - 1) / passes;
-    uint64_t mask = (UINT64_C(1) << width) - 1;
-    struct plan_key *from = recs, *to = tmp;
-    for (unsigned pass = 0; pass < passes; pass++) {
-        unsigned shift = low + pass * width;
-        uint32_t count[1u << PLAN_DIGIT_MAX_BITS] = { 0 };
-        for (size_t i = 0; i < n; i++)
-            count[from[i].key >> shift & mask]++;
-        uint32_t at = 0;
-        for (uint64_t b = 0; b <= mask; b++) {
-            uint32_t c = count[b];
-            count[b] = at;
-            at += c;
+    unsigned end = 64 - (unsigned)__builtin_clzll(differ);
+    uint64_t *from = recs, *to = tmp;
+    for (unsigned seg = low; seg < end; seg += 64 - index_bits) {
+        unsigned bits = end - seg < 64 - index_bits ? end - seg : 64 - index_bits;
+        uint64_t key_mask = (UINT64_C(1) << bits) - 1;
+        for (size_t i = 0; i < n; i++) {
+            size_t index = seg == low ? i : (size_t)(from[i] & index_mask);
+            from[i] = (plan_key(&spans[index], by_dst) >> seg & key_mask) << index_bits | index;
         }
-        for (size_t i = 0; i < n; i++)
-            to[count[from[i].key >> shift & mask]++] = from[i];
-        struct plan_key *swap = from;
-        from = to;
-        to = swap;
+        unsigned passes = (bits + PLAN_DIGIT_MAX_BITS - 1) / PLAN_DIGIT_MAX_BITS;
+        unsigned width = (bits + passes - 1) / passes;
+        uint64_t mask = (UINT64_C(1) << width) - 1;
+        for (unsigned pass = 0; pass < passes; pass++) {
+            unsigned shift = index_bits + pass * width;
+            uint32_t count[1u << PLAN_DIGIT_MAX_BITS] = { 0 };
+            for (size_t i = 0; i < n; i++)
+                count[from[i] >> shift & mask]++;
+            uint32_t at = 0;
+            for (uint64_t b = 0; b <= mask; b++) {
+                uint32_t c = count[b];
+                count[b] = at;
+                at += c;
+            }
+            for (size_t i = 0; i < n; i++)
+                to[count[from[i] >> shift & mask]++] = from[i];
+            uint64_t *swap = from;
+            from = to;
+            to = swap;
+        }
     }
-    return from;
+    for (size_t i = 0; i < n; i++)
+        order[i] = (uint32_t)(from[i] & index_mask);
+    return order;
 }
 
 void plan_free(struct plan *plan)
@@ -100,13 +119,13 @@ static struct plan *plan_alloc(size_t max_pieces, size_t max_chunks)
 
 /*
  * Read and check the request's spans into spans (request order), refusing
- * overlapping destinations, and leave in *order_p the records sorting them
- * by source (equal sources in request order). recs and tmp hold count
- * records each.
+ * overlapping destinations, and leave in *order_p the order sorting them by
+ * source (equal sources in request order; NULL: request order). recs and tmp
+ * hold count records each, order count indices.
  */
 static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst_spans,
-                                    size_t count, struct plan_span *spans, struct plan_key *recs,
-                                    struct plan_key *tmp, const struct plan_key **order_p,
+                                    size_t count, struct plan_span *spans, uint64_t *recs,
+                                    uint64_t *tmp, uint32_t *order, const uint32_t **order_p,
                                     char *detail, size_t detail_len)
 {
     for (size_t i = 0; i < count; i++) {
@@ -125,23 +144,19 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
             snprintf(detail, detail_len, "span %zu wraps the address space", i);
             return B10_ERR_INVALID_ARG;
         }
-        recs[i] = (struct plan_key){ s->dst, (uint32_t)i };
     }
 
     /* Two spans writing the same destination byte make the result depend on order. */
-    const struct plan_key *by_dst = plan_sort(recs, tmp, count);
+    const uint32_t *by_dst = plan_sort(spans, count, true, recs, tmp, order);
     for (size_t i = 1; i < count; i++) {
-        const struct plan_span *prev = &spans[by_dst[i - 1].index], *cur = &spans[by_dst[i].index];
-        if (cur->dst < prev->dst + prev->len) {
-            snprintf(detail, detail_len, "destination spans %u and %u overlap",
-                     by_dst[i - 1].index, by_dst[i].index);
+        uint32_t p = by_dst != NULL ? by_dst[i - 1] : (uint32_t)(i - 1);
+        uint32_t c = by_dst != NULL ? by_dst[i] : (uint32_t)i;
+        if (spans[c].dst < spans[p].dst + spans[p].len) {
+            snprintf(detail, detail_len, "destination spans %u and %u overlap", p, c);
             return B10_ERR_INVALID_ARG;
         }
     }
-
-    for (size_t i = 0; i < count; i++)
-        recs[i] = (struct plan_key){ spans[i].src, (uint32_t)i };
-    *order_p = plan_sort(recs, tmp, count);
+    *order_p = plan_sort(spans, count, false, recs, tmp, order);
     return B10_OK;
 }
 
@@ -150,7 +165,7 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
  * at most max_chunk bytes. A span contiguous with the one before on both
  * sides extends its piece; a piece is split where a chunk fills.
  */
-static b10_status_t plan_pack(const struct plan_span *spans, const struct plan_key *order,
+static b10_status_t plan_pack(const struct plan_span *spans, const uint32_t *order,
                               size_t n, uint64_t max_chunk, struct plan **plan_p, char *detail,
                               size_t detail_len)
 {
@@ -161,7 +176,7 @@ static b10_status_t plan_pack(const struct plan_span *spans, const struct plan_k
     uint64_t total = 0, runs = 0;
     const struct plan_span *prev = NULL;
     for (size_t i = 0; i < n; i++) {
-        const struct plan_span *s = order != NULL ? &spans[order[i].index] : &spans[i];
+        const struct plan_span *s = order != NULL ? &spans[order[i]] : &spans[i];
         if (total + s->len < total) {
             snprintf(detail, detail_len, "transfer length overflows 64 bits");
             status = B10_ERR_TOO_LARGE;
@@ -186,7 +201,7 @@ static b10_status_t plan_pack(const struct plan_span *spans, const struct plan_k
     struct plan_chunk *chunk = NULL;
     struct plan_piece *last = NULL;     /* the current chunk's last piece */
     for (size_t i = 0; i < n; i++) {
-        const struct plan_span *s = order != NULL ? &spans[order[i].index] : &spans[i];
+        const struct plan_span *s = order != NULL ? &spans[order[i]] : &spans[i];
         uint64_t src = s->src, dst = s->dst, left = s->len;
         while (left > 0) {
             if (chunk == NULL || chunk->bytes == max_chunk) {
@@ -220,7 +235,7 @@ b10_status_t plan_build(const uint8_t *src_spans, const uint8_t *dst_spans, size
                         uint64_t max_chunk, struct plan **plan_p, char *detail, size_t detail_len)
 {
     struct plan *plan = NULL;
-    const struct plan_key *order;
+    const uint32_t *order;
     b10_status_t status;
 
     if (count == 0 || count > UINT32_MAX / 2) {
@@ -231,13 +246,15 @@ b10_status_t plan_build(const uint8_t *src_spans, const uint8_t *dst_spans, size
         snprintf(detail, detail_len, "chunks of 0 bytes");
         return B10_ERR_INVALID_ARG;
     }
-    /* The spans, then twice as many sort records: 56 bytes a span. */
-    struct plan_span *spans = malloc(count * (sizeof(*spans) + 2 * sizeof(struct plan_key)));
+    /* The spans, two sort records and an index: 44 bytes a span. */
+    struct plan_span *spans = malloc(count * (sizeof(*spans) + 2 * sizeof(uint64_t) +
+                                              sizeof(uint32_t)));
     if (spans == NULL)
         return B10_ERR_NO_MEMORY;
-    struct plan_key *recs = (struct plan_key *)(spans + count);
-    status = plan_read_spans(src_spans, dst_spans, count, spans, recs, recs + count, &order,
-                             detail, detail_len);
+    uint64_t *recs = (uint64_t *)(spans + count);
+    uint32_t *order_buf = (uint32_t *)(recs + 2 * count);
+    status = plan_read_spans(src_spans, dst_spans, count, spans, recs, recs + count, order_buf,
+                             &order, detail, detail_len);
     if (status != B10_OK)
         goto out;
 

@@ -90,15 +90,19 @@ struct tag_entry {
 struct tags {
     struct tag_entry *slots;
     uint32_t mask;
-    uint32_t limit;        /* most entries allowed: half the slots */
+    uint32_t max_slots;    /* the table's final size */
+    uint32_t limit;        /* most entries allowed: half of max_slots */
     uint32_t live;
     uint32_t quarantined;
 };
 
-struct tags *tags_create(uint32_t capacity)
+struct tags *tags_create(uint32_t capacity, uint32_t first_slots)
 {
+    uint32_t max_slots = 16;
+    while (max_slots / 2 < capacity && max_slots < (UINT32_C(1) << 30))
+        max_slots <<= 1;
     uint32_t slots = 16;
-    while (slots / 2 < capacity && slots < (UINT32_C(1) << 30))
+    while (slots < (first_slots ? first_slots : TAGS_FIRST_SLOTS) && slots < max_slots)
         slots <<= 1;
     struct tags *tags = calloc(1, sizeof(*tags));
     if (tags == NULL)
@@ -109,7 +113,8 @@ struct tags *tags_create(uint32_t capacity)
         return NULL;
     }
     tags->mask = slots - 1;
-    tags->limit = slots / 2;
+    tags->max_slots = max_slots;
+    tags->limit = max_slots / 2;
     return tags;
 }
 
@@ -138,20 +143,71 @@ static struct tag_entry *tags_find(const struct tags *tags, uint64_t tag)
     }
 }
 
+static void tags_place(struct tags *tags, const struct tag_entry *e)
+{
+    uint32_t i = tags_home(tags, e->tag);
+    while (tags->slots[i].tag != 0)
+        i = (i + 1) & tags->mask;
+    tags->slots[i] = *e;
+}
+
+/*
+ * Double the table, placing every entry anew: entries stay at most half the
+ * slots. The last doublings of a full-size registry move hundreds of
+ * thousands of entries in one call (tens of milliseconds on the loop), once
+ * in the daemon's life.
+ */
+static int tags_grow(struct tags *tags)
+{
+    uint32_t old_slots = tags->mask + 1;
+    struct tag_entry *old = tags->slots;
+    struct tag_entry *slots = calloc((size_t)old_slots * 2, sizeof(*slots));
+    if (slots == NULL)
+        return -ENOMEM;
+    tags->slots = slots;
+    tags->mask = old_slots * 2 - 1;
+    for (uint32_t i = 0; i < old_slots; i++)
+        if (old[i].tag != 0)
+            tags_place(tags, &old[i]);
+    free(old);
+    return 0;
+}
+
 int tags_register(struct tags *tags, uint64_t tag, void *owner)
 {
     if (tag == 0 || owner == NULL)
         return -EINVAL;
     if (tags_find(tags, tag) != NULL)
         return -EEXIST;
-    if (tags->live + tags->quarantined >= tags->limit)
+    uint32_t entries = tags->live + tags->quarantined;
+    if (entries >= tags->limit)
         return -ENOSPC;
-    uint32_t i = tags_home(tags, tag);
-    while (tags->slots[i].tag != 0)
-        i = (i + 1) & tags->mask;
-    tags->slots[i] = (struct tag_entry){ tag, owner, 0 };
+    if (entries + 1 > (tags->mask + 1) / 2 && tags->mask + 1 < tags->max_slots &&
+        tags_grow(tags) != 0)
+        return -ENOMEM;
+    tags_place(tags, &(struct tag_entry){ tag, owner, 0 });
     tags->live++;
     return 0;
+}
+
+b10_status_t tags_status(int rc)
+{
+    switch (rc) {
+    case -EEXIST: return B10_ERR_TAG_COLLISION;
+    case -ENOSPC: return B10_ERR_BUSY;
+    case -ENOMEM: return B10_ERR_NO_MEMORY;
+    }
+    return B10_ERR_INTERNAL;
+}
+
+const char *tags_strerror(int rc)
+{
+    switch (rc) {
+    case -EEXIST: return "already registered";
+    case -ENOSPC: return "the tag registry is full";
+    case -ENOMEM: return "no memory to grow the tag registry";
+    }
+    return "invalid tag";
 }
 
 static void tags_delete(struct tags *tags, struct tag_entry *e)

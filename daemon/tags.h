@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "b10/b10.h"
+
 #define TAG_CLASS_CONTROL (UINT64_C(1) << 63)
 /* HELLO and HEARTBEAT are the tags known before, or without, a link. */
 #define TAG_HELLO (TAG_CLASS_CONTROL | UINT64_C(0x6231306468656c6f))       /* "b10dhelo" */
@@ -50,14 +52,29 @@ uint64_t tags_siphash(const uint8_t key[16], const void *data, size_t len);
 
 struct tags;
 
-struct tags *tags_create(uint32_t capacity);
+/*
+ * A registry for at least capacity tags. Its table starts at first_slots
+ * (0: TAGS_FIRST_SLOTS) and doubles as entries come, up to the size that
+ * capacity needs: a daemon allowed a million tags that holds a few thousand
+ * touches a few pages, not the whole table (48 MiB of first-touch faults,
+ * several microseconds a tag, when one transfer registers 640).
+ */
+#define TAGS_FIRST_SLOTS 4096u
+struct tags *tags_create(uint32_t capacity, uint32_t first_slots);
 void tags_destroy(struct tags *tags);
 
 /*
  * Register tag as live, owned by owner. Returns 0, -EEXIST on a collision
- * (live or quarantined), -ENOSPC when the registry is full.
+ * (live or quarantined), -ENOSPC when the registry is full, -ENOMEM when
+ * its table could not grow.
  */
 int tags_register(struct tags *tags, uint64_t tag, void *owner);
+/*
+ * What a tags_register failure means for the transfer (collision, busy, no
+ * memory), and in words.
+ */
+b10_status_t tags_status(int rc);
+const char *tags_strerror(int rc);
 /* Forget a live tag (its transfer finished cleanly). */
 void tags_unregister(struct tags *tags, uint64_t tag);
 /* Keep tag out of circulation until expires_ms (a failed transfer's tags). */

@@ -249,8 +249,9 @@ static void xfer_finish(struct xfer *x)
         char pipe[256];
         xfer_pipe_describe(x, pipe, sizeof(pipe));
         log_info("transfer %016" PRIx64 " to %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
-                 " ms (READY after %" PRIu64 " ms; %s)", x->id, x->remote_agent, x->plan->total,
-                 x->plan->nchunks, ms, x->ready_ms - x->started_ms, pipe);
+                 " ms (checked and planned in %.1f ms before; READY after %" PRIu64 " ms; %s)",
+                 x->id, x->remote_agent, x->plan->total, x->plan->nchunks, ms, x->plan_ms,
+                 x->ready_ms - x->started_ms, pipe);
         /* A write-back serving a READ: its bytes were read, the holding rank hears of it. */
         if (x->session != NULL && x->read_id != 0 && x->sync_length > 0)
             session_notice(x->session, x->remote_agent, x->sync, x->sync_length);
@@ -683,8 +684,9 @@ static void xfer_read_link_up(struct xfer *x)
 
     x->link = x->peer->out;
     uint64_t result_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT);
-    if (tags_register(d->tags, result_tag, x) != 0) {
-        xfer_fail(x, B10_ERR_TAG_COLLISION, "RESULT tag %016" PRIx64 " already registered", result_tag);
+    int rc = tags_register(d->tags, result_tag, x);
+    if (rc != 0) {
+        xfer_fail(x, tags_status(rc), "RESULT tag %016" PRIx64 ": %s", result_tag, tags_strerror(rc));
         return;
     }
     x->tags_registered = true;
@@ -741,13 +743,14 @@ void xfer_link_up(struct xfer *x)
     }
     uint64_t ready_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_READY);
     uint64_t result_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT);
-    if (tags_register(d->tags, ready_tag, x) != 0) {
-        xfer_fail(x, B10_ERR_TAG_COLLISION, "READY tag %016" PRIx64 " already registered", ready_tag);
+    int rc = tags_register(d->tags, ready_tag, x);
+    if (rc != 0) {
+        xfer_fail(x, tags_status(rc), "READY tag %016" PRIx64 ": %s", ready_tag, tags_strerror(rc));
         return;
     }
-    if (tags_register(d->tags, result_tag, x) != 0) {
+    if ((rc = tags_register(d->tags, result_tag, x)) != 0) {
         tags_unregister(d->tags, ready_tag);
-        xfer_fail(x, B10_ERR_TAG_COLLISION, "RESULT tag %016" PRIx64 " already registered", result_tag);
+        xfer_fail(x, tags_status(rc), "RESULT tag %016" PRIx64 ": %s", result_tag, tags_strerror(rc));
         return;
     }
     x->tags_registered = true;
@@ -917,6 +920,7 @@ static b10_status_t xfer_new_local(struct session *s, struct peer *peer, const c
     struct plan *plan = NULL;
     b10_status_t status;
 
+    uint64_t checked_from = uv_hrtime();
     if ((status = xfer_admit_limits(s, count, detail, detail_len)) != B10_OK ||
         (status = xfer_check_local(s, local, count, detail, detail_len)) != B10_OK)
         return status;
@@ -930,6 +934,7 @@ static b10_status_t xfer_new_local(struct session *s, struct peer *peer, const c
         return B10_ERR_NO_MEMORY;
     }
     x->plan = plan;
+    x->plan_ms = (double)(uv_hrtime() - checked_from) / 1e6;
     x->session = s;
     x->peer = peer;
     x->state = XFER_WAIT_LINK;
@@ -1265,9 +1270,7 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
             tags_unregister(d->tags, tags_derive(&x->link, x->id, c, TAG_KIND_DATA));
         if (tags_lookup(d->tags, cancel_tag) == x)
             tags_unregister(d->tags, cancel_tag);
-        xfer_fail(x, rc == -EEXIST ? B10_ERR_TAG_COLLISION : B10_ERR_BUSY,
-                  rc == -EEXIST ? "a tag of this transfer is already registered"
-                                : "the tag registry is full");
+        xfer_fail(x, tags_status(rc), "registering the transfer's tags: %s", tags_strerror(rc));
         return;
     }
     x->tags_registered = true;

@@ -85,6 +85,7 @@ struct xfer {
     char remote_agent[256];
 
     uint64_t started_ms;
+    double plan_ms;                 /* S, READ: checking and planning the request (the rank waits) */
     uint64_t ready_ms;              /* S: when READY came (admission took ready_ms - started_ms) */
     uint64_t deadline_ms;           /* monotonic, b10d.now_ms */
     uv_timer_t timer;

@@ -101,6 +101,17 @@ start_daemons() {
     done
 }
 
+# wait_verified FILE PID: until the decode PID wrote FILE, exited, or 300 s
+# passed (then say so: the round about to start overlaps the check).
+wait_verified() {
+    _n=3000
+    while [ ! -e "$1" ] && [ $_n -gt 0 ] && kill -0 "$2" 2>/dev/null; do
+        sleep 0.1
+        _n=$((_n - 1))
+    done
+    [ -e "$1" ] || echo "gpu-e2e: no $(basename "$1") from the decode; the next round may overlap its check"
+}
+
 # pair NAME SRC_MEM DST_MEM DAEMON_ARGS [KVRANK_ARGS...]: one verified WRITE.
 pair() {
     name=$1 src=$2 dst=$3 dargs=$4
@@ -113,6 +124,10 @@ pair() {
     dpid=$!
     prc=0
     for round in $(seq 0 $((ROUNDS - 1))); do
+        # The decode checks its whole pool after each round: a round starts
+        # once the one before is checked, so that no check reads a pool being
+        # written and no measured transfer shares the GPU and memory with one.
+        [ "$round" -gt 0 ] && wait_verified "$D/verified.$((round - 1))" "$dpid"
         env $(gpu_env A) timeout 300 "$KVRANK" --role prefill --round $round --mem "$src" -s "$D/A.sock" --dir "$D" \
             "$@" >>"$D/prefill.out" 2>&1 || prc=$?
     done

@@ -624,7 +624,8 @@ static void test_random_byte_map(void **state)
 /*
  * plan_build sorts with a radix sort that takes shortcuts (an input already
  * in order is left alone, and its digits cover only the bits where the keys
- * differ, in as few passes of at most 11 bits as those need) and merges
+ * differ, in as few passes of at most 11 bits as those need, a segment at a
+ * time when they differ in more bits than fit beside the index) and merges
  * contiguous spans while it packs them. None of that may show:
  * its plans must be exactly those of the obvious implementation below, which
  * is how plan_build was written before, with qsort. The random requests are
@@ -1017,7 +1018,7 @@ struct ref_coverage {
     unsigned sorted[2];        /* dst, src: in order already, more than one key */
     unsigned one_pass[2];      /* unsorted, keys differ in 11 bits or fewer */
     unsigned narrow[2];        /* unsorted, several passes of digits under 11 bits */
-    unsigned six_passes[2];    /* unsorted, keys differ in more than 55 bits */
+    unsigned segments[2];      /* unsorted, more differing bits than fit beside the index */
     unsigned above_0[2];       /* unsorted, bit 0 shared: the digits start higher */
     unsigned top_bit[2];       /* unsorted, bit 63 differs */
     unsigned odd[2], even[2];  /* unsorted, an odd (result in the scratch) or even pass count */
@@ -1025,25 +1026,38 @@ struct ref_coverage {
     unsigned merged, overlap, bad_span, too_large, one_byte_chunks, large;
 };
 
-/* Count the sort's paths this request takes; true if its sources come in order. */
-static bool ref_cover(struct ref_coverage *cov, const struct span *spans, size_t n)
+/* How a request ended: which of plan_build's sorts it reached. */
+enum ref_outcome {
+    REF_PLANNED,    /* both sorts */
+    REF_OVERLAP,    /* the destination sort, then refused */
+    REF_REFUSED,    /* refused before sorting */
+};
+
+/* Count the paths of the sorts this request took (as its outcome says it reached them). */
+static void ref_cover(struct ref_coverage *cov, const struct span *spans, size_t n,
+                      enum ref_outcome outcome)
 {
-    bool src_sorted = false;
     for (int side = 0; side < 2; side++) {
         bool sorted;
         unsigned low = 0, bits = key_bits(spans, n, side == 0, &low, &sorted);
-        if (side == 1)
-            src_sorted = sorted;
-        if (n < 2 || bits == 0)
+        bool reached = side == 0 ? outcome != REF_REFUSED : outcome == REF_PLANNED;
+        if (!reached || n < 2 || bits == 0)
             continue;
         if (sorted) {
             cov->sorted[side]++;
             continue;
         }
-        unsigned passes = (bits + 10) / 11;
+        /* The sort's layout: records hold the key's bits above the index. */
+        unsigned room = 64 - (64 - (unsigned)__builtin_clzll((uint64_t)(n - 1)));
+        unsigned passes = 0;
+        for (unsigned left = bits; left > 0;) {
+            unsigned seg = left < room ? left : room, p = (seg + 10) / 11;
+            cov->narrow[side] += p > 1 && seg % p != 0 && (seg + p - 1) / p < 11;
+            passes += p;
+            left -= seg;
+        }
         cov->one_pass[side] += passes == 1;
-        cov->narrow[side] += passes > 1 && bits % passes != 0 && (bits + passes - 1) / passes < 11;
-        cov->six_passes[side] += passes == 6;
+        cov->segments[side] += bits > room;
         cov->above_0[side] += low > 0;
         cov->top_bit[side] += low + bits == 64;
         if (passes % 2)
@@ -1051,13 +1065,12 @@ static bool ref_cover(struct ref_coverage *cov, const struct span *spans, size_t
         else
             cov->even[side]++;
     }
-    return src_sorted;
 }
 
 /* Build with plan_build and with the reference; they must agree to the byte. */
-static void ref_compare(const uint8_t *src, const uint8_t *dst, size_t n, uint64_t max_chunk,
-                        uint64_t seed, const char *what, struct ref_coverage *cov,
-                        bool src_sorted)
+static enum ref_outcome ref_compare(const uint8_t *src, const uint8_t *dst, size_t n,
+                                    uint64_t max_chunk, uint64_t seed, const char *what,
+                                    struct ref_coverage *cov, bool src_sorted)
 {
     struct plan *got = &sentinel_plan, *want = NULL;
     char got_detail[256] = "", want_detail[256] = "";
@@ -1076,13 +1089,17 @@ static void ref_compare(const uint8_t *src, const uint8_t *dst, size_t n, uint64
             fail_msg("seed %llu (%s): plan_build says \"%s\", the reference \"%s\"",
                      (unsigned long long)seed, what, got_detail, want_detail);
         assert_ptr_equal(got, &sentinel_plan);
-        if (strstr(want_detail, "overlap") != NULL)
+        if (strstr(want_detail, "overlap") != NULL) {
             cov->overlap++;
-        else if (want_status == B10_ERR_TOO_LARGE)
+            return REF_OVERLAP;
+        }
+        /* Too large is found while packing, after both sorts. */
+        if (want_status == B10_ERR_TOO_LARGE) {
             cov->too_large++;
-        else
-            cov->bad_span++;
-        return;
+            return REF_PLANNED;
+        }
+        cov->bad_span++;
+        return REF_REFUSED;
     }
 
     if (got->total != want->total || got->nchunks != want->nchunks ||
@@ -1113,6 +1130,7 @@ static void ref_compare(const uint8_t *src, const uint8_t *dst, size_t n, uint64
     cov->one_byte_chunks += max_chunk == 1;
     plan_free(got);
     ref_free(want);
+    return REF_PLANNED;
 }
 
 #define REF_SEEDS 3000
@@ -1200,8 +1218,12 @@ static void test_reference_plans(void **state)
         size_t said = strlen(what);
         snprintf(what + said, sizeof(what) - said, "; max_chunk %llu",
                  (unsigned long long)max_chunk);
-        bool src_sorted = ref_cover(&cov, spans, n);
-        ref_compare(src, dst, n, max_chunk, seed, what, &cov, src_sorted);
+        unsigned first_bit;
+        bool src_sorted;
+        key_bits(spans, n, false, &first_bit, &src_sorted);
+        enum ref_outcome outcome = ref_compare(src, dst, n, max_chunk, seed, what, &cov,
+                                               src_sorted);
+        ref_cover(&cov, spans, n, outcome);
         free(src);
         free(dst);
         free(spans);
@@ -1211,12 +1233,12 @@ static void test_reference_plans(void **state)
     for (int side = 0; side < 2; side++) {
         const char *key = side == 0 ? "dst" : "src";
         if (cov.sorted[side] == 0 || cov.one_pass[side] == 0 || cov.narrow[side] == 0 ||
-            cov.six_passes[side] == 0 || cov.above_0[side] == 0 || cov.top_bit[side] == 0 ||
+            cov.segments[side] == 0 || cov.above_0[side] == 0 || cov.top_bit[side] == 0 ||
             cov.odd[side] == 0 || cov.even[side] == 0)
-            fail_msg("%s keys: sorted %u, one pass %u, narrow digits %u, six passes %u, "
+            fail_msg("%s keys: sorted %u, one pass %u, narrow digits %u, segments %u, "
                      "bit 0 shared %u, bit 63 differs %u, odd passes %u, even %u", key,
                      cov.sorted[side], cov.one_pass[side], cov.narrow[side],
-                     cov.six_passes[side], cov.above_0[side], cov.top_bit[side],
+                     cov.segments[side], cov.above_0[side], cov.top_bit[side],
                      cov.odd[side], cov.even[side]);
     }
     if (cov.equal_src == 0 || cov.merged == 0 || cov.overlap == 0 || cov.bad_span == 0 ||
@@ -1229,7 +1251,9 @@ static void test_reference_plans(void **state)
 /*
  * Keys that differ in exactly the bits [low, low + bits), for each digit
  * layout of the sort: one pass, a pass of 11 and one of 1, digits of 11, 11
- * and 1 bits, six passes over all 64 bits, the top nibble alone. Unique
+ * and 1 bits, all 64 bits, the top nibble alone, and (3000 spans: a 12-bit
+ * index, 52 key bits a record) the most one segment holds and one bit more,
+ * which takes a second segment of a single bit. Unique
  * destinations (a multiplicative walk through the range, then shuffled)
  * with sources of another layout, shared by all, or the destinations
  * themselves; plan_build must agree with the reference on each.
@@ -1254,6 +1278,7 @@ static void test_sort_digit_widths(void **state)
 {
     static const unsigned layouts[][2] = {   /* { low, bits } */
         { 0, 1 }, { 7, 11 }, { 0, 12 }, { 5, 22 }, { 3, 23 }, { 12, 33 }, { 0, 64 }, { 60, 4 },
+        { 3, 52 }, { 3, 53 },
     };
     (void)state;
     for (size_t l = 0; l < sizeof(layouts) / sizeof(layouts[0]); l++) {

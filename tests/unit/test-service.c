@@ -66,7 +66,7 @@ static int group_setup(void **state)
     list_init(&test_d.peers);
     list_init(&test_d.xfers);
     /* The quarantine's sweep reads the tag registry, should it run. */
-    test_d.tags = tags_create(1024);
+    test_d.tags = tags_create(1024, 0);
     if (test_d.tags == NULL)
         return -1;
     return quarantine_create(&test_d, &test_d.quarantine);

@@ -306,7 +306,7 @@ static int owners[4096];
 
 static void test_register_lookup_unregister(void **state)
 {
-    struct tags *tags = tags_create(8);
+    struct tags *tags = tags_create(8, 0);
     assert_non_null(tags);
     uint64_t a = 0x1234567890abcdefu, b = TAG_HELLO, c = 0xfffffffffffffffeu;
 
@@ -346,7 +346,7 @@ static void test_register_lookup_unregister(void **state)
 
 static void test_collision_with_live_tag(void **state)
 {
-    struct tags *tags = tags_create(8);
+    struct tags *tags = tags_create(8, 0);
     uint64_t t = tag_at(5, 0);
 
     assert_int_equal(tags_register(tags, t, OWNER(1)), 0);
@@ -360,7 +360,7 @@ static void test_collision_with_live_tag(void **state)
 
 static void test_collision_with_quarantined_tag(void **state)
 {
-    struct tags *tags = tags_create(8);
+    struct tags *tags = tags_create(8, 0);
     uint64_t t = tag_at(5, 0), u = tag_at(5, 1);
 
     assert_int_equal(tags_register(tags, t, OWNER(1)), 0);
@@ -394,7 +394,7 @@ static void test_collision_with_quarantined_tag(void **state)
 
 static void test_sweep_only_expired(void **state)
 {
-    struct tags *tags = tags_create(16);
+    struct tags *tags = tags_create(16, 0);
     uint64_t q[4] = { tag_at(3, 0), tag_at(3, 1), tag_at(4, 0), tag_at(30, 0) };
     uint64_t live[2] = { tag_at(3, 2), tag_at(4, 1) };
     uint64_t expires[4] = { 100, 200, 300, 300 };
@@ -432,7 +432,7 @@ static void test_sweep_only_expired(void **state)
 static void test_full_registry(void **state)
 {
     /* A power-of-two capacity holds exactly that many tags, quarantined ones included. */
-    struct tags *tags = tags_create(8);
+    struct tags *tags = tags_create(8, 0);
     for (uint32_t i = 0; i < 8; i++)
         assert_int_equal(tags_register(tags, tag_at(i * 3 % 16, i), OWNER(i)), 0);
     assert_int_equal(tags_register(tags, tag_at(1, 100), OWNER(100)), -ENOSPC);
@@ -453,7 +453,7 @@ static void test_full_registry(void **state)
     tags_destroy(tags);
 
     /* Any capacity holds at least what was asked for. */
-    tags = tags_create(1000);
+    tags = tags_create(1000, 0);
     uint32_t n = 0;
     while (n < 100000 && tags_register(tags, UINT64_C(0x9e3779b97f4a7c15) * (n + 1), OWNER(1)) == 0)
         n++;
@@ -466,7 +466,7 @@ static void test_full_registry(void **state)
 /* A cluster that wraps from the last slots to the first, then unwound. */
 static void test_wrapping_cluster(void **state)
 {
-    struct tags *tags = tags_create(8);   /* 16 slots, mask 15 */
+    struct tags *tags = tags_create(8, 0);   /* 16 slots, mask 15 */
     const uint64_t t[] = {
         tag_at(14, 0), tag_at(14, 1), tag_at(14, 2), tag_at(15, 0), tag_at(0, 0),
         tag_at(1, 0), tag_at(15, 1),
@@ -542,11 +542,11 @@ static void model_check(const struct tags *tags, const struct model_entry *m, si
  * and wrap to the start, and every delete shifts entries across the wrap.
  */
 static void stress(uint64_t seed, uint32_t capacity, uint32_t slots, bool crowded,
-                   unsigned steps)
+                   unsigned steps, uint32_t first_slots)
 {
     enum { POOL = 300 };
     static struct model_entry m[POOL];
-    struct tags *tags = tags_create(capacity);
+    struct tags *tags = tags_create(capacity, first_slots);
     uint64_t now = 0;
     uint32_t count = 0;
 
@@ -622,16 +622,125 @@ static void test_stress_wrapping_clusters(void **state)
 {
     /* capacity 64: 128 slots, and all 64 entries may pile up around slot 127/0. */
     for (uint64_t seed = 1; seed <= 6; seed++)
-        stress(seed, 64, 128, true, 5000);
+        stress(seed, 64, 128, true, 5000, 0);
     /* A table that is small against the pool: mostly full, always wrapping. */
     for (uint64_t seed = 100; seed <= 104; seed++)
-        stress(seed, 8, 16, true, 4000);
+        stress(seed, 8, 16, true, 4000, 0);
 }
 
 static void test_stress_spread(void **state)
 {
     for (uint64_t seed = 200; seed <= 204; seed++)
-        stress(seed, 128, 256, false, 5000);
+        stress(seed, 128, 256, false, 5000, 0);
+}
+
+/* The same, with tables that start at 16 slots and grow while the model runs. */
+static void test_stress_growing(void **state)
+{
+    for (uint64_t seed = 300; seed <= 305; seed++)
+        stress(seed, 64, 128, true, 5000, 16);
+    for (uint64_t seed = 400; seed <= 404; seed++)
+        stress(seed, 128, 256, false, 5000, 16);
+}
+
+/*
+ * A registry allowed 65,536 tags starts at 16 slots and doubles thirteen
+ * times on the way: every tag, live or quarantined, is found after each
+ * growth, and the limit is the one the full-size table would have.
+ */
+static void test_growth_keeps_every_tag(void **state)
+{
+    enum { CAP = 1 << 16 };
+    /* More owners than owners[] holds: the registry only keeps the pointers. */
+#define BIG_OWNER(i) ((void *)(uintptr_t)(8 * ((uintptr_t)(i) + 1)))
+    struct tags *tags = tags_create(CAP, 16);
+    uint64_t *t = malloc(CAP * sizeof(*t));
+
+    assert_non_null(tags);
+    assert_non_null(t);
+    for (uint32_t i = 0; i < CAP; i++) {
+        t[i] = (UINT64_C(0x9e3779b97f4a7c15) * (i + 1)) | 1;
+        assert_int_equal(tags_register(tags, t[i], BIG_OWNER(i)), 0);
+        if (i % 3 == 0)
+            tags_quarantine(tags, t[i], i);
+        /* At each doubling, everything so far is still there. */
+        if ((i & (i + 1)) == 0)
+            for (uint32_t j = 0; j <= i; j++) {
+                assert_int_equal(tags_is_quarantined(tags, t[j]), j % 3 == 0);
+                if (j % 3 != 0)
+                    assert_ptr_equal(tags_lookup(tags, t[j]), BIG_OWNER(j));
+            }
+    }
+    assert_int_equal(tags_register(tags, 0x777, BIG_OWNER(1)), -ENOSPC);
+    assert_int_equal(tags_register(tags, t[5], BIG_OWNER(1)), -EEXIST);
+    assert_int_equal(tags_live(tags) + tags_quarantined(tags), CAP);
+    /* Expired quarantine leaves; live tags stay where lookups find them. */
+    uint32_t expired = 0;
+    for (uint32_t i = 0; i < CAP; i += 3)
+        expired += i < CAP / 2;
+    assert_int_equal(tags_sweep(tags, CAP / 2 - 1), expired);
+    for (uint32_t i = 1; i < CAP; i += 2)
+        tags_unregister(tags, t[i]);
+    for (uint32_t i = 0; i < CAP; i++) {
+        bool live = i % 3 != 0 && i % 2 == 0;
+        bool quarantined = i % 3 == 0 && i >= CAP / 2;
+        assert_ptr_equal(tags_lookup(tags, t[i]), live ? BIG_OWNER(i) : NULL);
+        assert_int_equal(tags_is_quarantined(tags, t[i]), quarantined);
+        if (!live && !quarantined)
+            assert_int_equal(tags_register(tags, t[i], BIG_OWNER(i)), 0);
+    }
+    assert_int_equal(tags_register(tags, 0x777, BIG_OWNER(1)), -ENOSPC);
+    free(t);
+    tags_destroy(tags);
+#undef BIG_OWNER
+}
+
+/* calloc, with a switch that makes it fail (linked with -Wl,--wrap=calloc). */
+void *__real_calloc(size_t n, size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+static bool calloc_fails;
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    return calloc_fails ? NULL : __real_calloc(n, size);
+}
+
+/* A table that cannot grow refuses the tag that needed the room, and loses nothing. */
+static void test_growth_without_memory(void **state)
+{
+    struct tags *tags = tags_create(1024, 16);
+    assert_non_null(tags);
+    for (uint32_t i = 0; i < 8; i++)
+        assert_int_equal(tags_register(tags, tag_at(i, i), OWNER(i)), 0);
+    tags_quarantine(tags, tag_at(0, 0), 10);
+
+    calloc_fails = true;
+    assert_int_equal(tags_register(tags, tag_at(8, 8), OWNER(8)), -ENOMEM);
+    calloc_fails = false;
+    assert_int_equal(tags_live(tags), 7);
+    assert_int_equal(tags_quarantined(tags), 1);
+    assert_null(tags_lookup(tags, tag_at(8, 8)));
+    assert_true(tags_is_quarantined(tags, tag_at(0, 0)));
+    for (uint32_t i = 1; i < 8; i++)
+        assert_ptr_equal(tags_lookup(tags, tag_at(i, i)), OWNER(i));
+
+    /* With memory back, the same tag goes in and everything is still found. */
+    assert_int_equal(tags_register(tags, tag_at(8, 8), OWNER(8)), 0);
+    for (uint32_t i = 1; i <= 8; i++)
+        assert_ptr_equal(tags_lookup(tags, tag_at(i, i)), OWNER(i));
+    assert_int_equal(tags_sweep(tags, 10), 1);
+    tags_destroy(tags);
+}
+
+static void test_status_words(void **state)
+{
+    assert_int_equal(tags_status(-EEXIST), B10_ERR_TAG_COLLISION);
+    assert_int_equal(tags_status(-ENOSPC), B10_ERR_BUSY);
+    assert_int_equal(tags_status(-ENOMEM), B10_ERR_NO_MEMORY);
+    assert_int_equal(tags_status(-EINVAL), B10_ERR_INTERNAL);
+    assert_string_equal(tags_strerror(-EEXIST), "already registered");
+    assert_string_equal(tags_strerror(-ENOSPC), "the tag registry is full");
+    assert_string_equal(tags_strerror(-ENOMEM), "no memory to grow the tag registry");
 }
 
 int main(void)
@@ -652,6 +761,10 @@ int main(void)
         cmocka_unit_test(test_wrapping_cluster),
         cmocka_unit_test(test_stress_wrapping_clusters),
         cmocka_unit_test(test_stress_spread),
+        cmocka_unit_test(test_stress_growing),
+        cmocka_unit_test(test_growth_keeps_every_tag),
+        cmocka_unit_test(test_growth_without_memory),
+        cmocka_unit_test(test_status_words),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
