@@ -19,7 +19,7 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 SYSCONFDIR  ?= /etc
 
 CC      ?= cc
-PKGS    := ucx libuv libprotobuf-c libsystemd
+PKGS    := ucx libuv libprotobuf-c libsystemd libsodium
 SAN     ?= 0
 
 ifeq ($(SAN),1)

@@ -485,6 +485,7 @@ static const struct jfield daemon_json[] = {
     JF(quarantine_ttl_ms, J_U32), JF(tags_live, J_U32), JF(tags_quarantined, J_U32),
     JF(drain_left_ms, J_U64), JF(drain_in_flight, J_U32), JF(drain_forced, J_U32),
     JF(drain_ms, J_U64), JF(drain_succeeded, J_U64), JF(drain_failed, J_U64),
+    JF(trust, J_STR), JF(key_id, J_ID), JF(next_key_id, J_ID), JF(insecure, J_BOOL),
 };
 #undef MSG
 
@@ -533,14 +534,19 @@ static const struct rows quarantine_rows = {
 
 #define MSG B10__AdminPeer
 static const struct jfield peer_json[] = {
-    JF(daemon_id, J_ID), JF(state, J_STR), JF(out_gen, J_ID), JF(in_up, J_BOOL),
-    JF(in_gen, J_ID), JF(transports, J_STR), JF(xfers, J_U32), JF(waiting, J_U32),
+    JF(name, J_STR), JF(daemon_id, J_ID), JF(incarnation, J_U64), JF(state, J_STR),
+    JF(out_gen, J_ID), JF(in_up, J_BOOL), JF(in_gen, J_ID), JF(transports, J_STR),
+    JF(xfers, J_U32), JF(waiting, J_U32), JF(in_xfers, J_U32), JF(staging_bytes, J_U64),
+    JF(quarantined_bytes, J_U64), JF(control_bytes, J_U64), JF(refs, J_U32), JF(links, J_U64),
+    JF(unauthenticated, J_U64), JF(replayed, J_U64), JF(refused, J_U64),
 };
 static const struct column peer_cols[] = {
-    COL("lDAEMON", C_ID, daemon_id), COL("lLINK", C_STR, state),
+    COL("lNAME", C_STR, name), COL("lDAEMON", C_ID, daemon_id), COL("lLINK", C_STR, state),
     COL("lOUT-GEN", C_ID_DASH, out_gen), COL_FN("lIN-GEN", cell_peer_in_gen),
     COL("lTRANSPORTS", C_STR_DASH, transports), COL("rXFERS", C_U32, xfers),
-    COL("rWAITING", C_U32, waiting),
+    COL("rWAITING", C_U32, waiting), COL("rSTAGING", C_BYTES, staging_bytes),
+    COL("rQUARANTINED", C_BYTES, quarantined_bytes), COL("rUNAUTH", C_U64, unauthenticated),
+    COL("rREPLAYED", C_U64, replayed), COL("rREFUSED", C_U64, refused),
 };
 #undef MSG
 static const struct rows peer_rows = {
@@ -873,6 +879,14 @@ static void show_status(const B10__AdminReply *a)
              fmt_ms(t3, sizeof(t3), m->quarantine_ttl_ms));
     table_kv(&t, "tags", "%u live, %u quarantined", m->tags_live, m->tags_quarantined);
     table_pair(&t, "ucx errors", m->ucx_err_mode);
+    if (m->key_id != 0 && m->next_key_id != 0)
+        table_kv(&t, "trust", "%s %s, and %s during a rotation%s", m->trust, fmt_id(t1, m->key_id),
+                 fmt_id(t2, m->next_key_id), m->insecure ? "; insecure peers accepted" : "");
+    else if (m->key_id != 0)
+        table_kv(&t, "trust", "%s %s%s", m->trust, fmt_id(t1, m->key_id),
+                 m->insecure ? "; insecure peers accepted" : "");
+    else
+        table_pair(&t, "trust", m->trust);
     if (strcmp(m->state, "draining") == 0 || strcmp(m->state, "stopping") == 0)
         table_kv(&t, "drain", "running: %u were in flight; %" PRIu64 " landed, %" PRIu64
                  " failed so far; bound %s", m->drain_in_flight, m->drain_succeeded,
@@ -960,6 +974,29 @@ static void prom_up(bool up)
     prom_gauge("b10d_up", "Whether b10ctl reached the daemon.", up);
 }
 
+/* Per peer, by its authenticated name: what it sent that was dropped or refused. */
+static void prom_peer_counters(const B10__AdminReply *a)
+{
+    static const struct {
+        const char *why;
+        size_t off;
+    } kinds[] = {
+        { "unauthenticated", offsetof(B10__AdminPeer, unauthenticated) },
+        { "replayed", offsetof(B10__AdminPeer, replayed) },
+        { "refused", offsetof(B10__AdminPeer, refused) },
+    };
+
+    prom_family("b10d_peer_dropped_total", "counter",
+                "Messages and work of a remote daemon dropped or refused, by why.");
+    for (size_t i = 0; i < a->n_peers; i++)
+        for (size_t k = 0; k < N(kinds); k++) {
+            fputs("b10d_peer_dropped_total{peer=", stdout);
+            prom_label(a->peers[i]->name);
+            printf(",why=\"%s\"} %" PRIu64 "\n", kinds[k].why,
+                   *(const uint64_t *)((const char *)a->peers[i] + kinds[k].off));
+        }
+}
+
 static void show_metrics(const B10__AdminReply *a)
 {
     static const char *const states[] = { "serving", "draining", "drained", "stopping" };
@@ -988,6 +1025,14 @@ static void show_metrics(const B10__AdminReply *a)
     prom_gauge("b10d_connections", "Client connections, ranks and admin.", m->connections);
     prom_gauge("b10d_clients", "Ranks connected (said Hello).", m->clients);
     prom_gauge("b10d_peers", "Remote daemons known.", m->peers);
+    prom_family("b10d_trust", "gauge", "How the daemon trusts others: 1 for its mode.");
+    fputs("b10d_trust{mode=", stdout);
+    prom_label(m->key_id == 0 ? (m->insecure ? "insecure" : "local-only")
+                              : (m->insecure ? "cluster-key-and-insecure" : "cluster-key"));
+    fputs(",key_id=", stdout);
+    prom_label(m->key_id ? fmt_id(id, m->key_id) : "");
+    fputs("} 1\n", stdout);
+    prom_peer_counters(a);
     prom_split("b10d_transfers_in_flight", "Transfers in flight, by role.", "role", 2,
                (const char *const[]){ "send", "recv" },
                (const uint64_t[]){ m->xfers_send, m->xfers_recv });

@@ -39,7 +39,16 @@
     X(peer_protocol_errors, "protocol violations by remote daemons")                            \
     X(client_protocol_errors, "protocol violations by local clients")                           \
     X(peers_lost, "remote daemons given up: endpoint errors, silence past --peer-timeout-ms")   \
-    X(stalls, "times this daemon found itself stalled past 3/4 of --peer-timeout-ms")
+    X(stalls, "times this daemon found itself stalled past 3/4 of --peer-timeout-ms")         \
+    X(hellos_unauthenticated, "HELLOs dropped: they opened under no key this daemon holds")    \
+    X(hellos_replayed, "HELLOs dropped as replays of ones seen")                               \
+    X(hellos_refused, "HELLOs dropped: malformed, past --max-hellos-per-s, or no room")        \
+    X(links_up, "links opened with remote daemons, either direction")                          \
+    X(messages_unauthenticated, "link messages dropped: they did not open under the link's keys") \
+    X(messages_replayed, "link messages dropped as replays")                                   \
+    X(peer_refusals, "work of one remote daemon refused for its limits (--max-peer-*, ...)")   \
+    X(peers_evicted, "unused remote daemons forgotten (--peer-idle-ms)")                       \
+    X(descriptors_refused, "agent descriptors refused: they opened under no key held here")
 
 static const struct {
     const char *name;
@@ -149,6 +158,16 @@ static void admin_fill_daemon(struct admin_answer *a)
     m->quarantine_bytes = quarantine_bytes(d->quarantine);
     m->quarantine_budget = d->cfg.quarantine_budget;
     m->quarantine_ttl_ms = d->cfg.quarantine_ttl_ms;
+    m->trust = (char *)b10d_trust(d);
+    m->insecure = d->cfg.insecure;
+    for (unsigned i = 0; i < d->keys.count; i++) {
+        if (d->keys.keys[i].kind != AUTH_KEY_CLUSTER)
+            continue;
+        if (m->key_id == 0)
+            m->key_id = d->keys.keys[i].id;
+        else
+            m->next_key_id = d->keys.keys[i].id;
+    }
     m->tags_live = tags_live(d->tags);
     m->tags_quarantined = tags_quarantined(d->tags);
     m->drain_left_ms = si.drain_left_ms;
@@ -265,10 +284,21 @@ static void admin_fill_peers(struct admin_answer *a)
         B10__AdminPeer *r = &rows[i];
         b10__admin_peer__init(r);
         r->daemon_id = p->daemon_id;
+        r->name = p->name;
+        r->incarnation = p->incarnation;
         r->state = (char *)admin_peer_state(p->state);
-        r->out_gen = p->state != PEER_DOWN ? p->out.gen : 0;
+        r->out_gen = p->state != PEER_DOWN ? p->out.tags.gen : 0;
         r->in_up = p->in_up;
-        r->in_gen = p->in_up ? p->in.gen : 0;
+        r->in_gen = p->in_up ? p->in.tags.gen : 0;
+        r->unauthenticated = p->counters.unauthenticated;
+        r->replayed = p->counters.replayed;
+        r->refused = p->counters.refused;
+        r->links = p->counters.links;
+        r->in_xfers = p->in_xfers;
+        r->staging_bytes = p->views_bytes + p->reserved;
+        r->quarantined_bytes = p->quarantined;
+        r->control_bytes = p->control_held + p->control_inflight;
+        r->refs = p->refs;
         r->transports = (char *)(p->ep != NULL ? wire_ep_transports(p->ep) : "");
         r->xfers = (uint32_t)admin_list_length(&p->xfers);
         r->waiting = (uint32_t)admin_list_length(&p->waiting);
@@ -490,6 +520,7 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
     case B10__ADMIN_OP__ADMIN_METRICS:
         admin_fill_staging(&a);
         admin_fill_counters(&a);
+        admin_fill_peers(&a);
         break;
     default:
         status = B10_ERR_INVALID_ARG;

@@ -16,9 +16,12 @@
 
 #define SPAN_BYTES 16
 
+static void ask_post_answer(struct ask *a);
+
 static void ask_on_timer_closed(uv_handle_t *handle)
 {
     struct ask *a = handle->data;
+    peer_release(a->peer);
     free(a->out);
     free(a);
 }
@@ -93,8 +96,15 @@ static void ask_on_result(void *arg, b10_status_t status, size_t length)
         ask_finish(a, status, detail);
         return;
     }
-    B10__Peer__Msg *msg = b10__peer__msg__unpack(NULL, length, a->buf);
-    if (msg == NULL || msg->body_case != B10__PEER__MSG__BODY_RESULT || msg->result->xfer_id != a->id) {
+    B10__Peer__Msg *msg = NULL;
+    b10_status_t opened = peer_open(a->peer, a->link.gen, a->buf, length, &msg);
+    if (opened == B10_ERR_UNAUTHENTICATED) {
+        /* Not under the link's keys: dropped, and the real answer still awaited. */
+        ask_post_answer(a);
+        return;
+    }
+    if (opened != B10_OK || msg->body_case != B10__PEER__MSG__BODY_RESULT ||
+        msg->result->xfer_id != a->id) {
         a->d->stats.peer_protocol_errors++;
         ask_finish(a, B10_ERR_PEER_PROTOCOL, "malformed answer from the remote daemon");
     } else {
@@ -109,12 +119,24 @@ static void ask_on_result(void *arg, b10_status_t status, size_t length)
         b10__peer__msg__free_unpacked(msg, NULL);
 }
 
+/* Post the receive of the answer (its tag registered); on failure the ask is finished. */
+static void ask_post_answer(struct ask *a)
+{
+    uint64_t tag = tags_derive(&a->link, a->id, 0, TAG_KIND_RESULT);
+
+    if (wire_recv(a->d->wire, tag, a->buf, sizeof(a->buf), NULL, ask_on_result, a, &a->op) != 0) {
+        ask_finish(a, B10_ERR_INTERNAL, "posting the answer's receive failed");
+        return;
+    }
+    a->holds++;
+}
+
 void ask_link_up(struct ask *a)
 {
     struct b10d *d = a->d;
     struct peer *peer = a->peer;
 
-    a->link = peer->out;
+    a->link = peer->out.tags;
     uint64_t tag = tags_derive(&a->link, a->id, 0, TAG_KIND_RESULT);
     int rc = tags_register(d->tags, tag, a);
     if (rc != 0) {
@@ -124,15 +146,15 @@ void ask_link_up(struct ask *a)
         return;
     }
     a->registered = true;
-    if (wire_recv(d->wire, tag, a->buf, sizeof(a->buf), NULL, ask_on_result, a, &a->op) != 0) {
-        ask_finish(a, B10_ERR_INTERNAL, "posting the answer's receive failed");
+    ask_post_answer(a);
+    if (a->done)
         return;
-    }
-    a->holds++;
     uint8_t *out = a->out;
     a->out = NULL;
-    if (peer->ep == NULL ||
-        wire_send_owned(peer->ep, tags_derive(&a->link, 0, 0, TAG_KIND_CONTROL), out, a->out_length) != 0)
+    rc = peer_send_packed(peer, a->link.gen, tags_derive(&a->link, 0, 0, TAG_KIND_CONTROL), out,
+                          a->out_length);
+    free(out);
+    if (rc != 0)
         ask_finish(a, B10_ERR_PEER_LOST, "sending the question failed");
 }
 
@@ -155,12 +177,14 @@ static b10_status_t ask_start(struct session *s, uint64_t seq, const char *remot
     a->session = s;
     a->seq = seq;
     a->peer = agent->peer;
+    peer_hold(a->peer);
     a->what = what;
     a->id = b10d_new_xfer_id(d);
     *id_field = a->id;
     a->out_length = protobuf_c_message_get_packed_size(&msg->base);
     a->out = malloc(a->out_length ? a->out_length : 1);
     if (a->out == NULL) {
+        peer_release(a->peer);
         free(a);
         return B10_ERR_NO_MEMORY;
     }
@@ -219,7 +243,7 @@ b10_status_t ask_notify(struct session *s, uint64_t seq, const char *remote_agen
 /* The answer to an ask of the peer: a Result on its inbound link. */
 static void ask_answer(struct peer *peer, uint64_t id, b10_status_t status, const char *detail)
 {
-    peer_send_result(peer, &peer->in, id, status, detail);
+    peer_send_result(peer, peer->in.tags.gen, id, status, detail);
 }
 
 static b10_status_t ask_check_emit(void *arg, struct region *r, uint64_t offset, uint64_t n)
@@ -270,6 +294,13 @@ void ask_on_notify(struct peer *peer, const B10__Peer__Notify *notify)
     if (target == NULL) {
         snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node", notify->dst_agent);
         ask_answer(peer, notify->notify_id, B10_ERR_UNKNOWN_AGENT, detail);
+        return;
+    }
+    if (!session_notice_room(target, notify->message.len)) {
+        snprintf(detail, sizeof(detail), "notices for '%.200s' wait unread (--max-notice-bytes)",
+                 notify->dst_agent);
+        peer_refused(peer, "a notice", detail);
+        ask_answer(peer, notify->notify_id, B10_ERR_BUSY, detail);
         return;
     }
     session_notice(target, notify->src_agent, notify->message.data, notify->message.len);

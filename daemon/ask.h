@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "auth.h"
 #include "b10d.h"
 #include "tags.h"
 
@@ -35,7 +36,7 @@ struct ask {
     bool registered;
     bool done;
     struct wire_op *op;
-    uint8_t buf[512];
+    uint8_t buf[512 + AUTH_OVERHEAD];   /* the answer, in its envelope */
     uint32_t holds;                 /* the Result receive in flight */
     uv_timer_t timer;
 };

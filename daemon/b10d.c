@@ -54,6 +54,19 @@ uint64_t b10d_new_generation(struct b10d *d)
     return (d->boot_epoch << 32) | (++d->next_gen & 0xffffffffu);
 }
 
+const char *b10d_trust(const struct b10d *d)
+{
+    switch (d->keys.keys[0].kind) {
+    case AUTH_KEY_CLUSTER:
+        return d->cfg.insecure ? "cluster key, and insecure peers" : "cluster key";
+    case AUTH_KEY_INSECURE:
+        return "insecure: peers prove nothing";
+    case AUTH_KEY_LOCAL:
+        return "no cluster key: local ranks only";
+    }
+    return "?";
+}
+
 static uint64_t b10d_monotonic_ms(struct b10d *d)
 {
     return uv_hrtime() / 1000000u;
@@ -71,8 +84,8 @@ int b10d_start(struct b10d *d)
 {
     struct wire_hooks hooks = {
         .arg = d,
+        .take_control = peer_take_control,
         .on_control = peer_on_control,
-        .on_oversize = peer_on_oversize,
         .on_ep_error = peer_on_ep_error,
         .on_data = peer_on_data,
     };
@@ -88,12 +101,19 @@ int b10d_start(struct b10d *d)
     while (d->daemon_id == 0);
     b10d_random(&d->boot_epoch, sizeof(d->boot_epoch));
     d->boot_epoch &= 0xffffffffu;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    d->incarnation = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+
+    /* The keys first: a daemon that cannot read its key must not start half trusted. */
+    if ((rc = peer_start(d)) != 0)
+        return rc;
 
     d->tags = tags_create(1u << 20, 0);
     if (d->tags == NULL || tags_register(d->tags, TAG_HELLO, d) != 0 ||
         tags_register(d->tags, TAG_HEARTBEAT, d) != 0)
         return -ENOMEM;
-    if ((rc = wire_create(d, &hooks, d->cfg.max_control_bytes, &d->wire)) != 0)
+    if ((rc = wire_create(d, &hooks, &d->wire)) != 0)
         return rc;
     if ((rc = gpu_start(d)) != 0)
         return rc;
@@ -122,9 +142,10 @@ int b10d_start(struct b10d *d)
     d->sigterm.data = d->sigint.data = d;
     uv_signal_start(&d->sigterm, b10d_on_signal, SIGTERM);
     uv_signal_start(&d->sigint, b10d_on_signal, SIGINT);
-    log_info("daemon %016" PRIx64 " (b10d %s) listening on %s%s, ucx error mode %s", d->daemon_id,
-             B10D_VERSION, d->cfg.socket_path, listen_fd >= 0 ? " (from systemd)" : "",
-             d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none");
+    log_info("daemon %s %016" PRIx64 " (b10d %s) listening on %s%s, ucx error mode %s, %s",
+             d->cfg.name, d->daemon_id, B10D_VERSION, d->cfg.socket_path,
+             listen_fd >= 0 ? " (from systemd)" : "",
+             d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none", b10d_trust(d));
     peer_liveness_start(d);
     service_ready(d->service);
     return 0;
@@ -134,6 +155,7 @@ void b10d_stop(struct b10d *d)
 {
     d->stopping = true;
     peer_liveness_stop(d);
+    peer_stop(d);
     service_destroy(d->service);
     d->service = NULL;
     /* Clients first: their transfers fail through the funnel and their regions close. */

@@ -13,7 +13,9 @@
  *    │     │                            its data lanes, lane.c: the only rooms that
  *    │     │                            include UCX headers)
  *    │     └── struct lane ×N           a worker on a thread of its own, for DATA
- *    ├── struct peer ×N                 remote daemons: endpoint, link generations (peer.c)
+ *    ├── struct peer ×N                 remote daemons by name: endpoint, links and their
+ *    │                                  keys, their share of this daemon (peer.c)
+ *    ├── struct auth_keyring            the cluster keys held (auth.c: libsodium's room)
  *    ├── struct xfer ×N                 every transfer, both roles (xfer.c), each holding
  *    │                                  a struct plan (plan.c) and staging views
  *    ├── struct staging                 pinned host views registered with UCX (staging.c)
@@ -36,6 +38,7 @@
 
 #include <uv.h>
 
+#include "auth.h"
 #include "config.h"
 #include "list.h"
 #include "log.h"
@@ -44,11 +47,7 @@
 #define B10D_VERSION "0.1.0"
 /* Client ↔ daemon (libb10's B10_API_VERSION must match). */
 #define B10_PROTOCOL_VERSION 1
-/*
- * Daemon ↔ daemon: HELLO, and the agent descriptors one daemon hands out and
- * another loads. 2: worker addresses carry data lanes (wireaddr.h).
- */
-#define B10_PEER_PROTOCOL_VERSION 2
+/* Daemon ↔ daemon: B10_PEER_PROTOCOL_VERSION, in hello.h. */
 
 struct ipc;
 struct wire;
@@ -75,12 +74,22 @@ struct stats {
     uint64_t client_protocol_errors;
     uint64_t peers_lost;            /* remote daemons given up: endpoint error, silence, ... */
     uint64_t stalls;                /* times this daemon found itself stalled (--peer-timeout-ms) */
+    uint64_t hellos_unauthenticated;/* HELLOs that opened under no key this daemon holds */
+    uint64_t hellos_replayed;       /* HELLOs seen already */
+    uint64_t hellos_refused;        /* past --max-hellos-per-s, malformed, or no room */
+    uint64_t links_up;              /* links opened, either direction */
+    uint64_t messages_unauthenticated; /* link messages that did not open under their link's keys */
+    uint64_t messages_replayed;     /* link messages whose counter was seen already */
+    uint64_t peer_refusals;         /* work refused for one peer's limits (--max-peer-*, ...) */
+    uint64_t peers_evicted;         /* idle peer entries dropped (--peer-idle-ms) */
+    uint64_t descriptors_refused;   /* agent descriptors that opened under no key held here */
 };
 
 struct b10d {
     struct config cfg;
     uv_loop_t *loop;
     uint64_t daemon_id;             /* random per boot: names this incarnation to peers */
+    uint64_t incarnation;           /* when this boot started, ns since the epoch: orders boots */
     uint64_t boot_epoch;            /* random per boot: mixed into ids and generations */
     uint64_t next_xfer;             /* counter half of transfer ids */
     uint64_t next_gen;              /* counter half of endpoint generations */
@@ -99,6 +108,20 @@ struct b10d {
     uint32_t nranks;                /* sessions past Hello, counted against --max-clients */
     struct list peers;              /* struct peer.node */
     uint32_t npeers;
+    /*
+     * Trust between daemons (peer.c, auth.h): the keys this daemon holds (the
+     * first seals its HELLOs and descriptors), the handshakes it answered and
+     * waits to see confirmed, the MACs of recent HELLOs, and the HELLO budget.
+     */
+    struct auth_keyring keys;
+    struct list pending;            /* struct peer_pending.node */
+    uint32_t npending;
+    struct auth_seen *seen;
+    double hello_tokens;            /* --max-hellos-per-s, a token bucket */
+    uint64_t hello_tokens_ms;
+    uint64_t unauth_log_ms;         /* refusals of strangers log at most once a second */
+    uv_timer_t peer_sweep;          /* pending handshakes expire, idle peers go */
+    bool peer_sweep_on;
     struct list xfers;              /* struct xfer.node: every live transfer */
     uint32_t nxfers;
 
@@ -122,6 +145,8 @@ void b10d_stop(struct b10d *d);
 /* A fresh id that no earlier transfer or generation of any boot has used. */
 uint64_t b10d_new_xfer_id(struct b10d *d);
 uint64_t b10d_new_generation(struct b10d *d);
+/* How this daemon trusts others, in words (logs, b10ctl status). */
+const char *b10d_trust(const struct b10d *d);
 /* Fill buf with random bytes from the kernel. */
 void b10d_random(void *buf, size_t len);
 

@@ -18,6 +18,8 @@
 #define MiB (UINT64_C(1) << 20)
 #define GiB (UINT64_C(1) << 30)
 
+static bool config_name_char(char c);
+
 void config_defaults(struct config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -27,6 +29,10 @@ void config_defaults(struct config *cfg)
     if (gethostname(cfg->name, sizeof(cfg->name)) != 0 || cfg->name[0] == '\0')
         snprintf(cfg->name, sizeof(cfg->name), "b10d");
     cfg->name[sizeof(cfg->name) - 1] = '\0';
+    /* Other daemons know this one by its name: keep to the characters a name may have. */
+    for (char *c = cfg->name; *c != '\0'; c++)
+        if (!config_name_char(*c))
+            *c = '-';
     cfg->log_level = LOG_LEVEL_INFO;
     cfg->staging_bytes = 512 * MiB;
     /*
@@ -64,6 +70,59 @@ void config_defaults(struct config *cfg)
     cfg->max_peers = 1024;
     cfg->max_control_bytes = 64 * MiB;
     cfg->gpu_max_ctas = 32;
+    /*
+     * One peer may hold a share of what is shared (a quarter of the staging
+     * views and of the quarantine's budget, config_peer_staging) so that a
+     * peer whose transfers misbehave or keep failing spends its own share
+     * and the others go on.
+     */
+    cfg->max_peer_xfers = 512;
+    cfg->max_peer_staging = 0;
+    cfg->max_peer_control = 128 * MiB;
+    cfg->min_deadline_ms = 100;
+    cfg->peer_quarantine_bytes = 64 * MiB;
+    cfg->peer_idle_ms = 300000;
+    cfg->max_hellos_per_s = 64;
+    cfg->max_notice_bytes = 16 * MiB;
+}
+
+/*
+ * A quarter of the pool: a peer's views and what its failed transfers left
+ * in the quarantine together stay below the receive half of the pool, so
+ * one peer never holds every receive view. In a small pool, at least two
+ * transfers' windows, so that one failure does not stop the next transfer.
+ */
+uint64_t config_peer_quarantine(const struct config *cfg)
+{
+    return cfg->peer_quarantine_bytes < cfg->quarantine_budget ? cfg->peer_quarantine_bytes
+                                                               : cfg->quarantine_budget;
+}
+
+uint64_t config_peer_staging(const struct config *cfg)
+{
+    uint64_t windows = 2 * cfg->view_bytes * cfg->max_in_flight;
+    uint64_t quarter = cfg->staging_bytes / 4;
+    if (cfg->max_peer_staging != 0)
+        return cfg->max_peer_staging;
+    return quarter > windows ? quarter : windows > cfg->staging_bytes ? cfg->staging_bytes : windows;
+}
+
+static bool config_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-';
+}
+
+bool config_name_ok(const char *name)
+{
+    size_t n = strnlen(name, CONFIG_NAME_MAX);
+
+    if (n == 0 || n >= CONFIG_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!config_name_char(name[i]))
+            return false;
+    return true;
 }
 
 int config_parse_size(const char *text, uint64_t *bytes_p)
@@ -142,6 +201,38 @@ static void config_usage(FILE *out)
 "                             on the loop thread's worker)\n"
 "      --gpu-max-ctas N       CTAs of one gather or scatter kernel, so a transfer leaves\n"
 "                             the GPU to the model (default 32, 1..1024)\n"
+"\n"
+"Trust between daemons (README, \"Security model\"):\n"
+"      --cluster-key PATH     the cluster's secret key, 64 hex digits readable by this user\n"
+"                             alone (default: $CREDENTIALS_DIRECTORY/" CONFIG_KEY_CREDENTIAL " from systemd's\n"
+"                             LoadCredential=, else " CONFIG_KEY_FILE_DEFAULT ", if either exists).\n"
+"                             Without one, remote daemons are refused: only this node's\n"
+"                             ranks are served\n"
+"      --cluster-key-next PATH  a second key, accepted besides the first while a cluster is\n"
+"                             re-keyed node by node\n"
+"      --gen-key PATH         write a fresh cluster key to PATH (mode 0600, never over an\n"
+"                             existing file) and exit\n"
+"      --insecure             also accept daemons that prove nothing (a well-known key):\n"
+"                             for a lab only, logged at warning\n"
+"      --max-peer-xfers N     transfers one remote daemon sends us at once (default 512,\n"
+"                             1..65536)\n"
+"      --max-peer-staging SIZE  staging views held by transfers with one remote daemon, with\n"
+"                             what its failed ones left in the quarantine; past it they wait\n"
+"                             for their own views (default a quarter of --staging-bytes, at\n"
+"                             least two windows of --view-bytes x --max-in-flight)\n"
+"      --max-peer-control SIZE  CONTROL bytes one remote daemon has in flight and held\n"
+"                             (default 128M, at least --max-control-bytes)\n"
+"      --min-deadline-ms MS   a remote daemon's transfer or READ with less time left is\n"
+"                             refused (default 100, 1..60000)\n"
+"      --peer-quarantine-bytes SIZE  quarantined staging the failed transfers of one remote\n"
+"                             daemon may leave before its new ones are refused (default\n"
+"                             64M; never more than --quarantine-budget)\n"
+"      --peer-idle-ms MS      a remote daemon with no link, transfer or rank naming it is\n"
+"                             forgotten after this long (default 300000, 1000..86400000)\n"
+"      --max-hellos-per-s N   handshakes answered per second, all daemons together\n"
+"                             (default 64, 1..100000)\n"
+"      --max-notice-bytes SIZE  notices queued unread for one rank; past it their senders\n"
+"                             get B10_ERR_BUSY (default 16M, 64K..128M)\n"
 "      --check-config         validate the options, print the effective configuration, exit\n"
 "  -h, --help                 this text\n"
 "      --version              the version\n"
@@ -155,6 +246,9 @@ enum {
     OPT_DRAIN_TIMEOUT, OPT_MAX_ADMIN_ROWS,
     OPT_MAX_REGIONS, OPT_MAX_AGENTS, OPT_MAX_XFERS, OPT_MAX_SPANS, OPT_MAX_FRAME, OPT_MAX_PEERS,
     OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_WIRE_LANES, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
+    OPT_CLUSTER_KEY, OPT_CLUSTER_KEY_NEXT, OPT_GEN_KEY, OPT_INSECURE, OPT_MAX_PEER_XFERS,
+    OPT_MAX_PEER_STAGING, OPT_MAX_PEER_CONTROL, OPT_MIN_DEADLINE, OPT_PEER_QUARANTINE,
+    OPT_PEER_IDLE, OPT_MAX_HELLOS, OPT_MAX_NOTICE,
 };
 
 /* A numeric option with its bounds: one table, so that help, parsing and checks agree. */
@@ -193,6 +287,14 @@ static const struct config_num config_nums[] = {
     NUM(OPT_MAX_PEERS, "max-peers", false, 1, 65536, max_peers),
     NUM(OPT_MAX_CONTROL, "max-control-bytes", true, 4 * KiB, GiB, max_control_bytes),
     NUM(OPT_GPU_MAX_CTAS, "gpu-max-ctas", false, 1, 1024, gpu_max_ctas),
+    NUM(OPT_MAX_PEER_XFERS, "max-peer-xfers", false, 1, 65536, max_peer_xfers),
+    NUM(OPT_MAX_PEER_STAGING, "max-peer-staging", true, 0, 1024 * GiB, max_peer_staging),
+    NUM(OPT_MAX_PEER_CONTROL, "max-peer-control", true, 4 * KiB, 16 * GiB, max_peer_control),
+    NUM(OPT_MIN_DEADLINE, "min-deadline-ms", false, 1, 60000, min_deadline_ms),
+    NUM(OPT_PEER_QUARANTINE, "peer-quarantine-bytes", true, 0, 1024 * GiB, peer_quarantine_bytes),
+    NUM(OPT_PEER_IDLE, "peer-idle-ms", false, 1000, 86400000, peer_idle_ms),
+    NUM(OPT_MAX_HELLOS, "max-hellos-per-s", false, 1, 100000, max_hellos_per_s),
+    NUM(OPT_MAX_NOTICE, "max-notice-bytes", true, 64 * KiB, 128 * MiB, max_notice_bytes),
 };
 
 static int config_set_num(struct config *cfg, const struct config_num *num, const char *text)
@@ -245,6 +347,41 @@ static int config_check(const struct config *cfg)
         fprintf(stderr, "b10d: --deadline-ms exceeds --max-deadline-ms\n");
         return -1;
     }
+    if (cfg->min_deadline_ms > cfg->deadline_ms) {
+        fprintf(stderr, "b10d: --min-deadline-ms exceeds --deadline-ms\n");
+        return -1;
+    }
+    if (cfg->max_peer_control < cfg->max_control_bytes) {
+        fprintf(stderr, "b10d: --max-peer-control must be at least --max-control-bytes "
+                        "(one peer could send no CONTROL of the largest size)\n");
+        return -1;
+    }
+    if (config_peer_staging(cfg) < cfg->view_bytes * cfg->max_in_flight ||
+        config_peer_staging(cfg) > cfg->staging_bytes) {
+        fprintf(stderr, "b10d: --max-peer-staging must lie between one transfer's window "
+                        "(--view-bytes x --max-in-flight) and --staging-bytes\n");
+        return -1;
+    }
+    if (cfg->cluster_key_next[0] != '\0' && strcmp(cfg->cluster_key_next, cfg->cluster_key) == 0) {
+        fprintf(stderr, "b10d: --cluster-key-next names the same file as --cluster-key\n");
+        return -1;
+    }
+    if (!config_name_ok(cfg->name)) {
+        fprintf(stderr, "b10d: --name '%s': 1..%d letters, digits, '.', '_' or '-' (other daemons "
+                        "know this daemon by it)\n", cfg->name, CONFIG_NAME_MAX - 1);
+        return -1;
+    }
+    return 0;
+}
+
+/* A path option: 1..255 bytes. */
+static int config_set_path(char *dst, size_t size, const char *opt, const char *text)
+{
+    if (strlen(text) == 0 || strlen(text) >= size) {
+        fprintf(stderr, "b10d: --%s must be 1..%zu bytes\n", opt, size - 1);
+        return -1;
+    }
+    snprintf(dst, size, "%s", text);
     return 0;
 }
 
@@ -279,6 +416,18 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "wire-lanes", required_argument, NULL, OPT_WIRE_LANES },
         { "progress", required_argument, NULL, OPT_PROGRESS },
         { "check-config", no_argument, NULL, OPT_CHECK },
+        { "cluster-key", required_argument, NULL, OPT_CLUSTER_KEY },
+        { "cluster-key-next", required_argument, NULL, OPT_CLUSTER_KEY_NEXT },
+        { "gen-key", required_argument, NULL, OPT_GEN_KEY },
+        { "insecure", no_argument, NULL, OPT_INSECURE },
+        { "max-peer-xfers", required_argument, NULL, OPT_MAX_PEER_XFERS },
+        { "max-peer-staging", required_argument, NULL, OPT_MAX_PEER_STAGING },
+        { "max-peer-control", required_argument, NULL, OPT_MAX_PEER_CONTROL },
+        { "min-deadline-ms", required_argument, NULL, OPT_MIN_DEADLINE },
+        { "peer-quarantine-bytes", required_argument, NULL, OPT_PEER_QUARANTINE },
+        { "peer-idle-ms", required_argument, NULL, OPT_PEER_IDLE },
+        { "max-hellos-per-s", required_argument, NULL, OPT_MAX_HELLOS },
+        { "max-notice-bytes", required_argument, NULL, OPT_MAX_NOTICE },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },
@@ -332,6 +481,22 @@ int config_parse(struct config *cfg, int argc, char **argv)
         case OPT_CHECK:
             check_only = true;
             break;
+        case OPT_CLUSTER_KEY:
+            if (config_set_path(cfg->cluster_key, sizeof(cfg->cluster_key), "cluster-key", optarg) != 0)
+                return -1;
+            break;
+        case OPT_CLUSTER_KEY_NEXT:
+            if (config_set_path(cfg->cluster_key_next, sizeof(cfg->cluster_key_next),
+                                "cluster-key-next", optarg) != 0)
+                return -1;
+            break;
+        case OPT_GEN_KEY:
+            if (config_set_path(cfg->gen_key, sizeof(cfg->gen_key), "gen-key", optarg) != 0)
+                return -1;
+            break;
+        case OPT_INSECURE:
+            cfg->insecure = true;
+            break;
         case 'h':
             config_usage(stdout);
             return 1;
@@ -356,6 +521,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
         fprintf(stderr, "b10d: unexpected argument '%s'; try --help\n", argv[optind]);
         return -1;
     }
+    if (cfg->gen_key[0] != '\0')
+        return 0;   /* main makes the key; the other settings do not matter */
     if (config_check(cfg) != 0)
         return -1;
     if (check_only) {
@@ -370,6 +537,9 @@ void config_print(const struct config *cfg)
     printf("socket %s\nname %s\nucx-err-mode %s\nprogress %s\n", cfg->socket_path, cfg->name,
            cfg->err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none",
            cfg->progress_spin ? "spin" : "event");
+    printf("cluster-key %s\ncluster-key-next %s\ninsecure %s\n",
+           cfg->cluster_key[0] ? cfg->cluster_key : "(default)",
+           cfg->cluster_key_next[0] ? cfg->cluster_key_next : "(none)", cfg->insecure ? "yes" : "no");
     for (size_t i = 0; i < sizeof(config_nums) / sizeof(config_nums[0]); i++) {
         const struct config_num *num = &config_nums[i];
         uint64_t v = num->width == 8 ? *(const uint64_t *)((const char *)cfg + num->offset)

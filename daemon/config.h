@@ -9,6 +9,9 @@
 #include <stdint.h>
 
 #define B10D_SOCKET_DEFAULT "/run/b10d/b10d.sock"
+#define CONFIG_KEY_FILE_DEFAULT "/etc/b10d/cluster.key"
+#define CONFIG_KEY_CREDENTIAL "cluster-key"     /* its name under $CREDENTIALS_DIRECTORY */
+#define CONFIG_NAME_MAX 64                      /* a daemon's name, with its NUL */
 
 enum config_err_mode {
     CONFIG_ERR_MODE_PEER, /* UCX detects peer failure; same-host peers then use tcp */
@@ -17,7 +20,7 @@ enum config_err_mode {
 
 struct config {
     char socket_path[108];          /* sun_path's size */
-    char name[64];                  /* in log lines; default: the host name */
+    char name[CONFIG_NAME_MAX];     /* in log lines and to other daemons; default: the host name */
     int log_level;
     uint64_t staging_bytes;         /* host staging pool, bytes */
     uint64_t view_bytes;            /* one staging view = the largest DATA chunk, bytes */
@@ -43,7 +46,29 @@ struct config {
     uint32_t max_peers;
     uint64_t max_control_bytes;     /* a peer CONTROL message, bytes */
     uint32_t gpu_max_ctas;          /* CTAs of one gather or scatter launch: the GPU stays the model's */
+
+    /* Trust between daemons (auth.h, peer.h). */
+    char cluster_key[256];          /* --cluster-key; "": the credential or /etc/b10d's, if there */
+    char cluster_key_next[256];     /* --cluster-key-next, accepted besides during a rotation */
+    char gen_key[256];              /* --gen-key: write a fresh key here and exit */
+    bool insecure;                  /* --insecure: accept peers that prove nothing (a lab) */
+    uint32_t max_peer_xfers;        /* transfers one peer sends us at once */
+    uint64_t max_peer_staging;      /* views held with one peer, and its quarantine; 0: default */
+    uint64_t max_peer_control;      /* CONTROL bytes one peer has in flight and held */
+    uint32_t min_deadline_ms;       /* a peer's transfer with less time left is refused */
+    uint64_t peer_quarantine_bytes; /* quarantined staging one peer's transfers may leave */
+    uint32_t peer_idle_ms;          /* an unused peer entry goes after this long */
+    uint32_t max_hellos_per_s;      /* handshakes answered, all peers together */
+    uint64_t max_notice_bytes;      /* notices queued for one rank, unread */
 };
+
+/* A daemon's name: 1..63 of letters, digits, '.', '_' and '-'. */
+bool config_name_ok(const char *name);
+
+/* --peer-quarantine-bytes, within --quarantine-budget. */
+uint64_t config_peer_quarantine(const struct config *cfg);
+/* --max-peer-staging, or its default (config.c says which). */
+uint64_t config_peer_staging(const struct config *cfg);
 
 void config_defaults(struct config *cfg);
 

@@ -23,6 +23,7 @@ struct ipc_out {
     uint8_t *buf;
     size_t length;
     size_t done;
+    bool notice;                /* counts in ipc_conn.notices too */
 };
 
 struct ipc_conn {
@@ -35,6 +36,7 @@ struct ipc_conn {
     uint32_t nfds;
     struct list out;            /* struct ipc_out */
     size_t queued;
+    size_t notices;             /* of queued, the bytes of notices (session.c bounds them) */
     int events;
     bool closing;
     bool doomed;                /* to be dropped by the reaper, outside any of its callbacks */
@@ -111,6 +113,8 @@ static int ipc_conn_flush(struct ipc_conn *c)
         if (o->done < o->length)
             continue;
         c->queued -= o->length;
+        if (o->notice)
+            c->notices -= o->length;
         list_remove(&o->node);
         free(o->buf);
         free(o);
@@ -142,7 +146,7 @@ int ipc_conn_take_fd(struct ipc_conn *c)
     return fd;
 }
 
-int ipc_send(struct ipc_conn *c, uint8_t *frame, size_t length)
+static int ipc_queue(struct ipc_conn *c, uint8_t *frame, size_t length, bool notice)
 {
     struct ipc_out *o;
 
@@ -162,12 +166,30 @@ int ipc_send(struct ipc_conn *c, uint8_t *frame, size_t length)
     }
     o->buf = frame;
     o->length = length;
+    o->notice = notice;
     list_insert_tail(&c->out, &o->node);
     c->queued += length;
+    if (notice)
+        c->notices += length;
     return ipc_conn_flush(c);
 drop:
     free(frame);
     return -1;
+}
+
+int ipc_send(struct ipc_conn *c, uint8_t *frame, size_t length)
+{
+    return ipc_queue(c, frame, length, false);
+}
+
+int ipc_send_notice(struct ipc_conn *c, uint8_t *frame, size_t length)
+{
+    return ipc_queue(c, frame, length, true);
+}
+
+size_t ipc_notice_bytes(const struct ipc_conn *c)
+{
+    return c->notices;
 }
 
 /* Keep the descriptors that came with a message, bounded. */

@@ -30,6 +30,9 @@ void ipc_destroy(struct ipc *ipc);
 
 /* Queue a frame to the client; takes ownership of frame. */
 int ipc_send(struct ipc_conn *conn, uint8_t *frame, size_t length);
+/* The same for a notice, whose bytes ipc_notice_bytes() counts until they are written. */
+int ipc_send_notice(struct ipc_conn *conn, uint8_t *frame, size_t length);
+size_t ipc_notice_bytes(const struct ipc_conn *conn);
 /* The oldest descriptor the client sent and no frame took yet, or -1; the caller owns it. */
 int ipc_conn_take_fd(struct ipc_conn *conn);
 /* Drop the connection after what is queued has been written (bounded). */

@@ -1,10 +1,31 @@
 /* main.c — b10d's entry: settings, the daemon, the loop. */
+#include <inttypes.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "b10d.h"
+
+/* b10d --gen-key PATH: one fresh cluster key, for an operator to copy to every node. */
+static int main_gen_key(const char *path)
+{
+    char err[512];
+    uint64_t id;
+
+    if (auth_init() != 0) {
+        fprintf(stderr, "b10d: libsodium could not start\n");
+        return 1;
+    }
+    if (auth_key_generate(path, &id, err, sizeof(err)) != 0) {
+        fprintf(stderr, "b10d: %s\n", err);
+        return 1;
+    }
+    printf("b10d: wrote cluster key %016" PRIx64 " to %s (mode 0600); every daemon of the cluster "
+           "needs a copy\n", id, path);
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -15,6 +36,8 @@ int main(int argc, char **argv)
     int rc = config_parse(&d.cfg, argc, argv);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+    if (d.cfg.gen_key[0] != '\0')
+        return main_gen_key(d.cfg.gen_key);
     log_setup(d.cfg.log_level, d.cfg.name);
     /*
      * The loop handles requests of megabytes back to back (82k spans are

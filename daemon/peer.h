@@ -1,12 +1,35 @@
 /*
- * peer.h — remote daemons, and the links to and from each.
+ * peer.h — remote daemons, the links to and from each, and their share of
+ * this daemon.
  *
- * One endpoint per remote daemon carries both directions. A link is one
- * direction of transfers: ours (out: we opened it with a HELLO and send
- * transfers on it) and theirs (in: they opened it, we receive). Each link
- * has an endpoint generation that is never reused and a fresh tag key. When
- * the endpoint fails, both generations are retired into the quarantine and
- * every transfer on the peer fails; the next use opens a new link.
+ * A peer is known by its stable name (--name on that node), which only a
+ * holder of the cluster key can claim: it comes from an agent descriptor
+ * that opened under a cluster key, or from a handshake that did. Its
+ * daemon id and incarnation name its current boot; a newer boot of the
+ * same name replaces the entry instead of taking another slot, and an
+ * entry with no link, no work and no rank naming it is evicted after
+ * --peer-idle-ms.
+ *
+ * One endpoint per peer carries both directions. A link is one direction
+ * of transfers: ours (out: we opened it with a HELLO and send transfers on
+ * it) and theirs (in: they opened it, we receive). Each has an endpoint
+ * generation that is never reused, and keys derived in its handshake
+ * (auth.h): its tag key and a MAC key for each direction. Every message
+ * on a link is sealed under them; one that does not open is dropped unread
+ * and counted, and never retires the link or fails a transfer.
+ *
+ * The handshake: the opener sends HELLO (sealed under a cluster key, with
+ * a fresh nonce and its worker address); the receiver opens it, answers
+ * HELLO_ACK (sealed under the same key, echoing the opener's nonce, with
+ * its own) and holds the link pending; the opener, having seen the
+ * receiver prove the key, derives the link's keys and counts its link up;
+ * the receiver counts it up at the first message under those keys (a
+ * CONFIRM the opener sends at once, or anything after it), which proves
+ * the opener fresh: a replayed HELLO gets an answer and opens nothing.
+ *
+ * When the endpoint fails, both generations are retired into the
+ * quarantine and every transfer on the peer fails; the next use opens a
+ * new link.
  */
 #ifndef B10D_PEER_H
 #define B10D_PEER_H
@@ -14,12 +37,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "b10d.h"
+#include "hello.h"
 #include "tags.h"
 
 struct wire_ep;
 struct wire_op;
 struct xfer;
+struct ProtobufCMessage;
+struct B10__Peer__Msg;
 
 enum peer_state {
     PEER_DOWN,          /* no outbound link */
@@ -27,45 +54,101 @@ enum peer_state {
     PEER_UP,
 };
 
+/* What one peer sent that this daemon dropped or refused: b10ctl peers and metrics. */
+struct peer_counters {
+    uint64_t unauthenticated;       /* messages that did not open under the link's keys */
+    uint64_t replayed;              /* messages whose counter was seen already */
+    uint64_t refused;               /* transfers, reads, notices refused for its limits */
+    uint64_t links;                 /* links opened with it, either direction */
+};
+
 struct peer {
     struct list node;               /* b10d.peers */
     struct b10d *d;
-    uint64_t daemon_id;
-    uint8_t *address;               /* its UCX worker address */
+    char name[HELLO_NAME_MAX];      /* its stable, authenticated name: the table's key */
+    uint64_t daemon_id;             /* its current boot's id */
+    uint64_t incarnation;           /* when that boot started, ns since the epoch */
+    uint8_t *address;               /* its UCX worker addresses, authenticated */
     size_t address_length;
     struct wire_ep *ep;             /* NULL until first needed, and after a failure */
+    uint32_t refs;                  /* remote agents of local ranks that name it */
+    uint32_t holds;                 /* transfers and asks that point here, until freed */
 
     enum peer_state state;
-    struct tag_link out;            /* our link to it, valid unless PEER_DOWN */
+    struct auth_link out;           /* our link to it: its keys once PEER_UP */
+    const struct auth_key *out_key; /* the cluster key our HELLO went under */
+    uint8_t out_nonce[AUTH_NONCE_BYTES];
+    uint64_t ack_tag;               /* CONNECTING: the HELLO_ACK's tag */
     uint64_t max_chunk;             /* its limits, from HELLO_ACK */
     uint64_t max_control;
     uint64_t max_pieces;
     struct wire_op *ack_op;
-    uint8_t ack_buf[512];
+    uint8_t ack_buf[HELLO_ACK_MAX_BYTES];
     uv_timer_t connect_timer;
     struct list waiting;            /* struct xfer.peer_node: sends waiting for PEER_UP */
 
     bool in_up;
-    struct tag_link in;             /* its link to us */
+    struct auth_link in;            /* its link to us */
     uint64_t in_control_tag;
+
+    /* The last retired link of each direction: their keys answer heartbeats about them. */
+    struct auth_link out_old, in_old;
+    bool out_old_valid, in_old_valid;
 
     uint64_t heard_ms;              /* its last sign of life: a message, DATA, a reply */
     uint64_t answer_ep_ms;          /* when an endpoint was last made only to answer it */
     uint64_t nonces[2];             /* of our last two heartbeats: answers must echo one */
+    uint64_t idle_since_ms;         /* since it had no link, work or rank naming it */
+
+    /* Its share of this daemon, held to the --max-peer-* and --peer-quarantine-bytes bounds. */
+    uint32_t in_xfers;              /* transfers it sends us (and READs we serve it), unfinished */
+    uint64_t views_bytes;           /* staging views our sends to it hold */
+    uint64_t reserved;              /* staging windows its transfers here reserved */
+    uint64_t control_inflight;      /* its control-tag messages being received now */
+    uint64_t control_held;          /* the CONTROLs of its admitted transfers */
+    uint64_t quarantined;           /* staging quarantined by transfers with it (quarantine.c) */
+    struct peer_counters counters;
+    uint64_t refused_log_ms;        /* its refusals log at most once a second */
+    double refusal_tokens;          /* control messages still to be read this second only to */
+    uint64_t refusal_tokens_ms;     /* be refused (peer.c: PEER_REFUSED_READS_PER_S) */
 
     struct list xfers;              /* struct xfer.peer_node: every transfer using the peer */
     struct list asks;               /* struct ask.peer_node: questions waiting or asked */
 };
 
+/* What an agent descriptor says of the daemon behind it, once it opened (session.c). */
+struct peer_desc {
+    const char *name;
+    uint64_t daemon_id;
+    uint64_t incarnation;
+    const uint8_t *address;
+    size_t address_length;
+};
+
 /* The hooks wire.c calls. */
-void peer_on_control(void *arg, uint64_t tag, void *buf, size_t length);
-void peer_on_oversize(void *arg, uint64_t tag, size_t length);
+void *peer_take_control(void *arg, uint64_t tag, size_t length);
+void peer_on_control(void *arg, void *cookie, uint64_t tag, void *buf, size_t length);
 void peer_on_ep_error(void *arg, void *ep_user, b10_status_t status);
 bool peer_on_data(void *arg, uint64_t tag, size_t length);
 
-/* Find the peer of a daemon id, adding it (with its address) if new. */
-b10_status_t peer_get(struct b10d *d, uint64_t daemon_id, const void *address, size_t length,
-                      struct peer **peer_p);
+/* Start and stop the peer room: the keys, the handshake state, the idle sweep. */
+int peer_start(struct b10d *d);
+void peer_stop(struct b10d *d);
+
+/*
+ * The peer an agent descriptor names, added if new. A newer boot of a
+ * known name replaces the entry (the old boot's links retire and its work
+ * fails B10_ERR_PEER_LOST); an older boot is refused while the entry is in
+ * use. Refusals say why in detail.
+ */
+b10_status_t peer_get(struct b10d *d, const struct peer_desc *desc, struct peer **peer_p,
+                      char *detail, size_t detail_len);
+/* A local rank's remote agent names the peer (ref) or no longer does (unref). */
+void peer_ref(struct peer *peer);
+void peer_unref(struct peer *peer);
+/* A transfer or ask points at the peer until it is freed: the entry is not evicted meanwhile. */
+void peer_hold(struct peer *peer);
+void peer_release(struct peer *peer);
 
 /*
  * A sending transfer needs the outbound link. If it is up, returns B10_OK
@@ -84,15 +167,47 @@ b10_status_t peer_ensure_link(struct peer *peer);
 void peer_lost(struct peer *peer, b10_status_t status, const char *detail);
 
 /*
+ * Sealed messages on a link: the one of generation gen, ours or theirs,
+ * live or the last retired of its direction. 0, or -1 when there is no
+ * such link or no endpoint (nothing was sent).
+ */
+int peer_send(struct peer *peer, uint64_t gen, uint64_t tag, const struct ProtobufCMessage *msg);
+/* The same for a message already encoded (an ask keeps its question so). */
+int peer_send_packed(struct peer *peer, uint64_t gen, uint64_t tag, const uint8_t *payload,
+                     size_t length);
+/*
+ * Open what a posted receive took for link gen and decode it. B10_OK and
+ * *msg_p (the caller frees it); B10_ERR_UNAUTHENTICATED when it did not
+ * open under the link's keys or replays an earlier message: dropped unread
+ * and counted, the caller posts its receive again; B10_ERR_PEER_PROTOCOL
+ * when it opened and does not decode.
+ */
+b10_status_t peer_open(struct peer *peer, uint64_t gen, const uint8_t *buf, size_t length,
+                       struct B10__Peer__Msg **msg_p);
+
+/*
+ * A Result for transfer (or ask) id on link gen: a transfer's outcome, a
+ * refusal, an answer. Best effort: the other side's deadline covers a lost one.
+ */
+void peer_send_result(struct peer *peer, uint64_t gen, uint64_t id, b10_status_t status,
+                      const char *detail);
+
+/*
+ * One of the peer's limits refused something (a transfer, a read, a
+ * notice): count it, and log why at most once a second.
+ */
+void peer_refused(struct peer *peer, const char *what, const char *why);
+
+/*
  * Liveness (--peer-timeout-ms T, 0: off). A timer runs every T/4. While a
  * daemon has transfers or questions open on a link with a peer it sends
- * the peer a heartbeat each tick, and a peer it has not heard from for T
- * is given up: its links retire and its work fails, but its endpoint
- * stays (silence is no endpoint failure). A tick 3T/4 late means this
- * daemon itself stalled (SIGSTOP, a frozen host): its peers may have given
- * it up and reported its transfers failed, so it fails its own open
- * transfers with them before any late DATA can land, and asks each peer
- * whether its links still stand.
+ * the peer a heartbeat about each of its links each tick, and a peer it has
+ * not heard from for T is given up: its links retire and its work fails,
+ * but its endpoint stays (silence is no endpoint failure). A tick 3T/4
+ * late means this daemon itself stalled (SIGSTOP, a frozen host): its
+ * peers may have given it up and reported its transfers failed, so it
+ * fails its own open transfers with them before any late DATA can land,
+ * and asks each peer whether its links still stand.
  */
 void peer_liveness_start(struct b10d *d);
 void peer_liveness_stop(struct b10d *d);
@@ -111,15 +226,5 @@ bool peer_liveness_check(struct b10d *d);
 /* Close every peer's endpoint at shutdown; peer_free_all() after the wire is gone. */
 void peer_close_all(struct b10d *d);
 void peer_free_all(struct b10d *d);
-
-/*
- * A Result for transfer (or ask) id on link: a transfer's outcome, a refusal,
- * an answer. Best effort: the other side's deadline covers a lost one.
- */
-void peer_send_result(struct peer *peer, const struct tag_link *link, uint64_t id,
-                      b10_status_t status, const char *detail);
-
-/* Send a small peer message (encoded protobuf) on the peer's endpoint. */
-int peer_send_msg(struct peer *peer, uint64_t tag, const void *msg);
 
 #endif

@@ -94,6 +94,54 @@ static const uint32_t *plan_sort(const struct plan_span *spans, size_t n, bool b
     return order;
 }
 
+struct plan_range {
+    uint64_t start, end;
+};
+
+static int plan_range_cmp(const void *a, const void *b)
+{
+    const struct plan_range *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+bool plan_covers(const struct plan *outer, const struct plan *inner)
+{
+    if (inner->total != outer->total || outer->npieces == 0)
+        return inner->total == outer->total && inner->npieces == 0;
+    struct plan_range *r = malloc(outer->npieces * sizeof(*r));
+    if (r == NULL)
+        return false;
+    for (uint32_t i = 0; i < outer->npieces; i++)
+        r[i] = (struct plan_range){ outer->pieces[i].dst, outer->pieces[i].dst + outer->pieces[i].len };
+    qsort(r, outer->npieces, sizeof(*r), plan_range_cmp);
+    /* Merge what touches: a piece may then span two of outer's that lie side by side. */
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < outer->npieces; i++) {
+        if (n > 0 && r[i].start <= r[n - 1].end) {
+            if (r[i].end > r[n - 1].end)
+                r[n - 1].end = r[i].end;
+        } else {
+            r[n++] = r[i];
+        }
+    }
+    bool ok = true;
+    for (uint32_t i = 0; ok && i < inner->npieces; i++) {
+        uint64_t start = inner->pieces[i].dst, end = start + inner->pieces[i].len;
+        /* The last range that starts at or before this piece. */
+        uint32_t lo = 0, hi = n;
+        while (hi - lo > 1) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (r[mid].start <= start)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        ok = end >= start && r[lo].start <= start && end <= r[lo].end;
+    }
+    free(r);
+    return ok;
+}
+
 void plan_free(struct plan *plan)
 {
     if (plan == NULL)

@@ -10,6 +10,7 @@
 #ifndef B10D_PLAN_H
 #define B10D_PLAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,6 +63,13 @@ b10_status_t plan_decode(const uint8_t *chunk_pieces, size_t chunk_len, const ui
 
 /* Pack the plan again into chunks of at most max_chunk bytes (the peer's views may be smaller). */
 b10_status_t plan_rechunk(struct plan *plan, uint64_t max_chunk);
+
+/*
+ * Does inner write only what outer's destinations hold: the same number of
+ * bytes, each piece inside outer's destination pieces? A write-back that
+ * serves a READ must, or it writes where the reading rank did not ask.
+ */
+bool plan_covers(const struct plan *outer, const struct plan *inner);
 
 void plan_free(struct plan *plan);
 

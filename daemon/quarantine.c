@@ -73,7 +73,7 @@ void quarantine_destroy(struct quarantine *q)
 
 void quarantine_add(struct quarantine *q, enum quarantine_kind kind, uint64_t value,
                     uint64_t size, b10_status_t reason, uint64_t xfer_id, uint64_t peer_id,
-                    struct view *view)
+                    struct view *view, uint64_t *charge)
 {
     struct quarantine_entry *e = calloc(1, sizeof(*e));
     uint64_t now = q->d->now_ms(q->d);
@@ -90,12 +90,14 @@ void quarantine_add(struct quarantine *q, enum quarantine_kind kind, uint64_t va
     *e = (struct quarantine_entry){
         .kind = kind, .size = size, .reason = reason, .xfer_id = xfer_id, .peer_id = peer_id,
         .value = value, .since_ms = now, .expires_ms = now + q->d->cfg.quarantine_ttl_ms,
-        .view = view,
+        .view = view, .charge = kind == QUARANTINE_VIEW ? charge : NULL,
     };
     list_insert_tail(&q->entries, &e->node);
     q->count++;
     if (kind == QUARANTINE_VIEW)
         q->view_bytes += size;
+    if (e->charge != NULL)
+        *e->charge += size;
     log_debug("quarantine: %s %" PRIu64 " of transfer %016" PRIx64 " (%s)",
               quarantine_kind_name(kind), value, xfer_id, b10_status_name(reason));
 }
@@ -115,6 +117,8 @@ void quarantine_sweep(struct quarantine *q)
             continue;
         list_remove(pos);
         q->count--;
+        if (e->charge != NULL)
+            *e->charge -= e->size;
         if (e->view != NULL) {
             q->view_bytes -= e->size;
             log_debug("quarantine: dropped view %" PRIu64 " of transfer %016" PRIx64

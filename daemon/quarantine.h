@@ -35,6 +35,7 @@ struct quarantine_entry {
     uint64_t since_ms;
     uint64_t expires_ms;
     struct view *view;          /* QUARANTINE_VIEW */
+    uint64_t *charge;           /* a view's bytes count here while it sits out (a peer's share) */
 };
 
 struct quarantine;
@@ -43,9 +44,15 @@ int quarantine_create(struct b10d *d, struct quarantine **q_p);
 /* Frees entries; views go back to staging through staging_drop. */
 void quarantine_destroy(struct quarantine *q);
 
+/*
+ * charge, when not NULL, is a counter a view's size is added to now and
+ * taken from when it leaves: how a peer's share of the quarantine is kept
+ * (peer.h). Its owner outlives the entry (a peer with bytes charged is not
+ * evicted).
+ */
 void quarantine_add(struct quarantine *q, enum quarantine_kind kind, uint64_t value,
                     uint64_t size, b10_status_t reason, uint64_t xfer_id, uint64_t peer_id,
-                    struct view *view);
+                    struct view *view, uint64_t *charge);
 
 /* Quarantined staging bytes, against the budget. */
 uint64_t quarantine_bytes(const struct quarantine *q);

@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "auth.h"
 #include "b10.pb-c.h"
 #include "frame.h"
+#include "hello.h"
 #include "ipc.h"
 #include "peer.h"
 #include "wire.h"
@@ -67,8 +69,10 @@ void session_destroy(struct session *s)
     list_for_each_safe(pos, tmp, &s->asks)
         ask_detach(list_entry(pos, struct ask, session_node));
     list_for_each_safe(pos, tmp, &s->agents) {
+        struct remote_agent *a = list_entry(pos, struct remote_agent, node);
         list_remove(pos);
-        free(list_entry(pos, struct remote_agent, node));
+        peer_unref(a->peer);
+        free(a);
     }
     /* Regions stay mapped while copies that touch them finish: they hold references. */
     mem_table_clear(&s->mem);
@@ -127,12 +131,42 @@ void session_notice(struct session *s, const char *from, const uint8_t *data, si
 {
     B10__Notice notice = B10__NOTICE__INIT;
     B10__DaemonMsg msg = B10__DAEMON_MSG__INIT;
+    uint8_t *frame;
+    size_t frame_len;
 
     notice.from_agent = (char *)from;
     notice.message = (ProtobufCBinaryData){ length, (uint8_t *)data };
     msg.body_case = B10__DAEMON_MSG__BODY_NOTICE;
     msg.notice = &notice;
-    session_send(s, &msg);
+    if (s->conn == NULL)
+        return;
+    if (frame_encode(&msg.base, s->d->cfg.max_frame, &frame, &frame_len) != 0) {
+        log_err("client %s: could not encode a notice", s->agent);
+        return;
+    }
+    ipc_send_notice(s->conn, frame, frame_len);
+}
+
+/*
+ * A rank's notices are bounded (--max-notice-bytes): those queued unread on
+ * its socket and those promised to transfers that will land. Past it a new
+ * one is refused to its sender (B10_ERR_BUSY); the rank itself is never
+ * dropped for notices it has not read yet.
+ */
+bool session_notice_room(struct session *s, size_t length)
+{
+    size_t queued = s->conn != NULL ? ipc_notice_bytes(s->conn) : 0;
+    return queued + s->notice_reserved + length <= s->d->cfg.max_notice_bytes;
+}
+
+void session_notice_reserve(struct session *s, size_t length)
+{
+    s->notice_reserved += length;
+}
+
+void session_notice_release(struct session *s, size_t length)
+{
+    s->notice_reserved -= length < s->notice_reserved ? length : s->notice_reserved;
 }
 
 struct remote_agent *session_agent(struct session *s, const char *name)
@@ -208,17 +242,22 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
     s->hello_done = true;
     d->nranks++;
 
+    /* The descriptor, sealed under this daemon's first key: only a key holder can forge one. */
     wire_address(d->wire, &addr, &addr_len);
     B10__AgentDesc desc = B10__AGENT_DESC__INIT;
     desc.version = B10_PEER_PROTOCOL_VERSION;
     desc.name = s->agent;
     desc.daemon_id = d->daemon_id;
     desc.worker_address = (ProtobufCBinaryData){ addr_len, (uint8_t *)addr };
-    size_t desc_len = protobuf_c_message_get_packed_size(&desc.base);
+    desc.daemon_name = d->cfg.name;
+    desc.incarnation = d->incarnation;
+    size_t body_len = protobuf_c_message_get_packed_size(&desc.base);
+    size_t desc_len = AUTH_OVERHEAD + body_len;
     uint8_t *packed = malloc(desc_len);
     if (packed == NULL)
         return -1;
-    protobuf_c_message_pack(&desc.base, packed);
+    protobuf_c_message_pack(&desc.base, packed + AUTH_HEADER_BYTES);
+    auth_seal(&d->keys.keys[0], AUTH_KIND_DESC, d->daemon_id, 0, packed, body_len);
 
     B10__HelloReply hr = B10__HELLO_REPLY__INIT;
     hr.version = B10_PROTOCOL_VERSION;
@@ -262,11 +301,63 @@ static void session_on_register(struct session *s, uint64_t seq, const B10__Regi
               s->agent, id, r->backend->name, r->length, r->addr);
 }
 
+/*
+ * Open an agent descriptor a rank hands us: it must open under a key this
+ * daemon holds before a byte of it is read, for its worker address goes to
+ * UCX. B10_OK and *desc_p (the caller frees it), or the refusal and why.
+ */
+static b10_status_t session_open_desc(struct session *s, const uint8_t *bytes, size_t length,
+                                      B10__AgentDesc **desc_p, char *detail, size_t detail_len)
+{
+    struct b10d *d = s->d;
+    struct auth_header hdr;
+    const struct auth_key *key;
+    const uint8_t *body;
+    size_t body_len;
+    const uint8_t *addrs[1 + WIREADDR_MAX_LANES];
+    size_t lengths[1 + WIREADDR_MAX_LANES];
+
+    if (auth_peek(bytes, length, &hdr) != 0 || hdr.kind != AUTH_KIND_DESC) {
+        snprintf(detail, detail_len, "not a b10 agent descriptor of this version");
+        return B10_ERR_INVALID_ARG;
+    }
+    if ((key = auth_keyring_find(&d->keys, hdr.key_id)) == NULL) {
+        d->stats.descriptors_refused++;
+        if (d->keys.keys[0].kind == AUTH_KEY_LOCAL)
+            snprintf(detail, detail_len, "the descriptor is from another daemon, and this one has "
+                     "no cluster key (--cluster-key): it serves only its own ranks");
+        else
+            snprintf(detail, detail_len, "the descriptor is sealed under key %016" PRIx64 ", which "
+                     "this daemon does not hold", hdr.key_id);
+        return B10_ERR_UNAUTHENTICATED;
+    }
+    if (auth_open(key, AUTH_KIND_DESC, bytes, length, &body, &body_len) != AUTH_OK) {
+        d->stats.descriptors_refused++;
+        snprintf(detail, detail_len, "the descriptor does not authenticate under key %016" PRIx64
+                 " (forged or damaged)", key->id);
+        return B10_ERR_UNAUTHENTICATED;
+    }
+    B10__AgentDesc *desc = b10__agent_desc__unpack(NULL, body_len, body);
+    if (desc == NULL || desc->version != B10_PEER_PROTOCOL_VERSION || desc->daemon_id == 0 ||
+        desc->daemon_id != hdr.sender_id || !config_name_ok(desc->daemon_name) ||
+        desc->incarnation == 0 || desc->worker_address.len == 0 ||
+        desc->worker_address.len > HELLO_MAX_ADDRESS ||
+        wireaddr_unpack(desc->worker_address.data, desc->worker_address.len, addrs, lengths) < 1) {
+        if (desc != NULL)
+            b10__agent_desc__free_unpacked(desc, NULL);
+        snprintf(detail, detail_len, "an authenticated descriptor that is malformed");
+        return B10_ERR_INVALID_ARG;
+    }
+    *desc_p = desc;
+    return B10_OK;
+}
+
 static void session_on_load_agent(struct session *s, uint64_t seq, const B10__LoadAgent *req)
 {
     char detail[256];
     struct peer *peer;
     struct list *pos, *tmp;
+    B10__AgentDesc *desc = NULL;
 
     if (!session_name_ok(req->name)) {
         session_reply(s, seq, B10_ERR_INVALID_ARG, "bad agent name", NULL);
@@ -276,11 +367,12 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
         session_reply(s, seq, B10_ERR_INVALID_ARG, "agent descriptor empty or too large", NULL);
         return;
     }
-    B10__AgentDesc *desc = b10__agent_desc__unpack(NULL, req->desc.len, req->desc.data);
-    if (desc == NULL || desc->version != B10_PEER_PROTOCOL_VERSION || desc->daemon_id == 0 ||
-        desc->worker_address.len == 0) {
-        session_reply(s, seq, B10_ERR_INVALID_ARG, "not a b10 agent descriptor of this version", NULL);
-        goto out;
+    b10_status_t status = session_open_desc(s, req->desc.data, req->desc.len, &desc, detail,
+                                            sizeof(detail));
+    if (status != B10_OK) {
+        log_info("client %s: refused a descriptor for '%.64s': %s", s->agent, req->name, detail);
+        session_reply(s, seq, status, detail, NULL);
+        return;
     }
     if (strcmp(desc->name, req->name) != 0) {
         snprintf(detail, sizeof(detail), "descriptor names agent '%.100s', not '%.100s'", desc->name,
@@ -288,18 +380,23 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
         session_reply(s, seq, B10_ERR_INVALID_ARG, detail, NULL);
         goto out;
     }
-    b10_status_t status = peer_get(s->d, desc->daemon_id, desc->worker_address.data,
-                                   desc->worker_address.len, &peer);
+    struct peer_desc pd = {
+        .name = desc->daemon_name, .daemon_id = desc->daemon_id, .incarnation = desc->incarnation,
+        .address = desc->worker_address.data, .address_length = desc->worker_address.len,
+    };
+    detail[0] = '\0';
+    status = peer_get(s->d, &pd, &peer, detail, sizeof(detail));
     if (status != B10_OK) {
-        session_reply(s, seq, status, status == B10_ERR_TOO_LARGE ? "too many remote daemons (--max-peers)"
-                                                                  : "bad worker address", NULL);
+        session_reply(s, seq, status, detail[0] ? detail : b10_status_str(status), NULL);
         goto out;
     }
     /* Loading a name again replaces it: a restarted remote rank brings a new descriptor. */
     list_for_each_safe(pos, tmp, &s->agents) {
         struct remote_agent *a = list_entry(pos, struct remote_agent, node);
         if (strcmp(a->name, req->name) == 0) {
+            peer_unref(a->peer);
             a->peer = peer;
+            peer_ref(peer);
             session_reply(s, seq, B10_OK, "", NULL);
             goto out;
         }
@@ -315,13 +412,14 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
     }
     snprintf(a->name, sizeof(a->name), "%s", req->name);
     a->peer = peer;
+    peer_ref(peer);
     list_insert_tail(&s->agents, &a->node);
     s->nagents++;
     session_reply(s, seq, B10_OK, "", NULL);
-    log_debug("client %s: remote agent %s on daemon %016" PRIx64, s->agent, a->name, peer->daemon_id);
+    log_debug("client %s: remote agent %s on daemon %s (%016" PRIx64 ")", s->agent, a->name,
+              peer->name, peer->daemon_id);
 out:
-    if (desc != NULL)
-        b10__agent_desc__free_unpacked(desc, NULL);
+    b10__agent_desc__free_unpacked(desc, NULL);
 }
 
 static void session_on_invalidate(struct session *s, uint64_t seq, const B10__InvalidateAgent *req)
@@ -331,6 +429,7 @@ static void session_on_invalidate(struct session *s, uint64_t seq, const B10__In
         struct remote_agent *a = list_entry(pos, struct remote_agent, node);
         if (strcmp(a->name, req->name) == 0) {
             list_remove(pos);
+            peer_unref(a->peer);
             free(a);
             s->nagents--;
             session_reply(s, seq, B10_OK, "", NULL);

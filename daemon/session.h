@@ -39,6 +39,7 @@ struct session {
     uint32_t nxfers;
     struct list targets;            /* receiving transfers writing into its memory */
     struct list asks;               /* struct ask.session_node: questions to remote daemons */
+    size_t notice_reserved;         /* bytes of sync messages promised to landing transfers */
 };
 
 struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid, uid_t uid,
@@ -56,6 +57,14 @@ void session_xfer_done(struct session *s, const struct xfer *x);
 void session_answer(struct session *s, uint64_t seq, b10_status_t status, const char *detail);
 /* A message for this rank from another (Notify, or a transfer's sync message). */
 void session_notice(struct session *s, const char *from, const uint8_t *data, size_t length);
+/*
+ * Room for a notice of length bytes among the rank's queued and promised
+ * ones (--max-notice-bytes)? A transfer that will deliver one reserves it
+ * when admitted and releases it when it lands (just before delivering) or fails.
+ */
+bool session_notice_room(struct session *s, size_t length);
+void session_notice_reserve(struct session *s, size_t length);
+void session_notice_release(struct session *s, size_t length);
 /* The remote agent this rank loaded under name, or NULL. */
 struct remote_agent *session_agent(struct session *s, const char *name);
 

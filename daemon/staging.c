@@ -196,6 +196,11 @@ void staging_drop(struct staging *s, struct view *v)
     staging_wake(s);
 }
 
+void staging_wake_waiters(struct staging *s)
+{
+    staging_wake(s);
+}
+
 void staging_wait(struct staging *s, struct staging_waiter *w)
 {
     list_insert_tail(&s->waiters, &w->node);

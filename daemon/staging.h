@@ -59,6 +59,8 @@ void staging_quarantine(struct staging *s, struct view *v);
 void staging_drop(struct staging *s, struct view *v);
 
 void staging_wait(struct staging *s, struct staging_waiter *w);
+/* Wake the waiters: room came back that no view's return tells of (a peer's share). */
+void staging_wake_waiters(struct staging *s);
 void staging_unwait(struct staging_waiter *w);
 
 uint64_t staging_view_bytes(const struct staging *s);

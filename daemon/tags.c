@@ -5,54 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#include "auth.h"
 
-static inline uint64_t tags_load64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-#define SIPROUND                                                   \
-    do {                                                           \
-        v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32); \
-        v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                     \
-        v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                     \
-        v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32); \
-    } while (0)
-
+/* libsodium's crypto_shorthash is SipHash-2-4 (auth.c holds the one call into libsodium). */
 uint64_t tags_siphash(const uint8_t key[16], const void *data, size_t len)
 {
-    const uint8_t *in = data;
-    uint64_t k0 = tags_load64(key), k1 = tags_load64(key + 8);
-    uint64_t v0 = UINT64_C(0x736f6d6570736575) ^ k0;
-    uint64_t v1 = UINT64_C(0x646f72616e646f6d) ^ k1;
-    uint64_t v2 = UINT64_C(0x6c7967656e657261) ^ k0;
-    uint64_t v3 = UINT64_C(0x7465646279746573) ^ k1;
-    uint64_t b = (uint64_t)len << 56;
-    size_t full = len - len % 8;
-
-    for (size_t i = 0; i < full; i += 8) {
-        uint64_t m = tags_load64(in + i);
-        v3 ^= m;
-        SIPROUND;
-        SIPROUND;
-        v0 ^= m;
-    }
-    for (size_t i = 0; i < len % 8; i++)
-        b |= (uint64_t)in[full + i] << (8 * i);
-    v3 ^= b;
-    SIPROUND;
-    SIPROUND;
-    v0 ^= b;
-    v2 ^= 0xff;
-    SIPROUND;
-    SIPROUND;
-    SIPROUND;
-    SIPROUND;
-    return v0 ^ v1 ^ v2 ^ v3;
+    return auth_shorthash(key, data, len);
 }
 
 uint64_t tags_derive(const struct tag_link *link, uint64_t xfer_id, uint32_t chunk,

@@ -3,10 +3,10 @@
  * receives from ever sharing one.
  *
  * A tag is a keyed 64-bit hash (SipHash-2-4) over (pair domain, endpoint
- * generation, transfer id, chunk index, kind). The key is 16 random bytes
- * chosen by the sending daemon for each link and carried in its HELLO, so
- * both ends derive the same tags and nothing outside the link can predict
- * them. Bit 63 splits the space: set for the control class (HELLO and
+ * generation, transfer id, chunk index, kind). The key is derived for each
+ * link from the cluster key and both daemons' fresh nonces (auth.h) and is
+ * never sent, so both ends derive the same tags and nothing outside the
+ * link can predict them. Bit 63 splits the space: set for the control class (HELLO and
  * CONTROL, which the receiver probes for), clear for everything else.
  *
  * Every tag is registered before a receive is posted for it. A tag already
@@ -47,7 +47,7 @@ struct tag_link {
 uint64_t tags_derive(const struct tag_link *link, uint64_t xfer_id, uint32_t chunk,
                      enum tag_kind kind);
 
-/* SipHash-2-4 of len bytes under a 16-byte key. */
+/* SipHash-2-4 of len bytes under a 16-byte key (libsodium's crypto_shorthash). */
 uint64_t tags_siphash(const uint8_t key[16], const void *data, size_t len);
 
 struct tags;

@@ -36,7 +36,6 @@ struct wire_ep {
 struct wire {
     struct b10d *d;
     struct wire_hooks hooks;
-    uint64_t max_control;
     ucp_context_h context;
     ucp_worker_h worker;
     ucp_address_t *address;
@@ -114,11 +113,13 @@ static void wire_deliver(struct wire *wire)
         if (op->status != UCS_OK && op->status != UCS_ERR_CANCELED)
             log_debug("ucx operation failed: %s", ucs_status_string(op->status));
         if (op->kind == WIRE_OP_CONTROL) {
-            if (op->status == UCS_OK && op->length <= wire->max_control) {
-                wire->hooks.on_control(wire->hooks.arg, op->tag, op->owned, op->length);
+            if (op->status == UCS_OK && op->length == op->claimed) {
+                wire->hooks.on_control(wire->hooks.arg, op->cookie, op->tag, op->owned, op->length);
                 op->owned = NULL;
-            } else if (op->status != UCS_ERR_MESSAGE_TRUNCATED) {
+            } else {
                 log_warning("control message lost: %s", ucs_status_string(op->status));
+                wire->hooks.on_control(wire->hooks.arg, op->cookie, op->probed_tag, NULL,
+                                       op->claimed);
             }
         } else if (op->cb != NULL) {
             op->cb(op->arg, wire_status(op->status), op->length);
@@ -184,7 +185,36 @@ static ucs_status_ptr_t wire_msg_recv(struct wire *wire, ucp_tag_message_h msg, 
     return ucp_tag_msg_recv_nbx(wire->worker, buf, take, msg, &param);
 }
 
-/* Take every control-class message waiting in the worker. */
+/* Take a probed message into 64 bytes of scratch, which UCX truncates: dropped unread. */
+static void wire_drop(struct wire *wire, ucp_tag_message_h msg, uint64_t tag)
+{
+    ucp_tag_recv_info_t info;
+    void *buf = malloc(64);
+    struct wire_op *op = buf != NULL ? wire_op_new(wire, WIRE_OP_STRAY, NULL, NULL, buf) : NULL;
+
+    if (op == NULL) {
+        /* Received nowhere it stays in UCX; the next probe sees it again. */
+        log_err("no memory to drop a message");
+        free(buf);
+        return;
+    }
+    list_insert_tail(&wire->strays, &op->node);
+    ucs_status_ptr_t sp = wire_msg_recv(wire, msg, buf, 64, op, &info);
+    if (UCS_PTR_IS_ERR(sp)) {
+        /* Truncated at once (an eager message): dropped, which is the point. */
+        list_remove(&op->node);
+        free(buf);
+        free(op);
+        return;
+    }
+    wire_posted(wire, op, sp, 0, tag, NULL);
+}
+
+/*
+ * Take every control-class message waiting in the worker. Its size and tag
+ * are the sender's claims: the hooks say whether to take it at all, before
+ * anything is allocated for it.
+ */
 static void wire_probe(struct wire *wire)
 {
     ucp_tag_recv_info_t info;
@@ -192,31 +222,30 @@ static void wire_probe(struct wire *wire)
 
     while ((msg = ucp_tag_probe_nb(wire->worker, TAG_CLASS_CONTROL, TAG_CLASS_CONTROL, 1,
                                    &info)) != NULL) {
-        /*
-         * The size is the peer's claim: bound it before allocating. An
-         * oversize message is received into a small buffer, which UCX
-         * truncates, and dropped.
-         */
-        bool oversize = info.length > wire->max_control;
-        size_t take = oversize ? 64 : info.length;
-        void *buf = malloc(take ? take : 1);
-        struct wire_op *op = buf != NULL ? wire_op_new(wire, WIRE_OP_CONTROL, NULL, NULL, buf) : NULL;
-        if (op == NULL) {
-            log_err("no memory for a %zu-byte control message", info.length);
-            free(buf);
-            buf = malloc(64);
-            op = buf != NULL ? wire_op_new(wire, WIRE_OP_CONTROL, NULL, NULL, buf) : NULL;
-            if (op == NULL)
-                return;   /* leave it; the next progress tries again */
-            take = 64;
-            oversize = true;
-        }
-        if (oversize)
-            wire->hooks.on_oversize(wire->hooks.arg, info.sender_tag, info.length);
         uint64_t tag = info.sender_tag;
         size_t length = info.length;
-        ucs_status_ptr_t sp = wire_msg_recv(wire, msg, buf, take, op, &info);
-        wire_posted(wire, op, sp, length, tag, NULL);
+        void *cookie = wire->hooks.take_control(wire->hooks.arg, tag, length);
+        if (cookie == NULL) {
+            wire_drop(wire, msg, tag);
+            continue;
+        }
+        void *buf = malloc(length ? length : 1);
+        struct wire_op *op = buf != NULL ? wire_op_new(wire, WIRE_OP_CONTROL, NULL, NULL, buf) : NULL;
+        if (op == NULL) {
+            log_err("no memory for a %zu-byte control message: dropped", length);
+            free(buf);
+            wire->hooks.on_control(wire->hooks.arg, cookie, tag, NULL, length);
+            wire_drop(wire, msg, tag);
+            continue;
+        }
+        op->cookie = cookie;
+        op->claimed = length;
+        op->probed_tag = tag;
+        ucs_status_ptr_t sp = wire_msg_recv(wire, msg, buf, length, op, &info);
+        if (wire_posted(wire, op, sp, length, tag, NULL) != 0) {
+            free(buf);
+            wire->hooks.on_control(wire->hooks.arg, cookie, tag, NULL, length);
+        }
     }
 }
 
@@ -242,23 +271,7 @@ static void wire_probe_stray(struct wire *wire)
         if (msg == NULL)
             return;
         /* Truncated into 64 bytes: UCX completes it (and a rendezvous sender) with an error. */
-        void *buf = malloc(64);
-        struct wire_op *op = buf != NULL ? wire_op_new(wire, WIRE_OP_STRAY, NULL, NULL, buf) : NULL;
-        if (op == NULL) {
-            free(buf);
-            return;
-        }
-        uint64_t tag = info.sender_tag;
-        list_insert_tail(&wire->strays, &op->node);
-        ucs_status_ptr_t sp = wire_msg_recv(wire, msg, buf, 64, op, &info);
-        if (UCS_PTR_IS_ERR(sp)) {
-            /* Truncated at once (an eager message): dropped, which is the point. */
-            list_remove(&op->node);
-            free(buf);
-            free(op);
-            continue;
-        }
-        wire_posted(wire, op, sp, 0, tag, NULL);
+        wire_drop(wire, msg, info.sender_tag);
     }
 }
 
@@ -418,8 +431,7 @@ static int wire_pack_address(struct wire *wire)
     return 0;
 }
 
-int wire_create(struct b10d *d, const struct wire_hooks *hooks, uint64_t max_control,
-                struct wire **wire_p)
+int wire_create(struct b10d *d, const struct wire_hooks *hooks, struct wire **wire_p)
 {
     ucp_config_t *config = NULL;
     ucs_status_t st;
@@ -429,7 +441,6 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, uint64_t max_con
         return -ENOMEM;
     wire->d = d;
     wire->hooks = *hooks;
-    wire->max_control = max_control;
     list_init(&wire->completed);
     list_init(&wire->strays);
 
@@ -584,7 +595,14 @@ static void wire_on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
     struct wire_ep *wep = arg;
 
     log_warning("endpoint error: %s", ucs_status_string(st));
-    wep->wire->hooks.on_ep_error(wep->wire->hooks.arg, wep->user, wire_status(st));
+    /* Its owner closed it already and may be gone: nobody to tell. */
+    if (!wep->closed)
+        wep->wire->hooks.on_ep_error(wep->wire->hooks.arg, wep->user, wire_status(st));
+}
+
+void wire_ep_set_user(struct wire_ep *wep, void *user)
+{
+    wep->user = user;
 }
 
 /* Read the lanes' transports from UCX's own description of the endpoint. */

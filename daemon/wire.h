@@ -39,10 +39,19 @@ typedef void wire_done_cb(void *arg, b10_status_t status, size_t length);
 
 struct wire_hooks {
     void *arg;
-    /* A control-class message arrived (tag has TAG_CLASS_CONTROL); buf is the callee's to free. */
-    void (*on_control)(void *arg, uint64_t tag, void *buf, size_t length);
-    /* A control-class message was dropped unread: larger than max_control bytes. */
-    void (*on_oversize)(void *arg, uint64_t tag, size_t length);
+    /*
+     * A control-class message waits (its tag has TAG_CLASS_CONTROL) and
+     * claims length bytes: return a cookie to take it, NULL to have it
+     * dropped unread. Nothing is allocated for it before this says yes, so
+     * the callee bounds what a peer can make this daemon hold.
+     */
+    void *(*take_control)(void *arg, uint64_t tag, size_t length);
+    /*
+     * A message take_control took, with its cookie: buf is the callee's to
+     * free, or NULL when the receive failed (length is then the claimed one,
+     * so that whatever take_control charged can be given back).
+     */
+    void (*on_control)(void *arg, void *cookie, uint64_t tag, void *buf, size_t length);
     /* UCX reported an endpoint failed; close it with wire_ep_close(). */
     void (*on_ep_error)(void *arg, void *ep_user, b10_status_t status);
     /*
@@ -54,8 +63,7 @@ struct wire_hooks {
     bool (*on_data)(void *arg, uint64_t tag, size_t length);
 };
 
-int wire_create(struct b10d *d, const struct wire_hooks *hooks, uint64_t max_control,
-                struct wire **wire_p);
+int wire_create(struct b10d *d, const struct wire_hooks *hooks, struct wire **wire_p);
 /* Close every endpoint, cancel what is posted, and wait (bounded) for it to settle. */
 void wire_destroy(struct wire *wire);
 
@@ -69,6 +77,8 @@ int wire_ep_create(struct wire *wire, const void *addr, size_t length, void *use
  * the memory they touch stays the caller's problem until they do.
  */
 void wire_ep_close(struct wire_ep *ep);
+/* The owner that on_ep_error names changes (an endpoint made for a handshake joins its peer). */
+void wire_ep_set_user(struct wire_ep *ep, void *user);
 /* The transports of the endpoint's lanes, e.g. "tcp/lo" or "sysv/memory cma/memory". */
 const char *wire_ep_transports(struct wire_ep *ep);
 /* Data lanes shared with the peer (0: bulk data goes with everything else). */

@@ -55,6 +55,9 @@ struct wire_op {
     wire_done_cb *cb;
     void *arg;
     void *owned;                /* freed after delivery */
+    void *cookie;               /* CONTROL: what take_control answered, for on_control */
+    size_t claimed;             /* CONTROL: the length the probe saw */
+    uint64_t probed_tag;        /* CONTROL: the tag the probe saw (tag is set on success only) */
 };
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "b10.pb-c.h"
 #include "copy.h"
 #include "frame.h"
@@ -30,6 +31,7 @@ const char *xfer_state_name(enum xfer_state state)
     switch (state) {
     case XFER_WAIT_LINK: return "wait-link";
     case XFER_WAIT_READY: return "wait-ready";
+    case XFER_QUEUED: return "queued";
     case XFER_RUNNING: return "running";
     case XFER_DONE: return "done";
     }
@@ -93,6 +95,8 @@ static void xfer_pipe_describe(const struct xfer *x, char *out, size_t size)
 static void xfer_on_timer_closed(uv_handle_t *handle)
 {
     struct xfer *x = handle->data;
+    if (x->peer != NULL)
+        peer_release(x->peer);
     plan_free(x->plan);
     free(x->slots);
     free(x->sync);
@@ -116,6 +120,7 @@ static void xfer_on_deadline(uv_timer_t *timer)
     const char *where = x->state == XFER_WAIT_LINK    ? "for the link to the remote daemon"
                         : x->role == XFER_READ        ? "for the remote daemon to write back"
                         : x->state == XFER_WAIT_READY ? "for READY"
+                        : x->state == XFER_QUEUED     ? "in the queue for its peer's staging share"
                         : x->role == XFER_SEND        ? "for DATA to be sent and RESULT"
                                                       : "for DATA";
     xfer_fail(x, B10_ERR_DEADLINE, "deadline of %" PRIu64 " ms expired waiting %s (%u of %u chunks %s)",
@@ -207,6 +212,20 @@ static void xfer_detach(struct xfer *x)
     x->d->nxfers--;
     if (x->session != NULL && x->role != XFER_RECV)
         x->session->nxfers--;
+    if (x->admitted) {
+        x->peer->in_xfers--;
+        x->peer->control_held -= x->control_bytes;
+        x->admitted = false;
+    }
+    if (x->reserve_held) {
+        /* Room in the peer's share: a transfer queued behind this one may begin. */
+        x->peer->reserved -= x->reserve_bytes;
+        x->reserve_held = false;
+        staging_wake_waiters(x->d->staging);
+    }
+    if (x->notice_reserved > 0 && x->session != NULL)
+        session_notice_release(x->session, x->notice_reserved);
+    x->notice_reserved = 0;
 }
 
 static void xfer_cancel_posted(struct xfer *x)
@@ -218,13 +237,42 @@ static void xfer_cancel_posted(struct xfer *x)
 
 static void xfer_send_peer(struct xfer *x, enum tag_kind kind, B10__Peer__Msg *msg)
 {
-    if (x->peer->ep == NULL || peer_send_msg(x->peer, tags_derive(&x->link, x->id, 0, kind), msg) != 0)
+    if (peer_send(x->peer, x->link.gen, tags_derive(&x->link, x->id, 0, kind), &msg->base) != 0)
         log_debug("transfer %016" PRIx64 ": could not send a message to the peer", x->id);
 }
 
 static void xfer_send_result(struct xfer *x, b10_status_t status, const char *detail)
 {
-    peer_send_result(x->peer, &x->link, x->id, status, detail);
+    peer_send_result(x->peer, x->link.gen, x->id, status, detail);
+}
+
+/*
+ * The views a transfer holds count against its peer's staging share
+ * (--max-peer-staging), with what the peer's failed transfers left in the
+ * quarantine: one peer whose transfers stall or keep failing runs out of
+ * views of its own, and the others go on. A sender counts views as it takes
+ * them (and waits past the share); a receiver reserves its whole window
+ * before it begins (xfer_recv_begin).
+ */
+static bool xfer_view_room(const struct xfer *x)
+{
+    const struct b10d *d = x->d;
+    return x->role != XFER_SEND || x->peer == NULL ||
+           x->peer->views_bytes + x->peer->quarantined + staging_view_bytes(d->staging) <=
+               config_peer_staging(&d->cfg);
+}
+
+/* A sender's views count against its peer as it takes them; a receiver's were reserved. */
+static void xfer_view_count(struct xfer *x, const struct view *view)
+{
+    if (x->role == XFER_SEND && x->peer != NULL)
+        x->peer->views_bytes += view->bytes;
+}
+
+static void xfer_view_uncount(struct xfer *x, const struct view *view)
+{
+    if (x->role == XFER_SEND && x->peer != NULL)
+        x->peer->views_bytes -= view->bytes;
 }
 
 /* Success: every byte landed (R), or the receiver said so (S). */
@@ -281,7 +329,7 @@ static void xfer_finish(struct xfer *x)
 /* A write-back that failed tells the reading daemon, on the link the READ came by. */
 static void xfer_tell_reader(struct xfer *x, b10_status_t status, const char *detail)
 {
-    peer_send_result(x->peer, &x->read_link, x->read_id, status, detail);
+    peer_send_result(x->peer, x->read_link.gen, x->read_id, status, detail);
 }
 
 void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
@@ -319,16 +367,18 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
          * to come can release its hold.
          */
         quarantine_add(d->quarantine, QUARANTINE_VIEW, slot->view->id, slot->view->bytes, status,
-                       x->id, x->peer ? x->peer->daemon_id : 0, slot->view);
+                       x->id, x->peer ? x->peer->daemon_id : 0, slot->view,
+                       x->peer ? &x->peer->quarantined : NULL);
+        xfer_view_uncount(x, slot->view);
     }
     if (x->tags_registered) {
         uint32_t ntags = x->role == XFER_READ ? 1 : x->role == XFER_SEND ? 2 : x->plan->nchunks + 1;
         xfer_for_each_tag(x, xfer_tag_quarantine);
         quarantine_add(d->quarantine, QUARANTINE_TAGS, x->id, ntags, status, x->id,
-                       x->peer ? x->peer->daemon_id : 0, NULL);
+                       x->peer ? x->peer->daemon_id : 0, NULL, NULL);
     }
     quarantine_add(d->quarantine, QUARANTINE_XFER_ID, x->id, 0, status, x->id,
-                   x->peer ? x->peer->daemon_id : 0, NULL);
+                   x->peer ? x->peer->daemon_id : 0, NULL, NULL);
 
     /* Tell the other side, unless it told us or cannot hear. */
     bool peer_silent = status == B10_ERR_PEER_LOST || status == B10_ERR_PEER_UNREACHABLE ||
@@ -404,6 +454,7 @@ static void xfer_slot_release(struct xfer_slot *slot)
     struct view *view = slot->view;
     slot->busy = false;
     slot->view = NULL;
+    xfer_view_uncount(slot->x, view);
     staging_put(slot->x->d->staging, view);
 }
 
@@ -484,11 +535,15 @@ static b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_do
 static void xfer_send_pump(struct xfer *x);
 static void xfer_recv_pump(struct xfer *x);
 
+static void xfer_recv_begin(struct xfer *x);
+
 static void xfer_on_view_free(struct staging_waiter *w)
 {
     struct xfer *x = list_entry(w, struct xfer, waiter);
     x->waiting = false;
-    if (x->role == XFER_SEND)
+    if (x->state == XFER_QUEUED)
+        xfer_recv_begin(x);
+    else if (x->role == XFER_SEND)
         xfer_send_pump(x);
     else
         xfer_recv_pump(x);
@@ -554,11 +609,12 @@ static void xfer_send_pump(struct xfer *x)
         struct xfer_slot *slot = xfer_free_slot(x);
         if (slot == NULL)
             return;
-        struct view *view = staging_get(x->d->staging, VIEW_SEND);
+        struct view *view = xfer_view_room(x) ? staging_get(x->d->staging, VIEW_SEND) : NULL;
         if (view == NULL) {
             xfer_wait_for_view(x);
             return;
         }
+        xfer_view_count(x, view);
         *slot = (struct xfer_slot){ .x = x, .busy = true, .chunk = x->next_chunk++, .view = view };
         b10_status_t status = xfer_copy_chunk(slot, true, xfer_on_gathered);
         if (status != B10_OK) {
@@ -570,19 +626,31 @@ static void xfer_send_pump(struct xfer *x)
     }
 }
 
+/*
+ * Open a reply (READY, RESULT, CANCEL) under the transfer's link: B10_OK;
+ * B10_ERR_UNAUTHENTICATED when it did not open (dropped and counted; the
+ * caller posts its receive again, for the real one); B10_ERR_PEER_PROTOCOL
+ * when it opened and is not what was awaited.
+ */
 static b10_status_t xfer_decode_reply(struct xfer *x, const uint8_t *buf, size_t length,
                                       B10__Peer__Msg__BodyCase want, B10__Peer__Msg **msg_p)
 {
-    B10__Peer__Msg *msg = b10__peer__msg__unpack(NULL, length, buf);
-    if (msg == NULL || msg->body_case != want) {
-        if (msg != NULL)
-            b10__peer__msg__free_unpacked(msg, NULL);
+    B10__Peer__Msg *msg;
+    b10_status_t status = peer_open(x->peer, x->link.gen, buf, length, &msg);
+
+    if (status != B10_OK)
+        return status;
+    if (msg->body_case != want) {
+        b10__peer__msg__free_unpacked(msg, NULL);
         x->d->stats.peer_protocol_errors++;
         return B10_ERR_PEER_PROTOCOL;
     }
     *msg_p = msg;
     return B10_OK;
 }
+
+static bool xfer_post_reply(struct xfer *x, uint64_t tag, uint8_t *buf, size_t length,
+                            wire_done_cb *cb, struct wire_op **op_p, const char *what);
 
 static void xfer_on_ready(void *arg, b10_status_t status, size_t length)
 {
@@ -601,7 +669,13 @@ static void xfer_on_ready(void *arg, b10_status_t status, size_t length)
         xfer_fail(x, status, "waiting for READY: %s", b10_status_str(status));
         return;
     }
-    if (xfer_decode_reply(x, x->ready_buf, length, B10__PEER__MSG__BODY_READY, &msg) != B10_OK) {
+    b10_status_t decoded = xfer_decode_reply(x, x->ready_buf, length, B10__PEER__MSG__BODY_READY, &msg);
+    if (decoded == B10_ERR_UNAUTHENTICATED) {
+        xfer_post_reply(x, tags_derive(&x->link, x->id, 0, TAG_KIND_READY), x->ready_buf,
+                        sizeof(x->ready_buf), xfer_on_ready, &x->ready_op, "READY");
+        return;
+    }
+    if (decoded != B10_OK) {
         xfer_fail(x, B10_ERR_PEER_PROTOCOL, "malformed READY");
         return;
     }
@@ -638,7 +712,14 @@ static void xfer_on_result(void *arg, b10_status_t status, size_t length)
         xfer_fail(x, status, "waiting for RESULT: %s", b10_status_str(status));
         return;
     }
-    if (xfer_decode_reply(x, x->result_buf, length, B10__PEER__MSG__BODY_RESULT, &msg) != B10_OK) {
+    b10_status_t decoded = xfer_decode_reply(x, x->result_buf, length, B10__PEER__MSG__BODY_RESULT,
+                                             &msg);
+    if (decoded == B10_ERR_UNAUTHENTICATED) {
+        xfer_post_reply(x, tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT), x->result_buf,
+                        sizeof(x->result_buf), xfer_on_result, &x->result_op, "RESULT");
+        return;
+    }
+    if (decoded != B10_OK) {
         xfer_fail(x, B10_ERR_PEER_PROTOCOL, "malformed RESULT");
         return;
     }
@@ -682,7 +763,7 @@ static void xfer_read_link_up(struct xfer *x)
     struct b10d *d = x->d;
     size_t table = x->read_spans_length / 2;
 
-    x->link = x->peer->out;
+    x->link = x->peer->out.tags;
     uint64_t result_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT);
     int rc = tags_register(d->tags, result_tag, x);
     if (rc != 0) {
@@ -705,11 +786,11 @@ static void xfer_read_link_up(struct xfer *x)
     B10__Peer__Msg msg = B10__PEER__MSG__INIT;
     msg.body_case = B10__PEER__MSG__BODY_READ;
     msg.read = &rr;
-    if (protobuf_c_message_get_packed_size(&msg.base) > x->peer->max_control) {
+    if (AUTH_OVERHEAD + protobuf_c_message_get_packed_size(&msg.base) > x->peer->max_control) {
         xfer_fail(x, B10_ERR_TOO_LARGE, "the READ request exceeds the remote daemon's limit");
         return;
     }
-    if (peer_send_msg(x->peer, tags_derive(&x->link, 0, 0, TAG_KIND_CONTROL), &msg) != 0) {
+    if (peer_send(x->peer, x->link.gen, tags_derive(&x->link, 0, 0, TAG_KIND_CONTROL), &msg.base) != 0) {
         xfer_fail(x, B10_ERR_PEER_LOST, "sending the READ request failed");
         return;
     }
@@ -728,7 +809,7 @@ void xfer_link_up(struct xfer *x)
         xfer_read_link_up(x);
         return;
     }
-    x->link = peer->out;
+    x->link = peer->out.tags;
     if (peer->max_chunk < x->plan->chunks[0].bytes || peer->max_chunk < staging_view_bytes(d->staging)) {
         if (peer->max_chunk == 0 || plan_rechunk(x->plan, peer->max_chunk) != B10_OK) {
             xfer_fail(x, B10_ERR_NO_MEMORY, "cannot re-chunk for the peer's %" PRIu64 "-byte views",
@@ -782,13 +863,13 @@ void xfer_link_up(struct xfer *x)
     B10__Peer__Msg msg = B10__PEER__MSG__INIT;
     msg.body_case = B10__PEER__MSG__BODY_CONTROL;
     msg.control = &control;
-    size_t length = protobuf_c_message_get_packed_size(&msg.base);
+    size_t length = AUTH_OVERHEAD + protobuf_c_message_get_packed_size(&msg.base);
     if (length > peer->max_control) {
         xfer_fail(x, B10_ERR_TOO_LARGE, "CONTROL of %zu bytes exceeds the remote daemon's limit "
                   "of %" PRIu64, length, peer->max_control);
         goto out;
     }
-    if (peer_send_msg(peer, tags_derive(&x->link, 0, 0, TAG_KIND_CONTROL), &msg) != 0) {
+    if (peer_send(peer, x->link.gen, tags_derive(&x->link, 0, 0, TAG_KIND_CONTROL), &msg.base) != 0) {
         xfer_fail(x, B10_ERR_PEER_LOST, "sending CONTROL failed");
         goto out;
     }
@@ -924,6 +1005,12 @@ static b10_status_t xfer_new_local(struct session *s, struct peer *peer, const c
     if ((status = xfer_admit_limits(s, count, detail, detail_len)) != B10_OK ||
         (status = xfer_check_local(s, local, count, detail, detail_len)) != B10_OK)
         return status;
+    if (peer->quarantined > config_peer_quarantine(&d->cfg)) {
+        snprintf(detail, detail_len, "transfers with daemon %s left %" PRIu64 " bytes of staging "
+                 "in the quarantine (--peer-quarantine-bytes %" PRIu64 ")", peer->name,
+                 peer->quarantined, config_peer_quarantine(&d->cfg));
+        return B10_ERR_STAGING_EXHAUSTED;
+    }
     status = plan_build(src_spans, dst_spans, count, staging_view_bytes(d->staging), &plan, detail,
                         detail_len);
     if (status != B10_OK)
@@ -937,6 +1024,7 @@ static b10_status_t xfer_new_local(struct session *s, struct peer *peer, const c
     x->plan_ms = (double)(uv_hrtime() - checked_from) / 1e6;
     x->session = s;
     x->peer = peer;
+    peer_hold(peer);
     x->state = XFER_WAIT_LINK;
     snprintf(x->local_agent, sizeof(x->local_agent), "%s", s->agent);
     snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", remote_agent);
@@ -1088,11 +1176,12 @@ static void xfer_recv_pump(struct xfer *x)
         struct xfer_slot *slot = xfer_free_slot(x);
         if (slot == NULL)
             return;
-        struct view *view = staging_get(x->d->staging, VIEW_RECV);
+        struct view *view = xfer_view_room(x) ? staging_get(x->d->staging, VIEW_RECV) : NULL;
         if (view == NULL) {
             xfer_wait_for_view(x);
             return;
         }
+        xfer_view_count(x, view);
         *slot = (struct xfer_slot){ .x = x, .busy = true, .chunk = x->next_chunk++, .view = view };
         uint64_t tag = tags_derive(&x->link, x->id, slot->chunk, TAG_KIND_DATA);
         /* The chunk index picks the data lane, as it does at the sender. */
@@ -1114,6 +1203,51 @@ static void xfer_recv_pump(struct xfer *x)
     }
 }
 
+/*
+ * R: a transfer's window of views (--max-in-flight of them, or as many as
+ * it has chunks) is reserved in its peer's share (--max-peer-staging) before
+ * it posts a receive or says READY; one that does not fit waits, queued, for
+ * the peer's earlier transfers to give room back. A sender therefore sends
+ * DATA only for transfers whose receives are sure to be posted, and holds
+ * its own views for nothing else: no two daemons can hold each other's
+ * views waiting on each other.
+ */
+static void xfer_recv_begin(struct xfer *x)
+{
+    struct peer *peer = x->peer;
+    uint64_t share = config_peer_staging(&x->d->cfg);
+
+    if (peer->quarantined + x->reserve_bytes > share) {
+        /* Its own transfers' return cannot make room, only the quarantine's TTL: fail fast. */
+        peer_refused(peer, "a transfer", "the staging its failed transfers left in the quarantine "
+                     "leaves no room in its share (--max-peer-staging)");
+        xfer_fail(x, B10_ERR_STAGING_EXHAUSTED, "%" PRIu64 " bytes of staging are quarantined for "
+                  "the sending daemon's failed transfers: no room for a window of %" PRIu64
+                  " in its share of %" PRIu64 " (--max-peer-staging)", peer->quarantined,
+                  x->reserve_bytes, share);
+        return;
+    }
+    if (peer->reserved + peer->quarantined + x->reserve_bytes > share) {
+        x->state = XFER_QUEUED;
+        xfer_wait_for_view(x);
+        return;
+    }
+    peer->reserved += x->reserve_bytes;
+    x->reserve_held = true;
+    x->state = XFER_RUNNING;
+    xfer_pipe_start(x);
+    xfer_recv_pump(x);
+    if (x->state == XFER_DONE)
+        return;
+
+    B10__Peer__Ready ready = B10__PEER__READY__INIT;
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    ready.xfer_id = x->id;
+    msg.body_case = B10__PEER__MSG__BODY_READY;
+    msg.ready = &ready;
+    xfer_send_peer(x, TAG_KIND_READY, &msg);
+}
+
 static void xfer_on_cancel(void *arg, b10_status_t status, size_t length)
 {
     struct xfer *x = arg;
@@ -1125,7 +1259,14 @@ static void xfer_on_cancel(void *arg, b10_status_t status, size_t length)
         xfer_maybe_free(x);
         return;
     }
-    if (xfer_decode_reply(x, x->cancel_buf, length, B10__PEER__MSG__BODY_CANCEL, &msg) != B10_OK) {
+    b10_status_t decoded = xfer_decode_reply(x, x->cancel_buf, length, B10__PEER__MSG__BODY_CANCEL,
+                                             &msg);
+    if (decoded == B10_ERR_UNAUTHENTICATED) {
+        xfer_post_reply(x, tags_derive(&x->link, x->id, 0, TAG_KIND_CANCEL), x->cancel_buf,
+                        sizeof(x->cancel_buf), xfer_on_cancel, &x->cancel_op, "CANCEL");
+        return;
+    }
+    if (decoded != B10_OK) {
         xfer_fail(x, B10_ERR_PEER_PROTOCOL, "malformed CANCEL");
         return;
     }
@@ -1142,7 +1283,7 @@ static void xfer_refuse(struct peer *peer, const B10__Peer__Control *control, b1
 {
     log_warning("refusing transfer %016" PRIx64 " from %016" PRIx64 ": %s: %s", control->xfer_id,
                 peer->daemon_id, b10_status_name(status), detail);
-    peer_send_result(peer, &peer->in, control->xfer_id, status, detail);
+    peer_send_result(peer, peer->in.tags.gen, control->xfer_id, status, detail);
 }
 
 static bool xfer_name_ok(const char *name)
@@ -1164,14 +1305,48 @@ static struct xfer *xfer_waiting_read(struct b10d *d, struct peer *peer, struct 
     return NULL;
 }
 
-void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
+/*
+ * What one peer may have this daemon hold for it (--max-peer-xfers,
+ * --max-peer-control, --min-deadline-ms, --peer-quarantine-bytes): B10_OK,
+ * or the refusal and why.
+ */
+static b10_status_t xfer_peer_limits(struct peer *peer, uint32_t deadline_ms, size_t control_bytes,
+                                     char *detail, size_t detail_len)
+{
+    const struct config *cfg = &peer->d->cfg;
+
+    if (peer->in_xfers >= cfg->max_peer_xfers) {
+        snprintf(detail, detail_len, "%u of its transfers are in flight here (--max-peer-xfers)",
+                 peer->in_xfers);
+        return B10_ERR_BUSY;
+    }
+    if (peer->control_held + control_bytes > cfg->max_peer_control) {
+        snprintf(detail, detail_len, "its transfers here hold %" PRIu64 " bytes of CONTROL "
+                 "(--max-peer-control %" PRIu64 ")", peer->control_held, cfg->max_peer_control);
+        return B10_ERR_BUSY;
+    }
+    if (deadline_ms < cfg->min_deadline_ms) {
+        snprintf(detail, detail_len, "%u ms left is below --min-deadline-ms %u", deadline_ms,
+                 cfg->min_deadline_ms);
+        return B10_ERR_DEADLINE;
+    }
+    if (peer->quarantined > config_peer_quarantine(cfg)) {
+        snprintf(detail, detail_len, "its failed transfers left %" PRIu64 " bytes of staging in "
+                 "the quarantine (--peer-quarantine-bytes %" PRIu64 ")", peer->quarantined,
+                 config_peer_quarantine(cfg));
+        return B10_ERR_STAGING_EXHAUSTED;
+    }
+    return B10_OK;
+}
+
+void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t length)
 {
     struct b10d *d = peer->d;
     struct plan *plan = NULL;
     char detail[256] = "";
     b10_status_t status;
 
-    if (control->gen != peer->in.gen || !xfer_name_ok(control->dst_agent) ||
+    if (control->gen != peer->in.tags.gen || !xfer_name_ok(control->dst_agent) ||
         !xfer_name_ok(control->src_agent)) {
         d->stats.peer_protocol_errors++;
         xfer_refuse(peer, control, B10_ERR_PEER_PROTOCOL, "CONTROL header malformed");
@@ -1203,6 +1378,19 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
                     "the remote daemon's quarantined staging exceeds its budget");
         return;
     }
+    if ((status = xfer_peer_limits(peer, control->deadline_ms, length, detail, sizeof(detail))) != B10_OK) {
+        peer_refused(peer, "a transfer", detail);
+        xfer_refuse(peer, control, status, detail);
+        return;
+    }
+    if (parent == NULL && control->sync_msg.len > 0 &&
+        !session_notice_room(target, control->sync_msg.len)) {
+        snprintf(detail, sizeof(detail), "notices for '%.200s' wait unread (--max-notice-bytes)",
+                 control->dst_agent);
+        peer_refused(peer, "a transfer's sync message", detail);
+        xfer_refuse(peer, control, B10_ERR_BUSY, detail);
+        return;
+    }
     status = plan_decode(control->chunk_pieces.data, control->chunk_pieces.len,
                          control->pieces.data, control->pieces.len, control->nchunks,
                          control->total_bytes, staging_view_bytes(d->staging),
@@ -1211,6 +1399,14 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
         if (status == B10_ERR_PEER_PROTOCOL)
             d->stats.peer_protocol_errors++;
         xfer_refuse(peer, control, status, detail);
+        return;
+    }
+    /* A write-back writes what its READ asked for, no more: the same bytes, into the READ's spans. */
+    if (parent != NULL && !plan_covers(parent->plan, plan)) {
+        plan_free(plan);
+        d->stats.peer_protocol_errors++;
+        xfer_refuse(peer, control, B10_ERR_PEER_PROTOCOL,
+                    "the write-back writes outside what its READ asked for");
         return;
     }
     /* Every destination byte inside the target's registrations, or nothing is posted. */
@@ -1230,14 +1426,20 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
     }
     x->plan = plan;
     x->peer = peer;
-    x->link = peer->in;
+    peer_hold(peer);
+    x->link = peer->in.tags;
     x->session = target;
     snprintf(x->local_agent, sizeof(x->local_agent), "%s", control->dst_agent);
     snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", control->src_agent);
     list_insert_tail(&target->targets, &x->session_node);
     list_insert_tail(&peer->xfers, &x->peer_node);
-    x->state = XFER_RUNNING;
-    xfer_pipe_start(x);
+    x->admitted = true;
+    x->control_bytes = length;
+    peer->in_xfers++;
+    peer->control_held += length;
+    x->reserve_bytes = (uint64_t)(plan->nchunks < x->nslots ? plan->nchunks : x->nslots) *
+                       staging_view_bytes(d->staging);
+    x->state = XFER_QUEUED;
     d->stats.xfers_received++;
     if (parent != NULL) {
         x->read_id = control->read_id;
@@ -1253,6 +1455,8 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
             xfer_fail(x, B10_ERR_NO_MEMORY, "no memory for the sync message");
             return;
         }
+        x->notice_reserved = control->sync_msg.len;
+        session_notice_reserve(target, x->notice_reserved);
     }
 
     /* Register every tag before posting any receive: a collision fails the transfer loudly. */
@@ -1277,18 +1481,9 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control)
     if (!xfer_post_reply(x, cancel_tag, x->cancel_buf, sizeof(x->cancel_buf), xfer_on_cancel,
                          &x->cancel_op, "CANCEL"))
         return;
-    xfer_recv_pump(x);
-    if (x->state == XFER_DONE)
-        return;
-
-    B10__Peer__Ready ready = B10__PEER__READY__INIT;
-    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
-    ready.xfer_id = x->id;
-    msg.body_case = B10__PEER__MSG__BODY_READY;
-    msg.ready = &ready;
-    xfer_send_peer(x, TAG_KIND_READY, &msg);
     log_debug("transfer %016" PRIx64 " from %s admitted into %s: %u chunks, %" PRIu64 " bytes",
               x->id, x->remote_agent, x->local_agent, plan->nchunks, plan->total);
+    xfer_recv_begin(x);
 }
 
 /* Refuse a READ request without starting anything: a Result on the asking link. */
@@ -1297,10 +1492,10 @@ static void xfer_refuse_read(struct peer *peer, uint64_t read_id, b10_status_t s
 {
     log_warning("refusing READ %016" PRIx64 " from %016" PRIx64 ": %s: %s", read_id,
                 peer->daemon_id, b10_status_name(status), detail);
-    peer_send_result(peer, &peer->in, read_id, status, detail);
+    peer_send_result(peer, peer->in.tags.gen, read_id, status, detail);
 }
 
-void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req)
+void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req, size_t length)
 {
     struct b10d *d = peer->d;
     char detail[256] = "";
@@ -1318,6 +1513,17 @@ void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req)
     if (holder == NULL) {
         snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node", req->src_agent);
         xfer_refuse_read(peer, req->read_id, B10_ERR_UNKNOWN_AGENT, detail);
+        return;
+    }
+    b10_status_t limit = xfer_peer_limits(peer, req->deadline_ms, length, detail, sizeof(detail));
+    if (limit == B10_OK && req->sync_msg.len > 0 && !session_notice_room(holder, req->sync_msg.len)) {
+        snprintf(detail, sizeof(detail), "notices for '%.200s' wait unread (--max-notice-bytes)",
+                 req->src_agent);
+        limit = B10_ERR_BUSY;
+    }
+    if (limit != B10_OK) {
+        peer_refused(peer, "a READ", detail);
+        xfer_refuse_read(peer, req->read_id, limit, detail);
         return;
     }
     /*
@@ -1338,8 +1544,14 @@ void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req)
     }
     /* Not the holding rank's transfer: it hears only the sync message, once read. */
     x->released = true;
+    x->admitted = true;
+    x->control_bytes = length;
+    peer->in_xfers++;
+    peer->control_held += length;
+    x->notice_reserved = req->sync_msg.len;
+    session_notice_reserve(holder, x->notice_reserved);
     x->read_id = req->read_id;
-    x->read_link = peer->in;
+    x->read_link = peer->in.tags;
     log_debug("READ %016" PRIx64 " served by write-back %016" PRIx64 " from %s", req->read_id, x->id,
               req->src_agent);
     xfer_start(x);

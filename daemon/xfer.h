@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "b10d.h"
 #include "staging.h"
 #include "tags.h"
@@ -40,6 +41,7 @@ enum xfer_role {
 enum xfer_state {
     XFER_WAIT_LINK,     /* S: the outbound link is being opened */
     XFER_WAIT_READY,    /* S: CONTROL sent */
+    XFER_QUEUED,        /* R: admitted, waiting for room in its peer's staging share */
     XFER_RUNNING,
     XFER_DONE,          /* finished, successfully or not: status says */
 };
@@ -101,9 +103,10 @@ struct xfer {
     struct wire_op *ready_op;       /* S: READY receive */
     struct wire_op *result_op;      /* S: RESULT receive */
     struct wire_op *cancel_op;      /* R: CANCEL receive */
-    uint8_t ready_buf[64];
-    uint8_t result_buf[512];
-    uint8_t cancel_buf[64];
+    /* Replies in their envelopes (auth.h): a few fields, a RESULT's detail. */
+    uint8_t ready_buf[64 + AUTH_OVERHEAD];
+    uint8_t result_buf[512 + AUTH_OVERHEAD];
+    uint8_t cancel_buf[64 + AUTH_OVERHEAD];
     bool tags_registered;
     bool control_sent;
     bool released;                  /* the client dropped its handle: no done notice */
@@ -123,6 +126,14 @@ struct xfer {
     struct xfer *read_parent;       /* R: the READ this write-back lands for */
     struct xfer *read_child;        /* READ: the write-back landing for it */
 
+    /* What it holds of its peer's share (peer.h): admitted from the peer, with its CONTROL. */
+    bool admitted;
+    uint64_t control_bytes;
+    uint64_t reserve_bytes;         /* R: its window of views, reserved before READY */
+    bool reserve_held;
+    /* R, or a write-back serving a READ: room kept for the sync message among its rank's notices. */
+    size_t notice_reserved;
+
     uint32_t holds;                 /* UCX requests and copies in flight that point here */
     b10_status_t status;
     char detail[256];
@@ -138,11 +149,11 @@ b10_status_t xfer_submit(struct session *s, const struct B10__SubmitXfer *req,
 void xfer_start(struct xfer *x);
 /* The daemon that holds a READ's bytes: write them back to the asker. */
 struct B10__Peer__ReadRequest;
-void xfer_serve_read(struct peer *peer, const struct B10__Peer__ReadRequest *req);
+void xfer_serve_read(struct peer *peer, const struct B10__Peer__ReadRequest *req, size_t length);
 /* S: the outbound link of x's peer came up. */
 void xfer_link_up(struct xfer *x);
-/* R: a CONTROL arrived on an inbound link of peer. */
-void xfer_admit(struct peer *peer, const struct B10__Peer__Control *control);
+/* R: a CONTROL (of length bytes, its envelope included) arrived on an inbound link of peer. */
+void xfer_admit(struct peer *peer, const struct B10__Peer__Control *control, size_t length);
 
 /*
  * The failure funnel (see above). Idempotent: a transfer fails once, and

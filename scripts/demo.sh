@@ -67,9 +67,13 @@ fail() {
     exit 1
 }
 
-# Two daemons, all defaults but the socket.
+# One cluster key for both (as every node of a cluster holds it), made here in the
+# run's folder. Two daemons on defaults but the socket, the key and the name each
+# node's daemon has of its own.
+"$B10D" --gen-key "$RUN/cluster.key" >/dev/null || fail "b10d --gen-key failed"
 for d in prefill-node decode-node; do
-    "$B10D" --socket "$RUN/$d.sock" >"$RUN/$d.log" 2>&1 &
+    "$B10D" --socket "$RUN/$d.sock" --name "$d" --cluster-key "$RUN/cluster.key" \
+        >"$RUN/$d.log" 2>&1 &
     pids="$pids $!"
     eval "pid_$(echo $d | tr - _)=$!"
 done

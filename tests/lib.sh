@@ -122,12 +122,22 @@ wait_listening() {
     done
 }
 
-# start_daemon NAME [b10d options]: b10d on $D/NAME.sock, logging to $D/NAME.log.
+# The scenario's cluster key, made on first use: every daemon of a scenario holds it.
+cluster_key() {
+    [ -f "$D/cluster.key" ] || "$B10D" --gen-key "$D/cluster.key" >/dev/null ||
+        die "b10d --gen-key failed"
+    echo "$D/cluster.key"
+}
+
+# start_daemon NAME [b10d options]: b10d on $D/NAME.sock, logging to $D/NAME.log,
+# holding the scenario's cluster key (KEYLESS=1: none).
 start_daemon() {
     _dn=$1
     shift
+    _key=""
+    [ "${KEYLESS:-0}" = 1 ] || _key="--cluster-key $(cluster_key)"
     # shellcheck disable=SC2046,SC2086
-    $(daemon_wrap "$_dn") "$B10D" --socket "$D/$_dn.sock" --name "$_dn" $DAEMON_OPTS \
+    $(daemon_wrap "$_dn") "$B10D" --socket "$D/$_dn.sock" --name "$_dn" $_key $DAEMON_OPTS \
         --log-level "$LOG_LEVEL" "$@" >"$D/$_dn.log" 2>&1 &
     _p=$!
     track $_p
@@ -201,6 +211,12 @@ wait_file() {
         [ "$_n" -gt 0 ] || die "no $1 after $(( $2 * SLOW )) s"
         sleep 0.1
     done
+}
+
+# daemon_field NAME FIELD: a field of the daemon's own status (b10ctl --json status).
+daemon_field() {
+    "$B10CTL" -s "$D/$1.sock" --json status 2>>"$D/ctl.log" |
+        python3 -c "import json, sys; print(json.load(sys.stdin)['daemon']['$2'])" 2>>"$D/ctl.log"
 }
 
 # wait_log FILE REGEX SECONDS [WHAT]: until a line of FILE matches (grep -E), or die.

@@ -2,7 +2,7 @@
  * testout.h — the lines a test program of b10d prints for each case:
  * "ok CASE: what held" or "FAIL CASE: what went wrong". The runners grep
  * for the FAIL lines. Also the command line such a program takes,
- * "[-t TIMEOUT_MS] SOCKET CASE...", and the running of its named cases.
+ * "[-t TIMEOUT_MS] [OPTIONS] SOCKET CASE...", and the running of its named cases.
  * Header-only: each program includes it once.
  */
 #ifndef B10_TESTOUT_H
@@ -52,23 +52,32 @@ static int pass(const char *c, const char *fmt, ...)
 }
 
 /*
- * Parse "[-t TIMEOUT_MS] SOCKET CASE...": -t sets *timeout_ms. Returns the
- * index of SOCKET in argv (the case names follow it), or -1 after printing
- * the usage with the case names.
+ * Parse "[-t TIMEOUT_MS] [OPTIONS] SOCKET CASE...": -t sets *timeout_ms; a
+ * program's own options (getopt letters in more, each handled by opt, which
+ * returns 0 or -1 for a bad value) may come beside it. Returns the index of
+ * SOCKET in argv (the case names follow it), or -1 after printing the usage
+ * with the case names.
  */
-static int testout_args(int argc, char **argv, const struct testout_case *cases, size_t ncases,
-                        int *timeout_ms) __attribute__((unused));
-static int testout_args(int argc, char **argv, const struct testout_case *cases, size_t ncases,
-                        int *timeout_ms)
+static int testout_args_more(int argc, char **argv, const struct testout_case *cases,
+                             size_t ncases, int *timeout_ms, const char *more,
+                             int (*opt)(int c, const char *arg)) __attribute__((unused));
+static int testout_args_more(int argc, char **argv, const struct testout_case *cases,
+                             size_t ncases, int *timeout_ms, const char *more,
+                             int (*opt)(int c, const char *arg))
 {
-    int opt;
+    char letters[32];
+    int c;
 
-    while ((opt = getopt(argc, argv, "t:")) != -1) {
-        if (opt != 't' || atoi(optarg) <= 0) {
-            fprintf(stderr, "usage: %s [-t TIMEOUT_MS] SOCKET CASE...\n", argv[0]);
-            return -1;
+    snprintf(letters, sizeof(letters), "t:%s", more != NULL ? more : "");
+    while ((c = getopt(argc, argv, letters)) != -1) {
+        if (c == 't' && atoi(optarg) > 0) {
+            *timeout_ms = atoi(optarg);
+            continue;
         }
-        *timeout_ms = atoi(optarg);
+        if (c != 't' && c != '?' && opt != NULL && opt(c, optarg) == 0)
+            continue;
+        fprintf(stderr, "usage: %s [-t TIMEOUT_MS] SOCKET CASE...\n", argv[0]);
+        return -1;
     }
     if (argc - optind < 2) {
         fprintf(stderr, "usage: %s [-t TIMEOUT_MS] SOCKET CASE...\ncases: all", argv[0]);
@@ -78,6 +87,14 @@ static int testout_args(int argc, char **argv, const struct testout_case *cases,
         return -1;
     }
     return optind;
+}
+
+static int testout_args(int argc, char **argv, const struct testout_case *cases, size_t ncases,
+                        int *timeout_ms) __attribute__((unused));
+static int testout_args(int argc, char **argv, const struct testout_case *cases, size_t ncases,
+                        int *timeout_ms)
+{
+    return testout_args_more(argc, argv, cases, ncases, timeout_ms, NULL, NULL);
 }
 
 /*

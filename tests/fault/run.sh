@@ -32,7 +32,8 @@ SUITE=fault
 REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue"
 LIMIT_S=150
 all_scenarios="kill9_recv kill9_send sigstop_late silent_recv silent_send_none client_kill_send
-               client_kill_recv rogue bad_frames budget netns_linkdown netns_loss netns_rate soak fuzz"
+               client_kill_recv rogue floods bad_ack bad_frames budget netns_linkdown netns_loss
+               netns_rate soak fuzz"
 
 # The checks read the daemons' "quarantine:" lines: debug level, whatever B10_LOG_LEVEL says.
 LOG_LEVEL=debug
@@ -422,7 +423,15 @@ scen_rogue() {
     start_daemon B
     decode dy B "$D/y" $BIG --rounds 2
     prefill_bg py A "$D/y" 0 $BIG $LONG
-    fg 120 rogue "$ROGUE" -t $(( 3000 * SLOW )) "$D/B.sock" all
+    # A stranger, without the key, as itself and posing as A (B's legitimate peer).
+    _a_id=$(daemon_field A daemon_id)
+    [ -n "$_a_id" ] || die "no daemon id for A"
+    fg 120 stranger "$ROGUE" -t $(( 3000 * SLOW )) -i "$_a_id" -n A "$D/B.sock" stranger mangled
+    [ "$rc" = 0 ] || die "stranger: $(grep -m1 '^FAIL' "$D/stranger.log" || tail -n 1 "$D/stranger.log")"
+    # A holder of the key: replays, forgeries on its link, lies in its messages.
+    fg 120 rogue "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" "$D/B.sock" good unknown \
+        oversize undersize oob badgen oldgen replay replay_msg replay_hello forged malformed \
+        heartbeat lane
     [ "$rc" = 0 ] || die "rogue: $(grep -m1 '^FAIL' "$D/rogue.log" || tail -n 1 "$D/rogue.log")"
     finish py 0
     verified "$D/y" 0
@@ -431,7 +440,117 @@ scen_rogue() {
     finish dy 0
     quarantined B B10_ERR_PEER_PROTOCOL
     grep -q 'stray' "$D/B.log" || die "B did not log the stray DATA it dropped"
+    # The legitimate link A -> B stood through all of it.
+    grep -q 'peer B: lost' "$D/A.log" && die "A lost its link to B: $(grep -m1 'peer B: lost' "$D/A.log")"
+    grep -q 'peer A: lost' "$D/B.log" && die "B gave A up: $(grep -m1 'peer A: lost' "$D/B.log")"
+    for _c in hellos_unauthenticated hellos_replayed messages_unauthenticated messages_replayed; do
+        _n=$(counter B $_c)
+        [ -n "$_n" ] && [ "$_n" -gt 0 ] || die "B counted no $_c (${_n:-no answer})"
+        note "$_c $_n"
+    done
+    # ... and against the rogue, by its authenticated name, in b10ctl peers and the metrics.
+    _rogue=$("$B10CTL" -s "$D/B.sock" --json peers | python3 -c "
+import json, sys
+for p in json.load(sys.stdin)['peers']:
+    if p['name'].startswith('rogue-') and p['unauthenticated'] > 0 and p['replayed'] > 0:
+        print(p['name'])")
+    [ -n "$_rogue" ] || die "b10ctl peers shows no rogue peer with unauthenticated and replayed messages"
+    "$B10CTL" -s "$D/B.sock" metrics | grep -q "^b10d_peer_dropped_total{peer=\"$_rogue\",why=\"replayed\"} [1-9]" ||
+        die "the metrics count no replayed messages of $_rogue"
     # The rogue's protocol violations are expected here; keep them out of the generic check.
+    mv "$D/B.log" "$D/B-rogue.log"
+}
+
+# round_gbps NAME: the GB/s of the round that client NAME (a prefill) moved.
+round_gbps() {
+    sed -n 's/.*WRITEs landed: .* s: \([0-9.]*\) GB\/s.*/\1/p' "$D/$1.log" | tail -n 1
+}
+
+# median of the numbers on stdin, one a line.
+median() {
+    sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# flood_round FLOOD TRY: a decode rank of its own on B, four rounds from A
+# alone, then four while the rogue floods B; sets $_a, $_m (the medians, GB/s)
+# and $_ratio, and notes them.
+flood_round() {
+    _dir="$D/$1-$2"
+    decode "d_$1$2" B "$_dir" $_pool --rounds 8
+    _alone="" _during=""
+    for _r in 0 1 2 3; do
+        prefill "pa_$1$2$_r" A "$_dir" $_r $_pool --req-blocks 96
+        expect_rc "pa_$1$2$_r" 0
+        _alone="$_alone $(round_gbps "pa_$1$2$_r")"
+    done
+    bg "rogue_$1$2" "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" "$D/B.sock" "$1"
+    wait_log "$D/rogue_$1$2.log" "^info $1: started" 30 "the rogue did not start $1"
+    for _r in 4 5 6 7; do
+        prefill "pf_$1$2$_r" A "$_dir" $_r $_pool --req-blocks 96
+        expect_rc "pf_$1$2$_r" 0
+        _during="$_during $(round_gbps "pf_$1$2$_r")"
+    done
+    _p=$(eval "echo \$pid_rogue_$1$2")
+    wait_exit "$_p" 120
+    [ "$rc" = 0 ] || die "rogue $1: $(grep -m1 '^FAIL' "$D/rogue_$1$2.log" || tail -n 1 "$D/rogue_$1$2.log")"
+    finish "d_$1$2" 0
+    _a=$(echo "$_alone" | tr ' ' '\n' | grep . | median)
+    _m=$(echo "$_during" | tr ' ' '\n' | grep . | median)
+    _ratio=$(awk -v m="$_m" -v a="$_a" 'BEGIN { printf "%.2f", m / a }')
+    _again=""
+    [ "$2" = 1 ] && _again=", measured again"
+    note "$1$_again: A->B $_m GB/s during, $_a alone: $_ratio ($(grep -m1 '^ok' "$D/rogue_$1$2.log" | cut -d: -f2- | cut -c2-))"
+}
+
+# Floods from one authenticated peer (the rogue, holding the key) while a
+# second peer (A) writes to the same daemon (B): every refusal counted, B's
+# memory bounded, and A's throughput within 10% of its rounds alone.
+scen_floods() {
+    [ "$SLOW" = 1 ] || skip "throughput is compared on the plain build only"
+    _ctl=64M
+    DAEMON_OPTS="--staging-bytes 128M --view-bytes 1M --peer-timeout-ms 60000 --quarantine-ttl-ms 20000 --connect-timeout-ms 3000"
+    start_daemon A
+    start_daemon B --max-peer-control $_ctl
+    _pool="--layers 16 --blocks 768 --wait-ms 120000"
+    _floods="flood_hello flood_deadline flood_quarantine flood_notice flood_pieces"
+    # B's private memory, sampled while the floods run (its RSS counts the ranks' pools it maps).
+    _anon0=$(anon_kb "$pid_B")
+    ( while alive "$pid_B"; do anon_kb "$pid_B"; sleep 0.05; done >"$D/B-anon" ) &
+    track $!
+    for _f in $_floods; do
+        flood_round "$_f" 0
+        # One round of eight is noisy on a small machine: a shortfall is measured once more.
+        awk -v r="$_ratio" 'BEGIN { exit !(r < 0.9) }' && flood_round "$_f" 1
+        awk -v r="$_ratio" 'BEGIN { exit !(r >= 0.9) }' ||
+            die "during $_f A's throughput fell to $_ratio of its rounds alone ($_m against $_a GB/s)"
+        alive "$pid_B" || die "B died during $_f"
+    done
+    _anon1=$(sort -n "$D/B-anon" | tail -n 1)
+    # The bound: what --max-peer-control lets one peer have B hold (its CONTROLs in flight and
+    # held, the plans of those held, half as large again) and the heap B keeps for reuse (main.c).
+    _bound=$(( _anon0 + 3 * 65536 + 262144 ))
+    note "B private memory ${_anon0} kB before, at most ${_anon1} kB during (bound $_bound kB: 3 x --max-peer-control $_ctl and 256 MiB of heap kept)"
+    [ "$_anon1" -le "$_bound" ] || die "B's private memory grew to $_anon1 kB, past $_bound kB"
+    # None of the flood's made-up names took a slot in B's peer table.
+    _peers=$("$B10CTL" -s "$D/B.sock" --json peers | python3 -c "import json, sys; print(sum(1 for p in json.load(sys.stdin)['peers'] if p['name'].startswith('flood-')))")
+    [ "$_peers" = 0 ] || die "$_peers flood peers sit in B's peer table"
+    for _c in hellos_refused peer_refusals; do
+        _n=$(counter B $_c)
+        [ -n "$_n" ] && [ "$_n" -gt 0 ] || die "B counted no $_c (${_n:-no answer})"
+        note "$_c $_n"
+    done
+    mv "$D/B.log" "$D/B-floods.log"
+}
+
+# B opens a link to a peer (the rogue) that answers its HELLO with a 1-byte
+# chunk limit: the link is refused and the transfer fails at once. A READ
+# of B's rank from the rogue, written back outside what it asked for, is
+# refused; written back into exactly its spans, it lands.
+scen_bad_ack() {
+    start_daemon B
+    fg 60 rogue "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" "$D/B.sock" bad_ack bad_writeback
+    [ "$rc" = 0 ] || die "rogue: $(grep -m1 '^FAIL' "$D/rogue.log" || tail -n 1 "$D/rogue.log")"
+    grep -q 'chunk limit out of range' "$D/B.log" || die "B did not log why it refused the link"
     mv "$D/B.log" "$D/B-rogue.log"
 }
 
@@ -633,6 +752,11 @@ scen_netns_rate() {
 
 rss_kb() {
     sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' "/proc/$1/status" 2>/dev/null
+}
+
+# A process's private memory, without the files and shared memory it maps (ranks' pools).
+anon_kb() {
+    sed -n 's/^RssAnon:[^0-9]*\([0-9]*\).*/\1/p' "/proc/$1/status" 2>/dev/null
 }
 
 # Many concurrent transfers with random faults for a bounded time: every

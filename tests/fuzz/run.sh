@@ -24,8 +24,8 @@ if ! clang -fsanitize=fuzzer -o "$out/probe" "$out/probe.c" >/dev/null 2>&1; the
     exit 77
 fi
 CFLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE
-        -I$top/proto -I$gen -I$top/client/include -I$top/daemon $(pkg-config --cflags libprotobuf-c)"
-LIBS="$(pkg-config --libs libprotobuf-c)"
+        -I$top/proto -I$gen -I$top/client/include -I$top/daemon $(pkg-config --cflags libprotobuf-c libsodium libuv)"
+LIBS="$(pkg-config --libs libprotobuf-c libsodium)"
 common="$top/proto/frame.c $top/client/status.c $(ls "$gen"/*.pb-c.c | tr "\n" " ")"
 bad=0
 for src in "$top"/tests/fuzz/fuzz-*.c; do
@@ -33,6 +33,8 @@ for src in "$top"/tests/fuzz/fuzz-*.c; do
     extra=""
     [ "$name" = fuzz-control ] && extra="$top/daemon/plan.c"
     [ "$name" = fuzz-agentdesc ] && extra="$top/daemon/wireaddr.c"
+    [ "$name" = fuzz-hello ] && extra="$top/daemon/auth.c $top/daemon/hello.c $top/daemon/wireaddr.c
+        $top/daemon/config.c $top/daemon/log.c $top/daemon/tags.c"
     # shellcheck disable=SC2086
     if ! clang $CFLAGS -o "$out/$name" "$src" $extra $common $LIBS >"$out/$name.build.log" 2>&1; then
         echo "FAIL $name: build: $(grep -m1 error "$out/$name.build.log")"

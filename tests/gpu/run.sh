@@ -86,9 +86,10 @@ gpu_env() {
 start_daemons() {
     D=$RUN/$1
     mkdir -p "$D"
+    [ -f "$RUN/cluster.key" ] || "$B10D" --gen-key "$RUN/cluster.key" >/dev/null || return 1
     for n in A B; do
-        env ${DAEMON_ENV:-} $(gpu_env $n) "$B10D" --socket "$D/$n.sock" --name "$n" $2 ${B10D_ARGS:-} \
-            >"$D/$n.log" 2>&1 &
+        env ${DAEMON_ENV:-} $(gpu_env $n) "$B10D" --socket "$D/$n.sock" --name "$n" \
+            --cluster-key "$RUN/cluster.key" $2 ${B10D_ARGS:-} >"$D/$n.log" 2>&1 &
         pids="$pids $!"
     done
     for n in A B; do

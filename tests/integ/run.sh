@@ -20,7 +20,8 @@ set -u
 SUITE=integ
 SUITE_TITLE=integration
 REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
-all_scenarios="cli fragmented concurrent8 lanes large out_of_bounds deadline cancel corrupt bad_input agentops"
+all_scenarios="cli fragmented concurrent8 lanes large out_of_bounds deadline cancel corrupt bad_input agentops
+               restart"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -222,6 +223,57 @@ scen_agentops() {
     start_daemon B
     fg 120 agentops "$AGENTOPS" "$D/A.sock" "$D/B.sock"
     [ "$rc" = 0 ] || die "$(grep -m1 '^FAIL' "$D/agentops.log" || tail -n 1 "$D/agentops.log")"
+}
+
+# write_round SEND RECV TAG: a decode rank on RECV, one round from SEND, both in $D/TAG; both must pass.
+write_round() {
+    mkdir -p "$D/$3"
+    bg "d$3" "$KVRANK" --role decode --name "d$3" -s "$D/$2.sock" --dir "$D/$3" $KV --wait-ms 20000
+    wait_file "$D/$3/decode.desc" 30
+    fg 60 "p$3" "$KVRANK" --role prefill --name "p$3" -s "$D/$1.sock" --dir "$D/$3" --round 0 $KV \
+        --req-blocks 8
+    expect_exit "prefill p$3" "$D/p$3.log" 0 'FAIL|ended|b10_' tail
+    wait_client "d$3" 30 "decode d$3"
+    expect_exit "decode d$3" "$D/d$3.log" 0 'MISMATCH|b10_' head
+}
+
+# A's peers named NAME, as "ID ..." (b10ctl peers --json).
+peers_named() {
+    "$B10CTL" -s "$D/$1.sock" --json peers |
+        python3 -c "import json, sys; print(' '.join(p['daemon_id'] for p in json.load(sys.stdin)['peers'] if p['name'] == '$2'))"
+}
+
+# A node's daemon restarts: its new boot takes the place of the old in the
+# other daemon's peer table (one entry, the new id), and an entry nobody uses
+# any more (no link, no transfer, no rank naming it) is forgotten after
+# --peer-idle-ms.
+scen_restart() {
+    start_daemon A --peer-idle-ms 1000
+    start_daemon B
+    write_round A B first
+    _old=$(daemon_field B daemon_id)
+    [ "$(peers_named A B)" = "$_old" ] || die "A's peers named B: '$(peers_named A B)', not $_old"
+    kill -TERM "$(daemon_pid B)"
+    wait_exit "$(daemon_pid B)" $(( 15 * SLOW ))
+    forget_daemon B
+    start_daemon B
+    _new=$(daemon_field B daemon_id)
+    [ "$_new" != "$_old" ] || die "B kept its daemon id across a restart"
+    write_round A B second
+    [ "$(peers_named A B)" = "$_new" ] ||
+        die "after B restarted, A's peers named B are '$(peers_named A B)', not only $_new"
+    grep -q "peer B: daemon B restarted" "$D/A.log" || die "A did not log B's new boot"
+    # B goes for good: A's link to it falls, no rank names it, and after the idle time it is forgotten.
+    kill -TERM "$(daemon_pid B)"
+    wait_exit "$(daemon_pid B)" $(( 15 * SLOW ))
+    forget_daemon B
+    _n=$(( 100 * SLOW ))
+    while [ -n "$(peers_named A B)" ]; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "A still knows B $(( 10 * SLOW )) s after B went"
+        sleep 0.1
+    done
+    grep -q "peer B: forgotten after 1000 ms unused" "$D/A.log" || die "A did not log forgetting B"
 }
 
 run_suite "$@"

@@ -22,9 +22,27 @@ REQUIRED_CMDS=python3
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
 all_scenarios="config units install notify activation ctl max_clients permission drain sigterm_finish
-               sigterm_bound"
+               sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
+
+# pair SEND RECV TAG: a decode rank on RECV and one round written from SEND, in $D/TAG;
+# sets $rc (the prefill's exit status); the decode is stopped when the round failed.
+pair() {
+    mkdir -p "$D/$3"
+    bg "d$3" "$KVRANK" --role decode --name "d$3" -s "$D/$2.sock" --dir "$D/$3" $KV --wait-ms 20000
+    wait_file "$D/$3/decode.desc" 30
+    fg 60 "p$3" "$KVRANK" --role prefill --name "p$3" -s "$D/$1.sock" --dir "$D/$3" --round 0 $KV \
+        --req-blocks 8
+    _prc=$rc
+    if [ "$_prc" = 0 ]; then
+        wait_client "d$3" 30 "decode d$3"
+        [ "$rc" = 0 ] || die "decode d$3 exited $rc: $(tail -n 1 "$D/d$3.log")"
+    else
+        kill -TERM "$(eval "echo \$pid_d$3")" 2>/dev/null
+    fi
+    rc=$_prc
+}
 
 now_ms() {
     echo $(( $(date +%s%N) / 1000000 ))
@@ -233,9 +251,12 @@ scen_activation() {
         eval "_set=\${$v+x}"
         [ -n "$_set" ] && _env="$_env -E $v"
     done
+    # The cluster key as systemd's LoadCredential= hands it over: a file in $CREDENTIALS_DIRECTORY.
+    mkdir -p "$D/creds"
+    install -m 0600 "$(cluster_key)" "$D/creds/cluster-key"
     # shellcheck disable=SC2086
-    systemd-socket-activate -l "$D/act.sock" $_env "$B10D" --name act --staging-bytes 64M \
-        --view-bytes 4M --log-level "$LOG_LEVEL" >"$D/act.log" 2>&1 &
+    systemd-socket-activate -l "$D/act.sock" $_env -E CREDENTIALS_DIRECTORY="$D/creds" "$B10D" \
+        --name act --staging-bytes 64M --view-bytes 4M --log-level "$LOG_LEVEL" >"$D/act.log" 2>&1 &
     _p=$!
     track $_p
     register_daemon act $_p
@@ -248,6 +269,8 @@ scen_activation() {
     [ "$(json_get 'd["daemon"]["socket"]' <"$D/status.json")" = "$D/act.sock" ] ||
         die "b10d does not name the activated socket"
     grep -q "listening on $D/act.sock (from systemd)" "$D/act.log" || die "no 'listening ... (from systemd)' line"
+    grep -q "cluster key [0-9a-f]* from $D/creds/cluster-key" "$D/act.log" ||
+        die "b10d did not take its cluster key from \$CREDENTIALS_DIRECTORY"
     # Ranks use it for real: a transfer from the activated daemon to another.
     start_daemon B
     decode decode B --req-blocks 8
@@ -482,6 +505,64 @@ scen_sigterm_bound() {
     grep -q 'failed at the bound' "$D/A.log" || die "A did not report its drain"
     kill -CONT "$(daemon_pid B)"
     finish_decode decode 0
+}
+
+# Trust between daemons as an operator meets it: a key others may read stops
+# the start; a daemon without a key serves its own ranks only and says so;
+# daemons of other keys refuse each other; --insecure ones meet; a rotation's
+# two steps side by side work both ways.
+scen_trust() {
+    "$B10D" --gen-key "$D/k1" >"$D/genkey.log" || die "b10d --gen-key exited $?"
+    grep -q "wrote cluster key [0-9a-f]\{16\} to $D/k1" "$D/genkey.log" || die "--gen-key said: $(cat "$D/genkey.log")"
+    "$B10D" --gen-key "$D/k1" >/dev/null 2>"$D/genkey2.log" && die "--gen-key overwrote a key"
+    grep -q "never overwritten" "$D/genkey2.log" || die "no reason for keeping the key file"
+    "$B10D" --gen-key "$D/k2" >/dev/null || die "b10d --gen-key exited $?"
+    chmod 640 "$D/k1"
+    "$B10D" --socket "$D/x.sock" --cluster-key "$D/k1" >"$D/x.log" 2>&1 &&
+        die "b10d started with a key file its group may read"
+    grep -q "mode 0640" "$D/x.log" || die "no reason for refusing the key file: $(tail -n 1 "$D/x.log")"
+    chmod 600 "$D/k1"
+
+    # Without a key: its own ranks only, and said so.
+    KEYLESS=1 start_daemon A
+    start_daemon B --cluster-key "$D/k1"
+    ctl A status | grep -q "trust *no cluster key: local ranks only" || die "A's status does not say it has no key"
+    ctl A metrics | grep -q '^b10d_trust{mode="local-only"' || die "A's metrics do not say it has no key"
+    ctl B status | grep -q "trust *cluster key [0-9a-f]\{16\}" || die "B's status does not name its key"
+    pair A B nokey
+    [ "$rc" = 2 ] || die "a keyless daemon's rank loaded a remote descriptor (prefill exited $rc)"
+    grep -q "B10_ERR_UNAUTHENTICATED.*no cluster key" "$D/pnokey.log" ||
+        die "no reason for the refusal: $(grep -m1 b10_ "$D/pnokey.log")"
+    _n=$(ctl A --json stats | json_get 'd["counters"]["descriptors_refused"]')
+    [ "${_n:-0}" -gt 0 ] || die "A counted no refused descriptor"
+
+    # Another key: refused, naming the key; the same key: served.
+    stop_daemons
+    start_daemon A --cluster-key "$D/k2"
+    start_daemon B --cluster-key "$D/k1"
+    pair A B otherkey
+    [ "$rc" = 2 ] || die "a descriptor under another key was loaded (prefill exited $rc)"
+    grep -q "B10_ERR_UNAUTHENTICATED.*does not hold" "$D/potherkey.log" ||
+        die "no reason for the refusal: $(grep -m1 b10_ "$D/potherkey.log")"
+
+    # A rotation's neighbouring steps: (k1, next k2) and (k2, next k1) meet both ways.
+    stop_daemons
+    start_daemon A --cluster-key "$D/k1" --cluster-key-next "$D/k2"
+    start_daemon B --cluster-key "$D/k2" --cluster-key-next "$D/k1"
+    ctl A status | grep -q "and [0-9a-f]\{16\} during a rotation" || die "A's status does not show both keys"
+    pair A B rot1
+    [ "$rc" = 0 ] || die "A (k1, next k2) could not write to B (k2, next k1): $(grep -m1 b10_ "$D/prot1.log")"
+    pair B A rot2
+    [ "$rc" = 0 ] || die "B (k2, next k1) could not write to A (k1, next k2): $(grep -m1 b10_ "$D/prot2.log")"
+
+    # --insecure, without keys: they meet, and say so.
+    stop_daemons
+    KEYLESS=1 start_daemon A --insecure
+    KEYLESS=1 start_daemon B --insecure
+    grep -q -- "--insecure: daemons that prove nothing are accepted" "$D/A.log" || die "no warning for --insecure"
+    ctl A status | grep -q "trust *insecure" || die "A's status does not say it is insecure"
+    pair A B insecure
+    [ "$rc" = 0 ] || die "two --insecure daemons could not meet: $(grep -m1 b10_ "$D/pinsecure.log")"
 }
 
 run_suite "$@"

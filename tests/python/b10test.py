@@ -58,7 +58,12 @@ class Daemon:
             env["ASAN_OPTIONS"] = env["B10_DAEMON_ASAN_OPTIONS"]
         env.setdefault("UCX_NET_DEVICES", "lo")
         env.setdefault("UCX_TCP_CM_REUSEADDR", "y")
-        cmd = [str(build_dir() / "bin" / "b10d"), "--socket", str(self.sock), "--name", name,
+        b10d = str(build_dir() / "bin" / "b10d")
+        key = folder / "cluster.key"      # the daemons of one folder are one cluster
+        if not key.exists():
+            subprocess.run([b10d, "--gen-key", str(key)], check=True, stdout=subprocess.DEVNULL,
+                           env=env)
+        cmd = [b10d, "--socket", str(self.sock), "--name", name, "--cluster-key", str(key),
                "--staging-bytes", "64M", "--view-bytes", "4M",
                "--log-level", os.environ.get("B10_LOG_LEVEL", "info"),
                *os.environ.get("B10D_ARGS", "").split(), *args]

@@ -1704,6 +1704,109 @@ static void test_rechunk_smaller(void **state)
     plan_free(plan);
 }
 
+/* ---------------------------------------------------------------- plan_covers */
+
+/* A receiver's plan of pieces (dst, len), as plan_decode would make it. */
+static struct plan *dst_plan(const uint64_t (*pieces)[2], uint32_t n)
+{
+    struct plan *p = calloc(1, sizeof(*p));
+    assert_non_null(p);
+    p->pieces = calloc(n ? n : 1, sizeof(*p->pieces));
+    assert_non_null(p->pieces);
+    p->npieces = n;
+    for (uint32_t i = 0; i < n; i++) {
+        p->pieces[i].dst = pieces[i][0];
+        p->pieces[i].len = pieces[i][1];
+        p->total += pieces[i][1];
+    }
+    return p;
+}
+
+static bool covers(const uint64_t (*outer)[2], uint32_t no, const uint64_t (*inner)[2], uint32_t ni)
+{
+    struct plan *o = dst_plan(outer, no), *i = dst_plan(inner, ni);
+    bool r = plan_covers(o, i);
+    plan_free(o);
+    plan_free(i);
+    return r;
+}
+
+/* A write-back must write what its READ asked for: its bytes, inside the READ's spans. */
+static void test_covers(void **state)
+{
+    static const uint64_t read[][2] = { { 0x3000, 0x1000 }, { 0x1000, 0x1000 }, { 0x2000, 0x1000 },
+                                        { 0x9000, 0x100 } };
+    /* The same pieces in another order, split, and merged across neighbours. */
+    static const uint64_t same[][2] = { { 0x9000, 0x100 }, { 0x1000, 0x3000 } };
+    static const uint64_t split[][2] = { { 0x1000, 0x800 }, { 0x1800, 0x2800 }, { 0x9000, 0x80 },
+                                         { 0x9080, 0x80 } };
+    assert_true(covers(read, 4, read, 4));
+    assert_true(covers(read, 4, same, 2));
+    assert_true(covers(read, 4, split, 4));
+    /* As many bytes, some outside; fewer bytes; more bytes. */
+    static const uint64_t outside[][2] = { { 0x1000, 0x3000 }, { 0x9080, 0x100 } };
+    static const uint64_t before[][2] = { { 0x0fff, 0x3001 }, { 0x9000, 0xff } };
+    static const uint64_t gap[][2] = { { 0x1000, 0x3000 }, { 0x8f00, 0x100 } };
+    static const uint64_t fewer[][2] = { { 0x1000, 0x3000 } };
+    static const uint64_t more[][2] = { { 0x1000, 0x3000 }, { 0x9000, 0x100 }, { 0x9100, 1 } };
+    assert_false(covers(read, 4, outside, 2));
+    assert_false(covers(read, 4, before, 2));
+    assert_false(covers(read, 4, gap, 2));
+    assert_false(covers(read, 4, fewer, 1));
+    assert_false(covers(read, 4, more, 3));
+    /* A piece that wraps the address space. */
+    static const uint64_t wrap[][2] = { { UINT64_MAX - 0x80, 0x4100 } };
+    assert_false(covers(read, 4, wrap, 1));
+}
+
+/* Against a byte map: covered exactly when every inner byte is an outer byte and totals agree. */
+static void test_covers_random(void **state)
+{
+    enum { COVER_SPACE = 4096 };
+    uint64_t outer[8][2], inner[8][2];
+
+    for (int round = 0; round < 2000; round++) {
+        uint8_t in_outer[COVER_SPACE] = { 0 };
+        uint32_t no = 0, ni = 1 + (uint32_t)rng_below(8);
+        uint64_t to = 0, ti = 0, at = rng_below(64);
+        /* Disjoint outer pieces, as a READ's destinations are, sometimes side by side. */
+        while (no < 8) {
+            uint64_t len = 1 + rng_below(200);
+            if (at + len > COVER_SPACE)
+                break;
+            outer[no][0] = at;
+            outer[no][1] = len;
+            memset(in_outer + at, 1, len);
+            to += len;
+            no++;
+            at += len + rng_below(3) * rng_below(50);
+        }
+        for (uint32_t k = 0; k < ni; k++) {
+            uint64_t start = rng_below(COVER_SPACE - 1), len = 1 + rng_below(300);
+            if (rng_below(2)) {     /* often a piece of an outer one */
+                uint32_t j = (uint32_t)rng_below(no);
+                start = outer[j][0] + rng_below(outer[j][1]);
+                len = 1 + rng_below(outer[j][0] + outer[j][1] - start);
+            }
+            inner[k][0] = start;
+            inner[k][1] = start + len > COVER_SPACE ? COVER_SPACE - start : len;
+            ti += inner[k][1];
+        }
+        /* Equal totals half of the time, so that containment decides. */
+        if (rng_below(2) && to > ti && inner[0][0] + inner[0][1] + (to - ti) <= COVER_SPACE)
+            inner[0][1] += to - ti;
+        bool inside = true;
+        ti = 0;
+        for (uint32_t k = 0; k < ni; k++) {
+            ti += inner[k][1];
+            for (uint64_t b = inner[k][0]; b < inner[k][0] + inner[k][1]; b++)
+                inside &= in_outer[b] != 0;
+        }
+        assert_int_equal(covers((const uint64_t (*)[2])outer, no, (const uint64_t (*)[2])inner, ni),
+                         inside && ti == to);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1731,6 +1834,8 @@ int main(void)
         cmocka_unit_test(test_decode_too_many_pieces),
         cmocka_unit_test(test_decode_huge_claims),
         cmocka_unit_test(test_rechunk_smaller),
+        cmocka_unit_test(test_covers),
+        cmocka_unit_test(test_covers_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,14 +34,15 @@ static struct b10d test_d;
 static struct staging *current;
 static bool views_left_out;
 
-/* The wire's hooks: no peer ever talks to this worker. */
-static void hook_control(void *arg, uint64_t tag, void *buf, size_t length)
+/* The wire's hooks: no peer ever talks to this worker, and whatever comes is dropped. */
+static void *hook_take_control(void *arg, uint64_t tag, size_t length)
 {
-    free(buf);
+    return NULL;
 }
 
-static void hook_oversize(void *arg, uint64_t tag, size_t length)
+static void hook_control(void *arg, void *cookie, uint64_t tag, void *buf, size_t length)
 {
+    free(buf);
 }
 
 static void hook_ep_error(void *arg, void *ep_user, b10_status_t status)
@@ -52,8 +53,8 @@ static int group_setup(void **state)
 {
     struct wire_hooks hooks = {
         .arg = &test_d,
+        .take_control = hook_take_control,
         .on_control = hook_control,
-        .on_oversize = hook_oversize,
         .on_ep_error = hook_ep_error,
     };
 
@@ -68,7 +69,7 @@ static int group_setup(void **state)
     list_init(&test_d.sessions);
     list_init(&test_d.peers);
     list_init(&test_d.xfers);
-    if (wire_create(&test_d, &hooks, 4096, &test_d.wire) != 0) {
+    if (wire_create(&test_d, &hooks, &test_d.wire) != 0) {
         uv_loop_close(&test_loop);
         return -1;
     }

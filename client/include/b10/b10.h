@@ -55,6 +55,7 @@ extern "C" {
     X(ERR_EXISTS,         16, FIX,    "name or region already registered")                       \
     X(ERR_NOT_FOUND,      17, FIX,    "no such transfer, region or agent")                       \
     X(ERR_PERMISSION,     18, FIX,    "not permitted: admin requests need root or the socket's group") \
+    X(ERR_UNAUTHENTICATED,19, FIX,    "not authenticated under a cluster key this daemon holds") \
     X(ERR_DEADLINE,       30, RETRY,  "transfer deadline expired")                               \
     X(ERR_CANCELLED,      31, RETRY,  "transfer cancelled")                                      \
     X(ERR_STAGING_EXHAUSTED,32,RETRY, "staging exhausted")                                       \
