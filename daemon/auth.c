@@ -196,6 +196,11 @@ int auth_keyring_add(struct auth_keyring *ring, const struct auth_key *key)
     return 0;
 }
 
+int auth_keyring_lock(struct auth_keyring *ring)
+{
+    return sodium_mlock(ring, sizeof(*ring));
+}
+
 const struct auth_key *auth_keyring_find(const struct auth_keyring *ring, uint64_t id)
 {
     for (unsigned i = 0; i < ring->count; i++)
@@ -434,9 +439,11 @@ bool auth_seen_check(struct auth_seen *seen, const uint8_t *buf, size_t length)
     if (length < AUTH_MAC_BYTES)
         return false;
     const uint8_t *mac = buf + length - AUTH_MAC_BYTES;
-    uint32_t slot = (uint32_t)(auth_get64(mac) % AUTH_SEEN_SLOTS);
-    if (memcmp(seen->macs[slot], mac, AUTH_MAC_BYTES) == 0)
-        return true;
-    memcpy(seen->macs[slot], mac, AUTH_MAC_BYTES);
+    uint32_t set = (uint32_t)(auth_get64(mac) % AUTH_SEEN_SETS);
+    for (int w = 0; w < AUTH_SEEN_WAYS; w++)
+        if (memcmp(seen->macs[set][w], mac, AUTH_MAC_BYTES) == 0)
+            return true;
+    memcpy(seen->macs[set][seen->next[set]], mac, AUTH_MAC_BYTES);
+    seen->next[set] = (uint8_t)((seen->next[set] + 1) % AUTH_SEEN_WAYS);
     return false;
 }

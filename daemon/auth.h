@@ -50,7 +50,12 @@
 #define AUTH_HEADER_BYTES 56
 #define AUTH_MAC_BYTES 16
 #define AUTH_OVERHEAD (AUTH_HEADER_BYTES + AUTH_MAC_BYTES)
-#define AUTH_WINDOW 1024                /* LINK counters accepted below the highest seen */
+/*
+ * LINK counters accepted below the highest seen. Messages of one direction
+ * complete out of order (a large CONTROL behind many small ones, hundreds
+ * of transfers in flight): the window is far wider than they reorder.
+ */
+#define AUTH_WINDOW 8192
 
 enum auth_kind {
     AUTH_KIND_HELLO = 1,
@@ -99,6 +104,8 @@ const char *auth_key_kind_name(enum auth_key_kind kind);
 void auth_key_wipe(struct auth_key *key);
 
 int auth_keyring_add(struct auth_keyring *ring, const struct auth_key *key);
+/* Keep the keyring out of swap and core dumps (best effort: 0, or -1 when refused). */
+int auth_keyring_lock(struct auth_keyring *ring);
 /* The key with this id, or NULL: what a receiver uses to open a HELLO or a descriptor. */
 const struct auth_key *auth_keyring_find(const struct auth_keyring *ring, uint64_t id);
 
@@ -139,9 +146,7 @@ enum auth_result auth_open(const struct auth_key *key, enum auth_kind kind, cons
  * One link's keys, both ends. The daemon that opened it (with a HELLO)
  * sends its transfers on it in direction 0; the other answers in
  * direction 1. Each end seals with its direction's key and counter, and
- * opens the other's against a window of the last AUTH_WINDOW counters,
- * wide enough for the reordering of messages that complete out of order
- * (a large CONTROL behind small ones).
+ * opens the other's against a window of the last AUTH_WINDOW counters.
  */
 struct auth_link {
     struct tag_link tags;               /* identity and tag key: tags_derive() of the link */
@@ -178,12 +183,16 @@ void auth_ack_tags(const struct auth_key *key, uint64_t sender_id, uint64_t rece
 
 /*
  * The MACs of recent handshake messages, to drop an exact replay before it
- * costs an endpoint. Fixed size: an old replay may pass here, and then
- * opens nothing (the handshake needs the key to finish).
+ * costs an endpoint: 1024 sets of 4, the oldest of a set making room. Fixed
+ * size: an old replay may pass here (peer.c drops those of a known daemon's
+ * boot by their generation), and then opens nothing (the handshake needs
+ * the key to finish).
  */
-#define AUTH_SEEN_SLOTS 4096
+#define AUTH_SEEN_SETS 1024
+#define AUTH_SEEN_WAYS 4
 struct auth_seen {
-    uint8_t macs[AUTH_SEEN_SLOTS][AUTH_MAC_BYTES];
+    uint8_t macs[AUTH_SEEN_SETS][AUTH_SEEN_WAYS][AUTH_MAC_BYTES];
+    uint8_t next[AUTH_SEEN_SETS];
 };
 /* True when this envelope's MAC was seen already; else it is remembered. */
 bool auth_seen_check(struct auth_seen *seen, const uint8_t *buf, size_t length);

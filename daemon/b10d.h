@@ -120,6 +120,9 @@ struct b10d {
     double hello_tokens;            /* --max-hellos-per-s, a token bucket */
     uint64_t hello_tokens_ms;
     uint64_t unauth_log_ms;         /* refusals of strangers log at most once a second */
+    uint64_t stale_log_ms;          /* ... and stray messages */
+    uint64_t unbound_inflight;      /* HELLO and heartbeat bytes being received (peer.c) */
+    uint64_t control_held;          /* CONTROL bytes admitted transfers hold, all peers together */
     uv_timer_t peer_sweep;          /* pending handshakes expire, idle peers go */
     bool peer_sweep_on;
     struct list xfers;              /* struct xfer.node: every live transfer */

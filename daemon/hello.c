@@ -70,6 +70,7 @@ b10_status_t hello_decode_ack(const uint8_t *payload, size_t length, const struc
     B10__Peer__Msg *msg = b10__peer__msg__unpack(NULL, length, payload);
     const char *why = NULL;
 
+    a->identified = false;
     if (msg == NULL || msg->body_case != B10__PEER__MSG__BODY_HELLO_ACK) {
         why = "not a HELLO_ACK";
         goto out;
@@ -84,20 +85,23 @@ b10_status_t hello_decode_ack(const uint8_t *payload, size_t length, const struc
         why = "no echo of the HELLO's nonce";
     else if (strcmp(b10_status_name(status), "B10_UNKNOWN") == 0 || status == B10_IN_PROGRESS)
         why = "unknown status";
+    else if (!config_name_ok(m->name) || m->incarnation == 0)
+        why = "bad daemon name or incarnation";
     if (why != NULL)
         goto out;
     a->daemon_id = m->daemon_id;
     a->gen = m->gen;
     a->status = status;
     snprintf(a->detail, sizeof(a->detail), "%s", m->detail);
+    snprintf(a->name, sizeof(a->name), "%s", m->name);
+    a->incarnation = m->incarnation;
     memcpy(a->opener_nonce, m->opener_nonce.data, AUTH_NONCE_BYTES);
+    a->identified = true;
     if (status != B10_OK)
-        goto out;   /* a refusal: its reason is all it has to say */
+        goto out;   /* a refusal: who refuses, and why, is all it has to say */
     /* An accepted link: the receiver's limits shape every plan sent on it, so they are held to bounds. */
     if (m->nonce.len != AUTH_NONCE_BYTES)
         why = "nonce of the wrong size";
-    else if (!config_name_ok(m->name) || m->incarnation == 0)
-        why = "bad daemon name or incarnation";
     else if (!hello_in(m->max_chunk_bytes, HELLO_MIN_CHUNK, HELLO_MAX_CHUNK))
         why = "chunk limit out of range";
     else if (!hello_in(m->max_control_bytes, HELLO_MIN_CONTROL, HELLO_MAX_CONTROL))
@@ -107,8 +111,6 @@ b10_status_t hello_decode_ack(const uint8_t *payload, size_t length, const struc
     if (why != NULL)
         goto out;
     memcpy(a->nonce, m->nonce.data, AUTH_NONCE_BYTES);
-    snprintf(a->name, sizeof(a->name), "%s", m->name);
-    a->incarnation = m->incarnation;
     a->max_chunk = m->max_chunk_bytes;
     a->max_control = m->max_control_bytes;
     a->max_pieces = m->max_pieces;

@@ -55,6 +55,7 @@ struct hello {
 };
 
 struct hello_ack {
+    bool identified;            /* who answers which HELLO was read (even if the rest is refused) */
     uint64_t daemon_id;
     uint64_t gen;
     uint64_t incarnation;
@@ -77,7 +78,12 @@ struct hello_ack {
 b10_status_t hello_decode(const uint8_t *payload, size_t length, const struct auth_header *hdr,
                           struct B10__Peer__Msg **msg_p, struct hello *h, char *detail,
                           size_t detail_len);
-/* The same for a HELLO_ACK: everything is copied out, nothing is left to free. */
+/*
+ * The same for a HELLO_ACK: everything is copied out, nothing is left to
+ * free. When it names its sender and the HELLO it answers well but says
+ * what no daemon may (its limits out of range), a->identified is still set,
+ * so that the opener can tell that answer from someone else's.
+ */
 b10_status_t hello_decode_ack(const uint8_t *payload, size_t length, const struct auth_header *hdr,
                               struct hello_ack *a, char *detail, size_t detail_len);
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ask.h"
@@ -21,6 +22,8 @@
 #define PEER_MAX_PENDING 256
 /* Control messages read only to be refused: a few a second per peer (a token bucket). */
 #define PEER_REFUSED_READS_PER_S 8
+/* HELLOs and heartbeats (no peer to charge them to yet) being received at once, bytes. */
+#define PEER_UNBOUND_INFLIGHT (UINT64_C(4) << 20)
 
 /*
  * A handshake this daemon answered. The opener proved the cluster key in
@@ -47,6 +50,7 @@ struct peer_pending {
 
 static void peer_give_up(struct peer *peer, b10_status_t status, const char *detail, bool close_ep);
 static void peer_on_hello_ack(void *arg, b10_status_t status, size_t length);
+static void peer_drop_ack(struct peer *peer);
 
 /* ---------------------------------------------------------------- the table */
 
@@ -72,10 +76,21 @@ static struct peer *peer_find_name(struct b10d *d, const char *name)
     return NULL;
 }
 
+/*
+ * The latest boot a daemon may claim: a day past this daemon's clock. A
+ * boot claimed further ahead would outrank every real one for good.
+ */
+static uint64_t peer_incarnation_bound(const struct b10d *d)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return ((uint64_t)now.tv_sec + 86400) * 1000000000u;
+}
+
 /* Links, work, or something that still points here: not to be evicted. */
 static bool peer_in_use(const struct peer *p)
 {
-    return p->state != PEER_DOWN || p->in_up || p->refs > 0 || p->ack_op != NULL ||
+    return p->state != PEER_DOWN || p->in_up || p->refs > 0 || p->acks_out > 0 ||
            !list_empty(&p->xfers) || !list_empty(&p->waiting) || !list_empty(&p->asks) ||
            p->quarantined > 0 || p->control_inflight > 0 || p->control_held > 0 || p->holds > 0;
 }
@@ -181,6 +196,7 @@ static b10_status_t peer_replace(struct peer *p, uint64_t daemon_id, uint64_t in
         p->ep = NULL;
     }
     p->out_old_valid = p->in_old_valid = false;
+    p->hello_gen_seen = 0;
     if (peer_set_address(p, address, length) != 0)
         return B10_ERR_NO_MEMORY;
     p->daemon_id = daemon_id;
@@ -210,12 +226,21 @@ b10_status_t peer_get(struct b10d *d, const struct peer_desc *desc, struct peer 
             snprintf(detail, detail_len, "%u remote daemons are in use (--max-peers)", d->cfg.max_peers);
         return status;
     }
-    /* An earlier boot's descriptor must not take the entry from the boot in use. */
-    if (desc->incarnation < p->incarnation && (peer_has_link(p) || !list_empty(&p->xfers))) {
+    /*
+     * A descriptor proves no freshness: one of an earlier boot never takes the
+     * entry (a rank with an old one could roll a peer back to a dead boot), and
+     * none from further ahead than a clock may be.
+     */
+    if (desc->incarnation < p->incarnation) {
         snprintf(detail, detail_len, "the descriptor is from an earlier boot of daemon %s (%016" PRIx64
-                 ") than the one in use (%016" PRIx64 "): load a fresh descriptor", desc->name,
+                 ") than the one known (%016" PRIx64 "): load a fresh descriptor", desc->name,
                  desc->daemon_id, p->daemon_id);
         return B10_ERR_PEER_UNREACHABLE;
+    }
+    if (desc->incarnation > peer_incarnation_bound(d)) {
+        snprintf(detail, detail_len, "the descriptor's daemon %s claims a boot a day ahead of this "
+                 "daemon's clock", desc->name);
+        return B10_ERR_INVALID_ARG;
     }
     status = peer_replace(p, desc->daemon_id, desc->incarnation, desc->address, desc->address_length);
     if (status == B10_OK)
@@ -281,6 +306,30 @@ static void peer_stranger(struct b10d *d, uint64_t *counter, const char *fmt, ..
     log_warning("%s (%" PRIu64 " so far)", text, *counter);
 }
 
+/*
+ * A message of no live link or transfer (late, or someone's guess) was
+ * dropped: counted, and said at info level at most once a second, so that
+ * neither a flood of them nor a busy shutdown floods the log.
+ */
+static void peer_stale(struct b10d *d, uint64_t *counter, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void peer_stale(struct b10d *d, uint64_t *counter, const char *fmt, ...)
+{
+    uint64_t now = d->now_ms(d);
+    char text[256];
+    va_list ap;
+
+    (*counter)++;
+    if (log_max_level < LOG_LEVEL_INFO || (now - d->stale_log_ms < 1000 && d->stale_log_ms != 0))
+        return;
+    d->stale_log_ms = now;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    log_info("%s (%" PRIu64 " so far)", text, *counter);
+}
+
 /* A message on a link of the peer's that did not open: dropped unread, counted. */
 static void peer_count_unopened(struct peer *peer, enum auth_result r)
 {
@@ -324,6 +373,12 @@ static struct auth_link *peer_link(struct peer *peer, uint64_t gen, bool *live_p
     if (live_p != NULL)
         *live_p = live;
     return link;
+}
+
+bool peer_link_live(const struct peer *peer, uint64_t gen)
+{
+    return gen != 0 && ((peer->state == PEER_UP && peer->out.tags.gen == gen) ||
+                        (peer->in_up && peer->in.tags.gen == gen));
 }
 
 /* Seal an envelope whose payload is in place (buf has the envelope's room) and send it. */
@@ -474,10 +529,8 @@ static void peer_retire_out(struct peer *peer, b10_status_t why)
     if (peer->state == PEER_DOWN)
         return;
     uv_timer_stop(&peer->connect_timer);
-    if (peer->ack_op != NULL) {
-        wire_cancel(d->wire, peer->ack_op);
-        /* ack_buf lives in the peer, which stays while ack_op is set: safe to leave posted. */
-    }
+    if (peer->ack != NULL)
+        peer_drop_ack(peer);   /* the peer stays while its receive is out (acks_out) */
     if (peer->state == PEER_CONNECTING) {
         tags_quarantine(d->tags, peer->ack_tag, d->now_ms(d) + d->cfg.quarantine_ttl_ms);
     } else {
@@ -621,6 +674,8 @@ static struct peer *peer_adopt(struct peer_pending *pend)
     peer->in = pend->link;
     peer->in_control_tag = pend->control_tag;
     peer->in_up = true;
+    if (pend->gen > peer->hello_gen_seen)
+        peer->hello_gen_seen = pend->gen;
     peer->counters.links++;
     d->stats.links_up++;
     peer_heard(peer);
@@ -641,10 +696,34 @@ static void peer_on_connect_timeout(uv_timer_t *timer)
     peer_lost(peer, B10_ERR_PEER_UNREACHABLE, detail);
 }
 
+/*
+ * One handshake's HELLO_ACK receive and its buffer. Each attempt has its own:
+ * a receive of an attempt given up may still complete (cancelled, or with
+ * what raced the cancel) after the next attempt posted, and must neither
+ * write into the next one's buffer nor be taken for its answer.
+ */
+struct peer_ack {
+    struct peer *peer;
+    uint8_t buf[HELLO_ACK_MAX_BYTES];
+};
+
 static int peer_post_ack(struct peer *peer)
 {
-    return wire_recv(peer->d->wire, peer->ack_tag, peer->ack_buf, sizeof(peer->ack_buf), NULL,
-                     peer_on_hello_ack, peer, &peer->ack_op);
+    if (wire_recv(peer->d->wire, peer->ack_tag, peer->ack->buf, sizeof(peer->ack->buf), NULL,
+                  peer_on_hello_ack, peer->ack, &peer->ack_op) != 0)
+        return -1;
+    peer->acks_out++;
+    return 0;
+}
+
+/* The attempt's receive is done with: its buffer goes (a later completion of it finds no peer->ack). */
+static void peer_drop_ack(struct peer *peer)
+{
+    if (peer->ack_op != NULL)
+        wire_cancel(peer->d->wire, peer->ack_op);
+    else
+        free(peer->ack);
+    peer->ack = NULL;
 }
 
 /* The link is up at both ends once a message under its keys reached the other: say so now. */
@@ -663,7 +742,8 @@ static void peer_send_confirm(struct peer *peer)
 
 static void peer_on_hello_ack(void *arg, b10_status_t status, size_t length)
 {
-    struct peer *peer = arg;
+    struct peer_ack *pa = arg;
+    struct peer *peer = pa->peer;
     struct b10d *d = peer->d;
     struct auth_header hdr;
     struct hello_ack ack;
@@ -671,34 +751,50 @@ static void peer_on_hello_ack(void *arg, b10_status_t status, size_t length)
     size_t payload_length;
     char detail[256];
 
+    peer->acks_out--;
+    if (pa != peer->ack) {
+        free(pa);   /* an attempt given up: whoever gave it up failed what waited */
+        return;
+    }
     peer->ack_op = NULL;
-    if (status == B10_ERR_CANCELLED || peer->state != PEER_CONNECTING)
-        return;   /* retired meanwhile: whoever retired it failed the waiting transfers */
+    if (status == B10_ERR_CANCELLED || peer->state != PEER_CONNECTING) {
+        peer_drop_ack(peer);
+        return;
+    }
     if (status != B10_OK) {
         snprintf(detail, sizeof(detail), "HELLO_ACK failed: %s", b10_status_str(status));
         peer_lost(peer, status == B10_ERR_PEER_PROTOCOL ? status : B10_ERR_PEER_UNREACHABLE, detail);
         return;
     }
-    enum auth_result r = auth_open(peer->out_key, AUTH_KIND_HELLO_ACK, peer->ack_buf, length,
-                                   &payload, &payload_length);
-    if (r == AUTH_OK && (auth_peek(peer->ack_buf, length, &hdr) != 0 ||
-                         hdr.receiver_id != d->daemon_id))
-        r = AUTH_MALFORMED;
-    if (r != AUTH_OK) {
-        /* Not from a holder of the key: dropped, and the real answer still awaited. */
-        peer_count_unopened(peer, r);
+    /*
+     * What is not the answer to our HELLO, from the daemon we asked, changes
+     * nothing: dropped, counted, and the real answer still awaited. That
+     * covers what does not open, and what a holder of the key sends that
+     * answers another HELLO or comes from another daemon (one that saw our
+     * HELLO go by could answer it, or reflect it to us, which we refuse).
+     */
+    enum auth_result r = auth_open(peer->out_key, AUTH_KIND_HELLO_ACK, pa->buf, length, &payload,
+                                   &payload_length);
+    b10_status_t decoded = B10_ERR_PEER_PROTOCOL;
+    ack.identified = false;
+    if (r == AUTH_OK && auth_peek(pa->buf, length, &hdr) == 0 && hdr.receiver_id == d->daemon_id)
+        decoded = hello_decode_ack(payload, payload_length, &hdr, &ack, detail, sizeof(detail));
+    bool ours = r == AUTH_OK && ack.identified &&
+                ack.gen == peer->out.tags.gen &&
+                auth_equal(ack.opener_nonce, peer->out_nonce, AUTH_NONCE_BYTES) &&
+                ack.daemon_id == peer->daemon_id && strcmp(ack.name, peer->name) == 0;
+    if (!ours) {
+        if (r == AUTH_OK)
+            log_warning("peer %s: dropping a HELLO_ACK that is not the answer to its HELLO%s%s",
+                        peer->name, decoded != B10_OK ? ": " : "", decoded != B10_OK ? detail : "");
+        peer_count_unopened(peer, r == AUTH_OK ? AUTH_MALFORMED : r);
         if (peer_post_ack(peer) != 0)
             peer_lost(peer, B10_ERR_PEER_UNREACHABLE, "cannot post the HELLO_ACK receive again");
         return;
     }
-    b10_status_t decoded = hello_decode_ack(payload, payload_length, &hdr, &ack, detail,
-                                            sizeof(detail));
-    if (decoded == B10_OK && (ack.gen != peer->out.tags.gen ||
-                              !auth_equal(ack.opener_nonce, peer->out_nonce, AUTH_NONCE_BYTES))) {
-        decoded = B10_ERR_PEER_PROTOCOL;
-        snprintf(detail, sizeof(detail), "HELLO_ACK answers another HELLO");
-    }
+    peer_drop_ack(peer);
     if (decoded != B10_OK) {
+        /* The daemon asked, answering our HELLO with what no daemon may say (its limits). */
         d->stats.peer_protocol_errors++;
         peer_lost(peer, B10_ERR_PEER_PROTOCOL, detail);
         return;
@@ -711,11 +807,9 @@ static void peer_on_hello_ack(void *arg, b10_status_t status, size_t length)
         peer_lost(peer, why, detail);
         return;
     }
-    if (ack.daemon_id != peer->daemon_id || strcmp(ack.name, peer->name) != 0 ||
-        ack.incarnation != peer->incarnation) {
-        snprintf(detail, sizeof(detail), "HELLO_ACK from daemon %s (%016" PRIx64 "), not %s (%016"
-                 PRIx64 ") that the descriptor names", ack.name, ack.daemon_id, peer->name,
-                 peer->daemon_id);
+    if (ack.incarnation != peer->incarnation) {
+        snprintf(detail, sizeof(detail), "HELLO_ACK from boot %" PRIu64 " of daemon %s, not boot %"
+                 PRIu64 " that the descriptor names", ack.incarnation, peer->name, peer->incarnation);
         d->stats.peer_protocol_errors++;
         peer_lost(peer, B10_ERR_PEER_PROTOCOL, detail);
         return;
@@ -790,7 +884,13 @@ static b10_status_t peer_connect(struct peer *peer)
         log_warning("peer %s: HELLO_ACK tag: %s", peer->name, tags_strerror(rc));
         return tags_status(rc);
     }
+    if ((peer->ack = calloc(1, sizeof(*peer->ack))) == NULL) {
+        tags_unregister(d->tags, peer->ack_tag);
+        return B10_ERR_NO_MEMORY;
+    }
+    peer->ack->peer = peer;
     if (peer_post_ack(peer) != 0) {
+        peer_drop_ack(peer);
         tags_unregister(d->tags, peer->ack_tag);
         return B10_ERR_PEER_UNREACHABLE;
     }
@@ -884,8 +984,7 @@ static void peer_send_ack(struct b10d *d, struct wire_ep *ep, const struct auth_
     }
     msg.body_case = B10__PEER__MSG__BODY_HELLO_ACK;
     msg.hello_ack = &ack;
-    /* The opener derived the tag from what it believed: to_daemon_id, not necessarily us. */
-    auth_ack_tags(key, h->daemon_id, h->to_daemon_id, h->gen, h->nonce, &tags);
+    auth_ack_tags(key, h->daemon_id, d->daemon_id, h->gen, h->nonce, &tags);
     if (peer_send_hello_msg(d, ep, key, AUTH_KIND_HELLO_ACK, h->daemon_id,
                             tags_derive(&tags, 0, 0, TAG_KIND_HELLO_ACK), &msg) != 0)
         log_warning("peer %s: could not send HELLO_ACK", h->name);
@@ -895,9 +994,11 @@ static void peer_send_ack(struct b10d *d, struct wire_ep *ep, const struct auth_
 static const char *peer_hello_refusal(struct b10d *d, const struct hello *h, const struct peer *known,
                                       b10_status_t *status_p, char *detail, size_t detail_len)
 {
-    if (h->to_daemon_id != d->daemon_id) {
-        *status_p = B10_ERR_PEER_LOST;
-        return "the remote daemon restarted since its agent descriptor was made: reload the agent";
+    if (h->incarnation > peer_incarnation_bound(d)) {
+        *status_p = B10_ERR_PEER_PROTOCOL;
+        snprintf(detail, detail_len, "its boot %" PRIu64 " lies more than a day ahead of this "
+                 "daemon's clock", h->incarnation);
+        return detail;
     }
     if (strcmp(h->name, d->cfg.name) == 0 && h->daemon_id != d->daemon_id) {
         *status_p = B10_ERR_PEER_PROTOCOL;
@@ -925,11 +1026,27 @@ static const char *peer_hello_refusal(struct b10d *d, const struct hello *h, con
     return NULL;
 }
 
+/* The one handshake answered for a sender boot and not yet confirmed, or NULL. */
+static struct peer_pending *peer_pending_of(struct b10d *d, uint64_t daemon_id)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &d->pending) {
+        struct peer_pending *p = list_entry(pos, struct peer_pending, node);
+        if (p->daemon_id == daemon_id)
+            return p;
+    }
+    return NULL;
+}
+
 /*
  * A HELLO: nothing of it is read before its envelope opened under a key
- * this daemon holds; then it must be new (not a replay of one seen), within
- * the HELLO budget, and well formed; only then is an endpoint made to its
- * address, to answer. The link it asks for waits as pending (above).
+ * this daemon holds; it must be for this boot of this daemon (a HELLO
+ * recorded on its way elsewhere, or reflected back to its opener, is not),
+ * and newer than any link its opener's boot opened here or has pending:
+ * generations only grow within a boot, so a replay, however old, is
+ * dropped before it costs the HELLO budget, an endpoint or a slot. Only
+ * then is an endpoint made to its address, to answer. The link it asks for
+ * waits as pending (above).
  */
 static void peer_on_hello(struct b10d *d, const uint8_t *buf, size_t length)
 {
@@ -957,14 +1074,15 @@ static void peer_on_hello(struct b10d *d, const uint8_t *buf, size_t length)
                       " that does not authenticate under key %016" PRIx64, hdr.sender_id, key->id);
         return;
     }
+    if (hdr.receiver_id != d->daemon_id) {
+        peer_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %016" PRIx64 " for daemon "
+                      "%016" PRIx64 ": not this boot (a stale descriptor, or a HELLO sent elsewhere "
+                      "and replayed here)", hdr.sender_id, hdr.receiver_id);
+        return;
+    }
     if (auth_seen_check(d->seen, buf, length)) {
         peer_stranger(d, &d->stats.hellos_replayed, "dropping a replayed HELLO from %016" PRIx64,
                       hdr.sender_id);
-        return;
-    }
-    if (!peer_hello_budget(d)) {
-        peer_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %016" PRIx64
-                      ": past --max-hellos-per-s %u", hdr.sender_id, d->cfg.max_hellos_per_s);
         return;
     }
     if (hello_decode(payload, payload_length, &hdr, &msg, &h, detail, sizeof(detail)) != B10_OK) {
@@ -973,8 +1091,20 @@ static void peer_on_hello(struct b10d *d, const uint8_t *buf, size_t length)
                       hdr.sender_id, detail);
         return;
     }
-    if (peer_pending_find(d, h.daemon_id, h.gen) != NULL)
-        goto out;   /* a duplicate of one being answered */
+    struct peer *of_boot = peer_find(d, h.daemon_id);
+    struct peer_pending *earlier = peer_pending_of(d, h.daemon_id);
+    if ((of_boot != NULL && h.gen <= of_boot->hello_gen_seen) || (earlier != NULL && h.gen <= earlier->gen)) {
+        peer_stranger(d, &d->stats.hellos_replayed, "dropping a HELLO from %s for generation %016"
+                      PRIx64 ": not newer than its last (a replay)", h.name, h.gen);
+        goto out;
+    }
+    if (!peer_hello_budget(d)) {
+        peer_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: past "
+                      "--max-hellos-per-s %u", h.name, d->cfg.max_hellos_per_s);
+        goto out;
+    }
+    if (earlier != NULL)
+        peer_pending_free(earlier);   /* its opener moved on to a newer generation */
     if (d->npending >= PEER_MAX_PENDING) {
         peer_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: %u handshakes are "
                       "waiting already", h.name, d->npending);
@@ -1022,6 +1152,9 @@ static void peer_on_hello(struct b10d *d, const uint8_t *buf, size_t length)
     auth_link_derive(key, h.daemon_id, d->daemon_id, h.gen, h.nonce, nonce, false, &pend->link);
     pend->control_tag = tags_derive(&pend->link.tags, 0, 0, TAG_KIND_CONTROL);
     peer_send_ack(d, ep, key, &h, nonce, B10_OK, "");
+    /* Answered: a replay of it, even once its handshake expired unconfirmed, is dropped. */
+    if (of_boot != NULL && h.gen > of_boot->hello_gen_seen)
+        of_boot->hello_gen_seen = h.gen;
     log_debug("peer %s: HELLO for generation %016" PRIx64 " answered, key %016" PRIx64, h.name,
               h.gen, key->id);
 out:
@@ -1291,12 +1424,25 @@ void *peer_take_control(void *arg, uint64_t tag, size_t length)
 {
     struct b10d *d = arg;
 
+    /*
+     * HELLOs, heartbeats and the first messages of handshakes in progress
+     * are charged to no peer (none is known yet, or one's name is only a
+     * claim): they share one bound of bytes being received at once.
+     */
     if (tag == TAG_HELLO || tag == TAG_HEARTBEAT) {
-        if (length <= (tag == TAG_HELLO ? HELLO_MAX_BYTES : PEER_BEAT_MAX_BYTES))
-            return d;
-        peer_stranger(d, &d->stats.peer_protocol_errors, "dropping a %zu-byte %s unread", length,
-                      tag == TAG_HELLO ? "HELLO" : "heartbeat");
-        return NULL;
+        if (length > (tag == TAG_HELLO ? HELLO_MAX_BYTES : PEER_BEAT_MAX_BYTES)) {
+            peer_stranger(d, &d->stats.peer_protocol_errors, "dropping a %zu-byte %s unread",
+                          length, tag == TAG_HELLO ? "HELLO" : "heartbeat");
+            return NULL;
+        }
+        if (d->unbound_inflight + length > PEER_UNBOUND_INFLIGHT) {
+            peer_stranger(d, &d->stats.hellos_refused, "dropping a %s unread: %" PRIu64 " bytes of "
+                          "HELLOs and heartbeats are being received already",
+                          tag == TAG_HELLO ? "HELLO" : "heartbeat", d->unbound_inflight);
+            return NULL;
+        }
+        d->unbound_inflight += length;
+        return &d->unbound_inflight;
     }
     /* A control-class tag in the registry is HELLO's, HEARTBEAT's or a peer's control tag. */
     struct peer *peer = tags_lookup(d->tags, tag);
@@ -1328,10 +1474,13 @@ void *peer_take_control(void *arg, uint64_t tag, size_t length)
         peer->control_inflight += length;
         return peer;
     }
-    if (peer_pending_by_tag(d, tag) != NULL && length <= d->cfg.max_control_bytes)
-        return d;
-    d->stats.stale_messages++;
-    log_info("dropping a %zu-byte control message on a tag of no live link", length);
+    if (peer_pending_by_tag(d, tag) != NULL && length <= d->cfg.max_control_bytes &&
+        d->unbound_inflight + length <= PEER_UNBOUND_INFLIGHT + d->cfg.max_control_bytes) {
+        d->unbound_inflight += length;
+        return &d->unbound_inflight;
+    }
+    peer_stale(d, &d->stats.stale_messages, "dropping a %zu-byte control message on a tag of no "
+               "live link", length);
     return NULL;
 }
 
@@ -1347,8 +1496,7 @@ static void peer_on_link_control(struct b10d *d, uint64_t tag, const uint8_t *bu
     } else {
         struct peer_pending *pend = peer_pending_by_tag(d, tag);
         if (pend == NULL) {
-            d->stats.stale_messages++;
-            log_info("dropping a control message on a tag of no live link");
+            peer_stale(d, &d->stats.stale_messages, "dropping a control message on a tag of no live link");
             return;
         }
         if (peer_open_with(d, NULL, &pend->link, buf, length, &msg) != B10_OK ||
@@ -1386,7 +1534,9 @@ void peer_on_control(void *arg, void *cookie, uint64_t tag, void *buf, size_t le
 {
     struct b10d *d = arg;
 
-    if (cookie != NULL && cookie != (void *)d) {
+    if (cookie == (void *)&d->unbound_inflight) {
+        d->unbound_inflight -= length;
+    } else if (cookie != NULL && cookie != (void *)d) {
         struct peer *charged = cookie;
         charged->control_inflight -= length;
     }
@@ -1429,12 +1579,9 @@ bool peer_on_data(void *arg, uint64_t tag, size_t length)
     if (tags_lookup(d->tags, tag) != NULL)
         return false;   /* its receive is posted or about to be */
     bool late = tags_is_quarantined(d->tags, tag);
-    if (late)
-        d->stats.late_completions++;
-    else
-        d->stats.stale_messages++;
-    log_info("dropping a stray %zu-byte message on %s tag %016" PRIx64, length,
-             late ? "the quarantined" : "an unknown", tag);
+    peer_stale(d, late ? &d->stats.late_completions : &d->stats.stale_messages,
+               "dropping a stray %zu-byte message on %s tag %016" PRIx64, length,
+               late ? "the quarantined" : "an unknown", tag);
     return true;
 }
 
@@ -1515,6 +1662,8 @@ static int peer_load_keys(struct b10d *d)
                     "node's ranks are served", CONFIG_KEY_FILE_DEFAULT);
     }
     auth_key_wipe(&key);
+    if (auth_keyring_lock(&d->keys) != 0)
+        log_notice("the keys could not be locked in memory (RLIMIT_MEMLOCK): they may reach swap");
     return 0;
 }
 
@@ -1559,8 +1708,8 @@ void peer_close_all(struct b10d *d)
     list_for_each_safe(pos, tmp, &d->peers) {
         struct peer *p = list_entry(pos, struct peer, node);
         uv_timer_stop(&p->connect_timer);
-        if (p->ack_op != NULL)
-            wire_cancel(d->wire, p->ack_op);
+        if (p->ack != NULL)
+            peer_drop_ack(p);
         if (p->ep != NULL) {
             wire_ep_close(p->ep);
             p->ep = NULL;

@@ -42,6 +42,7 @@
 #include "hello.h"
 #include "tags.h"
 
+struct peer_ack;
 struct wire_ep;
 struct wire_op;
 struct xfer;
@@ -82,14 +83,16 @@ struct peer {
     uint64_t max_chunk;             /* its limits, from HELLO_ACK */
     uint64_t max_control;
     uint64_t max_pieces;
-    struct wire_op *ack_op;
-    uint8_t ack_buf[HELLO_ACK_MAX_BYTES];
+    struct peer_ack *ack;           /* CONNECTING: this attempt's HELLO_ACK receive and buffer */
+    struct wire_op *ack_op;         /* ... while posted */
+    uint32_t acks_out;              /* HELLO_ACK receives posted and not completed, any attempt */
     uv_timer_t connect_timer;
     struct list waiting;            /* struct xfer.peer_node: sends waiting for PEER_UP */
 
     bool in_up;
     struct auth_link in;            /* its link to us */
     uint64_t in_control_tag;
+    uint64_t hello_gen_seen;        /* the newest HELLO of its boot answered here: older ones are replays */
 
     /* The last retired link of each direction: their keys answer heartbeats about them. */
     struct auth_link out_old, in_old;
@@ -162,6 +165,9 @@ b10_status_t peer_use(struct peer *peer, struct xfer *x);
  * now if it was down), after which the peer calls ask_link_up() for its asks.
  */
 b10_status_t peer_ensure_link(struct peer *peer);
+
+/* Is the link of generation gen up (not retired, not given up)? */
+bool peer_link_live(const struct peer *peer, uint64_t gen);
 
 /* The endpoint failed or must not be trusted: retire everything of it. */
 void peer_lost(struct peer *peer, b10_status_t status, const char *detail);

@@ -145,18 +145,23 @@ static void staging_release_use(struct staging *s, struct view *v)
  * Give waiting transfers a chance, each at most once: a waiter that still
  * finds nothing (the receive cap, say) queues again behind the others.
  */
-static void staging_wake(struct staging *s)
+static void staging_wake_all(struct staging *s, bool views_only)
 {
     uint32_t n = 0;
     struct list *pos, *tmp;
 
     list_for_each_safe(pos, tmp, &s->waiters)
         n++;
-    while (n-- > 0 && s->nfree > 0 && !list_empty(&s->waiters)) {
+    while (n-- > 0 && (s->nfree > 0 || !views_only) && !list_empty(&s->waiters)) {
         struct staging_waiter *w = list_entry(s->waiters.next, struct staging_waiter, node);
         list_remove(&w->node);
         w->wake(w);
     }
+}
+
+static void staging_wake(struct staging *s)
+{
+    staging_wake_all(s, true);
 }
 
 /*
@@ -198,7 +203,12 @@ void staging_drop(struct staging *s, struct view *v)
 
 void staging_wake_waiters(struct staging *s)
 {
-    staging_wake(s);
+    staging_wake_all(s, false);
+}
+
+bool staging_recv_room(const struct staging *s, uint32_t n)
+{
+    return s->nfree >= n && s->recv_busy + n <= s->recv_cap;
 }
 
 void staging_wait(struct staging *s, struct staging_waiter *w)

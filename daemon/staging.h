@@ -61,6 +61,8 @@ void staging_drop(struct staging *s, struct view *v);
 void staging_wait(struct staging *s, struct staging_waiter *w);
 /* Wake the waiters: room came back that no view's return tells of (a peer's share). */
 void staging_wake_waiters(struct staging *s);
+/* Are n receive views free at once (within the receive half of the pool)? */
+bool staging_recv_room(const struct staging *s, uint32_t n);
 void staging_unwait(struct staging_waiter *w);
 
 uint64_t staging_view_bytes(const struct staging *s);

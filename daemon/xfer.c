@@ -20,6 +20,8 @@
 #include "wire.h"
 
 #define SPAN_BYTES 16
+/* CONTROL bytes all peers' admitted transfers may hold, in --max-peer-control. */
+#define XFER_CONTROL_HELD_PEERS 4
 
 const char *xfer_role_name(enum xfer_role role)
 {
@@ -215,6 +217,7 @@ static void xfer_detach(struct xfer *x)
     if (x->admitted) {
         x->peer->in_xfers--;
         x->peer->control_held -= x->control_bytes;
+        x->d->control_held -= x->control_bytes;
         x->admitted = false;
     }
     if (x->reserve_held) {
@@ -534,7 +537,7 @@ static b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_do
 
 static void xfer_send_pump(struct xfer *x);
 static void xfer_recv_pump(struct xfer *x);
-
+static bool xfer_recv_post(struct xfer *x, struct xfer_slot *slot, struct view *view);
 static void xfer_recv_begin(struct xfer *x);
 
 static void xfer_on_view_free(struct staging_waiter *w)
@@ -1126,11 +1129,14 @@ static void xfer_on_scattered(struct copy_job *job, b10_status_t status)
         return;
     x->d->stats.bytes_landed += x->plan->chunks[slot->chunk].bytes;
     x->chunks_done++;
+    /* Its view takes the next chunk at once: the window reserved before READY stays whole. */
+    if (x->next_chunk < x->plan->nchunks) {
+        xfer_recv_post(x, slot, slot->view);
+        return;
+    }
     xfer_slot_release(slot);
     if (x->chunks_done == x->plan->nchunks)
         xfer_finish(x);
-    else
-        xfer_recv_pump(x);
 }
 
 static void xfer_on_data(void *arg, b10_status_t status, size_t length)
@@ -1169,6 +1175,30 @@ static void xfer_on_data(void *arg, b10_status_t status, size_t length)
     }
 }
 
+/* Post the receive of the next chunk into view, on slot; false when x failed. */
+static bool xfer_recv_post(struct xfer *x, struct xfer_slot *slot, struct view *view)
+{
+    *slot = (struct xfer_slot){ .x = x, .busy = true, .chunk = x->next_chunk++, .view = view };
+    uint64_t tag = tags_derive(&x->link, x->id, slot->chunk, TAG_KIND_DATA);
+    /* The chunk index picks the data lane, as it does at the sender. */
+    if (x->peer->ep == NULL) {
+        xfer_slot_release(slot);
+        xfer_fail(x, B10_ERR_PEER_LOST, "no endpoint to the sender for chunk %u", slot->chunk);
+        return false;
+    }
+    if (wire_recv_bulk(x->peer->ep, slot->chunk, tag, view->base,
+                       x->plan->chunks[slot->chunk].bytes, view->memh, xfer_on_data, slot,
+                       &slot->op) != 0) {
+        xfer_slot_release(slot);
+        xfer_fail(x, B10_ERR_INTERNAL, "posting the receive of chunk %u failed", slot->chunk);
+        return false;
+    }
+    x->holds++;
+    view->holds++;
+    xfer_pipe_wire_begin(slot);
+    return true;
+}
+
 /* Keep up to nslots DATA receives posted into views. */
 static void xfer_recv_pump(struct xfer *x)
 {
@@ -1176,47 +1206,35 @@ static void xfer_recv_pump(struct xfer *x)
         struct xfer_slot *slot = xfer_free_slot(x);
         if (slot == NULL)
             return;
-        struct view *view = xfer_view_room(x) ? staging_get(x->d->staging, VIEW_RECV) : NULL;
+        struct view *view = staging_get(x->d->staging, VIEW_RECV);
         if (view == NULL) {
             xfer_wait_for_view(x);
             return;
         }
-        xfer_view_count(x, view);
-        *slot = (struct xfer_slot){ .x = x, .busy = true, .chunk = x->next_chunk++, .view = view };
-        uint64_t tag = tags_derive(&x->link, x->id, slot->chunk, TAG_KIND_DATA);
-        /* The chunk index picks the data lane, as it does at the sender. */
-        if (x->peer->ep == NULL) {
-            xfer_slot_release(slot);
-            xfer_fail(x, B10_ERR_PEER_LOST, "no endpoint to the sender for chunk %u", slot->chunk);
+        if (!xfer_recv_post(x, slot, view))
             return;
-        }
-        if (wire_recv_bulk(x->peer->ep, slot->chunk, tag, view->base,
-                           x->plan->chunks[slot->chunk].bytes, view->memh, xfer_on_data, slot,
-                           &slot->op) != 0) {
-            xfer_slot_release(slot);
-            xfer_fail(x, B10_ERR_INTERNAL, "posting the receive of chunk %u failed", slot->chunk);
-            return;
-        }
-        x->holds++;
-        view->holds++;
-        xfer_pipe_wire_begin(slot);
     }
 }
 
 /*
  * R: a transfer's window of views (--max-in-flight of them, or as many as
- * it has chunks) is reserved in its peer's share (--max-peer-staging) before
- * it posts a receive or says READY; one that does not fit waits, queued, for
- * the peer's earlier transfers to give room back. A sender therefore sends
- * DATA only for transfers whose receives are sure to be posted, and holds
- * its own views for nothing else: no two daemons can hold each other's
- * views waiting on each other.
+ * it has chunks) must fit its peer's share (--max-peer-staging) and be free
+ * in the pool before it posts a receive or says READY; it takes them all at
+ * once, and each view takes the next chunk as soon as its scatter is done,
+ * so the window stays whole until the last chunk. One that does not fit
+ * waits, queued, for the peer's earlier transfers (or the pool) to give
+ * room back. A sender therefore sends DATA only for transfers whose
+ * receives are posted, or reposted as soon as a chunk lands.
  */
 static void xfer_recv_begin(struct xfer *x)
 {
     struct peer *peer = x->peer;
     uint64_t share = config_peer_staging(&x->d->cfg);
+    uint32_t window = (uint32_t)(x->reserve_bytes / staging_view_bytes(x->d->staging));
 
+    /* Woken while its peer is being given up: its failure is on its way, it says no READY. */
+    if (!peer_link_live(peer, x->link.gen))
+        return;
     if (peer->quarantined + x->reserve_bytes > share) {
         /* Its own transfers' return cannot make room, only the quarantine's TTL: fail fast. */
         peer_refused(peer, "a transfer", "the staging its failed transfers left in the quarantine "
@@ -1227,7 +1245,8 @@ static void xfer_recv_begin(struct xfer *x)
                   x->reserve_bytes, share);
         return;
     }
-    if (peer->reserved + peer->quarantined + x->reserve_bytes > share) {
+    if (peer->reserved + peer->quarantined + x->reserve_bytes > share ||
+        !staging_recv_room(x->d->staging, window)) {
         x->state = XFER_QUEUED;
         xfer_wait_for_view(x);
         return;
@@ -1323,6 +1342,13 @@ static b10_status_t xfer_peer_limits(struct peer *peer, uint32_t deadline_ms, si
     if (peer->control_held + control_bytes > cfg->max_peer_control) {
         snprintf(detail, detail_len, "its transfers here hold %" PRIu64 " bytes of CONTROL "
                  "(--max-peer-control %" PRIu64 ")", peer->control_held, cfg->max_peer_control);
+        return B10_ERR_BUSY;
+    }
+    /* A name is only a claim any key holder can make: all peers together are bounded too. */
+    if (peer->d->control_held + control_bytes > XFER_CONTROL_HELD_PEERS * cfg->max_peer_control) {
+        snprintf(detail, detail_len, "the transfers of all remote daemons hold %" PRIu64 " bytes of "
+                 "CONTROL here (%d x --max-peer-control)", peer->d->control_held,
+                 XFER_CONTROL_HELD_PEERS);
         return B10_ERR_BUSY;
     }
     if (deadline_ms < cfg->min_deadline_ms) {
@@ -1437,6 +1463,7 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
     x->control_bytes = length;
     peer->in_xfers++;
     peer->control_held += length;
+    d->control_held += length;
     x->reserve_bytes = (uint64_t)(plan->nchunks < x->nslots ? plan->nchunks : x->nslots) *
                        staging_view_bytes(d->staging);
     x->state = XFER_QUEUED;
@@ -1548,6 +1575,7 @@ void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req, size_
     x->control_bytes = length;
     peer->in_xfers++;
     peer->control_held += length;
+    d->control_held += length;
     x->notice_reserved = req->sync_msg.len;
     session_notice_reserve(holder, x->notice_reserved);
     x->read_id = req->read_id;

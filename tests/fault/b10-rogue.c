@@ -101,6 +101,7 @@ static struct {
     ucp_ep_h ep;
     bool ep_failed;
     uint64_t next_xfer;
+    uint64_t next_gen;          /* generations grow within a boot, as a daemon's do (b10d.c) */
 } g;
 
 static uint8_t pat(uint64_t key, uint64_t i)
@@ -385,6 +386,11 @@ static B10__Peer__Msg *recv_link(struct auth_link *l, uint64_t tag, double wait)
 
 /* ---------------------------------------------------------------- links */
 
+static uint64_t new_gen(void)
+{
+    return (g.self_id << 32) | ++g.next_gen;
+}
+
 /* A link as we open it. */
 struct rlink {
     struct auth_link a;             /* its keys, ours to seal and open with */
@@ -441,7 +447,7 @@ static int hello_round(struct rlink *l, const char *c, struct hello_ack *ack_p)
     B10__Peer__Msg m = B10__PEER__MSG__INIT;
 
     memset(l, 0, sizeof(*l));
-    l->gen = rnd64();
+    l->gen = new_gen();
     auth_random(l->nonce, sizeof(l->nonce));
     make_hello(&h, g.self_id, g.self_name, l->gen, l->nonce);
     m.body_case = B10__PEER__MSG__BODY_HELLO;
@@ -1112,7 +1118,7 @@ static int case_malformed(const char *c)
         B10__Peer__Msg m = B10__PEER__MSG__INIT;
         uint8_t nonce[AUTH_NONCE_BYTES];
         struct hello_ack ack;
-        uint64_t gen = rnd64();
+        uint64_t gen = new_gen();
         auth_random(nonce, sizeof(nonce));
         make_hello(&h, g.self_id, hellos[i].name ? hellos[i].name : g.self_name, gen, nonce);
         h.version = hellos[i].version;
@@ -1338,14 +1344,33 @@ static int case_replay_hello(const char *c)
     ctl.xid = xid = new_xid();
     send_control(&pend, &ctl, NULL, NULL);
     r = await_ready_or_result(&pend, xid, 700, detail, sizeof(detail));
-    rlink_free(&pend);
-    if (r >= 0)
+    if (r >= 0) {
+        rlink_free(&pend);
         return fail(c, "a CONTROL on a handshake left unconfirmed past its bound was answered %s",
                     r == 0 ? "READY" : sname(r - 1000));
+    }
+    /*
+     * That HELLO, replayed once its handshake expired: not answered again;
+     * nor sealed anew (as if its MAC had left the cache of those seen): its
+     * generation is not newer than the one answered.
+     */
+    send_bytes(TAG_HELLO, pend.hello, pend.hello_len);
+    int again = await_ack(&g.key, pend.gen, pend.nonce, 700, &ack);
+    B10__Peer__Hello h;
+    B10__Peer__Msg m = B10__PEER__MSG__INIT;
+    make_hello(&h, g.self_id, g.self_name, pend.gen, pend.nonce);
+    m.body_case = B10__PEER__MSG__BODY_HELLO;
+    m.hello = &h;
+    send_static(&g.key, AUTH_KIND_HELLO, g.self_id, TAG_HELLO, &m, NULL, NULL);
+    int resealed = await_ack(&g.key, pend.gen, pend.nonce, 700, &ack);
+    rlink_free(&pend);
+    if (again >= 0 || resealed >= 0)
+        return fail(c, "a HELLO replayed after its handshake expired was answered again (%s)",
+                    again >= 0 ? "byte for byte" : "sealed anew");
     if (region_check(c, "after replayed and unconfirmed HELLOs") != 0)
         return 1;
     return pass(c, "a HELLO replayed byte for byte got no answer; an answered HELLO never "
-                   "confirmed opened nothing");
+                   "confirmed opened nothing, and replayed once it expired got no answer either");
 }
 
 /* ---------------------------------------------------------------- cases of a stranger */
@@ -1769,9 +1794,20 @@ static b10_status_t load_ours(const char *agent, const char *dname)
  * The victim's HELLO to us: answer it with max_chunk as our chunk limit and
  * dname as our name; the link's keys (we are its receiver) in *in. 0, or -1.
  */
-static int answer_hello(const char *dname, uint64_t max_chunk, struct auth_link *in)
+static uint8_t hello_buf[HELLO_MAX_BYTES];
+static long hello_len;
+
+/* The victim's next HELLO to us, into hello_buf: its length, or -1. */
+static long await_hello(void)
 {
-    static uint8_t buf[HELLO_MAX_BYTES];
+    return hello_len = recv_bytes(TAG_HELLO, hello_buf, sizeof(hello_buf), timeout_ms);
+}
+
+/* Answer the HELLO in hello_buf (await_hello). */
+static int answer_held_hello(const char *dname, uint64_t max_chunk, struct auth_link *in)
+{
+    const uint8_t *buf = hello_buf;
+    long n = hello_len;
     struct auth_header hdr;
     const uint8_t *payload;
     size_t payload_len;
@@ -1779,7 +1815,6 @@ static int answer_hello(const char *dname, uint64_t max_chunk, struct auth_link 
     struct hello h;
     char detail[256];
 
-    long n = recv_bytes(TAG_HELLO, buf, sizeof(buf), timeout_ms);
     if (n < 0 || auth_open(&g.key, AUTH_KIND_HELLO, buf, (size_t)n, &payload, &payload_len) != AUTH_OK ||
         auth_peek(buf, (size_t)n, &hdr) != 0 ||
         hello_decode(payload, payload_len, &hdr, &hm, &h, detail, sizeof(detail)) != B10_OK)
@@ -1814,6 +1849,11 @@ static int answer_hello(const char *dname, uint64_t max_chunk, struct auth_link 
     free(abuf);
     auth_link_derive(&g.key, h.daemon_id, g.self_id, h.gen, h.nonce, mine, false, in);
     return 0;
+}
+
+static int answer_hello(const char *dname, uint64_t max_chunk, struct auth_link *in)
+{
+    return await_hello() < 0 ? -1 : answer_held_hello(dname, max_chunk, in);
 }
 
 /*
@@ -1973,6 +2013,83 @@ static int case_bad_writeback(const char *c)
     return pass(c, "a write-back of exactly its READ's span landed and the READ succeeded");
 }
 
+/*
+ * A HELLO reflected back to the daemon that sent it (anyone on the path can,
+ * without the key): the victim opens a link to us, we send its HELLO back to
+ * it before we answer, and its link must come up all the same. (Once it
+ * answered such a HELLO with a refusal sealed under the key, on the very tag
+ * its own HELLO_ACK was awaited, and failed its own link.)
+ */
+static int case_reflect(const char *c)
+{
+    char dname[64], agent[64], detail[256];
+    struct auth_link in;
+
+    if (!g.have_key)
+        return fail(c, "this case needs the cluster key (-k)");
+    snprintf(dname, sizeof(dname), "rogue-r%d", (int)getpid());
+    snprintf(agent, sizeof(agent), "rogue-rdst-%d", (int)getpid());
+    b10_status_t st = load_ours(agent, dname);
+    if (st != B10_OK)
+        return fail(c, "the victim would not load our descriptor: %s", b10_status_name(st));
+    b10_span_t src = { .addr = (uint64_t)(uintptr_t)g.reg, .length = 4096 };
+    b10_span_t dst = { .addr = 0x100000, .length = 4096 };
+    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE, .op = B10_OP_WRITE,
+                             .local = &src, .remote = &dst, .count = 1, .remote_agent = agent,
+                             .deadline_ms = 10000 };
+    b10_xfer_t *x;
+    if ((st = b10_xfer_submit(g.conn, &xp, &x)) != B10_OK)
+        return fail(c, "submit: %s", b10_status_name(st));
+    if (await_hello() < 0) {
+        b10_xfer_release(x);
+        return fail(c, "the victim sent us no HELLO");
+    }
+    send_bytes(TAG_HELLO, hello_buf, (size_t)hello_len);
+    progress_for(300);
+    if (b10_xfer_status(x) != B10_IN_PROGRESS) {
+        st = b10_xfer_status(x);
+        snprintf(detail, sizeof(detail), "%s", b10_xfer_detail(x));
+        b10_xfer_release(x);
+        return fail(c, "its HELLO, reflected to it, ended the transfer %s (%s)", b10_status_name(st),
+                    detail);
+    }
+    /* Now the real answer: the link comes up, and its CONTROL reaches us; we refuse it. */
+    if (answer_held_hello(dname, 4 << 20, &in) != 0) {
+        b10_xfer_release(x);
+        return fail(c, "the victim's HELLO did not open");
+    }
+    B10__Peer__Msg *m = NULL;
+    uint64_t xid = 0;
+    for (int k = 0; k < 3 && xid == 0; k++) {
+        if ((m = recv_link(&in, tags_derive(&in.tags, 0, 0, TAG_KIND_CONTROL), timeout_ms)) == NULL)
+            break;
+        if (m->body_case == B10__PEER__MSG__BODY_CONTROL)
+            xid = m->control->xfer_id;
+        b10__peer__msg__free_unpacked(m, NULL);
+    }
+    if (xid == 0) {
+        b10_xfer_release(x);
+        return fail(c, "no CONTROL came on the victim's link to us");
+    }
+    B10__Peer__Result res = B10__PEER__RESULT__INIT;
+    B10__Peer__Msg mr = B10__PEER__MSG__INIT;
+    res.xfer_id = xid;
+    res.status = B10__STATUS__ERR_REMOTE_REJECTED;
+    res.detail = "refused by the rogue, as planned";
+    mr.body_case = B10__PEER__MSG__BODY_RESULT;
+    mr.result = &res;
+    send_link(&in, tags_derive(&in.tags, xid, 0, TAG_KIND_RESULT), &mr, NULL, NULL);
+    st = b10_xfer_wait(x, timeout_ms);
+    snprintf(detail, sizeof(detail), "%s", b10_xfer_detail(x));
+    b10_xfer_release(x);
+    b10_agent_invalidate(g.conn, agent);
+    if (st != B10_ERR_REMOTE_REJECTED)
+        return fail(c, "after a reflected HELLO the transfer ended %s (%s), not with our refusal",
+                    b10_status_name(st), detail);
+    return pass(c, "its own HELLO reflected to the victim changed nothing: the link came up and "
+                   "its transfer ended with our answer (%s)", detail);
+}
+
 static const struct testout_case cases[] = {
     { "good", case_good },
     { "unknown", case_unknown },
@@ -1997,6 +2114,7 @@ static const struct testout_case cases[] = {
     { "flood_notice", case_flood_notice },
     { "bad_ack", case_bad_ack },
     { "bad_writeback", case_bad_writeback },
+    { "reflect", case_reflect },
 };
 
 /* ---------------------------------------------------------------- setup */

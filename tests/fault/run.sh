@@ -545,10 +545,11 @@ scen_floods() {
 # B opens a link to a peer (the rogue) that answers its HELLO with a 1-byte
 # chunk limit: the link is refused and the transfer fails at once. A READ
 # of B's rank from the rogue, written back outside what it asked for, is
-# refused; written back into exactly its spans, it lands.
+# refused; written back into exactly its spans, it lands. B's own HELLO,
+# reflected back to it, changes nothing.
 scen_bad_ack() {
     start_daemon B
-    fg 60 rogue "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" "$D/B.sock" bad_ack bad_writeback
+    fg 60 rogue "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" "$D/B.sock" bad_ack bad_writeback reflect
     [ "$rc" = 0 ] || die "rogue: $(grep -m1 '^FAIL' "$D/rogue.log" || tail -n 1 "$D/rogue.log")"
     grep -q 'chunk limit out of range' "$D/B.log" || die "B did not log why it refused the link"
     mv "$D/B.log" "$D/B-rogue.log"

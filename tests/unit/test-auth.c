@@ -363,7 +363,7 @@ static void test_link_both_ways(void **state)
 static void test_link_replay_window(void **state)
 {
     struct auth_link o, r;
-    static uint8_t msgs[AUTH_WINDOW + 40][AUTH_OVERHEAD + 4];
+    static uint8_t msgs[AUTH_WINDOW + 40][AUTH_OVERHEAD + 4];   /* 8232 of them */
     size_t n = 0;
 
     link_pair(&o, &r);

@@ -194,10 +194,12 @@ static void test_ack_good_and_refusal(void **state)
     a.detail = "no room for another peer";
     a.max_chunk_bytes = a.max_control_bytes = a.max_pieces = 0;
     a.nonce.len = 0;
-    a.name = "";
     assert_int_equal(decode_ack(&a, &out, detail), B10_OK);
     assert_int_equal(out.status, B10_ERR_TOO_LARGE);
     assert_string_equal(out.detail, "no room for another peer");
+    assert_string_equal(out.name, "node-b");   /* who refuses is part of a refusal */
+    a.name = "";
+    assert_int_equal(decode_ack(&a, &out, detail), B10_ERR_PEER_PROTOCOL);
 }
 
 static void test_ack_limits(void **state)
