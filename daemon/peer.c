@@ -589,12 +589,13 @@ static void peer_pending_free(struct peer_pending *p)
     free(p);
 }
 
-static struct peer_pending *peer_pending_find(struct b10d *d, uint64_t daemon_id, uint64_t gen)
+/* The one handshake answered for a sender boot and not yet confirmed (peer_on_hello keeps one), or NULL. */
+static struct peer_pending *peer_pending_of(struct b10d *d, uint64_t daemon_id)
 {
     struct list *pos, *tmp;
     list_for_each_safe(pos, tmp, &d->pending) {
         struct peer_pending *p = list_entry(pos, struct peer_pending, node);
-        if (p->daemon_id == daemon_id && p->gen == gen)
+        if (p->daemon_id == daemon_id)
             return p;
     }
     return NULL;
@@ -1026,17 +1027,6 @@ static const char *peer_hello_refusal(struct b10d *d, const struct hello *h, con
     return NULL;
 }
 
-/* The one handshake answered for a sender boot and not yet confirmed, or NULL. */
-static struct peer_pending *peer_pending_of(struct b10d *d, uint64_t daemon_id)
-{
-    struct list *pos, *tmp;
-    list_for_each_safe(pos, tmp, &d->pending) {
-        struct peer_pending *p = list_entry(pos, struct peer_pending, node);
-        if (p->daemon_id == daemon_id)
-            return p;
-    }
-    return NULL;
-}
 
 /*
  * A HELLO: nothing of it is read before its envelope opened under a key
@@ -1244,8 +1234,8 @@ static void peer_on_heartbeat(struct b10d *d, const uint8_t *buf, size_t length)
         if (peer_open_with(d, peer, link, buf, length, &msg) != B10_OK)
             return;
     } else {
-        struct peer_pending *pend = peer_pending_find(d, hdr.sender_id, hdr.key_id);
-        if (pend == NULL || pend->refused) {
+        struct peer_pending *pend = peer_pending_of(d, hdr.sender_id);
+        if (pend == NULL || pend->refused || pend->gen != hdr.key_id) {
             d->stats.stale_messages++;
             log_debug("dropping a heartbeat about a link this daemon never had or forgot");
             return;

@@ -274,6 +274,26 @@ prefill() {  # prefill ROUND DAEMON [kvrank options]: sets $rc
         --round "$_r" $KV "$@"
 }
 
+# pair SEND RECV TAG: a decode rank on RECV and one round written from SEND,
+# both in $D/TAG (a pair of its own beside the one in $D); sets $rc (the
+# prefill's exit status). The decode must then pass; when the round failed
+# it is stopped.
+pair() {
+    mkdir -p "$D/$3"
+    bg "d$3" "$KVRANK" --role decode --name "d$3" -s "$D/$2.sock" --dir "$D/$3" $KV --wait-ms 20000
+    wait_file "$D/$3/decode.desc" 30
+    fg 60 "p$3" "$KVRANK" --role prefill --name "p$3" -s "$D/$1.sock" --dir "$D/$3" --round 0 $KV \
+        --req-blocks 8
+    _prc=$rc
+    if [ "$_prc" = 0 ]; then
+        wait_client "d$3" 30 "decode d$3"
+        expect_exit "decode d$3" "$D/d$3.log" 0 'MISMATCH|gave up|b10_' head
+    else
+        kill -TERM "$(eval "echo \$pid_d$3")" 2>/dev/null
+    fi
+    rc=$_prc
+}
+
 # expect_prefill ROUND RC: the round's prefill ended as expected, else die with its words.
 expect_prefill() {
     expect_exit "prefill round $1" "$D/prefill-r$1.log" "$2" 'FAIL|ended|refused|gave up|b10_|register' tail

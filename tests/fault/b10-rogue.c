@@ -1791,6 +1791,34 @@ static b10_status_t load_ours(const char *agent, const char *dname)
 }
 
 /*
+ * Our rank writes length bytes to agent, one of ours on a daemon named
+ * dname (this rogue), so that the victim opens a link to us: the transfer,
+ * or NULL with why in the failure line of case c.
+ */
+static b10_xfer_t *write_to_ours(const char *c, const char *agent, const char *dname,
+                                 uint64_t length, uint32_t deadline_ms)
+{
+    static b10_span_t src, dst;
+    b10_xfer_t *x;
+
+    b10_status_t st = load_ours(agent, dname);
+    if (st != B10_OK) {
+        fail(c, "the victim would not load our descriptor: %s", b10_status_name(st));
+        return NULL;
+    }
+    src = (b10_span_t){ .addr = (uint64_t)(uintptr_t)g.reg, .length = length };
+    dst = (b10_span_t){ .addr = 0x100000, .length = length };
+    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE, .op = B10_OP_WRITE,
+                             .local = &src, .remote = &dst, .count = 1, .remote_agent = agent,
+                             .deadline_ms = deadline_ms };
+    if ((st = b10_xfer_submit(g.conn, &xp, &x)) != B10_OK) {
+        fail(c, "submit: %s", b10_status_name(st));
+        return NULL;
+    }
+    return x;
+}
+
+/*
  * The victim's HELLO to us: answer it with max_chunk as our chunk limit and
  * dname as our name; the link's keys (we are its receiver) in *in. 0, or -1.
  */
@@ -1872,23 +1900,15 @@ static int case_bad_ack(const char *c)
     char dname[64], agent[64];
     snprintf(dname, sizeof(dname), "rogue-d%d", (int)getpid());
     snprintf(agent, sizeof(agent), "rogue-dst-%d", (int)getpid());
-    b10_status_t st = load_ours(agent, dname);
-    if (st != B10_OK)
-        return fail(c, "the victim would not load our descriptor: %s", b10_status_name(st));
-    b10_span_t src = { .addr = (uint64_t)(uintptr_t)g.reg, .length = 65536 };
-    b10_span_t dst = { .addr = 0x100000, .length = 65536 };
-    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE, .op = B10_OP_WRITE,
-                             .local = &src, .remote = &dst, .count = 1, .remote_agent = agent,
-                             .deadline_ms = 20000 };
-    b10_xfer_t *x;
     double t0 = now_ms();
-    if ((st = b10_xfer_submit(g.conn, &xp, &x)) != B10_OK)
-        return fail(c, "submit: %s", b10_status_name(st));
+    b10_xfer_t *x = write_to_ours(c, agent, dname, 65536, 20000);
+    if (x == NULL)
+        return 1;
     if (answer_hello(dname, 1, &in) != 0) {
         b10_xfer_release(x);
         return fail(c, "the victim sent us no HELLO that opens");
     }
-    st = b10_xfer_wait(x, timeout_ms);
+    b10_status_t st = b10_xfer_wait(x, timeout_ms);
     double ms = now_ms() - t0;
     snprintf(detail, sizeof(detail), "%s", b10_xfer_detail(x));
     b10_xfer_release(x);
@@ -2029,17 +2049,10 @@ static int case_reflect(const char *c)
         return fail(c, "this case needs the cluster key (-k)");
     snprintf(dname, sizeof(dname), "rogue-r%d", (int)getpid());
     snprintf(agent, sizeof(agent), "rogue-rdst-%d", (int)getpid());
-    b10_status_t st = load_ours(agent, dname);
-    if (st != B10_OK)
-        return fail(c, "the victim would not load our descriptor: %s", b10_status_name(st));
-    b10_span_t src = { .addr = (uint64_t)(uintptr_t)g.reg, .length = 4096 };
-    b10_span_t dst = { .addr = 0x100000, .length = 4096 };
-    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE, .op = B10_OP_WRITE,
-                             .local = &src, .remote = &dst, .count = 1, .remote_agent = agent,
-                             .deadline_ms = 10000 };
-    b10_xfer_t *x;
-    if ((st = b10_xfer_submit(g.conn, &xp, &x)) != B10_OK)
-        return fail(c, "submit: %s", b10_status_name(st));
+    b10_status_t st;
+    b10_xfer_t *x = write_to_ours(c, agent, dname, 4096, 10000);
+    if (x == NULL)
+        return 1;
     if (await_hello() < 0) {
         b10_xfer_release(x);
         return fail(c, "the victim sent us no HELLO");

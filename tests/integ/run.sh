@@ -225,16 +225,10 @@ scen_agentops() {
     [ "$rc" = 0 ] || die "$(grep -m1 '^FAIL' "$D/agentops.log" || tail -n 1 "$D/agentops.log")"
 }
 
-# write_round SEND RECV TAG: a decode rank on RECV, one round from SEND, both in $D/TAG; both must pass.
+# write_round SEND RECV TAG: pair (tests/lib.sh), and the round must land.
 write_round() {
-    mkdir -p "$D/$3"
-    bg "d$3" "$KVRANK" --role decode --name "d$3" -s "$D/$2.sock" --dir "$D/$3" $KV --wait-ms 20000
-    wait_file "$D/$3/decode.desc" 30
-    fg 60 "p$3" "$KVRANK" --role prefill --name "p$3" -s "$D/$1.sock" --dir "$D/$3" --round 0 $KV \
-        --req-blocks 8
+    pair "$@"
     expect_exit "prefill p$3" "$D/p$3.log" 0 'FAIL|ended|b10_' tail
-    wait_client "d$3" 30 "decode d$3"
-    expect_exit "decode d$3" "$D/d$3.log" 0 'MISMATCH|b10_' head
 }
 
 # A's peers named NAME, as "ID ..." (b10ctl peers --json).

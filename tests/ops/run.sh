@@ -26,24 +26,6 @@ all_scenarios="config units install notify activation ctl max_clients permission
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
 
-# pair SEND RECV TAG: a decode rank on RECV and one round written from SEND, in $D/TAG;
-# sets $rc (the prefill's exit status); the decode is stopped when the round failed.
-pair() {
-    mkdir -p "$D/$3"
-    bg "d$3" "$KVRANK" --role decode --name "d$3" -s "$D/$2.sock" --dir "$D/$3" $KV --wait-ms 20000
-    wait_file "$D/$3/decode.desc" 30
-    fg 60 "p$3" "$KVRANK" --role prefill --name "p$3" -s "$D/$1.sock" --dir "$D/$3" --round 0 $KV \
-        --req-blocks 8
-    _prc=$rc
-    if [ "$_prc" = 0 ]; then
-        wait_client "d$3" 30 "decode d$3"
-        [ "$rc" = 0 ] || die "decode d$3 exited $rc: $(tail -n 1 "$D/d$3.log")"
-    else
-        kill -TERM "$(eval "echo \$pid_d$3")" 2>/dev/null
-    fi
-    rc=$_prc
-}
-
 now_ms() {
     echo $(( $(date +%s%N) / 1000000 ))
 }
