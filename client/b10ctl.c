@@ -3,13 +3,14 @@
  *
  * It speaks the daemon's socket protocol directly (proto/frame.h framing,
  * ClientMsg.admin requests of proto/admin.proto) on its own connection,
- * which never says Hello and so is never a rank. The daemon answers only
- * root, its own user and the socket's group.
+ * which never says Hello and so is never a rank. Operators (root, the
+ * daemon's user, its --admin-group) see every rank; anyone else the socket
+ * lets in sees only its own uid's transfers and ranks (daemon/admin.h).
  *
  * Output: aligned tables for people, --json (one object per line) for
  * scripts, Prometheus text for `metrics`. Exit status, for scripts:
  *   0  done                      4  no such transfer (cancel)
- *   1  the daemon refused or     5  not permitted (root or the socket's group)
+ *   1  the daemon refused or     5  not permitted (operators only, or another user's)
  *      failed the request        6  drain: transfers still in flight when the wait ended
  *   2  usage                     3  daemon unreachable, or the connection broke
  */
@@ -486,6 +487,7 @@ static const struct jfield daemon_json[] = {
     JF(drain_left_ms, J_U64), JF(drain_in_flight, J_U32), JF(drain_forced, J_U32),
     JF(drain_ms, J_U64), JF(drain_succeeded, J_U64), JF(drain_failed, J_U64),
     JF(trust, J_STR), JF(key_id, J_ID), JF(next_key_id, J_ID), JF(insecure, J_BOOL),
+    JF(remote_access, J_STR), JF(names_held, J_U32),
 };
 #undef MSG
 
@@ -556,6 +558,7 @@ static const struct rows peer_rows = {
 #define MSG B10__AdminRegion
 static const struct jfield region_json[] = {
     JF(id, J_U64), JF(kind, J_STR), JF(backend, J_STR), JF(addr, J_U64), JF(length, J_U64),
+    JF(open_to_node, J_BOOL),
 };
 static const struct column region_cols[] = {
     COL_FN("lAGENT", cell_region_agent), COL("rREGION", C_U64, id), COL("lKIND", C_STR, kind),
@@ -817,6 +820,8 @@ static void show_json(const struct command *cmd, const B10__AdminReply *a)
 
     putchar('{');
     json_object(&f, "daemon", daemon_json, N(daemon_json), reply_daemon(a));
+    jbool(&f, "operator", a->operator_);
+    ju64(&f, "uid", a->uid);
     if (cmd->rows != NULL) {
         json_rows(&f, cmd->rows, a);
         ju64(&f, "omitted", a->omitted);
@@ -834,7 +839,11 @@ static void show_rows(const struct rows *r, const B10__AdminReply *a)
     struct table t;
 
     if (rows_count(r, a) == 0 && a->omitted == 0) {
-        puts(r->empty);
+        if (a->operator_)
+            puts(r->empty);
+        else
+            printf("%s (of uid %u's ranks: b10ctl runs as no operator of this daemon)\n", r->empty,
+                   a->uid);
         return;
     }
     table_init(&t, r->cols, r->ncols);
@@ -853,6 +862,8 @@ static void show_rows(const struct rows *r, const B10__AdminReply *a)
     }
     if (a->omitted > 0)
         printf("(%u rows left out: raise --limit, up to the daemon's --max-admin-rows)\n", a->omitted);
+    if (!a->operator_)
+        printf("(only the ranks of uid %u: b10ctl runs as no operator of this daemon)\n", a->uid);
 }
 
 static void show_status(const B10__AdminReply *a)
@@ -887,6 +898,14 @@ static void show_status(const B10__AdminReply *a)
                  m->insecure ? "; insecure peers accepted" : "");
     else
         table_pair(&t, "trust", m->trust);
+    table_kv(&t, "ranks", "remote ones %s; %u agent names held by their users",
+             strcmp(m->remote_access, "paired") == 0 ? "only when paired (--remote-access paired)"
+                                                     : "of any authenticated daemon",
+             m->names_held);
+    if (a->operator_)
+        table_kv(&t, "you", "uid %u, an operator", a->uid);
+    else
+        table_kv(&t, "you", "uid %u, no operator: transfers and clients show your uid's alone", a->uid);
     if (strcmp(m->state, "draining") == 0 || strcmp(m->state, "stopping") == 0)
         table_kv(&t, "drain", "running: %u were in flight; %" PRIu64 " landed, %" PRIu64
                  " failed so far; bound %s", m->drain_in_flight, m->drain_succeeded,
@@ -1289,7 +1308,8 @@ static void usage(FILE *f)
 "\n"
 "Exit status: 0 done; 1 the daemon refused or failed the request; 2 usage;\n"
 "3 daemon unreachable or the connection broke; 4 no such transfer; 5 not\n"
-"permitted (root, the daemon's user or the socket's group only); 6 drain:\n"
+"permitted (drain, quarantine, peers, metrics and other users' transfers are\n"
+"for operators: root, the daemon's user and its --admin-group); 6 drain:\n"
 "transfers still in flight when the wait ended.\n");
 }
 

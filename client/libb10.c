@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1245,6 +1246,11 @@ static b10_status_t mem_register_one(b10_conn_t *conn, B10__RegisterMem *rm, int
     return B10_OK;
 }
 
+static bool mem_open_to_node(const b10_mem_params_t *params)
+{
+    return (params->field_mask & B10_MEM_FIELD_FLAGS) && (params->flags & B10_MEM_OPEN_TO_NODE);
+}
+
 /*
  * VRAM: one daemon region per allocation the range crosses. PyTorch's
  * expandable segments map many VMM allocations side by side, and a tensor
@@ -1277,6 +1283,7 @@ static b10_status_t mem_register_vram(b10_conn_t *conn, const b10_mem_params_t *
         if (vx.has_ipc_handle)
             rm.cuda_ipc_handle = (ProtobufCBinaryData){ sizeof(vx.ipc_handle), vx.ipc_handle };
         rm.vmm_fd = vx.fd >= 0;
+        rm.open_to_node = mem_open_to_node(params);
         status = mem_register_one(conn, &rm, vx.fd, link);
         if (vx.fd >= 0)
             close(vx.fd);
@@ -1309,6 +1316,9 @@ b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
         return conn_reject(conn, B10_ERR_INVALID_ARG, "a region needs an address and a length");
     if ((uintptr_t)params->addr + params->length < (uintptr_t)params->addr)
         return conn_reject(conn, B10_ERR_INVALID_ARG, "region wraps around the address space");
+    if ((params->field_mask & B10_MEM_FIELD_FLAGS) && (params->flags & ~(uint64_t)B10_MEM_OPEN_TO_NODE))
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "unknown region flags 0x%" PRIx64,
+                           params->flags & ~(uint64_t)B10_MEM_OPEN_TO_NODE);
     if (params->kind == B10_MEM_VRAM)
         return mem_register_vram(conn, params, mem_p);
     if (params->kind != B10_MEM_DRAM)
@@ -1319,6 +1329,7 @@ b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
         return status;
     rm.addr = (uintptr_t)params->addr;
     rm.length = params->length;
+    rm.open_to_node = mem_open_to_node(params);
     status = mem_register_one(conn, &rm, fd, mem_p);
     if (fd_owned)
         close(fd);

@@ -11,6 +11,7 @@
 #include "b10.pb-c.h"
 #include "frame.h"
 #include "ipc.h"
+#include "names.h"
 #include "peer.h"
 #include "plan.h"
 #include "quarantine.h"
@@ -76,7 +77,15 @@ struct admin_answer {
     void **allocs;
     size_t nallocs, cap;
     bool failed;                    /* out of memory somewhere */
+    bool scoped;                    /* no operator asks: only the ranks of uid */
+    uid_t uid;
 };
+
+/* Is what belongs to uid in this answer? */
+static bool admin_sees(const struct admin_answer *a, uid_t uid)
+{
+    return !a->scoped || uid == a->uid;
+}
 
 static void *admin_alloc(struct admin_answer *a, size_t n, size_t size)
 {
@@ -160,6 +169,8 @@ static void admin_fill_daemon(struct admin_answer *a)
     m->quarantine_ttl_ms = d->cfg.quarantine_ttl_ms;
     m->trust = (char *)b10d_trust(d);
     m->insecure = d->cfg.insecure;
+    m->remote_access = (char *)(d->cfg.remote_access == CONFIG_REMOTE_PAIRED ? "paired" : "any");
+    m->names_held = names_count(d->names);
     for (unsigned i = 0; i < d->keys.count; i++) {
         if (d->keys.keys[i].kind != AUTH_KEY_CLUSTER)
             continue;
@@ -183,7 +194,11 @@ static void admin_fill_xfers(struct admin_answer *a)
 {
     struct b10d *d = a->d;
     struct list *pos, *tmp;
-    size_t n = admin_take_rows(a, d->nxfers), i = 0;
+    size_t visible = 0, i = 0;
+
+    list_for_each_safe(pos, tmp, &d->xfers)
+        visible += admin_sees(a, list_entry(pos, struct xfer, node)->uid);
+    size_t n = admin_take_rows(a, visible);
     B10__AdminXfer *rows = admin_alloc(a, n, sizeof(*rows));
     B10__AdminXfer **ptrs = admin_alloc(a, n, sizeof(*ptrs));
 
@@ -191,6 +206,8 @@ static void admin_fill_xfers(struct admin_answer *a)
         return;
     list_for_each_safe(pos, tmp, &d->xfers) {
         struct xfer *x = list_entry(pos, struct xfer, node);
+        if (!admin_sees(a, x->uid))
+            continue;
         if (i == n)
             break;
         B10__AdminXfer *r = &rows[i];
@@ -325,6 +342,7 @@ static void admin_fill_regions(struct admin_answer *a, B10__AdminClient *c, cons
         r->backend = (char *)(reg->backend != NULL ? reg->backend->name : "");
         r->addr = reg->addr;
         r->length = reg->length;
+        r->open_to_node = reg->open;
         ptrs[i] = r;
     }
     c->regions = ptrs;
@@ -337,8 +355,10 @@ static void admin_fill_clients(struct admin_answer *a)
     struct list *pos, *tmp;
     size_t ranks = 0, i = 0;
 
-    list_for_each_safe(pos, tmp, &d->sessions)
-        ranks += list_entry(pos, struct session, node)->hello_done;
+    list_for_each_safe(pos, tmp, &d->sessions) {
+        struct session *s = list_entry(pos, struct session, node);
+        ranks += s->hello_done && admin_sees(a, s->uid);
+    }
     size_t n = admin_take_rows(a, ranks);
     B10__AdminClient *rows = admin_alloc(a, n, sizeof(*rows));
     B10__AdminClient **ptrs = admin_alloc(a, n, sizeof(*ptrs));
@@ -346,8 +366,8 @@ static void admin_fill_clients(struct admin_answer *a)
         return;
     list_for_each_safe(pos, tmp, &d->sessions) {
         struct session *s = list_entry(pos, struct session, node);
-        if (!s->hello_done)
-            continue;   /* admin connections, and ranks before their Hello */
+        if (!s->hello_done || !admin_sees(a, s->uid))
+            continue;   /* admin connections, ranks before their Hello, other users' ranks */
         if (i == n)
             break;
         B10__AdminClient *r = &rows[i];
@@ -411,23 +431,33 @@ static int admin_send(struct session *s, uint64_t seq, b10_status_t status, cons
     return ipc_send(s->conn, frame, length);
 }
 
-/* Root, the daemon's own user, or the socket's group (primary or supplementary). */
-static bool admin_allowed(struct session *s, gid_t *gid_p)
+/* Root, the daemon's own user, or --admin-group (primary or supplementary). */
+static bool admin_is_operator(struct session *s)
 {
-    gid_t gid = (gid_t)-1;
-    bool ok = s->uid == 0 || s->uid == geteuid() ||
-              (ipc_socket_gid(s->d->ipc, &gid) == 0 &&
-               (s->gid == gid || ipc_conn_in_group(s->conn, gid)));
-    *gid_p = gid;
-    return ok;
+    const struct config *cfg = &s->d->cfg;
+    return s->uid == 0 || s->uid == geteuid() ||
+           (cfg->admin_group_set && (s->gid == cfg->admin_gid ||
+                                     ipc_conn_in_group(s->conn, cfg->admin_gid)));
 }
 
-static b10_status_t admin_cancel(struct session *s, uint64_t id, char *detail, size_t detail_len)
+/* Whom operators are, in words, for a refusal. */
+static void admin_operators(const struct b10d *d, char *out, size_t n)
+{
+    if (d->cfg.admin_group_set)
+        snprintf(out, n, "root, uid %u (the daemon's) and group %u (--admin-group)",
+                 (unsigned)geteuid(), (unsigned)d->cfg.admin_gid);
+    else
+        snprintf(out, n, "root and uid %u (the daemon's; --admin-group adds a group)",
+                 (unsigned)geteuid());
+}
+
+static b10_status_t admin_cancel(struct session *s, bool operator, uint64_t id, char *detail,
+                                 size_t detail_len)
 {
     struct b10d *d = s->d;
     struct list *pos, *tmp;
     char who[96];
-    int n = 0;
+    int n = 0, others = 0;
 
     snprintf(who, sizeof(who), "the operator (b10ctl, uid %u, pid %d)", (unsigned)s->uid,
              (int)s->pid);
@@ -436,10 +466,23 @@ static b10_status_t admin_cancel(struct session *s, uint64_t id, char *detail, s
         struct xfer *x = list_entry(pos, struct xfer, node);
         if (x->id != id)
             continue;
+        if (!operator && x->uid != s->uid) {
+            others++;
+            continue;
+        }
         log_notice("admin: uid %u (pid %d) cancels transfer %016" PRIx64 " (%s)", (unsigned)s->uid,
                    (int)s->pid, id, xfer_role_name(x->role));
         xfer_cancel_admin(x, who);
         n++;
+    }
+    if (n == 0 && others > 0) {
+        char ops[128];
+        admin_operators(d, ops, sizeof(ops));
+        log_warning("admin: refusing uid %u (pid %d) the cancel of transfer %016" PRIx64 ", "
+                    "another user's", (unsigned)s->uid, (int)s->pid, id);
+        snprintf(detail, detail_len, "transfer %016" PRIx64 " is not one of uid %u's ranks': only "
+                 "operators (%s) cancel other users' transfers", id, (unsigned)s->uid, ops);
+        return B10_ERR_PERMISSION;
     }
     if (n == 0) {
         snprintf(detail, detail_len, "no transfer %016" PRIx64 " is in flight", id);
@@ -448,24 +491,36 @@ static b10_status_t admin_cancel(struct session *s, uint64_t id, char *detail, s
     return B10_OK;
 }
 
+/* What a rank's b10ctl may not ask: what other users' ranks do, or steering the daemon. */
+static const char *admin_operator_only(B10__AdminOp op)
+{
+    switch (op) {
+    case B10__ADMIN_OP__ADMIN_DRAIN: return "drain";
+    case B10__ADMIN_OP__ADMIN_QUARANTINE: return "quarantine";
+    case B10__ADMIN_OP__ADMIN_PEERS: return "peers";
+    case B10__ADMIN_OP__ADMIN_METRICS: return "metrics";
+    default: return NULL;
+    }
+}
+
 int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *req)
 {
     struct b10d *d = s->d;
     struct admin_answer a;
     char detail[256] = "";
     b10_status_t status = B10_OK;
-    gid_t gid;
+    bool operator = admin_is_operator(s);
+    const char *only = admin_operator_only(req->op);
 
-    if (!admin_allowed(s, &gid)) {
-        log_warning("admin: refusing uid %u gid %u (pid %d): not root, the daemon's user or in "
-                    "the socket's group %d", (unsigned)s->uid, (unsigned)s->gid, (int)s->pid,
-                    (int)gid);
-        snprintf(detail, sizeof(detail), "admin requests need root, uid %u or the socket's group "
-                 "%d; uid %u gid %u is neither", (unsigned)geteuid(), (int)gid, (unsigned)s->uid,
-                 (unsigned)s->gid);
+    if (!operator && only != NULL) {
+        char ops[128];
+        admin_operators(d, ops, sizeof(ops));
+        log_warning("admin: refusing uid %u gid %u (pid %d) %s: no operator", (unsigned)s->uid,
+                    (unsigned)s->gid, (int)s->pid, only);
+        snprintf(detail, sizeof(detail), "%s is for operators (%s); uid %u gid %u is none", only,
+                 ops, (unsigned)s->uid, (unsigned)s->gid);
         admin_send(s, seq, B10_ERR_PERMISSION, detail, NULL);
-        /* A rank that asked keeps its connection and transfers; a bare admin connection goes. */
-        return s->hello_done ? 0 : -1;
+        return 0;
     }
     memset(&a, 0, sizeof(a));
     a.d = d;
@@ -475,11 +530,15 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
     b10__admin_reply__init(&a.reply);
     b10__admin_daemon__init(&a.daemon);
     b10__admin_staging__init(&a.staging);
+    a.reply.operator_ = operator;
+    a.reply.uid = (uint32_t)s->uid;
+    a.scoped = !operator;
+    a.uid = s->uid;
 
     /* Actions first, so that the status that comes back shows their effect. */
     switch (req->op) {
     case B10__ADMIN_OP__ADMIN_CANCEL:
-        status = admin_cancel(s, req->xfer_id, detail, sizeof(detail));
+        status = admin_cancel(s, operator, req->xfer_id, detail, sizeof(detail));
         break;
     case B10__ADMIN_OP__ADMIN_DRAIN: {
         uint32_t bound = req->drain_timeout_ms == 0 ? d->cfg.drain_timeout_ms

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "b10.pb-c.h"
 #include "frame.h"
 #include "mem.h"
@@ -216,6 +217,7 @@ b10_status_t ask_check(struct session *s, uint64_t seq, const char *remote_agent
     }
     B10__Peer__Check check = B10__PEER__CHECK__INIT;
     check.dst_agent = (char *)remote_agent;
+    check.src_agent = s->agent;
     check.spans = (ProtobufCBinaryData){ spans_length, (uint8_t *)spans };
     B10__Peer__Msg msg = B10__PEER__MSG__INIT;
     msg.body_case = B10__PEER__MSG__BODY_CHECK;
@@ -262,9 +264,18 @@ void ask_on_check(struct peer *peer, const B10__Peer__Check *check)
         return;
     }
     size_t count = check->spans.len / SPAN_BYTES;
-    if (check->spans.len % SPAN_BYTES != 0 || count == 0 || count > peer->d->cfg.max_spans) {
+    size_t src_len = strnlen(check->src_agent, 256);
+    if (check->spans.len % SPAN_BYTES != 0 || count == 0 || count > peer->d->cfg.max_spans ||
+        src_len == 0 || src_len >= 256) {
         peer->d->stats.peer_protocol_errors++;
-        ask_answer(peer, check->check_id, B10_ERR_PEER_PROTOCOL, "malformed span table");
+        ask_answer(peer, check->check_id, B10_ERR_PEER_PROTOCOL, "malformed check");
+        return;
+    }
+    /* Even whether memory is registered is the target's to tell only to ranks it admits. */
+    struct access_origin origin;
+    access_origin(&origin, peer, check->src_agent);
+    if (access_spans(target, &origin, check->spans.data, count, detail, sizeof(detail)) != B10_OK) {
+        ask_answer(peer, check->check_id, B10_ERR_PERMISSION, detail);
         return;
     }
     for (size_t i = 0; i < count; i++) {
@@ -294,6 +305,15 @@ void ask_on_notify(struct peer *peer, const B10__Peer__Notify *notify)
     if (target == NULL) {
         snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node", notify->dst_agent);
         ask_answer(peer, notify->notify_id, B10_ERR_UNKNOWN_AGENT, detail);
+        return;
+    }
+    struct access_origin origin;
+    access_origin(&origin, peer, notify->src_agent);
+    if (strnlen(notify->src_agent, 256) == 0 ||
+        access_grant(target, &origin, false, detail, sizeof(detail)) == ACCESS_REFUSED) {
+        if (notify->src_agent[0] == '\0')
+            snprintf(detail, sizeof(detail), "a notice names no sending rank");
+        ask_answer(peer, notify->notify_id, B10_ERR_PERMISSION, detail);
         return;
     }
     if (!session_notice_room(target, notify->message.len)) {

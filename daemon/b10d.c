@@ -12,6 +12,7 @@
 
 #include "gpu.h"
 #include "ipc.h"
+#include "names.h"
 #include "peer.h"
 #include "quarantine.h"
 #include "service.h"
@@ -109,6 +110,8 @@ int b10d_start(struct b10d *d)
     if ((rc = peer_start(d)) != 0)
         return rc;
 
+    if ((d->names = names_create()) == NULL)
+        return -ENOMEM;
     d->tags = tags_create(1u << 20, 0);
     if (d->tags == NULL || tags_register(d->tags, TAG_HELLO, d) != 0 ||
         tags_register(d->tags, TAG_HEARTBEAT, d) != 0)
@@ -142,10 +145,11 @@ int b10d_start(struct b10d *d)
     d->sigterm.data = d->sigint.data = d;
     uv_signal_start(&d->sigterm, b10d_on_signal, SIGTERM);
     uv_signal_start(&d->sigint, b10d_on_signal, SIGINT);
-    log_info("daemon %s %016" PRIx64 " (b10d %s) listening on %s%s, ucx error mode %s, %s",
-             d->cfg.name, d->daemon_id, B10D_VERSION, d->cfg.socket_path,
+    log_info("daemon %s %016" PRIx64 " (b10d %s) listening on %s%s, ucx error mode %s, %s; "
+             "remote ranks: %s", d->cfg.name, d->daemon_id, B10D_VERSION, d->cfg.socket_path,
              listen_fd >= 0 ? " (from systemd)" : "",
-             d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none", b10d_trust(d));
+             d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none", b10d_trust(d),
+             d->cfg.remote_access == CONFIG_REMOTE_PAIRED ? "paired only" : "any");
     peer_liveness_start(d);
     service_ready(d->service);
     return 0;
@@ -180,6 +184,8 @@ void b10d_stop(struct b10d *d)
     wire_destroy(d->wire);
     d->wire = NULL;
     tags_destroy(d->tags);
+    names_destroy(d->names);
+    d->names = NULL;
     peer_free_all(d);
     if (uv_is_active((uv_handle_t *)&d->sigterm)) {
         uv_close((uv_handle_t *)&d->sigterm, NULL);

@@ -4,6 +4,7 @@
  *   struct b10d                         one per process, passed everywhere (no globals)
  *    ├── struct config                  settings, read-only after start
  *    ├── uv_loop_t                      the one loop thread that owns all state below
+ *    ├── struct names                   agent names and the uids that hold them (names.c)
  *    ├── struct ipc                     client socket: listener and connections (ipc.c)
  *    │     └── struct session ×N        one per connected rank (session.c)
  *    │           ├── struct mem_table   its registered regions (mem.c; backends dram.c, …)
@@ -56,6 +57,7 @@ struct tags;
 struct quarantine;
 struct service;
 struct gpu;
+struct names;
 
 /* Counters: monotonic, read by the admin interface and the logs. */
 struct stats {
@@ -103,6 +105,7 @@ struct b10d {
     struct service *service;
     struct gpu *gpu;                /* NULL without a CUDA device */
 
+    struct names *names;            /* agent names and the uids holding them (names.c) */
     struct list sessions;           /* struct session.node */
     uint32_t nsessions;             /* connections: ranks, b10ctl, not yet introduced */
     uint32_t nranks;                /* sessions past Hello, counted against --max-clients */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,6 +234,14 @@ static void config_usage(FILE *out)
 "                             (default 64, 1..100000)\n"
 "      --max-notice-bytes SIZE  notices queued unread for one rank; past it their senders\n"
 "                             get B10_ERR_BUSY (default 16M, 64K..128M)\n"
+"\n"
+"Trust on the node (README, \"Security model\"):\n"
+"      --remote-access MODE   any: ranks of every authenticated daemon may write and read\n"
+"                             the memory this node's ranks registered (the default);\n"
+"                             paired: only those whose descriptor the target rank loaded\n"
+"      --admin-group GROUP    members of GROUP (a name or a gid) are operators: they see\n"
+"                             every rank's registrations and transfers, cancel any, drain.\n"
+"                             Root and the daemon's own user always are (default: none more)\n"
 "      --check-config         validate the options, print the effective configuration, exit\n"
 "  -h, --help                 this text\n"
 "      --version              the version\n"
@@ -248,7 +257,7 @@ enum {
     OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_WIRE_LANES, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
     OPT_CLUSTER_KEY, OPT_CLUSTER_KEY_NEXT, OPT_GEN_KEY, OPT_INSECURE, OPT_MAX_PEER_XFERS,
     OPT_MAX_PEER_STAGING, OPT_MAX_PEER_CONTROL, OPT_MIN_DEADLINE, OPT_PEER_QUARANTINE,
-    OPT_PEER_IDLE, OPT_MAX_HELLOS, OPT_MAX_NOTICE,
+    OPT_PEER_IDLE, OPT_MAX_HELLOS, OPT_MAX_NOTICE, OPT_REMOTE_ACCESS, OPT_ADMIN_GROUP,
 };
 
 /* A numeric option with its bounds: one table, so that help, parsing and checks agree. */
@@ -374,6 +383,27 @@ static int config_check(const struct config *cfg)
     return 0;
 }
 
+/* --admin-group: a group name, or a gid; a name must resolve now, at start. */
+static int config_set_group(struct config *cfg, const char *text)
+{
+    char *end;
+    errno = 0;
+    unsigned long gid = strtoul(text, &end, 10);
+
+    if (text[0] != '\0' && text[0] != '-' && *end == '\0' && errno == 0 && gid < UINT32_MAX) {
+        cfg->admin_gid = (uint32_t)gid;
+    } else {
+        struct group *gr = getgrnam(text);
+        if (gr == NULL) {
+            fprintf(stderr, "b10d: --admin-group: no group '%s'\n", text);
+            return -1;
+        }
+        cfg->admin_gid = (uint32_t)gr->gr_gid;
+    }
+    cfg->admin_group_set = true;
+    return 0;
+}
+
 /* A path option: 1..255 bytes. */
 static int config_set_path(char *dst, size_t size, const char *opt, const char *text)
 {
@@ -428,6 +458,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "peer-idle-ms", required_argument, NULL, OPT_PEER_IDLE },
         { "max-hellos-per-s", required_argument, NULL, OPT_MAX_HELLOS },
         { "max-notice-bytes", required_argument, NULL, OPT_MAX_NOTICE },
+        { "remote-access", required_argument, NULL, OPT_REMOTE_ACCESS },
+        { "admin-group", required_argument, NULL, OPT_ADMIN_GROUP },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },
@@ -497,6 +529,20 @@ int config_parse(struct config *cfg, int argc, char **argv)
         case OPT_INSECURE:
             cfg->insecure = true;
             break;
+        case OPT_REMOTE_ACCESS:
+            if (strcmp(optarg, "any") == 0)
+                cfg->remote_access = CONFIG_REMOTE_ANY;
+            else if (strcmp(optarg, "paired") == 0)
+                cfg->remote_access = CONFIG_REMOTE_PAIRED;
+            else {
+                fprintf(stderr, "b10d: --remote-access: '%s' is not any or paired\n", optarg);
+                return -1;
+            }
+            break;
+        case OPT_ADMIN_GROUP:
+            if (config_set_group(cfg, optarg) != 0)
+                return -1;
+            break;
         case 'h':
             config_usage(stdout);
             return 1;
@@ -540,6 +586,11 @@ void config_print(const struct config *cfg)
     printf("cluster-key %s\ncluster-key-next %s\ninsecure %s\n",
            cfg->cluster_key[0] ? cfg->cluster_key : "(default)",
            cfg->cluster_key_next[0] ? cfg->cluster_key_next : "(none)", cfg->insecure ? "yes" : "no");
+    printf("remote-access %s\n", cfg->remote_access == CONFIG_REMOTE_PAIRED ? "paired" : "any");
+    if (cfg->admin_group_set)
+        printf("admin-group %u\n", (unsigned)cfg->admin_gid);
+    else
+        printf("admin-group (none)\n");
     for (size_t i = 0; i < sizeof(config_nums) / sizeof(config_nums[0]); i++) {
         const struct config_num *num = &config_nums[i];
         uint64_t v = num->width == 8 ? *(const uint64_t *)((const char *)cfg + num->offset)

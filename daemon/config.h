@@ -13,6 +13,12 @@
 #define CONFIG_KEY_CREDENTIAL "cluster-key"     /* its name under $CREDENTIALS_DIRECTORY */
 #define CONFIG_NAME_MAX 64                      /* a daemon's name, with its NUL */
 
+/* Which remote ranks may reach this node's ranks' memory (access.h). */
+enum config_remote_access {
+    CONFIG_REMOTE_ANY,    /* any rank of a daemon that authenticated */
+    CONFIG_REMOTE_PAIRED, /* only those whose descriptor the target rank loaded */
+};
+
 enum config_err_mode {
     CONFIG_ERR_MODE_PEER, /* UCX detects peer failure; same-host peers then use tcp */
     CONFIG_ERR_MODE_NONE, /* shared memory on one host; liveness from deadlines alone */
@@ -60,6 +66,11 @@ struct config {
     uint32_t peer_idle_ms;          /* an unused peer entry goes after this long */
     uint32_t max_hellos_per_s;      /* handshakes answered, all peers together */
     uint64_t max_notice_bytes;      /* notices queued for one rank, unread */
+
+    /* Trust on the node (access.h, admin.h). */
+    enum config_remote_access remote_access;
+    bool admin_group_set;           /* --admin-group: its members are operators */
+    uint32_t admin_gid;
 };
 
 /* A daemon's name: 1..63 of letters, digits, '.', '_' and '-'. */

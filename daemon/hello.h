@@ -26,9 +26,10 @@ struct B10__Peer__Msg;
 /*
  * Daemon ↔ daemon: HELLO, and the agent descriptors one daemon hands out and
  * another loads. 2: worker addresses carry data lanes (wireaddr.h); 3: every
- * message in an authenticated envelope, daemons known by name.
+ * message in an authenticated envelope, daemons known by name; 4: a CHECK
+ * names its asking rank, which the target's daemon checks for access.
  */
-#define B10_PEER_PROTOCOL_VERSION 3
+#define B10_PEER_PROTOCOL_VERSION 4
 
 #define HELLO_NAME_MAX CONFIG_NAME_MAX
 #define HELLO_MAX_ADDRESS ((1 + WIREADDR_MAX_LANES) * 4096)

@@ -442,16 +442,6 @@ const char *ipc_path(const struct ipc *ipc)
     return ipc->path;
 }
 
-int ipc_socket_gid(const struct ipc *ipc, gid_t *gid_p)
-{
-    struct stat st;
-
-    if (ipc->path[0] != '/' || stat(ipc->path, &st) != 0)
-        return -1;
-    *gid_p = st.st_gid;
-    return 0;
-}
-
 /* The peer's supplementary groups as the kernel recorded them at connect (SO_PEERGROUPS). */
 bool ipc_conn_in_group(struct ipc_conn *c, gid_t gid)
 {

@@ -21,8 +21,6 @@ int ipc_create(struct b10d *d, const char *path, struct ipc **ipc_p);
 int ipc_adopt(struct b10d *d, int fd, struct ipc **ipc_p);
 /* The socket's path, as bound. */
 const char *ipc_path(const struct ipc *ipc);
-/* The group owning the socket's file: who may send admin requests. */
-int ipc_socket_gid(const struct ipc *ipc, gid_t *gid_p);
 /* Was gid among the connecting process's groups? */
 bool ipc_conn_in_group(struct ipc_conn *conn, gid_t gid);
 /* Stop listening, drop every connection (their sessions are destroyed). */

@@ -95,7 +95,7 @@ b10_status_t mem_table_add(struct mem_table *t, uint64_t id, const struct mem_re
     if (r == NULL)
         return B10_ERR_NO_MEMORY;
     *r = (struct region){ .id = id, .addr = req->addr, .length = req->length, .kind = req->kind,
-                          .backend = backend, .refs = 1, .device = -1 };
+                          .open = req->open, .backend = backend, .refs = 1, .device = -1 };
     b10_status_t status = backend->open(r, req, detail, detail_len);
     if (status != B10_OK) {
         free(r);

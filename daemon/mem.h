@@ -14,6 +14,7 @@
 #ifndef B10D_MEM_H
 #define B10D_MEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,7 @@ struct mem_request {
     uint64_t alloc_length;
     const uint8_t *ipc_handle;      /* cudaIpcMemHandle of alloc_base, or NULL for VMM */
     size_t ipc_handle_length;
+    bool open;                      /* B10_MEM_OPEN_TO_NODE: any rank of the node may reach it */
 };
 
 struct mem_backend {
@@ -49,6 +51,7 @@ struct region {
     uint64_t addr;                      /* in the client */
     uint64_t length;
     b10_mem_kind_t kind;
+    bool open;                          /* to every rank of the node (access.h) */
     uint8_t *base;                      /* the daemon's pointer for addr */
     int device;                         /* VRAM: the CUDA device; -1 for host memory */
     const struct mem_backend *backend;

@@ -215,6 +215,11 @@ b10_status_t peer_get(struct b10d *d, const struct peer_desc *desc, struct peer 
                  "node's b10d needs a name of its own (--name)", desc->name);
         return B10_ERR_INVALID_ARG;
     }
+    if (desc->daemon_id == d->daemon_id && strcmp(desc->name, d->cfg.name) != 0) {
+        snprintf(detail, detail_len, "the descriptor claims this daemon's own boot under another "
+                 "name, '%s'", desc->name);
+        return B10_ERR_INVALID_ARG;
+    }
     if (p != NULL && p->daemon_id == desc->daemon_id) {
         *peer_p = p;
         return B10_OK;
@@ -352,27 +357,52 @@ static void peer_count_unopened(struct peer *peer, enum auth_result r)
 /* ---------------------------------------------------------------- sealed messages */
 
 /*
- * The link of generation gen: ours or theirs while up, or the last one
- * retired in either direction (its keys answer heartbeats about it).
+ * The link of generation gen to seal with: ours or theirs while up, or the
+ * last one retired in either direction (its keys answer heartbeats about
+ * it). With dir >= 0, the one that opens envelopes sealed in direction dir:
+ * a daemon's link to itself is ours and theirs at once, under one
+ * generation, and the envelope's direction says which end it is for.
  */
-static struct auth_link *peer_link(struct peer *peer, uint64_t gen, bool *live_p)
+static struct auth_link *peer_link_dir(struct peer *peer, uint64_t gen, int dir, bool *live_p)
 {
-    bool live = true;
-    struct auth_link *link = NULL;
+    struct { struct auth_link *link; bool valid, live; } links[] = {
+        { &peer->out, peer->state == PEER_UP, true },
+        { &peer->in, peer->in_up, true },
+        { &peer->out_old, peer->out_old_valid, false },
+        { &peer->in_old, peer->in_old_valid, false },
+    };
 
     if (gen == 0)
         return NULL;
-    if (peer->state == PEER_UP && peer->out.tags.gen == gen)
-        link = &peer->out;
-    else if (peer->in_up && peer->in.tags.gen == gen)
-        link = &peer->in;
-    else if (peer->out_old_valid && peer->out_old.tags.gen == gen)
-        link = &peer->out_old, live = false;
-    else if (peer->in_old_valid && peer->in_old.tags.gen == gen)
-        link = &peer->in_old, live = false;
-    if (live_p != NULL)
-        *live_p = live;
-    return link;
+    for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+        if (!links[i].valid || links[i].link->tags.gen != gen ||
+            (dir >= 0 && (links[i].link->send_dir ^ 1) != dir))
+            continue;
+        if (live_p != NULL)
+            *live_p = links[i].live;
+        return links[i].link;
+    }
+    return NULL;
+}
+
+static struct auth_link *peer_link(struct peer *peer, uint64_t gen, bool *live_p)
+{
+    return peer_link_dir(peer, gen, -1, live_p);
+}
+
+/* The link that opens the envelope in buf, of generation gen. */
+static struct auth_link *peer_link_opening(struct peer *peer, uint64_t gen, const uint8_t *buf,
+                                           size_t length, bool *live_p)
+{
+    struct auth_header h;
+    if (auth_peek(buf, length, &h) != 0)
+        return peer_link(peer, gen, live_p);
+    return peer_link_dir(peer, gen, h.dir, live_p);
+}
+
+bool peer_is_self(const struct peer *peer)
+{
+    return peer->daemon_id == peer->d->daemon_id && strcmp(peer->name, peer->d->cfg.name) == 0;
 }
 
 bool peer_link_live(const struct peer *peer, uint64_t gen)
@@ -447,7 +477,7 @@ static b10_status_t peer_open_with(struct b10d *d, struct peer *count, struct au
 b10_status_t peer_open(struct peer *peer, uint64_t gen, const uint8_t *buf, size_t length,
                        B10__Peer__Msg **msg_p)
 {
-    struct auth_link *link = peer_link(peer, gen, NULL);
+    struct auth_link *link = peer_link_opening(peer, gen, buf, length, NULL);
 
     if (link == NULL) {
         peer_count_unopened(peer, AUTH_MALFORMED);
@@ -1088,6 +1118,19 @@ static void peer_on_hello(struct b10d *d, const uint8_t *buf, size_t length)
                       PRIx64 ": not newer than its last (a replay)", h.name, h.gen);
         goto out;
     }
+    /*
+     * This daemon's own boot id opens a link here only in the HELLO this
+     * daemon sent itself, whose nonce never left the process: a key holder
+     * that claims it is refused, so a message on the link to itself is a
+     * local rank's (access.h), never a remote one posing as local.
+     */
+    if (h.daemon_id == d->daemon_id &&
+        (of_boot == NULL || !peer_is_self(of_boot) || of_boot->state != PEER_CONNECTING ||
+         h.gen != of_boot->out.tags.gen || !auth_equal(h.nonce, of_boot->out_nonce, AUTH_NONCE_BYTES))) {
+        peer_stranger(d, &d->stats.hellos_refused, "dropping a HELLO that claims this daemon's own "
+                      "boot %016" PRIx64 " but is not the one it sent itself", h.daemon_id);
+        goto out;
+    }
     if (!peer_hello_budget(d)) {
         peer_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: past "
                       "--max-hellos-per-s %u", h.name, d->cfg.max_hellos_per_s);
@@ -1229,7 +1272,8 @@ static void peer_on_heartbeat(struct b10d *d, const uint8_t *buf, size_t length)
         return;
     }
     struct peer *peer = peer_find(d, hdr.sender_id);
-    struct auth_link *link = peer != NULL ? peer_link(peer, hdr.key_id, &live) : NULL;
+    struct auth_link *link = peer != NULL ? peer_link_opening(peer, hdr.key_id, buf, length, &live)
+                                          : NULL;
     if (link != NULL) {
         if (peer_open_with(d, peer, link, buf, length, &msg) != B10_OK)
             return;

@@ -168,6 +168,12 @@ b10_status_t peer_ensure_link(struct peer *peer);
 
 /* Is the link of generation gen up (not retired, not given up)? */
 bool peer_link_live(const struct peer *peer, uint64_t gen);
+/*
+ * Is this the entry of this daemon itself (its ranks loaded descriptors of
+ * ranks of their own node)? Only this daemon opens links under its own
+ * boot (peer_on_hello checks the nonce), so what comes by it is local.
+ */
+bool peer_is_self(const struct peer *peer);
 
 /* The endpoint failed or must not be trusted: retire everything of it. */
 void peer_lost(struct peer *peer, b10_status_t status, const char *detail);

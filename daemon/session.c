@@ -2,6 +2,7 @@
 #include "session.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "frame.h"
 #include "hello.h"
 #include "ipc.h"
+#include "names.h"
 #include "peer.h"
 #include "wire.h"
 #include "ask.h"
@@ -63,6 +65,7 @@ void session_destroy(struct session *s)
     if (s->hello_done) {
         log_info("client %s (pid %d) disconnected", s->agent, (int)s->pid);
         s->d->nranks--;
+        names_release(s->d->names, s->agent);
     }
     session_fail_list(&s->xfers, "the submitting rank disconnected");
     session_fail_list(&s->targets, "the destination rank disconnected");
@@ -232,10 +235,29 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
         session_reply(s, seq, B10_ERR_TOO_LARGE, detail, NULL);
         return -1;
     }
-    if (session_find(d, hello->agent_name) != NULL) {
-        snprintf(detail, sizeof(detail), "agent '%s' is already connected to this daemon",
-                 hello->agent_name);
-        session_reply(s, seq, B10_ERR_EXISTS, detail, NULL);
+    /* A name is its first uid's for good: another user's rank cannot take it over. */
+    uid_t holder = 0;
+    int claimed = names_claim(d->names, hello->agent_name, s->uid, &holder);
+    if (claimed != 0) {
+        b10_status_t status = B10_ERR_NO_MEMORY;
+        if (claimed == -EPERM) {
+            status = B10_ERR_PERMISSION;
+            snprintf(detail, sizeof(detail), "agent name '%s' is held by uid %u: another user's "
+                     "rank took it first", hello->agent_name, (unsigned)holder);
+            log_warning("refusing rank %.64s of uid %u (pid %d): the name is held by uid %u",
+                        hello->agent_name, (unsigned)s->uid, (int)s->pid, (unsigned)holder);
+        } else if (claimed == -EEXIST) {
+            status = B10_ERR_EXISTS;
+            snprintf(detail, sizeof(detail), "agent '%s' is already connected to this daemon",
+                     hello->agent_name);
+        } else if (claimed == -ENOSPC) {
+            status = B10_ERR_TOO_LARGE;
+            snprintf(detail, sizeof(detail), "%u agent names are held by connected ranks",
+                     names_count(d->names));
+        } else {
+            snprintf(detail, sizeof(detail), "no memory for the agent name");
+        }
+        session_reply(s, seq, status, detail, NULL);
         return -1;
     }
     snprintf(s->agent, sizeof(s->agent), "%s", hello->agent_name);
@@ -282,7 +304,7 @@ static void session_on_register(struct session *s, uint64_t seq, const B10__Regi
         .kind = (b10_mem_kind_t)req->kind, .addr = req->addr, .length = req->length, .fd = fd,
         .fd_offset = req->fd_offset, .pci_bus_id = req->pci_bus_id, .alloc_base = req->alloc_base,
         .alloc_length = req->alloc_length, .ipc_handle = req->cuda_ipc_handle.data,
-        .ipc_handle_length = req->cuda_ipc_handle.len,
+        .ipc_handle_length = req->cuda_ipc_handle.len, .open = req->open_to_node,
     };
     uint64_t id = ++s->d->next_region;
     b10_status_t status = mem_table_add(&s->mem, id, &mr, detail, sizeof(detail), &r);
@@ -297,8 +319,8 @@ static void session_on_register(struct session *s, uint64_t seq, const B10__Regi
     reply.body_case = B10__REPLY__BODY_REGISTER_MEM;
     reply.register_mem = &rr;
     session_reply(s, seq, B10_OK, "", &reply);
-    log_debug("client %s: region %" PRIu64 " registered, %s, %" PRIu64 " bytes at 0x%" PRIx64,
-              s->agent, id, r->backend->name, r->length, r->addr);
+    log_debug("client %s: region %" PRIu64 " registered, %s, %" PRIu64 " bytes at 0x%" PRIx64 "%s",
+              s->agent, id, r->backend->name, r->length, r->addr, r->open ? ", open to the node" : "");
 }
 
 /*

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "auth.h"
 #include "b10.pb-c.h"
 #include "copy.h"
@@ -1026,6 +1027,7 @@ static b10_status_t xfer_new_local(struct session *s, struct peer *peer, const c
     x->plan = plan;
     x->plan_ms = (double)(uv_hrtime() - checked_from) / 1e6;
     x->session = s;
+    x->uid = s->uid;
     x->peer = peer;
     peer_hold(peer);
     x->state = XFER_WAIT_LINK;
@@ -1394,6 +1396,15 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
             return;
         }
     }
+    /* A write-back lands for the target's own READ; anything else needs the target's leave. */
+    struct access_origin origin;
+    enum access_grant grant = ACCESS_FULL;
+    access_origin(&origin, peer, control->src_agent);
+    if (parent == NULL &&
+        (grant = access_grant(target, &origin, true, detail, sizeof(detail))) == ACCESS_REFUSED) {
+        xfer_refuse(peer, control, B10_ERR_PERMISSION, detail);
+        return;
+    }
     if (d->stopping) {
         xfer_refuse(peer, control, B10_ERR_DRAINING,
                     "the remote daemon is draining: it admits no new transfers");
@@ -1437,6 +1448,8 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
     }
     /* Every destination byte inside the target's registrations, or nothing is posted. */
     status = xfer_check_dst(plan, &target->mem, detail, sizeof(detail));
+    if (status == B10_OK && grant == ACCESS_OPEN_ONLY)
+        status = access_plan_open(target, &origin, plan, detail, sizeof(detail));
     if (status != B10_OK) {
         plan_free(plan);
         xfer_refuse(peer, control, status, detail);
@@ -1455,6 +1468,7 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
     peer_hold(peer);
     x->link = peer->in.tags;
     x->session = target;
+    x->uid = target->uid;
     snprintf(x->local_agent, sizeof(x->local_agent), "%s", control->dst_agent);
     snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", control->src_agent);
     list_insert_tail(&target->targets, &x->session_node);
@@ -1540,6 +1554,12 @@ void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req, size_
     if (holder == NULL) {
         snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node", req->src_agent);
         xfer_refuse_read(peer, req->read_id, B10_ERR_UNKNOWN_AGENT, detail);
+        return;
+    }
+    struct access_origin origin;
+    access_origin(&origin, peer, req->dst_agent);
+    if (access_spans(holder, &origin, req->src_spans.data, count, detail, sizeof(detail)) != B10_OK) {
+        xfer_refuse_read(peer, req->read_id, B10_ERR_PERMISSION, detail);
         return;
     }
     b10_status_t limit = xfer_peer_limits(peer, req->deadline_ms, length, detail, sizeof(detail));

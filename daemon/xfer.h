@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "auth.h"
 #include "b10d.h"
@@ -80,6 +81,7 @@ struct xfer {
     enum xfer_state state;
     uint64_t id;                    /* the sending daemon's id for it */
     struct session *session;        /* the local rank; NULL once detached */
+    uid_t uid;                      /* the local rank's: whose transfer b10ctl says it is */
     struct peer *peer;
     struct tag_link link;           /* the link's identity when the transfer started */
     struct plan *plan;

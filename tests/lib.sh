@@ -20,7 +20,7 @@
 #
 # A scenario's shell has: BUILD, TOPDIR (the source tree), SLOW (3 with an
 # ASan build, else 1; scale every bound by it), D, and the programs B10D,
-# B10CTL, KVRANK, RAWCLIENT, AGENTOPS, ROGUE (paths in BUILD).
+# B10CTL, KVRANK, RAWCLIENT, AGENTOPS, ROGUE, TENANT (paths in BUILD).
 
 # shellcheck shell=sh disable=SC2034  # the settings are read by the runners, or set by them
 
@@ -399,6 +399,7 @@ run_suite() {
         RAWCLIENT=$3/tests/b10-rawclient
         AGENTOPS=$3/tests/b10-agentops
         ROGUE=$3/tests/b10-rogue
+        TENANT=$3/tests/b10-tenant
         SLOW=$5
         TOPDIR=$6
         run_one "$2" "$4"

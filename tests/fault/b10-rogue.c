@@ -80,6 +80,7 @@ static struct {
     uint8_t *reg;                   /* our registered region, shared with the daemon */
     uint8_t *want;                  /* what it must hold */
     uint64_t victim_id;
+    char victim_name[64];           /* its daemon name, from the descriptor */
     uint64_t victim_key_id;         /* from its descriptor's envelope: public */
     uint8_t *victim_addr;
     size_t victim_addr_len;
@@ -1483,6 +1484,37 @@ static int case_stranger(const char *c)
                 g.pose_id ? " and from one posing as " : "", g.pose_id ? g.pose_name : "");
 }
 
+/*
+ * A key holder posing as the victim itself: a HELLO under the victim's own
+ * boot id and name. What comes by a daemon's link to itself is its own
+ * ranks' (their uid decides what they may touch), so only the HELLO it
+ * sent itself may open one: this one gets no answer.
+ */
+static int case_self_claim(const char *c)
+{
+    struct tag_link t;
+    uint8_t nonce[AUTH_NONCE_BYTES], buf[HELLO_ACK_MAX_BYTES];
+    uint64_t gen = new_gen();
+    B10__Peer__Hello h;
+    B10__Peer__Msg m = B10__PEER__MSG__INIT;
+
+    auth_random(nonce, sizeof(nonce));
+    make_hello(&h, g.victim_id, g.victim_name, gen, nonce);
+    m.body_case = B10__PEER__MSG__BODY_HELLO;
+    m.hello = &h;
+    started(c);
+    if (send_static(&g.key, AUTH_KIND_HELLO, g.victim_id, TAG_HELLO, &m, NULL, NULL) != 0)
+        return fail(c, "sending HELLO failed");
+    auth_ack_tags(&g.key, g.victim_id, g.victim_id, gen, nonce, &t);
+    long n = recv_bytes(tags_derive(&t, 0, 0, TAG_KIND_HELLO_ACK), buf, sizeof(buf), 1000);
+    if (n >= 0)
+        return fail(c, "the victim answered a HELLO that claims its own boot (%ld bytes)", n);
+    if (victim_serves(c, "after a HELLO claiming its own boot", 0) != 0)
+        return 1;
+    return pass(c, "a HELLO under the victim's own boot id and name (%s) got no answer",
+                g.victim_name);
+}
+
 /* Our packed address with the UCX address in it mangled by how (0..): its length. */
 static size_t mangle(uint8_t *out, size_t cap, int how, uint64_t seed)
 {
@@ -2131,6 +2163,7 @@ static const struct testout_case cases[] = {
     { "heartbeat", case_heartbeat },
     { "lane", case_lane },
     { "stranger", case_stranger },
+    { "self_claim", case_self_claim },
     { "mangled", case_mangled },
     { "flood_hello", case_flood_hello },
     { "flood_deadline", case_flood_deadline },
@@ -2210,6 +2243,7 @@ static int setup(const char *sock)
     if (ad == NULL || ad->daemon_id == 0 || ad->worker_address.len == 0)
         return fail("setup", "the agent descriptor does not decode");
     g.victim_id = ad->daemon_id;
+    snprintf(g.victim_name, sizeof(g.victim_name), "%s", ad->daemon_name);
     g.victim_key_id = hdr.key_id;
     g.victim_addr_len = ad->worker_address.len;
     g.victim_addr = malloc(g.victim_addr_len);

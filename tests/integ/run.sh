@@ -20,8 +20,8 @@ set -u
 SUITE=integ
 SUITE_TITLE=integration
 REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
-all_scenarios="cli fragmented concurrent8 lanes large out_of_bounds deadline cancel corrupt bad_input agentops
-               restart"
+all_scenarios="cli fragmented same_node concurrent8 lanes large out_of_bounds deadline cancel corrupt
+               bad_input agentops restart"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -90,6 +90,19 @@ scen_fragmented() {
     expect_prefill 4 0
     finish_decode decode 0
     transport_logged
+}
+
+# Both ranks on one daemon: it moves the bytes to itself, over its link to
+# itself, and every byte is verified.
+scen_same_node() {
+    start_daemon A
+    decode decode A --rounds 2 --req-blocks 16
+    prefill 0 A --req-blocks 16
+    expect_prefill 0 0
+    prefill 1 A --req-blocks 16 --concurrent 4
+    expect_prefill 1 0
+    finish_decode decode 0
+    grep -q 'peer A: link up' "$D/A.log" || die "A did not open its link to itself"
 }
 
 scen_concurrent8() {

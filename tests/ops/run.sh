@@ -21,8 +21,8 @@ REQUIRED_CMDS=python3
 # This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
-all_scenarios="config units install notify activation ctl max_clients permission drain sigterm_finish
-               sigterm_bound trust"
+all_scenarios="config units install notify activation ctl max_clients permission tenants
+               tenants_paired drain sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
 
@@ -57,6 +57,41 @@ in_flight() {
         [ "$_n" -gt 0 ] || die "b10ctl transfers never showed $2 transfers in flight at $1"
         sleep 0.1
     done
+}
+
+# public_ctl DAEMON...: a b10ctl any user can run, at $D/pub/bin/b10ctl, and the
+# daemons' sockets open to all: only the daemons' own checks stand between users.
+public_ctl() {
+    mkdir -p "$D/pub/bin" "$D/pub/lib"
+    cp "$B10CTL" "$D/pub/bin/"
+    cp -P "$(dirname "$B10CTL")/../lib/"libb10.so* "$D/pub/lib/"
+    chmod 0711 "$(dirname "$D")" "$D"
+    chmod -R a+rX "$D/pub"
+    for _s in "$@"; do
+        chmod 0666 "$D/$_s.sock"
+    done
+}
+
+# tenant_users: two users of the scenario's own, $uid_a and $uid_b (cleanup_extra removes them).
+tenant_users() {
+    [ "$(id -u)" = 0 ] || skip "needs root to make users and act as them"
+    command -v useradd >/dev/null 2>&1 || skip "no useradd (passwd)"
+    for _w in a b; do
+        _u="b10t$$$_w"
+        useradd --system --no-create-home --shell /usr/sbin/nologin "$_u" >>"$D/users.log" 2>&1 ||
+            die "useradd $_u failed: $(tail -n 1 "$D/users.log")"
+        echo "$_u" >>"$D/users"
+    done
+    uid_a=$(id -u "b10t$$a")
+    uid_b=$(id -u "b10t$$b")
+}
+
+cleanup_extra() {
+    [ -f "$D/users" ] || return 0
+    while IFS= read -r _u; do
+        userdel "$_u" >>"$D/users.log" 2>&1 || reason "userdel $_u failed"
+    done <"$D/users"
+    rm -f "$D/users"
 }
 
 # ---------------------------------------------------------------- scenarios
@@ -374,36 +409,67 @@ scen_max_clients() {
     grep -q 'registered .* regions as r4' "$D/r4.log" || die "r4 was not let in after r2 left: $(tail -n 1 "$D/r4.log")"
 }
 
-# Admin requests only from root, the daemon's user, or the socket's group.
+# Operators are root, the daemon's user and --admin-group: anyone else sees
+# only its own uid's ranks, and is refused what tells of others or steers.
 scen_permission() {
     [ "$(id -u)" = 0 ] || skip "needs root to run b10ctl as another user"
     command -v setpriv >/dev/null 2>&1 || skip "no setpriv (util-linux)"
-    start_daemon A
-    # A b10ctl that user nobody can run, and the socket open to all: only the daemon's check stands.
-    mkdir -p "$D/pub/bin" "$D/pub/lib"
-    cp "$B10CTL" "$D/pub/bin/"
-    cp -P "$(dirname "$B10CTL")/../lib/"libb10.so* "$D/pub/lib/"
-    chmod 0711 "$(dirname "$D")" "$D"
-    chmod -R a+rX "$D/pub"
-    chmod 0666 "$D/A.sock"
-    _as() {  # _as SETPRIV-OPTIONS...: b10ctl status as uid 65534
-        # shellcheck disable=SC2068
-        timeout -k 2 $(( 20 * SLOW )) setpriv --reuid=65534 $@ -- "$D/pub/bin/b10ctl" -s "$D/A.sock" \
-            -t $(( 5000 * SLOW )) status >"$D/as.out" 2>"$D/as.err"
+    start_daemon A --admin-group 4242
+    public_ctl A
+    _as() {  # _as SETPRIV-OPTIONS... -- B10CTL-ARGS...: b10ctl as uid 65534
+        _o=""
+        while [ "$1" != "--" ]; do _o="$_o $1"; shift; done
+        shift
+        # shellcheck disable=SC2086
+        timeout -k 2 $(( 20 * SLOW )) setpriv --reuid=65534 $_o -- "$D/pub/bin/b10ctl" -s "$D/A.sock" \
+            -t $(( 5000 * SLOW )) "$@" >"$D/as.out" 2>"$D/as.err"
     }
-    _as --regid=65534 --clear-groups
+    _as --regid=65534 --clear-groups -- status
     rc=$?
-    [ "$rc" = 5 ] || die "an outsider's b10ctl exited $rc, not 5 (not permitted): $(head -n 1 "$D/as.err")"
-    grep -q B10_ERR_PERMISSION "$D/as.err" || die "an outsider was not told B10_ERR_PERMISSION"
-    grep -q 'admin: refusing uid 65534' "$D/A.log" || die "the daemon did not log the refusal"
-    chgrp 4242 "$D/A.sock"
-    _as --regid=4242 --clear-groups
+    [ "$rc" = 0 ] || die "a rank user's b10ctl status exited $rc: $(head -n 1 "$D/as.err")"
+    grep -q "uid 65534, no operator" "$D/as.out" || die "status does not say the asker is no operator"
+    for _op in peers quarantine metrics drain; do
+        _as --regid=65534 --clear-groups -- "$_op"
+        rc=$?
+        [ "$rc" = 5 ] || die "a non-operator's b10ctl $_op exited $rc, not 5 (not permitted): $(head -n 1 "$D/as.err")"
+        grep -q "B10_ERR_PERMISSION.*$_op is for operators" "$D/as.err" ||
+            die "a non-operator was not told why $_op is refused: $(head -n 1 "$D/as.err")"
+    done
+    grep -q 'admin: refusing uid 65534 .* drain' "$D/A.log" || die "the daemon did not log the refusal"
+    _as --regid=4242 --clear-groups -- peers
     rc=$?
-    [ "$rc" = 0 ] || die "a member (primary group) of the socket's group was refused: exit $rc $(head -n 1 "$D/as.err")"
-    _as --regid=65534 --groups=4242
+    [ "$rc" = 0 ] || die "a member (primary group) of --admin-group was refused: exit $rc $(head -n 1 "$D/as.err")"
+    _as --regid=65534 --groups=4242 -- quarantine
     rc=$?
-    [ "$rc" = 0 ] || die "a member (supplementary group) of the socket's group was refused: exit $rc $(head -n 1 "$D/as.err")"
-    ctl A status >/dev/null || die "root's b10ctl failed after the refusals"
+    [ "$rc" = 0 ] || die "a member (supplementary group) of --admin-group was refused: exit $rc $(head -n 1 "$D/as.err")"
+    ctl A status | grep -q "uid 0, an operator" || die "root's b10ctl is not an operator"
+}
+
+# Ranks of two users on one daemon and a rank of another (tests/integ/b10-tenant.c).
+scen_tenants() {
+    tenant_users
+    start_daemon A
+    start_daemon B
+    public_ctl A B
+    fg 120 tenant "$TENANT" "$D/A.sock" "$D/B.sock" "$(daemon_pid B)" "$uid_a" "$uid_b" "$D/pub/bin/b10ctl"
+    kill -CONT "$(daemon_pid B)"
+    [ "$rc" = 0 ] || die "$(grep -m1 '^FAIL' "$D/tenant.log" || tail -n 1 "$D/tenant.log")"
+    grep -q "refusing rank tenant-a of uid $uid_b .*held by uid $uid_a" "$D/A.log" ||
+        die "A did not log the refused name"
+    note "$(grep -c '^ok' "$D/tenant.log") checks"
+}
+
+# The same under --remote-access paired: a remote rank reaches a rank only once paired.
+scen_tenants_paired() {
+    tenant_users
+    start_daemon A --remote-access paired
+    start_daemon B
+    public_ctl A B
+    ctl A status | grep -q "remote ones only when paired" || die "A's status does not say it admits paired ranks only"
+    fg 120 tenant "$TENANT" --paired "$D/A.sock" "$D/B.sock" "$(daemon_pid B)" "$uid_a" "$uid_b" \
+        "$D/pub/bin/b10ctl"
+    [ "$rc" = 0 ] || die "$(grep -m1 '^FAIL' "$D/tenant.log" || tail -n 1 "$D/tenant.log")"
+    note "$(grep -c '^ok' "$D/tenant.log") checks"
 }
 
 # b10ctl drain: nothing new admitted, the stuck transfer failed at the bound, a report.

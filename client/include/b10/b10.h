@@ -54,7 +54,7 @@ extern "C" {
     X(ERR_UNSUPPORTED,    15, FIX,    "operation or memory kind not supported by this daemon")   \
     X(ERR_EXISTS,         16, FIX,    "name or region already registered")                       \
     X(ERR_NOT_FOUND,      17, FIX,    "no such transfer, region or agent")                       \
-    X(ERR_PERMISSION,     18, FIX,    "not permitted: admin requests need root or the socket's group") \
+    X(ERR_PERMISSION,     18, FIX,    "not permitted: another user's name or memory, or operators only") \
     X(ERR_UNAUTHENTICATED,19, FIX,    "not authenticated under a cluster key this daemon holds") \
     X(ERR_DEADLINE,       30, RETRY,  "transfer deadline expired")                               \
     X(ERR_CANCELLED,      31, RETRY,  "transfer cancelled")                                      \
@@ -116,7 +116,9 @@ typedef struct {
     uint64_t field_mask;
     /*
      * Name of this rank as remote ranks will address it; unique on the node
-     * (the daemon refuses a second connection with a name in use).
+     * (the daemon refuses a second connection with a name in use). The
+     * first user to connect with a name holds it while the daemon runs:
+     * ranks of that uid may take it again, others get B10_ERR_PERMISSION.
      * Required; 1..255 bytes of printable ASCII without spaces.
      */
     const char *agent_name;
@@ -178,6 +180,19 @@ typedef enum {
 enum {
     B10_MEM_FIELD_FD        = 1u << 0,
     B10_MEM_FIELD_FD_OFFSET = 1u << 1,
+    B10_MEM_FIELD_FLAGS     = 1u << 2,
+};
+
+/* b10_mem_params_t.flags */
+enum {
+    /*
+     * Any rank of this node may write into and read from the region, also
+     * ranks of other users that this rank did not pair with. Without it a
+     * rank of another uid reaches the region only after this rank loaded
+     * its descriptor (b10_agent_load); ranks of this rank's own uid always
+     * may, and ranks of other nodes as the daemon's --remote-access says.
+     */
+    B10_MEM_OPEN_TO_NODE = 1u << 0,
 };
 
 typedef struct {
@@ -194,6 +209,7 @@ typedef struct {
      */
     int fd;
     uint64_t fd_offset;
+    uint64_t flags;       /* B10_MEM_OPEN_TO_NODE; default none */
 } b10_mem_params_t;
 
 /*
@@ -230,7 +246,13 @@ typedef struct {
  */
 b10_status_t b10_agent_desc(b10_conn_t *conn, const void **desc_p, size_t *length_p);
 
-/* Learn a remote rank. name must be the agent name inside desc. */
+/*
+ * Learn a remote rank. name must be the agent name inside desc. Loading is
+ * also pairing: a rank of another user on this node (or, under the daemon's
+ * --remote-access paired, of any node) may write into this rank's memory,
+ * read it, check it and notify it only once this rank loaded its
+ * descriptor; until then those requests fail with B10_ERR_PERMISSION.
+ */
 b10_status_t b10_agent_load(b10_conn_t *conn, const char *name, const void *desc,
                             size_t length);
 

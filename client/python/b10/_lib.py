@@ -76,6 +76,7 @@ class MemParams(Structure):
         ("length", c_size_t),
         ("fd", c_int),
         ("fd_offset", c_uint64),
+        ("flags", c_uint64),  # B10_MEM_OPEN_TO_NODE, under B10_MEM_FIELD_FLAGS
     ]
 
 

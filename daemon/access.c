@@ -1,0 +1,122 @@
+/* access.c — see access.h. */
+#include "access.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "frame.h"
+#include "names.h"
+#include "peer.h"
+#include "plan.h"
+#include "session.h"
+
+#define SPAN_BYTES 16
+
+void access_origin(struct access_origin *o, struct peer *peer, const char *agent)
+{
+    o->peer = peer;
+    o->agent = agent;
+    o->local = peer_is_self(peer);
+    o->uid_known = o->local && names_holder(peer->d->names, agent, &o->uid);
+}
+
+/* "uid N" of a local origin, in words; "no uid" when its name is held by none. */
+static const char *access_uid(const struct access_origin *o, char *buf, size_t n)
+{
+    if (o->uid_known)
+        snprintf(buf, n, "uid %u", (unsigned)o->uid);
+    else
+        snprintf(buf, n, "no uid");
+    return buf;
+}
+
+/* Did target load the descriptor of o's agent, from o's daemon? */
+static bool access_paired(const struct session *target, const struct access_origin *o)
+{
+    struct remote_agent *a = session_agent((struct session *)target, o->agent);
+    return a != NULL && a->peer == o->peer;
+}
+
+enum access_grant access_grant(const struct session *target, const struct access_origin *o,
+                               bool memory, char *detail, size_t detail_len)
+{
+    const struct config *cfg = &target->d->cfg;
+
+    if (o->local && o->uid_known && o->uid == target->uid)
+        return ACCESS_FULL;
+    if (!o->local && cfg->remote_access == CONFIG_REMOTE_ANY)
+        return ACCESS_FULL;
+    if (access_paired(target, o))
+        return ACCESS_FULL;
+    if (o->local && memory)
+        return ACCESS_OPEN_ONLY;
+    char uid[24];
+    if (o->local)
+        snprintf(detail, detail_len, "rank '%.100s' (uid %u) has not loaded the descriptor of "
+                 "'%.100s' (%s): a notice between ranks of different users needs that pairing",
+                 target->agent, (unsigned)target->uid, o->agent, access_uid(o, uid, sizeof(uid)));
+    else
+        snprintf(detail, detail_len, "rank '%.100s' has not loaded the descriptor of '%.100s' of "
+                 "daemon %.64s, and this daemon admits only paired remote ranks "
+                 "(--remote-access paired)", target->agent, o->agent, o->peer->name);
+    return ACCESS_REFUSED;
+}
+
+static b10_status_t access_open_emit(void *arg, struct region *r, uint64_t offset, uint64_t n)
+{
+    return r->open ? B10_OK : B10_ERR_PERMISSION;
+}
+
+/* One span under ACCESS_OPEN_ONLY; detail names it and both ranks when refused. */
+static b10_status_t access_span_open(struct session *target, const struct access_origin *o,
+                                     uint64_t addr, uint64_t len, char *detail, size_t detail_len)
+{
+    if (len == 0 || mem_table_walk(&target->mem, addr, len, access_open_emit, NULL) !=
+                        B10_ERR_PERMISSION)
+        return B10_OK;
+    char uid[24];
+    snprintf(detail, detail_len, "span 0x%" PRIx64 "+%" PRIu64 " of rank '%.80s' (uid %u) lies in "
+             "a region not open to the node, and it has not loaded the descriptor of '%.80s' (%s)",
+             addr, len, target->agent, (unsigned)target->uid, o->agent,
+             access_uid(o, uid, sizeof(uid)));
+    return B10_ERR_PERMISSION;
+}
+
+static b10_status_t access_spans_open(struct session *target, const struct access_origin *o,
+                                      const uint8_t *spans, size_t count, char *detail,
+                                      size_t detail_len)
+{
+    for (size_t i = 0; i < count; i++) {
+        b10_status_t st = access_span_open(target, o, frame_get_u64(spans + i * SPAN_BYTES),
+                                           frame_get_u64(spans + i * SPAN_BYTES + 8), detail,
+                                           detail_len);
+        if (st != B10_OK)
+            return st;
+    }
+    return B10_OK;
+}
+
+b10_status_t access_spans(struct session *target, const struct access_origin *o,
+                          const uint8_t *spans, size_t count, char *detail, size_t detail_len)
+{
+    switch (access_grant(target, o, true, detail, detail_len)) {
+    case ACCESS_FULL:
+        return B10_OK;
+    case ACCESS_OPEN_ONLY:
+        return access_spans_open(target, o, spans, count, detail, detail_len);
+    default:
+        return B10_ERR_PERMISSION;
+    }
+}
+
+b10_status_t access_plan_open(struct session *target, const struct access_origin *o,
+                              const struct plan *plan, char *detail, size_t detail_len)
+{
+    for (uint32_t i = 0; i < plan->npieces; i++) {
+        b10_status_t st = access_span_open(target, o, plan->pieces[i].dst, plan->pieces[i].len,
+                                           detail, detail_len);
+        if (st != B10_OK)
+            return st;
+    }
+    return B10_OK;
+}
