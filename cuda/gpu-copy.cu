@@ -626,7 +626,7 @@ struct gpu_copy_mapping {
     unsigned char            handle[GPU_COPY_IPC_HANDLE_BYTES];
     unsigned                 refs;     /* IPC: registrations sharing it */
     void                    *base;
-    size_t                   size;     /* VMM: the reserved and mapped range */
+    size_t                   size;     /* IPC: the allocation's; VMM: the reserved and mapped range */
     CUmemGenericAllocationHandle vmm_handle;
 };
 
@@ -655,9 +655,35 @@ gpu_copy_device_by_pci(const char *bus_id, int *device_p, char *err, size_t errl
     return GPU_COPY_OK;
 }
 
+/* The range of the allocation holding ptr, as the driver knows it. */
+static int
+alloc_range(void *ptr, size_t *size_p, char *err, size_t errlen)
+{
+    static PFN_cuMemGetAddressRange_v3020 get_range;
+    enum cudaDriverEntryPointQueryResult q;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+
+    if (get_range == NULL &&
+        (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&get_range, 12000,
+                                          cudaEnableDefault, &q) != cudaSuccess ||
+         q != cudaDriverEntryPointSuccess || get_range == NULL)) {
+        get_range = NULL;
+        snprintf(err, errlen, "the driver lacks cuMemGetAddressRange");
+        return GPU_COPY_E_NODEV;
+    }
+    CUresult r = get_range(&base, &size, (CUdeviceptr)(uintptr_t)ptr);
+    if (r != CUDA_SUCCESS || base != (CUdeviceptr)(uintptr_t)ptr) {
+        snprintf(err, errlen, "cuMemGetAddressRange of the mapping: CUDA driver error %d", (int)r);
+        return GPU_COPY_E_CUDA;
+    }
+    *size_p = size;
+    return GPU_COPY_OK;
+}
+
 int
 gpu_copy_map_ipc(int device, const void *handle, gpu_copy_mapping_t **map_p, void **base_p,
-                 char *err, size_t errlen)
+                 size_t *size_p, char *err, size_t errlen)
 {
     struct gpu_copy_mapping *m;
     int rc = GPU_COPY_OK;
@@ -687,6 +713,12 @@ gpu_copy_map_ipc(int device, const void *handle, gpu_copy_mapping_t **map_p, voi
         rc = map_fail(e, "cudaIpcOpenMemHandle", err, errlen);
         goto out;
     }
+    if ((rc = alloc_range(m->base, &m->size, err, errlen)) != GPU_COPY_OK) {
+        (void)cudaIpcCloseMemHandle(m->base);
+        free(m);
+        m = NULL;
+        goto out;
+    }
     m->device = device;
     memcpy(m->handle, handle, sizeof(m->handle));
     m->refs = 1;
@@ -697,6 +729,7 @@ out:
     if (rc == GPU_COPY_OK) {
         *map_p = m;
         *base_p = m->base;
+        *size_p = m->size;
     }
     return rc;
 }
@@ -710,6 +743,8 @@ struct vmm_api {
     PFN_cuMemUnmap_v10020 unmap;
     PFN_cuMemAddressFree_v10020 address_free;
     PFN_cuMemRelease_v10020 release;
+    PFN_cuMemGetAllocationPropertiesFromHandle_v10020 properties;
+    PFN_cuMemGetAllocationGranularity_v10020 granularity;
 };
 
 static int
@@ -726,6 +761,8 @@ vmm_api_get(struct vmm_api *api, char *err, size_t errlen)
         { "cuMemUnmap", offsetof(struct vmm_api, unmap) },
         { "cuMemAddressFree", offsetof(struct vmm_api, address_free) },
         { "cuMemRelease", offsetof(struct vmm_api, release) },
+        { "cuMemGetAllocationPropertiesFromHandle", offsetof(struct vmm_api, properties) },
+        { "cuMemGetAllocationGranularity", offsetof(struct vmm_api, granularity) },
     };
     for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
         enum cudaDriverEntryPointQueryResult q;
@@ -740,9 +777,39 @@ vmm_api_get(struct vmm_api *api, char *err, size_t errlen)
     return GPU_COPY_OK;
 }
 
+/*
+ * How many bytes an imported VMM allocation holds, when mapping size of it
+ * failed: the driver has no call that says, but maps no more than that (the
+ * mapped length is a multiple of the allocation's granularity), so the
+ * largest length it maps into the reservation at ptr is found by bisection.
+ * Only a refused registration pays for it.
+ */
+static size_t
+vmm_true_size(const struct vmm_api *api, CUmemGenericAllocationHandle h, CUdeviceptr ptr, size_t size)
+{
+    CUmemAllocationProp prop;
+    size_t g = 0;
+
+    memset(&prop, 0, sizeof(prop));
+    if (api->properties(&prop, h) != CUDA_SUCCESS ||
+        api->granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0)
+        return 0;
+    size_t lo = 0, hi = size / g + 1;   /* in granules: lo maps (or is 0), hi does not */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (api->map(ptr, mid * g, 0, h, 0) == CUDA_SUCCESS) {
+            api->unmap(ptr, mid * g);
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo * g;
+}
+
 int
 gpu_copy_map_fd(int device, int fd, size_t size, gpu_copy_mapping_t **map_p, void **base_p,
-                char *err, size_t errlen)
+                size_t *size_p, char *err, size_t errlen)
 {
     struct vmm_api api;
     CUdeviceptr ptr = 0;
@@ -773,8 +840,18 @@ gpu_copy_map_fd(int device, int fd, size_t size, gpu_copy_mapping_t **map_p, voi
     if ((r = api.reserve(&ptr, size, 0, 0, 0)) != CUDA_SUCCESS)
         goto err_release;
     what = "cuMemMap";
-    if ((r = api.map(ptr, size, 0, m->vmm_handle, 0)) != CUDA_SUCCESS)
+    if ((r = api.map(ptr, size, 0, m->vmm_handle, 0)) != CUDA_SUCCESS) {
+        size_t holds = r == CUDA_ERROR_INVALID_VALUE ? vmm_true_size(&api, m->vmm_handle, ptr, size) : 0;
+        if (holds > 0 && holds < size) {
+            api.address_free(ptr, size);
+            api.release(m->vmm_handle);
+            free(m);
+            *size_p = holds;
+            snprintf(err, errlen, "the allocation holds %zu bytes, not the %zu claimed", holds, size);
+            return GPU_COPY_E_RANGE;
+        }
         goto err_reserve;
+    }
     memset(&access, 0, sizeof(access));
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id = device;
@@ -788,6 +865,7 @@ gpu_copy_map_fd(int device, int fd, size_t size, gpu_copy_mapping_t **map_p, voi
     m->size = size;
     *map_p = m;
     *base_p = m->base;
+    *size_p = size;
     return GPU_COPY_OK;
 
 err_unmap:

@@ -45,7 +45,8 @@ extern "C" {
     X(GPU_COPY_E_NOMEM,  -3, "out of host or device memory")                          \
     X(GPU_COPY_E_BUSY,   -4, "every in-flight slot of the copier is taken: retry later")\
     X(GPU_COPY_E_TOOBIG, -5, "more pieces than the copier was created for")           \
-    X(GPU_COPY_E_CUDA,   -6, "CUDA runtime error (see gpu_copy_last_error)")
+    X(GPU_COPY_E_CUDA,   -6, "CUDA runtime error (see gpu_copy_last_error)")        \
+    X(GPU_COPY_E_RANGE,  -7, "the allocation is smaller than claimed")
 
 typedef enum gpu_copy_status {
 #define GPU_COPY_X_ENUM(name, val, str) name = (val),
@@ -164,16 +165,19 @@ int gpu_copy_device_by_pci(const char *bus_id, int *device_p, char *err, size_t 
 /*
  * Open a cudaIpcMemHandle (of an allocation's base) on device. Opening the
  * same handle again shares the first mapping: CUDA maps an allocation once
- * per process.
+ * per process. *size_p: the allocation's size as the driver has it
+ * (cuMemGetAddressRange of the mapping), whatever the client claimed.
  */
 int gpu_copy_map_ipc(int device, const void *handle, gpu_copy_mapping_t **map_p, void **base_p,
-                     char *err, size_t errlen);
+                     size_t *size_p, char *err, size_t errlen);
 /*
  * Import a VMM allocation (cuMemCreate, exported as a POSIX file descriptor)
  * of size bytes and map it read-write for device. The fd stays the caller's.
+ * GPU_COPY_E_RANGE when the allocation holds fewer than size bytes (the
+ * driver maps no more than it holds): *size_p then says how many it holds.
  */
 int gpu_copy_map_fd(int device, int fd, size_t size, gpu_copy_mapping_t **map_p, void **base_p,
-                    char *err, size_t errlen);
+                    size_t *size_p, char *err, size_t errlen);
 /* Close a mapping from either call. Accepts NULL. */
 void gpu_copy_unmap(gpu_copy_mapping_t *map);
 

@@ -308,6 +308,7 @@ static b10_status_t vram_open(struct region *r, const struct mem_request *req, c
     const char *why = "";
     char err[256] = "";
     void *base;
+    size_t holds = 0;
     int device, rc;
 
     if (gpu_copy_device_count(&why) == 0) {
@@ -330,14 +331,31 @@ static b10_status_t vram_open(struct region *r, const struct mem_request *req, c
         return B10_ERR_INVALID_ARG;
     }
     if (req->ipc_handle != NULL && req->ipc_handle_length == GPU_COPY_IPC_HANDLE_BYTES) {
-        rc = gpu_copy_map_ipc(device, req->ipc_handle, (gpu_copy_mapping_t **)&r->map, &base, err,
-                              sizeof(err));
+        rc = gpu_copy_map_ipc(device, req->ipc_handle, (gpu_copy_mapping_t **)&r->map, &base,
+                              &holds, err, sizeof(err));
     } else if (req->fd >= 0) {
         rc = gpu_copy_map_fd(device, req->fd, req->alloc_length, (gpu_copy_mapping_t **)&r->map,
-                             &base, err, sizeof(err));
+                             &base, &holds, err, sizeof(err));
     } else {
         snprintf(detail, detail_len, "a VRAM region needs a %d-byte cudaIpcMemHandle or the file "
                  "descriptor of a VMM allocation", GPU_COPY_IPC_HANDLE_BYTES);
+        return B10_ERR_INVALID_ARG;
+    }
+    /*
+     * The bounds are the driver's: a region that claims more than the
+     * allocation holds would have the kernels copy past it, through other
+     * ranks' mappings or into a fault that breaks the context for everyone.
+     */
+    if (rc == GPU_COPY_OK && holds < req->alloc_length) {
+        gpu_copy_unmap(r->map);
+        r->map = NULL;
+        rc = GPU_COPY_E_RANGE;
+    }
+    if (rc == GPU_COPY_E_RANGE) {
+        log_warning("gpu: refusing a client's VRAM on device %d: it claims an allocation of %" PRIu64
+                    " bytes, the driver's holds %zu", device, req->alloc_length, holds);
+        snprintf(detail, detail_len, "the registration claims an allocation of %" PRIu64 " bytes at "
+                 "0x%" PRIx64 "; the driver's holds %zu", req->alloc_length, req->alloc_base, holds);
         return B10_ERR_INVALID_ARG;
     }
     if (rc != GPU_COPY_OK) {

@@ -152,9 +152,26 @@ pair() {
     cleanup
 }
 
+# vramclaim: registration frames that claim more VRAM than their allocation
+# holds (b10-rawclient forges them over real allocations) are refused with
+# the driver's figure; the same allocations as they are, accepted.
+vramclaim() {
+    start_daemons vramclaim "--staging-bytes 64M" || { failed=$((failed + 1)); cleanup; return; }
+    if "$BUILD/tests/b10-rawclient" -t 30000 "$D/A.sock" vramclaim alive >"$D/raw.out" 2>&1 &&
+        grep -q "the driver's holds" "$D/raw.out" && ! grep -q '^FAIL' "$D/raw.out"; then
+        echo "PASS vramclaim ($(grep -c '^ok' "$D/raw.out") checks; $(grep -m1 'claimed as 1 GiB' "$D/raw.out" | sed 's/.*refused: //'))"
+    else
+        echo "FAIL vramclaim ($(grep -m1 '^FAIL' "$D/raw.out" || tail -n 1 "$D/raw.out"))"
+        failed=$((failed + 1))
+        tail -n 8 "$D/raw.out" "$D/A.log" | sed 's/^/    /'
+    fi
+    cleanup
+}
+
 ROUNDS=2
 small="--layers 8 --blocks 64 --req-blocks 32"
 [ "$MODE" = bench-only ] || {
+vramclaim
 pair vram-vram vram vram "--staging-bytes 256M" $small
 pair vmm-vmm vmm vmm "--staging-bytes 256M" $small
 pair dram-vram dram vram "--staging-bytes 256M" $small

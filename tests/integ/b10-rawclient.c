@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -37,6 +38,12 @@
 #include <unistd.h>
 
 #include "../testout.h"
+
+#ifdef B10_HAVE_CUDA
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+#endif
 
 /* The protocol version a client speaks in Hello (libb10 sends the same). */
 #define RAW_PROTO_VERSION B10_API_VERSION
@@ -787,6 +794,151 @@ out:
     return rc;
 }
 
+/*
+ * A forged VRAM registration: real memory of this process (a cudaMalloc
+ * exported as an IPC handle, a VMM allocation exported as a descriptor)
+ * that the frame says is far larger than it is. The daemon must take the
+ * allocation's size from the driver and refuse, with both figures; the
+ * same allocations registered as they are must be accepted. Without a
+ * CUDA device there is nothing to forge: the case says so and holds.
+ */
+#ifdef B10_HAVE_CUDA
+#define VRAM_CLAIM_REAL (2u << 20)
+
+/* One VRAM RegisterMem on a fresh connection: its status, and detail. */
+static int send_vram(const char *name, uint64_t addr, uint64_t length, uint64_t alloc_length,
+                     const char *bus, const void *ipc, int fd, b10_status_t *st_p, char *detail,
+                     size_t detail_len)
+{
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    B10__RegisterMem reg = B10__REGISTER_MEM__INIT;
+    struct conn c;
+    int rc;
+
+    if ((rc = conn_open(&c)) != 0)
+        return fail(name, "connect: %s", strerror(-rc));
+    if (hello(&c, name) != 0) {
+        conn_close(&c);
+        return 1;
+    }
+    reg.kind = B10__MEM_KIND__MEM_VRAM;
+    reg.addr = addr;
+    reg.length = length;
+    reg.pci_bus_id = (char *)bus;
+    reg.alloc_base = addr;
+    reg.alloc_length = alloc_length;
+    if (ipc != NULL)
+        reg.cuda_ipc_handle = (ProtobufCBinaryData){ sizeof(cudaIpcMemHandle_t), (uint8_t *)ipc };
+    reg.vmm_fd = fd >= 0;
+    msg.body_case = B10__CLIENT_MSG__BODY_REGISTER_MEM;
+    msg.register_mem = &reg;
+    rc = send_msg(&c, &msg, fd);
+    if (rc == 0)
+        rc = get_reply(&c, name, st_p, detail, detail_len, NULL);
+    conn_close(&c);
+    if (rc > 0)
+        return fail(name, "the daemon dropped the connection of a VRAM registration");
+    return rc != 0;
+}
+
+/* Claim alloc_length of a real allocation: refused with the driver's size, or (honest) accepted. */
+static int vram_claim(const char *name, const char *what, uint64_t addr, uint64_t claim,
+                      const char *bus, const void *ipc, int fd, bool honest)
+{
+    b10_status_t st;
+    char detail[256] = "", real[32];
+
+    if (send_vram(name, addr, claim, claim, bus, ipc, fd, &st, detail, sizeof(detail)) != 0)
+        return 1;
+    if (honest)
+        return st == B10_OK ? pass(name, "%s: accepted", what)
+                            : fail(name, "%s: refused: %s: %s", what, b10_status_name(st), detail);
+    snprintf(real, sizeof(real), "holds %u", VRAM_CLAIM_REAL);
+    if (st == B10_OK)
+        return fail(name, "%s: accepted a claim of %" PRIu64 " bytes", what, claim);
+    if (strstr(detail, real) == NULL)
+        return fail(name, "%s: refused %s, but not for the driver's size: %s", what,
+                    b10_status_name(st), detail);
+    return pass(name, "%s: refused: %s: %s", what, b10_status_name(st), detail);
+}
+
+/* A VMM allocation of VRAM_CLAIM_REAL bytes exported as a descriptor, or -1 (why says). */
+static int vmm_export(int device, char *why, size_t why_len)
+{
+    PFN_cuMemCreate_v10020 create;
+    PFN_cuMemExportToShareableHandle_v10020 export_;
+    PFN_cuMemRelease_v10020 release;
+    enum cudaDriverEntryPointQueryResult q;
+    CUmemGenericAllocationHandle h;
+    CUmemAllocationProp prop;
+    int fd = -1;
+
+    if (cudaGetDriverEntryPointByVersion("cuMemCreate", (void **)&create, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        cudaGetDriverEntryPointByVersion("cuMemExportToShareableHandle", (void **)&export_, 12000,
+                                         cudaEnableDefault, &q) != cudaSuccess ||
+        cudaGetDriverEntryPointByVersion("cuMemRelease", (void **)&release, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess) {
+        snprintf(why, why_len, "the driver lacks the VMM calls");
+        return -1;
+    }
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUresult r = create(&h, VRAM_CLAIM_REAL, &prop, 0);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, why_len, "cuMemCreate: CUDA driver error %d", (int)r);
+        return -1;
+    }
+    r = export_(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    release(h);   /* the descriptor keeps the allocation */
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, why_len, "cuMemExportToShareableHandle: CUDA driver error %d", (int)r);
+        return -1;
+    }
+    return fd;
+}
+
+static int case_vramclaim(const char *name)
+{
+    char bus[32], why[128];
+    int n = 0, bad = 0;
+    void *p = NULL;
+    cudaIpcMemHandle_t h;
+
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+        return pass(name, "no CUDA device here: no VRAM to forge a registration of");
+    if (cudaSetDevice(0) != cudaSuccess || cudaDeviceGetPCIBusId(bus, sizeof(bus), 0) != cudaSuccess ||
+        cudaMalloc(&p, VRAM_CLAIM_REAL) != cudaSuccess || cudaIpcGetMemHandle(&h, p) != cudaSuccess)
+        return fail(name, "could not make and export %u bytes of VRAM", VRAM_CLAIM_REAL);
+    uint64_t a = (uint64_t)(uintptr_t)p;
+    bad |= vram_claim(name, "a cudaMalloc of 2 MiB claimed as 1 GiB", a, 1u << 30, bus, &h, -1, false);
+    bad |= vram_claim(name, "a cudaMalloc of 2 MiB claimed one byte larger", a, VRAM_CLAIM_REAL + 1,
+                      bus, &h, -1, false);
+    bad |= vram_claim(name, "the same cudaMalloc as it is", a, VRAM_CLAIM_REAL, bus, &h, -1, true);
+    int fd = vmm_export(0, why, sizeof(why));
+    if (fd < 0) {
+        bad |= fail(name, "a VMM allocation: %s", why);
+    } else {
+        /* The address is only the client's name for it: the daemon maps the descriptor. */
+        uint64_t va = UINT64_C(1) << 44;
+        bad |= vram_claim(name, "a VMM allocation of 2 MiB claimed as 64 MiB", va, 64u << 20, bus,
+                          NULL, fd, false);
+        bad |= vram_claim(name, "the same VMM allocation as it is", va, VRAM_CLAIM_REAL, bus, NULL,
+                          fd, true);
+        close(fd);
+    }
+    cudaFree(p);
+    return bad;
+}
+#else
+static int case_vramclaim(const char *name)
+{
+    return pass(name, "built without CUDA: no VRAM to forge a registration of");
+}
+#endif
+
 static const struct testout_case cases[] = {
     { "oversize-prehello", case_oversize_prehello },
     { "oversize", case_oversize },
@@ -796,6 +948,7 @@ static const struct testout_case cases[] = {
     { "badreg", case_badreg },
     { "libreg", case_libreg },
     { "hugespan", case_hugespan },
+    { "vramclaim", case_vramclaim },
     { "alive", case_alive },
 };
 
