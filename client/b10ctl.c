@@ -1308,7 +1308,7 @@ static void usage(FILE *f)
 "\n"
 "Exit status: 0 done; 1 the daemon refused or failed the request; 2 usage;\n"
 "3 daemon unreachable or the connection broke; 4 no such transfer; 5 not\n"
-"permitted (drain, quarantine, peers, metrics and other users' transfers are\n"
+"permitted (drain, quarantine, peers, stats, metrics and other users' transfers are\n"
 "for operators: root, the daemon's user and its --admin-group); 6 drain:\n"
 "transfers still in flight when the wait ended.\n");
 }

@@ -30,11 +30,18 @@ static const char *access_uid(const struct access_origin *o, char *buf, size_t n
     return buf;
 }
 
-/* Did target load the descriptor of o's agent, from o's daemon? */
+/*
+ * Did target load the descriptor of o's agent, from o's daemon, and (a rank
+ * of this node) while the uid that asks now held its name? A name another
+ * uid took after its first holder's claim was forgotten is not the rank
+ * target paired with.
+ */
 static bool access_paired(const struct session *target, const struct access_origin *o)
 {
     struct remote_agent *a = session_agent((struct session *)target, o->agent);
-    return a != NULL && a->peer == o->peer;
+    if (a == NULL || a->peer != o->peer)
+        return false;
+    return !o->local || (a->uid_known && o->uid_known && a->uid == o->uid);
 }
 
 enum access_grant access_grant(const struct session *target, const struct access_origin *o,
@@ -71,13 +78,13 @@ static b10_status_t access_open_emit(void *arg, struct region *r, uint64_t offse
 static b10_status_t access_span_open(struct session *target, const struct access_origin *o,
                                      uint64_t addr, uint64_t len, char *detail, size_t detail_len)
 {
-    if (len == 0 || mem_table_walk(&target->mem, addr, len, access_open_emit, NULL) !=
-                        B10_ERR_PERMISSION)
+    /* Outside any region is refused the same: to an unpaired rank, where memory lies is no answer. */
+    if (len == 0 || mem_table_walk(&target->mem, addr, len, access_open_emit, NULL) == B10_OK)
         return B10_OK;
     char uid[24];
-    snprintf(detail, detail_len, "span 0x%" PRIx64 "+%" PRIu64 " of rank '%.80s' (uid %u) lies in "
-             "a region not open to the node, and it has not loaded the descriptor of '%.80s' (%s)",
-             addr, len, target->agent, (unsigned)target->uid, o->agent,
+    snprintf(detail, detail_len, "span 0x%" PRIx64 "+%" PRIu64 " of rank '%.80s' (uid %u) is not "
+             "wholly in regions it opened to the node, and it has not loaded the descriptor of "
+             "'%.80s' (%s)", addr, len, target->agent, (unsigned)target->uid, o->agent,
              access_uid(o, uid, sizeof(uid)));
     return B10_ERR_PERMISSION;
 }
@@ -97,16 +104,31 @@ static b10_status_t access_spans_open(struct session *target, const struct acces
 }
 
 b10_status_t access_spans(struct session *target, const struct access_origin *o,
-                          const uint8_t *spans, size_t count, char *detail, size_t detail_len)
+                          const uint8_t *spans, size_t count, bool notice,
+                          enum access_grant *grant_p, char *detail, size_t detail_len)
 {
-    switch (access_grant(target, o, true, detail, detail_len)) {
-    case ACCESS_FULL:
-        return B10_OK;
-    case ACCESS_OPEN_ONLY:
-        return access_spans_open(target, o, spans, count, detail, detail_len);
-    default:
-        return B10_ERR_PERMISSION;
-    }
+    enum access_grant grant = access_grant(target, o, true, detail, detail_len);
+    b10_status_t st = B10_OK;
+
+    if (grant == ACCESS_REFUSED)
+        st = B10_ERR_PERMISSION;
+    else if (grant == ACCESS_OPEN_ONLY && notice)
+        st = access_notice_refused(target, o, detail, detail_len);
+    else if (grant == ACCESS_OPEN_ONLY)
+        st = access_spans_open(target, o, spans, count, detail, detail_len);
+    if (grant_p != NULL)
+        *grant_p = grant;
+    return st;
+}
+
+b10_status_t access_notice_refused(const struct session *target, const struct access_origin *o,
+                                   char *detail, size_t detail_len)
+{
+    char uid[24];
+    snprintf(detail, detail_len, "rank '%.100s' (uid %u) has not loaded the descriptor of '%.100s' "
+             "(%s): a sync message is a notice, which an open region does not admit",
+             target->agent, (unsigned)target->uid, o->agent, access_uid(o, uid, sizeof(uid)));
+    return B10_ERR_PERMISSION;
 }
 
 b10_status_t access_plan_open(struct session *target, const struct access_origin *o,

@@ -57,13 +57,20 @@ enum access_grant access_grant(const struct session *target, const struct access
                                bool memory, char *detail, size_t detail_len);
 
 /*
- * May origin o reach target's memory at spans (packed u64 addr, u64 len)?
- * B10_OK, or B10_ERR_PERMISSION and why: refused outright, or (under
- * ACCESS_OPEN_ONLY) the first span not wholly in regions open to the node.
- * Spans outside any region are the registration check's to refuse.
+ * May origin o reach target's memory at spans (packed u64 addr, u64 len),
+ * with a sync message for it (notice)? B10_OK, or B10_ERR_PERMISSION and
+ * why: refused outright, a notice without pairing, or (under
+ * ACCESS_OPEN_ONLY) the first span not wholly in regions open to the node,
+ * registered elsewhere or not at all. Asked before the registration check,
+ * so that an unpaired rank learns nothing of where memory lies. *grant_p
+ * (if not NULL): the grant, which the transfer keeps for its copies.
  */
 b10_status_t access_spans(struct session *target, const struct access_origin *o,
-                          const uint8_t *spans, size_t count, char *detail, size_t detail_len);
+                          const uint8_t *spans, size_t count, bool notice,
+                          enum access_grant *grant_p, char *detail, size_t detail_len);
+/* Under ACCESS_OPEN_ONLY, a notice (a sync message) is refused: B10_ERR_PERMISSION and why. */
+b10_status_t access_notice_refused(const struct session *target, const struct access_origin *o,
+                                   char *detail, size_t detail_len);
 /* Under ACCESS_OPEN_ONLY, the same for the destination pieces of a plan. */
 b10_status_t access_plan_open(struct session *target, const struct access_origin *o,
                               const struct plan *plan, char *detail, size_t detail_len);

@@ -499,6 +499,7 @@ static const char *admin_operator_only(B10__AdminOp op)
     case B10__ADMIN_OP__ADMIN_QUARANTINE: return "quarantine";
     case B10__ADMIN_OP__ADMIN_PEERS: return "peers";
     case B10__ADMIN_OP__ADMIN_METRICS: return "metrics";
+    case B10__ADMIN_OP__ADMIN_STATS: return "stats";
     default: return NULL;
     }
 }

@@ -8,7 +8,7 @@
  * socket lets in (its group holds every rank, of every user) sees only the
  * transfers and ranks of its own uid, cancels only those, and is answered
  * B10_ERR_PERMISSION for drain and for what tells of other users' work
- * (quarantine, peers, metrics); every answer says which of the two it got.
+ * (quarantine, peers, stats, metrics); every answer says which it got.
  *
  * Reads are snapshots; lists are cut at --max-admin-rows and say how many
  * rows they left out. The two actions go through the daemon's own paths:

@@ -165,12 +165,11 @@ static b10_status_t ask_start(struct session *s, uint64_t seq, const char *remot
                               char *detail, size_t detail_len)
 {
     struct b10d *d = s->d;
-    struct remote_agent *agent = session_agent(s, remote_agent);
+    struct remote_agent *agent;
+    b10_status_t status = session_agent_use(s, remote_agent, &agent, detail, detail_len);
 
-    if (agent == NULL) {
-        snprintf(detail, detail_len, "remote agent '%.200s' is not loaded", remote_agent);
-        return B10_ERR_UNKNOWN_AGENT;
-    }
+    if (status != B10_OK)
+        return status;
     struct ask *a = calloc(1, sizeof(*a));
     if (a == NULL)
         return B10_ERR_NO_MEMORY;
@@ -198,7 +197,7 @@ static b10_status_t ask_start(struct session *s, uint64_t seq, const char *remot
     list_insert_tail(&s->asks, &a->session_node);
     list_insert_tail(&a->peer->asks, &a->peer_node);
 
-    b10_status_t status = peer_ensure_link(a->peer);
+    status = peer_ensure_link(a->peer);
     if (status == B10_OK)
         ask_link_up(a);
     else if (status != B10_IN_PROGRESS)
@@ -274,7 +273,8 @@ void ask_on_check(struct peer *peer, const B10__Peer__Check *check)
     /* Even whether memory is registered is the target's to tell only to ranks it admits. */
     struct access_origin origin;
     access_origin(&origin, peer, check->src_agent);
-    if (access_spans(target, &origin, check->spans.data, count, detail, sizeof(detail)) != B10_OK) {
+    if (access_spans(target, &origin, check->spans.data, count, false, NULL, detail,
+                     sizeof(detail)) != B10_OK) {
         ask_answer(peer, check->check_id, B10_ERR_PERMISSION, detail);
         return;
     }

@@ -100,16 +100,20 @@ static void names_forget(struct names *n, struct name_entry *e)
     free(e);
 }
 
-/* The idle claim to forget for one more of uid's (uid's own first), or NULL. */
+/*
+ * The idle claim to forget for one more of uid's: its own oldest; when only
+ * the daemon's bound is reached and uid has none idle, anyone's oldest.
+ */
 static struct name_entry *names_victim(struct names *n, uid_t uid, bool uid_full)
 {
     struct list *pos;
     for (pos = n->idle.next; pos != &n->idle; pos = pos->next) {
         struct name_entry *e = list_entry(pos, struct name_entry, idle_node);
-        if (!uid_full || e->uid == uid)
+        if (e->uid == uid)
             return e;
     }
-    return NULL;
+    return uid_full || list_empty(&n->idle) ? NULL
+                                            : list_entry(n->idle.next, struct name_entry, idle_node);
 }
 
 int names_claim(struct names *n, const char *name, uid_t uid, uid_t *holder_p)

@@ -220,6 +220,26 @@ b10_status_t peer_get(struct b10d *d, const struct peer_desc *desc, struct peer 
                  "name, '%s'", desc->name);
         return B10_ERR_INVALID_ARG;
     }
+    /*
+     * This daemon's own entry takes nothing from a descriptor but the name:
+     * a key holder could seal one with this boot's id and its own address,
+     * and so sit in the link by which this node's ranks reach each other.
+     */
+    struct peer_desc own;
+    if (desc->daemon_id == d->daemon_id) {
+        const void *addr;
+        size_t addr_len;
+        wire_address(d->wire, &addr, &addr_len);
+        own = (struct peer_desc){ .name = d->cfg.name, .daemon_id = d->daemon_id,
+                                  .incarnation = d->incarnation, .address = addr,
+                                  .address_length = addr_len };
+        desc = &own;
+        if (p != NULL && p->daemon_id == d->daemon_id &&
+            (p->address_length != addr_len || memcmp(p->address, addr, addr_len) != 0)) {
+            snprintf(detail, detail_len, "this daemon's own entry holds another address");
+            return B10_ERR_INTERNAL;
+        }
+    }
     if (p != NULL && p->daemon_id == desc->daemon_id) {
         *peer_p = p;
         return B10_OK;

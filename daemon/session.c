@@ -183,6 +183,32 @@ struct remote_agent *session_agent(struct session *s, const char *name)
     return NULL;
 }
 
+b10_status_t session_agent_use(struct session *s, const char *name, struct remote_agent **agent_p,
+                               char *detail, size_t detail_len)
+{
+    struct remote_agent *a = session_agent(s, name);
+    uid_t now;
+
+    if (a == NULL) {
+        snprintf(detail, detail_len, "remote agent '%.200s' is not loaded", name);
+        return B10_ERR_UNKNOWN_AGENT;
+    }
+    if (peer_is_self(a->peer) &&
+        (!a->uid_known || !names_holder(s->d->names, name, &now) || now != a->uid)) {
+        snprintf(detail, detail_len, "the name '%.200s' is no longer held by the user whose rank "
+                 "this rank loaded: load the descriptor again", name);
+        return B10_ERR_UNKNOWN_AGENT;
+    }
+    *agent_p = a;
+    return B10_OK;
+}
+
+/* Fill in, for a rank of this node, the uid that holds the name it is loaded under. */
+static void session_agent_owner(struct session *s, struct remote_agent *a)
+{
+    a->uid_known = peer_is_self(a->peer) && names_holder(s->d->names, a->name, &a->uid);
+}
+
 void session_xfer_done(struct session *s, const struct xfer *x)
 {
     B10__XferDone done = B10__XFER_DONE__INIT;
@@ -419,6 +445,7 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
             peer_unref(a->peer);
             a->peer = peer;
             peer_ref(peer);
+            session_agent_owner(s, a);
             session_reply(s, seq, B10_OK, "", NULL);
             goto out;
         }
@@ -435,6 +462,7 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
     snprintf(a->name, sizeof(a->name), "%s", req->name);
     a->peer = peer;
     peer_ref(peer);
+    session_agent_owner(s, a);
     list_insert_tail(&s->agents, &a->node);
     s->nagents++;
     session_reply(s, seq, B10_OK, "", NULL);

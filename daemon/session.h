@@ -21,6 +21,9 @@ struct remote_agent {
     struct list node;
     char name[256];
     struct peer *peer;
+    /* A rank of this node: the uid that held its name when loaded (names.h). */
+    bool uid_known;
+    uid_t uid;
 };
 
 struct session {
@@ -67,6 +70,13 @@ void session_notice_reserve(struct session *s, size_t length);
 void session_notice_release(struct session *s, size_t length);
 /* The remote agent this rank loaded under name, or NULL. */
 struct remote_agent *session_agent(struct session *s, const char *name);
+/*
+ * The remote agent to send to: loaded, and (a rank of this node) its name
+ * still held by the uid that held it at the load. B10_OK and *agent_p, or
+ * B10_ERR_UNKNOWN_AGENT and why.
+ */
+b10_status_t session_agent_use(struct session *s, const char *name, struct remote_agent **agent_p,
+                               char *detail, size_t detail_len);
 
 /* The session of a local agent name, or NULL. */
 struct session *session_find(struct b10d *d, const char *agent);

@@ -490,11 +490,15 @@ struct xfer_copy_ctx {
     struct copy_job *job;
     uint8_t *view_pos;      /* next byte of the view */
     bool gather;
+    bool open_only;         /* admitted only through regions open to the node */
 };
 
 static b10_status_t xfer_copy_emit(void *arg, struct region *r, uint64_t offset, uint64_t n)
 {
     struct xfer_copy_ctx *ctx = arg;
+    /* Checked again at each copy: the rank may have put a closed region where an open one was. */
+    if (ctx->open_only && !r->open)
+        return B10_ERR_PERMISSION;
     uint8_t *mem = r->base + offset;
     b10_status_t status = ctx->gather ? copy_job_add(ctx->job, r, ctx->view_pos, mem, n)
                                       : copy_job_add(ctx->job, r, mem, ctx->view_pos, n);
@@ -515,7 +519,7 @@ static b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_do
     if (x->session == NULL)
         return B10_ERR_CLIENT_GONE;
     struct xfer_copy_ctx ctx = { copy_job_new(x->d, gather, done, slot, slot->chunk),
-                                 slot->view->base, gather };
+                                 slot->view->base, gather, x->open_only };
     if (ctx.job == NULL)
         return B10_ERR_NO_MEMORY;
     for (uint32_t p = chunk->first; p < chunk->first + chunk->count; p++) {
@@ -1090,11 +1094,10 @@ b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct x
         snprintf(detail, detail_len, "a sync message holds at most %d bytes", B10_SYNC_MSG_MAX);
         return B10_ERR_TOO_LARGE;
     }
-    struct remote_agent *agent = session_agent(s, req->remote_agent);
-    if (agent == NULL) {
-        snprintf(detail, detail_len, "remote agent '%.200s' is not loaded", req->remote_agent);
-        return B10_ERR_UNKNOWN_AGENT;
-    }
+    struct remote_agent *agent;
+    b10_status_t status = session_agent_use(s, req->remote_agent, &agent, detail, detail_len);
+    if (status != B10_OK)
+        return status;
     if (req->op == B10__OP__OP_READ)
         return xfer_new_read(s, agent->peer, req->remote_agent, req, count, xfer_p, detail,
                              detail_len);
@@ -1173,7 +1176,10 @@ static void xfer_on_data(void *arg, b10_status_t status, size_t length)
     if (st != B10_OK) {
         /* The target deregistered or left mid-transfer: the view holds data for nowhere. */
         xfer_fail(x, st == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : st,
-                  "scattering chunk %u: destination no longer registered", slot->chunk);
+                  "scattering chunk %u: %s", slot->chunk,
+                  st == B10_ERR_NOT_REGISTERED ? "destination no longer registered"
+                  : st == B10_ERR_PERMISSION ? "destination no longer in a region open to the node"
+                                             : b10_status_str(st));
     }
 }
 
@@ -1401,7 +1407,9 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
     enum access_grant grant = ACCESS_FULL;
     access_origin(&origin, peer, control->src_agent);
     if (parent == NULL &&
-        (grant = access_grant(target, &origin, true, detail, sizeof(detail))) == ACCESS_REFUSED) {
+        ((grant = access_grant(target, &origin, true, detail, sizeof(detail))) == ACCESS_REFUSED ||
+         (grant == ACCESS_OPEN_ONLY && control->sync_msg.len > 0 &&
+          access_notice_refused(target, &origin, detail, sizeof(detail)) != B10_OK))) {
         xfer_refuse(peer, control, B10_ERR_PERMISSION, detail);
         return;
     }
@@ -1446,10 +1454,11 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
                     "the write-back writes outside what its READ asked for");
         return;
     }
-    /* Every destination byte inside the target's registrations, or nothing is posted. */
-    status = xfer_check_dst(plan, &target->mem, detail, sizeof(detail));
-    if (status == B10_OK && grant == ACCESS_OPEN_ONLY)
-        status = access_plan_open(target, &origin, plan, detail, sizeof(detail));
+    /* Every destination byte inside the target's registrations (open ones, if that is all it may reach). */
+    status = grant == ACCESS_OPEN_ONLY ? access_plan_open(target, &origin, plan, detail, sizeof(detail))
+                                       : B10_OK;
+    if (status == B10_OK)
+        status = xfer_check_dst(plan, &target->mem, detail, sizeof(detail));
     if (status != B10_OK) {
         plan_free(plan);
         xfer_refuse(peer, control, status, detail);
@@ -1469,6 +1478,7 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
     x->link = peer->in.tags;
     x->session = target;
     x->uid = target->uid;
+    x->open_only = grant == ACCESS_OPEN_ONLY;
     snprintf(x->local_agent, sizeof(x->local_agent), "%s", control->dst_agent);
     snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", control->src_agent);
     list_insert_tail(&target->targets, &x->session_node);
@@ -1558,7 +1568,9 @@ void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req, size_
     }
     struct access_origin origin;
     access_origin(&origin, peer, req->dst_agent);
-    if (access_spans(holder, &origin, req->src_spans.data, count, detail, sizeof(detail)) != B10_OK) {
+    enum access_grant grant;
+    if (access_spans(holder, &origin, req->src_spans.data, count, req->sync_msg.len > 0, &grant,
+                     detail, sizeof(detail)) != B10_OK) {
         xfer_refuse_read(peer, req->read_id, B10_ERR_PERMISSION, detail);
         return;
     }
@@ -1591,6 +1603,7 @@ void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req, size_
     }
     /* Not the holding rank's transfer: it hears only the sync message, once read. */
     x->released = true;
+    x->open_only = grant == ACCESS_OPEN_ONLY;
     x->admitted = true;
     x->control_bytes = length;
     peer->in_xfers++;

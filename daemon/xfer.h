@@ -82,6 +82,7 @@ struct xfer {
     uint64_t id;                    /* the sending daemon's id for it */
     struct session *session;        /* the local rank; NULL once detached */
     uid_t uid;                      /* the local rank's: whose transfer b10ctl says it is */
+    bool open_only;                 /* admitted through open regions only: each copy checks again */
     struct peer *peer;
     struct tag_link link;           /* the link's identity when the transfer started */
     struct plan *plan;

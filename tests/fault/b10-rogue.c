@@ -1804,13 +1804,13 @@ static int case_flood_notice(const char *c)
                    "B10_ERR_BUSY (%s); the rank stayed and read all it was sent", ok, busy, detail);
 }
 
-/* Our agent descriptor under daemon name dname, sealed as a daemon of the cluster would. */
-static b10_status_t load_ours(const char *agent, const char *dname)
+/* A descriptor of agent on daemon dname (boot id) at our address, sealed under our key. */
+static b10_status_t load_desc(const char *agent, const char *dname, uint64_t id)
 {
     B10__AgentDesc desc = B10__AGENT_DESC__INIT;
     desc.version = B10_PEER_PROTOCOL_VERSION;
     desc.name = (char *)agent;
-    desc.daemon_id = g.self_id;
+    desc.daemon_id = id;
     desc.worker_address = (ProtobufCBinaryData){ g.packed_len, g.packed };
     desc.daemon_name = (char *)dname;
     desc.incarnation = g.self_incarnation;
@@ -1819,10 +1819,16 @@ static b10_status_t load_ours(const char *agent, const char *dname)
     if (sealed == NULL)
         return B10_ERR_NO_MEMORY;
     b10__agent_desc__pack(&desc, sealed + AUTH_HEADER_BYTES);
-    auth_seal(&g.key, AUTH_KIND_DESC, g.self_id, 0, sealed, body);
+    auth_seal(&g.key, AUTH_KIND_DESC, id, 0, sealed, body);
     b10_status_t st = b10_agent_load(g.conn, agent, sealed, AUTH_OVERHEAD + body);
     free(sealed);
     return st;
+}
+
+/* Our agent descriptor under daemon name dname, sealed as a daemon of the cluster would. */
+static b10_status_t load_ours(const char *agent, const char *dname)
+{
+    return load_desc(agent, dname, g.self_id);
 }
 
 /*
@@ -2147,6 +2153,46 @@ static int case_reflect(const char *c)
                    "link was up, changed nothing: its transfer ended with our answer (%s)", detail);
 }
 
+/*
+ * A descriptor that names the victim's own boot and name but our address:
+ * the victim's link to itself carries its ranks' requests to each other,
+ * so its entry for itself must keep its own address. Our rank loads it
+ * and writes to itself through it: the transfer lands, and no HELLO of the
+ * victim's comes to us.
+ */
+static int case_self_desc(const char *c)
+{
+    b10_span_t span = { .addr = (uint64_t)(uintptr_t)g.reg, .length = 4096 };
+    b10_xfer_t *x;
+    b10_status_t st;
+
+    started(c);
+    if ((st = load_desc(g.agent, g.victim_name, g.victim_id)) != B10_OK)
+        return fail(c, "the victim would not load a descriptor of its own boot: %s (%s)",
+                    b10_status_name(st), b10_conn_detail(g.conn));
+    /* The same bytes onto themselves: the region holds what it held. */
+    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE, .op = B10_OP_WRITE,
+                             .local = &span, .remote = &span, .count = 1, .remote_agent = g.agent,
+                             .deadline_ms = 20000 };
+    if ((st = b10_xfer_submit(g.conn, &xp, &x)) != B10_OK)
+        return fail(c, "submit: %s (%s)", b10_status_name(st), b10_conn_detail(g.conn));
+    long n = await_hello();
+    st = b10_xfer_wait(x, 20000);
+    const char *detail = b10_xfer_detail(x);
+    char why[256];
+    snprintf(why, sizeof(why), "%s", detail);
+    b10_xfer_release(x);
+    b10_agent_invalidate(g.conn, g.agent);
+    if (n >= 0)
+        return fail(c, "the victim sent its HELLO to itself to our address (%ld bytes)", n);
+    if (st != B10_OK)
+        return fail(c, "the victim's write to itself ended %s (%s)", b10_status_name(st), why);
+    if (region_check(c, "after a write through a forged self descriptor") != 0)
+        return 1;
+    return pass(c, "a descriptor of the victim's own boot at our address: its link to itself "
+                   "stayed its own (no HELLO came to us), and the write landed");
+}
+
 static const struct testout_case cases[] = {
     { "good", case_good },
     { "unknown", case_unknown },
@@ -2164,6 +2210,7 @@ static const struct testout_case cases[] = {
     { "lane", case_lane },
     { "stranger", case_stranger },
     { "self_claim", case_self_claim },
+    { "self_desc", case_self_desc },
     { "mangled", case_mangled },
     { "flood_hello", case_flood_hello },
     { "flood_deadline", case_flood_deadline },

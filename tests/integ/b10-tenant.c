@@ -169,9 +169,11 @@ static void rank_xfer(struct rank_state *s, const struct req *q, struct resp *r)
     /* a: op, b: local region, c: local offset, d: remote address, e: wait (0: hold it) */
     b10_span_t local = { (uint64_t)(uintptr_t)s->mem[q->b] + q->c, PIECE };
     b10_span_t remote = { q->d, PIECE };
-    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE, .op = (b10_op_t)q->a,
-                             .local = &local, .remote = &remote, .count = 1,
-                             .remote_agent = q->name, .deadline_ms = 60000 };
+    /* data: a sync message to ride on it, when any */
+    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE | (q->len ? B10_XFER_FIELD_SYNC : 0),
+                             .op = (b10_op_t)q->a, .local = &local, .remote = &remote, .count = 1,
+                             .remote_agent = q->name, .deadline_ms = 60000, .sync_msg = q->data,
+                             .sync_length = q->len };
     b10_xfer_t *x;
     b10_status_t st = b10_xfer_submit(s->conn, &xp, &x);
     if (st != B10_OK) {
@@ -530,6 +532,18 @@ int main(int argc, char **argv)
         expect("b CHECKs a's open region", call(&b, OP_CHECK, a.name, a.addr[1], PIECE, 0, 0, 0), B10_OK);
         expect("b NOTIFYs a through nothing open", call(&b, OP_NOTIFY, a.name, 0, 0, 0, 0, 0),
                B10_ERR_PERMISSION);
+        /* A sync message is a notice too, open region or not. */
+        memcpy(Q.data, "sync", 4);
+        Q.len = 4;
+        expect("b WRITEs into a's open region with a sync message",
+               call(&b, OP_XFER, a.name, B10_OP_WRITE, 0, 0, a.addr[1], 1), B10_ERR_PERMISSION);
+        expect_word("a sync message through an open region", "notice");
+        /* Where a's memory is not registered at all is no answer to b either. */
+        expect("b WRITEs where a registered nothing",
+               call(&b, OP_XFER, a.name, B10_OP_WRITE, 0, 0, a.addr[1] + 64 * REGION, 1),
+               B10_ERR_PERMISSION);
+        expect("b CHECKs where a registered nothing",
+               call(&b, OP_CHECK, a.name, a.addr[1] + 64 * REGION, PIECE, 0, 0, 0), B10_ERR_PERMISSION);
 
         /* A rank of a's own uid needs no pairing. */
         open_rank(&a2);

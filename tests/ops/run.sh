@@ -428,7 +428,7 @@ scen_permission() {
     rc=$?
     [ "$rc" = 0 ] || die "a rank user's b10ctl status exited $rc: $(head -n 1 "$D/as.err")"
     grep -q "uid 65534, no operator" "$D/as.out" || die "status does not say the asker is no operator"
-    for _op in peers quarantine metrics drain; do
+    for _op in peers quarantine stats metrics drain; do
         _as --regid=65534 --clear-groups -- "$_op"
         rc=$?
         [ "$rc" = 5 ] || die "a non-operator's b10ctl $_op exited $rc, not 5 (not permitted): $(head -n 1 "$D/as.err")"

@@ -143,6 +143,14 @@ static void test_global_bound(void **state)
     assert_false(names_holder(n, name, &uid));
     /* Its name is free, but the table is full of connected ranks again. */
     assert_int_equal(names_claim(n, name, 5000, &holder), -ENOSPC);
+    /* At the daemon's bound a uid forgets its own idle claim before an older one of another's. */
+    name_of(name, sizeof(name), 100 + 7, 1);
+    names_release(n, name);
+    names_release(n, "late");
+    assert_int_equal(names_claim(n, "late-2", 5000, &holder), 0);
+    assert_false(names_holder(n, "late", &uid));
+    assert_true(names_holder(n, name, &uid));
+    assert_int_equal(uid, 107);
     name_of(name, sizeof(name), 100, 0);
     assert_true(names_holder(n, name, &uid));
     assert_int_equal(uid, 100);
