@@ -1350,7 +1350,8 @@ static b10_status_t mem_deregister_one(b10_conn_t *conn, b10_mem_t *mem)
     msg.deregister_mem = &dm;
     pthread_mutex_lock(&conn->lock);
     b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
-    if (status == B10_OK) {
+    /* UNSETTLED: gone from the daemon's table too, but a copy may still write the memory. */
+    if (status == B10_OK || status == B10_ERR_UNSETTLED) {
         if (mem->prev != NULL)
             mem->prev->next = mem->next;
         else
@@ -1371,17 +1372,24 @@ b10_status_t b10_mem_deregister(b10_conn_t *conn, b10_mem_t *mem)
         return conn_reject(conn, B10_ERR_INVALID_ARG, "region handle of another connection");
     /* Parts first, then the head: a failure leaves a handle that names what is still there. */
     b10_status_t status = B10_OK;
+    bool unsettled = false;     /* a part went, but a copy may still write it: say so at the end */
     while (mem->more != NULL && status == B10_OK) {
         b10_mem_t *part = mem->more;
         mem->more = part->more;
         part->more = NULL;
         status = mem_deregister_one(conn, part);
-        if (status != B10_OK) {
+        if (status == B10_ERR_UNSETTLED) {
+            unsettled = true;
+            status = B10_OK;
+        } else if (status != B10_OK) {
             part->more = mem->more;
             mem->more = part;
         }
     }
-    return status == B10_OK ? mem_deregister_one(conn, mem) : status;
+    if (status != B10_OK)
+        return status;
+    status = mem_deregister_one(conn, mem);
+    return status == B10_OK && unsettled ? B10_ERR_UNSETTLED : status;
 }
 
 /* ---------------------------------------------------------------- agents */

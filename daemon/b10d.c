@@ -95,6 +95,7 @@ int b10d_start(struct b10d *d)
     list_init(&d->sessions);
     list_init(&d->peers);
     list_init(&d->xfers);
+    list_init(&d->settling);
     if (d->now_ms == NULL)
         d->now_ms = b10d_monotonic_ms;
     do
@@ -105,6 +106,20 @@ int b10d_start(struct b10d *d)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     d->incarnation = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+
+    /* A fault hook of the tests: said loudly, for it slows every scatter. */
+    const char *delay = getenv("B10_TEST_COPY_DELAY_MS");
+    if (delay != NULL && *delay != '\0') {
+        char *end;
+        unsigned long ms = strtoul(delay, &end, 10);
+        if (*end != '\0' || ms > 600000) {
+            log_err("B10_TEST_COPY_DELAY_MS='%s' is not a number of ms up to 600000", delay);
+            return -EINVAL;
+        }
+        d->test_copy_delay_ms = (uint32_t)ms;
+        log_warning("test hook: every scatter into a rank's memory waits %lu ms first "
+                    "(B10_TEST_COPY_DELAY_MS)", ms);
+    }
 
     /* The keys first: a daemon that cannot read its key must not start half trusted. */
     if ((rc = peer_start(d)) != 0)
@@ -176,6 +191,7 @@ void b10d_stop(struct b10d *d)
     /* Let copies and UCX requests settle, bounded: nothing may be freed under them. */
     for (int i = 0; d->wire != NULL && i < 2000 && wire_outstanding(d->wire) > 0; i++)
         uv_run(d->loop, UV_RUN_NOWAIT);
+    xfer_settle_all(d);
     /* Copies on the GPU hold regions and views: they finish before either goes. */
     gpu_stop(d);
     /* Views go before the wire: their UCX registrations must be released before UCX is. */

@@ -130,6 +130,8 @@ struct b10d {
     bool peer_sweep_on;
     struct list xfers;              /* struct xfer.node: every live transfer */
     uint32_t nxfers;
+    struct list settling;           /* struct xfer.node: failed, news waiting for copies to end */
+    uint32_t test_copy_delay_ms;    /* B10_TEST_COPY_DELAY_MS: scatters wait this long (tests) */
 
     uv_timer_t liveness;            /* peer heartbeats and silence checks (peer.c) */
     uint64_t liveness_tick_ms;      /* when it last ran: a late tick means this daemon stalled */

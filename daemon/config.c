@@ -85,6 +85,7 @@ void config_defaults(struct config *cfg)
     cfg->peer_idle_ms = 300000;
     cfg->max_hellos_per_s = 64;
     cfg->max_notice_bytes = 16 * MiB;
+    cfg->settle_ms = 5000;
 }
 
 /*
@@ -176,6 +177,12 @@ static void config_usage(FILE *out)
 "      --drain-timeout-ms MS  on SIGTERM, admit nothing new and give transfers in flight\n"
 "                             this long to finish before failing them (default 10000,\n"
 "                             at most 600000; keep it below the unit's TimeoutStopSec)\n"
+"      --settle-ms MS         a failed transfer is reported once no copy for it can still\n"
+"                             write (its scatters, the receiver's): past this long it is\n"
+"                             reported B10_ERR_UNSETTLED and the regions such a copy holds\n"
+"                             take no new work until it ends; a deregistration waits as\n"
+"                             long for the copies through its region (default 5000,\n"
+"                             10..600000)\n"
 "      --max-admin-rows N     rows of one b10ctl list (default 4096, at most 1048576)\n"
 "      --quarantine-ttl-ms MS how long quarantined resources sit out\n"
 "                             (default 120000, at most 86400000)\n"
@@ -257,7 +264,7 @@ enum {
     OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_WIRE_LANES, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
     OPT_CLUSTER_KEY, OPT_CLUSTER_KEY_NEXT, OPT_GEN_KEY, OPT_INSECURE, OPT_MAX_PEER_XFERS,
     OPT_MAX_PEER_STAGING, OPT_MAX_PEER_CONTROL, OPT_MIN_DEADLINE, OPT_PEER_QUARANTINE,
-    OPT_PEER_IDLE, OPT_MAX_HELLOS, OPT_MAX_NOTICE, OPT_REMOTE_ACCESS, OPT_ADMIN_GROUP,
+    OPT_PEER_IDLE, OPT_MAX_HELLOS, OPT_MAX_NOTICE, OPT_REMOTE_ACCESS, OPT_ADMIN_GROUP, OPT_SETTLE,
 };
 
 /* A numeric option with its bounds: one table, so that help, parsing and checks agree. */
@@ -304,6 +311,7 @@ static const struct config_num config_nums[] = {
     NUM(OPT_PEER_IDLE, "peer-idle-ms", false, 1000, 86400000, peer_idle_ms),
     NUM(OPT_MAX_HELLOS, "max-hellos-per-s", false, 1, 100000, max_hellos_per_s),
     NUM(OPT_MAX_NOTICE, "max-notice-bytes", true, 64 * KiB, 128 * MiB, max_notice_bytes),
+    NUM(OPT_SETTLE, "settle-ms", false, 10, 600000, settle_ms),
 };
 
 static int config_set_num(struct config *cfg, const struct config_num *num, const char *text)
@@ -460,6 +468,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "max-notice-bytes", required_argument, NULL, OPT_MAX_NOTICE },
         { "remote-access", required_argument, NULL, OPT_REMOTE_ACCESS },
         { "admin-group", required_argument, NULL, OPT_ADMIN_GROUP },
+        { "settle-ms", required_argument, NULL, OPT_SETTLE },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },

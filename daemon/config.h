@@ -67,6 +67,8 @@ struct config {
     uint32_t max_hellos_per_s;      /* handshakes answered, all peers together */
     uint64_t max_notice_bytes;      /* notices queued for one rank, unread */
 
+    uint32_t settle_ms;             /* a failure's news waits this long for its copies to end */
+
     /* Trust on the node (access.h, admin.h). */
     enum config_remote_access remote_access;
     bool admin_group_set;           /* --admin-group: its members are operators */

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct copy_job *copy_job_new(struct b10d *d, bool gather, copy_done_fn *done, void *arg,
                               uint32_t index)
@@ -67,6 +68,8 @@ b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, con
 static void copy_run(uv_work_t *work)
 {
     struct copy_job *job = work->data;
+    if (!job->gather && job->d->test_copy_delay_ms > 0)
+        usleep(job->d->test_copy_delay_ms * 1000u);
     for (uint32_t i = 0; i < job->nsegs; i++)
         if (job->segs[i].device < 0)
             memcpy(job->segs[i].dst, job->segs[i].src, job->segs[i].len);

@@ -22,7 +22,15 @@ void region_ref(struct region *r)
 
 void region_unref(struct region *r)
 {
-    if (r == NULL || --r->refs > 0)
+    if (r == NULL)
+        return;
+    if (--r->refs == 1 && r->on_idle != NULL) {
+        void (*idle)(void *) = r->on_idle;
+        r->on_idle = NULL;
+        idle(r->idle_arg);
+        return;
+    }
+    if (r->refs > 0)
         return;
     log_debug("region %" PRIu64 " unmapped (%" PRIu64 " bytes)", r->id, r->length);
     r->backend->close(r);
@@ -109,7 +117,7 @@ b10_status_t mem_table_add(struct mem_table *t, uint64_t id, const struct mem_re
     return B10_OK;
 }
 
-b10_status_t mem_table_remove(struct mem_table *t, uint64_t id)
+struct region *mem_table_take(struct mem_table *t, uint64_t id)
 {
     for (uint32_t i = 0; i < t->count; i++) {
         struct region *r = t->regions[i];
@@ -118,10 +126,19 @@ b10_status_t mem_table_remove(struct mem_table *t, uint64_t id)
         memmove(&t->regions[i], &t->regions[i + 1], (t->count - i - 1) * sizeof(*t->regions));
         t->count--;
         t->bytes -= r->length;
-        region_unref(r);
-        return B10_OK;
+        t->hint = 0;
+        return r;
     }
-    return B10_ERR_NOT_FOUND;
+    return NULL;
+}
+
+b10_status_t mem_table_remove(struct mem_table *t, uint64_t id)
+{
+    struct region *r = mem_table_take(t, id);
+    if (r == NULL)
+        return B10_ERR_NOT_FOUND;
+    region_unref(r);
+    return B10_OK;
 }
 
 b10_status_t mem_table_walk(struct mem_table *t, uint64_t addr, uint64_t length,

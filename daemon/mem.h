@@ -58,6 +58,10 @@ struct region {
     void *map;                          /* backend's: what to unmap, from the first copy on */
     size_t map_length;
     uint32_t refs;
+    uint32_t stuck;                     /* scatters of failed transfers past --settle-ms */
+    /* Called once when only one reference is left (a deregistration waiting for copies). */
+    void (*on_idle)(void *arg);
+    void *idle_arg;
 };
 
 extern const struct mem_backend dram_backend;
@@ -80,6 +84,8 @@ void mem_table_clear(struct mem_table *t);
 b10_status_t mem_table_add(struct mem_table *t, uint64_t id, const struct mem_request *req,
                            char *detail, size_t detail_len, struct region **region_p);
 b10_status_t mem_table_remove(struct mem_table *t, uint64_t id);
+/* Take region id out of the table with the table's reference: the caller's now. NULL: none. */
+struct region *mem_table_take(struct mem_table *t, uint64_t id);
 
 /*
  * Walk [addr, addr + length) through the regions: emit(arg, region, offset,

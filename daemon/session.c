@@ -39,10 +39,88 @@ struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid,
     list_init(&s->xfers);
     list_init(&s->targets);
     list_init(&s->asks);
+    list_init(&s->deregs);
     list_insert_tail(&d->sessions, &s->node);
     d->nsessions++;
     log_debug("client pid %d uid %u connected", (int)pid, (unsigned)uid);
     return s;
+}
+
+/*
+ * A deregistration is answered once no copy goes through its region any
+ * more (b10.h: transfers using it finish first): out of the table at once,
+ * so no new copy starts, and the answer when its last copy lets go of it,
+ * or past --settle-ms, B10_ERR_UNSETTLED: a copy may still write it.
+ */
+struct session_dereg {
+    struct list node;               /* session.deregs */
+    struct session *s;
+    uint64_t seq;
+    uint64_t id;
+    struct region *r;               /* the table's reference, ours now */
+    uv_timer_t timer;
+};
+
+static int session_reply(struct session *s, uint64_t seq, b10_status_t status, const char *detail,
+                         struct B10__Reply *reply);
+
+static void session_dereg_closed(uv_handle_t *handle)
+{
+    free(handle->data);
+}
+
+/* Answer (unless the rank is gone: s NULL), drop our reference, free. */
+static void session_dereg_end(struct session_dereg *g, b10_status_t status, const char *detail)
+{
+    list_remove(&g->node);
+    g->r->on_idle = NULL;
+    if (status != B10_ERR_CLIENT_GONE)
+        session_reply(g->s, g->seq, status, detail != NULL ? detail : "", NULL);
+    region_unref(g->r);
+    uv_timer_stop(&g->timer);
+    uv_close((uv_handle_t *)&g->timer, session_dereg_closed);
+}
+
+static void session_dereg_idle(void *arg)
+{
+    struct session_dereg *g = arg;
+    log_debug("client %s: region %" PRIu64 " deregistered once its copies ended", g->s->agent, g->id);
+    session_dereg_end(g, B10_OK, NULL);
+}
+
+static void session_dereg_bound(uv_timer_t *timer)
+{
+    struct session_dereg *g = timer->data;
+    char detail[160];
+    snprintf(detail, sizeof(detail), "region %" PRIu64 " is deregistered, but a copy through it "
+             "has not ended after %u ms (--settle-ms): it may still write the memory", g->id,
+             g->s->d->cfg.settle_ms);
+    log_warning("client %s: %s", g->s->agent, detail);
+    session_dereg_end(g, B10_ERR_UNSETTLED, detail);
+}
+
+static void session_on_deregister(struct session *s, uint64_t seq, uint64_t id)
+{
+    struct region *r = mem_table_take(&s->mem, id);
+    struct session_dereg *g;
+
+    if (r == NULL) {
+        session_reply(s, seq, B10_ERR_NOT_FOUND, "no such region", NULL);
+        return;
+    }
+    if (r->refs == 1 || (g = calloc(1, sizeof(*g))) == NULL) {
+        /* No copy holds it (or no memory to wait: its copies still keep it mapped). */
+        region_unref(r);
+        session_reply(s, seq, B10_OK, "", NULL);
+        return;
+    }
+    *g = (struct session_dereg){ .s = s, .seq = seq, .id = id, .r = r };
+    list_insert_tail(&s->deregs, &g->node);
+    uv_timer_init(s->d->loop, &g->timer);
+    g->timer.data = g;
+    uv_timer_start(&g->timer, session_dereg_bound, s->d->cfg.settle_ms, 0);
+    r->on_idle = session_dereg_idle;
+    r->idle_arg = g;
 }
 
 static void session_fail_list(struct list *head, const char *why)
@@ -77,6 +155,8 @@ void session_destroy(struct session *s)
         peer_unref(a->peer);
         free(a);
     }
+    list_for_each_safe(pos, tmp, &s->deregs)
+        session_dereg_end(list_entry(pos, struct session_dereg, node), B10_ERR_CLIENT_GONE, NULL);
     /* Regions stay mapped while copies that touch them finish: they hold references. */
     mem_table_clear(&s->mem);
     list_remove(&s->node);
@@ -110,7 +190,7 @@ static int session_send(struct session *s, B10__DaemonMsg *msg)
 }
 
 static int session_reply(struct session *s, uint64_t seq, b10_status_t status, const char *detail,
-                         B10__Reply *reply)
+                         struct B10__Reply *reply)
 {
     B10__Reply plain = B10__REPLY__INIT;
     B10__DaemonMsg msg = B10__DAEMON_MSG__INIT;
@@ -558,11 +638,9 @@ int session_on_frame(struct session *s, const uint8_t *buf, size_t length)
             fd = ipc_conn_take_fd(s->conn);
         session_on_register(s, msg->seq, msg->register_mem, fd);
         break;
-    case B10__CLIENT_MSG__BODY_DEREGISTER_MEM: {
-        b10_status_t st = mem_table_remove(&s->mem, msg->deregister_mem->region_id);
-        session_reply(s, msg->seq, st, st == B10_OK ? "" : "no such region", NULL);
+    case B10__CLIENT_MSG__BODY_DEREGISTER_MEM:
+        session_on_deregister(s, msg->seq, msg->deregister_mem->region_id);
         break;
-    }
     case B10__CLIENT_MSG__BODY_LOAD_AGENT:
         session_on_load_agent(s, msg->seq, msg->load_agent);
         break;

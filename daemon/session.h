@@ -42,6 +42,7 @@ struct session {
     uint32_t nxfers;
     struct list targets;            /* receiving transfers writing into its memory */
     struct list asks;               /* struct ask.session_node: questions to remote daemons */
+    struct list deregs;             /* deregistrations waiting for copies through their region */
     size_t notice_reserved;         /* bytes of sync messages promised to landing transfers */
 };
 

@@ -110,7 +110,7 @@ static void xfer_on_timer_closed(uv_handle_t *handle)
 /* Free a finished transfer once nothing in flight can call back into it. */
 static void xfer_maybe_free(struct xfer *x)
 {
-    if (x->state != XFER_DONE || x->holds > 0)
+    if (x->state != XFER_DONE || x->holds > 0 || x->report_due)
         return;
     if (uv_is_closing((uv_handle_t *)&x->timer))
         return;
@@ -336,6 +336,119 @@ static void xfer_tell_reader(struct xfer *x, b10_status_t status, const char *de
     peer_send_result(x->peer, x->read_link.gen, x->read_id, status, detail);
 }
 
+/* A failure the other daemon cannot hear of, or that it caused by falling silent. */
+static bool xfer_peer_silent(b10_status_t status)
+{
+    return status == B10_ERR_PEER_LOST || status == B10_ERR_PEER_UNREACHABLE ||
+           status == B10_ERR_PEER_PROTOCOL;
+}
+
+/*
+ * Quiescence before news. A failed transfer is reported (to its rank, to
+ * the other daemon, to the READ it lands for) only once nothing can still
+ * write for it:
+ *   R     its scatters into the rank's memory have completed;
+ *   S     the receiver answered the CANCEL (it answers once its own scatters
+ *         completed), when DATA had gone out and the receiver can hear;
+ *   READ  the write-back landing for it has settled as R.
+ * Past --settle-ms it is reported B10_ERR_UNSETTLED instead, and (R) the
+ * regions its late scatters still hold are quarantined: nothing new may
+ * read or write them until those copies are over.
+ */
+static bool xfer_unsettled(const struct xfer *x)
+{
+    return x->scatters > 0 || x->await_ack || x->settling > 0;
+}
+
+static void xfer_settle_check(struct xfer *x);
+
+static void xfer_report(struct xfer *x, b10_status_t status)
+{
+    struct b10d *d = x->d;
+    b10_status_t cause = x->status;
+
+    x->report_due = false;
+    uv_timer_stop(&x->timer);
+    list_remove(&x->node);      /* from b10d.settling */
+    if (status != cause) {
+        char was[sizeof(x->detail)];
+        snprintf(was, sizeof(was), "%s", x->detail);
+        snprintf(x->detail, sizeof(x->detail), "%s, and after %u ms (--settle-ms) a copy for it "
+                 "may still write its destination: %.160s", b10_status_name(cause),
+                 d->cfg.settle_ms, was);
+        x->status = status;
+        log_warning("transfer %016" PRIx64 " (%s): %s", x->id, xfer_role_name(x->role), x->detail);
+    }
+    if (x->role == XFER_SEND) {
+        if (x->read_id != 0 && !xfer_peer_silent(cause))
+            xfer_tell_reader(x, x->status, x->detail);
+        if (x->session != NULL)
+            session_xfer_done(x->session, x);
+    } else if (x->role == XFER_READ) {
+        if (x->session != NULL)
+            session_xfer_done(x->session, x);
+    } else {
+        /* A sender that broke the protocol can still hear why: it fails now, not at its deadline. */
+        if (!xfer_peer_silent(cause) || cause == B10_ERR_PEER_PROTOCOL)
+            xfer_send_result(x, x->status, x->detail);
+        if (x->settle_parent != NULL) {
+            struct xfer *parent = x->settle_parent;
+            x->settle_parent = NULL;
+            parent->settling--;
+            parent->holds--;
+            xfer_settle_check(parent);
+            xfer_maybe_free(parent);
+        }
+    }
+}
+
+static void xfer_settle_check(struct xfer *x)
+{
+    if (x->report_due && !xfer_unsettled(x))
+        xfer_report(x, x->status);
+}
+
+/* R: the regions the late scatters of x still hold take no new work until those end. */
+static void xfer_stick(struct xfer *x, int by)
+{
+    for (uint32_t i = 0; i < x->nslots; i++) {
+        struct xfer_slot *slot = &x->slots[i];
+        if (slot->job == NULL || slot->stuck == (by > 0))
+            continue;
+        for (uint32_t r = 0; r < slot->job->nrefs; r++)
+            slot->job->refs[r]->stuck += by;
+        slot->stuck = by > 0;
+    }
+}
+
+static void xfer_on_settle_bound(uv_timer_t *timer)
+{
+    struct xfer *x = timer->data;
+
+    if (!x->report_due)
+        return;
+    xfer_stick(x, 1);
+    xfer_report(x, B10_ERR_UNSETTLED);
+    xfer_maybe_free(x);
+}
+
+void xfer_settle_all(struct b10d *d)
+{
+    while (!list_empty(&d->settling)) {
+        struct xfer *x = list_entry(d->settling.next, struct xfer, node);
+        xfer_report(x, x->status);
+        xfer_maybe_free(x);
+    }
+}
+
+/* A READ and its write-back fail together; the READ's news waits for the write-back's copies. */
+static void xfer_settle_link(struct xfer *write_back, struct xfer *read)
+{
+    write_back->settle_parent = read;
+    read->settling++;
+    read->holds++;
+}
+
 void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
 {
     struct b10d *d = x->d;
@@ -353,12 +466,24 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
     enum xfer_state was = x->state;
     x->state = XFER_DONE;
     xfer_detach(x);
+    x->report_due = true;
     log_warning("transfer %016" PRIx64 " (%s, %s %s) failed: %s: %s", x->id, xfer_role_name(x->role),
                 x->role == XFER_SEND ? "to" : "from", x->remote_agent, b10_status_name(status),
                 x->detail);
 
+    /*
+     * A sender whose DATA went out waits for the receiver to say its copies
+     * are over: its RESULT, answering the CANCEL below (or its own failure).
+     */
+    bool peer_silent = xfer_peer_silent(status);
+    x->await_ack = x->role == XFER_SEND && x->control_sent && !peer_silent && !x->peer_settled &&
+                   was == XFER_RUNNING && x->next_chunk > 0 && x->result_op != NULL;
+
     /* Cancel what can be cancelled; trust nothing to have stopped. */
-    xfer_cancel_posted(x);
+    wire_cancel(d->wire, x->ready_op);
+    wire_cancel(d->wire, x->cancel_op);
+    if (!x->await_ack)
+        wire_cancel(d->wire, x->result_op);
     for (uint32_t i = 0; i < x->nslots; i++) {
         struct xfer_slot *slot = &x->slots[i];
         if (!slot->busy)
@@ -384,9 +509,7 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
     quarantine_add(d->quarantine, QUARANTINE_XFER_ID, x->id, 0, status, x->id,
                    x->peer ? x->peer->daemon_id : 0, NULL, NULL);
 
-    /* Tell the other side, unless it told us or cannot hear. */
-    bool peer_silent = status == B10_ERR_PEER_LOST || status == B10_ERR_PEER_UNREACHABLE ||
-                       status == B10_ERR_PEER_PROTOCOL;
+    /* Tell the other side at once, unless it told us or cannot hear: a CANCEL only stops writes. */
     if (x->role == XFER_SEND) {
         if (x->control_sent && !peer_silent && was != XFER_WAIT_LINK) {
             B10__Peer__Cancel cancel = B10__PEER__CANCEL__INIT;
@@ -398,33 +521,32 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
             xfer_send_peer(x, TAG_KIND_CANCEL, &msg);
         }
         d->stats.xfers_failed++;
-        if (x->read_id != 0 && !peer_silent)
-            xfer_tell_reader(x, status, x->detail);
-        if (x->session != NULL)
-            session_xfer_done(x->session, x);
     } else if (x->role == XFER_READ) {
         d->stats.xfers_failed++;
-        if (x->session != NULL)
-            session_xfer_done(x->session, x);
     } else {
         d->stats.xfers_received_failed++;
-        /* A sender that broke the protocol can still hear why: it fails now, not at its deadline. */
-        if ((!peer_silent || status == B10_ERR_PEER_PROTOCOL) && status != B10_ERR_CANCELLED)
-            xfer_send_result(x, status, x->detail);
     }
     /* A READ and its write-back fail together: whichever failed first, with its reason. */
     if (x->read_child != NULL) {
         struct xfer *child = x->read_child;
         x->read_child = NULL;
         child->read_parent = NULL;
+        xfer_settle_link(child, x);
         xfer_fail(child, B10_ERR_CANCELLED, "the READ it served failed: %s", x->detail);
-        xfer_send_result(child, B10_ERR_CANCELLED, child->detail);   /* the writer stops now */
     }
     if (x->read_parent != NULL) {
         struct xfer *parent = x->read_parent;
         x->read_parent = NULL;
         parent->read_child = NULL;
+        xfer_settle_link(x, parent);
         xfer_fail(parent, status, "%s", x->detail);
+    }
+    /* The news now, or once nothing can still write for it (bounded). */
+    if (x->report_due && xfer_unsettled(x)) {
+        list_insert_tail(&d->settling, &x->node);
+        uv_timer_start(&x->timer, xfer_on_settle_bound, d->cfg.settle_ms, 0);
+    } else if (x->report_due) {
+        xfer_report(x, status);
     }
     xfer_maybe_free(x);
 }
@@ -436,12 +558,7 @@ void xfer_cancel(struct xfer *x)
 
 void xfer_cancel_admin(struct xfer *x, const char *who)
 {
-    bool tell = x->role == XFER_RECV && x->state != XFER_DONE;
-
     xfer_fail(x, B10_ERR_CANCELLED, "cancelled by %s", who);
-    /* x lives on until its timer's close callback: safe to use here. */
-    if (tell)
-        xfer_send_result(x, B10_ERR_CANCELLED, x->detail);
 }
 
 static struct xfer_slot *xfer_free_slot(struct xfer *x)
@@ -534,6 +651,10 @@ static b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_do
     x->holds++;
     slot->view->holds++;
     slot->phase_ns = uv_hrtime();
+    if (!gather) {
+        x->scatters++;
+        slot->job = ctx.job;
+    }
     copy_job_submit(ctx.job);
     return B10_OK;
 }
@@ -703,6 +824,8 @@ static void xfer_on_ready(void *arg, b10_status_t status, size_t length)
     xfer_send_pump(x);
 }
 
+static void xfer_on_ack(struct xfer *x, b10_status_t status, size_t length);
+
 static void xfer_on_result(void *arg, b10_status_t status, size_t length)
 {
     struct xfer *x = arg;
@@ -711,7 +834,9 @@ static void xfer_on_result(void *arg, b10_status_t status, size_t length)
     x->result_op = NULL;
     x->holds--;
     if (x->state == XFER_DONE) {
-        if (status == B10_OK)
+        if (x->await_ack)
+            xfer_on_ack(x, status, length);
+        else if (status == B10_OK)
             x->d->stats.late_completions++;
         xfer_maybe_free(x);
         return;
@@ -743,9 +868,53 @@ static void xfer_on_result(void *arg, b10_status_t status, size_t length)
     else if (b10_status_action(remote) == B10_ACTION_NONE ||
              strcmp(b10_status_name(remote), "B10_UNKNOWN") == 0)
         xfer_fail(x, B10_ERR_PEER_PROTOCOL, "RESULT carries status %d", (int)result->status);
-    else
+    else {
+        x->peer_settled = true;     /* the receiver reports only once its copies are over */
         xfer_fail(x, remote, "remote daemon: %.200s", result->detail);
+    }
     b10__peer__msg__free_unpacked(msg, NULL);
+}
+
+/*
+ * S, failed while its DATA was out: the receiver's RESULT (to the CANCEL,
+ * or of its own failure), which it sends once its copies are over, lets
+ * the news go. A receive that ended without one (the endpoint failed): the
+ * receiver's copies are not known to be over, and the news says so.
+ */
+static void xfer_on_ack(struct xfer *x, b10_status_t status, size_t length)
+{
+    B10__Peer__Msg *msg = NULL;
+
+    if (status == B10_OK) {
+        b10_status_t decoded = xfer_decode_reply(x, x->result_buf, length,
+                                                 B10__PEER__MSG__BODY_RESULT, &msg);
+        if (decoded == B10_ERR_UNAUTHENTICATED) {
+            xfer_post_reply(x, tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT), x->result_buf,
+                            sizeof(x->result_buf), xfer_on_result, &x->result_op, "RESULT");
+            if (x->result_op != NULL)
+                return;
+        } else if (decoded == B10_OK && msg->result->xfer_id == x->id) {
+            /* The receiver gave up waiting for its own copies: that is the news here too. */
+            bool unsettled = msg->result->status == B10__STATUS__ERR_UNSETTLED;
+            if (unsettled)
+                snprintf(x->detail, sizeof(x->detail), "remote daemon: %.200s", msg->result->detail);
+            x->await_ack = false;
+            b10__peer__msg__free_unpacked(msg, NULL);
+            if (unsettled && x->report_due) {
+                x->status = B10_ERR_UNSETTLED;      /* in the receiver's words, its bound */
+                xfer_report(x, B10_ERR_UNSETTLED);
+            }
+            else
+                xfer_settle_check(x);
+            return;
+        } else if (msg != NULL) {
+            b10__peer__msg__free_unpacked(msg, NULL);
+        }
+    }
+    if (x->report_due) {
+        x->await_ack = false;
+        xfer_report(x, B10_ERR_UNSETTLED);
+    }
 }
 
 /* The link is up: register the reply tags, post their receives, send CONTROL. */
@@ -890,10 +1059,13 @@ out:
     free(pieces);
 }
 
+/* A region that a failed transfer's late scatter may still write takes no new work. */
 static b10_status_t xfer_check_emit(void *arg, struct region *r, uint64_t offset, uint64_t n)
 {
-    return B10_OK;
+    return r->stuck > 0 ? B10_ERR_UNSETTLED : B10_OK;
 }
+
+#define XFER_STUCK_WHY "lies in a region that a failed transfer's copy may still write (--settle-ms passed)"
 
 /* R: every destination byte of the plan must lie in the target rank's regions. */
 static b10_status_t xfer_check_dst(const struct plan *plan, struct mem_table *mem,
@@ -901,7 +1073,13 @@ static b10_status_t xfer_check_dst(const struct plan *plan, struct mem_table *me
 {
     for (uint32_t i = 0; i < plan->npieces; i++) {
         const struct plan_piece *p = &plan->pieces[i];
-        if (mem_table_walk(mem, p->dst, p->len, xfer_check_emit, NULL) != B10_OK) {
+        b10_status_t st = mem_table_walk(mem, p->dst, p->len, xfer_check_emit, NULL);
+        if (st == B10_ERR_UNSETTLED) {
+            snprintf(detail, detail_len, "span 0x%" PRIx64 "+%" PRIu64 " " XFER_STUCK_WHY, p->dst,
+                     p->len);
+            return st;
+        }
+        if (st != B10_OK) {
             snprintf(detail, detail_len, "span 0x%" PRIx64 "+%" PRIu64 " lies outside the "
                      "destination rank's registered memory", p->dst, p->len);
             return B10_ERR_REMOTE_REJECTED;
@@ -955,7 +1133,14 @@ static b10_status_t xfer_check_local(struct session *s, const uint8_t *spans, si
             return B10_ERR_TOO_LARGE;
         }
         total += len;
-        if (len != 0 && mem_table_walk(&s->mem, addr, len, xfer_check_emit, NULL) != B10_OK) {
+        b10_status_t st = len != 0 ? mem_table_walk(&s->mem, addr, len, xfer_check_emit, NULL)
+                                   : B10_OK;
+        if (st == B10_ERR_UNSETTLED) {
+            snprintf(detail, detail_len, "local span %zu (0x%" PRIx64 "+%" PRIu64 ") " XFER_STUCK_WHY,
+                     i, addr, len);
+            return st;
+        }
+        if (st != B10_OK) {
             snprintf(detail, detail_len, "local span %zu (0x%" PRIx64 "+%" PRIu64 ") lies outside "
                      "this rank's registered memory", i, addr, len);
             return B10_ERR_NOT_REGISTERED;
@@ -1122,8 +1307,21 @@ static void xfer_on_scattered(struct copy_job *job, b10_status_t status)
     struct xfer_slot *slot = job->arg;
     struct xfer *x = slot->x;
 
-    if (!xfer_slot_op_done(slot))
+    x->scatters--;
+    if (slot->stuck) {
+        for (uint32_t r = 0; r < job->nrefs; r++)
+            job->refs[r]->stuck--;
+        slot->stuck = false;
+        log_notice("transfer %016" PRIx64 ": its late scatter of chunk %u ended; its regions "
+                   "take work again", x->id, slot->chunk);
+    }
+    slot->job = NULL;
+    if (!xfer_slot_op_done(slot)) {
+        /* Failed already: its news may have waited for this copy. */
+        xfer_settle_check(x);
+        xfer_maybe_free(x);
         return;
+    }
     if (status != B10_OK) {
         xfer_fail(x, B10_ERR_INTERNAL, "scatter of chunk %u failed", slot->chunk);
         return;

@@ -54,6 +54,8 @@ struct xfer_slot {
     uint32_t chunk;
     struct view *view;
     struct wire_op *op;             /* S: DATA send; R: DATA receive */
+    struct copy_job *job;           /* R: its scatter, while it runs */
+    bool stuck;                     /* R: that scatter outlived --settle-ms (its regions stuck) */
     uint64_t phase_ns;              /* when its current copy or wire phase began */
 };
 
@@ -137,6 +139,17 @@ struct xfer {
     /* R, or a write-back serving a READ: room kept for the sync message among its rank's notices. */
     size_t notice_reserved;
 
+    /*
+     * Quiescence (xfer_fail): a failure is reported once nothing can still
+     * write for it, or past --settle-ms as B10_ERR_UNSETTLED.
+     */
+    uint32_t scatters;              /* R: copies into the rank's memory in flight */
+    bool report_due;                /* failed, its news not given yet (in b10d.settling) */
+    bool await_ack;                 /* S: waits for the receiver's RESULT: its copies are over */
+    bool peer_settled;              /* S: failed by the receiver's RESULT: nothing runs there */
+    uint32_t settling;              /* READ: its write-back's copies still run */
+    struct xfer *settle_parent;     /* R write-back: the READ whose news waits for it */
+
     uint32_t holds;                 /* UCX requests and copies in flight that point here */
     b10_status_t status;
     char detail[256];
@@ -173,6 +186,8 @@ void xfer_cancel(struct xfer *x);
  * its deadline (xfer_fail answers no CANCEL there: those come from the sender).
  */
 void xfer_cancel_admin(struct xfer *x, const char *who);
+/* Shutting down: give the news of every failed transfer still settling, as it stands. */
+void xfer_settle_all(struct b10d *d);
 
 const char *xfer_role_name(enum xfer_role role);
 const char *xfer_state_name(enum xfer_state state);

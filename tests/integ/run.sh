@@ -21,7 +21,7 @@ SUITE=integ
 SUITE_TITLE=integration
 REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
 all_scenarios="cli fragmented same_node concurrent8 lanes large out_of_bounds deadline cancel corrupt
-               bad_input agentops restart"
+               bad_input agentops settle restart"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -103,6 +103,30 @@ scen_same_node() {
     expect_prefill 1 0
     finish_decode decode 0
     grep -q 'peer A: link up' "$D/A.log" || die "A did not open its link to itself"
+}
+
+# Quiescence before news (tests/integ/b10-settle.c): B delays every scatter
+# (B10_TEST_COPY_DELAY_MS), and failures and a deregistration must wait for
+# those copies; with --settle-ms below the delay, B10_ERR_UNSETTLED says so.
+scen_settle() {
+    _delay=$(( 1500 * SLOW ))
+    start_daemon A
+    export B10_TEST_COPY_DELAY_MS=$_delay
+    start_daemon B
+    unset B10_TEST_COPY_DELAY_MS
+    grep -q "test hook: every scatter .* waits $_delay ms" "$D/B.log" || die "B did not log its test hook"
+    for _c in deadline read dereg; do
+        fg 60 "settle-$_c" "$BUILD/tests/b10-settle" "$D/A.sock" "$D/B.sock" "$_delay" "$_c"
+        [ "$rc" = 0 ] || die "$_c: $(grep -m1 '^FAIL' "$D/settle-$_c.log" || tail -n 1 "$D/settle-$_c.log")"
+    done
+    stop_daemons
+    start_daemon A
+    export B10_TEST_COPY_DELAY_MS=$_delay
+    start_daemon B --settle-ms $(( 200 * SLOW ))
+    unset B10_TEST_COPY_DELAY_MS
+    fg 60 settle-unsettled "$BUILD/tests/b10-settle" "$D/A.sock" "$D/B.sock" "$_delay" unsettled
+    [ "$rc" = 0 ] || die "unsettled: $(grep -m1 '^FAIL' "$D/settle-unsettled.log" || tail -n 1 "$D/settle-unsettled.log")"
+    grep -q "late scatter of chunk 0 ended" "$D/B.log" || die "B did not log the end of the late scatter"
 }
 
 scen_concurrent8() {

@@ -63,6 +63,7 @@ extern "C" {
     X(ERR_BUSY,           34, RETRY,  "too many transfers in flight")                            \
     X(ERR_DRAINING,       35, RETRY,  "daemon is draining and admits no new work")               \
     X(ERR_CLIENT_GONE,    36, RETRY,  "a rank taking part in the transfer disconnected")         \
+    X(ERR_UNSETTLED,      37, RETRY,  "failed, and a copy into the destination may still write it") \
     X(ERR_PEER_UNREACHABLE,50,PEER,   "remote daemon unreachable")                               \
     X(ERR_PEER_LOST,      51, PEER,   "remote daemon lost during the transfer")                  \
     X(ERR_PEER_PROTOCOL,  52, PEER,   "remote daemon violated the protocol")                     \
@@ -220,7 +221,13 @@ typedef struct {
 b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
                               b10_mem_t **mem_p);
 
-/* Deregister. Transfers that already use the region finish first. */
+/*
+ * Deregister. The daemon answers once no copy goes through the region any
+ * more, so that the memory may be reused on return. B10_ERR_UNSETTLED: a
+ * copy of a failed transfer still ran through it at the daemon's
+ * --settle-ms; the region is gone (the handle too), but that copy may
+ * still write the memory: do not reuse it yet.
+ */
 b10_status_t b10_mem_deregister(b10_conn_t *conn, b10_mem_t *mem);
 
 /*

@@ -1,0 +1,242 @@
+/*
+ * b10-settle — quiescence before news, against two real daemons of which B
+ * delays every scatter by DELAY_MS (B10_TEST_COPY_DELAY_MS): a failure is
+ * reported only once no copy for it can still write, and a deregistration
+ * is answered only once the copies through its region ended.
+ *
+ *   b10-settle SOCKET_A SOCKET_B DELAY_MS CASE
+ *
+ * One process plays both ranks: "src" on A, "dst" on B. Cases:
+ *   deadline   src WRITEs into dst with a deadline far below DELAY_MS: the
+ *              failure reaches src only after B's delayed scatter ended,
+ *              and dst's memory does not change after that;
+ *   read       dst READs from src, the same: its failure waits for the
+ *              scatter of the write-back landing in its own memory;
+ *   dereg      dst deregisters its region while a scatter into it is
+ *              delayed: the answer comes after the scatter, and the memory
+ *              does not change after it;
+ *   unsettled  B runs --settle-ms far below DELAY_MS: the failure comes
+ *              before the scatter ended, as B10_ERR_UNSETTLED, and says so
+ *              truly (dst's memory changes after it); a new WRITE into the
+ *              region is refused while that copy runs, and lands after.
+ *
+ * Prints "ok …" per check, "FAIL …" on the first failure; exits 0 or 1.
+ */
+#include <b10/b10.h>
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define REGION (4u << 20)
+#define PIECE (1u << 20)        /* one chunk: below the daemons' view size */
+#define DEADLINE_MS 300
+
+struct rank {
+    const char *name;
+    b10_conn_t *conn;
+    uint8_t *mem;
+    b10_mem_t *reg;
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int fail(const char *what, b10_status_t st, const char *detail)
+{
+    printf("FAIL %s: %s%s%s\n", what, b10_status_name(st), detail && detail[0] ? ": " : "",
+           detail ? detail : "");
+    return 1;
+}
+
+static int rank_open(struct rank *r, const char *socket, const char *name, uint8_t fill)
+{
+    b10_conn_params_t cp = { .field_mask = B10_CONN_FIELD_SOCKET_PATH, .agent_name = name,
+                             .socket_path = socket };
+    void *p;
+    b10_status_t st = b10_conn_open(&cp, &r->conn);
+    if (st != B10_OK)
+        return fail("open", st, NULL);
+    r->name = name;
+    if ((st = b10_dram_alloc(REGION, &p)) != B10_OK)
+        return fail("dram alloc", st, NULL);
+    r->mem = p;
+    memset(r->mem, fill, REGION);
+    b10_mem_params_t mp = { .kind = B10_MEM_DRAM, .addr = p, .length = REGION };
+    if ((st = b10_mem_register(r->conn, &mp, &r->reg)) != B10_OK)
+        return fail("register", st, b10_conn_detail(r->conn));
+    return 0;
+}
+
+static int load(struct rank *from, struct rank *to)
+{
+    const void *desc;
+    size_t len;
+    b10_status_t st = b10_agent_desc(to->conn, &desc, &len);
+    if (st == B10_OK)
+        st = b10_agent_load(from->conn, to->name, desc, len);
+    return st == B10_OK ? 0 : fail("load agent", st, b10_conn_detail(from->conn));
+}
+
+/* from WRITEs (or READs) PIECE bytes at offset 0 of both; the handle, or NULL. */
+static b10_xfer_t *submit(struct rank *from, struct rank *to, b10_op_t op, uint32_t deadline_ms)
+{
+    static b10_span_t local, remote;
+    local = (b10_span_t){ (uint64_t)(uintptr_t)from->mem, PIECE };
+    remote = (b10_span_t){ (uint64_t)(uintptr_t)to->mem, PIECE };
+    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE, .op = op, .local = &local,
+                             .remote = &remote, .count = 1, .remote_agent = to->name,
+                             .deadline_ms = deadline_ms };
+    b10_xfer_t *x;
+    b10_status_t st = b10_xfer_submit(from->conn, &xp, &x);
+    if (st != B10_OK) {
+        fail("submit", st, b10_conn_detail(from->conn));
+        return NULL;
+    }
+    return x;
+}
+
+/* Does memory change after this moment? Compares a copy with the live bytes after wait_ms. */
+static bool changes_after(const uint8_t *mem, uint32_t wait_ms)
+{
+    uint8_t *snap = malloc(PIECE);
+    if (snap == NULL)
+        return true;
+    memcpy(snap, mem, PIECE);
+    usleep(wait_ms * 1000u);
+    bool changed = memcmp(snap, mem, PIECE) != 0;
+    free(snap);
+    return changed;
+}
+
+/* A failure that must come only after the delayed scatter, with nothing written after it. */
+static int quiet_failure(const char *what, b10_xfer_t *x, double t0, uint32_t delay_ms,
+                         const uint8_t *dst)
+{
+    b10_status_t st = b10_xfer_wait(x, 60000);
+    double took = now_ms() - t0;
+    char detail[256];
+    snprintf(detail, sizeof(detail), "%s", b10_xfer_detail(x));
+    b10_xfer_release(x);
+    if (st == B10_OK || st == B10_IN_PROGRESS || st == B10_ERR_UNSETTLED)
+        return fail(what, st, "not the failure of its deadline");
+    if (took < delay_ms - 50)
+        return printf("FAIL %s: %s reported after %.0f ms, while the %u ms scatter still ran\n",
+                      what, b10_status_name(st), took, delay_ms), 1;
+    if (changes_after(dst, delay_ms + 300))
+        return printf("FAIL %s: the destination changed after the failure was reported\n", what), 1;
+    printf("ok %s: %s after %.0f ms (the scatter took %u), nothing written after it: %s\n", what,
+           b10_status_name(st), took, delay_ms, detail);
+    return 0;
+}
+
+static struct rank src, dst;
+
+/* At exit, whatever the case's outcome: the ranks leave, their memory goes. */
+static void ranks_close(void)
+{
+    struct rank *ranks[] = { &src, &dst };
+    for (int i = 0; i < 2; i++) {
+        b10_conn_close(ranks[i]->conn);
+        if (ranks[i]->mem != NULL)
+            b10_dram_free(ranks[i]->mem);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: b10-settle SOCKET_A SOCKET_B DELAY_MS deadline|read|dereg|unsettled\n");
+        return 2;
+    }
+    uint32_t delay = (uint32_t)strtoul(argv[3], NULL, 10);
+    const char *c = argv[4];
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    atexit(ranks_close);
+    if (rank_open(&src, argv[1], "settle-src", 0x5a) != 0 || rank_open(&dst, argv[2], "settle-dst", 0) != 0 ||
+        load(&src, &dst) != 0 || load(&dst, &src) != 0)
+        return 1;
+    double t0 = now_ms();
+    b10_status_t st;
+
+    if (strcmp(c, "deadline") == 0) {
+        b10_xfer_t *x = submit(&src, &dst, B10_OP_WRITE, DEADLINE_MS);
+        return x == NULL || quiet_failure("a WRITE past its deadline", x, t0, delay, dst.mem);
+    }
+    if (strcmp(c, "read") == 0) {
+        b10_xfer_t *x = submit(&dst, &src, B10_OP_READ, DEADLINE_MS);
+        return x == NULL || quiet_failure("a READ past its deadline", x, t0, delay, dst.mem);
+    }
+    if (strcmp(c, "dereg") == 0) {
+        b10_xfer_t *x = submit(&src, &dst, B10_OP_WRITE, 60000);
+        if (x == NULL)
+            return 1;
+        usleep(200000);     /* DATA is in, its scatter waits */
+        double t1 = now_ms();
+        st = b10_mem_deregister(dst.conn, dst.reg);
+        double took = now_ms() - t0;
+        if (st != B10_OK)
+            return fail("deregister during a scatter", st, b10_conn_detail(dst.conn));
+        if (took < delay - 50)
+            return printf("FAIL deregister answered after %.0f ms, while the %u ms scatter into "
+                          "the region still ran\n", took, delay), 1;
+        if (changes_after(dst.mem, 300))
+            return printf("FAIL the region changed after its deregistration was answered\n"), 1;
+        printf("ok a deregistration during a scatter was answered after %.0f ms (asked at %.0f ms, "
+               "the scatter took %u), nothing written after it\n", took, t1 - t0, delay);
+        st = b10_xfer_wait(x, 60000);
+        b10_xfer_release(x);
+        printf("ok the transfer ended %s\n", b10_status_name(st));
+        return 0;
+    }
+    if (strcmp(c, "unsettled") == 0) {
+        b10_xfer_t *x = submit(&src, &dst, B10_OP_WRITE, DEADLINE_MS);
+        if (x == NULL)
+            return 1;
+        st = b10_xfer_wait(x, 60000);
+        double took = now_ms() - t0;
+        char detail[256];
+        snprintf(detail, sizeof(detail), "%s", b10_xfer_detail(x));
+        b10_xfer_release(x);
+        if (st != B10_ERR_UNSETTLED)
+            return fail("a WRITE whose scatter outlives --settle-ms", st, detail);
+        if (took >= delay)
+            return printf("FAIL B10_ERR_UNSETTLED only after %.0f ms, once the %u ms scatter "
+                          "ended\n", took, delay), 1;
+        /* While that copy runs the region takes nothing new. */
+        x = submit(&src, &dst, B10_OP_WRITE, 20000);
+        if (x == NULL)
+            return 1;
+        st = b10_xfer_wait(x, 60000);
+        char why[256];
+        snprintf(why, sizeof(why), "%s", b10_xfer_detail(x));
+        b10_xfer_release(x);
+        if (st != B10_ERR_UNSETTLED)
+            return fail("a WRITE into the region a late scatter holds", st, why);
+        printf("ok a WRITE into that region meanwhile: %s: %s\n", b10_status_name(st), why);
+        if (!changes_after(dst.mem, delay))
+            return printf("FAIL the late scatter never wrote: B10_ERR_UNSETTLED said it might\n"), 1;
+        printf("ok B10_ERR_UNSETTLED after %.0f ms (the scatter took %u), and the late scatter "
+               "did write after it: %s\n", took, delay, detail);
+        x = submit(&src, &dst, B10_OP_WRITE, 20000);
+        if (x == NULL)
+            return 1;
+        st = b10_xfer_wait(x, 60000);
+        b10_xfer_release(x);
+        if (st != B10_OK)
+            return fail("a WRITE once the late scatter ended", st, NULL);
+        printf("ok once it ended the region took a WRITE again\n");
+        return 0;
+    }
+    fprintf(stderr, "b10-settle: no case '%s'\n", c);
+    return 2;
+}
