@@ -513,6 +513,24 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
     bool operator = admin_is_operator(s);
     const char *only = admin_operator_only(req->op);
 
+    /* A connection's first request makes it a b10ctl one: bounded unless an operator's. */
+    if (!s->hello_done && !s->admin) {
+        if (!operator && d->admin_connections >= ADMIN_MAX_CONNECTIONS) {
+            log_warning("admin: refusing a b10ctl connection of uid %u (pid %d): %u of users "
+                        "who are no operators are open", (unsigned)s->uid, (int)s->pid,
+                        d->admin_connections);
+            snprintf(detail, sizeof(detail), "%u b10ctl connections of users who are no operators "
+                     "are open", d->admin_connections);
+            admin_send(s, seq, B10_ERR_BUSY, detail, NULL);
+            return -1;
+        }
+        s->admin = true;
+        if (!operator) {
+            s->admin_counted = true;
+            d->admin_connections++;
+        }
+    }
+
     if (!operator && only != NULL) {
         char ops[128];
         admin_operators(d, ops, sizeof(ops));

@@ -109,6 +109,7 @@ struct b10d {
     struct list sessions;           /* struct session.node */
     uint32_t nsessions;             /* connections: ranks, b10ctl, not yet introduced */
     uint32_t nranks;                /* sessions past Hello, counted against --max-clients */
+    uint32_t admin_connections;     /* b10ctl connections of non-operators (admin.h) */
     struct list peers;              /* struct peer.node */
     uint32_t npeers;
     /*

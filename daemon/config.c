@@ -86,6 +86,8 @@ void config_defaults(struct config *cfg)
     cfg->max_hellos_per_s = 64;
     cfg->max_notice_bytes = 16 * MiB;
     cfg->settle_ms = 5000;
+    cfg->max_register_bytes = 4096 * GiB;
+    cfg->hello_timeout_ms = 10000;
 }
 
 /*
@@ -191,9 +193,15 @@ static void config_usage(FILE *out)
 "      --ucx-err-mode MODE    peer: UCX detects a dead peer (same-host peers use tcp);\n"
 "                             none: shared memory on one host, a dead peer is noticed\n"
 "                             only by heartbeats and deadlines (default peer, the safe one)\n"
-"      --max-clients N        ranks connected (default 256, at most 65536); b10ctl has\n"
-"                             8 connections beyond them\n"
+"      --max-clients N        ranks connected (default 256, at most 65536); b10ctl\n"
+"                             connections are counted apart: 32 of users who are no\n"
+"                             operators, operators' always admitted\n"
 "      --max-regions N        registrations per client (default 4096, at most 1048576)\n"
+"      --max-register-bytes SIZE  memory one client may register, its regions together\n"
+"                             (default 4T, 1M..1P)\n"
+"      --hello-timeout-ms MS  a connection that sends neither Hello nor a b10ctl request\n"
+"                             within MS is dropped (default 10000, 100..600000); at most\n"
+"                             64 such wait at once, the oldest dropped for a new one\n"
 "      --max-agents N         remote agents per client (default 4096, at most 1048576)\n"
 "      --max-xfers N          transfers in flight per client (default 1024, at most 65536)\n"
 "      --max-spans N          spans in one request (default 1048576, at most 16777216)\n"
@@ -265,6 +273,7 @@ enum {
     OPT_CLUSTER_KEY, OPT_CLUSTER_KEY_NEXT, OPT_GEN_KEY, OPT_INSECURE, OPT_MAX_PEER_XFERS,
     OPT_MAX_PEER_STAGING, OPT_MAX_PEER_CONTROL, OPT_MIN_DEADLINE, OPT_PEER_QUARANTINE,
     OPT_PEER_IDLE, OPT_MAX_HELLOS, OPT_MAX_NOTICE, OPT_REMOTE_ACCESS, OPT_ADMIN_GROUP, OPT_SETTLE,
+    OPT_MAX_REGISTER, OPT_HELLO_TIMEOUT,
 };
 
 /* A numeric option with its bounds: one table, so that help, parsing and checks agree. */
@@ -312,6 +321,8 @@ static const struct config_num config_nums[] = {
     NUM(OPT_MAX_HELLOS, "max-hellos-per-s", false, 1, 100000, max_hellos_per_s),
     NUM(OPT_MAX_NOTICE, "max-notice-bytes", true, 64 * KiB, 128 * MiB, max_notice_bytes),
     NUM(OPT_SETTLE, "settle-ms", false, 10, 600000, settle_ms),
+    NUM(OPT_MAX_REGISTER, "max-register-bytes", true, MiB, 1024 * 1024 * GiB, max_register_bytes),
+    NUM(OPT_HELLO_TIMEOUT, "hello-timeout-ms", false, 100, 600000, hello_timeout_ms),
 };
 
 static int config_set_num(struct config *cfg, const struct config_num *num, const char *text)
@@ -469,6 +480,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "remote-access", required_argument, NULL, OPT_REMOTE_ACCESS },
         { "admin-group", required_argument, NULL, OPT_ADMIN_GROUP },
         { "settle-ms", required_argument, NULL, OPT_SETTLE },
+        { "max-register-bytes", required_argument, NULL, OPT_MAX_REGISTER },
+        { "hello-timeout-ms", required_argument, NULL, OPT_HELLO_TIMEOUT },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },

@@ -68,6 +68,8 @@ struct config {
     uint64_t max_notice_bytes;      /* notices queued for one rank, unread */
 
     uint32_t settle_ms;             /* a failure's news waits this long for its copies to end */
+    uint64_t max_register_bytes;    /* memory one rank may register, all regions together */
+    uint32_t hello_timeout_ms;      /* a connection that says neither Hello nor an admin request goes */
 
     /* Trust on the node (access.h, admin.h). */
     enum config_remote_access remote_access;

@@ -18,6 +18,31 @@
 #include "log.h"
 #include "mem.h"
 
+/*
+ * Fault the region in now, at registration, so that no transfer pays the
+ * page faults. A piece at a time: MAP_POPULATE (or one madvise of it all)
+ * holds the process's mmap lock for the whole of a GiB region, and every
+ * other thread's mmap, munmap or brk (the loop's allocations, UCX's
+ * registrations) would wait seconds behind it. A kernel without
+ * MADV_POPULATE_WRITE (before 5.14) leaves the faults to the first copies.
+ */
+#define DRAM_POPULATE_STEP (64u << 20)
+
+static void dram_populate(uint8_t *map, size_t length)
+{
+    for (size_t off = 0; off < length; off += DRAM_POPULATE_STEP) {
+        size_t n = length - off < DRAM_POPULATE_STEP ? length - off : DRAM_POPULATE_STEP;
+        if (madvise(map + off, n, MADV_POPULATE_WRITE) != 0) {
+            if (errno == EINVAL)
+                log_info("this kernel has no MADV_POPULATE_WRITE: a region's pages are faulted "
+                         "in by its first copies");
+            else
+                log_warning("populating a client region: %s", strerror(errno));
+            return;
+        }
+    }
+}
+
 static b10_status_t dram_open(struct region *r, const struct mem_request *req, char *detail,
                               size_t detail_len)
 {
@@ -47,8 +72,7 @@ static b10_status_t dram_open(struct region *r, const struct mem_request *req, c
     }
     uint64_t lead = req->fd_offset % (uint64_t)page;
     size_t map_length = (size_t)(req->length + lead);
-    /* Populated now, at registration, so that no transfer pays the page faults. */
-    void *map = mmap(NULL, map_length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, req->fd,
+    void *map = mmap(NULL, map_length, PROT_READ | PROT_WRITE, MAP_SHARED, req->fd,
                      (off_t)(req->fd_offset - lead));
     if (map == MAP_FAILED) {
         int err = errno;
@@ -56,6 +80,7 @@ static b10_status_t dram_open(struct region *r, const struct mem_request *req, c
         snprintf(detail, detail_len, "mapping the region failed: %s", strerror(err));
         return err == ENOMEM ? B10_ERR_NO_MEMORY : B10_ERR_IO;
     }
+    dram_populate(map, map_length);
     r->map = map;
     r->map_length = map_length;
     r->base = (uint8_t *)map + lead;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -10,13 +11,24 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "frame.h"
 #include "session.h"
 
 #define IPC_READ_BYTES   (64 * 1024)
 #define IPC_MAX_FDS      4            /* descriptors waiting for their frame */
 #define IPC_MAX_QUEUED   (256u << 20) /* a client that reads nothing is dropped past this */
-#define IPC_OPERATOR_RESERVE 8u       /* connections beyond --max-clients, for b10ctl */
+/*
+ * One loop turn reads at most this much of one connection, so that a
+ * client streaming frames shares the loop with the others (and with
+ * b10ctl, the peers, the liveness timer); the rest waits for the next turn.
+ */
+#define IPC_FRAMES_PER_TURN 32u
+#define IPC_BYTES_PER_TURN  (4u << 20)
+/* Connections that said neither Hello nor an admin request yet: the oldest go for a new one. */
+#define IPC_MAX_FRESH    64u
+/* Besides ranks, fresh and non-operators' b10ctl connections (admin.h): operators' b10ctl. */
+#define IPC_OPERATOR_RESERVE 16u
 
 struct ipc_out {
     struct list node;
@@ -41,6 +53,14 @@ struct ipc_conn {
     bool closing;
     bool doomed;                /* to be dropped by the reaper, outside any of its callbacks */
     struct session *session;
+    struct list fresh_node;     /* ipc.fresh, until its session is introduced */
+    uint64_t accepted_ms;
+    /* Fairness: bytes read past a turn's budget, fed on the next turn. */
+    uint8_t *backlog;
+    size_t backlog_len, backlog_off;
+    bool paused;                /* its session waits on work off the loop: no frame is fed */
+    bool in_ready;              /* in ipc.ready */
+    struct list ready_node;
 };
 
 struct ipc {
@@ -51,6 +71,12 @@ struct ipc {
     uv_poll_t poll;
     uv_idle_t reaper;           /* drops doomed connections on the next loop turn */
     struct list conns;
+    struct list fresh;          /* struct ipc_conn.fresh_node, oldest first */
+    uint32_t nfresh;
+    uint64_t fresh_log_ms;      /* evictions of fresh connections log at most once a second */
+    struct list ready;          /* struct ipc_conn.ready_node: frames wait for the next turn */
+    uv_idle_t resume;
+    uv_timer_t sweep;           /* fresh connections past --hello-timeout-ms go */
 };
 
 static void ipc_conn_on_closed(uv_handle_t *handle)
@@ -66,6 +92,7 @@ static void ipc_conn_on_closed(uv_handle_t *handle)
     }
     for (uint32_t i = 0; i < c->nfds; i++)
         close(c->fds[i]);
+    free(c->backlog);
     frame_reader_free(&c->reader);
     close(c->fd);
     free(c);
@@ -73,11 +100,22 @@ static void ipc_conn_on_closed(uv_handle_t *handle)
 
 static int ipc_conn_flush(struct ipc_conn *c);
 
+static void ipc_conn_unfresh(struct ipc_conn *c)
+{
+    if (list_empty(&c->fresh_node))
+        return;
+    list_remove(&c->fresh_node);
+    c->ipc->nfresh--;
+}
+
 void ipc_conn_close(struct ipc_conn *c)
 {
     if (c->closing)
         return;
     list_remove(&c->node);
+    list_remove(&c->ready_node);
+    c->in_ready = false;
+    ipc_conn_unfresh(c);
     /* What is queued (replies, done notices) goes out as far as the socket takes it now. */
     session_destroy(c->session);
     c->session = NULL;
@@ -93,7 +131,17 @@ static void ipc_conn_want(struct ipc_conn *c, int events)
     if (c->closing || events == c->events)
         return;
     c->events = events;
-    uv_poll_start(&c->poll, events, ipc_conn_on_poll);
+    if (events == 0)
+        uv_poll_stop(&c->poll);
+    else
+        uv_poll_start(&c->poll, events, ipc_conn_on_poll);
+}
+
+/* Readable only while nothing of it waits: a backlog, a pause, its turn in ipc.ready. */
+static void ipc_conn_events(struct ipc_conn *c)
+{
+    bool read = !c->paused && c->backlog == NULL && !c->in_ready;
+    ipc_conn_want(c, (read ? UV_READABLE : 0) | (list_empty(&c->out) ? 0 : UV_WRITABLE));
 }
 
 /* Write what the socket takes now; the rest waits for POLLOUT. */
@@ -119,7 +167,7 @@ static int ipc_conn_flush(struct ipc_conn *c)
         free(o->buf);
         free(o);
     }
-    ipc_conn_want(c, UV_READABLE | (list_empty(&c->out) ? 0 : UV_WRITABLE));
+    ipc_conn_events(c);
     return 0;
 }
 
@@ -215,22 +263,98 @@ static int ipc_conn_take_fds(struct ipc_conn *c, struct msghdr *mh)
     return bad;
 }
 
+/* What one connection may still be fed this turn. */
+struct ipc_budget {
+    uint32_t frames;
+    size_t bytes;
+};
+
+static void ipc_on_resume(uv_idle_t *handle);
+
+/* Come back to c on the next loop turn: its frames wait. */
+static void ipc_conn_later(struct ipc_conn *c)
+{
+    if (!c->in_ready && !c->closing && !c->doomed) {
+        c->in_ready = true;
+        list_insert_tail(&c->ipc->ready, &c->ready_node);
+        uv_idle_start(&c->ipc->resume, ipc_on_resume);
+    }
+    ipc_conn_events(c);
+}
+
+/*
+ * Feed n bytes to c's frame reader, complete frames to its session, within
+ * the budget and while it is not paused. *used_p: how many were consumed
+ * (the rest is the caller's to keep). 0, or -1 to drop the connection.
+ */
+static int ipc_conn_feed(struct ipc_conn *c, const uint8_t *buf, size_t n, struct ipc_budget *b,
+                         size_t *used_p)
+{
+    size_t off = 0;
+
+    while (off < n && !c->paused && b->frames > 0 && b->bytes > 0) {
+        size_t used;
+        enum frame_result r = frame_reader_feed(&c->reader, buf + off, n - off, &used);
+        off += used;
+        if (r == FRAME_MORE)
+            break;
+        if (r != FRAME_READY) {
+            c->ipc->d->stats.client_protocol_errors++;
+            log_warning("client frame of %u bytes exceeds --max-frame; dropping the client",
+                        frame_get_u32(c->reader.header));
+            return -1;
+        }
+        uint32_t length;
+        uint8_t *frame = frame_reader_take(&c->reader, &length);
+        int rc = session_on_frame(c->session, frame, length);
+        free(frame);
+        b->frames--;
+        b->bytes -= length < b->bytes ? length : b->bytes;
+        if (rc < 0 || c->closing || c->doomed)
+            return -1;
+        if (rc > 0)
+            c->paused = true;           /* until ipc_conn_resume */
+        if (session_introduced(c->session))
+            ipc_conn_unfresh(c);
+    }
+    *used_p = off;
+    return 0;
+}
+
+/* One turn's worth of c: its backlog first, then the socket. 0, or -1 to drop it. */
 static int ipc_conn_read(struct ipc_conn *c)
 {
+    struct ipc_budget b = { IPC_FRAMES_PER_TURN, IPC_BYTES_PER_TURN };
     uint8_t buf[IPC_READ_BYTES];
     union {
         struct cmsghdr align;
         char space[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
     } control;
+    size_t used;
 
-    for (;;) {
+    if (c->backlog != NULL) {
+        if (ipc_conn_feed(c, c->backlog + c->backlog_off, c->backlog_len - c->backlog_off, &b,
+                          &used) != 0)
+            return -1;
+        c->backlog_off += used;
+        if (c->backlog_off < c->backlog_len) {
+            if (!c->paused)
+                ipc_conn_later(c);
+            return 0;
+        }
+        free(c->backlog);
+        c->backlog = NULL;
+    }
+    while (!c->paused && b.frames > 0 && b.bytes > 0) {
         struct iovec iov = { buf, sizeof(buf) };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
                              .msg_controllen = sizeof(control.space) };
         ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                ipc_conn_events(c);
                 return 0;
+            }
             if (errno == EINTR)
                 continue;
             return -1;
@@ -246,27 +370,55 @@ static int ipc_conn_read(struct ipc_conn *c)
                         c->session && c->session->hello_done ? c->session->agent : "?");
             return -1;
         }
-        size_t off = 0;
-        while (off < (size_t)n) {
-            size_t used;
-            enum frame_result r = frame_reader_feed(&c->reader, buf + off, (size_t)n - off, &used);
-            off += used;
-            if (r == FRAME_MORE)
-                break;
-            if (r != FRAME_READY) {
-                c->ipc->d->stats.client_protocol_errors++;
-                log_warning("client frame of %u bytes exceeds --max-frame; dropping the client",
-                            frame_get_u32(c->reader.header));
+        if (ipc_conn_feed(c, buf, (size_t)n, &b, &used) != 0)
+            return -1;
+        if (used < (size_t)n) {
+            c->backlog_len = (size_t)n - used;
+            c->backlog_off = 0;
+            if ((c->backlog = malloc(c->backlog_len)) == NULL)
                 return -1;
-            }
-            uint32_t length;
-            uint8_t *frame = frame_reader_take(&c->reader, &length);
-            int rc = session_on_frame(c->session, frame, length);
-            free(frame);
-            if (rc != 0 || c->closing || c->doomed)
-                return -1;
+            memcpy(c->backlog, buf + used, c->backlog_len);
+            if (!c->paused)
+                ipc_conn_later(c);
+            ipc_conn_events(c);
+            return 0;
         }
     }
+    /* The budget spent, more may wait in the socket: after the others' turn. */
+    if (!c->paused)
+        ipc_conn_later(c);
+    ipc_conn_events(c);
+    return 0;
+}
+
+void ipc_conn_resume(struct ipc_conn *c)
+{
+    if (c->closing || c->doomed || !c->paused)
+        return;
+    c->paused = false;
+    ipc_conn_later(c);
+}
+
+/* The connections whose frames waited: one turn each, then back to the poll. */
+static void ipc_on_resume(uv_idle_t *handle)
+{
+    struct ipc *ipc = handle->data;
+    struct list turn;
+
+    list_init(&turn);
+    list_splice_tail(&turn, &ipc->ready);
+    while (!list_empty(&turn)) {
+        struct ipc_conn *c = list_entry(turn.next, struct ipc_conn, ready_node);
+        list_remove(&c->ready_node);
+        c->in_ready = false;
+        if (ipc_conn_read(c) != 0) {
+            if (!c->closing)
+                ipc_conn_flush(c);
+            ipc_conn_close(c);
+        }
+    }
+    if (list_empty(&ipc->ready))
+        uv_idle_stop(handle);
 }
 
 static void ipc_conn_on_poll(uv_poll_t *handle, int status, int events)
@@ -279,6 +431,36 @@ static void ipc_conn_on_poll(uv_poll_t *handle, int status, int events)
         if (!c->closing)
             ipc_conn_flush(c);
         ipc_conn_close(c);
+    }
+}
+
+/* Drop the oldest connection that has not said who it is. */
+static void ipc_evict_fresh(struct ipc *ipc, const char *why)
+{
+    struct b10d *d = ipc->d;
+    if (list_empty(&ipc->fresh))
+        return;
+    struct ipc_conn *c = list_entry(ipc->fresh.next, struct ipc_conn, fresh_node);
+    uint64_t now = d->now_ms(d);
+    if (now - ipc->fresh_log_ms >= 1000) {
+        ipc->fresh_log_ms = now;
+        log_warning("dropping client pid %d: it said neither Hello nor a b10ctl request in %" PRIu64
+                    " ms, %s (%u such connections at most)", c->session ? (int)c->session->pid : -1,
+                    now - c->accepted_ms, why, IPC_MAX_FRESH);
+    }
+    ipc_conn_close(c);
+}
+
+/* Connections that have said nothing past --hello-timeout-ms go. */
+static void ipc_on_sweep(uv_timer_t *timer)
+{
+    struct ipc *ipc = timer->data;
+    uint64_t now = ipc->d->now_ms(ipc->d);
+    while (!list_empty(&ipc->fresh)) {
+        struct ipc_conn *c = list_entry(ipc->fresh.next, struct ipc_conn, fresh_node);
+        if (now - c->accepted_ms < ipc->d->cfg.hello_timeout_ms)
+            break;
+        ipc_evict_fresh(ipc, "past --hello-timeout-ms");
     }
 }
 
@@ -301,13 +483,18 @@ static void ipc_on_accept(uv_poll_t *handle, int status, int events)
             continue;
         }
         /*
-         * --max-clients bounds the ranks, at their Hello. The connections past
-         * it are for b10ctl (and for ranks yet to say who they are): a daemon
-         * full of ranks still answers its operator.
+         * --max-clients bounds the ranks, at their Hello; admin.c the b10ctl
+         * connections of non-operators. Connections yet to say who they are
+         * are bounded apart (IPC_MAX_FRESH): the oldest gives way to a new
+         * one, so idle connections lock out neither ranks nor b10ctl.
          */
-        if (d->nsessions >= d->cfg.max_clients + IPC_OPERATOR_RESERVE) {
-            log_warning("refusing client pid %d: %u connections (--max-clients %u and %u for b10ctl)",
-                        (int)cred.pid, d->nsessions, d->cfg.max_clients, IPC_OPERATOR_RESERVE);
+        uint32_t cap = d->cfg.max_clients + IPC_MAX_FRESH + ADMIN_MAX_CONNECTIONS + IPC_OPERATOR_RESERVE;
+        if (ipc->nfresh >= IPC_MAX_FRESH || (d->nsessions >= cap && ipc->nfresh > 0))
+            ipc_evict_fresh(ipc, "for a new connection");
+        if (d->nsessions >= cap) {
+            log_warning("refusing client pid %d: %u connections (--max-clients %u, and %u for "
+                        "b10ctl and connections yet to say Hello)", (int)cred.pid, d->nsessions,
+                        d->cfg.max_clients, cap - d->cfg.max_clients);
             close(fd);
             continue;
         }
@@ -319,6 +506,8 @@ static void ipc_on_accept(uv_poll_t *handle, int status, int events)
         c->ipc = ipc;
         c->fd = fd;
         list_init(&c->out);
+        list_init(&c->ready_node);
+        c->accepted_ms = d->now_ms(d);
         frame_reader_init(&c->reader, d->cfg.max_frame);
         c->session = session_create(d, c, cred.pid, cred.uid, cred.gid);
         if (c->session == NULL) {
@@ -329,8 +518,31 @@ static void ipc_on_accept(uv_poll_t *handle, int status, int events)
         uv_poll_init(d->loop, &c->poll, fd);
         c->poll.data = c;
         list_insert_tail(&ipc->conns, &c->node);
+        list_insert_tail(&ipc->fresh, &c->fresh_node);
+        ipc->nfresh++;
         ipc_conn_want(c, UV_READABLE);
     }
+}
+
+static void ipc_lists_init(struct ipc *ipc)
+{
+    list_init(&ipc->conns);
+    list_init(&ipc->fresh);
+    list_init(&ipc->ready);
+}
+
+static void ipc_start(struct ipc *ipc)
+{
+    struct b10d *d = ipc->d;
+    uint32_t every = d->cfg.hello_timeout_ms / 4 > 50 ? d->cfg.hello_timeout_ms / 4 : 50;
+
+    uv_poll_init(d->loop, &ipc->poll, ipc->fd);
+    uv_idle_init(d->loop, &ipc->reaper);
+    uv_idle_init(d->loop, &ipc->resume);
+    uv_timer_init(d->loop, &ipc->sweep);
+    ipc->poll.data = ipc->reaper.data = ipc->resume.data = ipc->sweep.data = ipc;
+    uv_poll_start(&ipc->poll, UV_READABLE, ipc_on_accept);
+    uv_timer_start(&ipc->sweep, ipc_on_sweep, every, every);
 }
 
 int ipc_create(struct b10d *d, const char *path, struct ipc **ipc_p)
@@ -342,7 +554,7 @@ int ipc_create(struct b10d *d, const char *path, struct ipc **ipc_p)
     if (ipc == NULL)
         return -ENOMEM;
     ipc->d = d;
-    list_init(&ipc->conns);
+    ipc_lists_init(ipc);
     snprintf(ipc->path, sizeof(ipc->path), "%s", path);
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
     ipc->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -381,10 +593,7 @@ int ipc_create(struct b10d *d, const char *path, struct ipc **ipc_p)
         log_err("listen %s: %s", path, strerror(errno));
         goto err;
     }
-    uv_poll_init(d->loop, &ipc->poll, ipc->fd);
-    uv_idle_init(d->loop, &ipc->reaper);
-    ipc->poll.data = ipc->reaper.data = ipc;
-    uv_poll_start(&ipc->poll, UV_READABLE, ipc_on_accept);
+    ipc_start(ipc);
     *ipc_p = ipc;
     return 0;
 err: {
@@ -422,17 +631,14 @@ int ipc_adopt(struct b10d *d, int fd, struct ipc **ipc_p)
     ipc->d = d;
     ipc->fd = fd;
     ipc->adopted = true;
-    list_init(&ipc->conns);
+    ipc_lists_init(ipc);
     /* An abstract or unnamed socket has no path: say so rather than show garbage. */
     if (len > offsetof(struct sockaddr_un, sun_path) && sa.sun_path[0] != '\0')
         snprintf(ipc->path, sizeof(ipc->path), "%.*s",
                  (int)(len - offsetof(struct sockaddr_un, sun_path)), sa.sun_path);
     else
         snprintf(ipc->path, sizeof(ipc->path), "(unnamed)");
-    uv_poll_init(d->loop, &ipc->poll, ipc->fd);
-    uv_idle_init(d->loop, &ipc->reaper);
-    ipc->poll.data = ipc->reaper.data = ipc;
-    uv_poll_start(&ipc->poll, UV_READABLE, ipc_on_accept);
+    ipc_start(ipc);
     *ipc_p = ipc;
     return 0;
 }
@@ -474,5 +680,7 @@ void ipc_destroy(struct ipc *ipc)
     if (!ipc->adopted)
         unlink(ipc->path);
     uv_close((uv_handle_t *)&ipc->reaper, NULL);
+    uv_close((uv_handle_t *)&ipc->resume, NULL);
+    uv_close((uv_handle_t *)&ipc->sweep, NULL);
     uv_close((uv_handle_t *)&ipc->poll, ipc_on_closed);
 }

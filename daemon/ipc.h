@@ -33,6 +33,11 @@ int ipc_send_notice(struct ipc_conn *conn, uint8_t *frame, size_t length);
 size_t ipc_notice_bytes(const struct ipc_conn *conn);
 /* The oldest descriptor the client sent and no frame took yet, or -1; the caller owns it. */
 int ipc_conn_take_fd(struct ipc_conn *conn);
+/*
+ * The session paused its connection (session_on_frame returned 1: work off
+ * the loop it must wait for); feed its frames again from the next turn on.
+ */
+void ipc_conn_resume(struct ipc_conn *conn);
 /* Drop the connection after what is queued has been written (bounded). */
 void ipc_conn_close(struct ipc_conn *conn);
 

@@ -9,10 +9,11 @@
 #include "gpu.h"
 #include "log.h"
 
-void mem_table_init(struct mem_table *t, uint32_t limit)
+void mem_table_init(struct mem_table *t, uint32_t limit, uint64_t max_bytes)
 {
     memset(t, 0, sizeof(*t));
     t->limit = limit;
+    t->max_bytes = max_bytes;
 }
 
 void region_ref(struct region *r)
@@ -60,29 +61,30 @@ static uint32_t mem_table_search(const struct mem_table *t, uint64_t addr)
     return lo;
 }
 
-b10_status_t mem_table_add(struct mem_table *t, uint64_t id, const struct mem_request *req,
-                           char *detail, size_t detail_len, struct region **region_p)
+static const struct mem_backend *mem_backend_of(b10_mem_kind_t kind)
 {
-    const struct mem_backend *backend;
+    return kind == B10_MEM_DRAM ? &dram_backend : kind == B10_MEM_VRAM ? &vram_backend : NULL;
+}
 
+b10_status_t mem_table_check(const struct mem_table *t, const struct mem_request *req, char *detail,
+                             size_t detail_len)
+{
     if (req->length == 0 || req->addr + req->length < req->addr) {
         snprintf(detail, detail_len, "region length %" PRIu64 " at 0x%" PRIx64 " is empty or wraps",
                  req->length, req->addr);
         return B10_ERR_INVALID_ARG;
     }
-    switch (req->kind) {
-    case B10_MEM_DRAM:
-        backend = &dram_backend;
-        break;
-    case B10_MEM_VRAM:
-        backend = &vram_backend;
-        break;
-    default:
+    if (mem_backend_of(req->kind) == NULL) {
         snprintf(detail, detail_len, "unknown memory kind %d", (int)req->kind);
         return B10_ERR_INVALID_ARG;
     }
     if (t->count >= t->limit) {
         snprintf(detail, detail_len, "client already has %u regions (--max-regions)", t->count);
+        return B10_ERR_TOO_LARGE;
+    }
+    if (t->bytes + req->length < t->bytes || t->bytes + req->length > t->max_bytes) {
+        snprintf(detail, detail_len, "client has %" PRIu64 " bytes registered; %" PRIu64 " more "
+                 "exceed --max-register-bytes %" PRIu64, t->bytes, req->length, t->max_bytes);
         return B10_ERR_TOO_LARGE;
     }
     uint32_t at = mem_table_search(t, req->addr);
@@ -91,6 +93,35 @@ b10_status_t mem_table_add(struct mem_table *t, uint64_t id, const struct mem_re
                  req->addr, req->length, t->regions[at]->id);
         return B10_ERR_EXISTS;
     }
+    return B10_OK;
+}
+
+b10_status_t mem_region_open(uint64_t id, const struct mem_request *req, char *detail,
+                             size_t detail_len, struct region **region_p)
+{
+    const struct mem_backend *backend = mem_backend_of(req->kind);
+    struct region *r;
+
+    if (backend == NULL || (r = calloc(1, sizeof(*r))) == NULL)
+        return backend == NULL ? B10_ERR_INVALID_ARG : B10_ERR_NO_MEMORY;
+    *r = (struct region){ .id = id, .addr = req->addr, .length = req->length, .kind = req->kind,
+                          .open = req->open, .backend = backend, .refs = 1, .device = -1 };
+    b10_status_t status = backend->open(r, req, detail, detail_len);
+    if (status != B10_OK) {
+        free(r);
+        return status;
+    }
+    *region_p = r;
+    return B10_OK;
+}
+
+b10_status_t mem_table_insert(struct mem_table *t, struct region *r, char *detail,
+                              size_t detail_len)
+{
+    struct mem_request again = { .kind = r->kind, .addr = r->addr, .length = r->length };
+    b10_status_t status = mem_table_check(t, &again, detail, detail_len);
+    if (status != B10_OK)
+        return status;
     if (t->count == t->capacity) {
         uint32_t cap = t->capacity ? t->capacity * 2 : 16;
         struct region **grown = realloc(t->regions, cap * sizeof(*grown));
@@ -99,20 +130,28 @@ b10_status_t mem_table_add(struct mem_table *t, uint64_t id, const struct mem_re
         t->regions = grown;
         t->capacity = cap;
     }
-    struct region *r = calloc(1, sizeof(*r));
-    if (r == NULL)
-        return B10_ERR_NO_MEMORY;
-    *r = (struct region){ .id = id, .addr = req->addr, .length = req->length, .kind = req->kind,
-                          .open = req->open, .backend = backend, .refs = 1, .device = -1 };
-    b10_status_t status = backend->open(r, req, detail, detail_len);
-    if (status != B10_OK) {
-        free(r);
-        return status;
-    }
+    uint32_t at = mem_table_search(t, r->addr);
     memmove(&t->regions[at + 1], &t->regions[at], (t->count - at) * sizeof(*t->regions));
     t->regions[at] = r;
     t->count++;
     t->bytes += r->length;
+    return B10_OK;
+}
+
+b10_status_t mem_table_add(struct mem_table *t, uint64_t id, const struct mem_request *req,
+                           char *detail, size_t detail_len, struct region **region_p)
+{
+    struct region *r;
+    b10_status_t status = mem_table_check(t, req, detail, detail_len);
+
+    if (status == B10_OK)
+        status = mem_region_open(id, req, detail, detail_len, &r);
+    if (status != B10_OK)
+        return status;
+    if ((status = mem_table_insert(t, r, detail, detail_len)) != B10_OK) {
+        region_unref(r);
+        return status;
+    }
     *region_p = r;
     return B10_OK;
 }

@@ -72,17 +72,31 @@ struct mem_table {
     uint32_t capacity;
     uint32_t limit;
     uint64_t bytes;                     /* registered */
+    uint64_t max_bytes;                 /* --max-register-bytes */
     uint32_t hint;                      /* the region the last walk began in: a
                                            request's spans come a KV pool at a time */
 };
 
-void mem_table_init(struct mem_table *t, uint32_t limit);
+void mem_table_init(struct mem_table *t, uint32_t limit, uint64_t max_bytes);
 /* Drop the table's references: regions go once their copies finished. */
 void mem_table_clear(struct mem_table *t);
 
-/* Map a region through its backend and add it. Refuses overlaps and past the limit. */
+/* Map a region through its backend and add it. Refuses overlaps and past the limits. */
 b10_status_t mem_table_add(struct mem_table *t, uint64_t id, const struct mem_request *req,
                            char *detail, size_t detail_len, struct region **region_p);
+/*
+ * mem_table_add in three steps, so that the slow middle one (mapping and
+ * populating, opening an IPC handle: seconds for GiBs) runs off the loop:
+ * check the request against the table; open the region (any thread: it
+ * touches no table); insert it (checked again). A region opened and not
+ * inserted goes with region_unref().
+ */
+b10_status_t mem_table_check(const struct mem_table *t, const struct mem_request *req, char *detail,
+                             size_t detail_len);
+b10_status_t mem_region_open(uint64_t id, const struct mem_request *req, char *detail,
+                             size_t detail_len, struct region **region_p);
+b10_status_t mem_table_insert(struct mem_table *t, struct region *r, char *detail,
+                              size_t detail_len);
 b10_status_t mem_table_remove(struct mem_table *t, uint64_t id);
 /* Take region id out of the table with the table's reference: the caller's now. NULL: none. */
 struct region *mem_table_take(struct mem_table *t, uint64_t id);

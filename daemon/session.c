@@ -23,6 +23,18 @@
 
 #define SESSION_MAX_DESC 65536   /* an agent descriptor: worker addresses (peer.c bounds them) and a name */
 
+struct session_reg {
+    uv_work_t work;
+    struct session *s;              /* NULL once the rank left */
+    uint64_t seq, id;
+    struct mem_request req;         /* its strings point into the copies below */
+    char pci_bus_id[40];
+    uint8_t ipc_handle[64];
+    struct region *r;
+    b10_status_t status;
+    char detail[256];
+};
+
 struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid, uid_t uid,
                                gid_t gid)
 {
@@ -34,7 +46,7 @@ struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid,
     s->pid = pid;
     s->uid = uid;
     s->gid = gid;
-    mem_table_init(&s->mem, d->cfg.max_regions);
+    mem_table_init(&s->mem, d->cfg.max_regions, d->cfg.max_register_bytes);
     list_init(&s->agents);
     list_init(&s->xfers);
     list_init(&s->targets);
@@ -145,6 +157,10 @@ void session_destroy(struct session *s)
         s->d->nranks--;
         names_release(s->d->names, s->agent);
     }
+    if (s->admin_counted)
+        s->d->admin_connections--;
+    if (s->reg != NULL)
+        s->reg->s = NULL;           /* its work closes what it opens */
     session_fail_list(&s->xfers, "the submitting rank disconnected");
     session_fail_list(&s->targets, "the destination rank disconnected");
     list_for_each_safe(pos, tmp, &s->asks)
@@ -162,6 +178,11 @@ void session_destroy(struct session *s)
     list_remove(&s->node);
     s->d->nsessions--;
     free(s);
+}
+
+bool session_introduced(const struct session *s)
+{
+    return s->hello_done || s->admin;
 }
 
 struct session *session_find(struct b10d *d, const char *agent)
@@ -401,32 +422,101 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
     return rc;
 }
 
-static void session_on_register(struct session *s, uint64_t seq, const B10__RegisterMem *req,
-                                int fd)
+/*
+ * A registration, opened off the loop: mapping and populating a memfd, or
+ * opening an IPC handle, takes seconds for GiBs (about 130 ms for a handle)
+ * and would stall every other rank and peer. The connection feeds no more
+ * frames meanwhile, so the rank's next requests, which may name the
+ * region, see it registered. A rank that leaves meanwhile orphans the work:
+ * the region it opened is closed again when it is done.
+ */
+
+static void session_reg_run(uv_work_t *work)
+{
+    struct session_reg *g = work->data;
+    g->status = mem_region_open(g->id, &g->req, g->detail, sizeof(g->detail), &g->r);
+}
+
+static void session_reg_done(uv_work_t *work, int status)
+{
+    struct session_reg *g = work->data;
+    struct session *s = g->s;
+
+    if (g->req.fd >= 0)
+        close(g->req.fd);
+    if (status != 0 && g->status == B10_OK) {
+        region_unref(g->r);
+        g->status = B10_ERR_CANCELLED;
+        snprintf(g->detail, sizeof(g->detail), "the daemon is shutting down");
+    }
+    if (s == NULL) {
+        if (g->status == B10_OK)
+            region_unref(g->r);
+        free(g);
+        return;
+    }
+    s->reg = NULL;
+    if (g->status == B10_OK &&
+        (g->status = mem_table_insert(&s->mem, g->r, g->detail, sizeof(g->detail))) != B10_OK)
+        region_unref(g->r);
+    if (g->status != B10_OK) {
+        session_reply(s, g->seq, g->status, g->detail, NULL);
+    } else {
+        B10__RegisterReply rr = B10__REGISTER_REPLY__INIT;
+        rr.region_id = g->id;
+        B10__Reply reply = B10__REPLY__INIT;
+        reply.body_case = B10__REPLY__BODY_REGISTER_MEM;
+        reply.register_mem = &rr;
+        session_reply(s, g->seq, B10_OK, "", &reply);
+        log_debug("client %s: region %" PRIu64 " registered, %s, %" PRIu64 " bytes at 0x%" PRIx64 "%s",
+                  s->agent, g->id, g->r->backend->name, g->r->length, g->r->addr,
+                  g->r->open ? ", open to the node" : "");
+    }
+    if (s->conn != NULL)
+        ipc_conn_resume(s->conn);
+    free(g);
+}
+
+/* Returns 1 when the registration went off the loop (the connection waits), else 0. */
+static int session_on_register(struct session *s, uint64_t seq, const B10__RegisterMem *req,
+                               int *fd_p)
 {
     char detail[256] = "";
-    struct region *r;
     struct mem_request mr = {
-        .kind = (b10_mem_kind_t)req->kind, .addr = req->addr, .length = req->length, .fd = fd,
+        .kind = (b10_mem_kind_t)req->kind, .addr = req->addr, .length = req->length, .fd = *fd_p,
         .fd_offset = req->fd_offset, .pci_bus_id = req->pci_bus_id, .alloc_base = req->alloc_base,
         .alloc_length = req->alloc_length, .ipc_handle = req->cuda_ipc_handle.data,
         .ipc_handle_length = req->cuda_ipc_handle.len, .open = req->open_to_node,
     };
-    uint64_t id = ++s->d->next_region;
-    b10_status_t status = mem_table_add(&s->mem, id, &mr, detail, sizeof(detail), &r);
+    b10_status_t status = mem_table_check(&s->mem, &mr, detail, sizeof(detail));
+    struct session_reg *g = NULL;
 
+    if (status == B10_OK && (strlen(req->pci_bus_id) >= sizeof(g->pci_bus_id) ||
+                             req->cuda_ipc_handle.len > sizeof(g->ipc_handle))) {
+        status = B10_ERR_INVALID_ARG;
+        snprintf(detail, sizeof(detail), "a PCI bus id or an IPC handle too long");
+    }
+    if (status == B10_OK && (g = calloc(1, sizeof(*g))) == NULL)
+        status = B10_ERR_NO_MEMORY;
     if (status != B10_OK) {
         session_reply(s, seq, status, detail, NULL);
-        return;
+        return 0;
     }
-    B10__RegisterReply rr = B10__REGISTER_REPLY__INIT;
-    rr.region_id = id;
-    B10__Reply reply = B10__REPLY__INIT;
-    reply.body_case = B10__REPLY__BODY_REGISTER_MEM;
-    reply.register_mem = &rr;
-    session_reply(s, seq, B10_OK, "", &reply);
-    log_debug("client %s: region %" PRIu64 " registered, %s, %" PRIu64 " bytes at 0x%" PRIx64 "%s",
-              s->agent, id, r->backend->name, r->length, r->addr, r->open ? ", open to the node" : "");
+    g->s = s;
+    g->seq = seq;
+    g->id = ++s->d->next_region;
+    g->req = mr;
+    snprintf(g->pci_bus_id, sizeof(g->pci_bus_id), "%s", req->pci_bus_id);
+    g->req.pci_bus_id = g->pci_bus_id;
+    if (req->cuda_ipc_handle.len > 0) {
+        memcpy(g->ipc_handle, req->cuda_ipc_handle.data, req->cuda_ipc_handle.len);
+        g->req.ipc_handle = g->ipc_handle;
+    }
+    g->work.data = g;
+    *fd_p = -1;                     /* the work's now: closed when it is done */
+    s->reg = g;
+    uv_queue_work(s->d->loop, &g->work, session_reg_run, session_reg_done);
+    return 1;
 }
 
 /*
@@ -636,7 +726,7 @@ int session_on_frame(struct session *s, const uint8_t *buf, size_t length)
     case B10__CLIENT_MSG__BODY_REGISTER_MEM:
         if (msg->register_mem->kind == B10__MEM_KIND__MEM_DRAM || msg->register_mem->vmm_fd)
             fd = ipc_conn_take_fd(s->conn);
-        session_on_register(s, msg->seq, msg->register_mem, fd);
+        rc = session_on_register(s, msg->seq, msg->register_mem, &fd);
         break;
     case B10__CLIENT_MSG__BODY_DEREGISTER_MEM:
         session_on_deregister(s, msg->seq, msg->deregister_mem->region_id);

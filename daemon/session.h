@@ -31,6 +31,9 @@ struct session {
     struct b10d *d;
     struct ipc_conn *conn;
     bool hello_done;
+    bool admin;                     /* a b10ctl connection (an admin request, no Hello) */
+    bool admin_counted;             /* ... of a non-operator: in b10d.admin_connections */
+    struct session_reg *reg;        /* a registration being opened off the loop */
     char agent[256];
     pid_t pid;
     uid_t uid;
@@ -51,8 +54,14 @@ struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid,
 /* The connection is gone: fail its transfers, drop its registrations. */
 void session_destroy(struct session *s);
 
-/* One frame from the client. Returns 0, or -1 to drop the connection. */
+/*
+ * One frame from the client. Returns 0; 1 when the connection must feed no
+ * more frames until ipc_conn_resume() (a registration is being opened off
+ * the loop, and the rank's next requests may name it); -1 to drop it.
+ */
 int session_on_frame(struct session *s, const uint8_t *buf, size_t length);
+/* Has it said who it is: Hello, or a b10ctl request? */
+bool session_introduced(const struct session *s);
 
 /* The daemon's own news for the client: a transfer it submitted finished. */
 void session_xfer_done(struct session *s, const struct xfer *x);

@@ -20,7 +20,7 @@
 #
 # A scenario's shell has: BUILD, TOPDIR (the source tree), SLOW (3 with an
 # ASan build, else 1; scale every bound by it), D, and the programs B10D,
-# B10CTL, KVRANK, RAWCLIENT, AGENTOPS, ROGUE, TENANT (paths in BUILD).
+# B10CTL, KVRANK, RAWCLIENT, AGENTOPS, ROGUE, TENANT, FAIR (paths in BUILD).
 
 # shellcheck shell=sh disable=SC2034  # the settings are read by the runners, or set by them
 
@@ -400,6 +400,7 @@ run_suite() {
         AGENTOPS=$3/tests/b10-agentops
         ROGUE=$3/tests/b10-rogue
         TENANT=$3/tests/b10-tenant
+        FAIR=$3/tests/b10-fair
         SLOW=$5
         TOPDIR=$6
         run_one "$2" "$4"

@@ -22,7 +22,7 @@ REQUIRED_CMDS=python3
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
 all_scenarios="config units install notify activation ctl max_clients permission tenants
-               tenants_paired drain sigterm_finish sigterm_bound trust"
+               tenants_paired fair drain sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
 
@@ -457,6 +457,82 @@ scen_tenants() {
     grep -q "refusing rank tenant-a of uid $uid_b .*held by uid $uid_a" "$D/A.log" ||
         die "A did not log the refused name"
     note "$(grep -c '^ok' "$D/tenant.log") checks"
+}
+
+# One loop serves every client (tests/integ/b10-fair.c): b10ctl answers while a
+# rank streams requests, a large registration does not hold up a small
+# transfer, and idle connections lock out neither ranks nor b10ctl.
+scen_fair() {
+    start_daemon A --hello-timeout-ms $(( 2000 * SLOW ))
+    start_daemon B
+    bg flood "$FAIR" flood "$D/A.sock" 4
+    sleep 0.5
+    _worst=$(python3 - "$B10CTL" "$D/A.sock" <<'PY'
+import subprocess, sys, time
+worst = 0.0
+for _ in range(30):
+    t0 = time.monotonic()
+    r = subprocess.run([sys.argv[1], "-s", sys.argv[2], "status"], capture_output=True)
+    ms = (time.monotonic() - t0) * 1000
+    if r.returncode != 0:
+        print("failed: " + r.stderr.decode().strip())
+        sys.exit(0)
+    worst = max(worst, ms)
+    time.sleep(0.05)
+print("%.0f" % worst)
+PY
+)
+    wait_client flood 30 "the flooding rank"
+    expect_exit flood "$D/flood.log" 0 'FAIL' head
+    case $_worst in *[!0-9]*|"") die "b10ctl status during the flood: $_worst" ;; esac
+    [ "$_worst" -lt $(( 100 * SLOW )) ] || die "b10ctl status took $_worst ms during the flood"
+    grep -q 'stalled' "$D/A.log" && die "A found itself stalled during the flood: $(grep -m1 stalled "$D/A.log")"
+    note "b10ctl status at most $_worst ms during a flood of $(sed -n 's/^ok flood: \([0-9]*\) requests.*/\1/p' "$D/flood.log") requests"
+
+    # A large registration off the loop: 4 GiB where memory allows, else 1 GiB.
+    _avail=$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo)
+    _bytes=$(( 4 << 30 ))
+    [ "${_avail:-0}" -ge 12 ] || _bytes=$(( 1 << 30 ))
+    fg 180 regdelay "$FAIR" regdelay "$D/A.sock" "$D/B.sock" "$_bytes"
+    [ "$rc" = 0 ] || die "regdelay: $(grep -m1 '^FAIL' "$D/regdelay.log" || tail -n 1 "$D/regdelay.log")"
+    _delay=$(sed -n 's/.* delay \(-\{0,1\}[0-9]*\) us$/\1/p' "$D/regdelay.log")
+    [ -n "$_delay" ] || die "regdelay printed no delay: $(tail -n 1 "$D/regdelay.log")"
+    [ "$_delay" -lt $(( 10000 * SLOW )) ] || die "a small transfer waited $_delay us longer during the registration"
+    note "$(grep 'registering' "$D/regdelay.log" | sed 's/^ok //')"
+
+    # 300 connections that say nothing: a rank and b10ctl still get in; past the timeout they go.
+    python3 - "$D/A.sock" 300 $(( 4 * SLOW )) >"$D/idle.log" 2>&1 <<'PY' &
+import socket, sys, time
+conns = []
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    conns.append(s)
+print("opened %d" % len(conns), flush=True)
+time.sleep(float(sys.argv[3]))
+closed = 0
+for s in conns:
+    s.settimeout(0.01)
+    try:
+        closed += s.recv(1) == b""
+    except (socket.timeout, BlockingIOError):
+        pass
+    except OSError:
+        closed += 1
+print("closed by the daemon %d" % closed, flush=True)
+PY
+    _idle=$!
+    track $_idle
+    wait_log "$D/idle.log" 'opened 300' 20 "the idle connections were not opened"
+    ctl A status >/dev/null || die "b10ctl was locked out by 300 idle connections"
+    mkdir -p "$D/r1"
+    fg 30 r1 "$KVRANK" --role decode --name idle-decode -s "$D/A.sock" --dir "$D/r1" $KV --wait-ms 200
+    grep -q 'registered .* regions as idle-decode' "$D/r1.log" ||
+        die "a rank was locked out by 300 idle connections: $(tail -n 1 "$D/r1.log")"
+    wait "$_idle"
+    _closed=$(sed -n 's/^closed by the daemon \([0-9]*\)/\1/p' "$D/idle.log")
+    [ "${_closed:-0}" = 300 ] || die "only ${_closed:-0} of 300 idle connections were dropped past --hello-timeout-ms"
+    note "300 idle connections: b10ctl and a rank got in; all dropped past --hello-timeout-ms"
 }
 
 # The same under --remote-access paired: a remote rank reaches a rank only once paired.
