@@ -841,7 +841,8 @@ gpu_copy_map_fd(int device, int fd, size_t size, gpu_copy_mapping_t **map_p, voi
         goto err_release;
     what = "cuMemMap";
     if ((r = api.map(ptr, size, 0, m->vmm_handle, 0)) != CUDA_SUCCESS) {
-        size_t holds = r == CUDA_ERROR_INVALID_VALUE ? vmm_true_size(&api, m->vmm_handle, ptr, size) : 0;
+        /* The driver says INVALID_VALUE or NOT_SUPPORTED for a length past the allocation. */
+        size_t holds = vmm_true_size(&api, m->vmm_handle, ptr, size);
         if (holds > 0 && holds < size) {
             api.address_free(ptr, size);
             api.release(m->vmm_handle);
