@@ -440,6 +440,18 @@ static bool admin_is_operator(struct session *s)
                                      ipc_conn_in_group(s->conn, cfg->admin_gid)));
 }
 
+/* b10ctl connections of non-operator uid that are open. */
+static uint32_t admin_connections_of(struct b10d *d, uid_t uid)
+{
+    uint32_t n = 0;
+    struct list *pos;
+    for (pos = d->sessions.next; pos != &d->sessions; pos = pos->next) {
+        struct session *o = list_entry(pos, struct session, node);
+        n += o->admin_counted && o->uid == uid;
+    }
+    return n;
+}
+
 /* Whom operators are, in words, for a refusal. */
 static void admin_operators(const struct b10d *d, char *out, size_t n)
 {
@@ -515,12 +527,15 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
 
     /* A connection's first request makes it a b10ctl one: bounded unless an operator's. */
     if (!s->hello_done && !s->admin) {
-        if (!operator && d->admin_connections >= ADMIN_MAX_CONNECTIONS) {
+        uint32_t mine = operator ? 0 : admin_connections_of(d, s->uid);
+        if (!operator && (d->admin_connections >= ADMIN_MAX_CONNECTIONS ||
+                          mine >= ADMIN_MAX_CONNECTIONS_PER_UID)) {
             log_warning("admin: refusing a b10ctl connection of uid %u (pid %d): %u of users "
-                        "who are no operators are open", (unsigned)s->uid, (int)s->pid,
-                        d->admin_connections);
+                        "who are no operators are open, %u of its own", (unsigned)s->uid,
+                        (int)s->pid, d->admin_connections, mine);
             snprintf(detail, sizeof(detail), "%u b10ctl connections of users who are no operators "
-                     "are open", d->admin_connections);
+                     "are open (at most %u), %u of uid %u (at most %u)", d->admin_connections,
+                     ADMIN_MAX_CONNECTIONS, mine, (unsigned)s->uid, ADMIN_MAX_CONNECTIONS_PER_UID);
             admin_send(s, seq, B10_ERR_BUSY, detail, NULL);
             return -1;
         }

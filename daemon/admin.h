@@ -21,10 +21,12 @@
 #include <stdint.h>
 
 /*
- * b10ctl connections of users who are no operators, all together; past it
- * a new one is answered B10_ERR_BUSY. Operators' are not counted.
+ * b10ctl connections of users who are no operators, all together and of
+ * one uid; past either a new one is answered B10_ERR_BUSY. Operators' are
+ * not counted.
  */
 #define ADMIN_MAX_CONNECTIONS 32u
+#define ADMIN_MAX_CONNECTIONS_PER_UID 8u
 
 struct session;
 struct B10__AdminRequest;

@@ -96,6 +96,7 @@ int b10d_start(struct b10d *d)
     list_init(&d->peers);
     list_init(&d->xfers);
     list_init(&d->settling);
+    list_init(&d->regs_waiting);
     if (d->now_ms == NULL)
         d->now_ms = b10d_monotonic_ms;
     do

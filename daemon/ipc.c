@@ -25,8 +25,13 @@
  */
 #define IPC_FRAMES_PER_TURN 32u
 #define IPC_BYTES_PER_TURN  (4u << 20)
-/* Connections that said neither Hello nor an admin request yet: the oldest go for a new one. */
+/*
+ * Connections that said neither Hello nor an admin request yet: at most 64,
+ * 16 of one uid. Past either the oldest of the uid that holds the most go
+ * for a new one: a user flooding connections pushes out its own.
+ */
 #define IPC_MAX_FRESH    64u
+#define IPC_MAX_FRESH_PER_UID 16u
 /* Besides ranks, fresh and non-operators' b10ctl connections (admin.h): operators' b10ctl. */
 #define IPC_OPERATOR_RESERVE 16u
 
@@ -434,19 +439,55 @@ static void ipc_conn_on_poll(uv_poll_t *handle, int status, int events)
     }
 }
 
-/* Drop the oldest connection that has not said who it is. */
-static void ipc_evict_fresh(struct ipc *ipc, const char *why)
+/* How many fresh connections uid holds, and its oldest. */
+static uint32_t ipc_fresh_of(struct ipc *ipc, uid_t uid, struct ipc_conn **oldest_p)
+{
+    uint32_t n = 0;
+    *oldest_p = NULL;
+    for (struct list *p = ipc->fresh.next; p != &ipc->fresh; p = p->next) {
+        struct ipc_conn *c = list_entry(p, struct ipc_conn, fresh_node);
+        if (c->session->uid != uid)
+            continue;
+        if (n++ == 0)
+            *oldest_p = c;
+    }
+    return n;
+}
+
+/* The fresh connection to drop for a new one of uid: NULL while there is room. */
+static struct ipc_conn *ipc_fresh_victim(struct ipc *ipc, uid_t uid)
+{
+    struct ipc_conn *own, *victim = NULL;
+    uint32_t most = 0;
+
+    if (ipc_fresh_of(ipc, uid, &own) >= IPC_MAX_FRESH_PER_UID)
+        return own;
+    if (ipc->nfresh < IPC_MAX_FRESH)
+        return NULL;
+    for (struct list *p = ipc->fresh.next; p != &ipc->fresh; p = p->next) {
+        struct ipc_conn *c = list_entry(p, struct ipc_conn, fresh_node), *first;
+        uint32_t n = ipc_fresh_of(ipc, c->session->uid, &first);
+        if (n > most) {
+            most = n;
+            victim = first;
+        }
+    }
+    return victim;
+}
+
+/* Drop fresh connection c (one that has not said who it is). */
+static void ipc_evict_fresh(struct ipc *ipc, struct ipc_conn *c, const char *why)
 {
     struct b10d *d = ipc->d;
-    if (list_empty(&ipc->fresh))
+    if (c == NULL)
         return;
-    struct ipc_conn *c = list_entry(ipc->fresh.next, struct ipc_conn, fresh_node);
     uint64_t now = d->now_ms(d);
     if (now - ipc->fresh_log_ms >= 1000) {
         ipc->fresh_log_ms = now;
-        log_warning("dropping client pid %d: it said neither Hello nor a b10ctl request in %" PRIu64
-                    " ms, %s (%u such connections at most)", c->session ? (int)c->session->pid : -1,
-                    now - c->accepted_ms, why, IPC_MAX_FRESH);
+        log_warning("dropping client pid %d uid %u: it said neither Hello nor a b10ctl request "
+                    "in %" PRIu64 " ms, %s (%u such connections at most, %u of one user)",
+                    (int)c->session->pid, (unsigned)c->session->uid, now - c->accepted_ms, why,
+                    IPC_MAX_FRESH, IPC_MAX_FRESH_PER_UID);
     }
     ipc_conn_close(c);
 }
@@ -460,7 +501,7 @@ static void ipc_on_sweep(uv_timer_t *timer)
         struct ipc_conn *c = list_entry(ipc->fresh.next, struct ipc_conn, fresh_node);
         if (now - c->accepted_ms < ipc->d->cfg.hello_timeout_ms)
             break;
-        ipc_evict_fresh(ipc, "past --hello-timeout-ms");
+        ipc_evict_fresh(ipc, c, "past --hello-timeout-ms");
     }
 }
 
@@ -489,8 +530,10 @@ static void ipc_on_accept(uv_poll_t *handle, int status, int events)
          * one, so idle connections lock out neither ranks nor b10ctl.
          */
         uint32_t cap = d->cfg.max_clients + IPC_MAX_FRESH + ADMIN_MAX_CONNECTIONS + IPC_OPERATOR_RESERVE;
-        if (ipc->nfresh >= IPC_MAX_FRESH || (d->nsessions >= cap && ipc->nfresh > 0))
-            ipc_evict_fresh(ipc, "for a new connection");
+        ipc_evict_fresh(ipc, ipc_fresh_victim(ipc, cred.uid), "for a new connection");
+        if (d->nsessions >= cap && !list_empty(&ipc->fresh))
+            ipc_evict_fresh(ipc, list_entry(ipc->fresh.next, struct ipc_conn, fresh_node),
+                            "for a new connection");
         if (d->nsessions >= cap) {
             log_warning("refusing client pid %d: %u connections (--max-clients %u, and %u for "
                         "b10ctl and connections yet to say Hello)", (int)cred.pid, d->nsessions,

@@ -23,9 +23,13 @@
 
 #define SESSION_MAX_DESC 65536   /* an agent descriptor: worker addresses (peer.c bounds them) and a name */
 
+/* A registration being opened off the loop (session_on_register). */
 struct session_reg {
     uv_work_t work;
+    struct list node;               /* b10d.regs_waiting, until its turn */
+    bool started;
     struct session *s;              /* NULL once the rank left */
+    struct b10d *d;
     uint64_t seq, id;
     struct mem_request req;         /* its strings point into the copies below */
     char pci_bus_id[40];
@@ -34,6 +38,15 @@ struct session_reg {
     b10_status_t status;
     char detail[256];
 };
+
+/* A registration not yet started whose rank left: nothing was opened. */
+static void session_reg_drop(struct session_reg *g)
+{
+    list_remove(&g->node);
+    if (g->req.fd >= 0)
+        close(g->req.fd);
+    free(g);
+}
 
 struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid, uid_t uid,
                                gid_t gid)
@@ -159,10 +172,13 @@ void session_destroy(struct session *s)
     }
     if (s->admin_counted)
         s->d->admin_connections--;
-    if (s->reg != NULL)
+    if (s->reg != NULL && !s->reg->started)
+        session_reg_drop(s->reg);
+    else if (s->reg != NULL)
         s->reg->s = NULL;           /* its work closes what it opens */
     session_fail_list(&s->xfers, "the submitting rank disconnected");
     session_fail_list(&s->targets, "the destination rank disconnected");
+    xfer_settle_forget(s->d, s);
     list_for_each_safe(pos, tmp, &s->asks)
         ask_detach(list_entry(pos, struct ask, session_node));
     list_for_each_safe(pos, tmp, &s->agents) {
@@ -431,6 +447,27 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
  * the region it opened is closed again when it is done.
  */
 
+/*
+ * The thread pool also runs the DRAM copies of every transfer: at most this
+ * many registrations take threads of it at once, the rest wait their turn,
+ * so that ranks registering GiBs together do not stop every copy.
+ */
+#define SESSION_REGS_AT_ONCE 2u
+
+static void session_reg_run(uv_work_t *work);
+static void session_reg_done(uv_work_t *work, int status);
+
+static void session_reg_start(struct b10d *d, struct session_reg *g)
+{
+    if (d->regs_running >= SESSION_REGS_AT_ONCE) {
+        list_insert_tail(&d->regs_waiting, &g->node);
+        return;
+    }
+    d->regs_running++;
+    g->started = true;
+    uv_queue_work(d->loop, &g->work, session_reg_run, session_reg_done);
+}
+
 static void session_reg_run(uv_work_t *work)
 {
     struct session_reg *g = work->data;
@@ -441,7 +478,14 @@ static void session_reg_done(uv_work_t *work, int status)
 {
     struct session_reg *g = work->data;
     struct session *s = g->s;
+    struct b10d *d = g->d;
 
+    d->regs_running--;
+    if (!list_empty(&d->regs_waiting)) {
+        struct session_reg *next = list_entry(d->regs_waiting.next, struct session_reg, node);
+        list_remove(&next->node);
+        session_reg_start(d, next);
+    }
     if (g->req.fd >= 0)
         close(g->req.fd);
     if (status != 0 && g->status == B10_OK) {
@@ -503,6 +547,8 @@ static int session_on_register(struct session *s, uint64_t seq, const B10__Regis
         return 0;
     }
     g->s = s;
+    g->d = s->d;
+    list_init(&g->node);
     g->seq = seq;
     g->id = ++s->d->next_region;
     g->req = mr;
@@ -515,7 +561,7 @@ static int session_on_register(struct session *s, uint64_t seq, const B10__Regis
     g->work.data = g;
     *fd_p = -1;                     /* the work's now: closed when it is done */
     s->reg = g;
-    uv_queue_work(s->d->loop, &g->work, session_reg_run, session_reg_done);
+    session_reg_start(s->d, g);
     return 1;
 }
 

@@ -370,6 +370,11 @@ static void xfer_report(struct xfer *x, b10_status_t status)
     x->report_due = false;
     uv_timer_stop(&x->timer);
     list_remove(&x->node);      /* from b10d.settling */
+    if (x->await_ack) {
+        /* No answer came within the bound: none is waited for any more. */
+        x->await_ack = false;
+        wire_cancel(d->wire, x->result_op);
+    }
     if (status != cause) {
         char was[sizeof(x->detail)];
         snprintf(was, sizeof(was), "%s", x->detail);
@@ -389,14 +394,18 @@ static void xfer_report(struct xfer *x, b10_status_t status)
             session_xfer_done(x->session, x);
     } else {
         /* A sender that broke the protocol can still hear why: it fails now, not at its deadline. */
-        if (!xfer_peer_silent(cause) || cause == B10_ERR_PEER_PROTOCOL)
+        if ((!xfer_peer_silent(cause) || cause == B10_ERR_PEER_PROTOCOL) && !x->quiet)
             xfer_send_result(x, x->status, x->detail);
         if (x->settle_parent != NULL) {
             struct xfer *parent = x->settle_parent;
             x->settle_parent = NULL;
             parent->settling--;
             parent->holds--;
-            xfer_settle_check(parent);
+            /* Its copy outlived the bound: so does the READ's news. */
+            if (x->status == B10_ERR_UNSETTLED && parent->report_due)
+                xfer_report(parent, B10_ERR_UNSETTLED);
+            else
+                xfer_settle_check(parent);
             xfer_maybe_free(parent);
         }
     }
@@ -432,11 +441,21 @@ static void xfer_on_settle_bound(uv_timer_t *timer)
     xfer_maybe_free(x);
 }
 
+void xfer_settle_forget(struct b10d *d, const struct session *s)
+{
+    struct list *pos;
+    for (pos = d->settling.next; pos != &d->settling; pos = pos->next) {
+        struct xfer *x = list_entry(pos, struct xfer, node);
+        if (x->session == s)
+            x->session = NULL;
+    }
+}
+
 void xfer_settle_all(struct b10d *d)
 {
     while (!list_empty(&d->settling)) {
         struct xfer *x = list_entry(d->settling.next, struct xfer, node);
-        xfer_report(x, x->status);
+        xfer_report(x, xfer_unsettled(x) ? B10_ERR_UNSETTLED : x->status);
         xfer_maybe_free(x);
     }
 }
@@ -509,13 +528,18 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
     quarantine_add(d->quarantine, QUARANTINE_XFER_ID, x->id, 0, status, x->id,
                    x->peer ? x->peer->daemon_id : 0, NULL, NULL);
 
-    /* Tell the other side at once, unless it told us or cannot hear: a CANCEL only stops writes. */
+    /*
+     * Tell the other side at once, unless it is gone: a CANCEL only stops
+     * writes. One that broke the protocol hears it too, and is not waited for.
+     */
     if (x->role == XFER_SEND) {
-        if (x->control_sent && !peer_silent && was != XFER_WAIT_LINK) {
+        bool gone = status == B10_ERR_PEER_LOST || status == B10_ERR_PEER_UNREACHABLE;
+        if (x->control_sent && !gone && was != XFER_WAIT_LINK) {
             B10__Peer__Cancel cancel = B10__PEER__CANCEL__INIT;
             B10__Peer__Msg msg = B10__PEER__MSG__INIT;
             cancel.xfer_id = x->id;
             cancel.reason = (B10__Status)status;
+            cancel.want_result = x->await_ack;
             msg.body_case = B10__PEER__MSG__BODY_CANCEL;
             msg.cancel = &cancel;
             xfer_send_peer(x, TAG_KIND_CANCEL, &msg);
@@ -1496,8 +1520,9 @@ static void xfer_on_cancel(void *arg, b10_status_t status, size_t length)
         return;
     }
     b10_status_t reason = (b10_status_t)msg->cancel->reason;
+    x->quiet = !msg->cancel->want_result;
     b10__peer__msg__free_unpacked(msg, NULL);
-    /* The sender gave up: fail here too, without answering (it listens no more). */
+    /* The sender gave up: fail here too; it hears a RESULT (once our copies ended) if it waits for one. */
     xfer_fail(x, B10_ERR_CANCELLED, "the sending daemon cancelled the transfer (%s)",
               b10_status_name(reason));
 }

@@ -149,6 +149,7 @@ struct xfer {
     bool peer_settled;              /* S: failed by the receiver's RESULT: nothing runs there */
     uint32_t settling;              /* READ: its write-back's copies still run */
     struct xfer *settle_parent;     /* R write-back: the READ whose news waits for it */
+    bool quiet;                     /* R: the sender's CANCEL asked for no RESULT */
 
     uint32_t holds;                 /* UCX requests and copies in flight that point here */
     b10_status_t status;
@@ -188,6 +189,8 @@ void xfer_cancel(struct xfer *x);
 void xfer_cancel_admin(struct xfer *x, const char *who);
 /* Shutting down: give the news of every failed transfer still settling, as it stands. */
 void xfer_settle_all(struct b10d *d);
+/* Rank s is gone: the news of transfers still settling no longer goes to it. */
+void xfer_settle_forget(struct b10d *d, const struct session *s);
 
 const char *xfer_role_name(enum xfer_role role);
 const char *xfer_state_name(enum xfer_state state);

@@ -15,10 +15,13 @@
  *   dereg      dst deregisters its region while a scatter into it is
  *              delayed: the answer comes after the scatter, and the memory
  *              does not change after it;
+ *   leave      src leaves while its failed WRITE's news waits for B's
+ *              scatter: A goes on serving (a new src's WRITE lands);
  *   unsettled  B runs --settle-ms far below DELAY_MS: the failure comes
  *              before the scatter ended, as B10_ERR_UNSETTLED, and says so
  *              truly (dst's memory changes after it); a new WRITE into the
- *              region is refused while that copy runs, and lands after.
+ *              region is refused while that copy runs, and lands after;
+ *   read_unsettled  the same for a READ, whose write-back's scatter runs late.
  *
  * Prints "ok …" per check, "FAIL …" on the first failure; exits 0 or 1.
  */
@@ -154,7 +157,8 @@ static void ranks_close(void)
 int main(int argc, char **argv)
 {
     if (argc != 5) {
-        fprintf(stderr, "usage: b10-settle SOCKET_A SOCKET_B DELAY_MS deadline|read|dereg|unsettled\n");
+        fprintf(stderr, "usage: b10-settle SOCKET_A SOCKET_B DELAY_MS deadline|read|dereg|leave|"
+                        "unsettled|read_unsettled\n");
         return 2;
     }
     uint32_t delay = (uint32_t)strtoul(argv[3], NULL, 10);
@@ -235,6 +239,49 @@ int main(int argc, char **argv)
         if (st != B10_OK)
             return fail("a WRITE once the late scatter ended", st, NULL);
         printf("ok once it ended the region took a WRITE again\n");
+        return 0;
+    }
+    if (strcmp(c, "leave") == 0) {
+        /* The rank leaves while its failed WRITE's news still waits for B's scatter. */
+        b10_xfer_t *x = submit(&src, &dst, B10_OP_WRITE, DEADLINE_MS);
+        if (x == NULL)
+            return 1;
+        usleep((DEADLINE_MS + 200) * 1000u);
+        b10_xfer_release(x);
+        b10_conn_close(src.conn);
+        src.conn = NULL;
+        usleep((delay + 300) * 1000u);
+        /* Daemon A still serves: a new rank of the same name writes, and it lands. */
+        b10_dram_free(src.mem);
+        src.mem = NULL;
+        if (rank_open(&src, argv[1], "settle-src", 0x77) != 0 || load(&src, &dst) != 0)
+            return 1;
+        x = submit(&src, &dst, B10_OP_WRITE, 60000);
+        if (x == NULL)
+            return 1;
+        st = b10_xfer_wait(x, 60000);
+        b10_xfer_release(x);
+        if (st != B10_OK || dst.mem[0] != 0x77)
+            return fail("a WRITE after the rank left with news pending", st, NULL);
+        printf("ok a rank left while its failure's news waited; the daemon went on serving\n");
+        return 0;
+    }
+    if (strcmp(c, "read_unsettled") == 0) {
+        /* A READ whose write-back's scatter outlives --settle-ms: B10_ERR_UNSETTLED, truly. */
+        b10_xfer_t *x = submit(&dst, &src, B10_OP_READ, DEADLINE_MS);
+        if (x == NULL)
+            return 1;
+        st = b10_xfer_wait(x, 60000);
+        double took = now_ms() - t0;
+        char detail[256];
+        snprintf(detail, sizeof(detail), "%s", b10_xfer_detail(x));
+        b10_xfer_release(x);
+        if (st != B10_ERR_UNSETTLED)
+            return fail("a READ whose write-back's scatter outlives --settle-ms", st, detail);
+        if (!changes_after(dst.mem, delay))
+            return printf("FAIL the late scatter never wrote: B10_ERR_UNSETTLED said it might\n"), 1;
+        printf("ok a READ: B10_ERR_UNSETTLED after %.0f ms (the scatter took %u), and the late "
+               "scatter did write after it: %s\n", took, delay, detail);
         return 0;
     }
     fprintf(stderr, "b10-settle: no case '%s'\n", c);

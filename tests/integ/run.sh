@@ -115,7 +115,7 @@ scen_settle() {
     start_daemon B
     unset B10_TEST_COPY_DELAY_MS
     grep -q "test hook: every scatter .* waits $_delay ms" "$D/B.log" || die "B did not log its test hook"
-    for _c in deadline read dereg; do
+    for _c in deadline read dereg leave; do
         fg 60 "settle-$_c" "$BUILD/tests/b10-settle" "$D/A.sock" "$D/B.sock" "$_delay" "$_c"
         [ "$rc" = 0 ] || die "$_c: $(grep -m1 '^FAIL' "$D/settle-$_c.log" || tail -n 1 "$D/settle-$_c.log")"
     done
@@ -124,8 +124,10 @@ scen_settle() {
     export B10_TEST_COPY_DELAY_MS=$_delay
     start_daemon B --settle-ms $(( 200 * SLOW ))
     unset B10_TEST_COPY_DELAY_MS
-    fg 60 settle-unsettled "$BUILD/tests/b10-settle" "$D/A.sock" "$D/B.sock" "$_delay" unsettled
-    [ "$rc" = 0 ] || die "unsettled: $(grep -m1 '^FAIL' "$D/settle-unsettled.log" || tail -n 1 "$D/settle-unsettled.log")"
+    for _c in unsettled read_unsettled; do
+        fg 60 "settle-$_c" "$BUILD/tests/b10-settle" "$D/A.sock" "$D/B.sock" "$_delay" "$_c"
+        [ "$rc" = 0 ] || die "$_c: $(grep -m1 '^FAIL' "$D/settle-$_c.log" || tail -n 1 "$D/settle-$_c.log")"
+    done
     grep -q "late scatter of chunk 0 ended" "$D/B.log" || die "B did not log the end of the late scatter"
 }
 
