@@ -158,7 +158,8 @@ static void admin_fill_daemon(struct admin_answer *a)
             m->clients++;
     m->peers = d->npeers;
     list_for_each_safe(pos, tmp, &d->xfers) {
-        if (list_entry(pos, struct xfer, node)->role == XFER_SEND)
+        enum xfer_role role = list_entry(pos, struct xfer, node)->role;
+        if (role == XFER_SEND || role == XFER_LOCAL)
             m->xfers_send++;
         else
             m->xfers_recv++;

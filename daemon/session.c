@@ -63,6 +63,7 @@ struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid,
     list_init(&s->agents);
     list_init(&s->xfers);
     list_init(&s->targets);
+    list_init(&s->locals);
     list_init(&s->asks);
     list_init(&s->deregs);
     list_insert_tail(&d->sessions, &s->node);
@@ -178,6 +179,7 @@ void session_destroy(struct session *s)
         s->reg->s = NULL;           /* its work closes what it opens */
     session_fail_list(&s->xfers, "the submitting rank disconnected");
     session_fail_list(&s->targets, "the destination rank disconnected");
+    xfer_forget_rank(s);
     xfer_settle_forget(s->d, s);
     list_for_each_safe(pos, tmp, &s->asks)
         ask_detach(list_entry(pos, struct ask, session_node));

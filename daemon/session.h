@@ -44,6 +44,7 @@ struct session {
     struct list xfers;              /* sending transfers it submitted, in flight */
     uint32_t nxfers;
     struct list targets;            /* receiving transfers writing into its memory */
+    struct list locals;             /* local transfers of other ranks through its memory */
     struct list asks;               /* struct ask.session_node: questions to remote daemons */
     struct list deregs;             /* deregistrations waiting for copies through their region */
     size_t notice_reserved;         /* bytes of sync messages promised to landing transfers */

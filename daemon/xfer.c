@@ -26,7 +26,7 @@
 
 const char *xfer_role_name(enum xfer_role role)
 {
-    return role == XFER_SEND ? "send" : role == XFER_RECV ? "recv" : "read";
+    return role == XFER_SEND ? "send" : role == XFER_RECV ? "recv" : role == XFER_READ ? "read" : "local";
 }
 
 const char *xfer_state_name(enum xfer_state state)
@@ -85,6 +85,11 @@ static void xfer_pipe_describe(const struct xfer *x, char *out, size_t size)
 {
     const struct xfer_pipe *p = &x->pipe;
     uint32_t nc = p->copies > 0 ? p->copies : 1, nw = p->wire_ops > 0 ? p->wire_ops : 1;
+    if (x->role == XFER_LOCAL) {
+        snprintf(out, size, "gather and scatter %.2f ms (GPU %.3f) a copy on average, %u copies",
+                 p->copy_ns / 1e6 / nc, p->gpu_ms / nc, p->copies);
+        return;
+    }
     snprintf(out, size, "%s %.2f ms (GPU %.3f), %s %.2f ms a chunk on average; no DATA %s for "
              "%.1f ms; UCX progress %.0f ms",
              x->role == XFER_SEND ? "gather" : "scatter", p->copy_ns / 1e6 / nc,
@@ -120,7 +125,8 @@ static void xfer_maybe_free(struct xfer *x)
 static void xfer_on_deadline(uv_timer_t *timer)
 {
     struct xfer *x = timer->data;
-    const char *where = x->state == XFER_WAIT_LINK    ? "for the link to the remote daemon"
+    const char *where = x->role == XFER_LOCAL         ? "for its copies"
+                        : x->state == XFER_WAIT_LINK  ? "for the link to the remote daemon"
                         : x->role == XFER_READ        ? "for the remote daemon to write back"
                         : x->state == XFER_WAIT_READY ? "for READY"
                         : x->state == XFER_QUEUED     ? "in the queue for its peer's staging share"
@@ -163,6 +169,7 @@ static struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, u
     list_init(&x->node);
     list_init(&x->session_node);
     list_init(&x->peer_node);
+    list_init(&x->other_node);
     list_init(&x->waiter.node);
     x->started_ms = d->now_ms(d);
     x->deadline_ms = x->started_ms + budget_ms;
@@ -201,6 +208,14 @@ static void xfer_tag_quarantine(struct xfer *x, uint64_t tag)
     tags_quarantine(x->d->tags, tag, x->d->now_ms(x->d) + x->d->cfg.quarantine_ttl_ms);
 }
 
+/* The rank its sync message goes to: the other one of a local transfer, else its own. */
+static struct session *xfer_noticed(const struct xfer *x)
+{
+    if (x->role == XFER_LOCAL)
+        return x->local_read ? x->from : x->to;
+    return x->session;
+}
+
 /* Leave the lists of live things: the session's, the peer's, the daemon's. */
 static void xfer_detach(struct xfer *x)
 {
@@ -211,6 +226,7 @@ static void xfer_detach(struct xfer *x)
     }
     list_remove(&x->session_node);
     list_remove(&x->peer_node);
+    list_remove(&x->other_node);
     list_remove(&x->node);
     x->d->nxfers--;
     if (x->session != NULL && x->role != XFER_RECV)
@@ -227,8 +243,9 @@ static void xfer_detach(struct xfer *x)
         x->reserve_held = false;
         staging_wake_waiters(x->d->staging);
     }
-    if (x->notice_reserved > 0 && x->session != NULL)
-        session_notice_release(x->session, x->notice_reserved);
+    struct session *noticed = xfer_noticed(x);
+    if (x->notice_reserved > 0 && noticed != NULL)
+        session_notice_release(noticed, x->notice_reserved);
     x->notice_reserved = 0;
 }
 
@@ -289,7 +306,21 @@ static void xfer_finish(struct xfer *x)
     xfer_detach(x);
     xfer_cancel_posted(x);
     xfer_for_each_tag(x, xfer_tag_unregister);
-    if (x->role == XFER_READ) {
+    if (x->role == XFER_LOCAL) {
+        d->stats.xfers_succeeded++;
+        char pipe[256];
+        xfer_pipe_describe(x, pipe, sizeof(pipe));
+        log_info("local %s %016" PRIx64 " %s %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
+                 " ms (checked and planned in %.1f ms before; %s)", x->local_read ? "read" : "write",
+                 x->id, x->local_read ? "from" : "to", x->remote_agent, x->plan->total,
+                 x->plan->nchunks, d->now_ms(d) - x->started_ms, x->plan_ms, pipe);
+        /* The other rank hears the sync message once its bytes landed (or were read) first. */
+        struct session *noticed = xfer_noticed(x);
+        if (noticed != NULL && x->sync_length > 0)
+            session_notice(noticed, x->local_agent, x->sync, x->sync_length);
+        if (x->session != NULL)
+            session_xfer_done(x->session, x);
+    } else if (x->role == XFER_READ) {
         d->stats.xfers_succeeded++;
         log_info("read %016" PRIx64 " from %s landed: %" PRIu64 " ms", x->id, x->remote_agent,
                  d->now_ms(d) - x->started_ms);
@@ -389,7 +420,7 @@ static void xfer_report(struct xfer *x, b10_status_t status)
             xfer_tell_reader(x, x->status, x->detail);
         if (x->session != NULL)
             session_xfer_done(x->session, x);
-    } else if (x->role == XFER_READ) {
+    } else if (x->role == XFER_READ || x->role == XFER_LOCAL) {
         if (x->session != NULL)
             session_xfer_done(x->session, x);
     } else {
@@ -545,7 +576,7 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
             xfer_send_peer(x, TAG_KIND_CANCEL, &msg);
         }
         d->stats.xfers_failed++;
-    } else if (x->role == XFER_READ) {
+    } else if (x->role == XFER_READ || x->role == XFER_LOCAL) {
         d->stats.xfers_failed++;
     } else {
         d->stats.xfers_received_failed++;
@@ -656,16 +687,21 @@ static b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_do
 {
     struct xfer *x = slot->x;
     const struct plan_chunk *chunk = &x->plan->chunks[slot->chunk];
+    /* Whose memory: the rank's own, or for a local transfer the side of the copy. */
+    struct session *s = x->role != XFER_LOCAL ? x->session : gather ? x->from : x->to;
+    /* The other rank's side is the one admitted through open regions only, if so. */
+    bool others = x->role == XFER_RECV ? !gather
+                  : x->role == XFER_LOCAL ? gather == x->local_read : gather;
 
-    if (x->session == NULL)
+    if (s == NULL)
         return B10_ERR_CLIENT_GONE;
     struct xfer_copy_ctx ctx = { copy_job_new(x->d, gather, done, slot, slot->chunk),
-                                 slot->view->base, gather, x->open_only };
+                                 slot->view->base, gather, x->open_only && others };
     if (ctx.job == NULL)
         return B10_ERR_NO_MEMORY;
     for (uint32_t p = chunk->first; p < chunk->first + chunk->count; p++) {
         const struct plan_piece *piece = &x->plan->pieces[p];
-        b10_status_t status = mem_table_walk(&x->session->mem, gather ? piece->src : piece->dst,
+        b10_status_t status = mem_table_walk(&s->mem, gather ? piece->src : piece->dst,
                                              piece->len, xfer_copy_emit, &ctx);
         if (status != B10_OK) {
             copy_job_free(ctx.job);
@@ -1285,6 +1321,10 @@ static b10_status_t xfer_new_read(struct session *s, struct peer *peer, const ch
     return B10_OK;
 }
 
+static b10_status_t xfer_new_here(struct session *s, struct peer *self, const B10__SubmitXfer *req,
+                                  size_t count, struct xfer **xfer_p, char *detail,
+                                  size_t detail_len);
+
 b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct xfer **xfer_p,
                          char *detail, size_t detail_len)
 {
@@ -1307,6 +1347,9 @@ b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct x
     b10_status_t status = session_agent_use(s, req->remote_agent, &agent, detail, detail_len);
     if (status != B10_OK)
         return status;
+    /* Both ranks here: the bytes go from one mapping to the other, not over the wire. */
+    if (peer_is_self(agent->peer))
+        return xfer_new_here(s, agent->peer, req, count, xfer_p, detail, detail_len);
     if (req->op == B10__OP__OP_READ)
         return xfer_new_read(s, agent->peer, req->remote_agent, req, count, xfer_p, detail,
                              detail_len);
@@ -1315,8 +1358,16 @@ b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct x
                           req->sync_msg.len, xfer_p, detail, detail_len);
 }
 
+static void xfer_local_pump(struct xfer *x);
+
 void xfer_start(struct xfer *x)
 {
+    if (x->role == XFER_LOCAL) {
+        x->state = XFER_RUNNING;
+        xfer_pipe_start(x);
+        xfer_local_pump(x);
+        return;
+    }
     b10_status_t status = peer_use(x->peer, x);
     if (status == B10_OK)
         xfer_link_up(x);
@@ -1324,13 +1375,9 @@ void xfer_start(struct xfer *x)
         xfer_fail(x, status, "cannot reach the remote daemon of '%.200s'", x->remote_agent);
 }
 
-/* ---------------------------------------------------------------- receiver */
-
-static void xfer_on_scattered(struct copy_job *job, b10_status_t status)
+/* A scatter ended: one fewer that can write for x; regions it held stuck take work again. */
+static void xfer_scatter_over(struct xfer *x, struct xfer_slot *slot, struct copy_job *job)
 {
-    struct xfer_slot *slot = job->arg;
-    struct xfer *x = slot->x;
-
     x->scatters--;
     if (slot->stuck) {
         for (uint32_t r = 0; r < job->nrefs; r++)
@@ -1340,6 +1387,195 @@ static void xfer_on_scattered(struct copy_job *job, b10_status_t status)
                    "take work again", x->id, slot->chunk);
     }
     slot->job = NULL;
+}
+
+/* ---------------------------------------------------------------- local */
+
+/*
+ * Both ranks on this daemon: each chunk is gathered from one rank's
+ * mapping into a staging view and scattered from it into the other's, on
+ * the copy workers and the GPU, with no UCX and no second daemon. It keeps
+ * every contract of a transfer between daemons: admitted only as the
+ * target would admit it (access.h, its registrations, its notices), fenced
+ * by its deadline, failed through the funnel, reported only once its
+ * scatters ended, landed only once every chunk did, the sync message after.
+ * Nothing but this daemon's own copies can write for it, so its failure
+ * waits for nothing else.
+ */
+static void xfer_on_local_scattered(struct copy_job *job, b10_status_t status);
+
+static void xfer_on_local_gathered(struct copy_job *job, b10_status_t status)
+{
+    struct xfer_slot *slot = job->arg;
+    struct xfer *x = slot->x;
+
+    if (!xfer_slot_op_done(slot))
+        return;
+    if (status != B10_OK) {
+        xfer_fail(x, B10_ERR_INTERNAL, "gather of chunk %u failed", slot->chunk);
+        return;
+    }
+    xfer_pipe_copy_done(slot, job);
+    if (xfer_past_deadline(x))
+        return;
+    b10_status_t st = xfer_copy_chunk(slot, false, xfer_on_local_scattered);
+    if (st != B10_OK)
+        xfer_fail(x, st == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : st,
+                  "scattering chunk %u into %s: %s", slot->chunk, x->to ? x->to->agent : "?",
+                  st == B10_ERR_NOT_REGISTERED ? "destination no longer registered"
+                  : st == B10_ERR_PERMISSION ? "destination no longer in a region open to the node"
+                                             : b10_status_str(st));
+}
+
+static void xfer_on_local_scattered(struct copy_job *job, b10_status_t status)
+{
+    struct xfer_slot *slot = job->arg;
+    struct xfer *x = slot->x;
+
+    xfer_scatter_over(x, slot, job);
+    if (!xfer_slot_op_done(slot)) {
+        xfer_settle_check(x);
+        xfer_maybe_free(x);
+        return;
+    }
+    if (status != B10_OK) {
+        xfer_fail(x, B10_ERR_INTERNAL, "scatter of chunk %u failed", slot->chunk);
+        return;
+    }
+    xfer_pipe_copy_done(slot, job);
+    x->d->stats.bytes_landed += x->plan->chunks[slot->chunk].bytes;
+    x->chunks_done++;
+    xfer_slot_release(slot);
+    if (x->chunks_done == x->plan->nchunks)
+        xfer_finish(x);
+    else
+        xfer_local_pump(x);
+}
+
+/* Keep up to nslots chunks between gather and scatter. */
+static void xfer_local_pump(struct xfer *x)
+{
+    while (x->state == XFER_RUNNING && x->next_chunk < x->plan->nchunks) {
+        struct xfer_slot *slot = xfer_free_slot(x);
+        if (slot == NULL)
+            return;
+        struct view *view = staging_get(x->d->staging, VIEW_SEND);
+        if (view == NULL) {
+            xfer_wait_for_view(x);
+            return;
+        }
+        *slot = (struct xfer_slot){ .x = x, .busy = true, .chunk = x->next_chunk++, .view = view };
+        b10_status_t status = xfer_copy_chunk(slot, true, xfer_on_local_gathered);
+        if (status != B10_OK) {
+            xfer_slot_release(slot);
+            xfer_fail(x, status, "gathering chunk %u from %s: %s", slot->chunk,
+                      x->from ? x->from->agent : "?", b10_status_str(status));
+            return;
+        }
+    }
+}
+
+/*
+ * A WRITE or READ of rank s with a rank of this daemon: checked as the
+ * other rank's daemon would check it, planned, listed with both ranks.
+ */
+static b10_status_t xfer_new_here(struct session *s, struct peer *self, const B10__SubmitXfer *req,
+                                  size_t count, struct xfer **xfer_p, char *detail,
+                                  size_t detail_len)
+{
+    struct b10d *d = s->d;
+    bool read = req->op == B10__OP__OP_READ;
+    struct session *other = session_find(d, req->remote_agent);
+    const uint8_t *src = read ? req->remote_spans.data : req->local_spans.data;
+    const uint8_t *dst = read ? req->local_spans.data : req->remote_spans.data;
+    const uint8_t *theirs = req->remote_spans.data;
+    struct access_origin origin;
+    enum access_grant grant;
+    struct plan *plan = NULL;
+    b10_status_t status;
+
+    if (other == NULL) {
+        snprintf(detail, detail_len, "no rank named '%.200s' is connected to this daemon",
+                 req->remote_agent);
+        return B10_ERR_UNKNOWN_AGENT;
+    }
+    uint64_t checked_from = uv_hrtime();
+    if ((status = xfer_admit_limits(s, count, detail, detail_len)) != B10_OK ||
+        (status = xfer_check_local(s, req->local_spans.data, count, detail, detail_len)) != B10_OK)
+        return status;
+    /* The other rank's leave, as its daemon would ask it of a rank of another node. */
+    access_origin(&origin, self, s->agent);
+    status = access_spans(other, &origin, theirs, count, req->sync_msg.len > 0, &grant, detail,
+                          detail_len);
+    if (status != B10_OK)
+        return status;
+    if (req->sync_msg.len > 0 && !session_notice_room(other, req->sync_msg.len)) {
+        snprintf(detail, detail_len, "notices for '%.200s' wait unread (--max-notice-bytes)",
+                 req->remote_agent);
+        return B10_ERR_BUSY;
+    }
+    status = plan_build(src, dst, count, staging_view_bytes(d->staging), &plan, detail, detail_len);
+    if (status != B10_OK)
+        return status;
+    /* Its side inside its registrations, as for a transfer from another node. */
+    status = read ? xfer_check_local(other, theirs, count, detail, detail_len)
+                  : xfer_check_dst(plan, &other->mem, detail, detail_len);
+    if (status != B10_OK) {
+        plan_free(plan);
+        return status == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : status;
+    }
+    struct xfer *x = xfer_new(d, XFER_LOCAL, b10d_new_xfer_id(d), xfer_budget(d, req->deadline_ms));
+    if (x == NULL) {
+        plan_free(plan);
+        return B10_ERR_NO_MEMORY;
+    }
+    x->plan = plan;
+    x->plan_ms = (double)(uv_hrtime() - checked_from) / 1e6;
+    x->session = s;
+    x->uid = s->uid;
+    x->local_read = read;
+    x->from = read ? other : s;
+    x->to = read ? s : other;
+    x->open_only = grant == ACCESS_OPEN_ONLY;
+    snprintf(x->local_agent, sizeof(x->local_agent), "%s", s->agent);
+    snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", other->agent);
+    list_insert_tail(&s->xfers, &x->session_node);
+    list_insert_tail(&other->locals, &x->other_node);
+    s->nxfers++;
+    d->stats.xfers_submitted++;
+    if (xfer_set_sync(x, req->sync_msg.data, req->sync_msg.len) != B10_OK) {
+        xfer_discard(x);
+        return B10_ERR_NO_MEMORY;
+    }
+    x->notice_reserved = req->sync_msg.len;
+    session_notice_reserve(other, x->notice_reserved);
+    *xfer_p = x;
+    log_debug("transfer %016" PRIx64 ": %s %s %s here, %zu spans, %" PRIu64 " bytes", x->id, s->agent,
+              read ? "←" : "→", other->agent, count, plan->total);
+    return B10_OK;
+}
+
+void xfer_forget_rank(struct session *s)
+{
+    while (!list_empty(&s->locals)) {
+        struct xfer *x = list_entry(s->locals.next, struct xfer, other_node);
+        xfer_fail(x, B10_ERR_CLIENT_GONE, "rank '%.200s', whose memory it %s, disconnected",
+                  s->agent, x->local_read ? "read" : "wrote");
+        if (x->from == s)
+            x->from = NULL;
+        if (x->to == s)
+            x->to = NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- receiver */
+
+static void xfer_on_scattered(struct copy_job *job, b10_status_t status)
+{
+    struct xfer_slot *slot = job->arg;
+    struct xfer *x = slot->x;
+
+    xfer_scatter_over(x, slot, job);
     if (!xfer_slot_op_done(slot)) {
         /* Failed already: its news may have waited for this copy. */
         xfer_settle_check(x);

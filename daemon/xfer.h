@@ -37,6 +37,7 @@ enum xfer_role {
     XFER_SEND,
     XFER_RECV,
     XFER_READ,          /* a rank's READ: the remote daemon writes back (role SEND there) */
+    XFER_LOCAL,         /* both ranks on this daemon: gather and scatter, no wire */
 };
 
 enum xfer_state {
@@ -78,11 +79,18 @@ struct xfer {
     struct list node;               /* b10d.xfers, while not DONE */
     struct list session_node;       /* session.xfers (S) or session.targets (R) */
     struct list peer_node;          /* peer.xfers or peer.waiting */
+    struct list other_node;         /* LOCAL: the other rank's session.locals */
     struct b10d *d;
     enum xfer_role role;
     enum xfer_state state;
     uint64_t id;                    /* the sending daemon's id for it */
     struct session *session;        /* the local rank; NULL once detached */
+    /*
+     * LOCAL: the rank whose memory is read and the one written (one of them
+     * is session, the other the rank it names); each NULL once it left.
+     */
+    struct session *from, *to;
+    bool local_read;                /* LOCAL: a READ (from is the other rank) */
     uid_t uid;                      /* the local rank's: whose transfer b10ctl says it is */
     bool open_only;                 /* admitted through open regions only: each copy checks again */
     struct peer *peer;
@@ -189,6 +197,8 @@ void xfer_cancel(struct xfer *x);
 void xfer_cancel_admin(struct xfer *x, const char *who);
 /* Shutting down: give the news of every failed transfer still settling, as it stands. */
 void xfer_settle_all(struct b10d *d);
+/* Rank s is gone: the local transfers of others through its memory fail and let go of it. */
+void xfer_forget_rank(struct session *s);
 /* Rank s is gone: the news of transfers still settling no longer goes to it. */
 void xfer_settle_forget(struct b10d *d, const struct session *s);
 

@@ -32,7 +32,7 @@ SUITE=fault
 REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue"
 LIMIT_S=150
 all_scenarios="kill9_recv kill9_send sigstop_late silent_recv silent_send_none client_kill_send
-               client_kill_recv rogue floods bad_ack bad_frames budget netns_linkdown netns_loss
+               client_kill_recv local_kill rogue floods bad_ack bad_frames budget netns_linkdown netns_loss
                netns_rate soak fuzz"
 
 # The checks read the daemons' "quarantine:" lines: debug level, whatever B10_LOG_LEVEL says.
@@ -413,6 +413,37 @@ scen_client_kill_recv() {
     prefill px1 A "$D/x" 0 $KV --req-blocks 8
     expect_rc px1 0
     finish dx 0
+}
+
+# Both ranks on A, its scatters delayed (B10_TEST_COPY_DELAY_MS) so that
+# transfers stay mid-copy: a cancel ends one B10_ERR_CANCELLED; the
+# destination rank killed -9 fails those in flight B10_ERR_CLIENT_GONE, once
+# their copies ended; A goes on serving, a new rank of the name gets every byte.
+scen_local_kill() {
+    export B10_TEST_COPY_DELAY_MS=$(( 300 * SLOW ))
+    start_daemon A
+    unset B10_TEST_COPY_DELAY_MS
+    decode dc A "$D/c" $KV
+    prefill pc A "$D/c" 0 $KV --req-blocks 8 --deadline-ms 60000 --cancel-after-ms 100 \
+        --expect B10_ERR_CANCELLED --expect-detail
+    expect_rc pc 0
+    decode dx A "$D/x" $BIG
+    prefill_bg px A "$D/x" 0 $BIG $LONG
+    wait_log "$D/A.log" 'px → dx here' 20 "A took no local transfer from px"
+    sleep 0.2
+    kill -KILL "$pid_dx"
+    wait_log "$D/A.log" 'client dx .*disconnected' 10
+    finish px 1
+    only_statuses px B10_ERR_CLIENT_GONE B10_ERR_UNKNOWN_AGENT
+    failed_statuses px | grep -q B10_ERR_CLIENT_GONE || die "no in-flight transfer ended B10_ERR_CLIENT_GONE"
+    grep -q "rank 'dx', whose memory it wrote, disconnected" "$D/A.log" ||
+        die "A did not say whose leaving failed the transfers"
+    rm -rf "$D/x"
+    decode dx A "$D/x" $KV
+    prefill px1 A "$D/x" 0 $KV --req-blocks 8
+    expect_rc px1 0
+    finish dx 0
+    grep -q 'local write .* landed' "$D/A.log" || die "A logged no local transfer"
 }
 
 # A rogue remote daemon against B while a legitimate pair moves bytes into B.

@@ -2,7 +2,7 @@
 # End-to-end GPU tests and benchmark: two b10d on one host, two ranks whose KV
 # pools live in CUDA memory, every destination byte verified.
 #
-#   sh tests/gpu/run.sh BUILD_DIR [bench|bench-only]     (B10D_ARGS: more daemon flags)
+#   sh tests/gpu/run.sh BUILD_DIR [bench|bench-only|bench-local]     (B10D_ARGS: more daemon flags)
 #
 # Scenarios: vram → vram (cudaIpc handles), vmm → vmm (cuMemCreate, POSIX fds),
 # dram → vram and vram → dram. With "bench", then a Llama-70B-like request
@@ -23,6 +23,9 @@ set -u
 
 BUILD=${1:-build}
 MODE=${2:-}
+# bench-only, bench-local: the measurements alone, not the suite.
+skip_suite=false
+case $MODE in bench-only | bench-local) skip_suite=true ;; esac
 B10D=$BUILD/bin/b10d
 KVRANK=$BUILD/bin/b10-kvrank
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/b10-gpu.XXXXXX") || exit 2
@@ -114,13 +117,16 @@ wait_verified() {
 }
 
 # pair NAME SRC_MEM DST_MEM DAEMON_ARGS [KVRANK_ARGS...]: one verified WRITE.
+# LOCAL=1: both ranks on daemon A, a local transfer (no wire).
 pair() {
     name=$1 src=$2 dst=$3 dargs=$4
     shift 4
+    dside=B
+    [ "${LOCAL:-0}" = 1 ] && dside=A
     start_daemons "$name" "$dargs" || { failed=$((failed + 1)); cleanup; return; }
     # ROUNDS rounds on the same daemons and ranks: the first is cold (link
     # set-up, first registrations touched), the others warm.
-    env $(gpu_env B) timeout 300 "$KVRANK" --role decode --rounds "$ROUNDS" --mem "$dst" -s "$D/B.sock" --dir "$D" "$@" \
+    env $(gpu_env $dside) timeout 300 "$KVRANK" --role decode --rounds "$ROUNDS" --mem "$dst" -s "$D/$dside.sock" --dir "$D" "$@" \
         >"$D/decode.out" 2>&1 &
     dpid=$!
     prc=0
@@ -140,6 +146,7 @@ pair() {
         rate=$(sed -n 's/.*round [1-9][0-9]*: .* s: \([0-9.]*\) GB\/s.*/\1/p' "$D/prefill.out" |
             awk '{ s += $1; n++ } END { if (n) printf "%.2f", s / n }')
         tr=$(grep -m1 -o 'transport .*' "$D/A.log" | sed 's/transport //')
+        [ "$dside" = A ] && tr="no wire: $(grep -c 'local write .* landed' "$D/A.log") local transfers"
         echo "PASS $name ($src -> $dst, $cold GB/s cold, $rate GB/s warm, over $tr)"
         case $MODE in bench*) grep -h 'WRITEs landed' "$D/prefill.out" | sed 's/^/bench:   rank: /' ;; esac
         echo "$rate" >"$D/rate"
@@ -170,7 +177,7 @@ vramclaim() {
 
 ROUNDS=2
 small="--layers 8 --blocks 64 --req-blocks 32"
-[ "$MODE" = bench-only ] || {
+$skip_suite || {
 vramclaim
 pair vram-vram vram vram "--staging-bytes 256M" $small
 pair vmm-vmm vmm vmm "--staging-bytes 256M" $small
@@ -178,6 +185,12 @@ pair dram-vram dram vram "--staging-bytes 256M" $small
 pair vram-dram vram dram "--staging-bytes 256M" $small
 pair vram-vram-4k vram vram "--staging-bytes 256M" $small --span-bytes 4096 --span-rand
 pair vram-vram-odd vram vram "--staging-bytes 256M" $small --span-bytes 777 --span-offset 3 --span-gap 5
+# Both ranks on one daemon: gathered and scattered through its staging, no UCX.
+LOCAL=1
+pair local-vram-vram vram vram "--staging-bytes 256M" $small
+pair local-vmm-dram vmm dram "--staging-bytes 256M" $small
+pair local-dram-vram dram vram "--staging-bytes 256M" $small --span-bytes 777 --span-offset 3 --span-gap 5
+LOCAL=0
 }
 
 # perftest3 TLS SIZE [PAIRS]: the median of three perftest runs (one run is
@@ -213,12 +226,20 @@ perftest() {
 }
 
 # The Python adapter with torch tensors (it says SKIP itself without torch).
-[ "$MODE" = bench-only ] || sh "$(dirname "$0")/run-python.sh" "$BUILD" || failed=$((failed + 1))
+$skip_suite || sh "$(dirname "$0")/run-python.sh" "$BUILD" || failed=$((failed + 1))
 
 case $MODE in bench*)
     # Three rounds of 512 blocks (a cold one, two warm) need 1536 blocks a pool.
     big="--layers 80 --blocks 1536 --req-blocks 512 --wait-ms 600000"
     ROUNDS=3
+    # Both ranks on one daemon: the request through its staging, no wire.
+    pools=${B10_BENCH_POOLS:-vram vram}
+    LOCAL=1
+    pair bench-local $pools "--staging-bytes 1G" $big
+    LOCAL=0
+    echo "bench: local, both ranks on one daemon (gather and scatter through its pinned staging, no UCX), ${pools% *} to ${pools#* }: $(cat "$RUN/bench-local/rate" 2>/dev/null) GB/s warm (mean of $((ROUNDS - 1))), $(cat "$RUN/bench-local/cold" 2>/dev/null) cold"
+    grep -h 'local write .* landed' "$RUN/bench-local/A.log" 2>/dev/null | sed 's/^/bench:   daemon: /'
+    [ "$MODE" = bench-local ] && { [ $failed -eq 0 ]; exit; }
     echo "bench: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores"
     pools=${B10_BENCH_POOLS:-vram vram}
     echo "bench: a 2.5 GiB request of 32 KiB spans (80 layers x K/V x 512 blocks), ${pools% *} to ${pools#* }${B10_GPUS:+, on GPUs $B10_GPUS}$([ "${B10_MPS:-0}" = 1 ] && echo ", under MPS")"

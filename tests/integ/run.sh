@@ -92,8 +92,8 @@ scen_fragmented() {
     transport_logged
 }
 
-# Both ranks on one daemon: it moves the bytes to itself, over its link to
-# itself, and every byte is verified.
+# Both ranks on one daemon: it copies the bytes from one rank's mapping to
+# the other's, no UCX, and every byte is verified.
 scen_same_node() {
     start_daemon A
     decode decode A --rounds 2 --req-blocks 16
@@ -102,7 +102,8 @@ scen_same_node() {
     prefill 1 A --req-blocks 16 --concurrent 4
     expect_prefill 1 0
     finish_decode decode 0
-    grep -q 'peer A: link up' "$D/A.log" || die "A did not open its link to itself"
+    grep -q 'local write .* landed' "$D/A.log" || die "A logged no local transfer"
+    ! grep -q 'peer A: link up' "$D/A.log" || die "A sent its ranks' bytes to itself over UCX"
 }
 
 # Quiescence before news (tests/integ/b10-settle.c): B delays every scatter
@@ -115,18 +116,23 @@ scen_settle() {
     start_daemon B
     unset B10_TEST_COPY_DELAY_MS
     grep -q "test hook: every scatter .* waits $_delay ms" "$D/B.log" || die "B did not log its test hook"
-    for _c in deadline read dereg leave; do
-        fg 60 "settle-$_c" "$BUILD/tests/b10-settle" "$D/A.sock" "$D/B.sock" "$_delay" "$_c"
-        [ "$rc" = 0 ] || die "$_c: $(grep -m1 '^FAIL' "$D/settle-$_c.log" || tail -n 1 "$D/settle-$_c.log")"
+    # Between A and B, then both ranks on B: a local transfer, no wire.
+    for _src in A B; do
+        for _c in deadline read dereg leave; do
+            fg 60 "settle-$_src-$_c" "$BUILD/tests/b10-settle" "$D/$_src.sock" "$D/B.sock" "$_delay" "$_c"
+            [ "$rc" = 0 ] || die "$_c ($_src to B): $(grep -m1 '^FAIL' "$D/settle-$_src-$_c.log" || tail -n 1 "$D/settle-$_src-$_c.log")"
+        done
     done
     stop_daemons
     start_daemon A
     export B10_TEST_COPY_DELAY_MS=$_delay
     start_daemon B --settle-ms $(( 200 * SLOW ))
     unset B10_TEST_COPY_DELAY_MS
-    for _c in unsettled read_unsettled; do
-        fg 60 "settle-$_c" "$BUILD/tests/b10-settle" "$D/A.sock" "$D/B.sock" "$_delay" "$_c"
-        [ "$rc" = 0 ] || die "$_c: $(grep -m1 '^FAIL' "$D/settle-$_c.log" || tail -n 1 "$D/settle-$_c.log")"
+    for _src in A B; do
+        for _c in unsettled read_unsettled; do
+            fg 60 "settle-$_src-$_c" "$BUILD/tests/b10-settle" "$D/$_src.sock" "$D/B.sock" "$_delay" "$_c"
+            [ "$rc" = 0 ] || die "$_c ($_src to B): $(grep -m1 '^FAIL' "$D/settle-$_src-$_c.log" || tail -n 1 "$D/settle-$_src-$_c.log")"
+        done
     done
     grep -q "late scatter of chunk 0 ended" "$D/B.log" || die "B did not log the end of the late scatter"
 }
@@ -262,6 +268,10 @@ scen_agentops() {
     start_daemon B
     fg 120 agentops "$AGENTOPS" "$D/A.sock" "$D/B.sock"
     [ "$rc" = 0 ] || die "$(grep -m1 '^FAIL' "$D/agentops.log" || tail -n 1 "$D/agentops.log")"
+    # The same with both ranks on A: local WRITEs and READs, their sync messages, refusals.
+    fg 120 agentops-local "$AGENTOPS" "$D/A.sock" "$D/A.sock"
+    [ "$rc" = 0 ] || die "both on A: $(grep -m1 '^FAIL' "$D/agentops-local.log" || tail -n 1 "$D/agentops-local.log")"
+    grep -q 'local read .* landed' "$D/A.log" || die "A logged no local READ"
 }
 
 # write_round SEND RECV TAG: pair (tests/lib.sh), and the round must land.
