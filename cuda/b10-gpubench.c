@@ -6,7 +6,9 @@
  * scatter (staging → device spans) of ~1 GiB cut into 4 KiB, 32 KiB and 10 MiB
  * spans, the device spans scattered over a 2 GiB pool, by our kernel at several
  * CTA caps, by one cudaMemcpyAsync per span, and by cudaMemcpyBatchAsync; then a
- * span-size sweep that finds where the copy engines catch up with the kernel.
+ * span-size sweep that finds where the copy engines catch up with the kernel;
+ * then device spans to device spans (a local transfer on one GPU, the copy
+ * b10d does directly) beside cudaMemcpy device to device of the same bytes.
  * Every figure is the median of several runs, timed with CUDA events, and is
  * printed beside its ratio to the ceiling of its direction. Output: markdown.
  *
@@ -36,6 +38,7 @@ static size_t total_bytes = (size_t)1 << 30;
 static int reps = 5;
 static uint8_t *dev_pool;      /* 2 × total_bytes */
 static uint8_t *staging;       /* total_bytes, mapped pinned */
+static uint8_t *dev_pack;      /* total_bytes: the packed side of device-to-device copies */
 static gpu_copy_piece_t *pieces;
 static double ceil_d2h, ceil_h2d;
 static uint64_t rng = 0x243f6a8885a308d3ull;
@@ -152,8 +155,9 @@ run(gpu_copy_dir_t dir, gpu_copy_engine_t eng, unsigned ctas, unsigned threads, 
     return (struct result){ median(gb, nreps), median(us, nreps) };
 }
 
+/* The median GB/s of total_bytes copied by one cudaMemcpyAsync of the given kind. */
 static double
-memcpy_ceiling(int h2d)
+memcpy_ceiling(void *dst, const void *src, enum cudaMemcpyKind kind)
 {
     cudaEvent_t a, b;
     double gb[16];
@@ -163,10 +167,7 @@ memcpy_ceiling(int h2d)
     for (int r = -1; r < reps; r++) {
         float ms;
         CK(cudaEventRecord(a, 0));
-        if (h2d)
-            CK(cudaMemcpyAsync(dev_pool, staging, total_bytes, cudaMemcpyHostToDevice, 0));
-        else
-            CK(cudaMemcpyAsync(staging, dev_pool, total_bytes, cudaMemcpyDeviceToHost, 0));
+        CK(cudaMemcpyAsync(dst, src, total_bytes, kind, 0));
         CK(cudaEventRecord(b, 0));
         CK(cudaEventSynchronize(b));
         CK(cudaEventElapsedTime(&ms, a, b));
@@ -249,8 +250,8 @@ main(int argc, char **argv)
            "mapped pinned); median of %d runs, CUDA events\n\n",
            human(total_bytes), human(2 * total_bytes), reps);
 
-    ceil_d2h = memcpy_ceiling(0);
-    ceil_h2d = memcpy_ceiling(1);
+    ceil_d2h = memcpy_ceiling(staging, dev_pool, cudaMemcpyDeviceToHost);
+    ceil_h2d = memcpy_ceiling(dev_pool, staging, cudaMemcpyHostToDevice);
     printf("## Ceilings\n\n| path | GB/s |\n|---|---:|\n");
     printf("| pinned cudaMemcpy D2H, %s | %.1f |\n", human(total_bytes), ceil_d2h);
     printf("| pinned cudaMemcpy H2D, %s | %.1f |\n\n", human(total_bytes), ceil_h2d);
@@ -336,6 +337,30 @@ main(int argc, char **argv)
             fflush(stdout);
         }
     }
+
+    /* Packed device spans scattered into the shuffled pool: as b10d copies a
+     * local transfer on one GPU, region to region (SCATTER: "host" is the source). */
+    CK(cudaMalloc((void **)&dev_pack, total_bytes));
+    CK(cudaMemset(dev_pack, 0x5a, total_bytes));
+    double ceil_d2d = memcpy_ceiling(dev_pack, dev_pool, cudaMemcpyDeviceToDevice);
+    printf("\n## Device to device (local transfers on one GPU)\n\n");
+    printf("- ceiling: cudaMemcpy device to device, %s: %.1f GB/s\n\n",
+           human(total_bytes), ceil_d2d);
+    printf("| span | kernel 32 × 512 GB/s | × D2D | kernel 132 × 512 GB/s | × D2D | "
+           "cudaMemcpyBatchAsync GB/s | × D2D |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for (int si = 0; si < 3; si++) {
+        size_t n = make_pieces(spans[si], 0);
+        for (size_t i = 0; i < n; i++)
+            pieces[i].host = dev_pack + i * spans[si];
+        double k32 = run(GPU_COPY_SCATTER, GPU_COPY_KERNEL, 32, 512, n, reps).gbps;
+        double kall = run(GPU_COPY_SCATTER, GPU_COPY_KERNEL, (unsigned)prop.multiProcessorCount,
+                          512, n, reps).gbps;
+        double bt = run(GPU_COPY_SCATTER, GPU_COPY_BATCH, 32, 512, n, si == 0 ? 3 : reps).gbps;
+        printf("| %s | %.0f | %.3f | %.0f | %.3f | %.0f | %.3f |\n", human(spans[si]), k32,
+               k32 / ceil_d2d, kall, kall / ceil_d2d, bt, bt / ceil_d2d);
+        fflush(stdout);
+    }
+    cudaFree(dev_pack);
 
     printf("\n## Targets (≤ 32 CTAs, 512 threads)\n\n");
     for (int si = 0; si < 2; si++) {

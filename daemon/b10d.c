@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "gpu.h"
 #include "ipc.h"
 #include "names.h"
@@ -122,6 +123,14 @@ int b10d_start(struct b10d *d)
                     "(B10_TEST_COPY_DELAY_MS)", ms);
     }
 
+    /* The other fault hook: the staging path of local transfers, on memory that needs none. */
+    const char *staged = getenv("B10_TEST_LOCAL_STAGED");
+    if (staged != NULL && strcmp(staged, "1") == 0) {
+        d->test_local_staged = true;
+        log_warning("test hook: local transfers copy through staging views, never directly "
+                    "(B10_TEST_LOCAL_STAGED)");
+    }
+
     /* The keys first: a daemon that cannot read its key must not start half trusted. */
     if ((rc = peer_start(d)) != 0)
         return rc;
@@ -134,6 +143,7 @@ int b10d_start(struct b10d *d)
         return -ENOMEM;
     if ((rc = wire_create(d, &hooks, &d->wire)) != 0)
         return rc;
+    copy_start(d);
     if ((rc = gpu_start(d)) != 0)
         return rc;
     if ((rc = staging_create(d, d->cfg.staging_bytes, d->cfg.view_bytes, &d->staging)) != 0)
@@ -192,6 +202,8 @@ void b10d_stop(struct b10d *d)
     /* Let copies and UCX requests settle, bounded: nothing may be freed under them. */
     for (int i = 0; d->wire != NULL && i < 2000 && wire_outstanding(d->wire) > 0; i++)
         uv_run(d->loop, UV_RUN_NOWAIT);
+    /* Inline copies are over already: their completions end what waits for them. */
+    copy_stop(d);
     xfer_settle_all(d);
     /* Copies on the GPU hold regions and views: they finish before either goes. */
     gpu_stop(d);

@@ -135,6 +135,11 @@ struct b10d {
     uint32_t nxfers;
     struct list settling;           /* struct xfer.node: failed, news waiting for copies to end */
     uint32_t test_copy_delay_ms;    /* B10_TEST_COPY_DELAY_MS: scatters wait this long (tests) */
+    bool test_local_staged;         /* B10_TEST_LOCAL_STAGED: local copies through views (tests) */
+    /* Small host copies done on the loop thread, their completions due next turn (copy.c). */
+    struct list copies_inline;
+    uv_idle_t copies_idle;
+    bool copies_inline_on;
 
     uv_timer_t liveness;            /* peer heartbeats and silence checks (peer.c) */
     uint64_t liveness_tick_ms;      /* when it last ran: a late tick means this daemon stalled */

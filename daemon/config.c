@@ -230,6 +230,9 @@ static void config_usage(FILE *out)
 "                             existing file) and exit\n"
 "      --insecure             also accept daemons that prove nothing (a well-known key):\n"
 "                             for a lab only, logged at warning\n"
+"      --trace                log every step of every transfer (plan, CONTROL, READY, each\n"
+"                             copy and DATA of its first chunks, RESULT, the rank told)\n"
+"                             with its µs, one line when it ends: where a request's time goes\n"
 "      --max-peer-xfers N     transfers one remote daemon sends us at once (default 512,\n"
 "                             1..65536)\n"
 "      --max-peer-staging SIZE  staging views held by transfers with one remote daemon, with\n"
@@ -270,7 +273,7 @@ enum {
     OPT_DRAIN_TIMEOUT, OPT_MAX_ADMIN_ROWS,
     OPT_MAX_REGIONS, OPT_MAX_AGENTS, OPT_MAX_XFERS, OPT_MAX_SPANS, OPT_MAX_FRAME, OPT_MAX_PEERS,
     OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_WIRE_LANES, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
-    OPT_CLUSTER_KEY, OPT_CLUSTER_KEY_NEXT, OPT_GEN_KEY, OPT_INSECURE, OPT_MAX_PEER_XFERS,
+    OPT_CLUSTER_KEY, OPT_CLUSTER_KEY_NEXT, OPT_GEN_KEY, OPT_INSECURE, OPT_TRACE, OPT_MAX_PEER_XFERS,
     OPT_MAX_PEER_STAGING, OPT_MAX_PEER_CONTROL, OPT_MIN_DEADLINE, OPT_PEER_QUARANTINE,
     OPT_PEER_IDLE, OPT_MAX_HELLOS, OPT_MAX_NOTICE, OPT_REMOTE_ACCESS, OPT_ADMIN_GROUP, OPT_SETTLE,
     OPT_MAX_REGISTER, OPT_HELLO_TIMEOUT,
@@ -469,6 +472,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "cluster-key-next", required_argument, NULL, OPT_CLUSTER_KEY_NEXT },
         { "gen-key", required_argument, NULL, OPT_GEN_KEY },
         { "insecure", no_argument, NULL, OPT_INSECURE },
+        { "trace", no_argument, NULL, OPT_TRACE },
         { "max-peer-xfers", required_argument, NULL, OPT_MAX_PEER_XFERS },
         { "max-peer-staging", required_argument, NULL, OPT_MAX_PEER_STAGING },
         { "max-peer-control", required_argument, NULL, OPT_MAX_PEER_CONTROL },
@@ -551,6 +555,9 @@ int config_parse(struct config *cfg, int argc, char **argv)
         case OPT_INSECURE:
             cfg->insecure = true;
             break;
+        case OPT_TRACE:
+            cfg->trace = true;
+            break;
         case OPT_REMOTE_ACCESS:
             if (strcmp(optarg, "any") == 0)
                 cfg->remote_access = CONFIG_REMOTE_ANY;
@@ -608,6 +615,7 @@ void config_print(const struct config *cfg)
     printf("cluster-key %s\ncluster-key-next %s\ninsecure %s\n",
            cfg->cluster_key[0] ? cfg->cluster_key : "(default)",
            cfg->cluster_key_next[0] ? cfg->cluster_key_next : "(none)", cfg->insecure ? "yes" : "no");
+    printf("trace %s\n", cfg->trace ? "yes" : "no");
     printf("remote-access %s\n", cfg->remote_access == CONFIG_REMOTE_PAIRED ? "paired" : "any");
     if (cfg->admin_group_set)
         printf("admin-group %u\n", (unsigned)cfg->admin_gid);

@@ -58,6 +58,7 @@ struct config {
     char cluster_key_next[256];     /* --cluster-key-next, accepted besides during a rotation */
     char gen_key[256];              /* --gen-key: write a fresh key here and exit */
     bool insecure;                  /* --insecure: accept peers that prove nothing (a lab) */
+    bool trace;                     /* --trace: log every step of every transfer, in µs */
     uint32_t max_peer_xfers;        /* transfers one peer sends us at once */
     uint64_t max_peer_staging;      /* views held with one peer, and its quarantine; 0: default */
     uint64_t max_peer_control;      /* CONTROL bytes one peer has in flight and held */

@@ -34,8 +34,26 @@ void copy_job_free(struct copy_job *job)
     free(job);
 }
 
-b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, const void *src,
-                          size_t len)
+/* A reference on r, once per run of segments in r. */
+static b10_status_t copy_job_ref(struct copy_job *job, struct region *r)
+{
+    if (job->nrefs > 0 && job->refs[job->nrefs - 1] == r)
+        return B10_OK;
+    if (job->nrefs == job->refcap) {
+        uint32_t cap = job->refcap ? job->refcap * 2 : 4;
+        struct region **refs = realloc(job->refs, cap * sizeof(*refs));
+        if (refs == NULL)
+            return B10_ERR_NO_MEMORY;
+        job->refs = refs;
+        job->refcap = cap;
+    }
+    region_ref(r);
+    job->refs[job->nrefs++] = r;
+    return B10_OK;
+}
+
+static b10_status_t copy_job_seg(struct copy_job *job, void *dst, const void *src, size_t len,
+                                 int device)
 {
     if (job->nsegs == job->cap) {
         uint32_t cap = job->cap ? job->cap * 2 : 8;
@@ -45,23 +63,39 @@ b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, con
         job->segs = segs;
         job->cap = cap;
     }
-    if (job->nrefs == 0 || job->refs[job->nrefs - 1] != r) {
-        if (job->nrefs == job->refcap) {
-            uint32_t cap = job->refcap ? job->refcap * 2 : 4;
-            struct region **refs = realloc(job->refs, cap * sizeof(*refs));
-            if (refs == NULL)
-                return B10_ERR_NO_MEMORY;
-            job->refs = refs;
-            job->refcap = cap;
-        }
-        region_ref(r);
-        job->refs[job->nrefs++] = r;
-    }
-    int device = r->kind == B10_MEM_VRAM ? r->device : -1;
     job->segs[job->nsegs++] = (struct copy_seg){ dst, src, len, device };
     job->host_segs += device < 0;
     job->bytes += len;
     return B10_OK;
+}
+
+b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, const void *src,
+                          size_t len)
+{
+    b10_status_t status = copy_job_ref(job, r);
+    if (status != B10_OK)
+        return status;
+    return copy_job_seg(job, dst, src, len, r->kind == B10_MEM_VRAM ? r->device : -1);
+}
+
+bool copy_direct_ok(const struct region *from, const struct region *to)
+{
+    if (from->kind == B10_MEM_VRAM || to->kind == B10_MEM_VRAM)
+        return from->kind == to->kind && from->device == to->device;
+    return true;
+}
+
+b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, struct region *to,
+                                 void *dst, const void *src, size_t len)
+{
+    if (!copy_direct_ok(from, to))
+        return B10_ERR_UNSUPPORTED;
+    b10_status_t status = copy_job_ref(job, from);
+    if (status == B10_OK && from != to)
+        status = copy_job_ref(job, to);
+    if (status != B10_OK)
+        return status;
+    return copy_job_seg(job, dst, src, len, to->kind == B10_MEM_VRAM ? to->device : -1);
 }
 
 /* On a pool thread: touches only the job's own host segments. */
@@ -91,10 +125,59 @@ void copy_job_part_done(struct copy_job *job, b10_status_t status)
     copy_job_free(job);
 }
 
+/* Completions of inline copies, one loop turn after their submission. */
+static void copy_on_idle(uv_idle_t *idle)
+{
+    struct b10d *d = idle->data;
+    struct list due;
+
+    /* Only those due now: a completion may submit the next inline copy. */
+    list_init(&due);
+    list_splice_tail(&due, &d->copies_inline);
+    while (!list_empty(&due)) {
+        struct copy_job *job = list_entry(due.next, struct copy_job, node);
+        list_remove(&job->node);
+        copy_job_part_done(job, B10_OK);
+    }
+    if (list_empty(&d->copies_inline))
+        uv_idle_stop(idle);
+}
+
+void copy_start(struct b10d *d)
+{
+    list_init(&d->copies_inline);
+    uv_idle_init(d->loop, &d->copies_idle);
+    d->copies_idle.data = d;
+    d->copies_inline_on = true;
+}
+
+void copy_stop(struct b10d *d)
+{
+    if (!d->copies_inline_on)
+        return;
+    copy_on_idle(&d->copies_idle);
+    uv_close((uv_handle_t *)&d->copies_idle, NULL);
+    d->copies_inline_on = false;
+}
+
+static bool copy_inline(const struct copy_job *job)
+{
+    /* The test hook's delay must not stall the loop: those go to the pool. */
+    return job->d->copies_inline_on && job->host_segs == job->nsegs && job->nsegs > 0 &&
+           job->bytes <= COPY_INLINE_BYTES && job->d->test_copy_delay_ms == 0;
+}
+
 void copy_job_submit(struct copy_job *job)
 {
     /* One part for this call itself, so that no part finishing early ends the job. */
     job->parts = 1;
+    if (copy_inline(job)) {
+        for (uint32_t i = 0; i < job->nsegs; i++)
+            memcpy(job->segs[i].dst, job->segs[i].src, job->segs[i].len);
+        list_insert_tail(&job->d->copies_inline, &job->node);
+        uv_idle_start(&job->d->copies_idle, copy_on_idle);
+        return;     /* the call's part completes from copy_on_idle */
+    }
     if (job->host_segs > 0) {
         job->parts++;
         uv_queue_work(job->d->loop, &job->work, copy_run, copy_after);

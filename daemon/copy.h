@@ -5,10 +5,16 @@
  * A job is a list of segments plus a reference on every region they touch,
  * so the regions stay mapped until the copy is over. DRAM jobs run on the
  * libuv thread pool; the completion callback runs on the loop thread.
+ *
+ * A direct job (local transfers) copies region to region with no view
+ * between: host memory to host memory on the pool, or VRAM to VRAM of one
+ * device as a device-to-device copy on the GPU. A job writes into regions
+ * unless it is a gather.
  */
 #ifndef B10D_COPY_H
 #define B10D_COPY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +33,7 @@ typedef void copy_done_fn(struct copy_job *job, b10_status_t status);
 
 struct copy_job {
     uv_work_t work;
+    struct list node;           /* b10d.copies_inline, once copied inline */
     struct b10d *d;
     bool gather;                /* regions → view; else view → regions */
     struct copy_seg *segs;
@@ -43,11 +50,31 @@ struct copy_job {
     float gpu_ms;               /* the device parts' time on the GPU (CUDA events) */
 };
 
+/*
+ * A job of host memory only, of at most this many bytes, is copied on the
+ * loop thread when it is submitted: a trip through the thread pool and back
+ * costs more than the memcpy (tens of µs each way on a small host). Its
+ * completion still comes later, from the loop, never inside the submission.
+ */
+#define COPY_INLINE_BYTES (512u << 10)
+
+/* The loop's part of inline copies; copy_stop completes any still due. */
+void copy_start(struct b10d *d);
+void copy_stop(struct b10d *d);
+
 struct copy_job *copy_job_new(struct b10d *d, bool gather, copy_done_fn *done, void *arg,
                               uint32_t index);
 /* Add a segment; takes a reference on r (once per run of segments in r). */
 b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, const void *src,
                           size_t len);
+/*
+ * Region to region (a direct job, gather false): B10_ERR_UNSUPPORTED when
+ * the pair needs staging between (host and device memory, or two devices).
+ * References both regions.
+ */
+bool copy_direct_ok(const struct region *from, const struct region *to);
+b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, struct region *to,
+                                 void *dst, const void *src, size_t len);
 /*
  * Run the job: host segments on the thread pool, device segments on the GPU.
  * done() runs on the loop thread once every part finished; then the job is freed.

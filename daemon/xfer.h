@@ -37,7 +37,7 @@ enum xfer_role {
     XFER_SEND,
     XFER_RECV,
     XFER_READ,          /* a rank's READ: the remote daemon writes back (role SEND there) */
-    XFER_LOCAL,         /* both ranks on this daemon: gather and scatter, no wire */
+    XFER_LOCAL,         /* both ranks on this daemon: copies, no wire (xfer-local.c) */
 };
 
 enum xfer_state {
@@ -53,6 +53,7 @@ struct xfer_slot {
     struct xfer *x;
     bool busy;
     uint32_t chunk;
+    uint32_t nchunks;               /* LOCAL: chunks from chunk on that its direct copy covers */
     struct view *view;
     struct wire_op *op;             /* S: DATA send; R: DATA receive */
     struct copy_job *job;           /* R: its scatter, while it runs */
@@ -68,6 +69,7 @@ struct xfer_slot {
 struct xfer_pipe {
     uint64_t copy_ns, wire_ns;
     uint32_t copies, wire_ops;      /* completed, for the averages */
+    uint32_t direct;                /* LOCAL: of copies, region to region with no view */
     double gpu_ms;                  /* of copy_ns, the copies' own time on the GPU */
     uint64_t progress_ns0;          /* the wire's progress time when the transfer began */
     uint64_t wire_idle_ns;
@@ -91,6 +93,7 @@ struct xfer {
      */
     struct session *from, *to;
     bool local_read;                /* LOCAL: a READ (from is the other rank) */
+    bool staged;                    /* LOCAL: its memory needs staging between (no direct copy) */
     uid_t uid;                      /* the local rank's: whose transfer b10ctl says it is */
     bool open_only;                 /* admitted through open regions only: each copy checks again */
     struct peer *peer;
@@ -159,6 +162,7 @@ struct xfer {
     struct xfer *settle_parent;     /* R write-back: the READ whose news waits for it */
     bool quiet;                     /* R: the sender's CANCEL asked for no RESULT */
 
+    struct xfer_trace *trace;       /* --trace: its steps so far (xfer-trace.c) */
     uint32_t holds;                 /* UCX requests and copies in flight that point here */
     b10_status_t status;
     char detail[256];

@@ -232,13 +232,19 @@ case $MODE in bench*)
     # Three rounds of 512 blocks (a cold one, two warm) need 1536 blocks a pool.
     big="--layers 80 --blocks 1536 --req-blocks 512 --wait-ms 600000"
     ROUNDS=3
-    # Both ranks on one daemon: the request through its staging, no wire.
+    # Both ranks on one daemon, no wire: copied directly (device to device on
+    # one GPU), then through its pinned staging (the path host memory takes).
     pools=${B10_BENCH_POOLS:-vram vram}
     LOCAL=1
     pair bench-local $pools "--staging-bytes 1G" $big
+    DAEMON_ENV=B10_TEST_LOCAL_STAGED=1
+    pair bench-local-staged $pools "--staging-bytes 1G" $big
+    DAEMON_ENV=""
     LOCAL=0
-    echo "bench: local, both ranks on one daemon (gather and scatter through its pinned staging, no UCX), ${pools% *} to ${pools#* }: $(cat "$RUN/bench-local/rate" 2>/dev/null) GB/s warm (mean of $((ROUNDS - 1))), $(cat "$RUN/bench-local/cold" 2>/dev/null) cold"
-    grep -h 'local write .* landed' "$RUN/bench-local/A.log" 2>/dev/null | sed 's/^/bench:   daemon: /'
+    for _b in bench-local bench-local-staged; do
+        echo "bench: $_b, both ranks on one daemon ($([ $_b = bench-local ] && echo "direct where it can be" || echo "through its pinned staging"), no UCX), ${pools% *} to ${pools#* }: $(cat "$RUN/$_b/rate" 2>/dev/null) GB/s warm (mean of $((ROUNDS - 1))), $(cat "$RUN/$_b/cold" 2>/dev/null) cold"
+        grep -h 'local write .* landed' "$RUN/$_b/A.log" 2>/dev/null | sed 's/^/bench:   daemon: /'
+    done
     [ "$MODE" = bench-local ] && { [ $failed -eq 0 ]; exit; }
     echo "bench: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores"
     pools=${B10_BENCH_POOLS:-vram vram}

@@ -20,7 +20,7 @@ set -u
 SUITE=integ
 SUITE_TITLE=integration
 REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
-all_scenarios="cli fragmented same_node concurrent8 lanes large out_of_bounds deadline cancel corrupt
+all_scenarios="cli fragmented same_node same_node_staged concurrent8 lanes large out_of_bounds deadline cancel corrupt
                bad_input agentops settle restart"
 
 transport_logged() {
@@ -94,16 +94,35 @@ scen_fragmented() {
 
 # Both ranks on one daemon: it copies the bytes from one rank's mapping to
 # the other's, no UCX, and every byte is verified.
-scen_same_node() {
-    start_daemon A
+# same_node_rounds: on daemon A, a WRITE, then 4 at once, every byte verified.
+same_node_rounds() {
     decode decode A --rounds 2 --req-blocks 16
     prefill 0 A --req-blocks 16
     expect_prefill 0 0
     prefill 1 A --req-blocks 16 --concurrent 4
     expect_prefill 1 0
     finish_decode decode 0
+}
+
+scen_same_node() {
+    start_daemon A
+    same_node_rounds
     grep -q 'local write .* landed' "$D/A.log" || die "A logged no local transfer"
+    grep -q 'local write .* landed.*copies, [1-9][0-9]* of them direct' "$D/A.log" ||
+        die "A copied no chunk of host memory directly"
     ! grep -q 'peer A: link up' "$D/A.log" || die "A sent its ranks' bytes to itself over UCX"
+}
+
+# The same through staging views (the path of host memory to VRAM), with so
+# few views that concurrent transfers wait for each other's.
+scen_same_node_staged() {
+    export B10_TEST_LOCAL_STAGED=1
+    start_daemon A --staging-bytes 4M --view-bytes 1M
+    unset B10_TEST_LOCAL_STAGED
+    grep -q 'test hook: local transfers copy through staging' "$D/A.log" || die "A did not log its test hook"
+    same_node_rounds
+    grep -q 'local write .* landed.*copies, 0 of them direct' "$D/A.log" ||
+        die "A logged no local transfer through staging"
 }
 
 # Quiescence before news (tests/integ/b10-settle.c): B delays every scatter

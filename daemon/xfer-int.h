@@ -1,0 +1,143 @@
+/*
+ * xfer-int.h — what the rooms of a transfer share: the object and its
+ * funnel (xfer.c) and the four roles around it.
+ *
+ *   xfer.c        the object, its life cycle, the failure funnel and
+ *                 quiescence, slots, copies, the checks every role makes
+ *   xfer-send.c   S: plan a WRITE, CONTROL, READY, gather, DATA, RESULT
+ *   xfer-recv.c   R: admit a CONTROL, reserve views, receive DATA, scatter
+ *   xfer-read.c   a READ: the request, and the write-back that serves one
+ *   xfer-local.c  both ranks on this daemon: copies, no wire
+ *
+ * Only these files include it; the rest of the daemon sees xfer.h.
+ */
+#ifndef B10D_XFER_INT_H
+#define B10D_XFER_INT_H
+
+#include "xfer.h"
+
+#include "b10.pb-c.h"
+#include "copy.h"
+#include "peer.pb-c.h"
+#include "wire.h"
+
+struct mem_table;
+
+#define SPAN_BYTES 16
+/* CONTROL bytes all peers' admitted transfers may hold, in --max-peer-control. */
+#define XFER_CONTROL_HELD_PEERS 4
+#define XFER_STUCK_WHY "lies in a region that a failed transfer's copy may still write (--settle-ms passed)"
+
+/* ---------------------------------------------------------------- xfer.c */
+
+/* Pipeline accounting, for the "landed" log line. */
+void xfer_pipe_start(struct xfer *x);
+void xfer_pipe_copy_done(struct xfer_slot *slot, const struct copy_job *job);
+void xfer_pipe_wire_begin(struct xfer_slot *slot);
+void xfer_pipe_wire_end(struct xfer_slot *slot);
+
+struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t budget_ms);
+/* Free a finished transfer once nothing in flight can call back into it. */
+void xfer_maybe_free(struct xfer *x);
+/* Past its deadline: failed now (true), or still in time. */
+bool xfer_past_deadline(struct xfer *x);
+/* Undo a transfer made here that never started: nothing posted, nothing sent. */
+void xfer_discard(struct xfer *x);
+/* Success: every byte landed (R, LOCAL), or the receiver said so (S). */
+void xfer_finish(struct xfer *x);
+/* A failed transfer whose copies just ended: its news, if nothing else still writes. */
+void xfer_settle_check(struct xfer *x);
+void xfer_report(struct xfer *x, b10_status_t status);
+
+void xfer_send_peer(struct xfer *x, enum tag_kind kind, B10__Peer__Msg *msg);
+b10_status_t xfer_decode_reply(struct xfer *x, const uint8_t *buf, size_t length,
+                               B10__Peer__Msg__BodyCase want, B10__Peer__Msg **msg_p);
+/* Post the receive of a small message of the peer's for x (its tag registered); false: x failed. */
+bool xfer_post_reply(struct xfer *x, uint64_t tag, uint8_t *buf, size_t length, wire_done_cb *cb,
+                     struct wire_op **op_p, const char *what);
+
+/* Views and slots. */
+bool xfer_view_room(const struct xfer *x);
+void xfer_view_count(struct xfer *x, const struct view *view);
+/* Wait for a free view; the role's pump runs again when one is given back. */
+void xfer_wait_for_view(struct xfer *x);
+struct xfer_slot *xfer_free_slot(struct xfer *x);
+void xfer_slot_release(struct xfer_slot *slot);
+bool xfer_slot_op_done(struct xfer_slot *slot);
+
+/* Copies between a slot's view and a rank's memory. */
+b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *done);
+void xfer_scatter_over(struct xfer *x, struct xfer_slot *slot, struct copy_job *job);
+
+/* Checks every role makes. */
+b10_status_t xfer_admit_limits(struct session *s, size_t count, char *detail, size_t detail_len);
+b10_status_t xfer_check_local(struct session *s, const uint8_t *spans, size_t count,
+                              char *detail, size_t detail_len);
+b10_status_t xfer_check_dst(const struct plan *plan, struct mem_table *mem, char *detail,
+                            size_t detail_len);
+b10_status_t xfer_peer_limits(struct peer *peer, uint32_t deadline_ms, size_t control_bytes,
+                              char *detail, size_t detail_len);
+bool xfer_name_ok(const char *name);
+b10_status_t xfer_set_sync(struct xfer *x, const uint8_t *sync, size_t length);
+uint32_t xfer_budget(struct b10d *d, uint32_t deadline_ms);
+
+/* ---------------------------------------------------------------- xfer-trace.c */
+
+enum xfer_step {
+    XS_PLANNED,         /* S, READ, LOCAL: checked and planned */
+    XS_CONTROL,         /* S: CONTROL sent; READ: its request */
+    XS_ADMITTED,        /* R: CONTROL checked, tags registered */
+    XS_READY,           /* S: READY heard; R: READY sent */
+    XS_GATHER,          /* a chunk's gather submitted ... */
+    XS_GATHERED,        /* ... and done */
+    XS_SENT,            /* S: its DATA sent */
+    XS_POSTED,          /* R: its DATA receive posted ... */
+    XS_ARRIVED,         /* ... and the DATA in */
+    XS_SCATTER,         /* its scatter submitted ... */
+    XS_SCATTERED,       /* ... and done */
+    XS_COPY,            /* LOCAL: a direct copy submitted ... */
+    XS_COPIED,          /* ... and done */
+    XS_RESULT,          /* S, READ: RESULT heard; R: RESULT sent */
+    XS_TOLD,            /* the rank's done notice queued */
+};
+#define XFER_TRACE_NO_CHUNK UINT32_MAX
+
+/* With --trace: start x's trace at t0_ns (uv_hrtime), record steps, log it once. */
+void xfer_trace_begin(struct xfer *x, uint64_t t0_ns);
+void xfer_trace_step(struct xfer *x, enum xfer_step step, int64_t chunk);
+void xfer_trace_log(struct xfer *x);
+#define xfer_trace(x, step) xfer_trace_step((x), (step), XFER_TRACE_NO_CHUNK)
+
+/* ---------------------------------------------------------------- xfer-send.c */
+
+b10_status_t xfer_send_new(struct session *s, struct peer *peer, const char *remote_agent,
+                           enum xfer_role role, const uint8_t *src_spans, const uint8_t *dst_spans,
+                           size_t count, uint32_t deadline_ms, const uint8_t *sync,
+                           size_t sync_length, struct xfer **xfer_p, char *detail,
+                           size_t detail_len);
+void xfer_send_pump(struct xfer *x);
+/* The RESULT of a WRITE or a READ (wire_done_cb). */
+void xfer_send_on_result(void *arg, b10_status_t status, size_t length);
+
+/* ---------------------------------------------------------------- xfer-recv.c */
+
+void xfer_recv_begin(struct xfer *x);
+void xfer_recv_pump(struct xfer *x);
+
+/* ---------------------------------------------------------------- xfer-read.c */
+
+b10_status_t xfer_read_new(struct session *s, struct peer *peer, const char *remote_agent,
+                           const B10__SubmitXfer *req, size_t count, struct xfer **xfer_p,
+                           char *detail, size_t detail_len);
+void xfer_read_link_up(struct xfer *x);
+/* The READ of rank s from peer that a write-back named read_id lands for, if one waits. */
+struct xfer *xfer_read_waiting(struct b10d *d, struct peer *peer, struct session *s,
+                               uint64_t read_id);
+
+/* ---------------------------------------------------------------- xfer-local.c */
+
+b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__SubmitXfer *req,
+                            size_t count, struct xfer **xfer_p, char *detail, size_t detail_len);
+void xfer_local_pump(struct xfer *x);
+
+#endif

@@ -1,0 +1,314 @@
+/* xfer-local.c — transfers between two ranks of this daemon (see xfer-int.h). */
+#include "xfer-int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "access.h"
+#include "peer.h"
+#include "plan.h"
+#include "session.h"
+
+/*
+ * Both ranks on this daemon: each chunk is copied from one rank's mapping
+ * into the other's, with no UCX and no second daemon. Where both sides are
+ * host memory, or VRAM of one device, the copy is direct (a memcpy on the
+ * copy workers, a device-to-device copy on the GPU); otherwise the chunk is
+ * gathered into a pinned staging view and scattered from it. It keeps
+ * every contract of a transfer between daemons: admitted only as the
+ * target would admit it (access.h, its registrations, its notices), fenced
+ * by its deadline, failed through the funnel, reported only once its
+ * copies into the destination ended, landed only once every chunk did, the
+ * sync message after. Nothing but this daemon's own copies can write for
+ * it, so its failure waits for nothing else.
+ */
+
+static void xfer_local_on_scattered(struct copy_job *job, b10_status_t status);
+
+static void xfer_local_on_gathered(struct copy_job *job, b10_status_t status)
+{
+    struct xfer_slot *slot = job->arg;
+    struct xfer *x = slot->x;
+
+    if (!xfer_slot_op_done(slot))
+        return;
+    if (status != B10_OK) {
+        xfer_fail(x, B10_ERR_INTERNAL, "gather of chunk %u failed", slot->chunk);
+        return;
+    }
+    xfer_pipe_copy_done(slot, job);
+    if (xfer_past_deadline(x))
+        return;
+    b10_status_t st = xfer_copy_chunk(slot, false, xfer_local_on_scattered);
+    if (st != B10_OK)
+        xfer_fail(x, st == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : st,
+                  "scattering chunk %u into %s: %s", slot->chunk, x->to ? x->to->agent : "?",
+                  st == B10_ERR_NOT_REGISTERED ? "destination no longer registered"
+                  : st == B10_ERR_PERMISSION ? "destination no longer in a region open to the node"
+                                             : b10_status_str(st));
+}
+
+static void xfer_local_on_scattered(struct copy_job *job, b10_status_t status)
+{
+    struct xfer_slot *slot = job->arg;
+    struct xfer *x = slot->x;
+
+    xfer_scatter_over(x, slot, job);
+    if (!xfer_slot_op_done(slot)) {
+        xfer_settle_check(x);
+        xfer_maybe_free(x);
+        return;
+    }
+    if (status != B10_OK) {
+        xfer_fail(x, B10_ERR_INTERNAL, "scatter of chunk %u failed", slot->chunk);
+        return;
+    }
+    xfer_pipe_copy_done(slot, job);
+    for (uint32_t c = slot->chunk; c < slot->chunk + slot->nchunks; c++)
+        x->d->stats.bytes_landed += x->plan->chunks[c].bytes;
+    x->chunks_done += slot->nchunks;
+    xfer_slot_release(slot);
+    if (x->chunks_done == x->plan->nchunks)
+        xfer_finish(x);
+    else
+        xfer_local_pump(x);
+}
+
+/*
+ * A direct copy: each piece of the chunk is walked through the source
+ * rank's registrations and, run by run, through the destination's, and
+ * every pair of runs becomes one segment of a job that writes the
+ * destination (a scatter, for the quiescence rules).
+ */
+struct xfer_direct_ctx {
+    struct copy_job *job;
+    struct mem_table *dst_mem;
+    uint64_t dst;                   /* next destination address of the piece */
+    struct region *src_r;           /* the source run being paired */
+    uint64_t src_off;
+    bool src_open_only, dst_open_only;
+    bool dst_side;                  /* the failure, if any, is the destination's */
+};
+
+static b10_status_t xfer_direct_emit_dst(void *arg, struct region *r, uint64_t offset, uint64_t n)
+{
+    struct xfer_direct_ctx *ctx = arg;
+    if (ctx->dst_open_only && !r->open)
+        return B10_ERR_PERMISSION;
+    b10_status_t status = copy_job_add_direct(ctx->job, ctx->src_r, r, r->base + offset,
+                                              ctx->src_r->base + ctx->src_off, n);
+    ctx->src_off += n;
+    return status;
+}
+
+static b10_status_t xfer_direct_emit_src(void *arg, struct region *r, uint64_t offset, uint64_t n)
+{
+    struct xfer_direct_ctx *ctx = arg;
+    if (ctx->src_open_only && !r->open)
+        return B10_ERR_PERMISSION;
+    ctx->src_r = r;
+    ctx->src_off = offset;
+    b10_status_t status = mem_table_walk(ctx->dst_mem, ctx->dst, n, xfer_direct_emit_dst, ctx);
+    /* B10_ERR_UNSUPPORTED is no refusal: the pair needs staging between. */
+    ctx->dst_side = status != B10_OK && status != B10_ERR_UNSUPPORTED;
+    ctx->dst += n;
+    return status;
+}
+
+/*
+ * A direct copy takes consecutive chunks up to this many bytes: no view
+ * bounds it, and each copy costs a trip through the loop (about 0.3 ms from
+ * submission to its completion there), which 4 MiB chunks on one GPU would
+ * make the whole cost.
+ */
+#define XFER_DIRECT_BYTES (64u << 20)
+
+/*
+ * Copy slot's chunks directly (chunk on, as many as fit XFER_DIRECT_BYTES):
+ * B10_OK (submitted, slot->nchunks set); B10_ERR_UNSUPPORTED when a pair of
+ * their runs needs staging; another status (*dst_side says whose side
+ * refused) when a span is no longer where it was admitted.
+ */
+static b10_status_t xfer_local_direct(struct xfer_slot *slot, bool *dst_side)
+{
+    struct xfer *x = slot->x;
+    const struct plan *plan = x->plan;
+
+    *dst_side = false;
+    if (x->from == NULL || x->to == NULL)
+        return B10_ERR_CLIENT_GONE;
+    /* The other rank's side is the one admitted through open regions only, if so. */
+    struct xfer_direct_ctx ctx = {
+        .job = copy_job_new(x->d, false, xfer_local_on_scattered, slot, slot->chunk),
+        .dst_mem = &x->to->mem,
+        .src_open_only = x->open_only && x->local_read,
+        .dst_open_only = x->open_only && !x->local_read,
+    };
+    if (ctx.job == NULL)
+        return B10_ERR_NO_MEMORY;
+    uint64_t bytes = 0;
+    uint32_t c = slot->chunk;
+    do {
+        const struct plan_chunk *chunk = &plan->chunks[c];
+        for (uint32_t p = chunk->first; p < chunk->first + chunk->count; p++) {
+            const struct plan_piece *piece = &plan->pieces[p];
+            ctx.dst = piece->dst;
+            b10_status_t status = mem_table_walk(&x->from->mem, piece->src, piece->len,
+                                                 xfer_direct_emit_src, &ctx);
+            if (status != B10_OK) {
+                copy_job_free(ctx.job);
+                *dst_side = ctx.dst_side;
+                return status;
+            }
+        }
+        bytes += chunk->bytes;
+        c++;
+    } while (c < plan->nchunks && bytes + plan->chunks[c].bytes <= XFER_DIRECT_BYTES);
+    slot->nchunks = c - slot->chunk;
+    x->next_chunk = c;
+    x->holds++;
+    x->scatters++;
+    x->pipe.direct++;
+    slot->job = ctx.job;
+    slot->phase_ns = uv_hrtime();
+    xfer_trace_step(x, XS_COPY, slot->chunk);
+    copy_job_submit(ctx.job);
+    return B10_OK;
+}
+
+/* Keep up to nslots chunks in copies: direct where it can be, else through a view. */
+void xfer_local_pump(struct xfer *x)
+{
+    while (x->state == XFER_RUNNING && x->next_chunk < x->plan->nchunks) {
+        struct xfer_slot *slot = xfer_free_slot(x);
+        if (slot == NULL)
+            return;
+        *slot = (struct xfer_slot){ .x = x, .busy = true, .chunk = x->next_chunk, .nchunks = 1 };
+        bool dst_side = false;
+        /* One chunk that needed staging: the rest of the transfer is the same memory. */
+        b10_status_t status = x->staged ? B10_ERR_UNSUPPORTED : xfer_local_direct(slot, &dst_side);
+        if (status == B10_ERR_UNSUPPORTED) {
+            x->staged = true;
+            slot->view = staging_get(x->d->staging, VIEW_SEND);
+            if (slot->view == NULL) {
+                slot->busy = false;
+                xfer_wait_for_view(x);
+                return;
+            }
+            x->next_chunk++;
+            status = xfer_copy_chunk(slot, true, xfer_local_on_gathered);
+        }
+        if (status != B10_OK) {
+            xfer_slot_release(slot);
+            if (dst_side)
+                xfer_fail(x, status == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : status,
+                          "copying chunk %u into %s: %s", slot->chunk, x->to->agent,
+                          status == B10_ERR_NOT_REGISTERED ? "destination no longer registered"
+                          : status == B10_ERR_PERMISSION
+                              ? "destination no longer in a region open to the node"
+                              : b10_status_str(status));
+            else
+                xfer_fail(x, status, "copying chunk %u from %s: %s", slot->chunk,
+                          x->from ? x->from->agent : "?", b10_status_str(status));
+            return;
+        }
+    }
+}
+
+/*
+ * A WRITE or READ of rank s with a rank of this daemon: checked as the
+ * other rank's daemon would check it, planned, listed with both ranks.
+ */
+b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__SubmitXfer *req,
+                                  size_t count, struct xfer **xfer_p, char *detail,
+                                  size_t detail_len)
+{
+    struct b10d *d = s->d;
+    bool read = req->op == B10__OP__OP_READ;
+    struct session *other = session_find(d, req->remote_agent);
+    const uint8_t *src = read ? req->remote_spans.data : req->local_spans.data;
+    const uint8_t *dst = read ? req->local_spans.data : req->remote_spans.data;
+    const uint8_t *theirs = req->remote_spans.data;
+    struct access_origin origin;
+    enum access_grant grant;
+    struct plan *plan = NULL;
+    b10_status_t status;
+
+    if (other == NULL) {
+        snprintf(detail, detail_len, "no rank named '%.200s' is connected to this daemon",
+                 req->remote_agent);
+        return B10_ERR_UNKNOWN_AGENT;
+    }
+    uint64_t checked_from = uv_hrtime();
+    if ((status = xfer_admit_limits(s, count, detail, detail_len)) != B10_OK ||
+        (status = xfer_check_local(s, req->local_spans.data, count, detail, detail_len)) != B10_OK)
+        return status;
+    /* The other rank's leave, as its daemon would ask it of a rank of another node. */
+    access_origin(&origin, self, s->agent);
+    status = access_spans(other, &origin, theirs, count, req->sync_msg.len > 0, &grant, detail,
+                          detail_len);
+    if (status != B10_OK)
+        return status;
+    if (req->sync_msg.len > 0 && !session_notice_room(other, req->sync_msg.len)) {
+        snprintf(detail, detail_len, "notices for '%.200s' wait unread (--max-notice-bytes)",
+                 req->remote_agent);
+        return B10_ERR_BUSY;
+    }
+    status = plan_build(src, dst, count, staging_view_bytes(d->staging), &plan, detail, detail_len);
+    if (status != B10_OK)
+        return status;
+    /* Its side inside its registrations, as for a transfer from another node. */
+    status = read ? xfer_check_local(other, theirs, count, detail, detail_len)
+                  : xfer_check_dst(plan, &other->mem, detail, detail_len);
+    if (status != B10_OK) {
+        plan_free(plan);
+        return status == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : status;
+    }
+    struct xfer *x = xfer_new(d, XFER_LOCAL, b10d_new_xfer_id(d), xfer_budget(d, req->deadline_ms));
+    if (x == NULL) {
+        plan_free(plan);
+        return B10_ERR_NO_MEMORY;
+    }
+    x->plan = plan;
+    x->plan_ms = (double)(uv_hrtime() - checked_from) / 1e6;
+    xfer_trace_begin(x, checked_from);
+    xfer_trace(x, XS_PLANNED);
+    x->session = s;
+    x->uid = s->uid;
+    x->local_read = read;
+    x->staged = d->test_local_staged;
+    x->from = read ? other : s;
+    x->to = read ? s : other;
+    x->open_only = grant == ACCESS_OPEN_ONLY;
+    snprintf(x->local_agent, sizeof(x->local_agent), "%s", s->agent);
+    snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", other->agent);
+    list_insert_tail(&s->xfers, &x->session_node);
+    list_insert_tail(&other->locals, &x->other_node);
+    s->nxfers++;
+    d->stats.xfers_submitted++;
+    if (xfer_set_sync(x, req->sync_msg.data, req->sync_msg.len) != B10_OK) {
+        xfer_discard(x);
+        return B10_ERR_NO_MEMORY;
+    }
+    x->notice_reserved = req->sync_msg.len;
+    session_notice_reserve(other, x->notice_reserved);
+    *xfer_p = x;
+    log_debug("transfer %016" PRIx64 ": %s %s %s here, %zu spans, %" PRIu64 " bytes", x->id, s->agent,
+              read ? "←" : "→", other->agent, count, plan->total);
+    return B10_OK;
+}
+
+void xfer_forget_rank(struct session *s)
+{
+    while (!list_empty(&s->locals)) {
+        struct xfer *x = list_entry(s->locals.next, struct xfer, other_node);
+        xfer_fail(x, B10_ERR_CLIENT_GONE, "rank '%.200s', whose memory it %s, disconnected",
+                  s->agent, x->local_read ? "read" : "wrote");
+        if (x->from == s)
+            x->from = NULL;
+        if (x->to == s)
+            x->to = NULL;
+    }
+}

@@ -1,0 +1,371 @@
+/*
+ * xfer-send.c — the sending side of a WRITE (and of a write-back serving a
+ * READ): checked and planned, CONTROL once the link is up, then for each
+ * chunk gather into a view and send DATA as soon as the receiver said
+ * READY; RESULT ends it (see xfer-int.h).
+ */
+#include "xfer-int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth.h"
+#include "peer.h"
+#include "plan.h"
+#include "session.h"
+
+static void xfer_send_on_sent(void *arg, b10_status_t status, size_t length)
+{
+    struct xfer_slot *slot = arg;
+    struct xfer *x = slot->x;
+
+    if (!xfer_slot_op_done(slot))
+        return;
+    xfer_pipe_wire_end(slot);
+    if (status != B10_OK) {
+        xfer_fail(x, status == B10_ERR_CANCELLED ? B10_ERR_PEER_LOST : status,
+                  "DATA chunk %u was not delivered: %s", slot->chunk, b10_status_str(status));
+        return;
+    }
+    x->d->stats.bytes_sent += x->plan->chunks[slot->chunk].bytes;
+    x->chunks_done++;
+    xfer_slot_release(slot);
+    xfer_send_pump(x);
+}
+
+static void xfer_send_on_gathered(struct copy_job *job, b10_status_t status)
+{
+    struct xfer_slot *slot = job->arg;
+    struct xfer *x = slot->x;
+
+    if (!xfer_slot_op_done(slot))
+        return;
+    if (status != B10_OK) {
+        xfer_fail(x, B10_ERR_INTERNAL, "gather of chunk %u failed", slot->chunk);
+        return;
+    }
+    xfer_pipe_copy_done(slot, job);
+    uint64_t tag = tags_derive(&x->link, x->id, slot->chunk, TAG_KIND_DATA);
+    if (x->peer->ep == NULL ||
+        wire_send_bulk(x->peer->ep, slot->chunk, tag, slot->view->base,
+                       x->plan->chunks[slot->chunk].bytes, slot->view->memh, xfer_send_on_sent, slot,
+                       &slot->op) != 0) {
+        xfer_fail(x, B10_ERR_PEER_LOST, "sending DATA chunk %u failed", slot->chunk);
+        return;
+    }
+    x->holds++;
+    slot->view->holds++;
+    xfer_pipe_wire_begin(slot);
+}
+
+/* Keep up to nslots chunks between gather and send completion. */
+void xfer_send_pump(struct xfer *x)
+{
+    while (x->state == XFER_RUNNING && x->next_chunk < x->plan->nchunks) {
+        struct xfer_slot *slot = xfer_free_slot(x);
+        if (slot == NULL)
+            return;
+        struct view *view = xfer_view_room(x) ? staging_get(x->d->staging, VIEW_SEND) : NULL;
+        if (view == NULL) {
+            xfer_wait_for_view(x);
+            return;
+        }
+        xfer_view_count(x, view);
+        *slot = (struct xfer_slot){ .x = x, .busy = true, .chunk = x->next_chunk++, .view = view };
+        b10_status_t status = xfer_copy_chunk(slot, true, xfer_send_on_gathered);
+        if (status != B10_OK) {
+            xfer_slot_release(slot);
+            xfer_fail(x, status == B10_ERR_NOT_REGISTERED ? B10_ERR_NOT_REGISTERED : status,
+                      "gathering chunk %u: %s", slot->chunk, b10_status_str(status));
+            return;
+        }
+    }
+}
+
+static void xfer_send_on_ready(void *arg, b10_status_t status, size_t length)
+{
+    struct xfer *x = arg;
+    B10__Peer__Msg *msg;
+
+    x->ready_op = NULL;
+    x->holds--;
+    if (x->state == XFER_DONE) {
+        if (status == B10_OK)
+            x->d->stats.late_completions++;
+        xfer_maybe_free(x);
+        return;
+    }
+    if (status != B10_OK) {
+        xfer_fail(x, status, "waiting for READY: %s", b10_status_str(status));
+        return;
+    }
+    b10_status_t decoded = xfer_decode_reply(x, x->ready_buf, length, B10__PEER__MSG__BODY_READY, &msg);
+    if (decoded == B10_ERR_UNAUTHENTICATED) {
+        xfer_post_reply(x, tags_derive(&x->link, x->id, 0, TAG_KIND_READY), x->ready_buf,
+                        sizeof(x->ready_buf), xfer_send_on_ready, &x->ready_op, "READY");
+        return;
+    }
+    if (decoded != B10_OK) {
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "malformed READY");
+        return;
+    }
+    bool ours = msg->ready->xfer_id == x->id;
+    b10__peer__msg__free_unpacked(msg, NULL);
+    if (!ours) {
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "READY names another transfer");
+        return;
+    }
+    peer_heard(x->peer);
+    /* After a stall the receiver may have given the transfer up: send no DATA into it. */
+    if (xfer_past_deadline(x) || (peer_liveness_check(x->d) && x->state == XFER_DONE))
+        return;
+    x->state = XFER_RUNNING;
+    xfer_trace(x, XS_READY);
+    xfer_pipe_start(x);
+    x->ready_ms = x->d->now_ms(x->d);
+    xfer_send_pump(x);
+}
+
+static void xfer_send_on_ack(struct xfer *x, b10_status_t status, size_t length);
+
+void xfer_send_on_result(void *arg, b10_status_t status, size_t length)
+{
+    struct xfer *x = arg;
+    B10__Peer__Msg *msg;
+
+    x->result_op = NULL;
+    x->holds--;
+    if (x->state == XFER_DONE) {
+        if (x->await_ack)
+            xfer_send_on_ack(x, status, length);
+        else if (status == B10_OK)
+            x->d->stats.late_completions++;
+        xfer_maybe_free(x);
+        return;
+    }
+    if (status != B10_OK) {
+        xfer_fail(x, status, "waiting for RESULT: %s", b10_status_str(status));
+        return;
+    }
+    b10_status_t decoded = xfer_decode_reply(x, x->result_buf, length, B10__PEER__MSG__BODY_RESULT,
+                                             &msg);
+    if (decoded == B10_ERR_UNAUTHENTICATED) {
+        xfer_post_reply(x, tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT), x->result_buf,
+                        sizeof(x->result_buf), xfer_send_on_result, &x->result_op, "RESULT");
+        return;
+    }
+    if (decoded != B10_OK) {
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "malformed RESULT");
+        return;
+    }
+    const B10__Peer__Result *result = msg->result;
+    xfer_trace(x, XS_RESULT);
+    b10_status_t remote = (b10_status_t)result->status;
+    peer_heard(x->peer);
+    if (result->xfer_id != x->id)
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "RESULT names another transfer");
+    else if (remote == B10_OK && x->next_chunk == x->plan->nchunks)
+        xfer_finish(x);   /* sends still completing release their views cleanly */
+    else if (remote == B10_OK)
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "RESULT success before every chunk was sent");
+    else if (b10_status_action(remote) == B10_ACTION_NONE ||
+             strcmp(b10_status_name(remote), "B10_UNKNOWN") == 0)
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "RESULT carries status %d", (int)result->status);
+    else {
+        x->peer_settled = true;     /* the receiver reports only once its copies are over */
+        xfer_fail(x, remote, "remote daemon: %.200s", result->detail);
+    }
+    b10__peer__msg__free_unpacked(msg, NULL);
+}
+
+/*
+ * S, failed while its DATA was out: the receiver's RESULT (to the CANCEL,
+ * or of its own failure), which it sends once its copies are over, lets
+ * the news go. A receive that ended without one (the endpoint failed): the
+ * receiver's copies are not known to be over, and the news says so.
+ */
+static void xfer_send_on_ack(struct xfer *x, b10_status_t status, size_t length)
+{
+    B10__Peer__Msg *msg = NULL;
+
+    if (status == B10_OK) {
+        b10_status_t decoded = xfer_decode_reply(x, x->result_buf, length,
+                                                 B10__PEER__MSG__BODY_RESULT, &msg);
+        if (decoded == B10_ERR_UNAUTHENTICATED) {
+            xfer_post_reply(x, tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT), x->result_buf,
+                            sizeof(x->result_buf), xfer_send_on_result, &x->result_op, "RESULT");
+            if (x->result_op != NULL)
+                return;
+        } else if (decoded == B10_OK && msg->result->xfer_id == x->id) {
+            /* The receiver gave up waiting for its own copies: that is the news here too. */
+            bool unsettled = msg->result->status == B10__STATUS__ERR_UNSETTLED;
+            if (unsettled)
+                snprintf(x->detail, sizeof(x->detail), "remote daemon: %.200s", msg->result->detail);
+            x->await_ack = false;
+            b10__peer__msg__free_unpacked(msg, NULL);
+            if (unsettled && x->report_due) {
+                x->status = B10_ERR_UNSETTLED;      /* in the receiver's words, its bound */
+                xfer_report(x, B10_ERR_UNSETTLED);
+            }
+            else
+                xfer_settle_check(x);
+            return;
+        } else if (msg != NULL) {
+            b10__peer__msg__free_unpacked(msg, NULL);
+        }
+    }
+    if (x->report_due) {
+        x->await_ack = false;
+        xfer_report(x, B10_ERR_UNSETTLED);
+    }
+}
+
+/* The link is up: register the reply tags, post their receives, send CONTROL. */
+void xfer_link_up(struct xfer *x)
+{
+    struct b10d *d = x->d;
+    struct peer *peer = x->peer;
+    uint8_t *chunk_pieces = NULL, *pieces = NULL;
+    size_t chunk_len, pieces_len;
+
+    if (x->role == XFER_READ) {
+        xfer_read_link_up(x);
+        return;
+    }
+    x->link = peer->out.tags;
+    if (peer->max_chunk < x->plan->chunks[0].bytes || peer->max_chunk < staging_view_bytes(d->staging)) {
+        if (peer->max_chunk == 0 || plan_rechunk(x->plan, peer->max_chunk) != B10_OK) {
+            xfer_fail(x, B10_ERR_NO_MEMORY, "cannot re-chunk for the peer's %" PRIu64 "-byte views",
+                      peer->max_chunk);
+            return;
+        }
+    }
+    if (x->plan->npieces > peer->max_pieces) {
+        xfer_fail(x, B10_ERR_TOO_LARGE, "%u pieces exceed the remote daemon's limit of %" PRIu64,
+                  x->plan->npieces, peer->max_pieces);
+        return;
+    }
+    uint64_t ready_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_READY);
+    uint64_t result_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT);
+    int rc = tags_register(d->tags, ready_tag, x);
+    if (rc != 0) {
+        xfer_fail(x, tags_status(rc), "READY tag %016" PRIx64 ": %s", ready_tag, tags_strerror(rc));
+        return;
+    }
+    if ((rc = tags_register(d->tags, result_tag, x)) != 0) {
+        tags_unregister(d->tags, ready_tag);
+        xfer_fail(x, tags_status(rc), "RESULT tag %016" PRIx64 ": %s", result_tag, tags_strerror(rc));
+        return;
+    }
+    x->tags_registered = true;
+    if (!xfer_post_reply(x, ready_tag, x->ready_buf, sizeof(x->ready_buf), xfer_send_on_ready,
+                         &x->ready_op, "READY") ||
+        !xfer_post_reply(x, result_tag, x->result_buf, sizeof(x->result_buf), xfer_send_on_result,
+                         &x->result_op, "RESULT"))
+        return;
+
+    if (plan_encode(x->plan, &chunk_pieces, &chunk_len, &pieces, &pieces_len) != 0) {
+        xfer_fail(x, B10_ERR_NO_MEMORY, "encoding CONTROL");
+        return;
+    }
+    uint64_t now = d->now_ms(d);
+    B10__Peer__Control control = B10__PEER__CONTROL__INIT;
+    control.xfer_id = x->id;
+    control.gen = x->link.gen;
+    control.dst_agent = x->remote_agent;
+    control.src_agent = x->local_agent;
+    control.deadline_ms = (uint32_t)(x->deadline_ms > now ? x->deadline_ms - now : 1);
+    control.nchunks = x->plan->nchunks;
+    control.total_bytes = x->plan->total;
+    control.chunk_pieces = (ProtobufCBinaryData){ chunk_len, chunk_pieces };
+    control.pieces = (ProtobufCBinaryData){ pieces_len, pieces };
+    control.read_id = x->read_id;
+    /* A write-back's sync message is for its own rank, after the read: not sent. */
+    if (x->read_id == 0)
+        control.sync_msg = (ProtobufCBinaryData){ x->sync_length, x->sync };
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    msg.body_case = B10__PEER__MSG__BODY_CONTROL;
+    msg.control = &control;
+    size_t length = AUTH_OVERHEAD + protobuf_c_message_get_packed_size(&msg.base);
+    if (length > peer->max_control) {
+        xfer_fail(x, B10_ERR_TOO_LARGE, "CONTROL of %zu bytes exceeds the remote daemon's limit "
+                  "of %" PRIu64, length, peer->max_control);
+        goto out;
+    }
+    if (peer_send(peer, x->link.gen, tags_derive(&x->link, 0, 0, TAG_KIND_CONTROL), &msg.base) != 0) {
+        xfer_fail(x, B10_ERR_PEER_LOST, "sending CONTROL failed");
+        goto out;
+    }
+    x->control_sent = true;
+    xfer_trace(x, XS_CONTROL);
+    x->state = XFER_WAIT_READY;
+    log_debug("transfer %016" PRIx64 ": CONTROL sent, %u chunks, %u pieces, %" PRIu64 " bytes",
+              x->id, x->plan->nchunks, x->plan->npieces, x->plan->total);
+out:
+    free(chunk_pieces);
+    free(pieces);
+}
+
+/*
+ * A transfer rank s starts with remote_agent on peer: a WRITE (its local
+ * spans are the sources), or a READ (its local spans are the destinations;
+ * the plan then only checks the request, the write-back plans for real).
+ * Checked, planned, created in the session's list; it moves once
+ * xfer_start() is called.
+ */
+b10_status_t xfer_send_new(struct session *s, struct peer *peer, const char *remote_agent,
+                                   enum xfer_role role, const uint8_t *src_spans,
+                                   const uint8_t *dst_spans, size_t count, uint32_t deadline_ms,
+                                   const uint8_t *sync, size_t sync_length, struct xfer **xfer_p,
+                                   char *detail, size_t detail_len)
+{
+    struct b10d *d = s->d;
+    const uint8_t *local = role == XFER_READ ? dst_spans : src_spans;
+    struct plan *plan = NULL;
+    b10_status_t status;
+
+    uint64_t checked_from = uv_hrtime();
+    if ((status = xfer_admit_limits(s, count, detail, detail_len)) != B10_OK ||
+        (status = xfer_check_local(s, local, count, detail, detail_len)) != B10_OK)
+        return status;
+    if (peer->quarantined > config_peer_quarantine(&d->cfg)) {
+        snprintf(detail, detail_len, "transfers with daemon %s left %" PRIu64 " bytes of staging "
+                 "in the quarantine (--peer-quarantine-bytes %" PRIu64 ")", peer->name,
+                 peer->quarantined, config_peer_quarantine(&d->cfg));
+        return B10_ERR_STAGING_EXHAUSTED;
+    }
+    status = plan_build(src_spans, dst_spans, count, staging_view_bytes(d->staging), &plan, detail,
+                        detail_len);
+    if (status != B10_OK)
+        return status;
+    struct xfer *x = xfer_new(d, role, b10d_new_xfer_id(d), xfer_budget(d, deadline_ms));
+    if (x == NULL) {
+        plan_free(plan);
+        return B10_ERR_NO_MEMORY;
+    }
+    x->plan = plan;
+    x->plan_ms = (double)(uv_hrtime() - checked_from) / 1e6;
+    xfer_trace_begin(x, checked_from);
+    xfer_trace(x, XS_PLANNED);
+    x->session = s;
+    x->uid = s->uid;
+    x->peer = peer;
+    peer_hold(peer);
+    x->state = XFER_WAIT_LINK;
+    snprintf(x->local_agent, sizeof(x->local_agent), "%s", s->agent);
+    snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", remote_agent);
+    list_insert_tail(&s->xfers, &x->session_node);
+    s->nxfers++;
+    d->stats.xfers_submitted++;
+    if (xfer_set_sync(x, sync, sync_length) != B10_OK) {
+        xfer_discard(x);
+        return B10_ERR_NO_MEMORY;
+    }
+    *xfer_p = x;
+    log_debug("transfer %016" PRIx64 ": %s %s %s, %zu spans, %" PRIu64 " bytes (%s)", x->id,
+              s->agent, role == XFER_READ ? "←" : "→", x->remote_agent, count, plan->total,
+              xfer_role_name(role));
+    return B10_OK;
+}
