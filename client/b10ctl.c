@@ -944,6 +944,18 @@ static void show_stats(const B10__AdminReply *a)
     table_init(&t, counter_rows.cols, counter_rows.ncols);
     table_fill(&t, &counter_rows, a);
     table_print(&t, true);
+    /* What moving bytes costs the node's cores: the figure lanes and spinning trade against. */
+    uint64_t cpu_us = 0, moved = 0;
+    for (size_t i = 0; i < a->n_counters; i++) {
+        const char *n = a->counters[i]->name;
+        if (strcmp(n, "cpu_us") == 0)
+            cpu_us = a->counters[i]->value;
+        else if (strcmp(n, "bytes_sent") == 0 || strcmp(n, "bytes_landed") == 0)
+            moved += a->counters[i]->value;
+    }
+    if (moved > 0)
+        printf("\ncore-seconds per GB moved (sent and landed): %.3f (%.1f core-s for %.3f GB)\n",
+               cpu_us / 1e6 / (moved / 1e9), cpu_us / 1e6, moved / 1e9);
 }
 
 /* ---------------------------------------------------------------- Prometheus */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "b10.pb-c.h"
@@ -49,7 +50,8 @@
     X(messages_replayed, "link messages dropped as replays")                                   \
     X(peer_refusals, "work of one remote daemon refused for its limits (--max-peer-*, ...)")   \
     X(peers_evicted, "unused remote daemons forgotten (--peer-idle-ms)")                       \
-    X(descriptors_refused, "agent descriptors refused: they opened under no key held here")
+    X(descriptors_refused, "agent descriptors refused: they opened under no key held here")   \
+    X(cpu_us, "CPU time of the daemon, all threads, in us: over bytes_sent + bytes_landed, what moving them cost")
 
 static const struct {
     const char *name;
@@ -395,6 +397,10 @@ static void admin_fill_counters(struct admin_answer *a)
 
     if (rows == NULL || ptrs == NULL)
         return;
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        a->d->stats.cpu_us = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+                             (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
     for (size_t i = 0; i < ADMIN_NCOUNTERS; i++) {
         b10__admin_counter__init(&rows[i]);
         rows[i].name = (char *)admin_counters[i].name;

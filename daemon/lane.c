@@ -13,6 +13,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "cpuload.h"
 #include "log.h"
 #include "tags.h"
 
@@ -451,7 +452,9 @@ static void *lane_main(void *arg)
             continue;
         lane_probe_unexpected(lane);
         lane_flush(lane);
-        if (lane->spin && (!list_empty(&lane->inflight) || lane->closing > 0))
+        /* Spin only for work in flight, and not on cores others are waiting for. */
+        if (lane->spin && (!list_empty(&lane->inflight) || lane->closing > 0) &&
+            !cpuload_oversubscribed())
             continue;
         lane_wait(lane);
     }

@@ -8,6 +8,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "cpuload.h"
 #include "lane.h"
 #include "tags.h"
 #include "wireaddr.h"
@@ -323,10 +324,12 @@ static void wire_drain(struct wire *wire)
      * --progress event sleeps on the event fd, with a 1 ms tick standing
      * guard for transports that progress without signalling it. Spinning
      * starves the copy threads of a small machine (two cores: 1.3 against
-     * 1.9 GB/s over tcp), hence auto: spin from 8 CPUs up.
+     * 1.9 GB/s over tcp), hence auto: spin from 8 CPUs up, and never while
+     * more threads want to run than the host has CPUs (cpuload.h).
      */
     bool want_idle = busy || !list_empty(&wire->completed) ||
-                     (wire->d->cfg.progress_spin && wire->outstanding_main > 0);
+                     (wire->d->cfg.progress_spin && wire->outstanding_main > 0 &&
+                      !cpuload_oversubscribed());
     if (want_idle != wire->idle_on) {
         wire->idle_on = want_idle;
         if (want_idle)
