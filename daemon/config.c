@@ -166,7 +166,8 @@ static void config_usage(FILE *out)
 "      --log-level LEVEL      err, warning, notice, info or debug (default info)\n"
 "      --staging-bytes SIZE   host staging pool, K/M/G suffixes (default 512M, 4M..1T)\n"
 "      --view-bytes SIZE      one staging view, the largest DATA chunk (default 4M, 64K..1G)\n"
-"      --max-in-flight N      chunks per transfer between gather and send completion (default 4, 1..64)\n"
+"      --max-in-flight N      chunks per transfer between gather and send completion\n"
+"                             (default 4, or --wire-lanes where that is more; 1..64)\n"
 "      --deadline-ms MS       deadline of a transfer that names none (default 30000, at most 3600000)\n"
 "      --max-deadline-ms MS   cap on every deadline (default 600000, at most 3600000)\n"
 "      --connect-timeout-ms MS  peer handshake bound (default 10000, at most 600000)\n"
@@ -493,6 +494,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     bool check_only = false;
+    bool in_flight_set = false;
     int c;
 
     optind = 1;
@@ -591,9 +593,16 @@ int config_parse(struct config *cfg, int argc, char **argv)
             }
             if (config_set_num(cfg, &config_nums[i], optarg) != 0)
                 return -1;
+            in_flight_set |= c == OPT_IN_FLIGHT;
         }
         }
     }
+    /*
+     * A transfer's chunks in flight pick its data lanes (chunk mod lanes):
+     * with more lanes than chunks, the others would idle. Unless said.
+     */
+    if (!in_flight_set && cfg->wire_lanes > cfg->max_in_flight)
+        cfg->max_in_flight = cfg->wire_lanes;
     if (optind < argc) {
         fprintf(stderr, "b10d: unexpected argument '%s'; try --help\n", argv[optind]);
         return -1;
