@@ -601,8 +601,13 @@ int config_parse(struct config *cfg, int argc, char **argv)
      * A transfer's chunks in flight pick its data lanes (chunk mod lanes):
      * with more lanes than chunks, the others would idle. Unless said.
      */
-    if (!in_flight_set && cfg->wire_lanes > cfg->max_in_flight)
+    if (!in_flight_set && cfg->wire_lanes > cfg->max_in_flight) {
         cfg->max_in_flight = cfg->wire_lanes;
+        /* As far as one peer's share of staging holds a window: what started before still does. */
+        while (cfg->max_in_flight > 4 &&
+               config_peer_staging(cfg) < cfg->view_bytes * cfg->max_in_flight)
+            cfg->max_in_flight--;
+    }
     if (optind < argc) {
         fprintf(stderr, "b10d: unexpected argument '%s'; try --help\n", argv[optind]);
         return -1;

@@ -27,28 +27,31 @@ void copy_job_free(struct copy_job *job)
 {
     if (job == NULL)
         return;
-    for (uint32_t i = 0; i < job->nrefs; i++)
-        region_unref(job->refs[i]);
-    free(job->refs);
+    struct region_refs *lists[] = { &job->refs, &job->reads };
+    for (size_t l = 0; l < 2; l++) {
+        for (uint32_t i = 0; i < lists[l]->n; i++)
+            region_unref(lists[l]->r[i]);
+        free(lists[l]->r);
+    }
     free(job->segs);
     free(job);
 }
 
-/* A reference on r, once per run of segments in r. */
-static b10_status_t copy_job_ref(struct copy_job *job, struct region *r)
+/* A reference on r in list, once per run of segments in r. */
+static b10_status_t copy_job_ref(struct region_refs *list, struct region *r)
 {
-    if (job->nrefs > 0 && job->refs[job->nrefs - 1] == r)
+    if (list->n > 0 && list->r[list->n - 1] == r)
         return B10_OK;
-    if (job->nrefs == job->refcap) {
-        uint32_t cap = job->refcap ? job->refcap * 2 : 4;
-        struct region **refs = realloc(job->refs, cap * sizeof(*refs));
+    if (list->n == list->cap) {
+        uint32_t cap = list->cap ? list->cap * 2 : 4;
+        struct region **refs = realloc(list->r, cap * sizeof(*refs));
         if (refs == NULL)
             return B10_ERR_NO_MEMORY;
-        job->refs = refs;
-        job->refcap = cap;
+        list->r = refs;
+        list->cap = cap;
     }
     region_ref(r);
-    job->refs[job->nrefs++] = r;
+    list->r[list->n++] = r;
     return B10_OK;
 }
 
@@ -72,7 +75,7 @@ static b10_status_t copy_job_seg(struct copy_job *job, void *dst, const void *sr
 b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, const void *src,
                           size_t len)
 {
-    b10_status_t status = copy_job_ref(job, r);
+    b10_status_t status = copy_job_ref(&job->refs, r);
     if (status != B10_OK)
         return status;
     return copy_job_seg(job, dst, src, len, r->kind == B10_MEM_VRAM ? r->device : -1);
@@ -90,9 +93,10 @@ b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, stru
 {
     if (!copy_direct_ok(from, to))
         return B10_ERR_UNSUPPORTED;
-    b10_status_t status = copy_job_ref(job, from);
-    if (status == B10_OK && from != to)
-        status = copy_job_ref(job, to);
+    /* Apart: a copy past --settle-ms leaves stuck only what it writes (xfer_stick). */
+    b10_status_t status = copy_job_ref(&job->reads, from);
+    if (status == B10_OK)
+        status = copy_job_ref(&job->refs, to);
     if (status != B10_OK)
         return status;
     return copy_job_seg(job, dst, src, len, to->kind == B10_MEM_VRAM ? to->device : -1);

@@ -28,6 +28,12 @@ struct copy_seg {
     int device;                 /* the CUDA device of the region side; -1: host memory */
 };
 
+/* Regions a job holds, one reference each (once per run of segments in one). */
+struct region_refs {
+    struct region **r;
+    uint32_t n, cap;
+};
+
 struct copy_job;
 typedef void copy_done_fn(struct copy_job *job, b10_status_t status);
 
@@ -39,8 +45,8 @@ struct copy_job {
     struct copy_seg *segs;
     uint32_t nsegs, cap;
     uint32_t host_segs;         /* segments with device -1 */
-    struct region **refs;       /* one reference each */
-    uint32_t nrefs, refcap;
+    struct region_refs refs;    /* the regions it reads (gather) or writes (else) */
+    struct region_refs reads;   /* a direct job: the regions it reads */
     uint64_t bytes;
     uint32_t parts;             /* parts (host, each device) still running */
     b10_status_t status;        /* the first failure of a part */

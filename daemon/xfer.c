@@ -462,8 +462,8 @@ static void xfer_stick(struct xfer *x, int by)
         struct xfer_slot *slot = &x->slots[i];
         if (slot->job == NULL || slot->stuck == (by > 0))
             continue;
-        for (uint32_t r = 0; r < slot->job->nrefs; r++)
-            slot->job->refs[r]->stuck += by;
+        for (uint32_t r = 0; r < slot->job->refs.n; r++)
+            slot->job->refs.r[r]->stuck += by;
         slot->stuck = by > 0;
     }
 }
@@ -961,8 +961,8 @@ void xfer_scatter_over(struct xfer *x, struct xfer_slot *slot, struct copy_job *
 {
     x->scatters--;
     if (slot->stuck) {
-        for (uint32_t r = 0; r < job->nrefs; r++)
-            job->refs[r]->stuck--;
+        for (uint32_t r = 0; r < job->refs.n; r++)
+            job->refs.r[r]->stuck--;
         slot->stuck = false;
         log_notice("transfer %016" PRIx64 ": its late scatter of chunk %u ended; its regions "
                    "take work again", x->id, slot->chunk);

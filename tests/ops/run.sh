@@ -113,6 +113,14 @@ scen_config() {
     "$B10D" --check-config --peer-timeout-ms 100 >"$D/cfg4.out" 2>&1
     [ $? = 2 ] || die "--peer-timeout-ms 100 was not refused with exit 2"
     grep -q 'at least 200' "$D/cfg4.out" || die "--peer-timeout-ms 100: no reason given"
+    # Chunks in flight follow the lanes unless said, as far as a peer's staging share holds them.
+    "$B10D" --check-config | grep -q '^max-in-flight 4$' || die "max-in-flight is not 4 by default"
+    "$B10D" --check-config --wire-lanes 8 | grep -q '^max-in-flight 8$' ||
+        die "--wire-lanes 8 did not bring 8 chunks in flight"
+    "$B10D" --check-config --wire-lanes 8 --max-in-flight 3 | grep -q '^max-in-flight 3$' ||
+        die "an explicit --max-in-flight did not win over --wire-lanes"
+    "$B10D" --check-config --staging-bytes 16M --wire-lanes 8 | grep -q '^max-in-flight 4$' ||
+        die "--staging-bytes 16M --wire-lanes 8 did not start with 4 chunks in flight"
     # The options the unit's environment file ships with are valid.
     B10D_OPTS=""
     . "$TOPDIR/systemd/b10d.env"
