@@ -3,6 +3,7 @@
 #   make            build everything into build/ (SAN=1: into build/san with ASan+UBSan)
 #   make demo       two daemons move one request's KV between two ranks
 #   make check      unit, integration and fault tests, then again under ASan+UBSan
+#   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, library, header, pkg-config,
 #                   man pages, systemd units, sysusers.d, /etc/default/b10d)
 #   V=1             show the commands
@@ -65,6 +66,7 @@ UNIT_SRCS   := $(wildcard tests/unit/test-*.c)
 INTEG_SRCS  := $(wildcard tests/integ/*.c)
 FAULT_SRCS  := $(wildcard tests/fault/*.c)
 FUZZ_SRCS   := $(wildcard tests/fuzz/fuzz-*.c)
+BENCH_SRCS  := $(wildcard tests/bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -81,6 +83,7 @@ EXAMPLE_BIN := $(patsubst client/examples/%.c,$(BUILD)/bin/%,$(EXAMPLES))
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 INTEG_BIN   := $(patsubst tests/integ/%.c,$(BUILD)/tests/%,$(INTEG_SRCS))
 FAULT_BIN   := $(patsubst tests/fault/%.c,$(BUILD)/tests/%,$(FAULT_SRCS))
+BENCH_BIN   := $(patsubst tests/bench/%.c,$(BUILD)/tests/%,$(BENCH_SRCS))
 
 # The CUDA backend and kernels: cuda/cuda.mk sets CUDA_OBJS, CUDA_LIBS,
 # CUDA_CFLAGS and GPU test binaries when nvcc is found, and says so when not.
@@ -90,15 +93,16 @@ CUDA_CFLAGS :=
 GPU_BIN :=
 -include cuda/cuda.mk
 
-ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAULT_BIN) $(GPU_BIN)
+ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAULT_BIN) $(BENCH_BIN) \
+       $(GPU_BIN)
 
 # Keep intermediate objects and generated code: otherwise make deletes and rebuilds them every run.
 .SECONDARY:
-.PHONY: all deps deps-test demo check check-run check-san install uninstall clean help
+.PHONY: all deps deps-test demo check check-run check-san bench install uninstall clean help
 all: $(ALL)
 
 help:
-	@sed -n '1,9p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,10p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	$(Q)sh scripts/deps.sh
@@ -173,6 +177,13 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/fault/%.o $(LIB_SO) $(DAEMON_LIB)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $< $(DAEMON_LIB) $(LDFLAGS_ALL) $(LINK_LIBB10) $(PKG_LIBS) $(CUDA_LIBS) -lm
 
+# The bench client (tests/bench): a client of libb10 alone. Static pattern: it
+# takes these binaries before the integration and fault rules could.
+$(BENCH_BIN): $(BUILD)/tests/%: $(BUILD)/obj/tests/bench/%.o $(LIB_SO)
+	$(call say,LD,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $< $(LDFLAGS_ALL) $(LINK_LIBB10) -lpthread -ldl -lm
+
 # ---------------------------------------------------------------- jobs
 
 demo: deps
@@ -186,6 +197,10 @@ check: deps-test
 
 check-run: all
 	$(Q)sh scripts/check.sh $(BUILD)
+
+bench: deps-test
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BUILD=$(BUILD) sh scripts/bench.sh
 
 # ---------------------------------------------------------------- install
 
