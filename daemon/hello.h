@@ -29,7 +29,7 @@ struct B10__Peer__Msg;
  * message in an authenticated envelope, daemons known by name; 4: a CHECK
  * names its asking rank, which the target's daemon checks for access.
  */
-#define B10_PEER_PROTOCOL_VERSION 4
+#define B10_PEER_PROTOCOL_VERSION 5
 
 #define HELLO_NAME_MAX CONFIG_NAME_MAX
 #define HELLO_MAX_ADDRESS ((1 + WIREADDR_MAX_LANES) * 4096)

@@ -65,6 +65,15 @@ struct xfer_slot *xfer_free_slot(struct xfer *x);
 void xfer_slot_release(struct xfer_slot *slot);
 bool xfer_slot_op_done(struct xfer_slot *slot);
 
+/*
+ * Post slot's DATA (send or receive) into its view. A transfer of one
+ * chunk goes on the main worker: a lane gains it nothing and costs a
+ * thread handoff each way at each end (60 of 280 us of a small WRITE on
+ * two cores). Others go on lane chunk mod lanes. Both ends decide alike,
+ * from the chunk count CONTROL carries (peer protocol 5).
+ */
+int xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb);
+
 /* Copies between a slot's view and a rank's memory. */
 b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *done);
 void xfer_scatter_over(struct xfer *x, struct xfer_slot *slot, struct copy_job *job);

@@ -94,16 +94,13 @@ static void xfer_recv_on_data(void *arg, b10_status_t status, size_t length)
 static bool xfer_recv_post(struct xfer *x, struct xfer_slot *slot, struct view *view)
 {
     *slot = (struct xfer_slot){ .x = x, .busy = true, .chunk = x->next_chunk++, .view = view };
-    uint64_t tag = tags_derive(&x->link, x->id, slot->chunk, TAG_KIND_DATA);
-    /* The chunk index picks the data lane, as it does at the sender. */
+    /* xfer_data_post picks its worker as the sender does. */
     if (x->peer->ep == NULL) {
         xfer_slot_release(slot);
         xfer_fail(x, B10_ERR_PEER_LOST, "no endpoint to the sender for chunk %u", slot->chunk);
         return false;
     }
-    if (wire_recv_bulk(x->peer->ep, slot->chunk, tag, view->base,
-                       x->plan->chunks[slot->chunk].bytes, view->memh, xfer_recv_on_data, slot,
-                       &slot->op) != 0) {
+    if (xfer_data_post(slot, false, xfer_recv_on_data) != 0) {
         xfer_slot_release(slot);
         xfer_fail(x, B10_ERR_INTERNAL, "posting the receive of chunk %u failed", slot->chunk);
         return false;

@@ -47,11 +47,7 @@ static void xfer_send_on_gathered(struct copy_job *job, b10_status_t status)
         return;
     }
     xfer_pipe_copy_done(slot, job);
-    uint64_t tag = tags_derive(&x->link, x->id, slot->chunk, TAG_KIND_DATA);
-    if (x->peer->ep == NULL ||
-        wire_send_bulk(x->peer->ep, slot->chunk, tag, slot->view->base,
-                       x->plan->chunks[slot->chunk].bytes, slot->view->memh, xfer_send_on_sent, slot,
-                       &slot->op) != 0) {
+    if (x->peer->ep == NULL || xfer_data_post(slot, true, xfer_send_on_sent) != 0) {
         xfer_fail(x, B10_ERR_PEER_LOST, "sending DATA chunk %u failed", slot->chunk);
         return;
     }

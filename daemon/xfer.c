@@ -956,6 +956,24 @@ void xfer_start(struct xfer *x)
         xfer_fail(x, status, "cannot reach the remote daemon of '%.200s'", x->remote_agent);
 }
 
+int xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb)
+{
+    struct xfer *x = slot->x;
+    struct view *view = slot->view;
+    uint64_t tag = tags_derive(&x->link, x->id, slot->chunk, TAG_KIND_DATA);
+    size_t length = x->plan->chunks[slot->chunk].bytes;
+
+    if (x->plan->nchunks == 1)
+        return send ? wire_send(x->peer->ep, tag, view->base, length, view->memh, cb, slot,
+                                &slot->op)
+                    : wire_recv(x->d->wire, tag, view->base, length, view->memh, cb, slot,
+                                &slot->op);
+    return send ? wire_send_bulk(x->peer->ep, slot->chunk, tag, view->base, length, view->memh, cb,
+                                 slot, &slot->op)
+                : wire_recv_bulk(x->peer->ep, slot->chunk, tag, view->base, length, view->memh,
+                                 cb, slot, &slot->op);
+}
+
 /* A scatter ended: one fewer that can write for x; regions it held stuck take work again. */
 void xfer_scatter_over(struct xfer *x, struct xfer_slot *slot, struct copy_job *job)
 {
