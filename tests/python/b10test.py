@@ -313,6 +313,27 @@ def submit(r: Any, op: str, local: List[Tuple[str, int, int]], remote: List[Tupl
     return st.xfer_id
 
 
+def submit_arrays(r: Any, local: List[Tuple[str, int, int]], remote: List[Tuple[int, int]],
+                  remote_name: str, form: str, deadline_ms: Optional[int] = None) -> int:
+    """A WRITE whose spans are numpy arrays built in the rank: form "n2" (N x 2 of
+    ptr, size), "n3" (N x 3, the device too, in MemoryDescs) or "pair" (addresses,
+    lengths); returns its id."""
+    import numpy as np
+    src = np.array([(r.bufs[k].ptr + off, n, 0) for k, off, n in local], dtype=np.int64)
+    dst = np.array([(a, n, 0) for a, n in remote], dtype=np.int64)
+    if form == "n2":
+        s, d = src[:, :2], dst[:, :2]
+    elif form == "n3":
+        s = b10.MemoryDescs(b10.MemoryType.DRAM, src)
+        d = b10.MemoryDescs(b10.MemoryType.DRAM, dst)
+    else:
+        s, d = (src[:, 0].copy(), src[:, 1].copy()), (dst[:, 0].copy(), dst[:, 1].copy())
+    st = r.agent.submit_transfer_requests(b10.TransferRequest("WRITE", s, d, remote_name, None,
+                                                              deadline_ms))
+    r.xfers[st.xfer_id] = st
+    return st.xfer_id
+
+
 def wait(r: Any, xfer_id: int, timeout_ms: Optional[int] = None) -> bool:
     return r.xfers[xfer_id].wait(timeout_ms)
 

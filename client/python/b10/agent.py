@@ -20,7 +20,7 @@ from ctypes import byref, c_size_t, c_void_p
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
 from . import _lib
-from .descs import descs_of, mem_kind, op_code, span_of, spans_of
+from .descs import descs_of, is_span_array, mem_kind, op_code, span_of, span_table, spans_of
 from .errors import B10Error, B10TransferError
 
 log = logging.getLogger("b10")
@@ -44,6 +44,17 @@ def _msg_bytes(msg: Optional[Message]) -> bytes:
     if isinstance(msg, str):
         return msg.encode("utf-8")
     return bytes(msg)
+
+
+def _span_table(items: Any) -> Tuple[Any, Any, int]:
+    """(b10_span_t[n], what keeps its memory, n) of descriptor items. Arrays go to
+    libb10 as they are laid out, without a Python loop per span; lists of tuples
+    and descriptor objects through array('Q')."""
+    if is_span_array(items):
+        table = span_table(items)
+        return (_lib.Span * len(table)).from_buffer(table), table, len(table)
+    spans, keep = _span_array(spans_of(items))
+    return spans, keep, len(keep) // 2
 
 
 def _span_array(spans: List[Tuple[int, int]]) -> Tuple[Any, Any]:
@@ -285,7 +296,7 @@ class B10TransferAgent:
         kind = mem_kind(mtype)
         done: List[Tuple[int, int, int]] = []
         try:
-            for desc in items:
+            for desc in (spans_of(items) if is_span_array(items) else items):
                 ptr, size = span_of(desc)
                 key = (kind, ptr, size)
                 if key in self._regions:
@@ -320,7 +331,7 @@ class B10TransferAgent:
         """Deregister spans registered before, exactly as they were registered."""
         mtype, items = descs_of(descs)
         kind = mem_kind(mtype)
-        for desc in items:
+        for desc in (spans_of(items) if is_span_array(items) else items):
             self._deregister((kind, *span_of(desc)))
 
     # -- agents
@@ -348,10 +359,10 @@ class B10TransferAgent:
         unreachable) raise, since they do not answer the question.
         """
         _, items = descs_of(memory_descs)
-        spans, keep = _span_array(spans_of(items))
+        spans, keep, count = _span_table(items)
         fn = self._fn("b10_agent_check")
         with self._lock:
-            st = fn(self._open_conn(), name.encode(), spans, len(keep) // 2)
+            st = fn(self._open_conn(), name.encode(), spans, count)
             if st == _lib.B10_ERR_REMOTE_REJECTED:
                 self.last_check_detail = (self._lib.b10_conn_detail(self._conn) or b"").decode(
                     errors="replace")
@@ -400,17 +411,17 @@ class B10TransferAgent:
         op = op_code(request.op)
         _, src_items = descs_of(request.src_descs)
         _, dst_items = descs_of(request.dst_descs)
-        if len(src_items) != len(dst_items):
-            raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
-                                   f"{len(src_items)} source and {len(dst_items)} destination "
-                                   "descriptors: the lists must pair up", what)
         try:
-            local, keep_l = _span_array(spans_of(src_items))
-            remote, keep_r = _span_array(spans_of(dst_items))
+            local, keep_l, n_src = _span_table(src_items)
+            remote, keep_r, n_dst = _span_table(dst_items)
         except (TypeError, ValueError) as e:
             raise B10TransferError(_lib.B10_ERR_INVALID_ARG, str(e), what) from None
+        if n_src != n_dst:
+            raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
+                                   f"{n_src} source and {n_dst} destination "
+                                   "descriptors: the lists must pair up", what)
 
-        params = _lib.XferParams(op=op, local=local, remote=remote, count=len(src_items))
+        params = _lib.XferParams(op=op, local=local, remote=remote, count=n_src)
         params.remote_agent = str(request.remote_name).encode()
         deadline = getattr(request, "deadline_ms", None)
         deadline = self.deadline_ms if deadline is None else deadline

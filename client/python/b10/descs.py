@@ -105,12 +105,70 @@ def span_of(desc: DescLike) -> Tuple[int, int]:
     return ptr, size
 
 
-def descs_of(descs: Any) -> Tuple[Optional[Any], Sequence[DescLike]]:
-    """(type, list) of a MemoryDescs-like object, or (None, list) for a bare list."""
-    if isinstance(descs, (list, tuple)):
+def _is_array(x: Any) -> bool:
+    """A numpy array (or anything exporting its interface) or a torch tensor."""
+    return hasattr(x, "__array_interface__") or (
+        type(x).__module__.split(".")[0] == "torch" and hasattr(x, "numpy"))
+
+
+def is_span_array(items: Any) -> bool:
+    """Spans given as arrays: N x 2 or N x 3 integers, or a pair (addresses, lengths)."""
+    return _is_array(items) or (isinstance(items, tuple) and len(items) == 2 and
+                                _is_array(items[0]) and _is_array(items[1]))
+
+
+def descs_of(descs: Any) -> Tuple[Optional[Any], Any]:
+    """(type, items) of a MemoryDescs-like object, or (None, items) for bare items;
+    items stay an array when given as one (span_table reads them without a loop)."""
+    if isinstance(descs, (list, tuple)) or is_span_array(descs):
         return None, descs
+    if is_span_array(descs.descs):
+        return descs.type, descs.descs
     return descs.type, list(descs.descs)
 
 
 def spans_of(items: Iterable[DescLike]) -> List[Tuple[int, int]]:
+    if is_span_array(items):
+        return [tuple(row) for row in span_table(items).tolist()]   # type: ignore[misc]
     return [span_of(d) for d in items]
+
+
+def _numpy_of(x: Any) -> Any:
+    import numpy as np                      # only arrays need it; lists of tuples do not
+    if type(x).__module__.split(".")[0] == "torch":
+        if x.device.type != "cpu":
+            raise ValueError("a span table must be a CPU tensor (it is read, not moved)")
+        x = x.detach().numpy()
+    return np.asarray(x)
+
+
+def span_table(items: Any) -> Any:
+    """Spans given as arrays, as one C-contiguous uint64 (N, 2) numpy array of
+    (address, length), with no Python loop per span: a transceiver computes a
+    request's 10^4..10^6 spans as arrays. Accepts an N x 2 or N x 3 integer array
+    or tensor ((ptr, size[, device])) or a pair (addresses, lengths). Raises
+    ValueError for a shape, type or value b10 cannot take."""
+    import numpy as np
+    if isinstance(items, tuple):
+        addrs, lens = _numpy_of(items[0]), _numpy_of(items[1])
+        if addrs.ndim != 1 or lens.shape != addrs.shape:
+            raise ValueError(f"address and length arrays of shapes {addrs.shape} and "
+                             f"{lens.shape}: expected two of one dimension and length")
+        cols = (addrs, lens)
+    else:
+        a = _numpy_of(items)
+        if a.ndim != 2 or a.shape[1] not in (2, 3):
+            raise ValueError(f"a span array of shape {a.shape}: expected N x 2 (ptr, size) "
+                             "or N x 3 (ptr, size, device)")
+        cols = (a[:, 0], a[:, 1])
+    if not all(np.issubdtype(c.dtype, np.integer) for c in cols):
+        raise ValueError(f"span arrays of {cols[0].dtype} and {cols[1].dtype}: expected integers")
+    if cols[0].size == 0:
+        raise ValueError("an empty span array")
+    if any(c.dtype.kind == "i" and (c <= 0).any() for c in cols) or \
+            any((c == 0).any() for c in cols):
+        raise ValueError("span addresses and lengths must be positive")
+    table = np.empty((cols[0].size, 2), dtype=np.uint64)
+    table[:, 0] = cols[0]
+    table[:, 1] = cols[1]
+    return table
