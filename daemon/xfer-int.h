@@ -77,6 +77,15 @@ int xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb);
 /* Copies between a slot's view and a rank's memory. */
 b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *done);
 void xfer_scatter_over(struct xfer *x, struct xfer_slot *slot, struct copy_job *job);
+/*
+ * A copy of slot's ended (job: gather, scatter or direct). True when the
+ * transfer still runs and the copy succeeded, its time counted; else all is
+ * done here: a late completion released (a write's may let settled news go),
+ * a failed copy through the funnel.
+ */
+bool xfer_copy_ended(struct xfer_slot *slot, struct copy_job *job, b10_status_t status);
+/* Copying into the destination rank's memory was refused (st) for chunk: fail x saying why. */
+void xfer_fail_dst(struct xfer *x, b10_status_t st, uint32_t chunk, const char *rank);
 
 /* Checks every role makes. */
 b10_status_t xfer_admit_limits(struct session *s, size_t count, char *detail, size_t detail_len);

@@ -32,22 +32,11 @@ static void xfer_local_on_gathered(struct copy_job *job, b10_status_t status)
     struct xfer_slot *slot = job->arg;
     struct xfer *x = slot->x;
 
-    if (!xfer_slot_op_done(slot))
-        return;
-    if (status != B10_OK) {
-        xfer_fail(x, B10_ERR_INTERNAL, "gather of chunk %u failed", slot->chunk);
-        return;
-    }
-    xfer_pipe_copy_done(slot, job);
-    if (xfer_past_deadline(x))
+    if (!xfer_copy_ended(slot, job, status) || xfer_past_deadline(x))
         return;
     b10_status_t st = xfer_copy_chunk(slot, false, xfer_local_on_scattered);
     if (st != B10_OK)
-        xfer_fail(x, st == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : st,
-                  "scattering chunk %u into %s: %s", slot->chunk, x->to ? x->to->agent : "?",
-                  st == B10_ERR_NOT_REGISTERED ? "destination no longer registered"
-                  : st == B10_ERR_PERMISSION ? "destination no longer in a region open to the node"
-                                             : b10_status_str(st));
+        xfer_fail_dst(x, st, slot->chunk, x->to ? x->to->agent : "?");
 }
 
 static void xfer_local_on_scattered(struct copy_job *job, b10_status_t status)
@@ -55,17 +44,8 @@ static void xfer_local_on_scattered(struct copy_job *job, b10_status_t status)
     struct xfer_slot *slot = job->arg;
     struct xfer *x = slot->x;
 
-    xfer_scatter_over(x, slot, job);
-    if (!xfer_slot_op_done(slot)) {
-        xfer_settle_check(x);
-        xfer_maybe_free(x);
+    if (!xfer_copy_ended(slot, job, status))
         return;
-    }
-    if (status != B10_OK) {
-        xfer_fail(x, B10_ERR_INTERNAL, "scatter of chunk %u failed", slot->chunk);
-        return;
-    }
-    xfer_pipe_copy_done(slot, job);
     for (uint32_t c = slot->chunk; c < slot->chunk + slot->nchunks; c++)
         x->d->stats.bytes_landed += x->plan->chunks[c].bytes;
     x->chunks_done += slot->nchunks;
@@ -203,12 +183,7 @@ void xfer_local_pump(struct xfer *x)
         if (status != B10_OK) {
             xfer_slot_release(slot);
             if (dst_side)
-                xfer_fail(x, status == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : status,
-                          "copying chunk %u into %s: %s", slot->chunk, x->to->agent,
-                          status == B10_ERR_NOT_REGISTERED ? "destination no longer registered"
-                          : status == B10_ERR_PERMISSION
-                              ? "destination no longer in a region open to the node"
-                              : b10_status_str(status));
+                xfer_fail_dst(x, status, slot->chunk, x->to->agent);
             else
                 xfer_fail(x, status, "copying chunk %u from %s: %s", slot->chunk,
                           x->from ? x->from->agent : "?", b10_status_str(status));

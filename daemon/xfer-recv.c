@@ -24,18 +24,8 @@ static void xfer_recv_on_scattered(struct copy_job *job, b10_status_t status)
     struct xfer_slot *slot = job->arg;
     struct xfer *x = slot->x;
 
-    xfer_scatter_over(x, slot, job);
-    if (!xfer_slot_op_done(slot)) {
-        /* Failed already: its news may have waited for this copy. */
-        xfer_settle_check(x);
-        xfer_maybe_free(x);
+    if (!xfer_copy_ended(slot, job, status))
         return;
-    }
-    if (status != B10_OK) {
-        xfer_fail(x, B10_ERR_INTERNAL, "scatter of chunk %u failed", slot->chunk);
-        return;
-    }
-    xfer_pipe_copy_done(slot, job);
     /* After a stall the sender may have reported failure: report no success here. */
     if (peer_liveness_check(x->d) && x->state == XFER_DONE)
         return;
@@ -80,14 +70,8 @@ static void xfer_recv_on_data(void *arg, b10_status_t status, size_t length)
     if (xfer_past_deadline(x) || (peer_liveness_check(x->d) && x->state == XFER_DONE))
         return;
     b10_status_t st = xfer_copy_chunk(slot, false, xfer_recv_on_scattered);
-    if (st != B10_OK) {
-        /* The target deregistered or left mid-transfer: the view holds data for nowhere. */
-        xfer_fail(x, st == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : st,
-                  "scattering chunk %u: %s", slot->chunk,
-                  st == B10_ERR_NOT_REGISTERED ? "destination no longer registered"
-                  : st == B10_ERR_PERMISSION ? "destination no longer in a region open to the node"
-                                             : b10_status_str(st));
-    }
+    if (st != B10_OK)
+        xfer_fail_dst(x, st, slot->chunk, x->local_agent);   /* the view holds data for nowhere */
 }
 
 /* Post the receive of the next chunk into view, on slot; false when x failed. */

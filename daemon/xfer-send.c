@@ -40,13 +40,8 @@ static void xfer_send_on_gathered(struct copy_job *job, b10_status_t status)
     struct xfer_slot *slot = job->arg;
     struct xfer *x = slot->x;
 
-    if (!xfer_slot_op_done(slot))
+    if (!xfer_copy_ended(slot, job, status))
         return;
-    if (status != B10_OK) {
-        xfer_fail(x, B10_ERR_INTERNAL, "gather of chunk %u failed", slot->chunk);
-        return;
-    }
-    xfer_pipe_copy_done(slot, job);
     if (x->peer->ep == NULL || xfer_data_post(slot, true, xfer_send_on_sent) != 0) {
         xfer_fail(x, B10_ERR_PEER_LOST, "sending DATA chunk %u failed", slot->chunk);
         return;

@@ -974,6 +974,40 @@ int xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb)
                                  cb, slot, &slot->op);
 }
 
+bool xfer_copy_ended(struct xfer_slot *slot, struct copy_job *job, b10_status_t status)
+{
+    struct xfer *x = slot->x;
+    bool writes = !job->gather;
+
+    if (writes)
+        xfer_scatter_over(x, slot, job);
+    if (!xfer_slot_op_done(slot)) {
+        /* Failed already: its news may have waited for this copy. */
+        if (writes) {
+            xfer_settle_check(x);
+            xfer_maybe_free(x);
+        }
+        return false;
+    }
+    if (status != B10_OK) {
+        xfer_fail(x, B10_ERR_INTERNAL, "%s of chunk %u failed", writes ? "scatter" : "gather",
+                  slot->chunk);
+        return false;
+    }
+    xfer_pipe_copy_done(slot, job);
+    return true;
+}
+
+void xfer_fail_dst(struct xfer *x, b10_status_t st, uint32_t chunk, const char *rank)
+{
+    /* The target deregistered or left mid-transfer: to the sender, the remote side refusing. */
+    xfer_fail(x, st == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : st,
+              "copying chunk %u into %s: %s", chunk, rank,
+              st == B10_ERR_NOT_REGISTERED ? "destination no longer registered"
+              : st == B10_ERR_PERMISSION   ? "destination no longer in a region open to the node"
+                                           : b10_status_str(st));
+}
+
 /* A scatter ended: one fewer that can write for x; regions it held stuck take work again. */
 void xfer_scatter_over(struct xfer *x, struct xfer_slot *slot, struct copy_job *job)
 {

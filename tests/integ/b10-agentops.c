@@ -11,6 +11,8 @@
  */
 #include <b10/b10.h>
 
+#include "rank.h"
+
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,48 +23,9 @@
 #define REGION (4u << 20)
 #define WAIT_MS 30000
 
-static int fail(const char *what, b10_status_t st, const char *detail)
-{
-    printf("FAIL %s: %s (%s)%s%s\n", what, b10_status_name(st), b10_status_str(st),
-           detail && detail[0] ? ": " : "", detail ? detail : "");
-    return 1;
-}
 
-struct rank {
-    const char *name;
-    b10_conn_t *conn;
-    uint8_t *mem;
-    b10_mem_t *reg;
-};
 
-static int rank_open(struct rank *r, const char *socket, const char *name, uint8_t fill)
-{
-    b10_conn_params_t cp = { .field_mask = B10_CONN_FIELD_SOCKET_PATH, .agent_name = name,
-                             .socket_path = socket };
-    b10_status_t st = b10_conn_open(&cp, &r->conn);
-    if (st != B10_OK)
-        return fail("open", st, NULL);
-    r->name = name;
-    void *p;
-    if ((st = b10_dram_alloc(REGION, &p)) != B10_OK)
-        return fail("dram alloc", st, NULL);
-    r->mem = p;
-    memset(r->mem, fill, REGION);
-    b10_mem_params_t mp = { .kind = B10_MEM_DRAM, .addr = p, .length = REGION };
-    if ((st = b10_mem_register(r->conn, &mp, &r->reg)) != B10_OK)
-        return fail("register", st, b10_conn_detail(r->conn));
-    return 0;
-}
 
-static int load(struct rank *from, struct rank *to)
-{
-    const void *desc;
-    size_t len;
-    b10_status_t st = b10_agent_desc(to->conn, &desc, &len);
-    if (st == B10_OK)
-        st = b10_agent_load(from->conn, to->name, desc, len);
-    return st == B10_OK ? 0 : fail("load agent", st, b10_conn_detail(from->conn));
-}
 
 /* Run one transfer of from's connection to completion; returns its status. */
 static b10_status_t run(struct rank *from, struct rank *to, b10_op_t op, const b10_span_t *local,
@@ -133,8 +96,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s SOCKET_A SOCKET_B\n", argv[0]);
         return 2;
     }
-    if (rank_open(&a, argv[1], "ops-a", 0xA1) || rank_open(&b, argv[2], "ops-b", 0xB2) ||
-        load(&a, &b) || load(&b, &a))
+    if (rank_open(&a, argv[1], "ops-a", REGION, 0xA1) || rank_open(&b, argv[2], "ops-b", REGION, 0xB2) ||
+        rank_load(&a, &b) || rank_load(&b, &a))
         return 1;
     uint64_t A = (uintptr_t)a.mem, B = (uintptr_t)b.mem;
 

@@ -28,6 +28,8 @@
  */
 #include <b10/b10.h>
 
+#include "rank.h"
+
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -40,13 +42,6 @@
 #define PIECE (1u << 20)        /* one chunk: below the daemons' view size */
 #define DEADLINE_MS 300
 
-struct rank {
-    const char *name;
-    b10_conn_t *conn;
-    uint8_t *mem;
-    b10_mem_t *reg;
-};
-
 static double now_ms(void)
 {
     struct timespec ts;
@@ -54,61 +49,7 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-static int fail(const char *what, b10_status_t st, const char *detail)
-{
-    printf("FAIL %s: %s%s%s\n", what, b10_status_name(st), detail && detail[0] ? ": " : "",
-           detail ? detail : "");
-    return 1;
-}
-
-static int rank_open(struct rank *r, const char *socket, const char *name, uint8_t fill)
-{
-    b10_conn_params_t cp = { .field_mask = B10_CONN_FIELD_SOCKET_PATH, .agent_name = name,
-                             .socket_path = socket };
-    void *p;
-    b10_status_t st = b10_conn_open(&cp, &r->conn);
-    if (st != B10_OK)
-        return fail("open", st, NULL);
-    r->name = name;
-    if ((st = b10_dram_alloc(REGION, &p)) != B10_OK)
-        return fail("dram alloc", st, NULL);
-    r->mem = p;
-    memset(r->mem, fill, REGION);
-    b10_mem_params_t mp = { .kind = B10_MEM_DRAM, .addr = p, .length = REGION };
-    if ((st = b10_mem_register(r->conn, &mp, &r->reg)) != B10_OK)
-        return fail("register", st, b10_conn_detail(r->conn));
-    return 0;
-}
-
-static int load(struct rank *from, struct rank *to)
-{
-    const void *desc;
-    size_t len;
-    b10_status_t st = b10_agent_desc(to->conn, &desc, &len);
-    if (st == B10_OK)
-        st = b10_agent_load(from->conn, to->name, desc, len);
-    return st == B10_OK ? 0 : fail("load agent", st, b10_conn_detail(from->conn));
-}
-
-/* from WRITEs (or READs) PIECE bytes at offset 0 of both; the handle, or NULL. */
-static b10_xfer_t *submit(struct rank *from, struct rank *to, b10_op_t op, uint32_t deadline_ms)
-{
-    static b10_span_t local, remote;
-    local = (b10_span_t){ (uint64_t)(uintptr_t)from->mem, PIECE };
-    remote = (b10_span_t){ (uint64_t)(uintptr_t)to->mem, PIECE };
-    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE, .op = op, .local = &local,
-                             .remote = &remote, .count = 1, .remote_agent = to->name,
-                             .deadline_ms = deadline_ms };
-    b10_xfer_t *x;
-    b10_status_t st = b10_xfer_submit(from->conn, &xp, &x);
-    if (st != B10_OK) {
-        fail("submit", st, b10_conn_detail(from->conn));
-        return NULL;
-    }
-    return x;
-}
-
-/* Like submit, but a refusal is the caller's to judge: NULL with *st_p and why. */
+/* from WRITEs (or READs) PIECE bytes at offset 0 of both: the handle, or NULL with *st_p and why. */
 static b10_xfer_t *submit_or(struct rank *from, struct rank *to, b10_op_t op, uint32_t deadline_ms,
                              b10_status_t *st_p, char *why, size_t why_len)
 {
@@ -125,6 +66,31 @@ static b10_xfer_t *submit_or(struct rank *from, struct rank *to, b10_op_t op, ui
         return NULL;
     }
     return x;
+}
+
+/* Like submit_or, a refusal said as a failure. */
+static b10_xfer_t *submit(struct rank *from, struct rank *to, b10_op_t op, uint32_t deadline_ms)
+{
+    b10_status_t st;
+    char why[256];
+    b10_xfer_t *x = submit_or(from, to, op, deadline_ms, &st, why, sizeof(why));
+    if (x == NULL)
+        fail("submit", st, why);
+    return x;
+}
+
+/* Submitted and waited for: how it ended (a refusal too), and why. */
+static b10_status_t run(struct rank *from, struct rank *to, b10_op_t op, uint32_t deadline_ms,
+                        char *why, size_t why_len)
+{
+    b10_status_t st;
+    b10_xfer_t *x = submit_or(from, to, op, deadline_ms, &st, why, why_len);
+    if (x == NULL)
+        return st;
+    st = b10_xfer_wait(x, 60000);
+    snprintf(why, why_len, "%s", b10_xfer_detail(x));
+    b10_xfer_release(x);
+    return st;
 }
 
 /* Does memory change after this moment? Compares a copy with the live bytes after wait_ms. */
@@ -186,8 +152,9 @@ int main(int argc, char **argv)
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     atexit(ranks_close);
-    if (rank_open(&src, argv[1], "settle-src", 0x5a) != 0 || rank_open(&dst, argv[2], "settle-dst", 0) != 0 ||
-        load(&src, &dst) != 0 || load(&dst, &src) != 0)
+    if (rank_open(&src, argv[1], "settle-src", REGION, 0x5a) != 0 ||
+        rank_open(&dst, argv[2], "settle-dst", REGION, 0) != 0 ||
+        rank_load(&src, &dst) != 0 || rank_load(&dst, &src) != 0)
         return 1;
     double t0 = now_ms();
     b10_status_t st;
@@ -223,14 +190,9 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(c, "unsettled") == 0) {
-        b10_xfer_t *x = submit(&src, &dst, B10_OP_WRITE, DEADLINE_MS);
-        if (x == NULL)
-            return 1;
-        st = b10_xfer_wait(x, 60000);
-        double took = now_ms() - t0;
         char detail[256];
-        snprintf(detail, sizeof(detail), "%s", b10_xfer_detail(x));
-        b10_xfer_release(x);
+        st = run(&src, &dst, B10_OP_WRITE, DEADLINE_MS, detail, sizeof(detail));
+        double took = now_ms() - t0;
         if (st != B10_ERR_UNSETTLED)
             return fail("a WRITE whose scatter outlives --settle-ms", st, detail);
         if (took >= delay)
@@ -238,12 +200,7 @@ int main(int argc, char **argv)
                           "ended\n", took, delay), 1;
         /* While that copy runs the region takes nothing new (refused at once when local). */
         char why[256];
-        x = submit_or(&src, &dst, B10_OP_WRITE, 20000, &st, why, sizeof(why));
-        if (x != NULL) {
-            st = b10_xfer_wait(x, 60000);
-            snprintf(why, sizeof(why), "%s", b10_xfer_detail(x));
-            b10_xfer_release(x);
-        }
+        st = run(&src, &dst, B10_OP_WRITE, 20000, why, sizeof(why));
         if (st != B10_ERR_UNSETTLED)
             return fail("a WRITE into the region a late scatter holds", st, why);
         printf("ok a WRITE into that region meanwhile: %s: %s\n", b10_status_name(st), why);
@@ -251,13 +208,8 @@ int main(int argc, char **argv)
             return printf("FAIL the late scatter never wrote: B10_ERR_UNSETTLED said it might\n"), 1;
         printf("ok B10_ERR_UNSETTLED after %.0f ms (the scatter took %u), and the late scatter "
                "did write after it: %s\n", took, delay, detail);
-        x = submit(&src, &dst, B10_OP_WRITE, 20000);
-        if (x == NULL)
-            return 1;
-        st = b10_xfer_wait(x, 60000);
-        b10_xfer_release(x);
-        if (st != B10_OK)
-            return fail("a WRITE once the late scatter ended", st, NULL);
+        if ((st = run(&src, &dst, B10_OP_WRITE, 20000, why, sizeof(why))) != B10_OK)
+            return fail("a WRITE once the late scatter ended", st, why);
         printf("ok once it ended the region took a WRITE again\n");
         return 0;
     }
@@ -274,28 +226,20 @@ int main(int argc, char **argv)
         /* Daemon A still serves: a new rank of the same name writes, and it lands. */
         b10_dram_free(src.mem);
         src.mem = NULL;
-        if (rank_open(&src, argv[1], "settle-src", 0x77) != 0 || load(&src, &dst) != 0)
+        if (rank_open(&src, argv[1], "settle-src", REGION, 0x77) != 0 || rank_load(&src, &dst) != 0)
             return 1;
-        x = submit(&src, &dst, B10_OP_WRITE, 60000);
-        if (x == NULL)
-            return 1;
-        st = b10_xfer_wait(x, 60000);
-        b10_xfer_release(x);
+        char why[256];
+        st = run(&src, &dst, B10_OP_WRITE, 60000, why, sizeof(why));
         if (st != B10_OK || dst.mem[0] != 0x77)
-            return fail("a WRITE after the rank left with news pending", st, NULL);
+            return fail("a WRITE after the rank left with news pending", st, why);
         printf("ok a rank left while its failure's news waited; the daemon went on serving\n");
         return 0;
     }
     if (strcmp(c, "read_unsettled") == 0) {
         /* A READ whose write-back's scatter outlives --settle-ms: B10_ERR_UNSETTLED, truly. */
-        b10_xfer_t *x = submit(&dst, &src, B10_OP_READ, DEADLINE_MS);
-        if (x == NULL)
-            return 1;
-        st = b10_xfer_wait(x, 60000);
-        double took = now_ms() - t0;
         char detail[256];
-        snprintf(detail, sizeof(detail), "%s", b10_xfer_detail(x));
-        b10_xfer_release(x);
+        st = run(&dst, &src, B10_OP_READ, DEADLINE_MS, detail, sizeof(detail));
+        double took = now_ms() - t0;
         if (st != B10_ERR_UNSETTLED)
             return fail("a READ whose write-back's scatter outlives --settle-ms", st, detail);
         if (!changes_after(dst.mem, delay))
