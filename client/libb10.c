@@ -1183,10 +1183,11 @@ void b10_dram_free(void *addr)
 
 /*
  * The fd and offset to send for a DRAM region: the caller's (not ours to
- * close, so *owned_p is false) or a duplicate from the DRAM table.
+ * close, so *owned_p is false), a duplicate from the DRAM table, or for
+ * any other memory this process's /proc/self/mem (*process_mem_p).
  */
 static b10_status_t mem_dram_fd(b10_conn_t *conn, const b10_mem_params_t *params, int *fd_p,
-                                uint64_t *offset_p, bool *owned_p)
+                                uint64_t *offset_p, bool *process_mem_p, bool *owned_p)
 {
     if (params->field_mask & B10_MEM_FIELD_FD) {
         /* Checked here: a bad fd would fail sendmsg() and look like a dead socket. */
@@ -1199,10 +1200,25 @@ static b10_status_t mem_dram_fd(b10_conn_t *conn, const b10_mem_params_t *params
         return B10_OK;
     }
     int rc = dram_table_lookup((uintptr_t)params->addr, params->length, fd_p, offset_p);
-    if (rc == -ENOENT)
-        return conn_reject(conn, B10_ERR_INVALID_ARG,
-                           "DRAM regions must be fd-backed: pass B10_MEM_FIELD_FD or "
-                           "allocate with b10_dram_alloc");
+    if (rc == -ENOENT) {
+        /*
+         * Any other host memory: the daemon reaches it through this
+         * process's memory file. Opening it is the grant: the kernel checks
+         * the opener, and a process may always open its own.
+         */
+        int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+            return conn_reject(conn, B10_ERR_INVALID_ARG,
+                               "host memory not from b10_dram_alloc is reached through "
+                               "/proc/self/mem, which this process cannot open (%s): allocate "
+                               "with b10_dram_alloc or pass a memfd as B10_MEM_FIELD_FD",
+                               strerror(errno));
+        *fd_p = fd;
+        *offset_p = 0;
+        *process_mem_p = true;
+        *owned_p = true;
+        return B10_OK;
+    }
     if (rc == -ERANGE)
         return conn_reject(conn, B10_ERR_INVALID_ARG,
                            "region of %zu bytes at %p runs past the end of its b10_dram_alloc "
@@ -1307,7 +1323,7 @@ b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
 {
     B10__RegisterMem rm = B10__REGISTER_MEM__INIT;
     int fd = -1;
-    bool fd_owned = false;
+    bool fd_owned = false, process_mem = false;
     b10_status_t status;
 
     if (conn == NULL)
@@ -1324,7 +1340,8 @@ b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
     if (params->kind != B10_MEM_DRAM)
         return conn_reject(conn, B10_ERR_INVALID_ARG, "unknown memory kind %d", (int)params->kind);
     rm.kind = B10__MEM_KIND__MEM_DRAM;
-    status = mem_dram_fd(conn, params, &fd, &rm.fd_offset, &fd_owned);
+    status = mem_dram_fd(conn, params, &fd, &rm.fd_offset, &process_mem, &fd_owned);
+    rm.process_mem = process_mem;
     if (status != B10_OK)
         return status;
     rm.addr = (uintptr_t)params->addr;

@@ -3,9 +3,13 @@
 
 #include "gpu.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "log.h"
 
 struct copy_job *copy_job_new(struct b10d *d, bool gather, copy_done_fn *done, void *arg,
                               uint32_t index)
@@ -56,7 +60,7 @@ static b10_status_t copy_job_ref(struct region_refs *list, struct region *r)
 }
 
 static b10_status_t copy_job_seg(struct copy_job *job, void *dst, const void *src, size_t len,
-                                 int device)
+                                 int device, int src_fd, int dst_fd)
 {
     if (job->nsegs == job->cap) {
         uint32_t cap = job->cap ? job->cap * 2 : 8;
@@ -66,7 +70,7 @@ static b10_status_t copy_job_seg(struct copy_job *job, void *dst, const void *sr
         job->segs = segs;
         job->cap = cap;
     }
-    job->segs[job->nsegs++] = (struct copy_seg){ dst, src, len, device };
+    job->segs[job->nsegs++] = (struct copy_seg){ dst, src, len, device, src_fd, dst_fd };
     job->host_segs += device < 0;
     job->bytes += len;
     return B10_OK;
@@ -78,14 +82,16 @@ b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, con
     b10_status_t status = copy_job_ref(&job->refs, r);
     if (status != B10_OK)
         return status;
-    return copy_job_seg(job, dst, src, len, r->kind == B10_MEM_VRAM ? r->device : -1);
+    return copy_job_seg(job, dst, src, len, r->kind == B10_MEM_VRAM ? r->device : -1,
+                        job->gather ? r->proc_fd : -1, job->gather ? -1 : r->proc_fd);
 }
 
 bool copy_direct_ok(const struct region *from, const struct region *to)
 {
     if (from->kind == B10_MEM_VRAM || to->kind == B10_MEM_VRAM)
         return from->kind == to->kind && from->device == to->device;
-    return true;
+    /* Two ranks' process memory: one copy cannot read one and write the other. */
+    return from->proc_fd < 0 || to->proc_fd < 0;
 }
 
 b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, struct region *to,
@@ -99,7 +105,52 @@ b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, stru
         status = copy_job_ref(&job->refs, to);
     if (status != B10_OK)
         return status;
-    return copy_job_seg(job, dst, src, len, to->kind == B10_MEM_VRAM ? to->device : -1);
+    return copy_job_seg(job, dst, src, len, to->kind == B10_MEM_VRAM ? to->device : -1,
+                        from->proc_fd, to->proc_fd);
+}
+
+/*
+ * One host segment. Process memory goes through pread/pwrite of the rank's
+ * memory file, which may copy less than asked (page by page), and returns 0
+ * once the rank's address space is gone.
+ */
+static b10_status_t copy_host_seg(const struct copy_seg *seg)
+{
+    if (seg->src_fd < 0 && seg->dst_fd < 0) {
+        memcpy(seg->dst, seg->src, seg->len);
+        return B10_OK;
+    }
+    bool reading = seg->src_fd >= 0;
+    uintptr_t rank_addr = reading ? (uintptr_t)seg->src : (uintptr_t)seg->dst;
+    for (size_t done = 0; done < seg->len;) {
+        ssize_t n = reading ? pread(seg->src_fd, (uint8_t *)seg->dst + done, seg->len - done,
+                                    (off_t)(rank_addr + done))
+                            : pwrite(seg->dst_fd, (const uint8_t *)seg->src + done,
+                                     seg->len - done, (off_t)(rank_addr + done));
+        if (n > 0) {
+            done += (size_t)n;
+        } else if (n == 0) {
+            return B10_ERR_CLIENT_GONE;
+        } else if (errno != EINTR) {
+            log_warning("%s the rank's memory at 0x%" PRIxPTR " through /proc: %s",
+                        reading ? "reading" : "writing", rank_addr + done, strerror(errno));
+            return errno == ESRCH ? B10_ERR_CLIENT_GONE : B10_ERR_IO;
+        }
+    }
+    return B10_OK;
+}
+
+/* The job's host segments, on whichever thread runs them; the first failure stops them. */
+static b10_status_t copy_host_segs(const struct copy_job *job)
+{
+    for (uint32_t i = 0; i < job->nsegs; i++) {
+        if (job->segs[i].device >= 0)
+            continue;
+        b10_status_t status = copy_host_seg(&job->segs[i]);
+        if (status != B10_OK)
+            return status;
+    }
+    return B10_OK;
 }
 
 /* On a pool thread: touches only the job's own host segments. */
@@ -108,15 +159,14 @@ static void copy_run(uv_work_t *work)
     struct copy_job *job = work->data;
     if (!job->gather && job->d->test_copy_delay_ms > 0)
         usleep(job->d->test_copy_delay_ms * 1000u);
-    for (uint32_t i = 0; i < job->nsegs; i++)
-        if (job->segs[i].device < 0)
-            memcpy(job->segs[i].dst, job->segs[i].src, job->segs[i].len);
+    job->host_status = copy_host_segs(job);
 }
 
 static void copy_after(uv_work_t *work, int status)
 {
+    struct copy_job *job = work->data;
     /* UV_ECANCELED only when the loop is torn down before the job ran. */
-    copy_job_part_done(work->data, status == 0 ? B10_OK : B10_ERR_CANCELLED);
+    copy_job_part_done(job, status == 0 ? job->host_status : B10_ERR_CANCELLED);
 }
 
 void copy_job_part_done(struct copy_job *job, b10_status_t status)
@@ -141,7 +191,7 @@ static void copy_on_idle(uv_idle_t *idle)
     while (!list_empty(&due)) {
         struct copy_job *job = list_entry(due.next, struct copy_job, node);
         list_remove(&job->node);
-        copy_job_part_done(job, B10_OK);
+        copy_job_part_done(job, job->host_status);
     }
     if (list_empty(&d->copies_inline))
         uv_idle_stop(idle);
@@ -176,8 +226,7 @@ void copy_job_submit(struct copy_job *job)
     /* One part for this call itself, so that no part finishing early ends the job. */
     job->parts = 1;
     if (copy_inline(job)) {
-        for (uint32_t i = 0; i < job->nsegs; i++)
-            memcpy(job->segs[i].dst, job->segs[i].src, job->segs[i].len);
+        job->host_status = copy_host_segs(job);
         list_insert_tail(&job->d->copies_inline, &job->node);
         uv_idle_start(&job->d->copies_idle, copy_on_idle);
         return;     /* the call's part completes from copy_on_idle */

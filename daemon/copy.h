@@ -10,6 +10,10 @@
  * between: host memory to host memory on the pool, or VRAM to VRAM of one
  * device as a device-to-device copy on the GPU. A job writes into regions
  * unless it is a gather.
+ *
+ * A host segment of process memory is read or written through the rank's
+ * /proc/<pid>/mem; a rank whose address space is gone fails its job with
+ * B10_ERR_CLIENT_GONE, an address it unmapped with B10_ERR_IO.
  */
 #ifndef B10D_COPY_H
 #define B10D_COPY_H
@@ -26,6 +30,8 @@ struct copy_seg {
     const void *src;
     size_t len;
     int device;                 /* the CUDA device of the region side; -1: host memory */
+    /* Process memory (procmem.c): src or dst is an address in a rank, reached through this fd. */
+    int src_fd, dst_fd;         /* -1: a pointer of the daemon's */
 };
 
 /* Regions a job holds, one reference each (once per run of segments in one). */
@@ -50,6 +56,7 @@ struct copy_job {
     uint64_t bytes;
     uint32_t parts;             /* parts (host, each device) still running */
     b10_status_t status;        /* the first failure of a part */
+    b10_status_t host_status;   /* the host part's, set on the pool thread */
     copy_done_fn *done;
     void *arg;
     uint32_t index;             /* the caller's: e.g. the chunk */

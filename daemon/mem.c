@@ -61,9 +61,11 @@ static uint32_t mem_table_search(const struct mem_table *t, uint64_t addr)
     return lo;
 }
 
-static const struct mem_backend *mem_backend_of(b10_mem_kind_t kind)
+static const struct mem_backend *mem_backend_of(const struct mem_request *req)
 {
-    return kind == B10_MEM_DRAM ? &dram_backend : kind == B10_MEM_VRAM ? &vram_backend : NULL;
+    if (req->kind == B10_MEM_DRAM)
+        return req->process_mem ? &procmem_backend : &dram_backend;
+    return req->kind == B10_MEM_VRAM ? &vram_backend : NULL;
 }
 
 b10_status_t mem_table_check(const struct mem_table *t, const struct mem_request *req, char *detail,
@@ -74,7 +76,7 @@ b10_status_t mem_table_check(const struct mem_table *t, const struct mem_request
                  req->length, req->addr);
         return B10_ERR_INVALID_ARG;
     }
-    if (mem_backend_of(req->kind) == NULL) {
+    if (mem_backend_of(req) == NULL) {
         snprintf(detail, detail_len, "unknown memory kind %d", (int)req->kind);
         return B10_ERR_INVALID_ARG;
     }
@@ -99,13 +101,14 @@ b10_status_t mem_table_check(const struct mem_table *t, const struct mem_request
 b10_status_t mem_region_open(uint64_t id, const struct mem_request *req, char *detail,
                              size_t detail_len, struct region **region_p)
 {
-    const struct mem_backend *backend = mem_backend_of(req->kind);
+    const struct mem_backend *backend = mem_backend_of(req);
     struct region *r;
 
     if (backend == NULL || (r = calloc(1, sizeof(*r))) == NULL)
         return backend == NULL ? B10_ERR_INVALID_ARG : B10_ERR_NO_MEMORY;
     *r = (struct region){ .id = id, .addr = req->addr, .length = req->length, .kind = req->kind,
-                          .open = req->open, .backend = backend, .refs = 1, .device = -1 };
+                          .open = req->open, .backend = backend, .refs = 1, .device = -1,
+                          .proc_fd = -1 };
     b10_status_t status = backend->open(r, req, detail, detail_len);
     if (status != B10_OK) {
         free(r);

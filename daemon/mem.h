@@ -1,9 +1,10 @@
 /*
  * mem.h — a rank's registered memory, as the daemon reaches it.
  *
- * A region is [addr, addr + length) of the client's address space, mapped
- * into the daemon by a backend: DRAM (dram.c: a shared mapping of the
- * client's memfd) now, CUDA next. The client's addresses translate through
+ * A region is [addr, addr + length) of the client's address space, reached
+ * by the daemon through a backend: DRAM (dram.c: a shared mapping of the
+ * client's memfd), process memory (procmem.c: any host memory, through the
+ * rank's /proc/<pid>/mem) or VRAM (gpu.c). The client's addresses translate through
  * the table of its regions; a span must lie wholly inside regions that are
  * contiguous in the client, or it is refused.
  *
@@ -17,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "b10/b10.h"
 
@@ -36,6 +38,8 @@ struct mem_request {
     const uint8_t *ipc_handle;      /* cudaIpcMemHandle of alloc_base, or NULL for VMM */
     size_t ipc_handle_length;
     bool open;                      /* B10_MEM_OPEN_TO_NODE: any rank of the node may reach it */
+    bool process_mem;               /* DRAM: fd is the rank's /proc/<pid>/mem (procmem.c) */
+    pid_t pid;                      /* the rank's, from its socket's credentials */
 };
 
 struct mem_backend {
@@ -52,7 +56,13 @@ struct region {
     uint64_t length;
     b10_mem_kind_t kind;
     bool open;                          /* to every rank of the node (access.h) */
-    uint8_t *base;                      /* the daemon's pointer for addr */
+    /*
+     * The daemon's pointer for addr. A process-memory region has none: its
+     * base is addr itself, an address in the rank, and its bytes are reached
+     * only through proc_fd (copy.c does so for every segment of it).
+     */
+    uint8_t *base;
+    int proc_fd;                        /* process memory: the rank's /proc/<pid>/mem; else -1 */
     int device;                         /* VRAM: the CUDA device; -1 for host memory */
     const struct mem_backend *backend;
     void *map;                          /* backend's: what to unmap, from the first copy on */
@@ -65,6 +75,7 @@ struct region {
 };
 
 extern const struct mem_backend dram_backend;
+extern const struct mem_backend procmem_backend;
 
 struct mem_table {
     struct region **regions;            /* sorted by addr, never overlapping */

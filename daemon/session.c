@@ -533,6 +533,7 @@ static int session_on_register(struct session *s, uint64_t seq, const B10__Regis
         .fd_offset = req->fd_offset, .pci_bus_id = req->pci_bus_id, .alloc_base = req->alloc_base,
         .alloc_length = req->alloc_length, .ipc_handle = req->cuda_ipc_handle.data,
         .ipc_handle_length = req->cuda_ipc_handle.len, .open = req->open_to_node,
+        .process_mem = req->process_mem, .pid = s->pid,
     };
     b10_status_t status = mem_table_check(&s->mem, &mr, detail, sizeof(detail));
     struct session_reg *g = NULL;

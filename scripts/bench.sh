@@ -256,7 +256,7 @@ bench() {
 
 # writes KEY SOCK_A SOCK_B SIZE SPAN WARMUP ITERS [PAIRS]: WRITEs, said in one line.
 writes() {
-    bench "$1" write --mem "$MEM" -a "$2" -b "$3" --size "$4" --span "$5" --warmup "$6" \
+    bench "$1" write --mem "${WMEM:-$MEM}" -a "$2" -b "$3" --size "$4" --span "$5" --warmup "$6" \
         --iters "$7" --pairs "${8:-1}" || return 1
     say "$1: $(rv "$1" gbps | fmt 3) GB/s, p50 $(rv "$1" p50_us | fmt 0) us, p99 $(rv "$1" p99_us | fmt 0) us, verified"
 }
@@ -295,6 +295,8 @@ SMALL=327680
 SIZES=""
 for s in 33554432 268435456; do [ "$s" -lt "$MAXB" ] && SIZES="$SIZES $s"; done
 SIZES="$SIZES $MAXB"
+HEAP_SIZES=""
+for s in 33554432 268435456; do [ "$s" -le "$MAXB" ] && HEAP_SIZES="$HEAP_SIZES $s"; done
 t0=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 say "$(hostname), $(nproc) cores, memory $MEM, sizes up to $(human "$MAXB"), daemons: view $(human "$VIEW"), $LANES lanes, $MIF chunks in flight"
@@ -322,6 +324,29 @@ if daemons_start main ""; then
     for n in 1 4 16; do
         writes "pairs.$n" "$GM/A.sock" "$GM/B.sock" 32M 32K 2 10 $n
     done
+    # The Python adapter's time for 100,000 spans (numpy arrays; lists of tuples beside).
+    if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+        B10_LIBRARY=$BUILD/lib/libb10.so.1 PYTHONPATH=$top/client/python \
+            timeout -k 5 300 /usr/bin/python3 "$top/tests/bench/py-submit.py" "$GM/A.sock" "$GM/B.sock" \
+            >"$RUN/pysubmit.out" 2>"$RUN/pysubmit.err"
+        if _line=$(grep '^result ' "$RUN/pysubmit.out"); then
+            echo "$_line" >"$RUN/r.pysubmit"
+            say "python: 100,000 spans in $(rv pysubmit array_ms | fmt 2) ms as arrays, $(rv pysubmit list_ms | fmt 1) ms as lists"
+        else
+            failed "pysubmit: $(grep -m1 -E '^(FAIL|MISMATCH)' "$RUN/pysubmit.out" || tail -n 1 "$RUN/pysubmit.err")"
+        fi
+    else
+        say "python: no numpy for /usr/bin/python3 (python3-numpy): the span-table figure is left out"
+    fi
+    # Host memory that is no memfd (malloc), reached through the ranks' /proc/self/mem.
+    if [ "$MEM" = dram ]; then
+        for s in $HEAP_SIZES; do
+            # shellcheck disable=SC2046
+            WMEM=heap writes "heap.two.$s" "$GM/A.sock" "$GM/B.sock" "$s" 32K $(iters_of "$s")
+            # shellcheck disable=SC2046
+            WMEM=heap writes "heap.local.$s" "$GM/A.sock" "$GM/A.sock" "$s" 32K $(iters_of "$s")
+        done
+    fi
     daemons_stop
 fi
 L2=${LANES_USED:-$LANES}
@@ -585,6 +610,41 @@ for path in two local; do
             "$(us "$key" p50_us)" "$(us "$key" p99_us)" "—" ""
     done
 done
+
+# Process memory (malloc'd, through /proc/self/mem) beside the memfd path of the same case.
+for s in $HEAP_SIZES; do
+    [ "$MEM" = dram ] || break
+    for path in two local; do
+        key=heap.$path.$s
+        fig=$(rv "$key" gbps)
+        memfd=$(rv "$path.$s" gbps)
+        name="$( [ $path = two ] && echo two-daemon || echo "local (one daemon)"), malloc'd host memory (/proc/self/mem), $(human "$s") in $((s / 32768)) spans of 32 KiB"
+        if [ -z "$fig" ]; then
+            row "$name" FAILED "" "" "" "" "" ""
+            continue
+        fi
+        if [ "$path" = two ]; then
+            k=$(lesser "$L2" "$(chunks_of "$s")")
+            ceil=$(wire_ceiling "$k")
+            says="$(r2 "$ceil") GB/s: $(wire_ceiling_says "$k")"
+        else
+            k=$(lesser "$(lesser "$MIF" "${UV_THREADPOOL_SIZE:-4}")" "$(chunks_of "$s")")
+            ceil=$(envelope memcpy_k "$k")
+            says="$(r2 "$ceil") GB/s: memcpy ≤×$k"
+        fi
+        row "$name" "$(r2 "$fig") GB/s ($(calc "a / b" "$fig" "$memfd" | fmt 2) × the memfd path's $(r2 "$memfd"))" \
+            "$says" "$(calc "a / b" "$fig" "$ceil" | fmt 2)" "$(us "$key" p50_us)" "$(us "$key" p99_us)" "—" ""
+    done
+done
+
+# The Python adapter: 100,000 spans.
+if [ -f "$RUN/r.pysubmit" ]; then
+    am=$(rv pysubmit array_ms)
+    row "Python: 100,000 spans (two N × 3 int64 numpy arrays) to libb10's tables" \
+        "$(printf '%s' "$am" | fmt 2) ms" "lists of tuples: $(rv pysubmit list_ms | fmt 1) ms" \
+        "$(calc "a / b" "$am" "$(rv pysubmit list_ms)" | fmt 3)" "" "" \
+        "≤ 5 ms (whole submit call: $(rv pysubmit submit_ms | fmt 1) ms)" "$(verdict "a <= 5" "$am")"
+fi
 
 # Small requests: latency.
 for path in two local; do

@@ -109,8 +109,12 @@ struct opts {
 
 static const char *prog = "b10-kvrank";
 
-/* Where the pool lives: --mem dram (default), vram (cuMemAlloc) or vmm (cuMemCreate). */
-enum kvmem { KVMEM_DRAM, KVMEM_VRAM, KVMEM_VMM };
+/*
+ * Where the pool lives: --mem dram (default: b10_dram_alloc), heap (plain
+ * malloc'd memory, which the daemon reaches through /proc/self/mem), vram
+ * (cuMemAlloc) or vmm (cuMemCreate).
+ */
+enum kvmem { KVMEM_DRAM, KVMEM_HEAP, KVMEM_VRAM, KVMEM_VMM };
 static enum kvmem kvmem = KVMEM_DRAM;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -208,7 +212,8 @@ static void usage(FILE *f)
         "\n"
         "common:\n"
         "  -s, --socket PATH       b10d socket (default $B10_SOCKET, else libb10's)\n"
-        "      --mem KIND          where the pool lives: dram (default), vram (cuMemAlloc)\n"
+        "      --mem KIND          where the pool lives: dram (default, b10_dram_alloc), heap\n"
+        "                          (malloc: reached through /proc/self/mem), vram (cuMemAlloc)\n"
         "                          or vmm (cuMemCreate, exported as a file descriptor)\n"
         "      --name NAME         agent name (default decode / prefill)\n"
         "      --dir DIR           where the two ranks exchange files (required)\n"
@@ -350,12 +355,14 @@ static int opts_parse(int argc, char **argv, struct opts *o)
         case O_MEM:
             if (strcmp(optarg, "dram") == 0)
                 kvmem = KVMEM_DRAM;
+            else if (strcmp(optarg, "heap") == 0)
+                kvmem = KVMEM_HEAP;
             else if (strcmp(optarg, "vram") == 0)
                 kvmem = KVMEM_VRAM;
             else if (strcmp(optarg, "vmm") == 0)
                 kvmem = KVMEM_VMM;
             else {
-                warn("--mem: '%s' is not dram, vram or vmm", optarg);
+                warn("--mem: '%s' is not dram, heap, vram or vmm", optarg);
                 return -1;
             }
             break;
@@ -480,7 +487,10 @@ static void pool_free(struct pool *p, b10_conn_t *conn)
             kvcuda_free(&p->dev[l]);
             free(p->base[l]);
         } else if (p->base[l] != NULL) {
-            b10_dram_free(p->base[l]);
+            if (kvmem == KVMEM_HEAP)
+                free(p->base[l]);
+            else
+                b10_dram_free(p->base[l]);
         }
     }
     free(p->dev);
@@ -553,12 +563,20 @@ static int pool_alloc(struct pool *p, const struct geom *g, uint64_t key)
         warn("out of memory");
         goto fail;
     }
-    if (kvmem != KVMEM_DRAM)
+    if (kvmem == KVMEM_VRAM || kvmem == KVMEM_VMM)
         return pool_alloc_device(p, g, key);
     for (uint32_t l = 0; l < g->layers; l++) {
-        void *addr;
-        b10_status_t st = b10_dram_alloc(p->layer_bytes, &addr);
+        void *addr = NULL;
+        b10_status_t st = B10_OK;
 
+        if (kvmem == KVMEM_HEAP) {
+            if (posix_memalign(&addr, 64, p->layer_bytes) != 0) {
+                warn("malloc(%" PRIu64 ") for layer %u failed", p->layer_bytes, l);
+                goto fail;
+            }
+        } else {
+            st = b10_dram_alloc(p->layer_bytes, &addr);
+        }
         if (st != B10_OK) {
             warn("b10_dram_alloc(%" PRIu64 ") for layer %u: %s: %s", p->layer_bytes, l,
                  b10_status_name(st), b10_status_str(st));

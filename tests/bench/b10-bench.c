@@ -264,7 +264,9 @@ static int bench_cuda_init(char *err, size_t errlen)
 
 /* ================================================================ write */
 
-enum bench_mem { MEM_DRAM, MEM_VRAM };
+/* heap: malloc'd host memory, which the daemons reach through /proc/self/mem. */
+enum bench_mem { MEM_DRAM, MEM_HEAP, MEM_VRAM };
+static const char *const mem_names[] = { "dram", "heap", "vram" };
 
 static struct {
     const char *sock_a, *sock_b;
@@ -398,7 +400,14 @@ static int pool_make(struct pair *p, bool source, uint8_t **host_p, struct kvcud
 {
     char err[256];
 
-    if (wo.mem == MEM_DRAM) {
+    if (wo.mem == MEM_HEAP) {
+        void *addr;
+        if (posix_memalign(&addr, 4096, wo.size) != 0) {
+            warn("pair %u: malloc(%" PRIu64 ") failed", p->idx, wo.size);
+            return -1;
+        }
+        *host_p = addr;
+    } else if (wo.mem == MEM_DRAM) {
         void *addr;
         b10_status_t st = b10_dram_alloc(wo.size, &addr);
 
@@ -536,6 +545,9 @@ static void pair_teardown(struct pair *p)
         kvcuda_free(&p->ddst);
         free(p->src);
         free(p->dst);
+    } else if (wo.mem == MEM_HEAP) {
+        free(p->src);
+        free(p->dst);
     } else {
         if (p->src != NULL)
             b10_dram_free(p->src);
@@ -561,7 +573,8 @@ static void write_usage(FILE *f)
         "      --iters N         timed WRITEs per pair (20; 1..%u)\n"
         "      --warmup N        untimed WRITEs first (2; 0..%u)\n"
         "      --pairs N         rank pairs writing at once, a thread each (1; 1..%u)\n"
-        "      --mem dram|vram   where the pools live (dram; vram: CUDA device 0)\n"
+        "      --mem KIND        where the pools live: dram (b10_dram_alloc), heap (malloc,\n"
+        "                        reached through /proc/self/mem) or vram (CUDA device 0)\n"
         "      --deadline-ms MS  of each WRITE (120000; 1..%u)\n",
         (unsigned long long)MAX_SPANS, MAX_ITERS, MAX_WARMUP, MAX_PAIRS, MAX_DEADLINE);
 }
@@ -599,6 +612,8 @@ static int cmd_write(int argc, char **argv)
         case O_MEM:
             if (strcmp(optarg, "dram") == 0)
                 wo.mem = MEM_DRAM;
+            else if (strcmp(optarg, "heap") == 0)
+                wo.mem = MEM_HEAP;
             else if (strcmp(optarg, "vram") == 0)
                 wo.mem = MEM_VRAM;
             else
@@ -649,7 +664,7 @@ static int cmd_write(int argc, char **argv)
             goto out;
     }
     fprintf(stderr, "%s: %u pair%s of %s pools of %" PRIu64 " bytes ready in %.1f s\n", prog,
-            wo.pairs, wo.pairs == 1 ? "" : "s", wo.mem == MEM_VRAM ? "VRAM" : "DRAM", wo.size,
+            wo.pairs, wo.pairs == 1 ? "" : "s", mem_names[wo.mem], wo.size,
             (now_us() - t_fill) / 1e6);
 
     pthread_barrier_init(&start_line, NULL, wo.pairs);
@@ -707,7 +722,7 @@ static int cmd_write(int argc, char **argv)
     printf("result write mem %s pairs %u bytes %" PRIu64 " spans %u iters %u gbps %.4f"
            " p50_us %.1f p99_us %.1f max_us %.1f pair_min_gbps %.4f pair_max_gbps %.4f"
            " fast_slow %.3f verified %s\n",
-           wo.mem == MEM_VRAM ? "vram" : "dram", wo.pairs, wo.size, pairs[0].nspans, wo.iters,
+           mem_names[wo.mem], wo.pairs, wo.size, pairs[0].nspans, wo.iters,
            sum, percentile(all, n, 0.5), percentile(all, n, 0.99), all[n - 1], lo_rate, hi_rate,
            hi_rate / lo_rate, bad == 0 ? "yes" : "no");
     free(all);

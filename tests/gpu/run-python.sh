@@ -1,6 +1,8 @@
 #!/bin/sh
-# The Python package with torch tensors on a GPU (tests/gpu/test_torch_gpu.py):
-# two b10d, two rank processes, VRAM regions from torch.cuda tensors.
+# The Python package with torch tensors on a GPU: tests/gpu/test_torch_gpu.py
+# (two b10d, two rank processes, VRAM regions from torch.cuda tensors) and
+# tests/python/test_torch_agents.py with its pinned and CUDA tensors (two
+# agents of one process, on one daemon and on two).
 #
 #   sh tests/gpu/run-python.sh BUILD_DIR [PYTEST_ARGS...]
 #
@@ -33,5 +35,5 @@ if [ -z "$py" ]; then
     echo "SKIP torch-gpu (no Python with torch and CUDA; tried:$tried)"
     exit 0
 fi
-B10_PYTHON=$(command -v "$py") B10_PYTEST_PATHS=tests/gpu/test_torch_gpu.py \
+B10_PYTHON=$(command -v "$py") B10_PYTEST_PATHS="tests/gpu/test_torch_gpu.py tests/python/test_torch_agents.py" \
     exec sh "$top/tests/python/run.sh" "$BUILD" "$@"

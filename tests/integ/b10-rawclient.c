@@ -34,6 +34,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -502,8 +503,8 @@ static int case_nohello(const char *name)
  * One registration on a fresh connection. want_ok: it must be accepted;
  * otherwise the daemon must refuse it (a failure reply, or a drop).
  */
-static int try_register(const char *name, const char *what, uint64_t addr, uint64_t length,
-                        uint64_t fd_offset, int pass_fd, bool want_ok)
+static int try_register_as(const char *name, const char *what, uint64_t addr, uint64_t length,
+                           uint64_t fd_offset, int pass_fd, bool process_mem, bool want_ok)
 {
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
     B10__RegisterMem reg = B10__REGISTER_MEM__INIT;
@@ -522,6 +523,7 @@ static int try_register(const char *name, const char *what, uint64_t addr, uint6
     reg.addr = addr;
     reg.length = length;
     reg.fd_offset = fd_offset;
+    reg.process_mem = process_mem;
     msg.body_case = B10__CLIENT_MSG__BODY_REGISTER_MEM;
     msg.register_mem = &reg;
     rc = send_msg(&c, &msg, pass_fd);
@@ -546,6 +548,12 @@ static int try_register(const char *name, const char *what, uint64_t addr, uint6
         return fail(name, "%s: daemon accepted it", what);
     return pass(name, "%s: refused: %s: %s", what, b10_status_name(st),
                 detail[0] ? detail : "(no detail)");
+}
+
+static int try_register(const char *name, const char *what, uint64_t addr, uint64_t length,
+                        uint64_t fd_offset, int pass_fd, bool want_ok)
+{
+    return try_register_as(name, what, addr, length, fd_offset, pass_fd, false, want_ok);
 }
 
 /*
@@ -602,6 +610,68 @@ static int case_badreg(const char *name)
     close(ufd);
     close(pfd[0]);
     close(pfd[1]);
+    return bad;
+}
+
+/*
+ * Process memory (the daemon reads and writes the rank's /proc/<pid>/mem):
+ * only the rank's own memory file, open for both, over memory it has.
+ */
+static int case_procreg(const char *name)
+{
+    size_t size = 1u << 20;
+    uint8_t *heap = malloc(size);
+    int self = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    int rdonly = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+    int status = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    int mfd = sealed_memfd(size, true), other = -1, bad = 0;
+    char path[64];
+
+    if (heap == NULL || self < 0 || rdonly < 0 || status < 0 || mfd < 0)
+        return fail(name, "setting up: %s", strerror(errno));
+    memset(heap, 1, size);
+    /* Another process's memory file, which this process could open: still not its own. */
+    pid_t child = fork();
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    snprintf(path, sizeof(path), "/proc/%ld/mem", (long)child);
+    other = child > 0 ? open(path, O_RDWR | O_CLOEXEC) : -1;
+    /* Four pages mapped, and the four after them mapped once and unmapped since. */
+    size_t four = 4 * (size_t)sysconf(_SC_PAGESIZE);
+    uint8_t *pages = mmap(NULL, 2 * four, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                          -1, 0);
+    if (other < 0 || pages == MAP_FAILED || munmap(pages + four, four) != 0)
+        return fail(name, "setting up: %s", strerror(errno));
+
+    uint64_t a = (uint64_t)(uintptr_t)heap;
+    bad |= try_register_as(name, "process memory without a descriptor", a, size, 0, -1, true, false);
+    bad |= try_register_as(name, "process memory through a memfd", a, size, 0, mfd, true, false);
+    bad |= try_register_as(name, "process memory through /proc/self/status", a, size, 0, status,
+                           true, false);
+    bad |= try_register_as(name, "process memory through a read-only /proc/self/mem", a, size, 0,
+                           rdonly, true, false);
+    bad |= try_register_as(name, "process memory through another process's /proc/<pid>/mem", a,
+                           size, 0, other, true, false);
+    bad |= try_register_as(name, "process memory over unmapped pages",
+                           (uint64_t)(uintptr_t)(pages + four), four, 0, self, true, false);
+    bad |= try_register_as(name, "process memory running past its mapping",
+                           (uint64_t)(uintptr_t)pages, 2 * four, 0, self, true, false);
+    /* The control: the rank's own memory file over its own heap is accepted. */
+    bad |= try_register_as(name, "the rank's heap through its own /proc/self/mem", a, size, 0,
+                           self, true, true);
+    bad |= try_register_as(name, "its mapped pages alone", (uint64_t)(uintptr_t)pages, four, 0,
+                           self, true, true);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    munmap(pages, four);
+    close(other);
+    close(self);
+    close(rdonly);
+    close(status);
+    close(mfd);
+    free(heap);
     return bad;
 }
 
@@ -947,6 +1017,7 @@ static const struct testout_case cases[] = {
     { "nohello", case_nohello },
     { "badreg", case_badreg },
     { "libreg", case_libreg },
+    { "procreg", case_procreg },
     { "hugespan", case_hugespan },
     { "vramclaim", case_vramclaim },
     { "alive", case_alive },

@@ -20,7 +20,7 @@ struct rank {
 };
 
 /* A "FAIL what: status (sentence): detail" line, which the runners report; returns 1. */
-static int fail(const char *what, b10_status_t st, const char *detail)
+static inline int fail(const char *what, b10_status_t st, const char *detail)
 {
     printf("FAIL %s: %s (%s)%s%s\n", what, b10_status_name(st), b10_status_str(st),
            detail && detail[0] ? ": " : "", detail ? detail : "");
@@ -28,7 +28,7 @@ static int fail(const char *what, b10_status_t st, const char *detail)
 }
 
 /* Connect as name, allocate and register `region` bytes filled with fill; 0, else 1 (said). */
-static int rank_open(struct rank *r, const char *socket, const char *name, size_t region,
+static inline int rank_open(struct rank *r, const char *socket, const char *name, size_t region,
                      uint8_t fill)
 {
     b10_conn_params_t cp = { .field_mask = B10_CONN_FIELD_SOCKET_PATH, .agent_name = name,
@@ -49,7 +49,7 @@ static int rank_open(struct rank *r, const char *socket, const char *name, size_
 }
 
 /* from loads to's agent descriptor (it may then write and read to's memory). */
-static int rank_load(struct rank *from, struct rank *to)
+static inline int rank_load(struct rank *from, struct rank *to)
 {
     const void *desc;
     size_t len;

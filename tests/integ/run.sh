@@ -20,7 +20,7 @@ set -u
 SUITE=integ
 SUITE_TITLE=integration
 REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
-all_scenarios="cli fragmented same_node same_node_staged concurrent8 lanes large out_of_bounds deadline cancel corrupt
+all_scenarios="cli fragmented same_node same_node_staged process_mem concurrent8 lanes large out_of_bounds deadline cancel corrupt
                bad_input agentops settle restart"
 
 transport_logged() {
@@ -125,6 +125,33 @@ scen_same_node_staged() {
         die "A logged no local transfer through staging"
 }
 
+# Host memory not from b10_dram_alloc (kvrank --mem heap: malloc), which the
+# daemons reach through the ranks' /proc/self/mem: between two daemons, and
+# on one daemon with a memfd on the other side (a direct copy) and with
+# process memory on both (through staging: one copy cannot read one rank's
+# memory file and write another's).
+scen_process_mem() {
+    start_daemon A
+    start_daemon B
+    decode decode B --rounds 2 --req-blocks 16 --mem heap
+    prefill 0 A --req-blocks 16 --mem heap
+    expect_prefill 0 0
+    prefill 1 A --req-blocks 16 --concurrent 4 --mem heap
+    expect_prefill 1 0
+    finish_decode decode 0
+    mkdir "$D/two-daemon" && mv "$D"/decode.* "$D"/done.* "$D"/verified.* "$D"/prefill-r* "$D/two-daemon/"
+    decode decode A --rounds 2 --req-blocks 16 --mem heap
+    prefill 0 A --req-blocks 16
+    expect_prefill 0 0
+    prefill 1 A --req-blocks 16 --concurrent 4 --mem heap
+    expect_prefill 1 0
+    finish_decode decode 0
+    grep -q 'local write .* landed.*copies, [1-9][0-9]* of them direct' "$D/A.log" ||
+        die "A copied no chunk between a memfd and process memory directly"
+    grep -q 'local write .* landed.*copies, 0 of them direct' "$D/A.log" ||
+        die "A copied no chunk between two ranks' process memory through staging"
+}
+
 # Quiescence before news (tests/integ/b10-settle.c): B delays every scatter
 # (B10_TEST_COPY_DELAY_MS), and failures and a deregistration must wait for
 # those copies; with --settle-ms below the delay, B10_ERR_UNSETTLED says so.
@@ -141,6 +168,9 @@ scen_settle() {
             fg 60 "settle-$_src-$_c" "$BUILD/tests/b10-settle" "$D/$_src.sock" "$D/B.sock" "$_delay" "$_c"
             [ "$rc" = 0 ] || die "$_c ($_src to B): $(grep -m1 '^FAIL' "$D/settle-$_src-$_c.log" || tail -n 1 "$D/settle-$_src-$_c.log")"
         done
+        # A rank reached through /proc/self/mem is killed while a scatter into it waits.
+        fg 60 "procmem-$_src" "$BUILD/tests/b10-procmem" "$D/$_src.sock" "$D/B.sock" "$_delay"
+        [ "$rc" = 0 ] || die "procmem ($_src to B): $(grep -m1 '^FAIL' "$D/procmem-$_src.log" || tail -n 1 "$D/procmem-$_src.log")"
     done
     stop_daemons
     start_daemon A

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import mmap
 import os
 import pickle
 import random
@@ -170,10 +171,17 @@ def test_pip_install_offline(tmp_path: Path) -> None:
 def test_register_refusals_carry_reasons(daemons) -> None:
     a, _ = daemons
     with b10.B10TransferAgent("solo", str(a.sock)) as agent:
-        plain = ctypes.create_string_buffer(8192)
+        # Memory that is not mapped any more is refused with the reason...
+        gone = mmap.mmap(-1, 8192)
+        gone_ptr = ctypes.addressof(ctypes.c_char.from_buffer(gone))
+        gone.close()
         with pytest.raises(b10.B10Error) as ei:
-            agent.register_memory(b10.MemoryDescs("DRAM", [(ctypes.addressof(plain), 8192, 0)]))
-        assert ei.value.status == "B10_ERR_INVALID_ARG" and "fd-backed" in ei.value.detail
+            agent.register_memory(b10.MemoryDescs("DRAM", [(gone_ptr, 8192, 0)]))
+        assert ei.value.status == "B10_ERR_INVALID_ARG" and "cannot be read" in ei.value.detail
+        # ...and plain Python memory, not fd-backed, is taken (through /proc/self/mem).
+        plain = ctypes.create_string_buffer(8192)
+        agent.register_memory(b10.MemoryDescs("DRAM", [(ctypes.addressof(plain), 8192, 0)]))
+        agent.deregister_memory(b10.MemoryDescs("DRAM", [(ctypes.addressof(plain), 8192, 0)]))
 
         buf = b10.dram_alloc(1 * MiB)
         agent.register_memory(buf.descs())
@@ -187,8 +195,7 @@ def test_register_refusals_carry_reasons(daemons) -> None:
 
         # All or nothing: the second span is refused, so the first is undone.
         with pytest.raises(b10.B10Error):
-            agent.register_memory(b10.MemoryDescs("DRAM", [buf.desc(0, 4096),
-                                                           (ctypes.addressof(plain), 4096, 0)]))
+            agent.register_memory(b10.MemoryDescs("DRAM", [buf.desc(0, 4096), (gone_ptr, 4096, 0)]))
         agent.register_memory(b10.MemoryDescs("DRAM", [buf.desc(0, 4096)]))
 
         desc = agent.get_local_agent_desc()

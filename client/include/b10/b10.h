@@ -164,7 +164,7 @@ const char *b10_conn_detail(b10_conn_t *conn);
 /* ---------------------------------------------------------------- memory */
 
 typedef enum {
-    B10_MEM_DRAM = 1, /* host memory backed by a file descriptor (memfd or shm) */
+    B10_MEM_DRAM = 1, /* host memory: a memfd's mapping, or any memory of this process */
     /*
      * CUDA device memory. The device is found from the address. Each
      * allocation the region covers must be cudaMalloc memory (exported as a
@@ -205,8 +205,13 @@ typedef struct {
      * DRAM: the descriptor whose shared mapping holds [addr, addr+length),
      * and the file offset that corresponds to addr. The daemon maps it too,
      * so it must be a memfd sealed with F_SEAL_SHRINK (a file that shrank
-     * under the daemon would fault its copies). Without FD, the region must
-     * come from b10_dram_alloc(), which remembers both and seals its memfds.
+     * under the daemon would fault its copies). Without FD, a region from
+     * b10_dram_alloc() uses its memfd, which it remembers and sealed. Any
+     * other host memory (malloc, numpy, torch CPU tensors, cudaHostAlloc)
+     * the daemon reaches through this process's /proc/self/mem, which
+     * libb10 opens and passes: no mapping is shared, every copy is a read
+     * or write of that file (slower than a memfd's), and the daemon reaches
+     * this process only while it lives.
      */
     int fd;
     uint64_t fd_offset;

@@ -287,8 +287,10 @@ class B10TransferAgent:
     def register_memory(self, descs: Any) -> None:
         """Register each span with b10d so that transfers may read or write it.
 
-        DRAM spans must lie in fd-backed memory (dram_alloc()); VRAM spans in
-        cudaMalloc or POSIX-fd VMM allocations (a torch.cuda tensor's memory).
+        DRAM spans may lie in any host memory of this process: dram_alloc()'s is
+        mapped by the daemon (the fast path), any other (torch CPU or pinned
+        tensors, numpy arrays) it reaches through /proc/self/mem. VRAM spans lie
+        in cudaMalloc or POSIX-fd VMM allocations (a torch.cuda tensor's memory).
         All or nothing: if one span is refused, those registered by this call
         are deregistered again and the refusal is raised.
         """

@@ -1,9 +1,11 @@
-"""Host memory that b10d can map: DRAM regions must be fd-backed (a sealed memfd).
+"""Host memory that b10d maps as it is: a sealed memfd, the fast path for DRAM.
 
-b10d copies into a rank's DRAM through its own mapping of the same file, so
-ordinary Python or pinned memory cannot be registered; b10_dram_alloc() makes
-a shared memfd mapping and libb10 remembers its fd, so registering by address
-(register_memory) finds it.
+b10d copies into such a region through its own mapping of the same file, with
+no system call per copy. Any other host memory (a bytearray, numpy array,
+torch CPU or pinned tensor) registers too, but b10d then reads and writes it
+through this process's /proc/self/mem, at about half a memcpy's pace per
+copy thread. b10_dram_alloc() makes a shared memfd mapping and libb10
+remembers its fd, so registering by address (register_memory) finds it.
 """
 from __future__ import annotations
 
