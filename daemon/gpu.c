@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "copy.h"
+#include "cpuload.h"
 
 #ifdef B10_HAVE_CUDA
 
@@ -18,15 +19,28 @@
 #define GPU_MAX_PIECES 65536
 #define GPU_SLOTS      16
 
+/*
+ * How long the loop polls a copy's event after submitting it, when spinning
+ * is allowed (--progress, and cores to spare). A small copy's GPU work takes
+ * a few µs; its completion callback reaches the loop through a CUDA driver
+ * thread and a uv_async, two thread wake-ups that cost 45 µs on one GPU and
+ * 90-250 µs when two daemons share it. Past the window the callback does.
+ */
+#define GPU_POLL_NS (200u * 1000u)
+
 /* One device's share of a copy job, submitted as one gpu-copy operation. */
 struct gpu_part {
-    struct list node;           /* gpu.pending until submitted; gpu.done once complete */
+    struct list node;           /* gpu.pending until submitted; gpu.done once called back */
+    struct list poll_node;      /* gpu.polling while the loop polls it */
     struct gpu *gpu;
     struct copy_job *job;
     int device;
     gpu_copy_piece_t *pieces;
     size_t npieces;
     gpu_copy_op_t *op;
+    uint64_t submitted_ns;
+    bool polled;                /* in gpu.polling */
+    bool finished;              /* completed by polling: only its callback is still due */
 };
 
 struct gpu {
@@ -37,7 +51,11 @@ struct gpu {
     pthread_mutex_t lock;       /* guards done: the only state CUDA threads touch */
     struct list done;
     struct list pending;        /* parts waiting for a free slot of their copier */
-    uint32_t inflight;
+    struct list polling;        /* parts submitted within GPU_POLL_NS, polled each loop turn */
+    uv_idle_t idle;             /* runs while polling is not empty */
+    bool idle_on;
+    uint32_t inflight;          /* submitted, not yet completed */
+    uint32_t callbacks;         /* submitted, callback not yet handled (holds the part) */
 };
 
 bool gpu_present(const struct b10d *d)
@@ -46,6 +64,7 @@ bool gpu_present(const struct b10d *d)
 }
 
 static void gpu_submit_pending(struct gpu *gpu);
+static void gpu_on_idle(uv_idle_t *handle);
 
 /* On a CUDA driver thread: hand the part to the loop and return. */
 static void gpu_on_done(void *arg)
@@ -57,6 +76,37 @@ static void gpu_on_done(void *arg)
     list_insert_tail(&gpu->done, &part->node);
     pthread_mutex_unlock(&gpu->lock);
     uv_async_send(&gpu->async);
+}
+
+static void gpu_unpoll(struct gpu_part *part)
+{
+    if (part->polled) {
+        list_remove(&part->poll_node);
+        part->polled = false;
+    }
+}
+
+/* The part's copy ended (rc from its event): the job hears of it, the slot goes back. */
+static void gpu_part_finish(struct gpu *gpu, struct gpu_part *part, int rc)
+{
+    b10_status_t status = B10_OK;
+    if (rc != GPU_COPY_OK) {
+        log_err("gpu: copy on device %d failed: %s: %s", part->device, gpu_copy_strstatus(rc),
+                gpu_copy_last_error(gpu->copiers[part->device]));
+        status = B10_ERR_INTERNAL;
+    }
+    float ms = 0;
+    if (rc == GPU_COPY_OK && gpu_copy_op_elapsed_ms(part->op, &ms) == GPU_COPY_OK)
+        part->job->gpu_ms += ms;
+    gpu_unpoll(part);
+    gpu_copy_op_release(part->op);
+    part->op = NULL;
+    part->finished = true;
+    gpu->inflight--;
+    copy_job_part_done(part->job, status);
+    part->job = NULL;
+    free(part->pieces);
+    part->pieces = NULL;
 }
 
 static void gpu_on_async(uv_async_t *handle)
@@ -77,23 +127,49 @@ static void gpu_on_async(uv_async_t *handle)
     while (!list_empty(&done)) {
         struct gpu_part *part = list_entry(done.next, struct gpu_part, node);
         list_remove(&part->node);
-        int rc = gpu_copy_op_poll(part->op);
-        b10_status_t status = B10_OK;
-        if (rc != GPU_COPY_OK) {
-            log_err("gpu: copy on device %d failed: %s: %s", part->device, gpu_copy_strstatus(rc),
-                    gpu_copy_last_error(gpu->copiers[part->device]));
-            status = B10_ERR_INTERNAL;
-        }
-        float ms = 0;
-        if (rc == GPU_COPY_OK && gpu_copy_op_elapsed_ms(part->op, &ms) == GPU_COPY_OK)
-            part->job->gpu_ms += ms;
-        gpu_copy_op_release(part->op);
-        gpu->inflight--;
-        copy_job_part_done(part->job, status);
-        free(part->pieces);
+        /* A part the loop's polling completed waited for this callback only, to be freed. */
+        if (!part->finished)
+            gpu_part_finish(gpu, part, gpu_copy_op_poll(part->op));
+        gpu->callbacks--;
         free(part);
     }
     gpu_submit_pending(gpu);
+}
+
+static void gpu_poll_update(struct gpu *gpu)
+{
+    bool want = !list_empty(&gpu->polling);
+    if (want == gpu->idle_on)
+        return;
+    gpu->idle_on = want;
+    if (want)
+        uv_idle_start(&gpu->idle, gpu_on_idle);
+    else
+        uv_idle_stop(&gpu->idle);
+}
+
+/* Each loop turn while copies are young: their events, without waiting for the callback. */
+static void gpu_on_idle(uv_idle_t *handle)
+{
+    struct gpu *gpu = handle->data;
+    uint64_t now = uv_hrtime();
+    bool ended = false;
+    struct list *pos, *tmp;
+
+    list_for_each_safe(pos, tmp, &gpu->polling) {
+        struct gpu_part *part = list_entry(pos, struct gpu_part, poll_node);
+        int rc = gpu_copy_op_poll(part->op);
+        if (rc == GPU_COPY_PENDING) {
+            if (now - part->submitted_ns > GPU_POLL_NS || cpuload_oversubscribed())
+                gpu_unpoll(part);       /* its callback completes it */
+            continue;
+        }
+        gpu_part_finish(gpu, part, rc);
+        ended = true;
+    }
+    if (ended)
+        gpu_submit_pending(gpu);
+    gpu_poll_update(gpu);
 }
 
 static gpu_copier_t *gpu_copier(struct gpu *gpu, int device)
@@ -144,6 +220,13 @@ static int gpu_submit(struct gpu *gpu, struct gpu_part *part)
         return -1;
     }
     gpu->inflight++;
+    gpu->callbacks++;
+    part->submitted_ns = uv_hrtime();
+    if (gpu->d->cfg.progress_spin && !cpuload_oversubscribed()) {
+        list_insert_tail(&gpu->polling, &part->poll_node);
+        part->polled = true;
+        gpu_poll_update(gpu);
+    }
     return 0;
 }
 
@@ -234,6 +317,7 @@ int gpu_start(struct b10d *d)
     gpu->d = d;
     list_init(&gpu->done);
     list_init(&gpu->pending);
+    list_init(&gpu->polling);
     gpu->ndevices = gpu_copy_device_count(&why);
     if (gpu->ndevices == 0) {
         log_info("gpu: no CUDA device (%s): DRAM regions only", why);
@@ -248,6 +332,8 @@ int gpu_start(struct b10d *d)
     pthread_mutex_init(&gpu->lock, NULL);
     uv_async_init(d->loop, &gpu->async, gpu_on_async);
     gpu->async.data = gpu;
+    uv_idle_init(d->loop, &gpu->idle);
+    gpu->idle.data = gpu;
     d->gpu = gpu;
     /* Copiers now, not at the first copy: making one blocks the loop for tens of ms. */
     for (int dev = 0; dev < gpu->ndevices; dev++)
@@ -265,6 +351,12 @@ static void gpu_on_closed(uv_handle_t *handle)
     free(gpu);
 }
 
+static void gpu_on_idle_closed(uv_handle_t *handle)
+{
+    struct gpu *gpu = handle->data;
+    uv_close((uv_handle_t *)&gpu->async, gpu_on_closed);
+}
+
 void gpu_stop(struct b10d *d)
 {
     struct gpu *gpu = d->gpu;
@@ -272,9 +364,10 @@ void gpu_stop(struct b10d *d)
     if (gpu == NULL)
         return;
     /* Copies in flight finish first: they hold regions and views. Bounded: 10 s. */
-    for (int i = 0; i < 10000 && (gpu->inflight > 0 || !list_empty(&gpu->pending)); i++) {
+    for (int i = 0; i < 10000 && (gpu->inflight > 0 || gpu->callbacks > 0 ||
+                                  !list_empty(&gpu->pending)); i++) {
         uv_run(d->loop, UV_RUN_NOWAIT);
-        if (gpu->inflight > 0)
+        if (gpu->inflight > 0 || gpu->callbacks > 0)
             uv_sleep(1);
     }
     if (gpu->inflight > 0)
@@ -282,7 +375,8 @@ void gpu_stop(struct b10d *d)
     for (int dev = 0; dev < gpu->ndevices; dev++)
         gpu_copy_destroy(gpu->copiers[dev]);
     d->gpu = NULL;
-    uv_close((uv_handle_t *)&gpu->async, gpu_on_closed);
+    /* The idle handle, then the async whose close frees gpu: libuv may close them in any order. */
+    uv_close((uv_handle_t *)&gpu->idle, gpu_on_idle_closed);
 }
 
 int gpu_host_alloc(struct b10d *d, size_t length, void **addr_p)
