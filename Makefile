@@ -20,7 +20,7 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 SYSCONFDIR  ?= /etc
 
 CC      ?= cc
-PKGS    := ucx libuv libprotobuf-c libsystemd libsodium
+PKGS    := ucx libuv libprotobuf-c libsystemd libsodium libxxhash
 SAN     ?= 0
 
 ifeq ($(SAN),1)

@@ -540,7 +540,7 @@ static const struct jfield peer_json[] = {
     JF(out_gen, J_ID), JF(in_up, J_BOOL), JF(in_gen, J_ID), JF(transports, J_STR),
     JF(xfers, J_U32), JF(waiting, J_U32), JF(in_xfers, J_U32), JF(staging_bytes, J_U64),
     JF(quarantined_bytes, J_U64), JF(control_bytes, J_U64), JF(refs, J_U32), JF(links, J_U64),
-    JF(unauthenticated, J_U64), JF(replayed, J_U64), JF(refused, J_U64),
+    JF(unauthenticated, J_U64), JF(replayed, J_U64), JF(refused, J_U64), JF(corrupt, J_U64),
 };
 static const struct column peer_cols[] = {
     COL("lNAME", C_STR, name), COL("lDAEMON", C_ID, daemon_id), COL("lLINK", C_STR, state),
@@ -549,6 +549,7 @@ static const struct column peer_cols[] = {
     COL("rWAITING", C_U32, waiting), COL("rSTAGING", C_BYTES, staging_bytes),
     COL("rQUARANTINED", C_BYTES, quarantined_bytes), COL("rUNAUTH", C_U64, unauthenticated),
     COL("rREPLAYED", C_U64, replayed), COL("rREFUSED", C_U64, refused),
+    COL("rCORRUPT", C_U64, corrupt),
 };
 #undef MSG
 static const struct rows peer_rows = {
@@ -1015,10 +1016,12 @@ static void prom_peer_counters(const B10__AdminReply *a)
         { "unauthenticated", offsetof(B10__AdminPeer, unauthenticated) },
         { "replayed", offsetof(B10__AdminPeer, replayed) },
         { "refused", offsetof(B10__AdminPeer, refused) },
+        { "corrupt", offsetof(B10__AdminPeer, corrupt) },
     };
 
     prom_family("b10d_peer_dropped_total", "counter",
-                "Messages and work of a remote daemon dropped or refused, by why.");
+                "Messages and work of a remote daemon dropped or refused, by why (corrupt: DATA "
+                "chunks that failed their checksum).");
     for (size_t i = 0; i < a->n_peers; i++)
         for (size_t k = 0; k < N(kinds); k++) {
             fputs("b10d_peer_dropped_total{peer=", stdout);

@@ -39,6 +39,7 @@
     X(quarantine_events, "resources put in quarantine")                                         \
     X(stale_messages, "control messages of no live link, dropped")                              \
     X(peer_protocol_errors, "protocol violations by remote daemons")                            \
+    X(chunks_corrupt, "chunks that failed their checksum, not scattered (--verify-data)")      \
     X(client_protocol_errors, "protocol violations by local clients")                           \
     X(peers_lost, "remote daemons given up: endpoint errors, silence past --peer-timeout-ms")   \
     X(stalls, "times this daemon found itself stalled past 3/4 of --peer-timeout-ms")         \
@@ -314,6 +315,7 @@ static void admin_fill_peers(struct admin_answer *a)
         r->replayed = p->counters.replayed;
         r->refused = p->counters.refused;
         r->links = p->counters.links;
+        r->corrupt = p->counters.corrupt;
         r->in_xfers = p->in_xfers;
         r->staging_bytes = p->views_bytes + p->reserved;
         r->quarantined_bytes = p->quarantined;

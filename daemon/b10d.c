@@ -131,6 +131,21 @@ int b10d_start(struct b10d *d)
                     "(B10_TEST_LOCAL_STAGED)");
     }
 
+    /* The fault hook of the integrity tests: bytes that change after their checksum. */
+    const char *flip = getenv("B10D_FAULT_FLIP_DATA");
+    if (flip != NULL && *flip != '\0') {
+        char *end;
+        unsigned long every = strtoul(flip, &end, 10);
+        if (*end != '\0' || every == 0 || every > UINT32_MAX) {
+            log_err("B10D_FAULT_FLIP_DATA='%s' is not a count of chunks from 1 up", flip);
+            return -EINVAL;
+        }
+        d->fault_flip_every = (uint32_t)every;
+        log_warning("fault hook: one byte of every %lu%s chunk sent is flipped after its "
+                    "checksum was computed (B10D_FAULT_FLIP_DATA)", every,
+                    every == 1 ? "" : every == 2 ? "nd" : every == 3 ? "rd" : "th");
+    }
+
     /* The keys first: a daemon that cannot read its key must not start half trusted. */
     if ((rc = peer_start(d)) != 0)
         return rc;

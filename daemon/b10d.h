@@ -73,6 +73,7 @@ struct stats {
     uint64_t quarantine_events;
     uint64_t stale_messages;        /* control-class messages of no live link */
     uint64_t peer_protocol_errors;
+    uint64_t chunks_corrupt;
     uint64_t client_protocol_errors;
     uint64_t peers_lost;            /* remote daemons given up: endpoint error, silence, ... */
     uint64_t stalls;                /* times this daemon found itself stalled (--peer-timeout-ms) */
@@ -137,6 +138,8 @@ struct b10d {
     struct list settling;           /* struct xfer.node: failed, news waiting for copies to end */
     uint32_t test_copy_delay_ms;    /* B10_TEST_COPY_DELAY_MS: scatters wait this long (tests) */
     bool test_local_staged;         /* B10_TEST_LOCAL_STAGED: local copies through views (tests) */
+    uint32_t fault_flip_every;      /* B10D_FAULT_FLIP_DATA: flip a byte of every Nth chunk sent */
+    uint64_t fault_flip_seen;       /* chunks sealed since start, for that count */
     /* Small host copies done on the loop thread, their completions due next turn (copy.c). */
     struct list copies_inline;
     uv_idle_t copies_idle;

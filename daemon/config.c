@@ -56,6 +56,7 @@ void config_defaults(struct config *cfg)
     cfg->quarantine_budget = 256 * MiB;
     cfg->err_mode = CONFIG_ERR_MODE_PEER;
     cfg->progress_spin = sysconf(_SC_NPROCESSORS_ONLN) >= 8;
+    cfg->verify_data = true;
     /*
      * Two data lanes: each UCX worker copies on one thread (the CMA copy, or
      * the loopback socket), and with two, two cores copy at once.
@@ -220,6 +221,9 @@ static void config_usage(FILE *out)
 "                             on the loop thread's worker)\n"
 "      --gpu-max-ctas N       CTAs of one gather or scatter kernel, so a transfer leaves\n"
 "                             the GPU to the model (default 32, 1..1024)\n"
+"      --verify-data on|off   checksum every DATA chunk where it is gathered and check it\n"
+"                             before a byte of it is scattered (default on); a chunk that\n"
+"                             fails fails its transfer with B10_ERR_DATA_CORRUPT\n"
 "\n"
 "Trust between daemons (README, \"Security model\"):\n"
 "      --cluster-key PATH     the cluster's secret key, 64 hex digits readable by this user\n"
@@ -276,7 +280,8 @@ enum {
     OPT_DRAIN_TIMEOUT, OPT_MAX_ADMIN_ROWS,
     OPT_MAX_REGIONS, OPT_MAX_AGENTS, OPT_MAX_XFERS, OPT_MAX_SPANS, OPT_MAX_FRAME, OPT_MAX_PEERS,
     OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_WIRE_LANES, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
-    OPT_CLUSTER_KEY, OPT_CLUSTER_KEY_NEXT, OPT_GEN_KEY, OPT_INSECURE, OPT_TRACE, OPT_MAX_PEER_XFERS,
+    OPT_CLUSTER_KEY, OPT_CLUSTER_KEY_NEXT, OPT_GEN_KEY, OPT_INSECURE, OPT_TRACE, OPT_VERIFY_DATA,
+    OPT_MAX_PEER_XFERS,
     OPT_MAX_PEER_STAGING, OPT_MAX_PEER_CONTROL, OPT_MIN_DEADLINE, OPT_PEER_QUARANTINE,
     OPT_PEER_IDLE, OPT_MAX_HELLOS, OPT_MAX_NOTICE, OPT_REMOTE_ACCESS, OPT_ADMIN_GROUP, OPT_SETTLE,
     OPT_MAX_REGISTER, OPT_HELLO_TIMEOUT,
@@ -476,6 +481,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "gen-key", required_argument, NULL, OPT_GEN_KEY },
         { "insecure", no_argument, NULL, OPT_INSECURE },
         { "trace", no_argument, NULL, OPT_TRACE },
+        { "verify-data", required_argument, NULL, OPT_VERIFY_DATA },
         { "max-peer-xfers", required_argument, NULL, OPT_MAX_PEER_XFERS },
         { "max-peer-staging", required_argument, NULL, OPT_MAX_PEER_STAGING },
         { "max-peer-control", required_argument, NULL, OPT_MAX_PEER_CONTROL },
@@ -562,6 +568,14 @@ int config_parse(struct config *cfg, int argc, char **argv)
         case OPT_TRACE:
             cfg->trace = true;
             break;
+        case OPT_VERIFY_DATA:
+            if (strcmp(optarg, "on") == 0 || strcmp(optarg, "off") == 0) {
+                cfg->verify_data = optarg[1] == 'n';
+            } else {
+                fprintf(stderr, "b10d: --verify-data: '%s' is not on or off\n", optarg);
+                return -1;
+            }
+            break;
         case OPT_REMOTE_ACCESS:
             if (strcmp(optarg, "any") == 0)
                 cfg->remote_access = CONFIG_REMOTE_ANY;
@@ -632,6 +646,7 @@ void config_print(const struct config *cfg)
            cfg->cluster_key[0] ? cfg->cluster_key : "(default)",
            cfg->cluster_key_next[0] ? cfg->cluster_key_next : "(none)", cfg->insecure ? "yes" : "no");
     printf("trace %s\n", cfg->trace ? "yes" : "no");
+    printf("verify-data %s\n", cfg->verify_data ? "on" : "off");
     printf("remote-access %s\n", cfg->remote_access == CONFIG_REMOTE_PAIRED ? "paired" : "any");
     if (cfg->admin_group_set)
         printf("admin-group %u\n", (unsigned)cfg->admin_gid);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checksum.h"
 #include "log.h"
 
 struct copy_job *copy_job_new(struct b10d *d, bool gather, copy_done_fn *done, void *arg,
@@ -153,13 +154,105 @@ static b10_status_t copy_host_segs(const struct copy_job *job)
     return B10_OK;
 }
 
-/* On a pool thread: touches only the job's own host segments. */
+static void copy_on_idle(uv_idle_t *idle);
+
+void copy_job_sum(struct copy_job *job, enum copy_sum mode, const void *view, size_t len,
+                  uint64_t seed, uint64_t want)
+{
+    job->sum_mode = mode;
+    job->view = view;
+    job->view_len = len;
+    job->seed = seed;
+    job->sum = want;
+    job->sum_done = false;
+}
+
+/* The checksum step, on whichever thread: B10_ERR_DATA_CORRUPT when a check fails. */
+static b10_status_t copy_sum_step(struct copy_job *job)
+{
+    uint64_t sum = checksum(job->view, job->view_len, job->seed);
+    if (job->sum_mode == COPY_SUM_CHECK && sum != job->sum)
+        return B10_ERR_DATA_CORRUPT;
+    job->sum = sum;
+    job->sum_done = true;
+    return B10_OK;
+}
+
+static bool copy_sum_due(const struct copy_job *job, enum copy_sum mode)
+{
+    return job->sum_mode == mode && !job->sum_done;
+}
+
+/*
+ * The host part, on a pool thread or inline. A job of host memory only
+ * checks its view first and makes its sum last, in the same task; with
+ * device parts the GPU writes or reads the view too, and the sum is the
+ * loop's business (copy_job_submit, copy_job_part_done).
+ */
+static b10_status_t copy_host_part(struct copy_job *job)
+{
+    bool host_only = job->host_segs == job->nsegs;
+    b10_status_t status = B10_OK;
+    if (host_only && copy_sum_due(job, COPY_SUM_CHECK))
+        status = copy_sum_step(job);
+    if (status == B10_OK)
+        status = copy_host_segs(job);
+    if (status == B10_OK && host_only && copy_sum_due(job, COPY_SUM_MAKE))
+        status = copy_sum_step(job);
+    return status;
+}
+
+/* On a pool thread: touches only the job's own host segments and view. */
 static void copy_run(uv_work_t *work)
 {
     struct copy_job *job = work->data;
     if (!job->gather && job->d->test_copy_delay_ms > 0)
         usleep(job->d->test_copy_delay_ms * 1000u);
-    job->host_status = copy_host_segs(job);
+    job->host_status = copy_host_part(job);
+}
+
+/* A device job's checksum step alone, off the loop. */
+static void copy_sum_run(uv_work_t *work)
+{
+    struct copy_job *job = work->data;
+    job->host_status = copy_sum_step(job);
+}
+
+static void copy_sum_after(uv_work_t *work, int status)
+{
+    struct copy_job *job = work->data;
+    b10_status_t st = status == 0 ? job->host_status : B10_ERR_CANCELLED;
+    if (job->sum_mode == COPY_SUM_CHECK && st == B10_OK) {
+        copy_job_submit(job);       /* checked: now the copy */
+        return;
+    }
+    job->parts = 1;
+    copy_job_part_done(job, st);
+}
+
+/*
+ * A device job's checksum step: inline when the view is small (a few µs),
+ * else on the pool. A failed check inline still completes on a later loop
+ * turn, never inside the submission.
+ */
+static void copy_sum_phase(struct copy_job *job)
+{
+    if (job->view_len > COPY_INLINE_BYTES || !job->d->copies_inline_on) {
+        uv_queue_work(job->d->loop, &job->work, copy_sum_run, copy_sum_after);
+        return;
+    }
+    job->host_status = copy_sum_step(job);
+    if (job->sum_mode == COPY_SUM_CHECK && job->host_status == B10_OK) {
+        copy_job_submit(job);
+        return;
+    }
+    job->parts = 1;
+    if (job->sum_mode == COPY_SUM_MAKE) {
+        copy_job_part_done(job, job->host_status);     /* already in a completion */
+        return;
+    }
+    list_insert_tail(&job->d->copies_inline, &job->node);
+    uv_idle_start(&job->d->copies_idle, copy_on_idle);
 }
 
 static void copy_after(uv_work_t *work, int status)
@@ -175,6 +268,11 @@ void copy_job_part_done(struct copy_job *job, b10_status_t status)
         job->status = status;
     if (--job->parts > 0)
         return;
+    /* A gather with device parts: its view is whole only now. */
+    if (job->status == B10_OK && copy_sum_due(job, COPY_SUM_MAKE)) {
+        copy_sum_phase(job);
+        return;
+    }
     job->done(job, job->status);
     copy_job_free(job);
 }
@@ -223,10 +321,15 @@ static bool copy_inline(const struct copy_job *job)
 
 void copy_job_submit(struct copy_job *job)
 {
+    /* A scatter with device parts: the view is checked before the GPU reads a byte of it. */
+    if (copy_sum_due(job, COPY_SUM_CHECK) && job->host_segs < job->nsegs) {
+        copy_sum_phase(job);
+        return;
+    }
     /* One part for this call itself, so that no part finishing early ends the job. */
     job->parts = 1;
     if (copy_inline(job)) {
-        job->host_status = copy_host_segs(job);
+        job->host_status = copy_host_part(job);
         list_insert_tail(&job->d->copies_inline, &job->node);
         uv_idle_start(&job->d->copies_idle, copy_on_idle);
         return;     /* the call's part completes from copy_on_idle */

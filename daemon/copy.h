@@ -11,6 +11,8 @@
  * device as a device-to-device copy on the GPU. A job writes into regions
  * unless it is a gather.
  *
+ * A job may make or check its chunk's checksum (copy_job_sum).
+ *
  * A host segment of process memory is read or written through the rank's
  * /proc/<pid>/mem; a rank whose address space is gone fails its job with
  * B10_ERR_CLIENT_GONE, an address it unmapped with B10_ERR_IO.
@@ -43,6 +45,13 @@ struct region_refs {
 struct copy_job;
 typedef void copy_done_fn(struct copy_job *job, b10_status_t status);
 
+/* A job's part in its chunk's checksum (checksum.h), over the bytes of its view. */
+enum copy_sum {
+    COPY_SUM_NONE,
+    COPY_SUM_MAKE,              /* a gather: computed once every byte is in the view */
+    COPY_SUM_CHECK,             /* a scatter: checked before a byte is written */
+};
+
 struct copy_job {
     uv_work_t work;
     struct list node;           /* b10d.copies_inline, once copied inline */
@@ -61,6 +70,12 @@ struct copy_job {
     void *arg;
     uint32_t index;             /* the caller's: e.g. the chunk */
     float gpu_ms;               /* the device parts' time on the GPU (CUDA events) */
+    enum copy_sum sum_mode;
+    const uint8_t *view;        /* the view bytes the job fills (gather) or empties */
+    size_t view_len;
+    uint64_t seed;
+    uint64_t sum;               /* MAKE: the result; CHECK: what the sender computed */
+    bool sum_done;              /* MAKE: computed; CHECK: passed */
 };
 
 /*
@@ -88,6 +103,16 @@ b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, con
 bool copy_direct_ok(const struct region *from, const struct region *to);
 b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, struct region *to,
                                  void *dst, const void *src, size_t len);
+/*
+ * Make (a gather) or check (a scatter) the checksum of the view's first len
+ * bytes with seed; want is the sum to check. A scatter whose view fails its
+ * check writes nothing and ends B10_ERR_DATA_CORRUPT. Host-only jobs do it
+ * in the same pool task as the copy, on the view the copy just touched;
+ * with device parts it runs on the host before (check) or after (make)
+ * the GPU's copy, inline when small.
+ */
+void copy_job_sum(struct copy_job *job, enum copy_sum mode, const void *view, size_t len,
+                  uint64_t seed, uint64_t want);
 /*
  * Run the job: host segments on the thread pool, device segments on the GPU.
  * done() runs on the loop thread once every part finished; then the job is freed.

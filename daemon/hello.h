@@ -27,9 +27,11 @@ struct B10__Peer__Msg;
  * Daemon ↔ daemon: HELLO, and the agent descriptors one daemon hands out and
  * another loads. 2: worker addresses carry data lanes (wireaddr.h); 3: every
  * message in an authenticated envelope, daemons known by name; 4: a CHECK
- * names its asking rank, which the target's daemon checks for access.
+ * names its asking rank, which the target's daemon checks for access; 5:
+ * one-chunk DATA on the main worker; 6: every DATA message ends in its
+ * chunk's checksum (checksum.h).
  */
-#define B10_PEER_PROTOCOL_VERSION 5
+#define B10_PEER_PROTOCOL_VERSION 6
 
 #define HELLO_NAME_MAX CONFIG_NAME_MAX
 #define HELLO_MAX_ADDRESS ((1 + WIREADDR_MAX_LANES) * 4096)

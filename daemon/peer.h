@@ -61,6 +61,7 @@ struct peer_counters {
     uint64_t replayed;              /* messages whose counter was seen already */
     uint64_t refused;               /* transfers, reads, notices refused for its limits */
     uint64_t links;                 /* links opened with it, either direction */
+    uint64_t corrupt;               /* its DATA chunks that failed their checksum (checksum.h) */
 };
 
 struct peer {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "checksum.h"
 #include "gpu.h"
 #include "wire.h"
 
@@ -28,7 +29,7 @@ static void staging_view_release_memory(struct staging *s, struct view *v)
     if (v->cuda)
         gpu_host_free(s->d, v->base);
     else
-        munmap(v->base, s->view_bytes);
+        munmap(v->base, s->view_bytes + CHECKSUM_TRAILER_BYTES);
 }
 
 static struct view *staging_view_alloc(struct staging *s)
@@ -37,14 +38,16 @@ static struct view *staging_view_alloc(struct staging *s)
     if (v == NULL)
         return NULL;
     void *base;
+    /* Room after the chunk for its checksum trailer: DATA carries both in one message. */
+    size_t bytes = s->view_bytes + CHECKSUM_TRAILER_BYTES;
     if (gpu_present(s->d)) {
-        if (gpu_host_alloc(s->d, s->view_bytes, &base) != 0) {
+        if (gpu_host_alloc(s->d, bytes, &base) != 0) {
             free(v);
             return NULL;
         }
         v->cuda = true;
     } else {
-        base = mmap(NULL, s->view_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (base == MAP_FAILED) {
             log_err("staging: mmap of a %lu-byte view: %s", (unsigned long)s->view_bytes,
                     strerror(errno));
@@ -52,14 +55,14 @@ static struct view *staging_view_alloc(struct staging *s)
             return NULL;
         }
         /* Locked so that the pages a transport DMAs into never move; best effort. */
-        if (mlock(base, s->view_bytes) != 0 && !s->lock_warned) {
+        if (mlock(base, bytes) != 0 && !s->lock_warned) {
             s->lock_warned = true;
             log_warning("staging: mlock failed (%s); raise LimitMEMLOCK for pinned staging",
                         strerror(errno));
         }
     }
     v->base = base;
-    if (wire_mem_map(s->d->wire, base, s->view_bytes, &v->memh) != 0) {
+    if (wire_mem_map(s->d->wire, base, bytes, &v->memh) != 0) {
         staging_view_release_memory(s, v);
         free(v);
         return NULL;

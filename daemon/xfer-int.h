@@ -33,6 +33,8 @@ struct mem_table;
 /* Pipeline accounting, for the "landed" log line. */
 void xfer_pipe_start(struct xfer *x);
 void xfer_pipe_copy_done(struct xfer_slot *slot, const struct copy_job *job);
+/* A gathered chunk's checksum into its trailer (and B10D_FAULT_FLIP_DATA's flip). */
+void xfer_chunk_seal(struct xfer_slot *slot, const struct copy_job *job);
 void xfer_pipe_wire_begin(struct xfer_slot *slot);
 void xfer_pipe_wire_end(struct xfer_slot *slot);
 

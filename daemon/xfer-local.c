@@ -34,6 +34,7 @@ static void xfer_local_on_gathered(struct copy_job *job, b10_status_t status)
 
     if (!xfer_copy_ended(slot, job, status) || xfer_past_deadline(x))
         return;
+    xfer_chunk_seal(slot, job);     /* the view is checked again before the scatter */
     b10_status_t st = xfer_copy_chunk(slot, false, xfer_local_on_scattered);
     if (st != B10_OK)
         xfer_fail_dst(x, st, slot->chunk, x->to ? x->to->agent : "?");

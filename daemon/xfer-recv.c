@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "access.h"
+#include "checksum.h"
 #include "peer.h"
 #include "plan.h"
 #include "quarantine.h"
@@ -58,12 +59,13 @@ static void xfer_recv_on_data(void *arg, b10_status_t status, size_t length)
                   status == B10_ERR_PEER_PROTOCOL ? "larger than announced" : b10_status_str(status));
         return;
     }
-    if (length != want) {
+    if (length != want + CHECKSUM_TRAILER_BYTES) {
         x->d->stats.peer_protocol_errors++;
-        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "DATA chunk %u: %zu bytes, %" PRIu64 " announced",
-                  slot->chunk, length, want);
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "DATA chunk %u: %zu bytes, %" PRIu64 " announced "
+                  "and its %u-byte checksum", slot->chunk, length, want, CHECKSUM_TRAILER_BYTES);
         return;
     }
+    slot->has_sum = checksum_trailer_get(slot->view->base + want, &slot->sum);
     peer_heard(x->peer);
     /* Late DATA stays in its quarantined view, never scattered: past the
      * deadline, or after a stall during which the sender may have given up. */

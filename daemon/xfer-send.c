@@ -42,6 +42,7 @@ static void xfer_send_on_gathered(struct copy_job *job, b10_status_t status)
 
     if (!xfer_copy_ended(slot, job, status))
         return;
+    xfer_chunk_seal(slot, job);
     if (x->peer->ep == NULL || xfer_data_post(slot, true, xfer_send_on_sent) != 0) {
         xfer_fail(x, B10_ERR_PEER_LOST, "sending DATA chunk %u failed", slot->chunk);
         return;

@@ -10,6 +10,7 @@
 
 #include "access.h"
 #include "auth.h"
+#include "checksum.h"
 #include "frame.h"
 #include "peer.h"
 #include "plan.h"
@@ -721,6 +722,14 @@ b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *
             return status;
         }
     }
+    /* The chunk's checksum: made where its bytes were gathered, checked before they land. */
+    size_t len = (size_t)(ctx.view_pos - slot->view->base);
+    if (x->d->cfg.verify_data && gather)
+        copy_job_sum(ctx.job, COPY_SUM_MAKE, slot->view->base, len,
+                     checksum_seed(x->id, slot->chunk), 0);
+    else if (x->d->cfg.verify_data && slot->has_sum)
+        copy_job_sum(ctx.job, COPY_SUM_CHECK, slot->view->base, len,
+                     checksum_seed(x->id, slot->chunk), slot->sum);
     x->holds++;
     slot->view->holds++;
     slot->phase_ns = uv_hrtime();
@@ -961,7 +970,8 @@ int xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb)
     struct xfer *x = slot->x;
     struct view *view = slot->view;
     uint64_t tag = tags_derive(&x->link, x->id, slot->chunk, TAG_KIND_DATA);
-    size_t length = x->plan->chunks[slot->chunk].bytes;
+    /* The chunk's bytes and, after them in the view, its checksum trailer: one message. */
+    size_t length = x->plan->chunks[slot->chunk].bytes + CHECKSUM_TRAILER_BYTES;
 
     if (x->plan->nchunks == 1)
         return send ? wire_send(x->peer->ep, tag, view->base, length, view->memh, cb, slot,
@@ -973,6 +983,9 @@ int xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb)
                 : wire_recv_bulk(x->peer->ep, slot->chunk, tag, view->base, length, view->memh,
                                  cb, slot, &slot->op);
 }
+
+static void xfer_copy_failed(struct xfer *x, struct xfer_slot *slot, bool writes,
+                             b10_status_t status);
 
 bool xfer_copy_ended(struct xfer_slot *slot, struct copy_job *job, b10_status_t status)
 {
@@ -990,12 +1003,60 @@ bool xfer_copy_ended(struct xfer_slot *slot, struct copy_job *job, b10_status_t 
         return false;
     }
     if (status != B10_OK) {
-        xfer_fail(x, B10_ERR_INTERNAL, "%s of chunk %u failed", writes ? "scatter" : "gather",
-                  slot->chunk);
+        xfer_copy_failed(x, slot, writes, status);
         return false;
     }
     xfer_pipe_copy_done(slot, job);
     return true;
+}
+
+/* Seal a gathered chunk: its checksum into the trailer after it (and the fault hook's flip). */
+void xfer_chunk_seal(struct xfer_slot *slot, const struct copy_job *job)
+{
+    struct xfer *x = slot->x;
+    struct b10d *d = x->d;
+    size_t len = x->plan->chunks[slot->chunk].bytes;
+
+    slot->has_sum = job->sum_mode == COPY_SUM_MAKE && job->sum_done;
+    slot->sum = job->sum;
+    checksum_trailer_put(slot->view->base + len, slot->sum, slot->has_sum);
+    if (d->fault_flip_every > 0 && ++d->fault_flip_seen % d->fault_flip_every == 0 && len > 0) {
+        slot->view->base[len / 2] ^= 0x20;
+        log_warning("fault hook: flipped byte %zu of chunk %u of transfer %016" PRIx64
+                    " after its checksum", len / 2, slot->chunk, x->id);
+    }
+}
+
+/*
+ * A copy failed: how the transfer fails. A chunk that failed its checksum
+ * was not scattered (copy_job_sum); a rank's memory reached through /proc
+ * may be gone; anything else is this daemon's fault.
+ */
+static void xfer_copy_failed(struct xfer *x, struct xfer_slot *slot, bool writes,
+                             b10_status_t status)
+{
+    const char *what = writes ? "scatter" : "gather";
+    switch (status) {
+    case B10_ERR_DATA_CORRUPT: {
+        const char *from = x->peer != NULL ? x->peer->name : "this daemon's own staging";
+        x->d->stats.chunks_corrupt++;
+        if (x->peer != NULL)
+            x->peer->counters.corrupt++;
+        log_warning("transfer %016" PRIx64 ": chunk %u from %s failed its checksum: not "
+                    "scattered, its view quarantined", x->id, slot->chunk, from);
+        xfer_fail(x, status, "chunk %u from %.200s failed its checksum: none of its bytes was "
+                  "written", slot->chunk, from);
+        return;
+    }
+    case B10_ERR_CLIENT_GONE:
+    case B10_ERR_IO:
+        xfer_fail(x, status, "%s of chunk %u: %s", what, slot->chunk,
+                  status == B10_ERR_IO ? "the rank's memory is no longer mapped"
+                                       : "the rank's address space is gone");
+        return;
+    default:
+        xfer_fail(x, B10_ERR_INTERNAL, "%s of chunk %u failed", what, slot->chunk);
+    }
 }
 
 void xfer_fail_dst(struct xfer *x, b10_status_t st, uint32_t chunk, const char *rank)

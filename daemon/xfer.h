@@ -58,6 +58,8 @@ struct xfer_slot {
     struct wire_op *op;             /* S: DATA send; R: DATA receive */
     struct copy_job *job;           /* R: its scatter, while it runs */
     bool stuck;                     /* R: that scatter outlived --settle-ms (its regions stuck) */
+    bool has_sum;                   /* its chunk's checksum is known (checksum.h) */
+    uint64_t sum;                   /* S: computed at the gather; R: from the DATA's trailer */
     uint64_t phase_ns;              /* when its current copy or wire phase began */
 };
 

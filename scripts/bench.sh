@@ -501,6 +501,20 @@ for l in 0 1 2 4 8; do
     daemons_stop
 done
 
+# ---------------------------------------------------------------- integrity: verify on and off
+
+# Paired: off, on, off, on, each pass on fresh daemons, so that drift of the
+# machine falls on both alike; a figure is the mean of its passes.
+VSIZE=$(lesser 268435456 "$MAXB")
+for r in 1 2; do
+    for v in off on; do
+        daemons_start "verify-$v-$r" "--verify-data $v" || continue
+        # shellcheck disable=SC2046
+        writes "verify.$v.$r" "$G/A.sock" "$G/B.sock" "$VSIZE" 32K $(iters_of "$VSIZE")
+        daemons_stop
+    done
+done
+
 ceilings_measure 2
 ceilings_settle
 if [ -n "$gpu" ]; then
@@ -690,6 +704,18 @@ for l in 0 1 2 4 8; do
     row "$label" "$(r2 "$fig") GB/s" "$(r2 "$ceil") GB/s: $(wire_ceiling_says "$k")" \
         "$(calc "a / b" "$fig" "$ceil" | fmt 2)" "$(us "$key" p50_us)" "$(us "$key" p99_us)" "$target" "$v"
 done
+
+# Integrity: the cost of checksumming every chunk.
+von=$(calc "(a + b) / 2" "$(rv verify.on.1 gbps)" "$(rv verify.on.2 gbps)")
+voff=$(calc "(a + b) / 2" "$(rv verify.off.1 gbps)" "$(rv verify.off.2 gbps)")
+vlabel="two-daemon, $mem_label, $(human "$VSIZE"), --verify-data on against off (paired, 2 passes each)"
+if [ -n "$von" ] && [ -n "$voff" ]; then
+    row "$vlabel" "$(r2 "$von") GB/s on" "$(r2 "$voff") GB/s off" "$(calc "a / b" "$von" "$voff" | fmt 3)" \
+        "$(us verify.on.1 p50_us)" "$(us verify.on.1 p99_us)" "on ≥ 0.97 × off: on by default" \
+        "$(verdict "a >= 0.97 * b" "$von" "$voff")"
+else
+    row "$vlabel" FAILED "" "" "" "" "" ""
+fi
 
 # Concurrency.
 one=$(rv pairs.1 gbps)

@@ -25,6 +25,7 @@
 
 #include "auth.h"
 #include "b10.pb-c.h"
+#include "checksum.h"
 #include "frame.h"
 #include "hello.h"
 #include "peer.pb-c.h"
@@ -187,6 +188,28 @@ static int send_bytes(uint64_t tag, const void *buf, size_t len)
     void *req = ucp_tag_send_nbx(g.ep, buf, len, tag, &p);
     ucs_status_t st = req_wait(req, &rs, false, timeout_ms);
     return st == UCS_OK || st == UCS_ERR_TIMED_OUT ? 0 : -1;
+}
+
+/*
+ * DATA as a daemon sends it: the chunk's bytes, then their checksum trailer
+ * (checksum.h), seeded with the transfer and the chunk; sum_delta != 0
+ * sends a wrong sum, and present false none at all.
+ */
+static int send_chunk(uint64_t tag, uint64_t xid, uint32_t chunk, const uint8_t *bytes, size_t len,
+                      uint64_t sum_delta, bool present)
+{
+    static uint8_t msg[4 * CHUNK + CHECKSUM_TRAILER_BYTES];     /* may outlive a timeout */
+    if (len > 4 * CHUNK)
+        return -1;
+    memcpy(msg, bytes, len);
+    uint64_t sum = checksum(bytes, len, checksum_seed(xid, chunk)) ^ sum_delta;
+    checksum_trailer_put(msg + len, sum, present);
+    return send_bytes(tag, msg, len + CHECKSUM_TRAILER_BYTES);
+}
+
+static int send_data(uint64_t tag, uint64_t xid, uint32_t chunk, const uint8_t *bytes, size_t len)
+{
+    return send_chunk(tag, xid, chunk, bytes, len, 0, true);
 }
 
 /* Send without waiting (DATA into a peer that may not want it); the buffer must stay valid. */
@@ -747,8 +770,8 @@ static int case_good(const char *c)
     memcpy(g.want + base + 8192, data[0] + 4096, 4096);
     memcpy(g.want + base + 4096, data[1], 4096);
     memcpy(g.want + base + 12288, data[1] + 4096, 4096);
-    send_bytes(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), data[0], CHUNK);
-    send_bytes(tags_derive(&L.a.tags, xid, 1, TAG_KIND_DATA), data[1], CHUNK);
+    send_data(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), xid, 0, data[0], CHUNK);
+    send_data(tags_derive(&L.a.tags, xid, 1, TAG_KIND_DATA), xid, 1, data[1], CHUNK);
     int st = await_result(&L, xid, timeout_ms, detail, sizeof(detail));
     if (st != 0)
         return fail(c, "RESULT %s (%s), expected OK", st < 0 ? "missing" : sname(st), detail);
@@ -811,6 +834,54 @@ static int case_undersize(const char *c)
     return case_size(c, CHUNK / 2, "DATA half the announced size");
 }
 
+/*
+ * DATA whose checksum does not match its bytes: the transfer fails
+ * B10_ERR_DATA_CORRUPT and not a byte lands. The controls: the same chunk
+ * with its right sum lands, and so does one that carries no sum (a sender
+ * running --verify-data off).
+ */
+static int case_bad_sum(const char *c)
+{
+    uint64_t off, xid;
+    char detail[256];
+
+    if (ensure_link(c) != 0 || (xid = start_one(c, &L, &off)) == 0)
+        return 1;
+    for (uint32_t i = 0; i < CHUNK; i++)
+        junk[i] = pat(0xc5c5, i);
+    send_chunk(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), xid, 0, junk, CHUNK, 1, true);
+    int st = await_result(&L, xid, timeout_ms, detail, sizeof(detail));
+    progress_for(200);
+    if (region_check(c, "after DATA with a wrong checksum") != 0)
+        return 1;
+    if (st != B10_ERR_DATA_CORRUPT)
+        return fail(c, "DATA with a wrong checksum: RESULT %s (%s), expected B10_ERR_DATA_CORRUPT",
+                    st < 0 ? "missing" : sname(st), detail);
+    pass(c, "DATA with a wrong checksum: RESULT %s (%s), nothing landed", sname(st), detail);
+
+    static const struct { const char *what; bool present; } ok[] = {
+        { "the same chunk with its right checksum", true },
+        { "a chunk that carries no checksum", false },
+    };
+    for (size_t k = 0; k < sizeof(ok) / sizeof(ok[0]); k++) {
+        if ((xid = start_one(c, &L, &off)) == 0)
+            return 1;
+        for (uint32_t i = 0; i < CHUNK; i++)
+            junk[i] = pat(0xc5c6 + k, i);
+        memcpy(g.want + off, junk, CHUNK);
+        send_chunk(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), xid, 0, junk, CHUNK, 0,
+                   ok[k].present);
+        st = await_result(&L, xid, timeout_ms, detail, sizeof(detail));
+        if (st != 0)
+            return fail(c, "%s: RESULT %s (%s), expected OK", ok[k].what,
+                        st < 0 ? "missing" : sname(st), detail);
+        if (region_check(c, ok[k].what) != 0)
+            return 1;
+        pass(c, "%s landed exactly", ok[k].what);
+    }
+    return 0;
+}
+
 /* DATA for transfers that were never announced, on derived and random tags. */
 static int case_unknown(const char *c)
 {
@@ -858,7 +929,7 @@ static int case_oob(const char *c)
         if (r == 0) {
             /* Admitted: the worst case. Push the bytes so that the check below sees them. */
             memset(junk, 0x77, sizeof(junk));
-            send_bytes(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), junk, tries[i].pc.len);
+            send_data(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), xid, 0, junk, tries[i].pc.len);
             bad |= fail(c, "%s: admitted", tries[i].what);
         } else if (r - 1000 != tries[i].want) {
             bad |= fail(c, "%s: got %s (%s), expected %s", tries[i].what,
@@ -913,7 +984,7 @@ static int case_oldgen(const char *c)
         return 1;
     progress_for(200);   /* the victim sees the new link's CONFIRM, and retires the old */
     memset(junk, 0x99, sizeof(junk));
-    send_bytes(tags_derive(&old.a.tags, xid, 0, TAG_KIND_DATA), junk, CHUNK);
+    send_data(tags_derive(&old.a.tags, xid, 0, TAG_KIND_DATA), xid, 0, junk, CHUNK);
     uint64_t x2 = new_xid();
     uint32_t chunks[] = { 1 };
     struct piece pc = { off, CHUNK, false };
@@ -923,7 +994,7 @@ static int case_oldgen(const char *c)
     int r = await_ready_or_result(&old, x2, 1000, detail, sizeof(detail));
     rlink_free(&old);
     if (r == 0) {
-        send_bytes(tags_derive(&old.a.tags, x2, 0, TAG_KIND_DATA), junk, CHUNK);
+        send_data(tags_derive(&old.a.tags, x2, 0, TAG_KIND_DATA), x2, 0, junk, CHUNK);
         progress_for(200);
         region_check(c, "after DATA on an old generation");
         return fail(c, "a CONTROL on the retired generation was admitted");
@@ -957,7 +1028,7 @@ static int case_replay(const char *c)
     struct ctl ctl = { .xid = xid, .chunks = chunks, .nchunks = 1, .pieces = &pc, .npieces = 1 };
     send_control(&L, &ctl, NULL, NULL);
     int r = await_ready_or_result(&L, xid, timeout_ms, detail, sizeof(detail));
-    send_bytes(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), junk, CHUNK);
+    send_data(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), xid, 0, junk, CHUNK);
     progress_for(300);
     if (region_check(c, "after replaying a failed transfer") != 0)
         return 1;
@@ -970,8 +1041,8 @@ static int case_replay(const char *c)
     if (case_good(c) != 0)
         return 1;
     memset(junk, 0x24, sizeof(junk));
-    send_bytes(tags_derive(&L.a.tags, last_good_xid, 0, TAG_KIND_DATA), junk, CHUNK);
-    send_bytes(tags_derive(&L.a.tags, last_good_xid, 1, TAG_KIND_DATA), junk, CHUNK);
+    send_data(tags_derive(&L.a.tags, last_good_xid, 0, TAG_KIND_DATA), last_good_xid, 0, junk, CHUNK);
+    send_data(tags_derive(&L.a.tags, last_good_xid, 1, TAG_KIND_DATA), last_good_xid, 1, junk, CHUNK);
     progress_for(300);
     if (region_check(c, "after replaying a finished transfer's DATA") != 0)
         return 1;
@@ -997,8 +1068,8 @@ static int case_replay_msg(const char *c)
     free(copy);
     int r = await_ready_or_result(&L, last_good_xid, 1000, detail, sizeof(detail));
     memset(junk, 0x3c, sizeof(junk));
-    send_bytes(tags_derive(&L.a.tags, last_good_xid, 0, TAG_KIND_DATA), junk, CHUNK);
-    send_bytes(tags_derive(&L.a.tags, last_good_xid, 1, TAG_KIND_DATA), junk, CHUNK);
+    send_data(tags_derive(&L.a.tags, last_good_xid, 0, TAG_KIND_DATA), last_good_xid, 0, junk, CHUNK);
+    send_data(tags_derive(&L.a.tags, last_good_xid, 1, TAG_KIND_DATA), last_good_xid, 1, junk, CHUNK);
     progress_for(300);
     if (region_check(c, "after a replayed CONTROL and new DATA for it") != 0)
         return 1;
@@ -1171,7 +1242,7 @@ static int case_malformed(const char *c)
         int r = await_ready_or_result(&L, xid, timeout_ms, detail, sizeof(detail));
         if (r == 0) {
             memset(junk, 0x13, sizeof(junk));
-            send_bytes(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), junk, 4096);
+            send_data(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), xid, 0, junk, 4096);
             bad |= fail(c, "%s: admitted", lies[i].what);
         } else if (r < 0) {
             bad |= fail(c, "%s: no answer", lies[i].what);
@@ -2066,7 +2137,7 @@ static int case_bad_writeback(const char *c)
         for (uint32_t i = 0; i < CHUNK; i++)
             data[i] = pat(++key_seq, i);
         memcpy(g.want + want_off, data, CHUNK);
-        send_bytes(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), data, CHUNK);
+        send_data(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), xid, 0, data, CHUNK);
         int res = await_result(&L, xid, timeout_ms, detail, sizeof(detail));
         st = b10_xfer_wait(x, timeout_ms);
         b10_xfer_release(x);
@@ -2198,6 +2269,7 @@ static const struct testout_case cases[] = {
     { "unknown", case_unknown },
     { "oversize", case_oversize },
     { "undersize", case_undersize },
+    { "bad_sum", case_bad_sum },
     { "oob", case_oob },
     { "badgen", case_badgen },
     { "oldgen", case_oldgen },

@@ -175,6 +175,37 @@ vramclaim() {
     cleanup
 }
 
+# corrupt NAME SRC_MEM DST_MEM: A flips a byte of every chunk it sends after
+# its checksum (B10D_FAULT_FLIP_DATA=1). Every WRITE must fail
+# B10_ERR_DATA_CORRUPT, and the decode must find none of the flipped bytes in
+# its pool: a failed transfer's bytes may only be its source or the poison.
+# LOCAL=1: both ranks on A, through its staging views.
+corrupt() {
+    name=$1 src=$2 dst=$3
+    shift 3
+    dside=B
+    [ "${LOCAL:-0}" = 1 ] && dside=A
+    DAEMON_ENV="B10D_FAULT_FLIP_DATA=1"
+    start_daemons "$name" "--staging-bytes 256M" || { DAEMON_ENV=""; failed=$((failed + 1)); cleanup; return; }
+    DAEMON_ENV=""
+    env $(gpu_env $dside) timeout 300 "$KVRANK" --role decode --mem "$dst" -s "$D/$dside.sock" \
+        --dir "$D" "$@" >"$D/decode.out" 2>&1 &
+    dpid=$!
+    prc=0
+    env $(gpu_env A) timeout 300 "$KVRANK" --role prefill --round 0 --mem "$src" -s "$D/A.sock" \
+        --dir "$D" --xfers 4 --expect B10_ERR_DATA_CORRUPT "$@" >"$D/prefill.out" 2>&1 || prc=$?
+    wait $dpid
+    drc=$?
+    if [ $prc -eq 0 ] && [ $drc -eq 0 ] && grep -q 'failed its checksum' "$D/$dside.log"; then
+        echo "PASS $name ($src -> $dst: $(grep -c 'failed its checksum: not scattered' "$D/$dside.log") chunks failed their checksum, every WRITE B10_ERR_DATA_CORRUPT, $(grep -o '[0-9]* bytes of failed transfers landed' "$D/decode.out" | head -n 1))"
+    else
+        echo "FAIL $name (prefill exit $prc, decode exit $drc)"
+        failed=$((failed + 1))
+        tail -n 8 "$D/prefill.out" "$D/decode.out" "$D/A.log" "$D/B.log" | sed 's/^/    /'
+    fi
+    cleanup
+}
+
 ROUNDS=2
 small="--layers 8 --blocks 64 --req-blocks 32"
 $skip_suite || {
@@ -190,7 +221,10 @@ LOCAL=1
 pair local-vram-vram vram vram "--staging-bytes 256M" $small
 pair local-vmm-dram vmm dram "--staging-bytes 256M" $small
 pair local-dram-vram dram vram "--staging-bytes 256M" $small --span-bytes 777 --span-offset 3 --span-gap 5
+corrupt local-corrupt-dram-vram dram vram $small
 LOCAL=0
+corrupt corrupt-vram-vram vram vram $small
+corrupt corrupt-vram-dram vram dram $small
 }
 
 # perftest3 TLS SIZE [PAIRS]: the median of three perftest runs (one run is

@@ -21,7 +21,7 @@ SUITE=integ
 SUITE_TITLE=integration
 REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
 all_scenarios="cli fragmented same_node same_node_staged process_mem concurrent8 lanes large out_of_bounds deadline cancel corrupt
-               bad_input agentops settle restart"
+               bad_input corrupt_data agentops settle restart"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -295,6 +295,68 @@ scen_corrupt() {
     [ -n "$_off" ] || die "the decode did not say which byte it corrupted"
     grep -q "MISMATCH at destination offset $_off " "$D/decode.log" ||
         die "the corrupted byte at offset $_off was not reported as the first mismatch"
+}
+
+# End-to-end integrity: A flips a byte of every chunk it sends after its
+# checksum (B10D_FAULT_FLIP_DATA=1). Every such WRITE fails
+# B10_ERR_DATA_CORRUPT, the decode finds none of the flipped bytes in its
+# pool (a failed transfer's bytes may only be its source or the poison), B
+# counts the chunks against A, and both go on serving. The same through a
+# local transfer's staging view. The control: with --verify-data off on the
+# receiver the flipped bytes land, and the decode catches them.
+scen_corrupt_data() {
+    export B10D_FAULT_FLIP_DATA=1
+    start_daemon A
+    unset B10D_FAULT_FLIP_DATA
+    start_daemon B
+    grep -q 'fault hook: one byte of every 1 chunk sent is flipped' "$D/A.log" ||
+        die "A did not log its fault hook"
+    decode decode B --rounds 2 --req-blocks 16
+    prefill 0 A --req-blocks 16 --xfers 4 --expect B10_ERR_DATA_CORRUPT --expect-detail
+    expect_prefill 0 0
+    grep -q 'failed its checksum' "$D/prefill-r0.log" ||
+        die "the prefill's failures do not say a checksum failed: $(grep -m1 ended "$D/prefill-r0.log")"
+    # B serves on: a local WRITE (no hook on B) lands, and the decode verifies both rounds.
+    prefill 1 B --req-blocks 16
+    expect_prefill 1 0
+    finish_decode decode 0
+    _n=$("$B10CTL" -s "$D/B.sock" --json peers | python3 -c "import json, sys
+print(sum(p['corrupt'] for p in json.load(sys.stdin)['peers'] if p['name'] == 'A'))")
+    [ "${_n:-0}" -ge 4 ] || die "b10ctl peers on B counts ${_n:-no} corrupt chunks from A, not 4 or more"
+    "$B10CTL" -s "$D/B.sock" metrics | grep -q 'b10d_peer_dropped_total{peer="A",why="corrupt"} [1-9]' ||
+        die "B's metrics do not count A's corrupt chunks"
+    stop_daemons
+
+    # A local transfer through staging, the flip between its gather and its scatter.
+    export B10D_FAULT_FLIP_DATA=1 B10_TEST_LOCAL_STAGED=1
+    start_daemon C
+    unset B10D_FAULT_FLIP_DATA B10_TEST_LOCAL_STAGED
+    mkdir "$D/local"
+    bg dlocal "$KVRANK" --role decode --name dlocal -s "$D/C.sock" --dir "$D/local" $KV --req-blocks 16
+    wait_file "$D/local/decode.desc" 30
+    fg 60 plocal "$KVRANK" --role prefill --name plocal -s "$D/C.sock" --dir "$D/local" --round 0 $KV \
+        --req-blocks 16 --xfers 2 --expect B10_ERR_DATA_CORRUPT
+    expect_exit "local prefill" "$D/plocal.log" 0 'FAIL|ended|b10_' tail
+    wait_client dlocal 30 "decode dlocal"
+    expect_exit "decode dlocal" "$D/dlocal.log" 0 'MISMATCH|gave up|b10_' head
+    grep -q "from this daemon's own staging failed its checksum" "$D/C.log" ||
+        die "C logged no local chunk failing its checksum"
+    stop_daemons
+
+    # The control: a receiver that does not check lets the flipped bytes land.
+    export B10D_FAULT_FLIP_DATA=1
+    start_daemon E
+    unset B10D_FAULT_FLIP_DATA
+    start_daemon F --verify-data off
+    mkdir "$D/off"
+    bg doff "$KVRANK" --role decode --name doff -s "$D/F.sock" --dir "$D/off" $KV --req-blocks 8
+    wait_file "$D/off/decode.desc" 30
+    fg 60 poff "$KVRANK" --role prefill --name poff -s "$D/E.sock" --dir "$D/off" --round 0 $KV \
+        --req-blocks 8
+    expect_exit "unchecked prefill" "$D/poff.log" 0 'FAIL|ended|b10_' tail
+    wait_client doff 30 "decode doff"
+    expect_exit "decode doff" "$D/doff.log" 1 'MISMATCH' head
+    grep -q MISMATCH "$D/doff.log" || die "with --verify-data off the flipped byte went unnoticed"
 }
 
 scen_bad_input() {

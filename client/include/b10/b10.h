@@ -64,6 +64,7 @@ extern "C" {
     X(ERR_DRAINING,       35, RETRY,  "daemon is draining and admits no new work")               \
     X(ERR_CLIENT_GONE,    36, RETRY,  "a rank taking part in the transfer disconnected")         \
     X(ERR_UNSETTLED,      37, RETRY,  "failed, and a copy into the destination may still write it") \
+    X(ERR_DATA_CORRUPT,   38, RETRY,  "a chunk's bytes changed on the way: its checksum did not match") \
     X(ERR_PEER_UNREACHABLE,50,PEER,   "remote daemon unreachable")                               \
     X(ERR_PEER_LOST,      51, PEER,   "remote daemon lost during the transfer")                  \
     X(ERR_PEER_PROTOCOL,  52, PEER,   "remote daemon violated the protocol")                     \
