@@ -127,6 +127,11 @@ $(BUILD)/obj/%.o: %.c | $(GEN_HDRS)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS_OURS) $(CUDA_CFLAGS) -c -o $@ $<
 
+# XXH3's AVX2 path, for the CPUs that have it (checksum.c asks at run time).
+ifeq ($(shell uname -m),x86_64)
+$(call obj,daemon/checksum-avx2.c): CFLAGS_OURS += -mavx2
+endif
+
 $(DAEMON_LIB): $(DAEMON_OBJS) $(CUDA_OBJS) $(COMMON_OBJS)
 	$(call say,AR,$@)
 	$(Q)mkdir -p $(dir $@)

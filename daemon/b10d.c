@@ -187,10 +187,11 @@ int b10d_start(struct b10d *d)
     uv_signal_start(&d->sigterm, b10d_on_signal, SIGTERM);
     uv_signal_start(&d->sigint, b10d_on_signal, SIGINT);
     log_info("daemon %s %016" PRIx64 " (b10d %s) listening on %s%s, ucx error mode %s, %s; "
-             "remote ranks: %s", d->cfg.name, d->daemon_id, B10D_VERSION, d->cfg.socket_path,
-             listen_fd >= 0 ? " (from systemd)" : "",
+             "remote ranks: %s; chunk checksums %s", d->cfg.name, d->daemon_id, B10D_VERSION,
+             d->cfg.socket_path, listen_fd >= 0 ? " (from systemd)" : "",
              d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none", b10d_trust(d),
-             d->cfg.remote_access == CONFIG_REMOTE_PAIRED ? "paired only" : "any");
+             d->cfg.remote_access == CONFIG_REMOTE_PAIRED ? "paired only" : "any",
+             d->cfg.verify_data ? "on" : "off (--verify-data)");
     peer_liveness_start(d);
     service_ready(d->service);
     return 0;

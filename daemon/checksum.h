@@ -1,13 +1,19 @@
 /*
  * checksum.h — the checksum each DATA chunk carries.
  *
- * XXH3-64 (libxxhash) of the chunk's bytes, seeded with the transfer id and
- * the chunk index: a chunk whose bytes changed on the way (in staging, on a
- * NIC, by a bug) fails, and so does one that arrives in another transfer's
- * or another chunk's place. The sender computes it where the bytes were
- * gathered and sends it in a trailer after the chunk's bytes, in the same
- * DATA message; the receiver checks it before a byte of the chunk is
- * scattered into the rank's memory (copy.c).
+ * XXH3-64 (libxxhash), seeded with the transfer id and the chunk index: a
+ * chunk whose bytes changed on the way (in staging, on a NIC, by a bug)
+ * fails, and so does one that arrives in another transfer's or another
+ * chunk's place. The sender computes it where the chunk was gathered and
+ * sends it in a trailer after the chunk's bytes, in the same DATA message;
+ * the receiver checks it before a byte of the chunk is scattered into the
+ * rank's memory (copy.c).
+ *
+ * A chunk of up to CHECKSUM_BLOCK bytes is summed in one piece. A larger one
+ * is summed a block at a time, block i with seed + i (so that blocks that
+ * trade places fail too), and the chunk's sum is XXH3-64 with seed of the
+ * blocks' sums as little-endian u64s: the blocks can be summed on several
+ * threads at once, so that a 4 MiB chunk does not wait for one core.
  *
  * The trailer is CHECKSUM_TRAILER_BYTES, little-endian: the sum, then flags
  * (CHECKSUM_PRESENT: the sender computed it; a sender running
@@ -22,13 +28,27 @@
 
 #define CHECKSUM_TRAILER_BYTES 16
 #define CHECKSUM_PRESENT 1u
+#define CHECKSUM_BLOCK (256u << 10)
+#define CHECKSUM_MAX_BLOCKS 4096u      /* 1 GiB, the largest --view-bytes */
 
 uint64_t checksum_seed(uint64_t xfer_id, uint32_t chunk);
+/* The chunk's sum, all on this thread. */
 uint64_t checksum(const void *bytes, size_t length, uint64_t seed);
+
+/* The same in parts: how many blocks a chunk of length has (1 up to CHECKSUM_BLOCK)... */
+uint32_t checksum_blocks(size_t length);
+/* ...the sums of blocks [first, first + count) into sums[first...] (any thread)... */
+void checksum_block_sums(const void *bytes, size_t length, uint64_t seed, uint32_t first,
+                         uint32_t count, uint64_t *sums);
+/* ...and the chunk's sum from all of them: equal to checksum(bytes, length, seed). */
+uint64_t checksum_combine(const uint64_t *sums, uint32_t nblocks, size_t length, uint64_t seed);
 
 /* Write the trailer at `at` (CHECKSUM_TRAILER_BYTES). */
 void checksum_trailer_put(uint8_t *at, uint64_t sum, bool present);
 /* Read it: true and *sum_p when the sender put a checksum there. */
 bool checksum_trailer_get(const uint8_t *at, uint64_t *sum_p);
+
+/* checksum-avx2.c's XXH3, for checksum.c to call where the CPU has AVX2 (x86-64 only). */
+uint64_t checksum_xxh3_avx2(const void *bytes, size_t length, uint64_t seed);
 
 #endif

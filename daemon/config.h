@@ -96,6 +96,8 @@ void config_defaults(struct config *cfg);
 int config_parse(struct config *cfg, int argc, char **argv);
 
 /* Print the effective configuration, one "key value" per line. */
+/* --verify-data auto's answer for this host. */
+bool config_verify_auto(void);
 void config_print(const struct config *cfg);
 
 int config_parse_size(const char *text, uint64_t *bytes_p);

@@ -39,6 +39,8 @@ void copy_job_free(struct copy_job *job)
         free(lists[l]->r);
     }
     free(job->segs);
+    free(job->block_sums);
+    free(job->sum_tasks);
     free(job);
 }
 
@@ -211,17 +213,29 @@ static void copy_run(uv_work_t *work)
     job->host_status = copy_host_part(job);
 }
 
-/* A device job's checksum step alone, off the loop. */
+/*
+ * A device job's checksum, off the loop: its blocks shared out among this
+ * many pool tasks, so that a 4 MiB view is summed by several cores at once
+ * and its chunk waits a quarter as long.
+ */
+#define COPY_SUM_TASKS 4
+
+struct copy_sum_task {
+    uv_work_t work;
+    struct copy_job *job;
+    uint32_t first, count;
+};
+
 static void copy_sum_run(uv_work_t *work)
 {
-    struct copy_job *job = work->data;
-    job->host_status = copy_sum_step(job);
+    struct copy_sum_task *t = work->data;
+    struct copy_job *job = t->job;
+    checksum_block_sums(job->view, job->view_len, job->seed, t->first, t->count, job->block_sums);
 }
 
-static void copy_sum_after(uv_work_t *work, int status)
+/* The step is over (st): a checked scatter goes on to its copy, anything else ends the job. */
+static void copy_sum_ended(struct copy_job *job, b10_status_t st)
 {
-    struct copy_job *job = work->data;
-    b10_status_t st = status == 0 ? job->host_status : B10_ERR_CANCELLED;
     if (job->sum_mode == COPY_SUM_CHECK && st == B10_OK) {
         copy_job_submit(job);       /* checked: now the copy */
         return;
@@ -230,15 +244,70 @@ static void copy_sum_after(uv_work_t *work, int status)
     copy_job_part_done(job, st);
 }
 
+static void copy_sum_after(uv_work_t *work, int status)
+{
+    struct copy_sum_task *t = work->data;
+    struct copy_job *job = t->job;
+    if (status != 0)
+        job->sum_cancelled = true;      /* the loop is torn down */
+    if (--job->sum_tasks_left > 0)
+        return;
+    b10_status_t st = B10_ERR_CANCELLED;
+    if (!job->sum_cancelled) {
+        uint64_t sum = checksum_combine(job->block_sums, checksum_blocks(job->view_len),
+                                        job->view_len, job->seed);
+        st = job->sum_mode == COPY_SUM_CHECK && sum != job->sum ? B10_ERR_DATA_CORRUPT : B10_OK;
+        if (st == B10_OK) {
+            job->sum = sum;
+            job->sum_done = true;
+        }
+    }
+    copy_sum_ended(job, st);
+}
+
+/* Queue the checksum's tasks: B10_OK, or no memory for their tables. */
+static b10_status_t copy_sum_queue(struct copy_job *job)
+{
+    uint32_t nblocks = checksum_blocks(job->view_len);
+    uint32_t ntasks = nblocks < COPY_SUM_TASKS ? nblocks : COPY_SUM_TASKS;
+    free(job->block_sums);
+    free(job->sum_tasks);
+    job->block_sums = calloc(nblocks, sizeof(*job->block_sums));
+    job->sum_tasks = calloc(ntasks, sizeof(*job->sum_tasks));
+    if (job->block_sums == NULL || job->sum_tasks == NULL)
+        return B10_ERR_NO_MEMORY;
+    job->sum_tasks_left = ntasks;
+    job->sum_cancelled = false;
+    for (uint32_t i = 0, first = 0; i < ntasks; i++) {
+        struct copy_sum_task *t = &job->sum_tasks[i];
+        uint32_t count = nblocks / ntasks + (i < nblocks % ntasks);
+        *t = (struct copy_sum_task){ .job = job, .first = first, .count = count };
+        t->work.data = t;
+        first += count;
+        uv_queue_work(job->d->loop, &t->work, copy_sum_run, copy_sum_after);
+    }
+    return B10_OK;
+}
+
 /*
  * A device job's checksum step: inline when the view is small (a few µs),
- * else on the pool. A failed check inline still completes on a later loop
+ * else shared out among pool tasks. A failed check inline still completes on a later loop
  * turn, never inside the submission.
  */
 static void copy_sum_phase(struct copy_job *job)
 {
     if (job->view_len > COPY_INLINE_BYTES || !job->d->copies_inline_on) {
-        uv_queue_work(job->d->loop, &job->work, copy_sum_run, copy_sum_after);
+        b10_status_t st = copy_sum_queue(job);
+        if (st == B10_OK)
+            return;
+        job->host_status = st;
+        if (job->sum_mode == COPY_SUM_MAKE || !job->d->copies_inline_on) {
+            copy_sum_ended(job, st);    /* in a completion already, or the loop is stopping */
+            return;
+        }
+        job->parts = 1;                 /* completes on the next turn, as a failed check does */
+        list_insert_tail(&job->d->copies_inline, &job->node);
+        uv_idle_start(&job->d->copies_idle, copy_on_idle);
         return;
     }
     job->host_status = copy_sum_step(job);

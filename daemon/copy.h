@@ -76,6 +76,11 @@ struct copy_job {
     uint64_t seed;
     uint64_t sum;               /* MAKE: the result; CHECK: what the sender computed */
     bool sum_done;              /* MAKE: computed; CHECK: passed */
+    /* A device job's sum, computed by several pool tasks (copy.c): their blocks' sums. */
+    uint64_t *block_sums;
+    struct copy_sum_task *sum_tasks;
+    uint32_t sum_tasks_left;
+    bool sum_cancelled;
 };
 
 /*

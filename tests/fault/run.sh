@@ -451,7 +451,7 @@ scen_rogue() {
     # The rogue answers no heartbeats: liveness must not cut it off mid-case.
     DAEMON_OPTS="$DAEMON_OPTS --peer-timeout-ms 60000"
     start_daemon A
-    start_daemon B
+    start_daemon B --verify-data on
     decode dy B "$D/y" $BIG --rounds 2
     prefill_bg py A "$D/y" 0 $BIG $LONG
     # A stranger, without the key, as itself and posing as A (B's legitimate peer).

@@ -186,7 +186,8 @@ corrupt() {
     dside=B
     [ "${LOCAL:-0}" = 1 ] && dside=A
     DAEMON_ENV="B10D_FAULT_FLIP_DATA=1"
-    start_daemons "$name" "--staging-bytes 256M" || { DAEMON_ENV=""; failed=$((failed + 1)); cleanup; return; }
+    start_daemons "$name" "--staging-bytes 256M --verify-data on" ||
+        { DAEMON_ENV=""; failed=$((failed + 1)); cleanup; return; }
     DAEMON_ENV=""
     env $(gpu_env $dside) timeout 300 "$KVRANK" --role decode --mem "$dst" -s "$D/$dside.sock" \
         --dir "$D" "$@" >"$D/decode.out" 2>&1 &

@@ -303,12 +303,13 @@ scen_corrupt() {
 # pool (a failed transfer's bytes may only be its source or the poison), B
 # counts the chunks against A, and both go on serving. The same through a
 # local transfer's staging view. The control: with --verify-data off on the
-# receiver the flipped bytes land, and the decode catches them.
+# receiver the flipped bytes land, and the decode catches them. (On, not
+# auto: auto is off on hosts of fewer than 8 CPUs.)
 scen_corrupt_data() {
     export B10D_FAULT_FLIP_DATA=1
-    start_daemon A
+    start_daemon A --verify-data on
     unset B10D_FAULT_FLIP_DATA
-    start_daemon B
+    start_daemon B --verify-data on
     grep -q 'fault hook: one byte of every 1 chunk sent is flipped' "$D/A.log" ||
         die "A did not log its fault hook"
     decode decode B --rounds 2 --req-blocks 16
@@ -329,7 +330,7 @@ print(sum(p['corrupt'] for p in json.load(sys.stdin)['peers'] if p['name'] == 'A
 
     # A local transfer through staging, the flip between its gather and its scatter.
     export B10D_FAULT_FLIP_DATA=1 B10_TEST_LOCAL_STAGED=1
-    start_daemon C
+    start_daemon C --verify-data on
     unset B10D_FAULT_FLIP_DATA B10_TEST_LOCAL_STAGED
     mkdir "$D/local"
     bg dlocal "$KVRANK" --role decode --name dlocal -s "$D/C.sock" --dir "$D/local" $KV --req-blocks 16
@@ -345,7 +346,7 @@ print(sum(p['corrupt'] for p in json.load(sys.stdin)['peers'] if p['name'] == 'A
 
     # The control: a receiver that does not check lets the flipped bytes land.
     export B10D_FAULT_FLIP_DATA=1
-    start_daemon E
+    start_daemon E --verify-data on
     unset B10D_FAULT_FLIP_DATA
     start_daemon F --verify-data off
     mkdir "$D/off"

@@ -5,7 +5,9 @@
  * xorshift sequence, at lengths that cross every one of the algorithm's
  * length classes (0, 1-3, 4-8, 9-16, 17-128, 129-240, and the long path
  * with its stripes and blocks), so that the library linked is the standard
- * algorithm and not something that merely hashes. Then what b10d relies on:
+ * algorithm and not something that merely hashes. A chunk larger than a
+ * block is summed as checksum.h defines, checked here against XXH3 called
+ * directly, and its blocks summed in any split give the same sum. Then what b10d relies on:
  * single-bit flips anywhere in a 1 MiB chunk change the sum; the seed binds a
  * chunk to its transfer and index; the trailer round-trips, byte order
  * fixed, and says when no sum was put there.
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <xxhash.h>
 
 #include "checksum.h"
 
@@ -52,8 +55,69 @@ static void test_known_answers(void **state)
     };
     uint8_t a[KAT_BYTES];
     kat_input(a, sizeof(a));
-    for (size_t i = 0; i < sizeof(kat) / sizeof(kat[0]); i++)
+    for (size_t i = 0; i < sizeof(kat) / sizeof(kat[0]); i++) {
         assert_int_equal(checksum(a, kat[i].len, 0), kat[i].sum);
+        /* Both of checksum.c's paths: the library's build, and the AVX2 one where it runs. */
+        assert_int_equal(XXH3_64bits_withSeed(a, kat[i].len, 0), kat[i].sum);
+#if defined(__x86_64__)
+        if (__builtin_cpu_supports("avx2"))
+            assert_int_equal(checksum_xxh3_avx2(a, kat[i].len, 0), kat[i].sum);
+#endif
+    }
+}
+
+static void put_le64(uint8_t *at, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        at[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void test_blocks_as_defined(void **state)
+{
+    (void)state;
+    size_t lens[] = { CHECKSUM_BLOCK, CHECKSUM_BLOCK + 1, 4u << 20, (4u << 20) - 77 };
+    uint8_t *a = malloc(4u << 20);
+    assert_non_null(a);
+    kat_input(a, 4u << 20);
+    uint64_t seed = checksum_seed(0xabcdef, 5);
+    for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+        size_t len = lens[k];
+        uint32_t n = checksum_blocks(len);
+        assert_int_equal(n, len <= CHECKSUM_BLOCK ? 1 : (len + CHECKSUM_BLOCK - 1) / CHECKSUM_BLOCK);
+        /* The definition, spelled out with XXH3 itself. */
+        uint64_t want;
+        if (len <= CHECKSUM_BLOCK) {
+            want = XXH3_64bits_withSeed(a, len, seed);
+        } else {
+            uint8_t le[8 * 64];
+            for (uint32_t i = 0; i < n; i++) {
+                size_t at = (size_t)i * CHECKSUM_BLOCK;
+                size_t m = len - at < CHECKSUM_BLOCK ? len - at : CHECKSUM_BLOCK;
+                put_le64(le + 8 * i, XXH3_64bits_withSeed(a + at, m, seed + i));
+            }
+            want = XXH3_64bits_withSeed(le, 8 * (size_t)n, seed);
+        }
+        assert_int_equal(checksum(a, len, seed), want);
+        /* In parts, as copy.c's tasks sum them: blocks in uneven groups, last group first. */
+        uint64_t sums[64];
+        memset(sums, 0, sizeof(sums));
+        for (uint32_t first = n; first > 0;) {
+            uint32_t count = first >= 3 ? 3 : first;
+            first -= count;
+            checksum_block_sums(a, len, seed, first, count, sums);
+        }
+        assert_int_equal(checksum_combine(sums, n, len, seed), want);
+    }
+    /* Two blocks that trade places fail. */
+    size_t len = 2 * (size_t)CHECKSUM_BLOCK;
+    uint64_t before = checksum(a, len, seed);
+    uint8_t *swapped = malloc(len);
+    assert_non_null(swapped);
+    memcpy(swapped, a + CHECKSUM_BLOCK, CHECKSUM_BLOCK);
+    memcpy(swapped + CHECKSUM_BLOCK, a, CHECKSUM_BLOCK);
+    assert_true(checksum(swapped, len, seed) != before);
+    free(swapped);
+    free(a);
 }
 
 static void test_every_bit_flip_changes_the_sum(void **state)
@@ -126,6 +190,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_known_answers),
+        cmocka_unit_test(test_blocks_as_defined),
         cmocka_unit_test(test_every_bit_flip_changes_the_sum),
         cmocka_unit_test(test_seed_binds_transfer_and_chunk),
         cmocka_unit_test(test_trailer_round_trip),
