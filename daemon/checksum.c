@@ -13,10 +13,13 @@ uint64_t checksum_seed(uint64_t xfer_id, uint32_t chunk)
 /* XXH3 with AVX2 where the CPU has it (checksum-avx2.c), else the library's. */
 static uint64_t xxh3(const void *bytes, size_t length, uint64_t seed)
 {
-    static int avx2 = -1;       /* the same answer on every thread: a benign race */
-    if (avx2 < 0)
-        avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-    return avx2 ? checksum_xxh3_avx2(bytes, length, seed) : XXH3_64bits_withSeed(bytes, length, seed);
+    static int avx2 = -1;       /* asked once; every thread would store the same answer */
+    int has = __atomic_load_n(&avx2, __ATOMIC_RELAXED);
+    if (has < 0) {
+        has = __builtin_cpu_supports("avx2") ? 1 : 0;
+        __atomic_store_n(&avx2, has, __ATOMIC_RELAXED);
+    }
+    return has ? checksum_xxh3_avx2(bytes, length, seed) : XXH3_64bits_withSeed(bytes, length, seed);
 }
 #else
 static uint64_t xxh3(const void *bytes, size_t length, uint64_t seed)
@@ -85,11 +88,15 @@ static uint64_t get_le64(const uint8_t *at)
 void checksum_trailer_put(uint8_t *at, uint64_t sum, bool present)
 {
     put_le64(at, present ? sum : 0);
-    put_le64(at + 8, present ? CHECKSUM_PRESENT : 0);
+    put_le64(at + 8, present ? CHECKSUM_PRESENT : CHECKSUM_ABSENT);
 }
 
-bool checksum_trailer_get(const uint8_t *at, uint64_t *sum_p)
+int checksum_trailer_get(const uint8_t *at, uint64_t *sum_p)
 {
-    *sum_p = get_le64(at);
-    return (get_le64(at + 8) & CHECKSUM_PRESENT) != 0;
+    uint64_t sum = get_le64(at), flags = get_le64(at + 8);
+    *sum_p = sum;
+    if (flags == CHECKSUM_PRESENT)
+        return 1;
+    /* Anything but the two words, or a sum beside "none": the trailer itself changed. */
+    return flags == CHECKSUM_ABSENT && sum == 0 ? 0 : -1;
 }

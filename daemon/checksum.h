@@ -15,9 +15,12 @@
  * blocks' sums as little-endian u64s: the blocks can be summed on several
  * threads at once, so that a 4 MiB chunk does not wait for one core.
  *
- * The trailer is CHECKSUM_TRAILER_BYTES, little-endian: the sum, then flags
- * (CHECKSUM_PRESENT: the sender computed it; a sender running
- * --verify-data off sends none, and the chunk is not checked).
+ * The trailer is CHECKSUM_TRAILER_BYTES, little-endian: the sum, then a
+ * word that says whether there is one: CHECKSUM_PRESENT, or CHECKSUM_ABSENT
+ * beside a zero sum (a sender running --verify-data off; its chunks are not
+ * checked). Those two words differ in every bit and neither is zero,
+ * so no flip of a few bits turns a summed chunk into an unchecked one: any
+ * other trailer fails the chunk as corrupt.
  */
 #ifndef B10D_CHECKSUM_H
 #define B10D_CHECKSUM_H
@@ -27,7 +30,8 @@
 #include <stdint.h>
 
 #define CHECKSUM_TRAILER_BYTES 16
-#define CHECKSUM_PRESENT 1u
+#define CHECKSUM_PRESENT 0x5355534430316235ull    /* "5b10DSUS" */
+#define CHECKSUM_ABSENT  (~CHECKSUM_PRESENT)
 #define CHECKSUM_BLOCK (256u << 10)
 #define CHECKSUM_MAX_BLOCKS 4096u      /* 1 GiB, the largest --view-bytes */
 
@@ -45,8 +49,8 @@ uint64_t checksum_combine(const uint64_t *sums, uint32_t nblocks, size_t length,
 
 /* Write the trailer at `at` (CHECKSUM_TRAILER_BYTES). */
 void checksum_trailer_put(uint8_t *at, uint64_t sum, bool present);
-/* Read it: true and *sum_p when the sender put a checksum there. */
-bool checksum_trailer_get(const uint8_t *at, uint64_t *sum_p);
+/* Read it: 1 and *sum_p when the sender put a sum there, 0 when it said none, -1 when damaged. */
+int checksum_trailer_get(const uint8_t *at, uint64_t *sum_p);
 
 /* checksum-avx2.c's XXH3, for checksum.c to call where the CPU has AVX2 (x86-64 only). */
 uint64_t checksum_xxh3_avx2(const void *bytes, size_t length, uint64_t seed);

@@ -135,9 +135,10 @@ static b10_status_t copy_host_seg(const struct copy_seg *seg)
         } else if (n == 0) {
             return B10_ERR_CLIENT_GONE;
         } else if (errno != EINTR) {
+            int err = errno;
             log_warning("%s the rank's memory at 0x%" PRIxPTR " through /proc: %s",
-                        reading ? "reading" : "writing", rank_addr + done, strerror(errno));
-            return errno == ESRCH ? B10_ERR_CLIENT_GONE : B10_ERR_IO;
+                        reading ? "reading" : "writing", rank_addr + done, strerror(err));
+            return err == ESRCH ? B10_ERR_CLIENT_GONE : B10_ERR_IO;
         }
     }
     return B10_OK;

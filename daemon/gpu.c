@@ -56,6 +56,7 @@ struct gpu {
     bool idle_on;
     uint32_t inflight;          /* submitted, not yet completed */
     uint32_t callbacks;         /* submitted, callback not yet handled (holds the part) */
+    int closing;                /* handles still closing in gpu_stop */
 };
 
 bool gpu_present(const struct b10d *d)
@@ -160,7 +161,9 @@ static void gpu_on_idle(uv_idle_t *handle)
         struct gpu_part *part = list_entry(pos, struct gpu_part, poll_node);
         int rc = gpu_copy_op_poll(part->op);
         if (rc == GPU_COPY_PENDING) {
-            if (now - part->submitted_ns > GPU_POLL_NS || cpuload_oversubscribed())
+            /* Signed: a part submitted during this pass began after `now`. */
+            if ((int64_t)(now - part->submitted_ns) > (int64_t)GPU_POLL_NS ||
+                cpuload_oversubscribed())
                 gpu_unpoll(part);       /* its callback completes it */
             continue;
         }
@@ -235,10 +238,13 @@ static void gpu_submit_pending(struct gpu *gpu)
     struct list *pos, *tmp;
     list_for_each_safe(pos, tmp, &gpu->pending) {
         struct gpu_part *part = list_entry(pos, struct gpu_part, node);
-        int rc = gpu_submit(gpu, part);
-        if (rc > 0)
-            continue;   /* this device is still full; another may not be */
+        /* Off the list first: once submitted, a CUDA thread may link it into done. */
         list_remove(&part->node);
+        int rc = gpu_submit(gpu, part);
+        if (rc > 0) {
+            list_insert_tail(tmp, &part->node);     /* back in its place, before tmp */
+            continue;   /* this device is still full; another may not be */
+        }
         if (rc < 0) {
             copy_job_part_done(part->job, B10_ERR_INTERNAL);
             free(part->pieces);
@@ -346,16 +352,13 @@ int gpu_start(struct b10d *d)
 static void gpu_on_closed(uv_handle_t *handle)
 {
     struct gpu *gpu = handle->data;
+    if (--gpu->closing > 0)
+        return;
     pthread_mutex_destroy(&gpu->lock);
     free(gpu->copiers);
     free(gpu);
 }
 
-static void gpu_on_idle_closed(uv_handle_t *handle)
-{
-    struct gpu *gpu = handle->data;
-    uv_close((uv_handle_t *)&gpu->async, gpu_on_closed);
-}
 
 void gpu_stop(struct b10d *d)
 {
@@ -375,8 +378,10 @@ void gpu_stop(struct b10d *d)
     for (int dev = 0; dev < gpu->ndevices; dev++)
         gpu_copy_destroy(gpu->copiers[dev]);
     d->gpu = NULL;
-    /* The idle handle, then the async whose close frees gpu: libuv may close them in any order. */
-    uv_close((uv_handle_t *)&gpu->idle, gpu_on_idle_closed);
+    /* Both at once, so that no late completion runs after this; the second close frees gpu. */
+    gpu->closing = 2;
+    uv_close((uv_handle_t *)&gpu->idle, gpu_on_closed);
+    uv_close((uv_handle_t *)&gpu->async, gpu_on_closed);
 }
 
 int gpu_host_alloc(struct b10d *d, size_t length, void **addr_p)

@@ -113,6 +113,7 @@ struct peer {
     uint64_t quarantined;           /* staging quarantined by transfers with it (quarantine.c) */
     struct peer_counters counters;
     uint64_t refused_log_ms;        /* its refusals log at most once a second */
+    bool unchecked_said;            /* logged that its chunks come without checksums */
     double refusal_tokens;          /* control messages still to be read this second only to */
     uint64_t refusal_tokens_ms;     /* be refused (peer.c: PEER_REFUSED_READS_PER_S) */
 

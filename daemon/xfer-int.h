@@ -35,6 +35,8 @@ void xfer_pipe_start(struct xfer *x);
 void xfer_pipe_copy_done(struct xfer_slot *slot, const struct copy_job *job);
 /* A gathered chunk's checksum into its trailer (and B10D_FAULT_FLIP_DATA's flip). */
 void xfer_chunk_seal(struct xfer_slot *slot, const struct copy_job *job);
+/* A chunk's bytes or its trailer changed on the way: counted, logged, x fails DATA_CORRUPT. */
+void xfer_chunk_corrupt(struct xfer *x, uint32_t chunk, const char *what);
 void xfer_pipe_wire_begin(struct xfer_slot *slot);
 void xfer_pipe_wire_end(struct xfer_slot *slot);
 

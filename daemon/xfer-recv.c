@@ -65,7 +65,17 @@ static void xfer_recv_on_data(void *arg, b10_status_t status, size_t length)
                   "and its %u-byte checksum", slot->chunk, length, want, CHECKSUM_TRAILER_BYTES);
         return;
     }
-    slot->has_sum = checksum_trailer_get(slot->view->base + want, &slot->sum);
+    int sum = checksum_trailer_get(slot->view->base + want, &slot->sum);
+    if (sum < 0) {
+        xfer_chunk_corrupt(x, slot->chunk, "came with a damaged checksum trailer");
+        return;
+    }
+    slot->has_sum = sum > 0;
+    if (!slot->has_sum && x->d->cfg.verify_data && !x->peer->unchecked_said) {
+        x->peer->unchecked_said = true;
+        log_notice("peer %s sends its chunks without checksums (--verify-data off there, or "
+                   "auto on a host of few CPUs): they land unchecked", x->peer->name);
+    }
     peer_heard(x->peer);
     /* Late DATA stays in its quarantined view, never scattered: past the
      * deadline, or after a stall during which the sender may have given up. */

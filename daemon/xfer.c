@@ -1027,6 +1027,18 @@ void xfer_chunk_seal(struct xfer_slot *slot, const struct copy_job *job)
     }
 }
 
+void xfer_chunk_corrupt(struct xfer *x, uint32_t chunk, const char *what)
+{
+    const char *from = x->peer != NULL ? x->peer->name : "this daemon's own staging";
+    x->d->stats.chunks_corrupt++;
+    if (x->peer != NULL)
+        x->peer->counters.corrupt++;
+    log_warning("transfer %016" PRIx64 ": chunk %u from %s %s: not scattered, its view "
+                "quarantined", x->id, chunk, from, what);
+    xfer_fail(x, B10_ERR_DATA_CORRUPT, "chunk %u from %.200s %s: none of its bytes was written",
+              chunk, from, what);
+}
+
 /*
  * A copy failed: how the transfer fails. A chunk that failed its checksum
  * was not scattered (copy_job_sum); a rank's memory reached through /proc
@@ -1037,17 +1049,9 @@ static void xfer_copy_failed(struct xfer *x, struct xfer_slot *slot, bool writes
 {
     const char *what = writes ? "scatter" : "gather";
     switch (status) {
-    case B10_ERR_DATA_CORRUPT: {
-        const char *from = x->peer != NULL ? x->peer->name : "this daemon's own staging";
-        x->d->stats.chunks_corrupt++;
-        if (x->peer != NULL)
-            x->peer->counters.corrupt++;
-        log_warning("transfer %016" PRIx64 ": chunk %u from %s failed its checksum: not "
-                    "scattered, its view quarantined", x->id, slot->chunk, from);
-        xfer_fail(x, status, "chunk %u from %.200s failed its checksum: none of its bytes was "
-                  "written", slot->chunk, from);
+    case B10_ERR_DATA_CORRUPT:
+        xfer_chunk_corrupt(x, slot->chunk, "failed its checksum");
         return;
-    }
     case B10_ERR_CLIENT_GONE:
     case B10_ERR_IO:
         xfer_fail(x, status, "%s of chunk %u: %s", what, slot->chunk,

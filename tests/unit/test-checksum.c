@@ -170,20 +170,35 @@ static void test_trailer_round_trip(void **state)
     uint64_t sum = 0;
     memset(t, 0xee, sizeof(t));
     checksum_trailer_put(t + 1, 0x0102030405060708ull, true);
-    /* Little-endian, then the flags; not a byte outside. */
-    static const uint8_t want[CHECKSUM_TRAILER_BYTES] = { 8, 7, 6, 5, 4, 3, 2, 1,
-                                                          CHECKSUM_PRESENT, 0, 0, 0, 0, 0, 0, 0 };
+    /* Little-endian, then the word that says a sum is there; not a byte outside. */
+    uint8_t want[CHECKSUM_TRAILER_BYTES] = { 8, 7, 6, 5, 4, 3, 2, 1 };
+    for (int i = 0; i < 8; i++)
+        want[8 + i] = (uint8_t)(CHECKSUM_PRESENT >> (8 * i));
     assert_memory_equal(t + 1, want, sizeof(want));
     assert_int_equal(t[0], 0xee);
     assert_int_equal(t[CHECKSUM_TRAILER_BYTES + 1], 0xee);
-    assert_true(checksum_trailer_get(t + 1, &sum));
+    assert_int_equal(checksum_trailer_get(t + 1, &sum), 1);
     assert_int_equal(sum, 0x0102030405060708ull);
 
+    /* No sum: said as such, and read back as none. */
     checksum_trailer_put(t + 1, 0x99, false);
-    assert_false(checksum_trailer_get(t + 1, &sum));
-    /* Unknown flag bits do not make a sum present. */
-    t[1 + 8] = 0x02;
-    assert_false(checksum_trailer_get(t + 1, &sum));
+    assert_int_equal(checksum_trailer_get(t + 1, &sum), 0);
+    /* Every single-bit flip of either word is damage, never "no sum". */
+    for (int present = 0; present < 2; present++) {
+        for (int bit = 0; bit < 128; bit++) {
+            checksum_trailer_put(t + 1, present ? 0x1234 : 0, present);
+            t[1 + bit / 8] ^= (uint8_t)(1u << (bit % 8));
+            int got = checksum_trailer_get(t + 1, &sum);
+            if (present && bit < 64)
+                assert_int_equal(got, 1);   /* a flipped sum: the check itself catches it */
+            else
+                assert_int_equal(got, -1);
+        }
+    }
+    /* "No sum" beside a sum that is not zero: damaged too. */
+    checksum_trailer_put(t + 1, 0, false);
+    t[1] = 1;
+    assert_int_equal(checksum_trailer_get(t + 1, &sum), -1);
 }
 
 int main(void)

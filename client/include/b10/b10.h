@@ -212,7 +212,9 @@ typedef struct {
      * the daemon reaches through this process's /proc/self/mem, which
      * libb10 opens and passes: no mapping is shared, every copy is a read
      * or write of that file (slower than a memfd's), and the daemon reaches
-     * this process only while it lives.
+     * this process only while it lives. Deregister such memory before
+     * freeing it: until then a transfer writes whatever is mapped at the
+     * address, read-only pages too (the kernel's debugger access).
      */
     int fd;
     uint64_t fd_offset;
