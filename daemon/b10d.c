@@ -191,7 +191,7 @@ int b10d_start(struct b10d *d)
              d->cfg.socket_path, listen_fd >= 0 ? " (from systemd)" : "",
              d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none", b10d_trust(d),
              d->cfg.remote_access == CONFIG_REMOTE_PAIRED ? "paired only" : "any",
-             d->cfg.verify_data ? "on" : "off (--verify-data)");
+             d->cfg.verify_data ? "on" : "off (--verify-data on checks every chunk)");
     peer_liveness_start(d);
     service_ready(d->service);
     return 0;

@@ -56,7 +56,7 @@ void config_defaults(struct config *cfg)
     cfg->quarantine_budget = 256 * MiB;
     cfg->err_mode = CONFIG_ERR_MODE_PEER;
     cfg->progress_spin = sysconf(_SC_NPROCESSORS_ONLN) >= 8;
-    cfg->verify_data = config_verify_auto();
+    cfg->verify_data = false;
     /*
      * Two data lanes: each UCX worker copies on one thread (the CMA copy, or
      * the loopback socket), and with two, two cores copy at once.
@@ -221,10 +221,10 @@ static void config_usage(FILE *out)
 "                             on the loop thread's worker)\n"
 "      --gpu-max-ctas N       CTAs of one gather or scatter kernel, so a transfer leaves\n"
 "                             the GPU to the model (default 32, 1..1024)\n"
-"      --verify-data MODE     on: checksum every DATA chunk where it is gathered and check\n"
+"      --verify-data on|off   on: checksum every DATA chunk where it is gathered and check\n"
 "                             it before a byte of it is scattered; a chunk that fails\n"
-"                             fails its transfer with B10_ERR_DATA_CORRUPT. off: no sums.\n"
-"                             auto (default): on from 8 CPUs up (the sums cost cores)\n"
+"                             fails its transfer with B10_ERR_DATA_CORRUPT (default off:\n"
+"                             the sums cost 6-14%% of throughput, README \"Integrity\")\n"
 "\n"
 "Trust between daemons (README, \"Security model\"):\n"
 "      --cluster-key PATH     the cluster's secret key, 64 hex digits readable by this user\n"
@@ -572,10 +572,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
         case OPT_VERIFY_DATA:
             if (strcmp(optarg, "on") == 0 || strcmp(optarg, "off") == 0) {
                 cfg->verify_data = optarg[1] == 'n';
-            } else if (strcmp(optarg, "auto") == 0) {
-                cfg->verify_data = config_verify_auto();
             } else {
-                fprintf(stderr, "b10d: --verify-data: '%s' is not auto, on or off\n", optarg);
+                fprintf(stderr, "b10d: --verify-data: '%s' is not on or off\n", optarg);
                 return -1;
             }
             break;
@@ -638,17 +636,6 @@ int config_parse(struct config *cfg, int argc, char **argv)
         return 1;
     }
     return 0;
-}
-
-/*
- * --verify-data auto: on from 8 CPUs up. Summing each chunk at both ends
- * reads every byte twice more on the CPUs: make bench measured it at
- * 3% or less of throughput on a 16-core host, and 12-15% on a 2-core one
- * where the daemons, the ranks and the kernel's TCP already share the cores.
- */
-bool config_verify_auto(void)
-{
-    return sysconf(_SC_NPROCESSORS_ONLN) >= 8;
 }
 
 void config_print(const struct config *cfg)

@@ -59,7 +59,7 @@ struct config {
     char gen_key[256];              /* --gen-key: write a fresh key here and exit */
     bool insecure;                  /* --insecure: accept peers that prove nothing (a lab) */
     bool trace;                     /* --trace: log every step of every transfer, in µs */
-    bool verify_data;               /* --verify-data: checksum every DATA chunk (checksum.h) */
+    bool verify_data;               /* --verify-data on: checksum every DATA chunk (checksum.h) */
     uint32_t max_peer_xfers;        /* transfers one peer sends us at once */
     uint64_t max_peer_staging;      /* views held with one peer, and its quarantine; 0: default */
     uint64_t max_peer_control;      /* CONTROL bytes one peer has in flight and held */
@@ -96,8 +96,6 @@ void config_defaults(struct config *cfg);
 int config_parse(struct config *cfg, int argc, char **argv);
 
 /* Print the effective configuration, one "key value" per line. */
-/* --verify-data auto's answer for this host. */
-bool config_verify_auto(void);
 void config_print(const struct config *cfg);
 
 int config_parse_size(const char *text, uint64_t *bytes_p);

@@ -303,8 +303,7 @@ scen_corrupt() {
 # pool (a failed transfer's bytes may only be its source or the poison), B
 # counts the chunks against A, and both go on serving. The same through a
 # local transfer's staging view. The control: with --verify-data off on the
-# receiver the flipped bytes land, and the decode catches them. (On, not
-# auto: auto is off on hosts of fewer than 8 CPUs.)
+# receiver the flipped bytes land, and the decode catches them.
 scen_corrupt_data() {
     export B10D_FAULT_FLIP_DATA=1
     start_daemon A --verify-data on
