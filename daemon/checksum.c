@@ -3,6 +3,8 @@
 
 #include <xxhash.h>
 
+#include "frame.h"
+
 uint64_t checksum_seed(uint64_t xfer_id, uint32_t chunk)
 {
     /* Distinct for every (transfer, chunk): the id's bits mixed with a chunk's odd multiple. */
@@ -44,8 +46,6 @@ void checksum_block_sums(const void *bytes, size_t length, uint64_t seed, uint32
     }
 }
 
-static void put_le64(uint8_t *at, uint64_t v);
-
 uint64_t checksum_combine(const uint64_t *sums, uint32_t nblocks, size_t length, uint64_t seed)
 {
     if (length <= CHECKSUM_BLOCK)
@@ -55,7 +55,7 @@ uint64_t checksum_combine(const uint64_t *sums, uint32_t nblocks, size_t length,
     /* Little-endian whatever the host: both ends must hash the same bytes. */
     uint8_t le[8 * CHECKSUM_MAX_BLOCKS];
     for (uint32_t i = 0; i < nblocks; i++)
-        put_le64(le + 8 * i, sums[i]);
+        frame_put_u64(le + 8 * i, sums[i]);
     return xxh3(le, 8 * (size_t)nblocks, seed);
 }
 
@@ -71,29 +71,15 @@ uint64_t checksum(const void *bytes, size_t length, uint64_t seed)
     return checksum_combine(sums, n, length, seed);
 }
 
-static void put_le64(uint8_t *at, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        at[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const uint8_t *at)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)at[i] << (8 * i);
-    return v;
-}
-
 void checksum_trailer_put(uint8_t *at, uint64_t sum, bool present)
 {
-    put_le64(at, present ? sum : 0);
-    put_le64(at + 8, present ? CHECKSUM_PRESENT : CHECKSUM_ABSENT);
+    frame_put_u64(at, present ? sum : 0);
+    frame_put_u64(at + 8, present ? CHECKSUM_PRESENT : CHECKSUM_ABSENT);
 }
 
 int checksum_trailer_get(const uint8_t *at, uint64_t *sum_p)
 {
-    uint64_t sum = get_le64(at), flags = get_le64(at + 8);
+    uint64_t sum = frame_get_u64(at), flags = frame_get_u64(at + 8);
     *sum_p = sum;
     if (flags == CHECKSUM_PRESENT)
         return 1;

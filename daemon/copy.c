@@ -292,37 +292,26 @@ static b10_status_t copy_sum_queue(struct copy_job *job)
 
 /*
  * A device job's checksum step: inline when the view is small (a few µs),
- * else shared out among pool tasks. A failed check inline still completes on a later loop
- * turn, never inside the submission.
+ * else shared out among pool tasks. A check that fails inside a submission
+ * completes on the next loop turn, never inside it.
  */
 static void copy_sum_phase(struct copy_job *job)
 {
+    b10_status_t st;
     if (job->view_len > COPY_INLINE_BYTES || !job->d->copies_inline_on) {
-        b10_status_t st = copy_sum_queue(job);
-        if (st == B10_OK)
+        if ((st = copy_sum_queue(job)) == B10_OK)
             return;
+    } else {
+        st = copy_sum_step(job);
+    }
+    if (job->sum_mode == COPY_SUM_CHECK && st != B10_OK && job->d->copies_inline_on) {
         job->host_status = st;
-        if (job->sum_mode == COPY_SUM_MAKE || !job->d->copies_inline_on) {
-            copy_sum_ended(job, st);    /* in a completion already, or the loop is stopping */
-            return;
-        }
-        job->parts = 1;                 /* completes on the next turn, as a failed check does */
+        job->parts = 1;
         list_insert_tail(&job->d->copies_inline, &job->node);
         uv_idle_start(&job->d->copies_idle, copy_on_idle);
         return;
     }
-    job->host_status = copy_sum_step(job);
-    if (job->sum_mode == COPY_SUM_CHECK && job->host_status == B10_OK) {
-        copy_job_submit(job);
-        return;
-    }
-    job->parts = 1;
-    if (job->sum_mode == COPY_SUM_MAKE) {
-        copy_job_part_done(job, job->host_status);     /* already in a completion */
-        return;
-    }
-    list_insert_tail(&job->d->copies_inline, &job->node);
-    uv_idle_start(&job->d->copies_idle, copy_on_idle);
+    copy_sum_ended(job, st);
 }
 
 static void copy_after(uv_work_t *work, int status)

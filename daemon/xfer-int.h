@@ -41,6 +41,13 @@ void xfer_pipe_wire_begin(struct xfer_slot *slot);
 void xfer_pipe_wire_end(struct xfer_slot *slot);
 
 struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t budget_ms);
+/*
+ * A transfer rank s submitted, over plan (now the transfer's), planned since
+ * checked_from: a fresh id, its deadline's budget, its trace begun. NULL
+ * without memory, the plan freed.
+ */
+struct xfer *xfer_new_submitted(struct b10d *d, enum xfer_role role, struct session *s,
+                                struct plan *plan, uint32_t deadline_ms, uint64_t checked_from);
 /* Free a finished transfer once nothing in flight can call back into it. */
 void xfer_maybe_free(struct xfer *x);
 /* Past its deadline: failed now (true), or still in time. */

@@ -242,17 +242,9 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
         plan_free(plan);
         return status == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : status;
     }
-    struct xfer *x = xfer_new(d, XFER_LOCAL, b10d_new_xfer_id(d), xfer_budget(d, req->deadline_ms));
-    if (x == NULL) {
-        plan_free(plan);
+    struct xfer *x = xfer_new_submitted(d, XFER_LOCAL, s, plan, req->deadline_ms, checked_from);
+    if (x == NULL)
         return B10_ERR_NO_MEMORY;
-    }
-    x->plan = plan;
-    x->plan_ms = (double)(uv_hrtime() - checked_from) / 1e6;
-    xfer_trace_begin(x, checked_from);
-    xfer_trace(x, XS_PLANNED);
-    x->session = s;
-    x->uid = s->uid;
     x->local_read = read;
     x->staged = d->test_local_staged;
     x->from = read ? other : s;

@@ -332,17 +332,9 @@ b10_status_t xfer_send_new(struct session *s, struct peer *peer, const char *rem
                         detail_len);
     if (status != B10_OK)
         return status;
-    struct xfer *x = xfer_new(d, role, b10d_new_xfer_id(d), xfer_budget(d, deadline_ms));
-    if (x == NULL) {
-        plan_free(plan);
+    struct xfer *x = xfer_new_submitted(d, role, s, plan, deadline_ms, checked_from);
+    if (x == NULL)
         return B10_ERR_NO_MEMORY;
-    }
-    x->plan = plan;
-    x->plan_ms = (double)(uv_hrtime() - checked_from) / 1e6;
-    xfer_trace_begin(x, checked_from);
-    xfer_trace(x, XS_PLANNED);
-    x->session = s;
-    x->uid = s->uid;
     x->peer = peer;
     peer_hold(peer);
     x->state = XFER_WAIT_LINK;

@@ -181,6 +181,23 @@ struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t
     return x;
 }
 
+struct xfer *xfer_new_submitted(struct b10d *d, enum xfer_role role, struct session *s,
+                                struct plan *plan, uint32_t deadline_ms, uint64_t checked_from)
+{
+    struct xfer *x = xfer_new(d, role, b10d_new_xfer_id(d), xfer_budget(d, deadline_ms));
+    if (x == NULL) {
+        plan_free(plan);
+        return NULL;
+    }
+    x->plan = plan;
+    x->plan_ms = (double)(uv_hrtime() - checked_from) / 1e6;
+    xfer_trace_begin(x, checked_from);
+    xfer_trace(x, XS_PLANNED);
+    x->session = s;
+    x->uid = s->uid;
+    return x;
+}
+
 /* Tags this transfer registered, in one place so that finish and fail agree. */
 static void xfer_for_each_tag(struct xfer *x, void (*fn)(struct xfer *x, uint64_t tag))
 {

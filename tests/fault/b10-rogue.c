@@ -196,7 +196,7 @@ static int send_bytes(uint64_t tag, const void *buf, size_t len)
  * sends a wrong sum, and present false none at all.
  */
 static int send_chunk(uint64_t tag, uint64_t xid, uint32_t chunk, const uint8_t *bytes, size_t len,
-                      uint64_t sum_delta, bool present)
+                      uint64_t sum_delta, bool present, uint8_t word_flip)
 {
     static uint8_t msg[4 * CHUNK + CHECKSUM_TRAILER_BYTES];     /* may outlive a timeout */
     if (len > 4 * CHUNK)
@@ -204,12 +204,13 @@ static int send_chunk(uint64_t tag, uint64_t xid, uint32_t chunk, const uint8_t 
     memcpy(msg, bytes, len);
     uint64_t sum = checksum(bytes, len, checksum_seed(xid, chunk)) ^ sum_delta;
     checksum_trailer_put(msg + len, sum, present);
+    msg[len + 8] ^= word_flip;      /* the word that says whether a sum is there */
     return send_bytes(tag, msg, len + CHECKSUM_TRAILER_BYTES);
 }
 
 static int send_data(uint64_t tag, uint64_t xid, uint32_t chunk, const uint8_t *bytes, size_t len)
 {
-    return send_chunk(tag, xid, chunk, bytes, len, 0, true);
+    return send_chunk(tag, xid, chunk, bytes, len, 0, true, 0);
 }
 
 /* Send without waiting (DATA into a peer that may not want it); the buffer must stay valid. */
@@ -835,8 +836,8 @@ static int case_undersize(const char *c)
 }
 
 /*
- * DATA whose checksum does not match its bytes: the transfer fails
- * B10_ERR_DATA_CORRUPT and not a byte lands. The controls: the same chunk
+ * DATA whose checksum does not match its bytes, or whose trailer's word is
+ * damaged: the transfer fails B10_ERR_DATA_CORRUPT and not a byte lands. The controls: the same chunk
  * with its right sum lands, and so does one that carries no sum (a sender
  * running --verify-data off).
  */
@@ -849,15 +850,25 @@ static int case_bad_sum(const char *c)
         return 1;
     for (uint32_t i = 0; i < CHUNK; i++)
         junk[i] = pat(0xc5c5, i);
-    send_chunk(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), xid, 0, junk, CHUNK, 1, true);
-    int st = await_result(&L, xid, timeout_ms, detail, sizeof(detail));
-    progress_for(200);
-    if (region_check(c, "after DATA with a wrong checksum") != 0)
-        return 1;
-    if (st != B10_ERR_DATA_CORRUPT)
-        return fail(c, "DATA with a wrong checksum: RESULT %s (%s), expected B10_ERR_DATA_CORRUPT",
-                    st < 0 ? "missing" : sname(st), detail);
-    pass(c, "DATA with a wrong checksum: RESULT %s (%s), nothing landed", sname(st), detail);
+    static const struct { const char *what; uint64_t sum_delta; uint8_t word_flip; } bad[] = {
+        { "DATA with a wrong checksum", 1, 0 },
+        { "DATA whose trailer says \"sum\" with one bit flipped", 0, 0x10 },
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        if (k > 0 && (xid = start_one(c, &L, &off)) == 0)
+            return 1;
+        send_chunk(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), xid, 0, junk, CHUNK,
+                   bad[k].sum_delta, true, bad[k].word_flip);
+        int st = await_result(&L, xid, timeout_ms, detail, sizeof(detail));
+        progress_for(200);
+        if (region_check(c, bad[k].what) != 0)
+            return 1;
+        if (st != B10_ERR_DATA_CORRUPT)
+            return fail(c, "%s: RESULT %s (%s), expected B10_ERR_DATA_CORRUPT", bad[k].what,
+                        st < 0 ? "missing" : sname(st), detail);
+        pass(c, "%s: RESULT %s (%s), nothing landed", bad[k].what, sname(st), detail);
+    }
+    int st;
 
     static const struct { const char *what; bool present; } ok[] = {
         { "the same chunk with its right checksum", true },
@@ -870,7 +881,7 @@ static int case_bad_sum(const char *c)
             junk[i] = pat(0xc5c6 + k, i);
         memcpy(g.want + off, junk, CHUNK);
         send_chunk(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), xid, 0, junk, CHUNK, 0,
-                   ok[k].present);
+                   ok[k].present, 0);
         st = await_result(&L, xid, timeout_ms, detail, sizeof(detail));
         if (st != 0)
             return fail(c, "%s: RESULT %s (%s), expected OK", ok[k].what,

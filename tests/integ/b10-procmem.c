@@ -14,7 +14,9 @@
  * the source rank. First the control: the child stays, and the WRITE lands
  * in the shared pages. Then the child is killed while the delayed scatter
  * waits: the scatter runs into an address space that is gone, and the
- * pages keep their poison. Last, a new destination rank takes a WRITE.
+ * pages keep their poison. Then a rank that unmapped the memory it
+ * registered: the WRITE into it fails B10_ERR_IO. Last, a new destination
+ * rank takes a WRITE.
  *
  * Prints "ok …" per check, "FAIL …" on the first failure; exits 0 or 1.
  */
@@ -212,6 +214,34 @@ int main(int argc, char **argv)
         return printf("FAIL the rank's pages changed after it exited\n"), 1;
     printf("ok the rank was killed at %.0f ms; its WRITE failed %s after %.0f ms (%s); nothing was "
            "written into its pages after its exit\n", t_exit, b10_status_name(st), took, why);
+
+    /*
+     * A rank that unmaps memory it registered: the scatter into it finds no
+     * page and the WRITE fails B10_ERR_IO, saying so; the daemons serve on.
+     */
+    {
+        uint8_t *gone = mmap(NULL, REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                             -1, 0);
+        if (gone == MAP_FAILED)
+            return printf("FAIL mmap: %s\n", strerror(errno)), 1;
+        memset(gone, POISON, REGION);
+        b10_conn_t *hole = open_heap_rank(sock_dst, "procmem-hole", gone, REGION);
+        const void *desc;
+        size_t len;
+        if (hole == NULL || b10_agent_desc(hole, &desc, &len) != B10_OK ||
+            b10_agent_load(src.conn, "procmem-hole", desc, len) != B10_OK)
+            return printf("FAIL the rank that unmaps its memory did not start\n"), 1;
+        munmap(gone, REGION);
+        if ((x = write_piece(&src, "procmem-hole", gone)) == NULL)
+            return 1;
+        st = b10_xfer_wait(x, 60000);
+        snprintf(why, sizeof(why), "%s", b10_xfer_detail(x));
+        b10_xfer_release(x);
+        if (st != B10_ERR_IO || strstr(why, "no longer mapped") == NULL)
+            return fail("a WRITE into memory its rank unmapped", st, why);
+        printf("ok a WRITE into memory its rank unmapped: %s (%s)\n", b10_status_name(st), why);
+        b10_conn_close(hole);
+    }
 
     /* The daemons go on serving: a new destination rank takes a WRITE. */
     if (start_dst(&c, sock_dst, "procmem-dst2", shared, &src) != 0)
