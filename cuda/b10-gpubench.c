@@ -8,7 +8,9 @@
  * CTA caps, by one cudaMemcpyAsync per span, and by cudaMemcpyBatchAsync; then a
  * span-size sweep that finds where the copy engines catch up with the kernel;
  * then device spans to device spans (a local transfer on one GPU, the copy
- * b10d does directly) beside cudaMemcpy device to device of the same bytes.
+ * b10d does directly) beside cudaMemcpy device to device of the same bytes;
+ * then the checksum kernel over staging (beside H2D: it reads the view over
+ * PCIe) and over device memory, for a small WRITE's view up to 1 GiB.
  * Every figure is the median of several runs, timed with CUDA events, and is
  * printed beside its ratio to the ceiling of its direction. Output: markdown.
  *
@@ -177,6 +179,48 @@ memcpy_ceiling(void *dst, const void *src, enum cudaMemcpyKind kind)
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     return median(gb, reps);
+}
+
+/* The median GB/s and µs of the checksum kernel over nblocks blocks at bytes, at most ctas CTAs. */
+static struct result
+sum_run(const void *bytes, size_t nblocks, unsigned ctas, int nreps)
+{
+    gpu_copy_params_t prm = {
+        .field_mask = GPU_COPY_PARAM_MAX_CTAS | GPU_COPY_PARAM_MAX_INFLIGHT |
+                      GPU_COPY_PARAM_MAX_SUM_BLOCKS,
+        .max_ctas = ctas, .max_inflight = 1, .max_sum_blocks = nblocks,
+    };
+    gpu_copy_sum_t sum = { bytes, nblocks, 0x1234 };
+    gpu_copy_req_t req = { .dir = GPU_COPY_SCATTER, .sum = &sum };
+    gpu_copier_t *c = NULL;
+    double gb[16], us[16];
+    int rc;
+
+    if ((rc = gpu_copy_create(&prm, &c)) != GPU_COPY_OK) {
+        fprintf(stderr, "b10-gpubench: gpu_copy_create: %s\n", gpu_copy_strstatus(rc));
+        exit(1);
+    }
+    for (int r = -1; r < nreps; r++) {
+        gpu_copy_op_t *op;
+        float ms = 0;
+        rc = gpu_copy_submit(c, &req, &op);
+        if (rc == GPU_COPY_OK)
+            rc = gpu_copy_op_wait(op);
+        if (rc == GPU_COPY_OK)
+            rc = gpu_copy_op_elapsed_ms(op, &ms);
+        if (rc != GPU_COPY_OK) {
+            fprintf(stderr, "b10-gpubench: sums: %s %s\n", gpu_copy_strstatus(rc),
+                    gpu_copy_last_error(c));
+            exit(1);
+        }
+        gpu_copy_op_release(op);
+        if (r >= 0) {
+            gb[r] = nblocks * (double)GPU_COPY_SUM_BLOCK / (ms * 1e6);
+            us[r] = ms * 1e3;
+        }
+    }
+    gpu_copy_destroy(c);
+    return (struct result){ median(gb, nreps), median(us, nreps) };
 }
 
 static const char *
@@ -361,6 +405,26 @@ main(int argc, char **argv)
         fflush(stdout);
     }
     cudaFree(dev_pack);
+
+    printf("\n## Checksums (XXH3-64 of 16 KiB blocks, the view b10d sends or receives)\n\n");
+    printf("- ceiling for staging: H2D %.1f GB/s (the kernel reads the view over PCIe)\n\n",
+           ceil_h2d);
+    printf("| view | where | 32 CTAs GB/s | µs | × H2D | %d CTAs GB/s | µs | × H2D |\n"
+           "|---|---|---:|---:|---:|---:|---:|---:|\n", prop.multiProcessorCount);
+    {
+        static const size_t views[] = { 320u << 10, 4u << 20, 64u << 20, 1u << 30 };
+        for (size_t vi = 0; vi < sizeof(views) / sizeof(views[0]); vi++)
+            for (int where = 0; where < 2; where++) {
+                size_t nb = views[vi] / GPU_COPY_SUM_BLOCK;
+                const void *at = where ? (const void *)dev_pool : (const void *)staging;
+                struct result a = sum_run(at, nb, 32, reps);
+                struct result b = sum_run(at, nb, (unsigned)prop.multiProcessorCount, reps);
+                printf("| %s | %s | %.1f | %.0f | %.3f | %.1f | %.0f | %.3f |\n", human(views[vi]),
+                       where ? "device" : "staging", a.gbps, a.submit_us, a.gbps / ceil_h2d,
+                       b.gbps, b.submit_us, b.gbps / ceil_h2d);
+                fflush(stdout);
+            }
+    }
 
     printf("\n## Targets (≤ 32 CTAs, 512 threads)\n\n");
     for (int si = 0; si < 2; si++) {

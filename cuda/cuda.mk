@@ -48,9 +48,9 @@ NVCCFLAGS  ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-un
 CUDA_SRCS  := $(wildcard cuda/*.cu)
 CUDA_OBJS  := $(patsubst cuda/%.cu,$(BUILD)/obj/cuda/%.o,$(CUDA_SRCS))
 ifeq ($(CUDART_HOW),static)
-CUDA_LIBS  := $(CUDART_STATIC) -lstdc++ -ldl -lpthread -lrt
+CUDA_LIBS  := $(CUDART_STATIC) -lxxhash -lstdc++ -ldl -lpthread -lrt
 else
-CUDA_LIBS  := $(CUDART_SHARED) -Wl,-rpath,$(dir $(CUDART_SHARED)) -lstdc++ -ldl -lpthread -lrt
+CUDA_LIBS  := $(CUDART_SHARED) -lxxhash -Wl,-rpath,$(dir $(CUDART_SHARED)) -lstdc++ -ldl -lpthread -lrt
 endif
 # -isystem: the CUDA headers are not ours, and the daemon builds with -Werror.
 CUDA_CFLAGS := -DB10_HAVE_CUDA -Icuda -isystem $(CUDA_DIR)/include

@@ -27,6 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define XXH_STATIC_LINKING_ONLY     /* XXH3_generateSecret_fromSeed: the library's secret */
+#include <xxhash.h>
+
 /* One work item. Pointers are generic addresses (UVA): mapped pinned host memory
  * is addressed by its host pointer. */
 struct gpu_copy_item {
@@ -46,6 +49,8 @@ struct gpu_copy_op {
     struct gpu_copy_item *d_items;  /* device copy of the table, for scatters */
     cudaEvent_t           ev_start;
     cudaEvent_t           ev_done;
+    uint64_t             *h_sums;   /* pinned, mapped: the sum kernel's results */
+    bool                  summed;   /* this submission asked for sums */
 };
 
 struct gpu_copier {
@@ -55,6 +60,7 @@ struct gpu_copier {
     unsigned       max_inflight;
     size_t         max_pieces;
     size_t         ce_min_piece;
+    size_t         max_sum_blocks;
     size_t         cap_items;     /* 2 × max_pieces + 64: room to split big pieces */
     cudaStream_t   stream;
     struct gpu_copy_op *ops;      /* max_inflight slots */
@@ -163,6 +169,128 @@ gpu_copy_kernel(const struct gpu_copy_item *__restrict__ items, size_t n)
             break;
         it = nit;
         i = next;
+    }
+}
+
+/* ---------------------------------------------------------------- checksums
+ *
+ * XXH3-64 with a seed, of inputs longer than 240 bytes, as the xxHash spec
+ * defines it, for blocks of exactly GPU_COPY_SUM_BLOCK bytes: 8 accumulators
+ * take a 64-byte stripe at a time, the secret's words sliding by one each
+ * stripe; after 16 stripes (1 KiB) they are scrambled; the last stripe is
+ * the block's last 64 bytes with the secret at byte 121; the accumulators
+ * merge with the secret at byte 11 and are avalanched. The secret is the
+ * library's default, derived for the seed: its even words plus the seed,
+ * its odd words minus it.
+ *
+ * Accumulator i takes stripe word i's product and word i^1 itself, so the
+ * pair (2j, 2j+1) needs exactly the stripe's 16 bytes at 16j: thread j of a
+ * group of four loads them as one vector, and the four threads' vectors make
+ * one 64-byte stripe. The merge's four terms are added, so a shuffle sums them.
+ */
+enum { SUM_THREADS = 64, SUM_GROUPS = SUM_THREADS / 4, SECRET_WORDS = 24,
+       SUM_STRIPES = GPU_COPY_SUM_BLOCK / 64 };
+
+#define XXH_P32_1 0x9E3779B1ull
+#define XXH_P32_2 0x85EBCA77ull
+#define XXH_P32_3 0xC2B2AE3Dull
+#define XXH_P64_1 0x9E3779B185EBCA87ull
+#define XXH_P64_2 0xC2B2AE3D27D4EB4Full
+#define XXH_P64_3 0x165667B19E3779F9ull
+#define XXH_P64_4 0x85EBCA77C2B2AE63ull
+#define XXH_P64_5 0x27D4EB2F165667C5ull
+
+__constant__ uint64_t xxh3_secret[SECRET_WORDS];    /* libxxhash's default, little-endian words */
+
+__device__ __forceinline__ uint64_t sum_mul32(uint64_t x)
+{
+    return (uint64_t)(uint32_t)x * (x >> 32);
+}
+
+/* The secret's 8 bytes at any offset: the last stripe's and the merge's are not 8-aligned. */
+__device__ __forceinline__ uint64_t sum_key(const uint64_t *sec, unsigned off)
+{
+    const unsigned w = off >> 3, sh = (off & 7) * 8;
+    return sh ? (sec[w] >> sh) | (sec[w + 1] << (64 - sh)) : sec[w];
+}
+
+/* One stripe, accumulators 2j (a0) and 2j+1 (a1): data words d0, d1, their keys k0, k1. */
+__device__ __forceinline__ void sum_stripe(uint64_t &a0, uint64_t &a1, uint4 v, uint64_t k0,
+                                           uint64_t k1)
+{
+    const uint64_t d0 = (uint64_t)v.x | ((uint64_t)v.y << 32);
+    const uint64_t d1 = (uint64_t)v.z | ((uint64_t)v.w << 32);
+    a0 += d1 + sum_mul32(d0 ^ k0);
+    a1 += d0 + sum_mul32(d1 ^ k1);
+}
+
+__device__ __forceinline__ uint64_t sum_scramble(uint64_t a, uint64_t key)
+{
+    a ^= a >> 47;
+    a ^= key;
+    return a * XXH_P32_1;
+}
+
+__global__ void __launch_bounds__(SUM_THREADS)
+gpu_sum_kernel(const uint4 *__restrict__ bytes, size_t nblocks, uint64_t seed, uint64_t *sums)
+{
+    __shared__ uint64_t secrets[SUM_GROUPS][SECRET_WORDS];
+    const unsigned g = threadIdx.x >> 2, j = threadIdx.x & 3;
+    uint64_t *sec = secrets[g];
+    const uint64_t init[8] = { XXH_P32_3, XXH_P64_1, XXH_P64_2, XXH_P64_3,
+                               XXH_P64_4, XXH_P32_2, XXH_P64_5, XXH_P32_1 };
+
+    /* The same trip count for every thread of the CTA: the warp syncs and shuffles need all. */
+    for (size_t base = (size_t)blockIdx.x * SUM_GROUPS; base < nblocks;
+         base += (size_t)gridDim.x * SUM_GROUPS) {
+        const size_t b = base + g;
+        const uint64_t s = seed + b;
+        uint64_t m = 0;
+
+        __syncwarp();       /* the group's last block no longer reads its secret */
+        for (unsigned w = 6 * j; w < 6 * j + 6; w++)
+            sec[w] = xxh3_secret[w] + ((w & 1) ? 0 - s : s);
+        __syncwarp();
+        if (b < nblocks) {
+            const uint4 *p = bytes + b * (GPU_COPY_SUM_BLOCK / 16) + j;    /* stripe t: p[4t] */
+            uint64_t a0 = init[2 * j], a1 = init[2 * j + 1];
+            /* 1 KiB (16 stripes) at a time, the next one's loads issued before this one is
+             * summed: the view is a PCIe round trip away, and a block's steps are sequential. */
+            uint4 cur[16], nxt[16];
+#pragma unroll
+            for (unsigned t = 0; t < 16; t++)
+                cur[t] = __ldcs(p + 4 * t);
+            for (unsigned blk = 0; blk + 1 < SUM_STRIPES / 16; blk++) {
+#pragma unroll
+                for (unsigned t = 0; t < 16; t++)
+                    nxt[t] = __ldcs(p + 4 * (16 * (blk + 1) + t));
+#pragma unroll
+                for (unsigned t = 0; t < 16; t++)
+                    sum_stripe(a0, a1, cur[t], sec[t + 2 * j], sec[t + 2 * j + 1]);
+                a0 = sum_scramble(a0, sec[16 + 2 * j]);
+                a1 = sum_scramble(a1, sec[17 + 2 * j]);
+#pragma unroll
+                for (unsigned t = 0; t < 16; t++)
+                    cur[t] = nxt[t];
+            }
+            /* The last 1 KiB: 15 stripes, no scramble, then the block's last stripe (its 16th)
+             * with the secret at byte 121. */
+#pragma unroll
+            for (unsigned t = 0; t < 15; t++)
+                sum_stripe(a0, a1, cur[t], sec[t + 2 * j], sec[t + 2 * j + 1]);
+            sum_stripe(a0, a1, cur[15], sum_key(sec, 121 + 16 * j), sum_key(sec, 129 + 16 * j));
+            const uint64_t x = a0 ^ sum_key(sec, 11 + 16 * j), y = a1 ^ sum_key(sec, 19 + 16 * j);
+            m = (x * y) ^ __umul64hi(x, y);
+        }
+        m += __shfl_xor_sync(0xffffffffu, m, 1);
+        m += __shfl_xor_sync(0xffffffffu, m, 2);
+        if (b < nblocks && j == 0) {
+            uint64_t h = (uint64_t)GPU_COPY_SUM_BLOCK * XXH_P64_1 + m;
+            h ^= h >> 37;
+            h *= 0x165667919E3779F9ull;
+            h ^= h >> 32;
+            sums[b] = h;
+        }
     }
 }
 
@@ -291,6 +419,8 @@ gpu_copy_destroy(gpu_copier_t *c)
                 (void)cudaFree(op->d_items);
             if (op->h_items)
                 (void)cudaFreeHost(op->h_items);
+            if (op->h_sums)
+                (void)cudaFreeHost(op->h_sums);
         }
         free(c->ops);
     }
@@ -322,7 +452,8 @@ gpu_copy_create(const gpu_copy_params_t *p, gpu_copier_t **copier_p)
     c->max_pieces   = (m & GPU_COPY_PARAM_MAX_PIECES) ? p->max_pieces : 65536;
     c->max_inflight = (m & GPU_COPY_PARAM_MAX_INFLIGHT) ? p->max_inflight : 4;
     c->ce_min_piece = (m & GPU_COPY_PARAM_CE_MIN_PIECE) ? p->ce_min_piece : GPU_COPY_CE_MIN_PIECE;
-    if (c->device < 0 || c->max_ctas < 1 || c->max_ctas > 1024 || c->threads < 32 ||
+    c->max_sum_blocks = (m & GPU_COPY_PARAM_MAX_SUM_BLOCKS) ? p->max_sum_blocks : 4096;
+    if (c->max_sum_blocks < 1 || c->max_sum_blocks > ((size_t)1 << 24) || c->device < 0 || c->max_ctas < 1 || c->max_ctas > 1024 || c->threads < 32 ||
         c->threads > 512 || c->threads % 32 || c->max_pieces < 1 ||
         c->max_pieces > ((size_t)1 << 26) || c->max_inflight < 1 || c->max_inflight > 64) {
         free(c);
@@ -342,6 +473,15 @@ gpu_copy_create(const gpu_copy_params_t *p, gpu_copier_t **copier_p)
         c->stream = NULL;
         rc = copier_fail(c, e, "cudaStreamCreateWithFlags");
         goto fail;
+    }
+    {
+        /* The sum kernel's secret: the library's own, so that both compute one XXH3. */
+        uint8_t secret[SECRET_WORDS * 8];
+        XXH3_generateSecret_fromSeed(secret, 0);
+        if ((e = cudaMemcpyToSymbol(xxh3_secret, secret, sizeof(secret))) != cudaSuccess) {
+            rc = copier_fail(c, e, "cudaMemcpyToSymbol(secret)");
+            goto fail;
+        }
     }
     c->b_dsts  = (void **)calloc(c->max_pieces, sizeof(*c->b_dsts));
     c->b_srcs  = (const void **)calloc(c->max_pieces, sizeof(*c->b_srcs));
@@ -366,6 +506,12 @@ gpu_copy_create(const gpu_copy_params_t *p, gpu_copier_t **copier_p)
         if ((e = cudaMalloc((void **)&op->d_items, bytes)) != cudaSuccess) {
             op->d_items = NULL;
             rc = copier_fail(c, e, "cudaMalloc(descriptors)");
+            goto fail;
+        }
+        if ((e = cudaHostAlloc((void **)&op->h_sums, c->max_sum_blocks * sizeof(uint64_t),
+                               cudaHostAllocPortable | cudaHostAllocMapped)) != cudaSuccess) {
+            op->h_sums = NULL;
+            rc = copier_fail(c, e, "cudaHostAlloc(sums)");
             goto fail;
         }
         if ((e = cudaEventCreate(&op->ev_start)) != cudaSuccess) {
@@ -463,6 +609,9 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
         if (pc->len < minlen)
             minlen = pc->len;
     }
+    if (req->sum && (!req->sum->bytes || ((uintptr_t)req->sum->bytes & 15) ||
+                     req->sum->nblocks > c->max_sum_blocks))
+        return GPU_COPY_E_INVAL;
     engine = req->engine;
     if (engine == GPU_COPY_AUTO)
         engine = nonempty && minlen >= c->ce_min_piece ? GPU_COPY_BATCH : GPU_COPY_KERNEL;
@@ -538,6 +687,17 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
                                  c->stream);
     }
 
+    op->summed = req->sum != NULL;
+    if (e == cudaSuccess && req->sum && req->sum->nblocks) {
+        /* After the copy on the same stream: a gather's view is whole by then. */
+        size_t grid = (req->sum->nblocks + SUM_GROUPS - 1) / SUM_GROUPS;
+        if (grid > c->max_ctas)
+            grid = c->max_ctas;
+        what = "checksum kernel launch";
+        gpu_sum_kernel<<<(unsigned)grid, SUM_THREADS, 0, c->stream>>>(
+            (const uint4 *)req->sum->bytes, req->sum->nblocks, req->sum->seed, op->h_sums);
+        e = cudaGetLastError();
+    }
     if (e == cudaSuccess) {
         what = "cudaEventRecord";
         e = cudaEventRecord(op->ev_done, c->stream);
@@ -605,6 +765,14 @@ gpu_copy_op_elapsed_ms(gpu_copy_op_t *op, float *ms_p)
         return copier_fail(op->copier, e, "cudaEventElapsedTime");
     *ms_p = ms;
     return GPU_COPY_OK;
+}
+
+const uint64_t *
+gpu_copy_op_sums(gpu_copy_op_t *op)
+{
+    if (!op || op->state != SLOT_OWNED || !op->summed)
+        return NULL;
+    return op->h_sums;
 }
 
 void

@@ -84,6 +84,7 @@ enum {
     GPU_COPY_PARAM_MAX_PIECES   = 1u << 3,
     GPU_COPY_PARAM_MAX_INFLIGHT = 1u << 4,
     GPU_COPY_PARAM_CE_MIN_PIECE = 1u << 5,
+    GPU_COPY_PARAM_MAX_SUM_BLOCKS = 1u << 6,
 };
 
 typedef struct gpu_copy_params {
@@ -96,6 +97,8 @@ typedef struct gpu_copy_params {
     unsigned max_inflight;  /* submissions in flight at once (slots); default 4 */
     size_t   ce_min_piece;  /* GPU_COPY_AUTO uses the copy engines when every piece
                                is at least this long; default GPU_COPY_CE_MIN_PIECE */
+    size_t   max_sum_blocks; /* most checksum blocks one submission may sum (each slot
+                               keeps a table of their sums); default 4096 */
 } gpu_copy_params_t;
 
 /* Measured on the H200 (cuda/BENCH.md): from 1 MiB pieces up cudaMemcpyBatchAsync
@@ -108,6 +111,28 @@ typedef struct gpu_copy_op gpu_copy_op_t;
 
 typedef void gpu_copy_done_cb_t(void *arg);
 
+/*
+ * Checksums on the GPU: XXH3-64 (the xxHash spec, seeded) of whole blocks of
+ * GPU_COPY_SUM_BLOCK bytes, block i with seed + i: the blocks of
+ * daemon/checksum.h, whose last, shorter block (if any) the caller sums
+ * itself. A kernel on the copier's stream sums them after the request's copy
+ * (if it has pieces), so a gather's sums are of the view it just wrote; a
+ * request with no pieces sums a view before the caller scatters it. Four
+ * threads follow each block, two of XXH3's eight accumulators each: the
+ * algorithm is sequential inside a block, so the blocks give the parallelism.
+ * The sums land in the operation's table (gpu_copy_op_sums). XXH3's secret is
+ * libxxhash's own, and tests/gpu/test-gpu-copy.c holds the sums to the
+ * library's.
+ */
+#define GPU_COPY_SUM_BLOCK 16384u
+
+typedef struct gpu_copy_sum {
+    const void *bytes;      /* device-addressable (mapped staging or device memory),
+                               16-byte aligned */
+    size_t      nblocks;    /* whole blocks from bytes; at most max_sum_blocks */
+    uint64_t    seed;       /* block i is summed with seed + i */
+} gpu_copy_sum_t;
+
 typedef struct gpu_copy_req {
     gpu_copy_dir_t          dir;
     gpu_copy_engine_t       engine;
@@ -116,6 +141,8 @@ typedef struct gpu_copy_req {
     gpu_copy_done_cb_t     *done_cb; /* optional: runs once on a CUDA thread when
                                         the copy has completed (cudaLaunchHostFunc) */
     void                   *done_arg;
+    const gpu_copy_sum_t   *sum;     /* optional: sums to compute once the copy is done;
+                                        read during the call only */
 } gpu_copy_req_t;
 
 /* Number of CUDA devices; 0 when there is no GPU or the runtime fails (no
@@ -137,6 +164,9 @@ int gpu_copy_op_poll(gpu_copy_op_t *op);
 int gpu_copy_op_wait(gpu_copy_op_t *op);
 /* GPU time from submission start to completion, for statistics; op must be done. */
 int gpu_copy_op_elapsed_ms(gpu_copy_op_t *op, float *ms_p);
+/* The block sums a request's `sum` asked for (nblocks of them); op must be done. The
+ * table is the slot's: read it before gpu_copy_op_release. NULL when none was asked. */
+const uint64_t *gpu_copy_op_sums(gpu_copy_op_t *op);
 /* Gives the slot back. Waits if still in flight (call it after completion). */
 void gpu_copy_op_release(gpu_copy_op_t *op);
 

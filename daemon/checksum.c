@@ -1,6 +1,7 @@
 /* checksum.c — see checksum.h. */
 #include "checksum.h"
 
+#define XXH_STATIC_LINKING_ONLY     /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
 #include "frame.h"
@@ -46,29 +47,47 @@ void checksum_block_sums(const void *bytes, size_t length, uint64_t seed, uint32
     }
 }
 
+/* The chunk's sum from the sums of blocks, fed to XXH3's streaming state a batch at a time. */
+struct combine {
+    XXH3_state_t state;
+    uint8_t le[8 * 256];
+};
+
+static void combine_feed(struct combine *c, const uint64_t *sums, uint32_t n)
+{
+    /* Little-endian whatever the host: both ends must hash the same bytes. */
+    for (uint32_t k = 0; k < n; k++)
+        frame_put_u64(c->le + 8 * k, sums[k]);
+    XXH3_64bits_update(&c->state, c->le, 8 * (size_t)n);
+}
+
 uint64_t checksum_combine(const uint64_t *sums, uint32_t nblocks, size_t length, uint64_t seed)
 {
     if (length <= CHECKSUM_BLOCK)
         return sums[0];
-    if (nblocks > CHECKSUM_MAX_BLOCKS)
-        return 0;       /* past any view (--view-bytes is at most 1 GiB): never matches a sum */
-    /* Little-endian whatever the host: both ends must hash the same bytes. */
-    uint8_t le[8 * CHECKSUM_MAX_BLOCKS];
-    for (uint32_t i = 0; i < nblocks; i++)
-        frame_put_u64(le + 8 * i, sums[i]);
-    return xxh3(le, 8 * (size_t)nblocks, seed);
+    struct combine c;
+    XXH3_64bits_reset_withSeed(&c.state, seed);
+    for (uint32_t i = 0; i < nblocks; i += 256)
+        combine_feed(&c, sums + i, nblocks - i < 256 ? nblocks - i : 256);
+    return XXH3_64bits_digest(&c.state);
 }
 
 uint64_t checksum(const void *bytes, size_t length, uint64_t seed)
 {
     if (length <= CHECKSUM_BLOCK)
         return xxh3(bytes, length, seed);
+    /* A 1 GiB view has 65,536 blocks: summed and fed 256 at a time. */
     uint32_t n = checksum_blocks(length);
-    if (n > CHECKSUM_MAX_BLOCKS)
-        return 0;
-    uint64_t sums[CHECKSUM_MAX_BLOCKS];
-    checksum_block_sums(bytes, length, seed, 0, n, sums);
-    return checksum_combine(sums, n, length, seed);
+    uint64_t sums[256];
+    struct combine c;
+    XXH3_64bits_reset_withSeed(&c.state, seed);
+    for (uint32_t i = 0; i < n; i += 256) {
+        uint32_t count = n - i < 256 ? n - i : 256;
+        checksum_block_sums((const uint8_t *)bytes + (size_t)i * CHECKSUM_BLOCK,
+                            length - (size_t)i * CHECKSUM_BLOCK, seed + i, 0, count, sums);
+        combine_feed(&c, sums, count);
+    }
+    return XXH3_64bits_digest(&c.state);
 }
 
 void checksum_trailer_put(uint8_t *at, uint64_t sum, bool present)

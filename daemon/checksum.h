@@ -13,7 +13,10 @@
  * is summed a block at a time, block i with seed + i (so that blocks that
  * trade places fail too), and the chunk's sum is XXH3-64 with seed of the
  * blocks' sums as little-endian u64s: the blocks can be summed on several
- * threads at once, so that a 4 MiB chunk does not wait for one core.
+ * threads at once, so that a 4 MiB chunk does not wait for one core, and
+ * on a GPU, whose threads each follow one block (XXH3 is sequential inside
+ * a block: 16 KiB gives a 4 MiB chunk 256 of them, enough to keep PCIe
+ * reads in flight; cuda/gpu-copy.h).
  *
  * The trailer is CHECKSUM_TRAILER_BYTES, little-endian: the sum, then a
  * word that says whether there is one: CHECKSUM_PRESENT, or CHECKSUM_ABSENT
@@ -32,8 +35,7 @@
 #define CHECKSUM_TRAILER_BYTES 16
 #define CHECKSUM_PRESENT 0x5355534430316235ull    /* "5b10DSUS" */
 #define CHECKSUM_ABSENT  (~CHECKSUM_PRESENT)
-#define CHECKSUM_BLOCK (256u << 10)
-#define CHECKSUM_MAX_BLOCKS 4096u      /* 1 GiB, the largest --view-bytes */
+#define CHECKSUM_BLOCK (16u << 10)
 
 uint64_t checksum_seed(uint64_t xfer_id, uint32_t chunk);
 /* The chunk's sum, all on this thread. */

@@ -76,11 +76,13 @@ struct copy_job {
     uint64_t seed;
     uint64_t sum;               /* MAKE: the result; CHECK: what the sender computed */
     bool sum_done;              /* MAKE: computed; CHECK: passed */
-    /* A device job's sum, computed by several pool tasks (copy.c): their blocks' sums. */
+    /* A device job's sum, by blocks: computed by several pool tasks, or on the GPU. */
     uint64_t *block_sums;
     struct copy_sum_task *sum_tasks;
     uint32_t sum_tasks_left;
     bool sum_cancelled;
+    bool gpu_sum_asked;         /* a GPU operation sums the view, on its own */
+    bool gpu_sums_ready;        /* block_sums holds the GPU's sums of the whole blocks */
 };
 
 /*
@@ -113,8 +115,9 @@ b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, stru
  * bytes with seed; want is the sum to check. A scatter whose view fails its
  * check writes nothing and ends B10_ERR_DATA_CORRUPT. Host-only jobs do it
  * in the same pool task as the copy, on the view the copy just touched;
- * with device parts it runs on the host before (check) or after (make)
- * the GPU's copy, inline when small.
+ * with device parts the GPU sums the view's whole blocks, before (check)
+ * or after (make, in the same submission when it can) its copy, and the
+ * host the last, shorter block and the chunk's sum from the blocks'.
  */
 void copy_job_sum(struct copy_job *job, enum copy_sum mode, const void *view, size_t len,
                   uint64_t seed, uint64_t want);
@@ -123,6 +126,15 @@ void copy_job_sum(struct copy_job *job, enum copy_sum mode, const void *view, si
  * done() runs on the loop thread once every part finished; then the job is freed.
  */
 void copy_job_submit(struct copy_job *job);
+/*
+ * The GPU's part in a device job's sum (gpu.c). copy_job_gpu_blocks: how
+ * many whole CHECKSUM_BLOCK blocks the GPU sums for it, with block_sums
+ * ready for them; 0 when the host sums the view (a chunk of one block, a
+ * view the kernel cannot read, no memory). copy_job_gpu_sums: the GPU's
+ * sums, handed over just before the part that made them completes.
+ */
+uint32_t copy_job_gpu_blocks(struct copy_job *job);
+void copy_job_gpu_sums(struct copy_job *job, const uint64_t *sums, uint32_t n);
 /* One part of the job finished (the GPU room and the thread pool call this). */
 void copy_job_part_done(struct copy_job *job, b10_status_t status);
 /* Free a job never submitted. */

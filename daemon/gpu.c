@@ -8,12 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checksum.h"
 #include "copy.h"
 #include "cpuload.h"
 
 #ifdef B10_HAVE_CUDA
 
 #include "gpu-copy.h"
+
+_Static_assert(GPU_COPY_SUM_BLOCK == CHECKSUM_BLOCK, "the GPU sums checksum.h's blocks");
 
 /* Most pieces one submission carries; a chunk with more is cut into several. */
 #define GPU_MAX_PIECES 65536
@@ -38,6 +41,7 @@ struct gpu_part {
     gpu_copy_piece_t *pieces;
     size_t npieces;
     gpu_copy_op_t *op;
+    uint32_t sum_blocks;        /* > 0: the submission also sums the job's view */
     uint64_t submitted_ns;
     bool polled;                /* in gpu.polling */
     bool finished;              /* completed by polling: only its callback is still due */
@@ -99,6 +103,13 @@ static void gpu_part_finish(struct gpu *gpu, struct gpu_part *part, int rc)
     float ms = 0;
     if (rc == GPU_COPY_OK && gpu_copy_op_elapsed_ms(part->op, &ms) == GPU_COPY_OK)
         part->job->gpu_ms += ms;
+    if (rc == GPU_COPY_OK && part->sum_blocks > 0) {
+        const uint64_t *sums = gpu_copy_op_sums(part->op);
+        if (sums != NULL)
+            copy_job_gpu_sums(part->job, sums, part->sum_blocks);
+        else
+            status = B10_ERR_INTERNAL;
+    }
     gpu_unpoll(part);
     gpu_copy_op_release(part->op);
     part->op = NULL;
@@ -183,11 +194,13 @@ static gpu_copier_t *gpu_copier(struct gpu *gpu, int device)
     if (gpu->copiers[device] == NULL) {
         gpu_copy_params_t params = {
             .field_mask = GPU_COPY_PARAM_DEVICE | GPU_COPY_PARAM_MAX_CTAS |
-                          GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_INFLIGHT,
+                          GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_INFLIGHT |
+                          GPU_COPY_PARAM_MAX_SUM_BLOCKS,
             .device = device,
             .max_ctas = gpu->d->cfg.gpu_max_ctas,
             .max_pieces = GPU_MAX_PIECES,
             .max_inflight = GPU_SLOTS,
+            .max_sum_blocks = gpu->d->cfg.view_bytes / CHECKSUM_BLOCK + 1,
         };
         int rc = gpu_copy_create(&params, &gpu->copiers[device]);
         if (rc != GPU_COPY_OK) {
@@ -206,6 +219,7 @@ static int gpu_submit(struct gpu *gpu, struct gpu_part *part)
     gpu_copier_t *copier = gpu_copier(gpu, part->device);
     if (copier == NULL)
         return -1;
+    gpu_copy_sum_t sum = { part->job->view, part->sum_blocks, part->job->seed };
     gpu_copy_req_t req = {
         .dir = part->job->gather ? GPU_COPY_GATHER : GPU_COPY_SCATTER,
         .engine = GPU_COPY_AUTO,
@@ -213,6 +227,7 @@ static int gpu_submit(struct gpu *gpu, struct gpu_part *part)
         .npieces = part->npieces,
         .done_cb = gpu_on_done,
         .done_arg = part,
+        .sum = part->sum_blocks > 0 ? &sum : NULL,
     };
     int rc = gpu_copy_submit(copier, &req, &part->op);
     if (rc == GPU_COPY_E_BUSY)
@@ -267,9 +282,26 @@ static void gpu_queue(struct gpu *gpu, struct gpu_part *part)
     }
 }
 
+/*
+ * A gather that is one GPU submission (no host segments, one device, few
+ * enough pieces) has its sums computed in the same submission, right after
+ * its copy: no second trip to the GPU and back.
+ */
+static uint32_t gpu_chained_sums(struct copy_job *job)
+{
+    if (job->sum_mode != COPY_SUM_MAKE || job->sum_done || job->host_segs > 0 ||
+        job->nsegs == 0 || job->nsegs > GPU_MAX_PIECES)
+        return 0;
+    for (uint32_t i = 1; i < job->nsegs; i++)
+        if (job->segs[i].device != job->segs[0].device)
+            return 0;
+    return copy_job_gpu_blocks(job);
+}
+
 void gpu_copy_job(struct b10d *d, struct copy_job *job)
 {
     struct gpu *gpu = d->gpu;
+    uint32_t chained = gpu_chained_sums(job);
 
     /* One pass per device the job touches (a rank's regions rarely span more than one). */
     for (int device = 0; device < (gpu != NULL ? gpu->ndevices : 0); device++) {
@@ -294,7 +326,7 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
                     return;
                 }
                 *part = (struct gpu_part){ .gpu = gpu, .job = job, .device = device,
-                                           .pieces = part->pieces };
+                                           .pieces = part->pieces, .sum_blocks = chained };
                 list_init(&part->node);
                 job->parts++;
             }
@@ -311,6 +343,23 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
             gpu_queue(gpu, part);
     }
     /* Segments of a device this daemon does not have cannot exist: regions are opened on one. */
+}
+
+void gpu_sum_job(struct b10d *d, struct copy_job *job, uint32_t nblocks)
+{
+    struct gpu *gpu = d->gpu;
+    int device = -1;
+    for (uint32_t i = 0; i < job->nsegs && device < 0; i++)
+        device = job->segs[i].device;
+    struct gpu_part *part = device >= 0 && gpu != NULL ? calloc(1, sizeof(*part)) : NULL;
+    job->parts++;
+    if (part == NULL) {
+        copy_job_part_done(job, device < 0 ? B10_ERR_INTERNAL : B10_ERR_NO_MEMORY);
+        return;
+    }
+    *part = (struct gpu_part){ .gpu = gpu, .job = job, .device = device, .sum_blocks = nblocks };
+    list_init(&part->node);
+    gpu_queue(gpu, part);
 }
 
 int gpu_start(struct b10d *d)
@@ -502,6 +551,13 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
 {
     /* No VRAM region can exist without CUDA: a device segment here is our own bug. */
     log_err("gpu: a copy touches VRAM in a daemon built without CUDA");
+    job->parts++;
+    copy_job_part_done(job, B10_ERR_INTERNAL);
+}
+
+void gpu_sum_job(struct b10d *d, struct copy_job *job, uint32_t nblocks)
+{
+    log_err("gpu: a checksum on the GPU in a daemon built without CUDA");
     job->parts++;
     copy_job_part_done(job, B10_ERR_INTERNAL);
 }

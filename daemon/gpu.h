@@ -43,4 +43,12 @@ void gpu_host_free(struct b10d *d, void *addr);
  */
 void gpu_copy_job(struct b10d *d, struct copy_job *job);
 
+/*
+ * Sum the first nblocks whole checksum blocks of the job's view on the GPU
+ * of its first device segment, as a part of its own: copy_job_gpu_sums,
+ * then copy_job_part_done, once. (A gather whose copy is one part gets its
+ * sums in that part's submission instead: gpu_copy_job asks.)
+ */
+void gpu_sum_job(struct b10d *d, struct copy_job *job, uint32_t nblocks);
+
 #endif

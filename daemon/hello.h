@@ -30,9 +30,10 @@ struct B10__Peer__Msg;
  * names its asking rank, which the target's daemon checks for access; 5:
  * one-chunk DATA on the main worker; 6: every DATA message ends in its
  * chunk's checksum (checksum.h); 7: chunks above 256 KiB summed by blocks,
- * and the trailer's word that says whether a sum is there.
+ * and the trailer's word that says whether a sum is there; 8: blocks of
+ * 16 KiB, which a GPU sums in parallel.
  */
-#define B10_PEER_PROTOCOL_VERSION 7
+#define B10_PEER_PROTOCOL_VERSION 8
 
 #define HELLO_NAME_MAX CONFIG_NAME_MAX
 #define HELLO_MAX_ADDRESS ((1 + WIREADDR_MAX_LANES) * 4096)

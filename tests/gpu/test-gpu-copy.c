@@ -9,6 +9,10 @@
  * is compared too (a copy must not write its source). A negative control corrupts
  * one byte inside a span and one in a canary and requires the checker to see both.
  *
+ * The checksum kernel's block sums are held to libxxhash's XXH3_64bits_withSeed
+ * over host staging and device memory, seeds that wrap, a grid smaller than
+ * the blocks, and behind a gather in the same submission.
+ *
  * Without a GPU (CI has nvcc but none) it prints "SKIP: no GPU (reason)" and
  * exits 0. Any mismatch exits 1.
  */
@@ -22,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 #define POOL (80u << 20)     /* bytes of device pool and of host staging */
 #define MAX_PIECES 65536
@@ -404,6 +409,160 @@ api_cases(struct pools *p, const struct set *s)
         failures++;
 }
 
+/* Block i of bytes (GPU_COPY_SUM_BLOCK each) as libxxhash sums it, against the GPU's. */
+static int
+sums_match(const char *what, const uint8_t *ref, size_t nblocks, uint64_t seed,
+           const uint64_t *got)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < nblocks; i++) {
+        uint64_t want = XXH3_64bits_withSeed(ref + i * GPU_COPY_SUM_BLOCK, GPU_COPY_SUM_BLOCK,
+                                             seed + i);
+        if (got[i] != want && bad++ < 3)
+            fprintf(stderr, "FAIL: %s: block %zu of %zu: 0x%016llx, libxxhash 0x%016llx\n",
+                    what, i, nblocks, (unsigned long long)got[i], (unsigned long long)want);
+    }
+    return bad == 0;
+}
+
+/* Submit req (sum set), wait, compare; on success *got holds the sums (caller's copy). */
+static int
+sum_run(gpu_copier_t *c, const gpu_copy_req_t *req, uint64_t *got)
+{
+    gpu_copy_op_t *op = NULL;
+    int rc = gpu_copy_submit(c, req, &op);
+    if (rc != GPU_COPY_OK) {
+        fprintf(stderr, "FAIL: sums: submit: %s %s\n", gpu_copy_strstatus(rc), gpu_copy_last_error(c));
+        return 0;
+    }
+    rc = gpu_copy_op_wait(op);
+    const uint64_t *sums = gpu_copy_op_sums(op);
+    if (rc == GPU_COPY_OK && sums)
+        memcpy(got, sums, req->sum->nblocks * sizeof(*got));
+    gpu_copy_op_release(op);
+    if (rc != GPU_COPY_OK || !sums) {
+        fprintf(stderr, "FAIL: sums: wait: %s, table %p\n", gpu_copy_strstatus(rc), (const void *)sums);
+        return 0;
+    }
+    return 1;
+}
+
+static void
+sum_cases(struct pools *p, const struct set *s)
+{
+    enum { MAX_BLOCKS = 4096 };
+    gpu_copy_params_t prm = {
+        .field_mask = GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_CTAS |
+                      GPU_COPY_PARAM_MAX_SUM_BLOCKS,
+        .max_pieces = MAX_PIECES, .max_ctas = 3, .max_sum_blocks = MAX_BLOCKS,
+    };
+    gpu_copier_t *c = NULL;
+    uint64_t *got = malloc(MAX_BLOCKS * sizeof(*got));
+    int ok = 1, n = 0;
+
+    cases++;
+    if (!got || gpu_copy_create(&prm, &c) != GPU_COPY_OK) {
+        fprintf(stderr, "FAIL: sums: gpu_copy_create\n");
+        failures++;
+        free(got);
+        return;
+    }
+    /* Blocks in staging and in device memory; 3 CTAs of 16 groups: 4096 blocks loop 85 times. */
+    size_t span = (size_t)MAX_BLOCKS * GPU_COPY_SUM_BLOCK + 16;
+    fill_random(p->host, span);
+    memcpy(p->host_exp, p->host, span);
+    CK(cudaMemcpy(p->dev, p->host_exp, span, cudaMemcpyHostToDevice));
+    static const size_t counts[] = { 1, 3, 17, 48, 300, MAX_BLOCKS };
+    const uint64_t seeds[] = { 0, rnd(), UINT64_MAX - 2 };    /* the last wraps past zero */
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+        for (size_t si = 0; si < sizeof(seeds) / sizeof(seeds[0]); si++)
+            for (int where = 0; where < 3; where++) {
+                /* staging at 0, staging at 16 (aligned, not to a page), device memory */
+                size_t off = where == 1 ? 16 : 0;
+                const void *bytes = where == 2 ? (const void *)p->dev : (const void *)(p->host + off);
+                gpu_copy_sum_t sum = { bytes, counts[k], seeds[si] };
+                gpu_copy_req_t req = { .dir = GPU_COPY_SCATTER, .sum = &sum };
+                char what[96];
+                snprintf(what, sizeof(what), "sums of %zu blocks, %s, seed %zu", counts[k],
+                         where == 2 ? "device" : off ? "staging+16" : "staging", si);
+                if (!sum_run(c, &req, got) || !sums_match(what, p->host_exp + off, counts[k],
+                                                            seeds[si], got))
+                    ok = 0;
+                n++;
+            }
+
+    /* Behind a gather in one submission: the sums are of the view the copy wrote. */
+    fill_random(p->dev_exp, s->dev_end);
+    fill_poison(p->host, s->host_end, 0x3c);
+    memcpy(p->host_exp, p->host, s->host_end);
+    CK(cudaMemcpy(p->dev, p->dev_exp, s->dev_end, cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < s->n; i++) {
+        memcpy(p->host_exp + s->host_off[i], p->dev_exp + s->dev_off[i], s->len[i]);
+        p->pieces[i] = (gpu_copy_piece_t){ p->dev + s->dev_off[i], p->host + s->host_off[i],
+                                           s->len[i] };
+    }
+    size_t nb = s->host_end / GPU_COPY_SUM_BLOCK < MAX_BLOCKS ? s->host_end / GPU_COPY_SUM_BLOCK
+                                                              : MAX_BLOCKS;
+    uint64_t seed = rnd();
+    gpu_copy_sum_t gsum = { p->host, nb, seed };
+    static const gpu_copy_engine_t eng[2] = { GPU_COPY_KERNEL, GPU_COPY_BATCH };
+    for (int e = 0; e < 2; e++) {
+        gpu_copy_req_t req = { .dir = GPU_COPY_GATHER, .engine = eng[e], .pieces = p->pieces,
+                               .npieces = s->n, .sum = &gsum };
+        if (!sum_run(c, &req, got) || !sums_match("gather then sums", p->host_exp, nb, seed, got))
+            ok = 0;
+        n++;
+    }
+
+    /* A flipped byte changes its block's sum and no other (the control that the check can fail). */
+    p->host[5 * GPU_COPY_SUM_BLOCK + 77] ^= 0x10;
+    gpu_copy_sum_t fsum = { p->host, 8, seed };
+    gpu_copy_req_t freq = { .dir = GPU_COPY_SCATTER, .sum = &fsum };
+    if (sum_run(c, &freq, got)) {
+        for (size_t i = 0; i < 8; i++) {
+            uint64_t want = XXH3_64bits_withSeed(p->host_exp + i * GPU_COPY_SUM_BLOCK,
+                                                 GPU_COPY_SUM_BLOCK, seed + i);
+            if ((got[i] != want) != (i == 5)) {
+                fprintf(stderr, "FAIL: sums: flipped byte in block 5, block %zu %s\n", i,
+                        i == 5 ? "unchanged" : "changed");
+                ok = 0;
+            }
+        }
+    } else {
+        ok = 0;
+    }
+    p->host[5 * GPU_COPY_SUM_BLOCK + 77] ^= 0x10;
+
+    /* Refusals beside the accepted cases above: misaligned, too many blocks, no bytes. */
+    gpu_copy_op_t *op = NULL;
+    gpu_copy_sum_t bad[3] = { { p->host + 8, 1, 0 }, { p->host, MAX_BLOCKS + 1, 0 }, { NULL, 1, 0 } };
+    for (int b = 0; b < 3; b++) {
+        gpu_copy_req_t req = { .dir = GPU_COPY_SCATTER, .sum = &bad[b] };
+        if (gpu_copy_submit(c, &req, &op) != GPU_COPY_E_INVAL) {
+            fprintf(stderr, "FAIL: sums: refusal %d accepted\n", b);
+            ok = 0;
+            gpu_copy_op_wait(op);
+            gpu_copy_op_release(op);
+        }
+    }
+    /* No sums asked, no table. */
+    gpu_copy_req_t plain = { .dir = GPU_COPY_SCATTER };
+    if (gpu_copy_submit(c, &plain, &op) == GPU_COPY_OK) {
+        gpu_copy_op_wait(op);
+        if (gpu_copy_op_sums(op) != NULL)
+            ok = 0, fprintf(stderr, "FAIL: sums: a table where none was asked\n");
+        gpu_copy_op_release(op);
+    } else {
+        ok = 0;
+    }
+    gpu_copy_destroy(c);
+    free(got);
+    printf("%s sums: %d submissions against libxxhash, behind gathers, a flip, 3 refusals\n",
+           ok ? "ok  " : "FAIL", n);
+    if (!ok)
+        failures++;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -474,6 +633,7 @@ main(int argc, char **argv)
         negative_control(&p, &sets[0]);
         api_cases(&p, &sets[0]);
     }
+    sum_cases(&p, &sets[2]);
 
     for (size_t si = 0; si < sizeof(sets) / sizeof(sets[0]); si++)
         set_free(&sets[si]);

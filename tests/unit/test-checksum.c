@@ -75,10 +75,17 @@ static void put_le64(uint8_t *at, uint64_t v)
 static void test_blocks_as_defined(void **state)
 {
     (void)state;
-    size_t lens[] = { CHECKSUM_BLOCK, CHECKSUM_BLOCK + 1, 4u << 20, (4u << 20) - 77 };
-    uint8_t *a = malloc(4u << 20);
+    /* Up to and past 256 blocks, the batch checksum.c feeds XXH3's stream with. */
+    size_t lens[] = { CHECKSUM_BLOCK, CHECKSUM_BLOCK + 1, 4u << 20, (4u << 20) - 77,
+                      (5u << 20) + 3 };
+    size_t most = (5u << 20) + 3;
+    uint8_t *a = malloc(most);
+    uint8_t *le = malloc(8 * checksum_blocks(most));
+    uint64_t *sums = malloc(8 * checksum_blocks(most));
     assert_non_null(a);
-    kat_input(a, 4u << 20);
+    assert_non_null(le);
+    assert_non_null(sums);
+    kat_input(a, most);
     uint64_t seed = checksum_seed(0xabcdef, 5);
     for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
         size_t len = lens[k];
@@ -89,7 +96,6 @@ static void test_blocks_as_defined(void **state)
         if (len <= CHECKSUM_BLOCK) {
             want = XXH3_64bits_withSeed(a, len, seed);
         } else {
-            uint8_t le[8 * 64];
             for (uint32_t i = 0; i < n; i++) {
                 size_t at = (size_t)i * CHECKSUM_BLOCK;
                 size_t m = len - at < CHECKSUM_BLOCK ? len - at : CHECKSUM_BLOCK;
@@ -99,8 +105,7 @@ static void test_blocks_as_defined(void **state)
         }
         assert_int_equal(checksum(a, len, seed), want);
         /* In parts, as copy.c's tasks sum them: blocks in uneven groups, last group first. */
-        uint64_t sums[64];
-        memset(sums, 0, sizeof(sums));
+        memset(sums, 0, 8 * (size_t)n);
         for (uint32_t first = n; first > 0;) {
             uint32_t count = first >= 3 ? 3 : first;
             first -= count;
@@ -117,6 +122,8 @@ static void test_blocks_as_defined(void **state)
     memcpy(swapped + CHECKSUM_BLOCK, a, CHECKSUM_BLOCK);
     assert_true(checksum(swapped, len, seed) != before);
     free(swapped);
+    free(sums);
+    free(le);
     free(a);
 }
 
