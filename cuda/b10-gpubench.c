@@ -190,7 +190,7 @@ sum_run(const void *bytes, size_t nblocks, unsigned ctas, int nreps)
                       GPU_COPY_PARAM_MAX_SUM_BLOCKS,
         .max_ctas = ctas, .max_inflight = 1, .max_sum_blocks = nblocks,
     };
-    gpu_copy_sum_t sum = { bytes, nblocks, 0x1234 };
+    gpu_copy_sum_t sum = { .bytes = bytes, .nblocks = nblocks, .seed = 0x1234 };
     gpu_copy_req_t req = { .dir = GPU_COPY_SCATTER, .sum = &sum };
     gpu_copier_t *c = NULL;
     double gb[16], us[16];

@@ -50,6 +50,7 @@ struct gpu_copy_op {
     cudaEvent_t           ev_start;
     cudaEvent_t           ev_done;
     uint64_t             *h_sums;   /* pinned, mapped: the sum kernel's results */
+    unsigned             *d_gate;   /* nonzero once a block's sum differed from `expect` */
     bool                  summed;   /* this submission asked for sums */
 };
 
@@ -129,7 +130,8 @@ warp_copy(char *dst, const char *src, size_t len, unsigned lane)
 
 template <int SCATTER>
 __global__ void __launch_bounds__(512)
-gpu_copy_kernel(const struct gpu_copy_item *__restrict__ items, size_t n)
+gpu_copy_kernel(const struct gpu_copy_item *__restrict__ items, size_t n,
+                const unsigned *__restrict__ gate)
 {
     /* 512 threads at most: with 8 × 16-byte vectors a lane in registers, a
      * 1024-thread bound would cap registers at 64 and spill. */
@@ -139,7 +141,8 @@ gpu_copy_kernel(const struct gpu_copy_item *__restrict__ items, size_t n)
 
     size_t i = warp;
 
-    if (i >= n)
+    /* A checked scatter: the sum kernel before it found a block that differs. */
+    if (i >= n || (gate != nullptr && *(volatile const unsigned *)gate != 0))
         return;
     struct gpu_copy_item it = items[i];
     for (;;) {
@@ -232,7 +235,8 @@ __device__ __forceinline__ uint64_t sum_scramble(uint64_t a, uint64_t key)
 }
 
 __global__ void __launch_bounds__(SUM_THREADS)
-gpu_sum_kernel(const uint4 *__restrict__ bytes, size_t nblocks, uint64_t seed, uint64_t *sums)
+gpu_sum_kernel(const uint4 *__restrict__ bytes, size_t nblocks, uint64_t seed, uint64_t *sums,
+               const uint64_t *__restrict__ expect, unsigned *gate)
 {
     __shared__ uint64_t secrets[SUM_GROUPS][SECRET_WORDS];
     const unsigned g = threadIdx.x >> 2, j = threadIdx.x & 3;
@@ -290,6 +294,8 @@ gpu_sum_kernel(const uint4 *__restrict__ bytes, size_t nblocks, uint64_t seed, u
             h *= 0x165667919E3779F9ull;
             h ^= h >> 32;
             sums[b] = h;
+            if (expect != nullptr && h != expect[b])
+                atomicOr(gate, 1u);
         }
     }
 }
@@ -421,6 +427,8 @@ gpu_copy_destroy(gpu_copier_t *c)
                 (void)cudaFreeHost(op->h_items);
             if (op->h_sums)
                 (void)cudaFreeHost(op->h_sums);
+            if (op->d_gate)
+                (void)cudaFree(op->d_gate);
         }
         free(c->ops);
     }
@@ -514,6 +522,11 @@ gpu_copy_create(const gpu_copy_params_t *p, gpu_copier_t **copier_p)
             rc = copier_fail(c, e, "cudaHostAlloc(sums)");
             goto fail;
         }
+        if ((e = cudaMalloc((void **)&op->d_gate, sizeof(*op->d_gate))) != cudaSuccess) {
+            op->d_gate = NULL;
+            rc = copier_fail(c, e, "cudaMalloc(gate)");
+            goto fail;
+        }
         if ((e = cudaEventCreate(&op->ev_start)) != cudaSuccess) {
             op->ev_start = NULL;
             rc = copier_fail(c, e, "cudaEventCreate");
@@ -582,6 +595,28 @@ copier_plan_items(const struct gpu_copier *c, struct gpu_copy_op *op, const gpu_
     return k;
 }
 
+/* The sum kernel on the copier's stream, into op's table; with `expect`, the gate cleared first. */
+static cudaError_t
+launch_sums(struct gpu_copier *c, struct gpu_copy_op *op, const gpu_copy_sum_t *sum,
+            const char **what)
+{
+    cudaError_t e = cudaSuccess;
+    if (sum->expect) {
+        *what = "cudaMemsetAsync(gate)";
+        e = cudaMemsetAsync(op->d_gate, 0, sizeof(*op->d_gate), c->stream);
+    }
+    if (e != cudaSuccess || sum->nblocks == 0)
+        return e;
+    size_t grid = (sum->nblocks + SUM_GROUPS - 1) / SUM_GROUPS;
+    if (grid > c->max_ctas)
+        grid = c->max_ctas;
+    *what = "checksum kernel launch";
+    gpu_sum_kernel<<<(unsigned)grid, SUM_THREADS, 0, c->stream>>>(
+        (const uint4 *)sum->bytes, sum->nblocks, sum->seed, op->h_sums,
+        (const uint64_t *)sum->expect, op->d_gate);
+    return cudaGetLastError();
+}
+
 int
 gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p)
 {
@@ -591,6 +626,7 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
     cudaError_t e = cudaSuccess;
     const char *what = "";
     int scatter;
+    bool gated;
 
     if (!c || !req || !op_p || (req->npieces && !req->pieces))
         return GPU_COPY_E_INVAL;
@@ -612,9 +648,13 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
     if (req->sum && (!req->sum->bytes || ((uintptr_t)req->sum->bytes & 15) ||
                      req->sum->nblocks > c->max_sum_blocks))
         return GPU_COPY_E_INVAL;
+    gated = req->sum && req->sum->expect;
+    if (gated && (req->dir != GPU_COPY_SCATTER || ((uintptr_t)req->sum->expect & 7) ||
+                  (req->engine != GPU_COPY_AUTO && req->engine != GPU_COPY_KERNEL)))
+        return GPU_COPY_E_INVAL;
     engine = req->engine;
-    if (engine == GPU_COPY_AUTO)
-        engine = nonempty && minlen >= c->ce_min_piece ? GPU_COPY_BATCH : GPU_COPY_KERNEL;
+    if (engine == GPU_COPY_AUTO)    /* only the kernel reads the gate */
+        engine = nonempty && minlen >= c->ce_min_piece && !gated ? GPU_COPY_BATCH : GPU_COPY_KERNEL;
     if (engine != GPU_COPY_KERNEL && engine != GPU_COPY_MEMCPY && engine != GPU_COPY_BATCH)
         return GPU_COPY_E_INVAL;
 
@@ -635,7 +675,11 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
         return copier_fail(c, e, "cudaEventRecord");
     /* From here on work may be enqueued: on failure the slot is orphaned, not freed. */
 
-    if (nonempty == 0) {
+    /* A scatter's view is summed before it is copied; with `expect`, the gate stops the copy. */
+    if (scatter && req->sum)
+        e = launch_sums(c, op, req->sum, &what);
+
+    if (e != cudaSuccess || nonempty == 0) {
         /* nothing to copy: the events alone make the completion */
     } else if (engine == GPU_COPY_KERNEL) {
         size_t grid = (nitems + per_cta - 1) / per_cta;
@@ -654,9 +698,11 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
         if (e == cudaSuccess) {
             what = "gather/scatter kernel launch";
             if (scatter)
-                gpu_copy_kernel<1><<<(unsigned)grid, c->threads, 0, c->stream>>>(op->d_items, nitems);
+                gpu_copy_kernel<1><<<(unsigned)grid, c->threads, 0, c->stream>>>(
+                    op->d_items, nitems, gated ? op->d_gate : nullptr);
             else
-                gpu_copy_kernel<0><<<(unsigned)grid, c->threads, 0, c->stream>>>(op->h_items, nitems);
+                gpu_copy_kernel<0><<<(unsigned)grid, c->threads, 0, c->stream>>>(
+                    op->h_items, nitems, nullptr);
             e = cudaGetLastError();
         }
     } else if (engine == GPU_COPY_MEMCPY) {
@@ -688,16 +734,9 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
     }
 
     op->summed = req->sum != NULL;
-    if (e == cudaSuccess && req->sum && req->sum->nblocks) {
-        /* After the copy on the same stream: a gather's view is whole by then. */
-        size_t grid = (req->sum->nblocks + SUM_GROUPS - 1) / SUM_GROUPS;
-        if (grid > c->max_ctas)
-            grid = c->max_ctas;
-        what = "checksum kernel launch";
-        gpu_sum_kernel<<<(unsigned)grid, SUM_THREADS, 0, c->stream>>>(
-            (const uint4 *)req->sum->bytes, req->sum->nblocks, req->sum->seed, op->h_sums);
-        e = cudaGetLastError();
-    }
+    /* After the copy on the same stream: a gather's view is whole by then. */
+    if (e == cudaSuccess && !scatter && req->sum)
+        e = launch_sums(c, op, req->sum, &what);
     if (e == cudaSuccess) {
         what = "cudaEventRecord";
         e = cudaEventRecord(op->ev_done, c->stream);

@@ -115,9 +115,10 @@ typedef void gpu_copy_done_cb_t(void *arg);
  * Checksums on the GPU: XXH3-64 (the xxHash spec, seeded) of whole blocks of
  * GPU_COPY_SUM_BLOCK bytes, block i with seed + i: the blocks of
  * daemon/checksum.h, whose last, shorter block (if any) the caller sums
- * itself. A kernel on the copier's stream sums them after the request's copy
- * (if it has pieces), so a gather's sums are of the view it just wrote; a
- * request with no pieces sums a view before the caller scatters it. Four
+ * itself. A kernel on the copier's stream sums them: after a gather's copy,
+ * so that the sums are of the view it just wrote; before a scatter's, and
+ * when the request gives the sums the blocks must have (`expect`), a block
+ * whose sum differs stops the copy: the scatter kernel writes nothing. Four
  * threads follow each block, two of XXH3's eight accumulators each: the
  * algorithm is sequential inside a block, so the blocks give the parallelism.
  * The sums land in the operation's table (gpu_copy_op_sums). XXH3's secret is
@@ -131,6 +132,10 @@ typedef struct gpu_copy_sum {
                                16-byte aligned */
     size_t      nblocks;    /* whole blocks from bytes; at most max_sum_blocks */
     uint64_t    seed;       /* block i is summed with seed + i */
+    const void *expect;     /* optional, scatters only: nblocks little-endian u64 sums
+                               (device-addressable, 8-aligned) the blocks must have, or
+                               nothing is copied; the copy is then the kernel's (AUTO
+                               or KERNEL) */
 } gpu_copy_sum_t;
 
 typedef struct gpu_copy_req {

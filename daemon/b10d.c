@@ -191,7 +191,9 @@ int b10d_start(struct b10d *d)
              d->cfg.socket_path, listen_fd >= 0 ? " (from systemd)" : "",
              d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none", b10d_trust(d),
              d->cfg.remote_access == CONFIG_REMOTE_PAIRED ? "paired only" : "any",
-             d->cfg.verify_data ? "on" : "off (--verify-data on checks every chunk)");
+             d->cfg.verify_data == CONFIG_VERIFY_ON ? "on"
+             : d->cfg.verify_data == CONFIG_VERIFY_AUTO ? "auto (the chunks a GPU gathers; --verify-data on: every chunk)"
+                                                        : "off (--verify-data on checks every chunk)");
     peer_liveness_start(d);
     service_ready(d->service);
     return 0;

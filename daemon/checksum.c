@@ -4,6 +4,8 @@
 #define XXH_STATIC_LINKING_ONLY     /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
+#include <string.h>
+
 #include "frame.h"
 
 uint64_t checksum_seed(uint64_t xfer_id, uint32_t chunk)
@@ -90,18 +92,53 @@ uint64_t checksum(const void *bytes, size_t length, uint64_t seed)
     return XXH3_64bits_digest(&c.state);
 }
 
-void checksum_trailer_put(uint8_t *at, uint64_t sum, bool present)
+size_t checksum_trailer_at(size_t length)
 {
-    frame_put_u64(at, present ? sum : 0);
-    frame_put_u64(at + 8, present ? CHECKSUM_PRESENT : CHECKSUM_ABSENT);
+    return (length + 7) & ~(size_t)7;
 }
 
-int checksum_trailer_get(const uint8_t *at, uint64_t *sum_p)
+static size_t table_bytes(size_t length)
 {
-    uint64_t sum = frame_get_u64(at), flags = frame_get_u64(at + 8);
+    return length > CHECKSUM_BLOCK ? 8 * (size_t)checksum_blocks(length) : 0;
+}
+
+size_t checksum_message_bytes(size_t length)
+{
+    return checksum_trailer_at(length) + table_bytes(length) + 16;
+}
+
+const uint8_t *checksum_trailer_table(const uint8_t *chunk, size_t length)
+{
+    return chunk + checksum_trailer_at(length);
+}
+
+uint64_t checksum_trailer_block(const uint8_t *chunk, size_t length, uint32_t i)
+{
+    return frame_get_u64(checksum_trailer_table(chunk, length) + 8 * (size_t)i);
+}
+
+void checksum_trailer_put(uint8_t *chunk, size_t length, const uint64_t *block_sums, uint64_t sum,
+                          bool present)
+{
+    uint8_t *at = chunk + checksum_trailer_at(length);
+    size_t table = table_bytes(length);
+    memset(chunk + length, 0, (size_t)(at - (chunk + length)));
+    for (size_t i = 0; i < table / 8; i++)
+        frame_put_u64(at + 8 * i, present ? block_sums[i] : 0);
+    frame_put_u64(at + table, present ? sum : 0);
+    frame_put_u64(at + table + 8, present ? CHECKSUM_PRESENT : CHECKSUM_ABSENT);
+}
+
+int checksum_trailer_get(const uint8_t *chunk, size_t length, uint64_t seed, uint64_t *sum_p)
+{
+    const uint8_t *at = chunk + checksum_trailer_at(length);
+    size_t table = table_bytes(length);
+    uint64_t sum = frame_get_u64(at + table), flags = frame_get_u64(at + table + 8);
     *sum_p = sum;
-    if (flags == CHECKSUM_PRESENT)
-        return 1;
+    if (flags == CHECKSUM_PRESENT) {
+        /* The table, as little-endian words, is the very input of the chunk's sum. */
+        return table == 0 || XXH3_64bits_withSeed(at, table, seed) == sum ? 1 : -1;
+    }
     /* Anything but the two words, or a sum beside "none": the trailer itself changed. */
     return flags == CHECKSUM_ABSENT && sum == 0 ? 0 : -1;
 }

@@ -18,12 +18,16 @@
  * a block: 16 KiB gives a 4 MiB chunk 256 of them, enough to keep PCIe
  * reads in flight; cuda/gpu-copy.h).
  *
- * The trailer is CHECKSUM_TRAILER_BYTES, little-endian: the sum, then a
- * word that says whether there is one: CHECKSUM_PRESENT, or CHECKSUM_ABSENT
- * beside a zero sum (a sender running --verify-data off; its chunks are not
- * checked). Those two words differ in every bit and neither is zero,
- * so no flip of a few bits turns a summed chunk into an unchecked one: any
- * other trailer fails the chunk as corrupt.
+ * The trailer follows the chunk in the same DATA message, from the first
+ * 8-aligned offset after it (zero bytes between), little-endian words: for a
+ * chunk of more than one block, each block's sum (so that the receiver checks
+ * a block, and the GPU a view, before any of it lands); then the chunk's sum;
+ * then a word that says whether there is one: CHECKSUM_PRESENT, or
+ * CHECKSUM_ABSENT beside a zero sum and zero block sums (a sender running
+ * --verify-data off; its chunks are not checked). Those two words differ in
+ * every bit and neither is zero, so no flip of a few bits turns a summed
+ * chunk into an unchecked one, and the blocks' sums must give the chunk's:
+ * any other trailer fails the chunk as corrupt.
  */
 #ifndef B10D_CHECKSUM_H
 #define B10D_CHECKSUM_H
@@ -32,7 +36,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CHECKSUM_TRAILER_BYTES 16
 #define CHECKSUM_PRESENT 0x5355534430316235ull    /* "5b10DSUS" */
 #define CHECKSUM_ABSENT  (~CHECKSUM_PRESENT)
 #define CHECKSUM_BLOCK (16u << 10)
@@ -49,10 +52,19 @@ void checksum_block_sums(const void *bytes, size_t length, uint64_t seed, uint32
 /* ...and the chunk's sum from all of them: equal to checksum(bytes, length, seed). */
 uint64_t checksum_combine(const uint64_t *sums, uint32_t nblocks, size_t length, uint64_t seed);
 
-/* Write the trailer at `at` (CHECKSUM_TRAILER_BYTES). */
-void checksum_trailer_put(uint8_t *at, uint64_t sum, bool present);
+/* Where a chunk of length bytes has its trailer (8-aligned), and its DATA message's length. */
+size_t checksum_trailer_at(size_t length);
+size_t checksum_message_bytes(size_t length);
+/* Write the trailer after chunk[0, length); block_sums: checksum_blocks(length) of them, read
+ * when present and the chunk has more than one block. */
+void checksum_trailer_put(uint8_t *chunk, size_t length, const uint64_t *block_sums, uint64_t sum,
+                          bool present);
 /* Read it: 1 and *sum_p when the sender put a sum there, 0 when it said none, -1 when damaged. */
-int checksum_trailer_get(const uint8_t *at, uint64_t *sum_p);
+int checksum_trailer_get(const uint8_t *chunk, size_t length, uint64_t seed, uint64_t *sum_p);
+/* A chunk of more than one block whose trailer read 1: block i's sum, as the sender had it, and
+ * the table of them (little-endian words, 8-aligned). */
+uint64_t checksum_trailer_block(const uint8_t *chunk, size_t length, uint32_t i);
+const uint8_t *checksum_trailer_table(const uint8_t *chunk, size_t length);
 
 /* checksum-avx2.c's XXH3, for checksum.c to call where the CPU has AVX2 (x86-64 only). */
 uint64_t checksum_xxh3_avx2(const void *bytes, size_t length, uint64_t seed);

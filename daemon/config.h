@@ -59,7 +59,12 @@ struct config {
     char gen_key[256];              /* --gen-key: write a fresh key here and exit */
     bool insecure;                  /* --insecure: accept peers that prove nothing (a lab) */
     bool trace;                     /* --trace: log every step of every transfer, in µs */
-    bool verify_data;               /* --verify-data on: checksum every DATA chunk (checksum.h) */
+    /* --verify-data (checksum.h): which DATA chunks are summed where they are gathered. */
+    enum config_verify {
+        CONFIG_VERIFY_OFF,          /* none, and sums that come are not checked */
+        CONFIG_VERIFY_AUTO,         /* those a GPU gathers, whose kernel sums them; all that come */
+        CONFIG_VERIFY_ON,           /* every chunk */
+    } verify_data;
     uint32_t max_peer_xfers;        /* transfers one peer sends us at once */
     uint64_t max_peer_staging;      /* views held with one peer, and its quarantine; 0: default */
     uint64_t max_peer_control;      /* CONTROL bytes one peer has in flight and held */
@@ -99,5 +104,8 @@ int config_parse(struct config *cfg, int argc, char **argv);
 void config_print(const struct config *cfg);
 
 int config_parse_size(const char *text, uint64_t *bytes_p);
+
+/* "on", "auto" or "off". */
+const char *config_verify_name(enum config_verify v);
 
 #endif

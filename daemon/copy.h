@@ -81,8 +81,10 @@ struct copy_job {
     struct copy_sum_task *sum_tasks;
     uint32_t sum_tasks_left;
     bool sum_cancelled;
+    const uint8_t *table;       /* CHECK of several blocks: the sender's sums of them (trailer) */
     bool gpu_sum_asked;         /* a GPU operation sums the view, on its own */
     bool gpu_sums_ready;        /* block_sums holds the GPU's sums of the whole blocks */
+    bool gpu_gated;             /* CHECK: the GPU checks the blocks in the scatter's submission */
 };
 
 /*
@@ -112,15 +114,18 @@ b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, stru
                                  void *dst, const void *src, size_t len);
 /*
  * Make (a gather) or check (a scatter) the checksum of the view's first len
- * bytes with seed; want is the sum to check. A scatter whose view fails its
- * check writes nothing and ends B10_ERR_DATA_CORRUPT. Host-only jobs do it
- * in the same pool task as the copy, on the view the copy just touched;
- * with device parts the GPU sums the view's whole blocks, before (check)
- * or after (make, in the same submission when it can) its copy, and the
- * host the last, shorter block and the chunk's sum from the blocks'.
+ * bytes with seed; want is the sum to check, table the sender's block sums
+ * (checksum_trailer_table; for a chunk of several blocks). A scatter whose
+ * view fails its check writes nothing and ends B10_ERR_DATA_CORRUPT.
+ * Host-only jobs do it in the same pool task as the copy, on the view the
+ * copy just touched. With device parts the GPU sums the view's whole
+ * blocks: after a gather's copy, in its submission when it is one; before
+ * a scatter's, in its submission too, whose copy then writes nothing if a
+ * block differs from the trailer's (else in a submission of their own
+ * first); the host sums the last, shorter block.
  */
-void copy_job_sum(struct copy_job *job, enum copy_sum mode, const void *view, size_t len,
-                  uint64_t seed, uint64_t want);
+b10_status_t copy_job_sum(struct copy_job *job, enum copy_sum mode, const void *view, size_t len,
+                          uint64_t seed, uint64_t want, const uint8_t *table);
 /*
  * Run the job: host segments on the thread pool, device segments on the GPU.
  * done() runs on the loop thread once every part finished; then the job is freed.
@@ -131,10 +136,14 @@ void copy_job_submit(struct copy_job *job);
  * many whole CHECKSUM_BLOCK blocks the GPU sums for it, with block_sums
  * ready for them; 0 when the host sums the view (a chunk of one block, a
  * view the kernel cannot read, no memory). copy_job_gpu_sums: the GPU's
- * sums, handed over just before the part that made them completes.
+ * sums, handed over just before the part that made them completes: for a
+ * checked scatter (gpu_gated), B10_ERR_DATA_CORRUPT when a block differed
+ * from the trailer's and the GPU therefore copied nothing.
  */
 uint32_t copy_job_gpu_blocks(struct copy_job *job);
-void copy_job_gpu_sums(struct copy_job *job, const uint64_t *sums, uint32_t n);
+/* Whether a GPU sums a view of len bytes for the job (its segments added): --verify-data auto. */
+bool copy_sums_on_gpu(const struct copy_job *job, size_t len);
+b10_status_t copy_job_gpu_sums(struct copy_job *job, const uint64_t *sums, uint32_t n);
 /* One part of the job finished (the GPU room and the thread pool call this). */
 void copy_job_part_done(struct copy_job *job, b10_status_t status);
 /* Free a job never submitted. */

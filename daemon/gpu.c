@@ -105,10 +105,8 @@ static void gpu_part_finish(struct gpu *gpu, struct gpu_part *part, int rc)
         part->job->gpu_ms += ms;
     if (rc == GPU_COPY_OK && part->sum_blocks > 0) {
         const uint64_t *sums = gpu_copy_op_sums(part->op);
-        if (sums != NULL)
-            copy_job_gpu_sums(part->job, sums, part->sum_blocks);
-        else
-            status = B10_ERR_INTERNAL;
+        status = sums != NULL ? copy_job_gpu_sums(part->job, sums, part->sum_blocks)
+                              : B10_ERR_INTERNAL;
     }
     gpu_unpoll(part);
     gpu_copy_op_release(part->op);
@@ -219,7 +217,11 @@ static int gpu_submit(struct gpu *gpu, struct gpu_part *part)
     gpu_copier_t *copier = gpu_copier(gpu, part->device);
     if (copier == NULL)
         return -1;
-    gpu_copy_sum_t sum = { part->job->view, part->sum_blocks, part->job->seed };
+    /* A checked scatter: the trailer's table gates the copy (copy_check_gated). */
+    gpu_copy_sum_t sum = { .bytes = part->job->view, .nblocks = part->sum_blocks,
+                           .seed = part->job->seed,
+                           .expect = part->job->gpu_gated && part->npieces > 0 ? part->job->table
+                                                                               : NULL };
     gpu_copy_req_t req = {
         .dir = part->job->gather ? GPU_COPY_GATHER : GPU_COPY_SCATTER,
         .engine = GPU_COPY_AUTO,
@@ -282,26 +284,33 @@ static void gpu_queue(struct gpu *gpu, struct gpu_part *part)
     }
 }
 
-/*
- * A gather that is one GPU submission (no host segments, one device, few
- * enough pieces) has its sums computed in the same submission, right after
- * its copy: no second trip to the GPU and back.
- */
-static uint32_t gpu_chained_sums(struct copy_job *job)
+bool gpu_one_submission(const struct b10d *d, const struct copy_job *job)
 {
-    if (job->sum_mode != COPY_SUM_MAKE || job->sum_done || job->host_segs > 0 ||
-        job->nsegs == 0 || job->nsegs > GPU_MAX_PIECES)
-        return 0;
+    if (!gpu_present(d) || job->host_segs > 0 || job->nsegs == 0 || job->nsegs > GPU_MAX_PIECES)
+        return false;
     for (uint32_t i = 1; i < job->nsegs; i++)
         if (job->segs[i].device != job->segs[0].device)
-            return 0;
+            return false;
+    return true;
+}
+
+/*
+ * A job that is one GPU submission has its sums computed in it: a
+ * gather's right after its copy, a checked scatter's right before, gating
+ * it. No second trip to the GPU and back.
+ */
+static uint32_t gpu_chained_sums(struct b10d *d, struct copy_job *job)
+{
+    bool make = job->sum_mode == COPY_SUM_MAKE && !job->sum_done;
+    if ((!make && !job->gpu_gated) || !gpu_one_submission(d, job))
+        return 0;
     return copy_job_gpu_blocks(job);
 }
 
 void gpu_copy_job(struct b10d *d, struct copy_job *job)
 {
     struct gpu *gpu = d->gpu;
-    uint32_t chained = gpu_chained_sums(job);
+    uint32_t chained = gpu_chained_sums(d, job);
 
     /* One pass per device the job touches (a rank's regions rarely span more than one). */
     for (int device = 0; device < (gpu != NULL ? gpu->ndevices : 0); device++) {
@@ -524,6 +533,11 @@ static void vram_close(struct region *r)
 #else /* !B10_HAVE_CUDA */
 
 bool gpu_present(const struct b10d *d)
+{
+    return false;
+}
+
+bool gpu_one_submission(const struct b10d *d, const struct copy_job *job)
 {
     return false;
 }

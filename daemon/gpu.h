@@ -50,5 +50,7 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job);
  * sums in that part's submission instead: gpu_copy_job asks.)
  */
 void gpu_sum_job(struct b10d *d, struct copy_job *job, uint32_t nblocks);
+/* Whether gpu_copy_job makes the job one submission: every segment on one device, no host one. */
+bool gpu_one_submission(const struct b10d *d, const struct copy_job *job);
 
 #endif

@@ -31,9 +31,10 @@ struct B10__Peer__Msg;
  * one-chunk DATA on the main worker; 6: every DATA message ends in its
  * chunk's checksum (checksum.h); 7: chunks above 256 KiB summed by blocks,
  * and the trailer's word that says whether a sum is there; 8: blocks of
- * 16 KiB, which a GPU sums in parallel.
+ * 16 KiB, which a GPU sums in parallel; 9: the trailer carries each
+ * block's sum too, from an 8-aligned offset.
  */
-#define B10_PEER_PROTOCOL_VERSION 8
+#define B10_PEER_PROTOCOL_VERSION 9
 
 #define HELLO_NAME_MAX CONFIG_NAME_MAX
 #define HELLO_MAX_ADDRESS ((1 + WIREADDR_MAX_LANES) * 4096)

@@ -29,7 +29,7 @@ static void staging_view_release_memory(struct staging *s, struct view *v)
     if (v->cuda)
         gpu_host_free(s->d, v->base);
     else
-        munmap(v->base, s->view_bytes + CHECKSUM_TRAILER_BYTES);
+        munmap(v->base, checksum_message_bytes(s->view_bytes));
 }
 
 static struct view *staging_view_alloc(struct staging *s)
@@ -39,7 +39,7 @@ static struct view *staging_view_alloc(struct staging *s)
         return NULL;
     void *base;
     /* Room after the chunk for its checksum trailer: DATA carries both in one message. */
-    size_t bytes = s->view_bytes + CHECKSUM_TRAILER_BYTES;
+    size_t bytes = checksum_message_bytes(s->view_bytes);
     if (gpu_present(s->d)) {
         if (gpu_host_alloc(s->d, bytes, &base) != 0) {
             free(v);

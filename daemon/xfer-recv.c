@@ -59,22 +59,25 @@ static void xfer_recv_on_data(void *arg, b10_status_t status, size_t length)
                   status == B10_ERR_PEER_PROTOCOL ? "larger than announced" : b10_status_str(status));
         return;
     }
-    if (length != want + CHECKSUM_TRAILER_BYTES) {
+    if (length != checksum_message_bytes(want)) {
         x->d->stats.peer_protocol_errors++;
         xfer_fail(x, B10_ERR_PEER_PROTOCOL, "DATA chunk %u: %zu bytes, %" PRIu64 " announced "
-                  "and its %u-byte checksum", slot->chunk, length, want, CHECKSUM_TRAILER_BYTES);
+                  "and its checksum trailer's %zu", slot->chunk, length, want,
+                  checksum_message_bytes(want) - want);
         return;
     }
-    int sum = checksum_trailer_get(slot->view->base + want, &slot->sum);
+    int sum = checksum_trailer_get(slot->view->base, want, checksum_seed(x->id, slot->chunk),
+                                   &slot->sum);
     if (sum < 0) {
         xfer_chunk_corrupt(x, slot->chunk, "came with a damaged checksum trailer");
         return;
     }
     slot->has_sum = sum > 0;
-    if (!slot->has_sum && x->d->cfg.verify_data && !x->peer->unchecked_said) {
+    if (!slot->has_sum && x->d->cfg.verify_data == CONFIG_VERIFY_ON && !x->peer->unchecked_said) {
         x->peer->unchecked_said = true;
         log_notice("peer %s sends its chunks without checksums (--verify-data off there, or "
-                   "auto on a host of few CPUs): they land unchecked", x->peer->name);
+                   "auto, which sums only the chunks a GPU gathers): they land unchecked",
+                   x->peer->name);
     }
     peer_heard(x->peer);
     /* Late DATA stays in its quarantined view, never scattered: past the

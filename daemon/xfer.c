@@ -741,12 +741,20 @@ b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *
     }
     /* The chunk's checksum: made where its bytes were gathered, checked before they land. */
     size_t len = (size_t)(ctx.view_pos - slot->view->base);
-    if (x->d->cfg.verify_data && gather)
-        copy_job_sum(ctx.job, COPY_SUM_MAKE, slot->view->base, len,
-                     checksum_seed(x->id, slot->chunk), 0);
-    else if (x->d->cfg.verify_data && slot->has_sum)
-        copy_job_sum(ctx.job, COPY_SUM_CHECK, slot->view->base, len,
-                     checksum_seed(x->id, slot->chunk), slot->sum);
+    b10_status_t status = B10_OK;
+    enum config_verify verify = x->d->cfg.verify_data;
+    if (gather && (verify == CONFIG_VERIFY_ON ||
+                   (verify == CONFIG_VERIFY_AUTO && copy_sums_on_gpu(ctx.job, len))))
+        status = copy_job_sum(ctx.job, COPY_SUM_MAKE, slot->view->base, len,
+                              checksum_seed(x->id, slot->chunk), 0, NULL);
+    else if (!gather && verify != CONFIG_VERIFY_OFF && slot->has_sum)
+        status = copy_job_sum(ctx.job, COPY_SUM_CHECK, slot->view->base, len,
+                              checksum_seed(x->id, slot->chunk), slot->sum,
+                              checksum_trailer_table(slot->view->base, len));
+    if (status != B10_OK) {
+        copy_job_free(ctx.job);
+        return status;
+    }
     x->holds++;
     slot->view->holds++;
     slot->phase_ns = uv_hrtime();
@@ -988,7 +996,7 @@ int xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb)
     struct view *view = slot->view;
     uint64_t tag = tags_derive(&x->link, x->id, slot->chunk, TAG_KIND_DATA);
     /* The chunk's bytes and, after them in the view, its checksum trailer: one message. */
-    size_t length = x->plan->chunks[slot->chunk].bytes + CHECKSUM_TRAILER_BYTES;
+    size_t length = checksum_message_bytes(x->plan->chunks[slot->chunk].bytes);
 
     if (x->plan->nchunks == 1)
         return send ? wire_send(x->peer->ep, tag, view->base, length, view->memh, cb, slot,
@@ -1036,7 +1044,7 @@ void xfer_chunk_seal(struct xfer_slot *slot, const struct copy_job *job)
 
     slot->has_sum = job->sum_mode == COPY_SUM_MAKE && job->sum_done;
     slot->sum = job->sum;
-    checksum_trailer_put(slot->view->base + len, slot->sum, slot->has_sum);
+    checksum_trailer_put(slot->view->base, len, job->block_sums, slot->sum, slot->has_sum);
     if (d->fault_flip_every > 0 && ++d->fault_flip_seen % d->fault_flip_every == 0 && len > 0) {
         slot->view->base[len / 2] ^= 0x20;
         log_warning("fault hook: flipped byte %zu of chunk %u of transfer %016" PRIx64

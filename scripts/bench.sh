@@ -711,7 +711,7 @@ voff=$(calc "(a + b) / 2" "$(rv verify.off.1 gbps)" "$(rv verify.off.2 gbps)")
 vlabel="two-daemon, $mem_label, $(human "$VSIZE"), --verify-data on against off (paired, 2 passes each)"
 if [ -n "$von" ] && [ -n "$voff" ]; then
     row "$vlabel" "$(r2 "$von") GB/s on" "$(r2 "$voff") GB/s off" "$(calc "a / b" "$von" "$voff" | fmt 3)" \
-        "$(us verify.on.1 p50_us)" "$(us verify.on.1 p99_us)" "on ≥ 0.97 × off: then on by default" \
+        "$(us verify.on.1 p50_us)" "$(us verify.on.1 p99_us)" "on ≥ 0.97 × off: then auto sums this memory" \
         "$(verdict "a >= 0.97 * b" "$von" "$voff")"
 else
     row "$vlabel" FAILED "" "" "" "" "" ""

@@ -198,14 +198,14 @@ static int send_bytes(uint64_t tag, const void *buf, size_t len)
 static int send_chunk(uint64_t tag, uint64_t xid, uint32_t chunk, const uint8_t *bytes, size_t len,
                       uint64_t sum_delta, bool present, uint8_t word_flip)
 {
-    static uint8_t msg[4 * CHUNK + CHECKSUM_TRAILER_BYTES];     /* may outlive a timeout */
-    if (len > 4 * CHUNK)
-        return -1;
+    static uint8_t msg[4 * CHUNK + 64];     /* may outlive a timeout */
+    if (len > 4 * CHUNK || len > CHECKSUM_BLOCK)
+        return -1;      /* one block: the trailer has no table of blocks' sums */
     memcpy(msg, bytes, len);
     uint64_t sum = checksum(bytes, len, checksum_seed(xid, chunk)) ^ sum_delta;
-    checksum_trailer_put(msg + len, sum, present);
-    msg[len + 8] ^= word_flip;      /* the word that says whether a sum is there */
-    return send_bytes(tag, msg, len + CHECKSUM_TRAILER_BYTES);
+    checksum_trailer_put(msg, len, NULL, sum, present);
+    msg[checksum_trailer_at(len) + 8] ^= word_flip;     /* the word that says whether a sum is there */
+    return send_bytes(tag, msg, checksum_message_bytes(len));
 }
 
 static int send_data(uint64_t tag, uint64_t xid, uint32_t chunk, const uint8_t *bytes, size_t len)

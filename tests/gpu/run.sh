@@ -179,14 +179,15 @@ vramclaim() {
 # its checksum (B10D_FAULT_FLIP_DATA=1). Every WRITE must fail
 # B10_ERR_DATA_CORRUPT, and the decode must find none of the flipped bytes in
 # its pool: a failed transfer's bytes may only be its source or the poison.
-# LOCAL=1: both ranks on A, through its staging views.
+# LOCAL=1: both ranks on A, through its staging views. VERIFY: the daemons'
+# --verify-data (default: on).
 corrupt() {
     name=$1 src=$2 dst=$3
     shift 3
     dside=B
     [ "${LOCAL:-0}" = 1 ] && dside=A
     DAEMON_ENV="B10D_FAULT_FLIP_DATA=1"
-    start_daemons "$name" "--staging-bytes 256M --verify-data on" ||
+    start_daemons "$name" "--staging-bytes 256M ${VERIFY---verify-data on}" ||
         { DAEMON_ENV=""; failed=$((failed + 1)); cleanup; return; }
     DAEMON_ENV=""
     env $(gpu_env $dside) timeout 300 "$KVRANK" --role decode --mem "$dst" -s "$D/$dside.sock" \
@@ -226,6 +227,11 @@ corrupt local-corrupt-dram-vram dram vram $small
 LOCAL=0
 corrupt corrupt-vram-vram vram vram $small
 corrupt corrupt-vram-dram vram dram $small
+# The default, auto: the GPU sums the 4 MiB chunks it gathers, and the receiver checks them.
+VERIFY=""
+corrupt corrupt-auto-vram-vram vram vram $small
+corrupt corrupt-auto-vram-dram vram dram $small
+unset VERIFY
 }
 
 # perftest3 TLS SIZE [PAIRS]: the median of three perftest runs (one run is

@@ -480,7 +480,7 @@ sum_cases(struct pools *p, const struct set *s)
                 /* staging at 0, staging at 16 (aligned, not to a page), device memory */
                 size_t off = where == 1 ? 16 : 0;
                 const void *bytes = where == 2 ? (const void *)p->dev : (const void *)(p->host + off);
-                gpu_copy_sum_t sum = { bytes, counts[k], seeds[si] };
+                gpu_copy_sum_t sum = { .bytes = bytes, .nblocks = counts[k], .seed = seeds[si] };
                 gpu_copy_req_t req = { .dir = GPU_COPY_SCATTER, .sum = &sum };
                 char what[96];
                 snprintf(what, sizeof(what), "sums of %zu blocks, %s, seed %zu", counts[k],
@@ -504,7 +504,7 @@ sum_cases(struct pools *p, const struct set *s)
     size_t nb = s->host_end / GPU_COPY_SUM_BLOCK < MAX_BLOCKS ? s->host_end / GPU_COPY_SUM_BLOCK
                                                               : MAX_BLOCKS;
     uint64_t seed = rnd();
-    gpu_copy_sum_t gsum = { p->host, nb, seed };
+    gpu_copy_sum_t gsum = { .bytes = p->host, .nblocks = nb, .seed = seed };
     static const gpu_copy_engine_t eng[2] = { GPU_COPY_KERNEL, GPU_COPY_BATCH };
     for (int e = 0; e < 2; e++) {
         gpu_copy_req_t req = { .dir = GPU_COPY_GATHER, .engine = eng[e], .pieces = p->pieces,
@@ -516,7 +516,7 @@ sum_cases(struct pools *p, const struct set *s)
 
     /* A flipped byte changes its block's sum and no other (the control that the check can fail). */
     p->host[5 * GPU_COPY_SUM_BLOCK + 77] ^= 0x10;
-    gpu_copy_sum_t fsum = { p->host, 8, seed };
+    gpu_copy_sum_t fsum = { .bytes = p->host, .nblocks = 8, .seed = seed };
     gpu_copy_req_t freq = { .dir = GPU_COPY_SCATTER, .sum = &fsum };
     if (sum_run(c, &freq, got)) {
         for (size_t i = 0; i < 8; i++) {
@@ -533,11 +533,59 @@ sum_cases(struct pools *p, const struct set *s)
     }
     p->host[5 * GPU_COPY_SUM_BLOCK + 77] ^= 0x10;
 
-    /* Refusals beside the accepted cases above: misaligned, too many blocks, no bytes. */
+    /* A checked scatter: the view's sums against the ones it must have, then the gated copy. */
+    const size_t table_at = 64u << 20;      /* past every set's staging, inside the pool */
+    uint64_t *expect = (uint64_t *)(p->host + table_at);
+    for (size_t i = 0; i < nb; i++)
+        expect[i] = XXH3_64bits_withSeed(p->host + i * GPU_COPY_SUM_BLOCK, GPU_COPY_SUM_BLOCK,
+                                         seed + i);
+    for (int flip = 0; flip < 2; flip++) {
+        /* The device pool poisoned; the view holds the pieces' bytes (host_exp from the gather). */
+        fill_poison(p->dev_exp, s->dev_end, 0x6d);
+        CK(cudaMemcpy(p->dev, p->dev_exp, s->dev_end, cudaMemcpyHostToDevice));
+        if (!flip)
+            for (size_t i = 0; i < s->n; i++)
+                memcpy(p->dev_exp + s->dev_off[i], p->host + s->host_off[i], s->len[i]);
+        size_t at = (nb / 2) * GPU_COPY_SUM_BLOCK + 100;
+        if (flip)
+            p->host[at] ^= 0x01;        /* after the sums it must have were taken */
+        gpu_copy_sum_t csum = { .bytes = p->host, .nblocks = nb, .seed = seed, .expect = expect };
+        gpu_copy_req_t req = { .dir = GPU_COPY_SCATTER, .pieces = p->pieces, .npieces = s->n,
+                               .sum = &csum };
+        if (!sum_run(c, &req, got)) {
+            ok = 0;
+        } else {
+            size_t differ = 0;
+            for (size_t i = 0; i < nb; i++)
+                differ += got[i] != expect[i];
+            CK(cudaMemcpy(p->readback, p->dev, s->dev_end, cudaMemcpyDeviceToHost));
+            size_t bad = check(p->readback, p->dev_exp, s->dev_end,
+                               flip ? "checked scatter, one byte flipped" : "checked scatter", 0);
+            if (differ != (size_t)flip || bad) {
+                fprintf(stderr, "FAIL: sums: checked scatter%s: %zu blocks differ, %zu bytes wrong "
+                        "in the device pool\n", flip ? " (flipped)" : "", differ, bad);
+                ok = 0;
+            }
+        }
+        if (flip)
+            p->host[at] ^= 0x01;
+        n++;
+    }
+
+    /* Refusals beside the accepted cases above: misaligned, too many blocks, no bytes; a gate on
+     * a gather, on the copy engines, or misaligned. */
     gpu_copy_op_t *op = NULL;
-    gpu_copy_sum_t bad[3] = { { p->host + 8, 1, 0 }, { p->host, MAX_BLOCKS + 1, 0 }, { NULL, 1, 0 } };
-    for (int b = 0; b < 3; b++) {
-        gpu_copy_req_t req = { .dir = GPU_COPY_SCATTER, .sum = &bad[b] };
+    gpu_copy_sum_t bad[6] = {
+        { .bytes = p->host + 8, .nblocks = 1 },
+        { .bytes = p->host, .nblocks = MAX_BLOCKS + 1 },
+        { .bytes = NULL, .nblocks = 1 },
+        { .bytes = p->host, .nblocks = 1, .expect = expect },
+        { .bytes = p->host, .nblocks = 1, .expect = expect },
+        { .bytes = p->host, .nblocks = 1, .expect = (const uint8_t *)expect + 4 },
+    };
+    for (int b = 0; b < 6; b++) {
+        gpu_copy_req_t req = { .dir = b == 3 ? GPU_COPY_GATHER : GPU_COPY_SCATTER,
+                               .engine = b == 4 ? GPU_COPY_BATCH : GPU_COPY_AUTO, .sum = &bad[b] };
         if (gpu_copy_submit(c, &req, &op) != GPU_COPY_E_INVAL) {
             fprintf(stderr, "FAIL: sums: refusal %d accepted\n", b);
             ok = 0;
@@ -557,7 +605,8 @@ sum_cases(struct pools *p, const struct set *s)
     }
     gpu_copy_destroy(c);
     free(got);
-    printf("%s sums: %d submissions against libxxhash, behind gathers, a flip, 3 refusals\n",
+    printf("%s sums: %d submissions against libxxhash, behind gathers, checked scatters, flips, "
+           "6 refusals\n",
            ok ? "ok  " : "FAIL", n);
     if (!ok)
         failures++;

@@ -301,14 +301,16 @@ scen_corrupt() {
 # checksum (B10D_FAULT_FLIP_DATA=1). Every such WRITE fails
 # B10_ERR_DATA_CORRUPT, the decode finds none of the flipped bytes in its
 # pool (a failed transfer's bytes may only be its source or the poison), B
-# counts the chunks against A, and both go on serving. The same through a
-# local transfer's staging view. The control: with --verify-data off on the
-# receiver the flipped bytes land, and the decode catches them.
+# counts the chunks against A, and both go on serving. B runs the default
+# (auto), which checks every sum that comes. The same through a local
+# transfer's staging view. The controls, where the flipped bytes land and the
+# decode catches them: a receiver with --verify-data off; and a sender on the
+# default, which sums only the chunks a GPU gathers (none here: host memory).
 scen_corrupt_data() {
     export B10D_FAULT_FLIP_DATA=1
     start_daemon A --verify-data on
     unset B10D_FAULT_FLIP_DATA
-    start_daemon B --verify-data on
+    start_daemon B
     grep -q 'fault hook: one byte of every 1 chunk sent is flipped' "$D/A.log" ||
         die "A did not log its fault hook"
     decode decode B --rounds 2 --req-blocks 16
@@ -343,20 +345,25 @@ print(sum(p['corrupt'] for p in json.load(sys.stdin)['peers'] if p['name'] == 'A
         die "C logged no local chunk failing its checksum"
     stop_daemons
 
-    # The control: a receiver that does not check lets the flipped bytes land.
-    export B10D_FAULT_FLIP_DATA=1
-    start_daemon E --verify-data on
-    unset B10D_FAULT_FLIP_DATA
-    start_daemon F --verify-data off
-    mkdir "$D/off"
-    bg doff "$KVRANK" --role decode --name doff -s "$D/F.sock" --dir "$D/off" $KV --req-blocks 8
-    wait_file "$D/off/decode.desc" 30
-    fg 60 poff "$KVRANK" --role prefill --name poff -s "$D/E.sock" --dir "$D/off" --round 0 $KV \
-        --req-blocks 8
-    expect_exit "unchecked prefill" "$D/poff.log" 0 'FAIL|ended|b10_' tail
-    wait_client doff 30 "decode doff"
-    expect_exit "decode doff" "$D/doff.log" 1 'MISMATCH' head
-    grep -q MISMATCH "$D/doff.log" || die "with --verify-data off the flipped byte went unnoticed"
+    # The controls: a receiver that does not check, or a sender that sums nothing, lets the
+    # flipped bytes land.
+    for _c in "E F on off" "G H auto auto"; do
+        set -- $_c
+        export B10D_FAULT_FLIP_DATA=1
+        start_daemon $1 --verify-data $3
+        unset B10D_FAULT_FLIP_DATA
+        start_daemon $2 --verify-data $4
+        mkdir "$D/$2"
+        bg d$2 "$KVRANK" --role decode --name d$2 -s "$D/$2.sock" --dir "$D/$2" $KV --req-blocks 8
+        wait_file "$D/$2/decode.desc" 30
+        fg 60 p$2 "$KVRANK" --role prefill --name p$2 -s "$D/$1.sock" --dir "$D/$2" --round 0 $KV \
+            --req-blocks 8
+        expect_exit "unchecked prefill ($3 to $4)" "$D/p$2.log" 0 'FAIL|ended|b10_' tail
+        wait_client d$2 30 "decode d$2"
+        expect_exit "decode d$2" "$D/d$2.log" 1 'MISMATCH' head
+        grep -q MISMATCH "$D/d$2.log" || die "sent $3 to $4, the flipped byte went unnoticed"
+        stop_daemons
+    done
 }
 
 scen_bad_input() {

@@ -115,12 +115,13 @@ scen_config() {
     grep -q 'at least 200' "$D/cfg4.out" || die "--peer-timeout-ms 100: no reason given"
     # Chunks in flight follow the lanes unless said, as far as a peer's staging share holds them.
     "$B10D" --check-config | grep -q '^max-in-flight 4$' || die "max-in-flight is not 4 by default"
-    "$B10D" --check-config | grep -q '^verify-data off$' || die "--verify-data is not off by default"
+    "$B10D" --check-config | grep -q '^verify-data auto$' || die "--verify-data is not auto by default"
     "$B10D" --check-config --verify-data on | grep -q '^verify-data on$' || die "--verify-data on is not taken"
+    "$B10D" --check-config --verify-data off | grep -q '^verify-data off$' || die "--verify-data off is not taken"
     if "$B10D" --check-config --verify-data maybe >"$D/verify.out" 2>&1; then
         die "--verify-data maybe was taken"
     fi
-    grep -q "is not on or off" "$D/verify.out" || die "--verify-data maybe: no reason given"
+    grep -q "is not on, auto or off" "$D/verify.out" || die "--verify-data maybe: no reason given"
     "$B10D" --check-config --wire-lanes 8 | grep -q '^max-in-flight 8$' ||
         die "--wire-lanes 8 did not bring 8 chunks in flight"
     "$B10D" --check-config --wire-lanes 8 --max-in-flight 3 | grep -q '^max-in-flight 3$' ||

@@ -173,29 +173,32 @@ static void test_seed_binds_transfer_and_chunk(void **state)
 static void test_trailer_round_trip(void **state)
 {
     (void)state;
-    uint8_t t[CHECKSUM_TRAILER_BYTES + 2];
+    /* A chunk of one block: 13 bytes, 3 of pad, then sum and flag; not a byte outside. */
+    uint8_t t[1 + 13 + 3 + 16 + 1];
     uint64_t sum = 0;
     memset(t, 0xee, sizeof(t));
-    checksum_trailer_put(t + 1, 0x0102030405060708ull, true);
-    /* Little-endian, then the word that says a sum is there; not a byte outside. */
-    uint8_t want[CHECKSUM_TRAILER_BYTES] = { 8, 7, 6, 5, 4, 3, 2, 1 };
+    assert_int_equal(checksum_trailer_at(13), 16);
+    assert_int_equal(checksum_message_bytes(13), 32);
+    checksum_trailer_put(t + 1, 13, NULL, 0x0102030405060708ull, true);
+    uint8_t want[3 + 16] = { 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1 };
     for (int i = 0; i < 8; i++)
-        want[8 + i] = (uint8_t)(CHECKSUM_PRESENT >> (8 * i));
-    assert_memory_equal(t + 1, want, sizeof(want));
+        want[11 + i] = (uint8_t)(CHECKSUM_PRESENT >> (8 * i));
+    assert_memory_equal(t + 14, want, sizeof(want));
     assert_int_equal(t[0], 0xee);
-    assert_int_equal(t[CHECKSUM_TRAILER_BYTES + 1], 0xee);
-    assert_int_equal(checksum_trailer_get(t + 1, &sum), 1);
+    assert_int_equal(t[13], 0xee);          /* the chunk's last byte is the chunk's */
+    assert_int_equal(t[sizeof(t) - 1], 0xee);
+    assert_int_equal(checksum_trailer_get(t + 1, 13, 5, &sum), 1);
     assert_int_equal(sum, 0x0102030405060708ull);
 
     /* No sum: said as such, and read back as none. */
-    checksum_trailer_put(t + 1, 0x99, false);
-    assert_int_equal(checksum_trailer_get(t + 1, &sum), 0);
+    checksum_trailer_put(t + 1, 13, NULL, 0x99, false);
+    assert_int_equal(checksum_trailer_get(t + 1, 13, 5, &sum), 0);
     /* Every single-bit flip of either word is damage, never "no sum". */
     for (int present = 0; present < 2; present++) {
         for (int bit = 0; bit < 128; bit++) {
-            checksum_trailer_put(t + 1, present ? 0x1234 : 0, present);
-            t[1 + bit / 8] ^= (uint8_t)(1u << (bit % 8));
-            int got = checksum_trailer_get(t + 1, &sum);
+            checksum_trailer_put(t + 1, 13, NULL, present ? 0x1234 : 0, present);
+            t[17 + bit / 8] ^= (uint8_t)(1u << (bit % 8));
+            int got = checksum_trailer_get(t + 1, 13, 5, &sum);
             if (present && bit < 64)
                 assert_int_equal(got, 1);   /* a flipped sum: the check itself catches it */
             else
@@ -203,9 +206,41 @@ static void test_trailer_round_trip(void **state)
         }
     }
     /* "No sum" beside a sum that is not zero: damaged too. */
-    checksum_trailer_put(t + 1, 0, false);
-    t[1] = 1;
-    assert_int_equal(checksum_trailer_get(t + 1, &sum), -1);
+    checksum_trailer_put(t + 1, 13, NULL, 0, false);
+    t[17] = 1;
+    assert_int_equal(checksum_trailer_get(t + 1, 13, 5, &sum), -1);
+
+    /* A chunk of four blocks, the last of 5 bytes: its blocks' sums travel, and must give its sum. */
+    size_t len = 3 * (size_t)CHECKSUM_BLOCK + 5, msg = checksum_message_bytes(len);
+    assert_int_equal(msg, len + 3 + 4 * 8 + 16);
+    uint8_t *c = malloc(msg + 1);
+    assert_non_null(c);
+    kat_input(c, len);
+    c[msg] = 0xee;
+    uint64_t seed = checksum_seed(77, 3), blocks[4];
+    checksum_block_sums(c, len, seed, 0, 4, blocks);
+    uint64_t whole = checksum_combine(blocks, 4, len, seed);
+    assert_int_equal(whole, checksum(c, len, seed));
+    checksum_trailer_put(c, len, blocks, whole, true);
+    assert_int_equal(c[msg], 0xee);
+    assert_int_equal(checksum_trailer_get(c, len, seed, &sum), 1);
+    assert_int_equal(sum, whole);
+    for (uint32_t i = 0; i < 4; i++)
+        assert_int_equal(checksum_trailer_block(c, len, i), blocks[i]);
+    /* One flipped bit of the table, or of the sum, and the trailer is damaged; another seed too. */
+    for (size_t bit = 0; bit < 8 * (4 * 8 + 8); bit++) {
+        uint8_t *at = c + checksum_trailer_at(len) + bit / 8;
+        *at ^= (uint8_t)(1u << (bit % 8));
+        assert_int_equal(checksum_trailer_get(c, len, seed, &sum), -1);
+        *at ^= (uint8_t)(1u << (bit % 8));
+    }
+    assert_int_equal(checksum_trailer_get(c, len, seed + 1, &sum), -1);
+    /* Without a sum the table is zeros and is not read. */
+    checksum_trailer_put(c, len, blocks, whole, false);
+    assert_int_equal(checksum_trailer_get(c, len, seed, &sum), 0);
+    for (uint32_t i = 0; i < 4; i++)
+        assert_int_equal(checksum_trailer_block(c, len, i), 0);
+    free(c);
 }
 
 int main(void)
