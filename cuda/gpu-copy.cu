@@ -650,6 +650,7 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
         return GPU_COPY_E_INVAL;
     gated = req->sum && req->sum->expect;
     if (gated && (req->dir != GPU_COPY_SCATTER || ((uintptr_t)req->sum->expect & 7) ||
+                  req->sum->nblocks == 0 ||
                   (req->engine != GPU_COPY_AUTO && req->engine != GPU_COPY_KERNEL)))
         return GPU_COPY_E_INVAL;
     engine = req->engine;

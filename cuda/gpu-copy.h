@@ -132,7 +132,7 @@ typedef struct gpu_copy_sum {
                                16-byte aligned */
     size_t      nblocks;    /* whole blocks from bytes; at most max_sum_blocks */
     uint64_t    seed;       /* block i is summed with seed + i */
-    const void *expect;     /* optional, scatters only: nblocks little-endian u64 sums
+    const void *expect;     /* optional, scatters only (nblocks > 0): nblocks little-endian u64 sums
                                (device-addressable, 8-aligned) the blocks must have, or
                                nothing is copied; the copy is then the kernel's (AUTO
                                or KERNEL) */
@@ -146,8 +146,8 @@ typedef struct gpu_copy_req {
     gpu_copy_done_cb_t     *done_cb; /* optional: runs once on a CUDA thread when
                                         the copy has completed (cudaLaunchHostFunc) */
     void                   *done_arg;
-    const gpu_copy_sum_t   *sum;     /* optional: sums to compute once the copy is done;
-                                        read during the call only */
+    const gpu_copy_sum_t   *sum;     /* optional: sums to compute, after a gather's copy and
+                                        before a scatter's; read during the call only */
 } gpu_copy_req_t;
 
 /* Number of CUDA devices; 0 when there is no GPU or the runtime fails (no

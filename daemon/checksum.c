@@ -55,6 +55,14 @@ struct combine {
     uint8_t le[8 * 256];
 };
 
+/* A state on the stack must be initialized first: reset keeps the secret of a state whose
+ * seed already matches, and stack bytes may hold that seed beside no secret. */
+static void combine_start(struct combine *c, uint64_t seed)
+{
+    XXH3_INITSTATE(&c->state);
+    XXH3_64bits_reset_withSeed(&c->state, seed);
+}
+
 static void combine_feed(struct combine *c, const uint64_t *sums, uint32_t n)
 {
     /* Little-endian whatever the host: both ends must hash the same bytes. */
@@ -68,7 +76,7 @@ uint64_t checksum_combine(const uint64_t *sums, uint32_t nblocks, size_t length,
     if (length <= CHECKSUM_BLOCK)
         return sums[0];
     struct combine c;
-    XXH3_64bits_reset_withSeed(&c.state, seed);
+    combine_start(&c, seed);
     for (uint32_t i = 0; i < nblocks; i += 256)
         combine_feed(&c, sums + i, nblocks - i < 256 ? nblocks - i : 256);
     return XXH3_64bits_digest(&c.state);
@@ -82,7 +90,7 @@ uint64_t checksum(const void *bytes, size_t length, uint64_t seed)
     uint32_t n = checksum_blocks(length);
     uint64_t sums[256];
     struct combine c;
-    XXH3_64bits_reset_withSeed(&c.state, seed);
+    combine_start(&c, seed);
     for (uint32_t i = 0; i < n; i += 256) {
         uint32_t count = n - i < 256 ? n - i : 256;
         checksum_block_sums((const uint8_t *)bytes + (size_t)i * CHECKSUM_BLOCK,

@@ -19,15 +19,15 @@
  * reads in flight; cuda/gpu-copy.h).
  *
  * The trailer follows the chunk in the same DATA message, from the first
- * 8-aligned offset after it (zero bytes between), little-endian words: for a
- * chunk of more than one block, each block's sum (so that the receiver checks
- * a block, and the GPU a view, before any of it lands); then the chunk's sum;
- * then a word that says whether there is one: CHECKSUM_PRESENT, or
- * CHECKSUM_ABSENT beside a zero sum and zero block sums (a sender running
- * --verify-data off; its chunks are not checked). Those two words differ in
- * every bit and neither is zero, so no flip of a few bits turns a summed
- * chunk into an unchecked one, and the blocks' sums must give the chunk's:
- * any other trailer fails the chunk as corrupt.
+ * 8-aligned offset after it (the sender zeroes the bytes between),
+ * little-endian words: for a chunk of more than one block, each block's sum
+ * (so that the GPU checks a view's blocks inside the scatter's submission);
+ * then the chunk's sum; then a word that says whether there is one:
+ * CHECKSUM_PRESENT, or CHECKSUM_ABSENT beside a zero sum (a sender that did
+ * not sum the chunk; it sends zero block sums too, and they are not read).
+ * Those two words differ in every bit and neither is zero, so no flip of a
+ * few bits turns a summed chunk into an unchecked one, and the blocks' sums
+ * must give the chunk's: any other trailer fails the chunk as corrupt.
  */
 #ifndef B10D_CHECKSUM_H
 #define B10D_CHECKSUM_H

@@ -169,34 +169,41 @@ b10_status_t copy_job_sum(struct copy_job *job, enum copy_sum mode, const void *
     job->sum = want;
     job->table = len > CHECKSUM_BLOCK ? table : NULL;
     job->sum_done = false;
-    /* Every way of summing a chunk of several blocks keeps their sums: the trailer carries them. */
-    if (len > CHECKSUM_BLOCK) {
-        job->block_sums = calloc(checksum_blocks(len), sizeof(*job->block_sums));
-        if (job->block_sums == NULL)
-            return B10_ERR_NO_MEMORY;
-    }
-    return B10_OK;
+    /* Every way of summing keeps the blocks' sums (the trailer carries them), even of one. */
+    free(job->block_sums);
+    job->block_sums = calloc(checksum_blocks(len), sizeof(*job->block_sums));
+    return job->block_sums != NULL ? B10_OK : B10_ERR_NO_MEMORY;
 }
 
-/* The view's block sums into job->block_sums and the chunk's from them; 1 block: the chunk's. */
-static uint64_t copy_sum_view(struct copy_job *job)
+/* The chunk's sum is known: a check compares it, a gather keeps it. */
+static b10_status_t copy_sum_finish(struct copy_job *job, uint64_t sum)
 {
-    if (job->view_len <= CHECKSUM_BLOCK)
-        return checksum(job->view, job->view_len, job->seed);
-    uint32_t n = checksum_blocks(job->view_len);
-    checksum_block_sums(job->view, job->view_len, job->seed, 0, n, job->block_sums);
-    return checksum_combine(job->block_sums, n, job->view_len, job->seed);
-}
-
-/* The checksum step, on whichever thread: B10_ERR_DATA_CORRUPT when a check fails. */
-static b10_status_t copy_sum_step(struct copy_job *job)
-{
-    uint64_t sum = copy_sum_view(job);
     if (job->sum_mode == COPY_SUM_CHECK && sum != job->sum)
         return B10_ERR_DATA_CORRUPT;
     job->sum = sum;
     job->sum_done = true;
     return B10_OK;
+}
+
+/* End the job with st on the next loop turn, never inside the call that found it. */
+static void copy_end_next_turn(struct copy_job *job, b10_status_t st)
+{
+    job->host_status = st;
+    job->parts = 1;
+    if (!job->d->copies_inline_on) {
+        copy_job_part_done(job, st);    /* the loop is stopping: no next turn */
+        return;
+    }
+    list_insert_tail(&job->d->copies_inline, &job->node);
+    uv_idle_start(&job->d->copies_idle, copy_on_idle);
+}
+
+/* The checksum step, on whichever thread: B10_ERR_DATA_CORRUPT when a check fails. */
+static b10_status_t copy_sum_step(struct copy_job *job)
+{
+    uint32_t n = checksum_blocks(job->view_len);
+    checksum_block_sums(job->view, job->view_len, job->seed, 0, n, job->block_sums);
+    return copy_sum_finish(job, checksum_combine(job->block_sums, n, job->view_len, job->seed));
 }
 
 static bool copy_sum_due(const struct copy_job *job, enum copy_sum mode)
@@ -274,15 +281,9 @@ static void copy_sum_after(uv_work_t *work, int status)
     if (--job->sum_tasks_left > 0)
         return;
     b10_status_t st = B10_ERR_CANCELLED;
-    if (!job->sum_cancelled) {
-        uint64_t sum = checksum_combine(job->block_sums, checksum_blocks(job->view_len),
-                                        job->view_len, job->seed);
-        st = job->sum_mode == COPY_SUM_CHECK && sum != job->sum ? B10_ERR_DATA_CORRUPT : B10_OK;
-        if (st == B10_OK) {
-            job->sum = sum;
-            job->sum_done = true;
-        }
-    }
+    if (!job->sum_cancelled)
+        st = copy_sum_finish(job, checksum_combine(job->block_sums, checksum_blocks(job->view_len),
+                                                   job->view_len, job->seed));
     copy_sum_ended(job, st);
 }
 
@@ -330,7 +331,7 @@ uint32_t copy_job_gpu_blocks(struct copy_job *job)
 b10_status_t copy_job_gpu_sums(struct copy_job *job, const uint64_t *sums, uint32_t n)
 {
     memcpy(job->block_sums, sums, n * sizeof(*sums));
-    if (!job->gpu_gated) {
+    if (job->gpu_gate_blocks == 0) {
         job->gpu_sums_ready = true;
         return B10_OK;
     }
@@ -361,7 +362,7 @@ static bool copy_check_gated(struct copy_job *job, b10_status_t *st)
         if (job->block_sums[full] != checksum_trailer_block(job->view, job->view_len, full))
             *st = B10_ERR_DATA_CORRUPT;
     }
-    job->gpu_gated = true;
+    job->gpu_gate_blocks = full;
     return true;
 }
 
@@ -371,14 +372,9 @@ static b10_status_t copy_sum_from_gpu(struct copy_job *job)
     uint32_t n = checksum_blocks(job->view_len), full = (uint32_t)(job->view_len / CHECKSUM_BLOCK);
     if (full < n)
         checksum_block_sums(job->view, job->view_len, job->seed, full, n - full, job->block_sums);
-    uint64_t sum = checksum_combine(job->block_sums, n, job->view_len, job->seed);
     job->gpu_sums_ready = false;
     job->gpu_sum_asked = false;
-    if (job->sum_mode == COPY_SUM_CHECK && sum != job->sum)
-        return B10_ERR_DATA_CORRUPT;
-    job->sum = sum;
-    job->sum_done = true;
-    return B10_OK;
+    return copy_sum_finish(job, checksum_combine(job->block_sums, n, job->view_len, job->seed));
 }
 
 /*
@@ -408,11 +404,8 @@ static void copy_sum_phase(struct copy_job *job)
     } else {
         st = copy_sum_step(job);
     }
-    if (job->sum_mode == COPY_SUM_CHECK && st != B10_OK && job->d->copies_inline_on) {
-        job->host_status = st;
-        job->parts = 1;
-        list_insert_tail(&job->d->copies_inline, &job->node);
-        uv_idle_start(&job->d->copies_idle, copy_on_idle);
+    if (job->sum_mode == COPY_SUM_CHECK && st != B10_OK) {
+        copy_end_next_turn(job, st);
         return;
     }
     copy_sum_ended(job, st);
@@ -485,18 +478,14 @@ static bool copy_inline(const struct copy_job *job)
 void copy_job_submit(struct copy_job *job)
 {
     /* A scatter with device parts: the view is checked before the GPU writes a byte of it. */
-    if (copy_sum_due(job, COPY_SUM_CHECK) && job->host_segs < job->nsegs && !job->gpu_gated) {
+    if (copy_sum_due(job, COPY_SUM_CHECK) && job->host_segs < job->nsegs) {
         b10_status_t st;
         if (!copy_check_gated(job, &st)) {
             copy_sum_phase(job);
             return;
         }
         if (st != B10_OK) {
-            /* Its last block failed: the job ends on the next loop turn, never inside this call. */
-            job->host_status = st;
-            job->parts = 1;
-            list_insert_tail(&job->d->copies_inline, &job->node);
-            uv_idle_start(&job->d->copies_idle, copy_on_idle);
+            copy_end_next_turn(job, st);    /* its last block failed */
             return;
         }
     }

@@ -84,7 +84,8 @@ struct copy_job {
     const uint8_t *table;       /* CHECK of several blocks: the sender's sums of them (trailer) */
     bool gpu_sum_asked;         /* a GPU operation sums the view, on its own */
     bool gpu_sums_ready;        /* block_sums holds the GPU's sums of the whole blocks */
-    bool gpu_gated;             /* CHECK: the GPU checks the blocks in the scatter's submission */
+    uint32_t gpu_gate_blocks;   /* CHECK: the whole blocks the GPU checks inside the scatter's
+                                   submission, gating it (0: not so) */
 };
 
 /*
@@ -137,7 +138,7 @@ void copy_job_submit(struct copy_job *job);
  * ready for them; 0 when the host sums the view (a chunk of one block, a
  * view the kernel cannot read, no memory). copy_job_gpu_sums: the GPU's
  * sums, handed over just before the part that made them completes: for a
- * checked scatter (gpu_gated), B10_ERR_DATA_CORRUPT when a block differed
+ * checked scatter (gpu_gate_blocks), B10_ERR_DATA_CORRUPT when a block differed
  * from the trailer's and the GPU therefore copied nothing.
  */
 uint32_t copy_job_gpu_blocks(struct copy_job *job);

@@ -220,8 +220,8 @@ static int gpu_submit(struct gpu *gpu, struct gpu_part *part)
     /* A checked scatter: the trailer's table gates the copy (copy_check_gated). */
     gpu_copy_sum_t sum = { .bytes = part->job->view, .nblocks = part->sum_blocks,
                            .seed = part->job->seed,
-                           .expect = part->job->gpu_gated && part->npieces > 0 ? part->job->table
-                                                                               : NULL };
+                           .expect = part->job->gpu_gate_blocks > 0 && part->npieces > 0
+                                         ? part->job->table : NULL };
     gpu_copy_req_t req = {
         .dir = part->job->gather ? GPU_COPY_GATHER : GPU_COPY_SCATTER,
         .engine = GPU_COPY_AUTO,
@@ -301,10 +301,10 @@ bool gpu_one_submission(const struct b10d *d, const struct copy_job *job)
  */
 static uint32_t gpu_chained_sums(struct b10d *d, struct copy_job *job)
 {
+    if (job->gpu_gate_blocks > 0)
+        return job->gpu_gate_blocks;    /* copy_check_gated made sure it is one submission */
     bool make = job->sum_mode == COPY_SUM_MAKE && !job->sum_done;
-    if ((!make && !job->gpu_gated) || !gpu_one_submission(d, job))
-        return 0;
-    return copy_job_gpu_blocks(job);
+    return make && gpu_one_submission(d, job) ? copy_job_gpu_blocks(job) : 0;
 }
 
 void gpu_copy_job(struct b10d *d, struct copy_job *job)

@@ -193,19 +193,32 @@ static int send_bytes(uint64_t tag, const void *buf, size_t len)
 /*
  * DATA as a daemon sends it: the chunk's bytes, then their checksum trailer
  * (checksum.h), seeded with the transfer and the chunk; sum_delta != 0
- * sends a wrong sum, and present false none at all.
+ * sends a wrong sum, and present false none at all. summed, when not NULL:
+ * the bytes the trailer's sums are of (a forger's table and sum that agree
+ * with each other, not with the chunk).
  */
+static int send_chunk_of(uint64_t tag, uint64_t xid, uint32_t chunk, const uint8_t *bytes,
+                         size_t len, uint64_t sum_delta, bool present, uint8_t word_flip,
+                         const uint8_t *summed)
+{
+    static uint8_t msg[4 * CHUNK + 256];    /* may outlive a timeout */
+    uint64_t blocks[4 * CHUNK / CHECKSUM_BLOCK + 1], seed = checksum_seed(xid, chunk);
+    if (len > 4 * CHUNK)
+        return -1;
+    memcpy(msg, bytes, len);
+    uint32_t n = checksum_blocks(len);
+    checksum_block_sums(summed != NULL ? summed : bytes, len, seed, 0, n, blocks);
+    uint64_t sum = checksum_combine(blocks, n, len, seed) ^ sum_delta;
+    checksum_trailer_put(msg, len, blocks, sum, present);
+    size_t flag = checksum_message_bytes(len) - 8;      /* the word that says whether a sum is there */
+    msg[flag] ^= word_flip;
+    return send_bytes(tag, msg, checksum_message_bytes(len));
+}
+
 static int send_chunk(uint64_t tag, uint64_t xid, uint32_t chunk, const uint8_t *bytes, size_t len,
                       uint64_t sum_delta, bool present, uint8_t word_flip)
 {
-    static uint8_t msg[4 * CHUNK + 64];     /* may outlive a timeout */
-    if (len > 4 * CHUNK || len > CHECKSUM_BLOCK)
-        return -1;      /* one block: the trailer has no table of blocks' sums */
-    memcpy(msg, bytes, len);
-    uint64_t sum = checksum(bytes, len, checksum_seed(xid, chunk)) ^ sum_delta;
-    checksum_trailer_put(msg, len, NULL, sum, present);
-    msg[checksum_trailer_at(len) + 8] ^= word_flip;     /* the word that says whether a sum is there */
-    return send_bytes(tag, msg, checksum_message_bytes(len));
+    return send_chunk_of(tag, xid, chunk, bytes, len, sum_delta, present, word_flip, NULL);
 }
 
 static int send_data(uint64_t tag, uint64_t xid, uint32_t chunk, const uint8_t *bytes, size_t len)
@@ -783,10 +796,11 @@ static int case_good(const char *c)
 }
 
 /* Start a transfer of one CHUNK-byte chunk into a fresh area; returns its id, 0 on failure. */
-static uint64_t start_one(const char *c, struct rlink *l, uint64_t *off_p)
+/* A transfer of one chunk of len bytes into the region, announced and READY; 0 on failure. */
+static uint64_t start_len(const char *c, struct rlink *l, uint64_t *off_p, uint32_t len)
 {
-    uint64_t xid = new_xid(), off = 512 * 1024 + (xid % 32) * 16384;
-    struct piece pc[] = { { off, CHUNK, false } };
+    uint64_t xid = new_xid(), off = 512 * 1024 + (xid % 16) * 16384;
+    struct piece pc[] = { { off, len, false } };
     uint32_t chunks[] = { 1 };
     char detail[256];
     struct ctl ctl = { .xid = xid, .chunks = chunks, .nchunks = 1, .pieces = pc, .npieces = 1 };
@@ -802,6 +816,11 @@ static uint64_t start_one(const char *c, struct rlink *l, uint64_t *off_p)
     }
     *off_p = off;
     return xid;
+}
+
+static uint64_t start_one(const char *c, struct rlink *l, uint64_t *off_p)
+{
+    return start_len(c, l, off_p, CHUNK);
 }
 
 static uint8_t junk[4 * CHUNK];
@@ -889,6 +908,45 @@ static int case_bad_sum(const char *c)
         if (region_check(c, ok[k].what) != 0)
             return 1;
         pass(c, "%s landed exactly", ok[k].what);
+    }
+    return 0;
+}
+
+/*
+ * A chunk of two blocks whose trailer's table and sum agree with each other
+ * but are of other bytes (one flipped): B10_ERR_DATA_CORRUPT, nothing lands.
+ * The control: with the sums of its own bytes it lands. (Its own case, last:
+ * the failed transfer's view stays in quarantine, out of the peer's share.)
+ */
+static int case_bad_table(const char *c)
+{
+    uint64_t off, xid;
+    char detail[256];
+    int st;
+    static uint8_t other[4 * CHUNK];
+
+    if (ensure_link(c) != 0)
+        return 1;
+    for (int own = 0; own < 2; own++) {
+        if ((xid = start_len(c, &L, &off, 4 * CHUNK)) == 0)
+            return 1;
+        for (uint32_t i = 0; i < 4 * CHUNK; i++)
+            junk[i] = pat(0xc5d0 + own, i);
+        memcpy(other, junk, sizeof(other));
+        other[3 * CHUNK + 5] ^= 0x40;       /* in the second block */
+        if (own)
+            memcpy(g.want + off, junk, 4 * CHUNK);
+        send_chunk_of(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), xid, 0, junk, 4 * CHUNK, 0,
+                      true, 0, own ? NULL : other);
+        st = await_result(&L, xid, timeout_ms, detail, sizeof(detail));
+        progress_for(200);
+        if (region_check(c, own ? "a two-block chunk with its own sums" : "a forged table") != 0)
+            return 1;
+        if (st != (own ? 0 : B10_ERR_DATA_CORRUPT))
+            return fail(c, "a two-block chunk with the sums of %s bytes: RESULT %s (%s)",
+                        own ? "its own" : "other", st < 0 ? "missing" : sname(st), detail);
+        pass(c, "a two-block chunk with the sums of %s bytes: %s", own ? "its own" : "other",
+             own ? "landed exactly" : "B10_ERR_DATA_CORRUPT, nothing landed");
     }
     return 0;
 }
@@ -2281,6 +2339,7 @@ static const struct testout_case cases[] = {
     { "oversize", case_oversize },
     { "undersize", case_undersize },
     { "bad_sum", case_bad_sum },
+    { "bad_table", case_bad_table },
     { "oob", case_oob },
     { "badgen", case_badgen },
     { "oldgen", case_oldgen },

@@ -573,17 +573,18 @@ sum_cases(struct pools *p, const struct set *s)
     }
 
     /* Refusals beside the accepted cases above: misaligned, too many blocks, no bytes; a gate on
-     * a gather, on the copy engines, or misaligned. */
+     * a gather, on the copy engines, misaligned, or over no block. */
     gpu_copy_op_t *op = NULL;
-    gpu_copy_sum_t bad[6] = {
+    gpu_copy_sum_t bad[7] = {
         { .bytes = p->host + 8, .nblocks = 1 },
         { .bytes = p->host, .nblocks = MAX_BLOCKS + 1 },
         { .bytes = NULL, .nblocks = 1 },
         { .bytes = p->host, .nblocks = 1, .expect = expect },
         { .bytes = p->host, .nblocks = 1, .expect = expect },
         { .bytes = p->host, .nblocks = 1, .expect = (const uint8_t *)expect + 4 },
+        { .bytes = p->host, .nblocks = 0, .expect = expect },   /* a check of nothing */
     };
-    for (int b = 0; b < 6; b++) {
+    for (int b = 0; b < 7; b++) {
         gpu_copy_req_t req = { .dir = b == 3 ? GPU_COPY_GATHER : GPU_COPY_SCATTER,
                                .engine = b == 4 ? GPU_COPY_BATCH : GPU_COPY_AUTO, .sum = &bad[b] };
         if (gpu_copy_submit(c, &req, &op) != GPU_COPY_E_INVAL) {
@@ -606,7 +607,7 @@ sum_cases(struct pools *p, const struct set *s)
     gpu_copy_destroy(c);
     free(got);
     printf("%s sums: %d submissions against libxxhash, behind gathers, checked scatters, flips, "
-           "6 refusals\n",
+           "7 refusals\n",
            ok ? "ok  " : "FAIL", n);
     if (!ok)
         failures++;
