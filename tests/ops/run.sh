@@ -319,7 +319,7 @@ scen_activation() {
 
 # b10ctl against a live daemon mid-transfer; a cancel through it; the quarantine after.
 scen_ctl() {
-    start_daemon A
+    start_daemon A $HOLD_OPTS
     start_daemon B
     decode decode B --rounds 3 --req-blocks 8
     # A first round brings the link up, so that peers shows its generation.
@@ -565,7 +565,7 @@ scen_tenants_paired() {
 
 # b10ctl drain: nothing new admitted, the stuck transfer failed at the bound, a report.
 scen_drain() {
-    start_daemon A
+    start_daemon A $HOLD_OPTS
     start_daemon B
     decode decode B --rounds 3 --req-blocks 8
     prefill 0 A --req-blocks 8
@@ -595,7 +595,7 @@ scen_drain() {
 
 # SIGTERM with transfers in flight that can finish: they land, then the daemon exits 0.
 scen_sigterm_finish() {
-    start_daemon A --drain-timeout-ms $(( 30000 * SLOW ))
+    start_daemon A $HOLD_OPTS --drain-timeout-ms $(( 30000 * SLOW ))
     start_daemon B
     decode decode B --rounds 2 --req-blocks 16
     prefill 0 A --req-blocks 16
@@ -621,7 +621,7 @@ scen_sigterm_finish() {
 
 # SIGTERM with transfers that cannot finish: each fails with a reason at the bound; nothing hangs.
 scen_sigterm_bound() {
-    start_daemon A --drain-timeout-ms 1500
+    start_daemon A $HOLD_OPTS --drain-timeout-ms 1500
     start_daemon B
     decode decode B --rounds 2 --req-blocks 16
     prefill 0 A --req-blocks 16
