@@ -4,12 +4,27 @@
 # Unit tests (cmocka), GPU tests (skip without a GPU), integration and fault
 # tests with real daemons. One line per test, then "check: N passed, N failed, N skipped";
 # exits non-zero if anything failed.
+#
+# B10_CHECK_HOG=N runs N busy loops (nice 0) beside the tests for their whole
+# run (make check-stress): a test that holds only on a quiet machine fails there.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 2
 log=$(mktemp -d /tmp/b10-check.XXXXXX)
-trap 'rm -rf "$log"' EXIT INT TERM
+hogs=""
+trap 'for p in $hogs; do kill "$p" 2>/dev/null; done; rm -rf "$log"' EXIT
+trap 'exit 130' INT TERM
+case ${B10_CHECK_HOG:-0} in
+*[!0-9]*) echo "check: B10_CHECK_HOG='$B10_CHECK_HOG' is not a count of busy loops" >&2; exit 2 ;;
+esac
+i=0
+while [ "$i" -lt "${B10_CHECK_HOG:-0}" ]; do
+    sh -c 'while :; do :; done' &
+    hogs="$hogs $!"
+    i=$((i + 1))
+done
+[ -n "$hogs" ] && echo "check: $i busy loops run beside the tests"
 passed=0 failed=0 skipped=0 failures=""
 
 record() {  # record STATUS NAME [WHY]

@@ -238,18 +238,13 @@ def test_span_tables_as_arrays() -> None:
     for items, why in bad:
         with pytest.raises(ValueError, match=why):
             _span_table(items)
-    # 100,000 spans, as a transceiver would compute them: the Python side's time.
+    # 100,000 spans, as a transceiver would compute them, in one table (their time is a
+    # figure of make bench, tests/bench/py-submit.py).
     big = np.stack([np.arange(1, 100001, dtype=np.int64) * 4096,
                     np.full(100000, 2048, dtype=np.int64)], axis=1)
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        spans, keep, n = _span_table(big)
-        times.append(time.perf_counter() - t0)
+    spans, keep, n = _span_table(big)
     assert n == 100000 and spans[99999].addr == 100000 * 4096 and spans[99999].length == 2048
-    ms = sorted(times)[2] * 1e3
-    print(f"100,000 spans as an array: {ms:.2f} ms to libb10's table (median of 5)")
-    assert ms < 5 * SLOW, f"{ms:.2f} ms for 100,000 spans"
+    assert spans[0].addr == 4096 and spans[54321].addr == 54322 * 4096
     torch = sys.modules.get("torch")
     if torch is not None:
         spans, keep, n = _span_table(torch.tensor(rows, dtype=torch.int64))
