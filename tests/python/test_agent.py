@@ -460,3 +460,75 @@ def test_readme_example_runs(daemons, monkeypatch) -> None:
         assert image[:8192] == bytes(8192) and image[8192:] == pattern(91, 64 * KiB)[8192:]
     finally:
         d.close()
+
+
+# An agent and its statuses dropped together, in each order a program can leave them: a
+# TransferStatus finalized after its agent closed the connection must not release a handle
+# b10_conn_close already freed. Each case runs in a process of its own, so that a crash is
+# a failed case and not the end of the suite.
+_GC_SCRIPT = r'''
+import gc, sys
+import b10
+case, sock = sys.argv[1], sys.argv[2]
+size = 1 << 20
+dst_buf, src_buf = b10.dram_alloc(size), b10.dram_alloc(size)
+src_buf.view[:] = bytes(range(256)) * (size // 256)
+decode = b10.B10TransferAgent("gc-decode-" + case, sock)
+decode.register_memory(dst_buf.descs())
+agent = b10.B10TransferAgent("gc-prefill-" + case, sock)
+agent.register_memory(src_buf.descs())
+agent.load_remote_agent(decode.name, decode.get_local_agent_desc())
+
+def write(off, n):
+    return agent.submit_transfer_requests(b10.TransferRequest(
+        "WRITE", b10.MemoryDescs(b10.MemoryType.DRAM, [(src_buf.ptr + off, n, 0)]),
+        b10.MemoryDescs(b10.MemoryType.DRAM, [(dst_buf.ptr + off, n, 0)]), decode.name))
+
+half = size // 2
+done = write(0, half)
+assert done.wait(60000) is True
+flying = write(half, half)          # may still be in flight when the agent goes
+statuses = [done, flying]
+if case == "cycle-agent-first":
+    agent.cycle = agent             # the agent is garbage only to the collector
+    agent.statuses = statuses       # and holds its statuses: one cycle, agent made first
+    del agent, statuses, done, flying
+    gc.collect()
+elif case == "cycle-statuses-first":
+    holder = [statuses]             # made before the agent joins: found first in the cycle
+    statuses.append(holder)
+    agent.cycle = holder
+    done.cycle = agent
+    del agent, statuses, done, flying, holder
+    gc.collect()
+elif case == "agent-then-statuses":
+    del agent                       # the statuses keep it alive
+    del done
+    del flying, statuses
+elif case == "statuses-then-agent":
+    del done, flying, statuses
+    del agent
+elif case == "shutdown-then-statuses":
+    agent.shutdown()
+    assert done.status == "B10_OK"
+    del agent, done, flying, statuses
+elif case == "at-exit":
+    agent.cycle = agent             # left for the interpreter's last collection
+    sys.stdout.write("ok\n")
+    sys.stdout.flush()
+    sys.exit(0)
+gc.collect()
+print("ok")
+'''
+
+
+@pytest.mark.parametrize("case", ["cycle-agent-first", "cycle-statuses-first",
+                                  "agent-then-statuses", "statuses-then-agent",
+                                  "shutdown-then-statuses", "at-exit"])
+def test_agent_and_statuses_collected_in_any_order(daemons, case: str) -> None:
+    a, _ = daemons
+    out = subprocess.run([sys.executable, "-c", _GC_SCRIPT, case, str(a.sock)],
+                         capture_output=True, text=True, timeout=120 * SLOW)
+    assert out.returncode == 0, f"{case}: exit {out.returncode}\n{out.stdout}\n{out.stderr[-3000:]}"
+    assert out.stdout.strip() == "ok", f"{case}: {out.stdout}\n{out.stderr[-3000:]}"
+    assert a.alive(), f"b10d {a.name} died:\n{a.tail()}"

@@ -187,9 +187,19 @@ class TransferStatus:
     def release(self) -> None:
         """Forget the handle (the final status, if known, stays readable)."""
         x, self._x = self._x, None
-        if x is not None:
-            self._agent._xfers.discard(self)
-            self._agent._lib.b10_xfer_release(x)
+        # b10_conn_close freed every handle of the connection: one released after it would
+        # be a use after free. The agent's set of statuses cannot be relied on to have
+        # orphaned this one first: when the agent and its statuses are collected together,
+        # the weak set's entries are cleared before any finalizer runs, in any order.
+        # The lock keeps a finalizer that runs on another thread from releasing between
+        # shutdown()'s look at the connection and its close.
+        if x is None:
+            return
+        agent = self._agent
+        with agent._lock:
+            if agent._conn is not None:
+                agent._xfers.discard(self)
+                agent._lib.b10_xfer_release(x)
 
     def _orphan(self) -> None:
         """The agent is closing: keep what is known, release the handle before the
@@ -229,7 +239,10 @@ class B10TransferAgent:
         self.name = name
         self.deadline_ms = deadline_ms
         self._lib = _lib.Lib(library) if library else _lib.lib()
-        self._lock = threading.Lock()       # a call and the b10_conn_detail that explains it
+        # A call and the b10_conn_detail that explains it; a handle's release and the
+        # connection's close. Reentrant: a collection may run a TransferStatus's finalizer
+        # on this thread while it holds the lock.
+        self._lock = threading.RLock()
         self._regions: Dict[Tuple[int, int, int], c_void_p] = {}
         self._xfers: "weakref.WeakSet[TransferStatus]" = weakref.WeakSet()
         self._log_lines: Deque[Tuple[int, str]] = collections.deque(maxlen=16)
