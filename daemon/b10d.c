@@ -64,7 +64,7 @@ const char *b10d_trust(const struct b10d *d)
     case AUTH_KEY_INSECURE:
         return "insecure: peers prove nothing";
     case AUTH_KEY_LOCAL:
-        return "no cluster key: local ranks only";
+        return "no cluster key: local ranks only, no network transport";
     }
     return "?";
 }
@@ -156,7 +156,9 @@ int b10d_start(struct b10d *d)
     if (d->tags == NULL || tags_register(d->tags, TAG_HELLO, d) != 0 ||
         tags_register(d->tags, TAG_HEARTBEAT, d) != 0)
         return -ENOMEM;
-    if ((rc = wire_create(d, &hooks, &d->wire)) != 0)
+    /* No key, no remote daemon: nothing on the network to listen for. */
+    bool network = d->keys.keys[0].kind != AUTH_KEY_LOCAL;
+    if ((rc = wire_create(d, &hooks, network, &d->wire)) != 0)
         return rc;
     copy_start(d);
     if ((rc = gpu_start(d)) != 0)

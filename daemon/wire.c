@@ -434,7 +434,7 @@ static int wire_pack_address(struct wire *wire)
     return 0;
 }
 
-int wire_create(struct b10d *d, const struct wire_hooks *hooks, struct wire **wire_p)
+int wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, struct wire **wire_p)
 {
     ucp_config_t *config = NULL;
     ucs_status_t st;
@@ -452,12 +452,17 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, struct wire **wi
         log_err("ucp_config_read: %s", ucs_status_string(st));
         goto err_free;
     }
+    if (!network && (st = ucp_config_modify(config, "TLS", "self")) != UCS_OK) {
+        log_err("ucp_config_modify TLS=self: %s", ucs_status_string(st));
+        ucp_config_release(config);
+        goto err_free;
+    }
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                       UCP_PARAM_FIELD_NAME,
         .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
         /* Lanes use the context's registrations from their own threads. */
-        .mt_workers_shared = d->cfg.wire_lanes > 0,
+        .mt_workers_shared = network && d->cfg.wire_lanes > 0,
         .name = "b10d",
     };
     st = ucp_init(&params, config, &wire->context);
@@ -486,7 +491,7 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, struct wire **wi
         goto err_address;
     }
     /* Lanes share the context's registrations across threads: only a thread-safe one will do. */
-    unsigned lanes = d->cfg.wire_lanes;
+    unsigned lanes = network ? d->cfg.wire_lanes : 0;
     ucp_context_attr_t attr = { .field_mask = UCP_ATTR_FIELD_THREAD_MODE };
     if (lanes > 0 && (ucp_context_query(wire->context, &attr) != UCS_OK ||
                       attr.thread_mode != UCS_THREAD_MODE_MULTI)) {

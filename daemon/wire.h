@@ -63,7 +63,13 @@ struct wire_hooks {
     bool (*on_data)(void *arg, uint64_t tag, size_t length);
 };
 
-int wire_create(struct b10d *d, const struct wire_hooks *hooks, struct wire **wire_p);
+/*
+ * network false: the worker gets UCX's self transport alone, whatever UCX_TLS
+ * says, and no data lanes. A daemon that serves only its own node's ranks then
+ * opens no socket for anyone to reach: UCX parses a connection request before
+ * b10d can check anything, so a listener nobody may use is attack surface only.
+ */
+int wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, struct wire **wire_p);
 /* Close every endpoint, cancel what is posted, and wait (bounded) for it to settle. */
 void wire_destroy(struct wire *wire);
 

@@ -59,6 +59,11 @@ in_flight() {
     done
 }
 
+# inet_sockets PID: the process's TCP and UDP sockets, one a line ("STATE LOCAL"), none: "".
+inet_sockets() {
+    ss -Htuanp 2>/dev/null | awk -v p="pid=$1," 'index($0, p) { print $2, $5 }'
+}
+
 # public_ctl DAEMON...: a b10ctl any user can run, at $D/pub/bin/b10ctl, and the
 # daemons' sockets open to all: only the daemons' own checks stand between users.
 public_ctl() {
@@ -668,6 +673,13 @@ scen_trust() {
     ctl A status | grep -q "trust *no cluster key: local ranks only" || die "A's status does not say it has no key"
     ctl A metrics | grep -q '^b10d_trust{mode="local-only"' || die "A's metrics do not say it has no key"
     ctl B status | grep -q "trust *cluster key [0-9a-f]\{16\}" || die "B's status does not name its key"
+    # No key, no network: A holds no TCP or UDP socket at all, while B, with a key, listens.
+    _a=$(inet_sockets "$(daemon_pid A)")
+    [ -z "$_a" ] || die "the keyless daemon A holds network sockets: $_a"
+    [ -n "$(inet_sockets "$(daemon_pid B)" | grep LISTEN)" ] || die "B, holding a key, listens nowhere"
+    # A still serves its own ranks.
+    pair A A nokeylocal
+    [ "$rc" = 0 ] || die "a keyless daemon's ranks could not write to each other: $(grep -m1 b10_ "$D/pnokeylocal.log")"
     pair A B nokey
     [ "$rc" = 2 ] || die "a keyless daemon's rank loaded a remote descriptor (prefill exited $rc)"
     grep -q "B10_ERR_UNAUTHENTICATED.*no cluster key" "$D/pnokey.log" ||

@@ -69,7 +69,7 @@ static int group_setup(void **state)
     list_init(&test_d.sessions);
     list_init(&test_d.peers);
     list_init(&test_d.xfers);
-    if (wire_create(&test_d, &hooks, &test_d.wire) != 0) {
+    if (wire_create(&test_d, &hooks, true, &test_d.wire) != 0) {
         uv_loop_close(&test_loop);
         return -1;
     }
