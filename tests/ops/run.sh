@@ -486,28 +486,38 @@ scen_fair() {
     start_daemon A --hello-timeout-ms $(( 2000 * SLOW ))
     start_daemon B
     bg flood "$FAIR" flood "$D/A.sock" 4
-    sleep 0.5
-    _worst=$(python3 - "$B10CTL" "$D/A.sock" <<'PY'
+    # b10ctl status, again and again while the flood lasts: each must be answered, and
+    # many must be (before the fair loop, one answer took 2.9 s: one or two in the flood's
+    # 4 s). How long the slowest took is noted, not asserted: a busy machine sets it.
+    _got=$(python3 - "$B10CTL" "$D/A.sock" "$pid_flood" <<'PY'
 import subprocess, sys, time
-worst = 0.0
-for _ in range(30):
+answered, worst = 0, 0.0
+def flooding():
+    try:
+        with open(f"/proc/{sys.argv[3]}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+while answered < 200 and flooding():
     t0 = time.monotonic()
     r = subprocess.run([sys.argv[1], "-s", sys.argv[2], "status"], capture_output=True)
     ms = (time.monotonic() - t0) * 1000
     if r.returncode != 0:
         print("failed: " + r.stderr.decode().strip())
         sys.exit(0)
+    answered += 1
     worst = max(worst, ms)
     time.sleep(0.05)
-print("%.0f" % worst)
+print("%d %.0f" % (answered, worst))
 PY
 )
     wait_client flood 30 "the flooding rank"
     expect_exit flood "$D/flood.log" 0 'FAIL' head
-    case $_worst in *[!0-9]*|"") die "b10ctl status during the flood: $_worst" ;; esac
-    [ "$_worst" -lt $(( 100 * SLOW )) ] || die "b10ctl status took $_worst ms during the flood"
+    case $_got in [0-9]*\ [0-9]*) ;; *) die "b10ctl status during the flood: $_got" ;; esac
+    _answered=${_got% *} _worst=${_got#* }
+    [ "$_answered" -ge 5 ] || die "b10ctl status was answered only $_answered times during the flood"
     grep -q 'stalled' "$D/A.log" && die "A found itself stalled during the flood: $(grep -m1 stalled "$D/A.log")"
-    note "b10ctl status at most $_worst ms during a flood of $(sed -n 's/^ok flood: \([0-9]*\) requests.*/\1/p' "$D/flood.log") requests"
+    note "b10ctl status answered $_answered times, at most $_worst ms, during a flood of $(sed -n 's/^ok flood: \([0-9]*\) requests.*/\1/p' "$D/flood.log") requests"
 
     # A large registration off the loop: 4 GiB where memory allows, else 1 GiB.
     _avail=$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo)
@@ -517,7 +527,8 @@ PY
     [ "$rc" = 0 ] || die "regdelay: $(grep -m1 '^FAIL' "$D/regdelay.log" || tail -n 1 "$D/regdelay.log")"
     _delay=$(sed -n 's/.* delay \(-\{0,1\}[0-9]*\) us$/\1/p' "$D/regdelay.log")
     [ -n "$_delay" ] || die "regdelay printed no delay: $(tail -n 1 "$D/regdelay.log")"
-    [ "$_delay" -lt $(( 10000 * SLOW )) ] || die "a small transfer waited $_delay us longer during the registration"
+    # regdelay itself holds that transfers ran meanwhile at a tenth of their pace alone at
+    # least; their p99 delay is noted (a figure of the machine's load as much as of b10d).
     note "$(grep 'registering' "$D/regdelay.log" | sed 's/^ok //')"
 
     # 300 connections that say nothing: a rank and b10ctl still get in; past the timeout they go.
