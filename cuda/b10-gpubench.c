@@ -157,6 +157,61 @@ run(gpu_copy_dir_t dir, gpu_copy_engine_t eng, unsigned ctas, unsigned threads, 
     return (struct result){ median(gb, nreps), median(us, nreps) };
 }
 
+/*
+ * The copy engines as b10d drives them: one cudaMemcpyBatchAsync a staging view
+ * (view bytes of n pieces), up to 8 views queued on the copier's one stream. The
+ * wall clock from the first submission to the last completion, median of nreps
+ * passes over the n pieces: the ceiling of the daemon's copies at this span size.
+ */
+static double
+run_views(gpu_copy_dir_t dir, size_t n, size_t view, int nreps)
+{
+    size_t per = view / pieces[0].len ? view / pieces[0].len : 1;
+    gpu_copy_params_t prm = {
+        .field_mask = GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_INFLIGHT,
+        .max_pieces = per, .max_inflight = 8,
+    };
+    gpu_copier_t *c = NULL;
+    gpu_copy_op_t *ops[8] = { 0 };
+    double gb[16];
+    int rc;
+
+    if ((rc = gpu_copy_create(&prm, &c)) != GPU_COPY_OK) {
+        fprintf(stderr, "b10-gpubench: gpu_copy_create: %s\n", gpu_copy_strstatus(rc));
+        exit(1);
+    }
+    for (int r = -1; r < nreps; r++) {
+        size_t k = 0, bytes = 0;
+        double t0 = now_us();
+        for (size_t i = 0; i < n; i += per, k++) {
+            gpu_copy_req_t req = { .dir = dir, .engine = GPU_COPY_BATCH, .pieces = pieces + i,
+                                   .npieces = n - i < per ? n - i : per };
+            if (ops[k % 8] != NULL) {
+                gpu_copy_op_wait(ops[k % 8]);
+                gpu_copy_op_release(ops[k % 8]);
+                ops[k % 8] = NULL;
+            }
+            if ((rc = gpu_copy_submit(c, &req, &ops[k % 8])) != GPU_COPY_OK) {
+                fprintf(stderr, "b10-gpubench: views: %s %s\n", gpu_copy_strstatus(rc),
+                        gpu_copy_last_error(c));
+                exit(1);
+            }
+            for (size_t j = 0; j < req.npieces; j++)
+                bytes += req.pieces[j].len;
+        }
+        for (int j = 0; j < 8; j++)
+            if (ops[j] != NULL) {
+                gpu_copy_op_wait(ops[j]);
+                gpu_copy_op_release(ops[j]);
+                ops[j] = NULL;
+            }
+        if (r >= 0)
+            gb[r] = bytes / ((now_us() - t0) * 1e3);
+    }
+    gpu_copy_destroy(c);
+    return median(gb, nreps);
+}
+
 /* The median GB/s of total_bytes copied by one cudaMemcpyAsync of the given kind. */
 static double
 memcpy_ceiling(void *dst, const void *src, enum cudaMemcpyKind kind)
@@ -334,6 +389,21 @@ main(int argc, char **argv)
                    cg[si][e].gbps / ceil_d2h, cs[si][e].gbps, cs[si][e].gbps / ceil_h2d,
                    kg[si][2][0].gbps / cg[si][e].gbps, ks[si][2][0].gbps / cs[si][e].gbps);
             fflush(stdout);
+        }
+    }
+
+    printf("\n## Copy engines in b10d's batches (one cudaMemcpyBatchAsync a 4 MiB view, 8 queued)\n\n");
+    printf("The ceiling of `--gpu-copy engine` at each span size: the daemon's chunk copies "
+           "cannot beat it.\n\n");
+    printf("| span | gather GB/s | × D2H | scatter GB/s | × H2D |\n|---|---:|---:|---:|---:|\n");
+    {
+        static const size_t vspans[] = { 4096, 16384, 32768, 65536, 262144 };
+        for (size_t k = 0; k < sizeof(vspans) / sizeof(vspans[0]); k++) {
+            size_t n = make_pieces(vspans[k], 0);
+            double g = run_views(GPU_COPY_GATHER, n, 4u << 20, reps);
+            double sc = run_views(GPU_COPY_SCATTER, n, 4u << 20, reps);
+            printf("| %s | %.1f | %.3f | %.1f | %.3f |\n", human(vspans[k]), g, g / ceil_d2h, sc,
+                   sc / ceil_h2d);
         }
     }
 

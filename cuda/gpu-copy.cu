@@ -63,6 +63,7 @@ struct gpu_copier {
     size_t         ce_min_piece;
     size_t         max_sum_blocks;
     size_t         cap_items;     /* 2 × max_pieces + 64: room to split big pieces */
+    bool           kernels;       /* gpu_copy_params_t.kernels */
     cudaStream_t   stream;
     struct gpu_copy_op *ops;      /* max_inflight slots */
     void         **b_dsts;        /* cudaMemcpyBatchAsync argument arrays, max_pieces */
@@ -363,6 +364,18 @@ gpu_copy_device_count(const char **why_p)
 }
 
 int
+gpu_copy_device_mps(int device)
+{
+    int v = 0;
+
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMpsEnabled, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return v != 0;
+}
+
+int
 gpu_copy_host_alloc(size_t len, void **host_p)
 {
     void *p = NULL;
@@ -441,6 +454,35 @@ gpu_copy_destroy(gpu_copier_t *c)
     free(c);
 }
 
+/* A slot's tables for the kernels: descriptors (host and device), sums, the gate.
+ * What fails is left NULL; gpu_copy_destroy frees the rest. */
+static int
+slot_tables_alloc(struct gpu_copier *c, struct gpu_copy_op *op)
+{
+    size_t bytes = c->cap_items * sizeof(struct gpu_copy_item);
+    cudaError_t e;
+
+    if ((e = cudaHostAlloc((void **)&op->h_items, bytes,
+                           cudaHostAllocPortable | cudaHostAllocMapped)) != cudaSuccess) {
+        op->h_items = NULL;
+        return copier_fail(c, e, "cudaHostAlloc(descriptors)");
+    }
+    if ((e = cudaMalloc((void **)&op->d_items, bytes)) != cudaSuccess) {
+        op->d_items = NULL;
+        return copier_fail(c, e, "cudaMalloc(descriptors)");
+    }
+    if ((e = cudaHostAlloc((void **)&op->h_sums, c->max_sum_blocks * sizeof(uint64_t),
+                           cudaHostAllocPortable | cudaHostAllocMapped)) != cudaSuccess) {
+        op->h_sums = NULL;
+        return copier_fail(c, e, "cudaHostAlloc(sums)");
+    }
+    if ((e = cudaMalloc((void **)&op->d_gate, sizeof(*op->d_gate))) != cudaSuccess) {
+        op->d_gate = NULL;
+        return copier_fail(c, e, "cudaMalloc(gate)");
+    }
+    return GPU_COPY_OK;
+}
+
 int
 gpu_copy_create(const gpu_copy_params_t *p, gpu_copier_t **copier_p)
 {
@@ -461,6 +503,7 @@ gpu_copy_create(const gpu_copy_params_t *p, gpu_copier_t **copier_p)
     c->max_inflight = (m & GPU_COPY_PARAM_MAX_INFLIGHT) ? p->max_inflight : 4;
     c->ce_min_piece = (m & GPU_COPY_PARAM_CE_MIN_PIECE) ? p->ce_min_piece : GPU_COPY_CE_MIN_PIECE;
     c->max_sum_blocks = (m & GPU_COPY_PARAM_MAX_SUM_BLOCKS) ? p->max_sum_blocks : 4096;
+    c->kernels      = (m & GPU_COPY_PARAM_KERNELS) ? p->kernels != 0 : true;
     if (c->max_sum_blocks < 1 || c->max_sum_blocks > ((size_t)1 << 24) || c->device < 0 || c->max_ctas < 1 || c->max_ctas > 1024 || c->threads < 32 ||
         c->threads > 512 || c->threads % 32 || c->max_pieces < 1 ||
         c->max_pieces > ((size_t)1 << 26) || c->max_inflight < 1 || c->max_inflight > 64) {
@@ -482,8 +525,9 @@ gpu_copy_create(const gpu_copy_params_t *p, gpu_copier_t **copier_p)
         rc = copier_fail(c, e, "cudaStreamCreateWithFlags");
         goto fail;
     }
-    {
-        /* The sum kernel's secret: the library's own, so that both compute one XXH3. */
+    if (c->kernels) {
+        /* The sum kernel's secret: the library's own, so that both compute one XXH3.
+         * Writing it loads the module (CUDA loads modules lazily): only for kernels. */
         uint8_t secret[SECRET_WORDS * 8];
         XXH3_generateSecret_fromSeed(secret, 0);
         if ((e = cudaMemcpyToSymbol(xxh3_secret, secret, sizeof(secret))) != cudaSuccess) {
@@ -501,32 +545,12 @@ gpu_copy_create(const gpu_copy_params_t *p, gpu_copier_t **copier_p)
     }
     for (unsigned i = 0; i < c->max_inflight; i++) {
         struct gpu_copy_op *op = &c->ops[i];
-        size_t bytes = c->cap_items * sizeof(struct gpu_copy_item);
 
         op->copier = c;
         op->state = SLOT_FREE;
-        if ((e = cudaHostAlloc((void **)&op->h_items, bytes,
-                               cudaHostAllocPortable | cudaHostAllocMapped)) != cudaSuccess) {
-            op->h_items = NULL;
-            rc = copier_fail(c, e, "cudaHostAlloc(descriptors)");
+        /* The copy engines need no table of ours. */
+        if (c->kernels && (rc = slot_tables_alloc(c, op)) != GPU_COPY_OK)
             goto fail;
-        }
-        if ((e = cudaMalloc((void **)&op->d_items, bytes)) != cudaSuccess) {
-            op->d_items = NULL;
-            rc = copier_fail(c, e, "cudaMalloc(descriptors)");
-            goto fail;
-        }
-        if ((e = cudaHostAlloc((void **)&op->h_sums, c->max_sum_blocks * sizeof(uint64_t),
-                               cudaHostAllocPortable | cudaHostAllocMapped)) != cudaSuccess) {
-            op->h_sums = NULL;
-            rc = copier_fail(c, e, "cudaHostAlloc(sums)");
-            goto fail;
-        }
-        if ((e = cudaMalloc((void **)&op->d_gate, sizeof(*op->d_gate))) != cudaSuccess) {
-            op->d_gate = NULL;
-            rc = copier_fail(c, e, "cudaMalloc(gate)");
-            goto fail;
-        }
         if ((e = cudaEventCreate(&op->ev_start)) != cudaSuccess) {
             op->ev_start = NULL;
             rc = copier_fail(c, e, "cudaEventCreate");
@@ -653,6 +677,8 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
                   req->sum->nblocks == 0 ||
                   (req->engine != GPU_COPY_AUTO && req->engine != GPU_COPY_KERNEL)))
         return GPU_COPY_E_INVAL;
+    if (!c->kernels && (req->sum || (req->engine != GPU_COPY_MEMCPY && req->engine != GPU_COPY_BATCH)))
+        return GPU_COPY_E_INVAL;
     engine = req->engine;
     if (engine == GPU_COPY_AUTO)    /* only the kernel reads the gate */
         engine = nonempty && minlen >= c->ce_min_piece && !gated ? GPU_COPY_BATCH : GPU_COPY_KERNEL;
@@ -720,6 +746,9 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
 
         memset(&attr, 0, sizeof(attr));
         attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        /* The driver may run a batch of small copies as a kernel of its own; this asks it
+         * for the copy engines, which leave a co-resident model its time slices. */
+        attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
         for (size_t i = 0; i < req->npieces; i++) {
             const gpu_copy_piece_t *pc = &req->pieces[i];
             if (!pc->len)

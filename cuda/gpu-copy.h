@@ -66,7 +66,8 @@ typedef enum gpu_copy_engine {
                                else KERNEL */
     GPU_COPY_KERNEL  = 1,   /* our gather/scatter kernel, at most max_ctas CTAs */
     GPU_COPY_MEMCPY  = 2,   /* one cudaMemcpyAsync per piece (copy engines, no SMs) */
-    GPU_COPY_BATCH   = 3,   /* cudaMemcpyBatchAsync over all pieces (copy engines) */
+    GPU_COPY_BATCH   = 3,   /* cudaMemcpyBatchAsync over all pieces, asking the driver
+                               to leave the SMs to compute (copy engines) */
 } gpu_copy_engine_t;
 
 typedef struct gpu_copy_piece {
@@ -85,6 +86,7 @@ enum {
     GPU_COPY_PARAM_MAX_INFLIGHT = 1u << 4,
     GPU_COPY_PARAM_CE_MIN_PIECE = 1u << 5,
     GPU_COPY_PARAM_MAX_SUM_BLOCKS = 1u << 6,
+    GPU_COPY_PARAM_KERNELS      = 1u << 7,
 };
 
 typedef struct gpu_copy_params {
@@ -99,6 +101,10 @@ typedef struct gpu_copy_params {
                                is at least this long; default GPU_COPY_CE_MIN_PIECE */
     size_t   max_sum_blocks; /* most checksum blocks one submission may sum (each slot
                                keeps a table of their sums); default 4096 */
+    int      kernels;       /* 0: the copy engines alone. No kernel is loaded and no
+                               descriptor table or gate is allocated (tens of MiB of
+                               device and pinned memory); KERNEL, AUTO and sums are
+                               refused with GPU_COPY_E_INVAL. Default 1 */
 } gpu_copy_params_t;
 
 /* Measured on the H200 (cuda/BENCH.md): from 1 MiB pieces up cudaMemcpyBatchAsync
@@ -154,6 +160,10 @@ typedef struct gpu_copy_req {
  * driver, error 35 "insufficient driver"...). When 0 and why_p is not NULL,
  * *why_p is a static string saying why. Never aborts. */
 int gpu_copy_device_count(const char **why_p);
+/* 1 when contexts made on device are shared through MPS (cudaDevAttrMpsEnabled): a
+ * kernel of this process then runs beside other clients' instead of taking their time
+ * slice. 0 when not, or when the driver cannot say. */
+int gpu_copy_device_mps(int device);
 
 int  gpu_copy_create(const gpu_copy_params_t *params, gpu_copier_t **copier_p);
 /* Waits for everything in flight, then frees. Accepts NULL. */

@@ -135,6 +135,11 @@ const char *config_verify_name(enum config_verify v)
     return v == CONFIG_VERIFY_ON ? "on" : v == CONFIG_VERIFY_AUTO ? "auto" : "off";
 }
 
+const char *config_gpu_copy_name(enum config_gpu_copy c)
+{
+    return c == CONFIG_GPU_COPY_ENGINE ? "engine" : c == CONFIG_GPU_COPY_KERNEL ? "kernel" : "auto";
+}
+
 int config_parse_size(const char *text, uint64_t *bytes_p)
 {
     char *end;
@@ -224,13 +229,21 @@ static void config_usage(FILE *out)
 "                             data so that several cores copy at once; a peer is used\n"
 "                             on as many as both ends have (default 2, 0..8; 0: all\n"
 "                             on the loop thread's worker)\n"
+"      --gpu-copy engine|kernel|auto  engine: the GPU's copy engines move every piece\n"
+"                             (cudaMemcpyBatchAsync) and the CPU sums the chunks, so\n"
+"                             no kernel of the daemon takes a time slice from a model\n"
+"                             on that GPU; kernel: SM kernels copy small pieces and sum,\n"
+"                             which costs a model without MPS its GPU while they run,\n"
+"                             and its p99 step with MPS. auto (default): engine, with\n"
+"                             MPS as without (README \"GPU\")\n"
 "      --gpu-max-ctas N       CTAs of one gather or scatter kernel, so a transfer leaves\n"
 "                             the GPU to the model (default 32, 1..1024)\n"
 "      --verify-data on|auto|off  on: checksum every DATA chunk where it is gathered and\n"
 "                             check it before a byte of it is scattered; a chunk that\n"
 "                             fails fails its transfer with B10_ERR_DATA_CORRUPT. auto\n"
-"                             (default): the chunks a GPU gathers, which its kernel sums\n"
-"                             at no cost measured, and every sum that comes is checked;\n"
+"                             (default): the chunks a GPU gathers (the CPU sums them off\n"
+"                             the GPU; a kernel with --gpu-copy kernel), and every sum\n"
+"                             that comes is checked;\n"
 "                             host memory's sums cost ~11%% on few CPUs (README \"Integrity\")\n"
 "\n"
 "Trust between daemons (README, \"Security model\"):\n"
@@ -288,7 +301,7 @@ enum {
     OPT_DRAIN_TIMEOUT, OPT_MAX_ADMIN_ROWS,
     OPT_MAX_REGIONS, OPT_MAX_AGENTS, OPT_MAX_XFERS, OPT_MAX_SPANS, OPT_MAX_FRAME, OPT_MAX_PEERS,
     OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_WIRE_LANES, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
-    OPT_CLUSTER_KEY, OPT_CLUSTER_KEY_NEXT, OPT_GEN_KEY, OPT_INSECURE, OPT_TRACE, OPT_VERIFY_DATA,
+    OPT_CLUSTER_KEY, OPT_CLUSTER_KEY_NEXT, OPT_GEN_KEY, OPT_INSECURE, OPT_TRACE, OPT_VERIFY_DATA, OPT_GPU_COPY,
     OPT_MAX_PEER_XFERS,
     OPT_MAX_PEER_STAGING, OPT_MAX_PEER_CONTROL, OPT_MIN_DEADLINE, OPT_PEER_QUARANTINE,
     OPT_PEER_IDLE, OPT_MAX_HELLOS, OPT_MAX_NOTICE, OPT_REMOTE_ACCESS, OPT_ADMIN_GROUP, OPT_SETTLE,
@@ -490,6 +503,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "insecure", no_argument, NULL, OPT_INSECURE },
         { "trace", no_argument, NULL, OPT_TRACE },
         { "verify-data", required_argument, NULL, OPT_VERIFY_DATA },
+        { "gpu-copy", required_argument, NULL, OPT_GPU_COPY },
         { "max-peer-xfers", required_argument, NULL, OPT_MAX_PEER_XFERS },
         { "max-peer-staging", required_argument, NULL, OPT_MAX_PEER_STAGING },
         { "max-peer-control", required_argument, NULL, OPT_MAX_PEER_CONTROL },
@@ -588,6 +602,18 @@ int config_parse(struct config *cfg, int argc, char **argv)
                 return -1;
             }
             break;
+        case OPT_GPU_COPY:
+            if (strcmp(optarg, "engine") == 0) {
+                cfg->gpu_copy = CONFIG_GPU_COPY_ENGINE;
+            } else if (strcmp(optarg, "kernel") == 0) {
+                cfg->gpu_copy = CONFIG_GPU_COPY_KERNEL;
+            } else if (strcmp(optarg, "auto") == 0) {
+                cfg->gpu_copy = CONFIG_GPU_COPY_AUTO;
+            } else {
+                fprintf(stderr, "b10d: --gpu-copy: '%s' is not engine, kernel or auto\n", optarg);
+                return -1;
+            }
+            break;
         case OPT_REMOTE_ACCESS:
             if (strcmp(optarg, "any") == 0)
                 cfg->remote_access = CONFIG_REMOTE_ANY;
@@ -659,6 +685,7 @@ void config_print(const struct config *cfg)
            cfg->cluster_key_next[0] ? cfg->cluster_key_next : "(none)", cfg->insecure ? "yes" : "no");
     printf("trace %s\n", cfg->trace ? "yes" : "no");
     printf("verify-data %s\n", config_verify_name(cfg->verify_data));
+    printf("gpu-copy %s\n", config_gpu_copy_name(cfg->gpu_copy));
     printf("remote-access %s\n", cfg->remote_access == CONFIG_REMOTE_PAIRED ? "paired" : "any");
     if (cfg->admin_group_set)
         printf("admin-group %u\n", (unsigned)cfg->admin_gid);

@@ -52,6 +52,12 @@ struct config {
     uint32_t max_peers;
     uint64_t max_control_bytes;     /* a peer CONTROL message, bytes */
     uint32_t gpu_max_ctas;          /* CTAs of one gather or scatter launch: the GPU stays the model's */
+    /* --gpu-copy (gpu.h): what moves bytes on a rank's GPU, and sums them there. */
+    enum config_gpu_copy {
+        CONFIG_GPU_COPY_AUTO,       /* engine, with MPS as without: the figures in README "GPU" */
+        CONFIG_GPU_COPY_ENGINE,     /* copy engines only; the chunk sums on the CPU */
+        CONFIG_GPU_COPY_KERNEL,     /* SM kernels for small pieces and for the sums */
+    } gpu_copy;
 
     /* Trust between daemons (auth.h, peer.h). */
     char cluster_key[256];          /* --cluster-key; "": the credential or /etc/b10d's, if there */
@@ -107,5 +113,6 @@ int config_parse_size(const char *text, uint64_t *bytes_p);
 
 /* "on", "auto" or "off". */
 const char *config_verify_name(enum config_verify v);
+const char *config_gpu_copy_name(enum config_gpu_copy c);
 
 #endif

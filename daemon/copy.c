@@ -309,7 +309,7 @@ static b10_status_t copy_sum_queue(struct copy_job *job)
     return B10_OK;
 }
 
-bool copy_sums_on_gpu(const struct copy_job *job, size_t len)
+bool copy_sums_device(const struct copy_job *job, size_t len)
 {
     /*
      * Views the loop would sum inline stay on the host: the kernel's steps
@@ -317,6 +317,11 @@ bool copy_sums_on_gpu(const struct copy_job *job, size_t len)
      * view on the H200, where the loop takes about as long.
      */
     return gpu_present(job->d) && job->host_segs < job->nsegs && len > COPY_INLINE_BYTES;
+}
+
+bool copy_sums_on_gpu(const struct copy_job *job, size_t len)
+{
+    return copy_sums_device(job, len) && gpu_kernels(job->d);
 }
 
 uint32_t copy_job_gpu_blocks(struct copy_job *job)

@@ -142,7 +142,13 @@ void copy_job_submit(struct copy_job *job);
  * from the trailer's and the GPU therefore copied nothing.
  */
 uint32_t copy_job_gpu_blocks(struct copy_job *job);
-/* Whether a GPU sums a view of len bytes for the job (its segments added): --verify-data auto. */
+/*
+ * Whether the job's view of len bytes (its segments added) is a device
+ * chunk's that --verify-data auto sums: a GPU gathered it and it is too
+ * large to sum inline. copy_sums_on_gpu: and a kernel sums it (gpu_kernels);
+ * else the CPU does, on the thread pool.
+ */
+bool copy_sums_device(const struct copy_job *job, size_t len);
 bool copy_sums_on_gpu(const struct copy_job *job, size_t len);
 b10_status_t copy_job_gpu_sums(struct copy_job *job, const uint64_t *sums, uint32_t n);
 /* One part of the job finished (the GPU room and the thread pool call this). */

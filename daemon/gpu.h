@@ -26,6 +26,14 @@ int gpu_start(struct b10d *d);
 /* Wait (bounded) for copies in flight, then free everything. */
 void gpu_stop(struct b10d *d);
 bool gpu_present(const struct b10d *d);
+/*
+ * Whether the daemon's own kernels may run on its GPUs (--gpu-copy): they copy
+ * small pieces faster than the copy engines and sum chunks, but without MPS a
+ * kernel of this process takes the whole GPU's time slice from a co-resident
+ * model while it runs. False: every copy goes to the copy engines and every
+ * chunk's sum to the CPU.
+ */
+bool gpu_kernels(const struct b10d *d);
 
 /* The VRAM backend of mem.c. */
 extern const struct mem_backend vram_backend;

@@ -744,7 +744,7 @@ b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *
     b10_status_t status = B10_OK;
     enum config_verify verify = x->d->cfg.verify_data;
     if (gather && (verify == CONFIG_VERIFY_ON ||
-                   (verify == CONFIG_VERIFY_AUTO && copy_sums_on_gpu(ctx.job, len))))
+                   (verify == CONFIG_VERIFY_AUTO && copy_sums_device(ctx.job, len))))
         status = copy_job_sum(ctx.job, COPY_SUM_MAKE, slot->view->base, len,
                               checksum_seed(x->id, slot->chunk), 0, NULL);
     else if (!gather && verify != CONFIG_VERIFY_OFF && slot->has_sum)

@@ -837,13 +837,8 @@ if [ ! -f "$OUT" ]; then
         echo
     } >"$OUT"
 fi
-tmp=$OUT.tmp.$$
-awk -v key="$key" -v sec="$section" '
-    function emit() { while ((getline l < sec) > 0) print l; close(sec); done = 1 }
-    index($0, "<!-- bench:" key " begin") == 1 { emit(); skip = 1; next }
-    skip && index($0, "<!-- bench:" key " end") == 1 { skip = 0; next }
-    skip { next }
-    { print }
-    END { if (!done) { print ""; emit() } }' "$OUT" >"$tmp" && mv "$tmp" "$OUT"
+sh "$top/scripts/results-section.sh" "$key" "$section" "$OUT"
 say "wrote the $kind, $mem_label section of $OUT"
+# On a GPU: what the daemon's work there costs a model that shares it.
+[ "$MEM" = vram ] && BUILD=$BUILD sh "$top/scripts/bench-coresidence.sh"
 exit 0

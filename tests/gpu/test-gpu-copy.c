@@ -305,6 +305,21 @@ count_cb(void *arg)
     atomic_fetch_add(&cb_count, 1);
 }
 
+/* A gather of the set's pieces to come: random device bytes, poisoned staging, the
+ * staging it must leave (host_exp), and the pieces. */
+static void
+gather_setup(struct pools *p, const struct set *s, uint8_t salt)
+{
+    fill_random(p->dev_exp, s->dev_end);
+    fill_poison(p->host, s->host_end, salt);
+    memcpy(p->host_exp, p->host, s->host_end);
+    CK(cudaMemcpy(p->dev, p->dev_exp, s->dev_end, cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < s->n; i++) {
+        memcpy(p->host_exp + s->host_off[i], p->dev_exp + s->dev_off[i], s->len[i]);
+        p->pieces[i] = (gpu_copy_piece_t){ p->dev + s->dev_off[i], p->host + s->host_off[i], s->len[i] };
+    }
+}
+
 /* Several submissions in flight at once, host callbacks, and the API's refusals. */
 static void
 api_cases(struct pools *p, const struct set *s)
@@ -321,16 +336,7 @@ api_cases(struct pools *p, const struct set *s)
     struct timespec t0, t;
 
     cases++;
-    fill_random(p->dev_exp, s->dev_end);
-    fill_poison(p->host, s->host_end, 0x5a);
-    memcpy(p->host_exp, p->host, s->host_end);
-    CK(cudaMemcpy(p->dev, p->dev_exp, s->dev_end, cudaMemcpyHostToDevice));
-    for (size_t i = 0; i < s->n; i++) {
-        memcpy(p->host_exp + s->host_off[i], p->dev_exp + s->dev_off[i], s->len[i]);
-        p->pieces[i].dev = p->dev + s->dev_off[i];
-        p->pieces[i].host = p->host + s->host_off[i];
-        p->pieces[i].len = s->len[i];
-    }
+    gather_setup(p, s, 0x5a);
     if (gpu_copy_create(&prm, &c) != GPU_COPY_OK) {
         fprintf(stderr, "FAIL: api: gpu_copy_create\n");
         failures++;
@@ -404,6 +410,96 @@ api_cases(struct pools *p, const struct set *s)
         gpu_copy_op_release(op[0]);
     gpu_copy_destroy(c);
     printf("%s api: 3 submissions in flight (kernel, batch, memcpy), callbacks, busy, refusals\n",
+           ok ? "ok  " : "FAIL");
+    if (!ok)
+        failures++;
+}
+
+/*
+ * A copier of the copy engines alone (kernels = 0, what b10d makes without MPS):
+ * a gather and a scatter by batch land byte for byte; the kernel, AUTO (which may
+ * pick it) and sums are refused, so no kernel of this copier can take a co-resident
+ * model's time slice.
+ */
+static void
+engines_only_cases(struct pools *p, const struct set *s)
+{
+    gpu_copy_params_t prm = {
+        .field_mask = GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_INFLIGHT |
+                      GPU_COPY_PARAM_KERNELS,
+        .max_pieces = MAX_PIECES, .max_inflight = 2, .kernels = 0,
+    };
+    gpu_copier_t *c = NULL;
+    gpu_copy_op_t *op = NULL;
+    gpu_copy_req_t req;
+    int rc, ok = 1;
+
+    cases++;
+    if (gpu_copy_create(&prm, &c) != GPU_COPY_OK) {
+        fprintf(stderr, "FAIL: engines only: gpu_copy_create\n");
+        failures++;
+        return;
+    }
+    /* Gather: device → staging. */
+    gather_setup(p, s, 0x3c);
+    req = (gpu_copy_req_t){ .dir = GPU_COPY_GATHER, .engine = GPU_COPY_BATCH,
+                            .pieces = p->pieces, .npieces = s->n };
+    if ((rc = gpu_copy_submit(c, &req, &op)) != GPU_COPY_OK || (rc = gpu_copy_op_wait(op)) != GPU_COPY_OK) {
+        fprintf(stderr, "FAIL: engines only: gather: %s %s\n", gpu_copy_strstatus(rc),
+                gpu_copy_last_error(c));
+        ok = 0;
+    } else {
+        gpu_copy_op_release(op);
+    }
+    if (check(p->host, p->host_exp, s->host_end, "engines-only gather", 0))
+        ok = 0;
+    /* Scatter: staging → device. */
+    fill_random(p->host, s->host_end);
+    fill_poison(p->dev_exp, s->dev_end, 0x7e);
+    CK(cudaMemcpy(p->dev, p->dev_exp, s->dev_end, cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < s->n; i++)
+        memcpy(p->dev_exp + s->dev_off[i], p->host + s->host_off[i], s->len[i]);
+    req.dir = GPU_COPY_SCATTER;
+    if ((rc = gpu_copy_submit(c, &req, &op)) != GPU_COPY_OK || (rc = gpu_copy_op_wait(op)) != GPU_COPY_OK) {
+        fprintf(stderr, "FAIL: engines only: scatter: %s %s\n", gpu_copy_strstatus(rc),
+                gpu_copy_last_error(c));
+        ok = 0;
+    } else {
+        gpu_copy_op_release(op);
+    }
+    uint8_t *got = malloc(s->dev_end);
+    if (got == NULL) {
+        fprintf(stderr, "FAIL: engines only: no memory\n");
+        exit(1);
+    }
+    CK(cudaMemcpy(got, p->dev, s->dev_end, cudaMemcpyDeviceToHost));
+    if (check(got, p->dev_exp, s->dev_end, "engines-only scatter", 0))
+        ok = 0;
+    free(got);
+    /* What would run a kernel is refused. */
+    static const gpu_copy_engine_t refused[2] = { GPU_COPY_KERNEL, GPU_COPY_AUTO };
+    for (int j = 0; j < 2; j++) {
+        req = (gpu_copy_req_t){ .dir = GPU_COPY_GATHER, .engine = refused[j], .pieces = p->pieces,
+                                .npieces = s->n };
+        if ((rc = gpu_copy_submit(c, &req, &op)) != GPU_COPY_E_INVAL) {
+            fprintf(stderr, "FAIL: engines only: engine %d gave %s, not refused\n", (int)refused[j],
+                    gpu_copy_strstatus(rc));
+            ok = 0;
+            if (rc == GPU_COPY_OK)
+                gpu_copy_op_wait(op), gpu_copy_op_release(op);
+        }
+    }
+    gpu_copy_sum_t sum = { .bytes = p->host, .nblocks = 1, .seed = 1 };
+    req = (gpu_copy_req_t){ .dir = GPU_COPY_GATHER, .engine = GPU_COPY_BATCH, .pieces = p->pieces,
+                            .npieces = s->n, .sum = &sum };
+    if ((rc = gpu_copy_submit(c, &req, &op)) != GPU_COPY_E_INVAL) {
+        fprintf(stderr, "FAIL: engines only: a sum gave %s, not refused\n", gpu_copy_strstatus(rc));
+        ok = 0;
+        if (rc == GPU_COPY_OK)
+            gpu_copy_op_wait(op), gpu_copy_op_release(op);
+    }
+    gpu_copy_destroy(c);
+    printf("%s engines only: batch gather and scatter exact; kernel, auto and sums refused\n",
            ok ? "ok  " : "FAIL");
     if (!ok)
         failures++;
@@ -683,6 +779,7 @@ main(int argc, char **argv)
         negative_control(&p, &sets[0]);
         api_cases(&p, &sets[0]);
     }
+    engines_only_cases(&p, &sets[0]);
     sum_cases(&p, &sets[2]);
 
     for (size_t si = 0; si < sizeof(sets) / sizeof(sets[0]); si++)

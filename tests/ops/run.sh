@@ -127,6 +127,14 @@ scen_config() {
         die "--verify-data maybe was taken"
     fi
     grep -q "is not on, auto or off" "$D/verify.out" || die "--verify-data maybe: no reason given"
+    "$B10D" --check-config | grep -q '^gpu-copy auto$' || die "--gpu-copy is not auto by default"
+    for _g in engine kernel auto; do
+        "$B10D" --check-config --gpu-copy $_g | grep -q "^gpu-copy $_g\$" || die "--gpu-copy $_g is not taken"
+    done
+    if "$B10D" --check-config --gpu-copy sm >"$D/gpucopy.out" 2>&1; then
+        die "--gpu-copy sm was taken"
+    fi
+    grep -q "is not engine, kernel or auto" "$D/gpucopy.out" || die "--gpu-copy sm: no reason given"
     "$B10D" --check-config --wire-lanes 8 | grep -q '^max-in-flight 8$' ||
         die "--wire-lanes 8 did not bring 8 chunks in flight"
     "$B10D" --check-config --wire-lanes 8 --max-in-flight 3 | grep -q '^max-in-flight 3$' ||

@@ -1,0 +1,371 @@
+"""A model's step time beside b10d's work on its GPU (make bench's co-residence section).
+
+A model process runs steps on the GPU and times each, by the wall clock: a decode-like,
+memory-bound step (8 matmuls of a 64 x 8192 bf16 batch through an 8192 x 8192 weight) and a
+prefill-like, compute-bound one (one 8192^3 bf16 GEMM). The same process is a rank whose
+1 GiB KV pool (a torch.cuda tensor) is registered with daemon A; it makes no b10 call while it
+times steps. A mover rank on daemon B, its pool in host memory (one end on the GPU, as on a
+real node) or on the same GPU (both ends), moves 256 MiB requests of spans at random places
+into (WRITE: A scatters) or out of (READ: A gathers) the model's pool, back to back.
+
+Each case: the model alone, the mover alone (its rate alone), then both at once. Printed:
+the steps' p50 and p99 as ratios to alone, the transfer rate meanwhile as a ratio to its rate
+alone, the daemons' CPU core-seconds per GB moved, and each daemon's GPU memory beside an
+empty CUDA context's, measured in the same run.
+
+    python3 tests/bench/coresidence.py BUILD OUT.json [--cases NAMES] [--seconds S]
+    python3 tests/bench/coresidence.py --markdown LABEL=OUT.json...
+
+Run by scripts/bench-coresidence.sh (make bench on a GPU machine), which also runs it
+under a private MPS server and writes the table into tests/bench/RESULTS.md.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import multiprocessing as mp
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+POOL = 1 * GiB          # the model's KV pool
+REQUEST = 256 * MiB     # one transfer's bytes
+
+# name: (op, span bytes, mover's memory, daemon flags)
+CASES: Dict[str, tuple] = {
+    "write-4k": ("WRITE", 4 * KiB, "dram", []),
+    "write-32k": ("WRITE", 32 * KiB, "dram", []),
+    "write-contig": ("WRITE", 4 * MiB, "dram", []),
+    "read-4k": ("READ", 4 * KiB, "dram", []),
+    "read-32k": ("READ", 32 * KiB, "dram", []),
+    "read-contig": ("READ", 4 * MiB, "dram", []),
+    "write-32k-verify-on": ("WRITE", 32 * KiB, "dram", ["--verify-data", "on"]),
+    "read-32k-verify-on": ("READ", 32 * KiB, "dram", ["--verify-data", "on"]),
+    "write-4k-verify-on": ("WRITE", 4 * KiB, "dram", ["--verify-data", "on"]),
+    "read-4k-verify-on": ("READ", 4 * KiB, "dram", ["--verify-data", "on"]),
+    "write-32k-both-ends": ("WRITE", 32 * KiB, "vram", []),
+    "read-32k-both-ends": ("READ", 32 * KiB, "vram", []),
+    "write-32k-kernel": ("WRITE", 32 * KiB, "dram", ["--gpu-copy", "kernel"]),
+    "read-32k-kernel": ("READ", 32 * KiB, "dram", ["--gpu-copy", "kernel"]),
+    "write-32k-engine": ("WRITE", 32 * KiB, "dram", ["--gpu-copy", "engine"]),
+    "read-32k-engine": ("READ", 32 * KiB, "dram", ["--gpu-copy", "engine"]),
+    "read-4k-engine": ("READ", 4 * KiB, "dram", ["--gpu-copy", "engine"]),
+}
+
+
+def pct(xs: List[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
+
+
+# ---------------------------------------------------------------- the model process
+
+def model_main(conn: Any, sock: str) -> None:
+    import torch
+    import b10
+    torch.cuda.set_device(0)
+    pool = torch.zeros(POOL, dtype=torch.uint8, device="cuda")
+    agent = b10.B10TransferAgent("model", sock)
+    agent.register_memory(b10.MemoryDescs(b10.MemoryType.VRAM, [(pool.data_ptr(), POOL, 0)]))
+    g = torch.Generator(device="cuda").manual_seed(1)
+    w = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16, generator=g)
+    x = torch.randn(64, 8192, device="cuda", dtype=torch.bfloat16, generator=g)
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16, generator=g)
+
+    def decode() -> None:
+        y = x
+        for _ in range(8):
+            y = torch.matmul(y, w)
+
+    def prefill() -> None:
+        torch.matmul(a, a)
+
+    for _ in range(20):
+        decode()
+        prefill()
+    torch.cuda.synchronize()
+    conn.send((agent.get_local_agent_desc(), pool.data_ptr()))
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            break
+        seconds = msg
+        dec: List[float] = []
+        pre: List[float] = []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            t0 = time.perf_counter()
+            decode()
+            torch.cuda.synchronize()
+            dec.append(time.perf_counter() - t0)
+        for _ in range(max(10, int(seconds * 40))):
+            t0 = time.perf_counter()
+            prefill()
+            torch.cuda.synchronize()
+            pre.append(time.perf_counter() - t0)
+        conn.send((dec, pre))
+    agent.shutdown()
+
+
+# ---------------------------------------------------------------- the mover process
+
+def mover_main(conn: Any, sock: str, desc: bytes, model_ptr: int, op: str, span: int,
+               mem: str, seed: int) -> None:
+    import numpy as np
+    import b10
+    keep: List[Any] = []
+    if mem == "vram":
+        import torch
+        t = torch.zeros(REQUEST, dtype=torch.uint8, device="cuda")
+        keep.append(t)
+        base, mtype = t.data_ptr(), b10.MemoryType.VRAM
+    else:
+        buf = b10.dram_alloc(REQUEST)
+        keep.append(buf)
+        base, mtype = buf.ptr, b10.MemoryType.DRAM
+    agent = b10.B10TransferAgent("mover", sock)
+    agent.register_memory(b10.MemoryDescs(mtype, [(base, REQUEST, 0)]))
+    agent.load_remote_agent("model", desc)
+    n = REQUEST // span
+    rng = random.Random(seed)
+    tables = []
+    for _ in range(4):   # a few requests' places, cycled
+        slots = np.array(rng.sample(range(POOL // span), n), dtype=np.int64)
+        local = np.stack([base + np.arange(n, dtype=np.int64) * span,
+                          np.full(n, span, dtype=np.int64), np.zeros(n, dtype=np.int64)], axis=1)
+        remote = np.stack([model_ptr + slots * span, np.full(n, span, dtype=np.int64),
+                           np.zeros(n, dtype=np.int64)], axis=1)
+        tables.append((b10.MemoryDescs(mtype, local), b10.MemoryDescs(b10.MemoryType.VRAM, remote)))
+    conn.send("ready")
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            break
+        seconds = msg
+        moved, i, lat = 0, 0, []
+        t_start = time.perf_counter()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end or i == 0:
+            src, dst = tables[i % len(tables)]
+            t0 = time.perf_counter()
+            st = agent.submit_transfer_requests(b10.TransferRequest(op, src, dst, "model", None,
+                                                                    120000))
+            st.wait(120000)
+            st.release()
+            lat.append(time.perf_counter() - t0)
+            moved += REQUEST
+            i += 1
+        conn.send((moved, time.perf_counter() - t_start, lat))
+    agent.shutdown()
+
+
+# ---------------------------------------------------------------- daemons and their cost
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def gpu_memory_mib() -> Dict[int, int]:
+    """pid -> MiB on the GPU (nvidia-smi); {} where it cannot say (MPS clients show as the server)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    got = {}
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            got[int(parts[0])] = int(parts[1])
+    return got
+
+
+def empty_context_mib() -> Optional[int]:
+    """The GPU memory of a process that holds nothing but a CUDA context (the driver API)."""
+    code = ("import ctypes, sys, time\n"
+            "cu = ctypes.CDLL('libcuda.so.1')\n"
+            "ctx = ctypes.c_void_p()\n"
+            "assert cu.cuInit(0) == 0 and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0\n"
+            "assert cu.cuCtxSetCurrent(ctx) == 0\n"
+            "print('up', flush=True)\n"
+            "sys.stdin.readline()\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        if p.stdout.readline().strip() != "up":
+            return None
+        return gpu_memory_mib().get(p.pid)
+    finally:
+        p.stdin.close()
+        p.wait(30)
+
+
+class Daemons:
+    def __init__(self, build: Path, folder: Path, flags: List[str]):
+        self.procs = {}
+        b10d = str(build / "bin" / "b10d")
+        key = folder / "cluster.key"
+        if not key.exists():
+            subprocess.run([b10d, "--gen-key", str(key)], check=True, stdout=subprocess.DEVNULL)
+        for name in ("A", "B"):
+            sock = folder / f"{name}.sock"
+            log = open(folder / f"{name}.log", "ab")
+            self.procs[name] = subprocess.Popen(
+                [b10d, "--socket", str(sock), "--name", name, "--cluster-key", str(key),
+                 "--log-level", "notice", *flags], stdout=log, stderr=log)
+            end = time.monotonic() + 60
+            while not sock.exists():
+                if self.procs[name].poll() is not None or time.monotonic() > end:
+                    raise RuntimeError(f"b10d {name} did not start: {(folder / (name + '.log')).read_text()[-2000:]}")
+                time.sleep(0.05)
+        self.sock = {n: str(folder / f"{n}.sock") for n in self.procs}
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(p.pid) for p in self.procs.values())
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            p.terminate()
+        for p in self.procs.values():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, Any]:
+    op, span, mem, flags = CASES[name]
+    ctx = mp.get_context("spawn")
+    d = Daemons(build, folder, flags)
+    model = mover = None
+    try:
+        m_conn, m_child = ctx.Pipe()
+        model = ctx.Process(target=model_main, args=(m_child, d.sock["A"]))
+        model.start()
+        if not m_conn.poll(300):
+            raise RuntimeError("the model did not start")
+        desc, ptr = m_conn.recv()
+        v_conn, v_child = ctx.Pipe()
+        mover = ctx.Process(target=mover_main, args=(v_child, d.sock["B"], desc, ptr, op, span,
+                                                     mem, 7))
+        mover.start()
+        if not v_conn.poll(300) or v_conn.recv() != "ready":
+            raise RuntimeError("the mover did not start")
+        m_conn.send(seconds)
+        dec0, pre0 = m_conn.recv()
+        c0 = d.cpu()
+        v_conn.send(seconds)
+        moved0, t0, lat0 = v_conn.recv()
+        c1 = d.cpu()
+        gpu_mem = gpu_memory_mib()
+        # Both at once: the mover runs through the model's whole measurement.
+        v_conn.send(seconds * 2 + 4)
+        time.sleep(1.0)
+        m_conn.send(seconds)
+        dec1, pre1 = m_conn.recv()
+        moved1, t1, lat1 = v_conn.recv()
+        m_conn.send(None)
+        v_conn.send(None)
+        model.join(60)
+        mover.join(60)
+        rate0, rate1 = moved0 / t0 / 1e9, moved1 / t1 / 1e9
+        return {
+            "case": name, "op": op, "span": span, "mover_mem": mem, "flags": flags,
+            "decode_alone_ms": [pct(dec0, 0.5) * 1e3, pct(dec0, 0.99) * 1e3],
+            "decode_during_ms": [pct(dec1, 0.5) * 1e3, pct(dec1, 0.99) * 1e3],
+            "prefill_alone_ms": pct(pre0, 0.5) * 1e3, "prefill_during_ms": pct(pre1, 0.5) * 1e3,
+            "decode_p50_x": pct(dec1, 0.5) / pct(dec0, 0.5),
+            "decode_p99_x": pct(dec1, 0.99) / pct(dec0, 0.99),
+            "prefill_p50_x": pct(pre1, 0.5) / pct(pre0, 0.5),
+            "rate_alone_gbs": rate0, "rate_during_gbs": rate1, "rate_x": rate1 / rate0,
+            "request_p50_ms": pct(lat0, 0.5) * 1e3,
+            "cpu_s_per_gb": (c1 - c0) / (moved0 / 1e9),
+            "gpu_mib": {n: gpu_mem.get(p.pid) for n, p in d.procs.items()},
+            "steps": [len(dec0), len(dec1)],
+        }
+    finally:
+        for p in (model, mover):
+            if p is not None and p.is_alive():
+                p.kill()
+        d.stop()
+
+
+def markdown(runs: List[tuple]) -> str:
+    """The results table: (label, results JSON path) for each run, its cases as rows."""
+    rows = ["| layout | case | flags | decode p50 / p99 × alone (alone ms) | prefill p50 × | "
+            "transfer GB/s meanwhile / alone (×) | daemons' core-s per GB | daemon GPU MiB "
+            "(empty context) |", "|---|---|---|---|---|---|---|---|"]
+    for label, path in runs:
+        res = json.loads(Path(path).read_text())
+        empty = res.get("empty_context_mib")
+        for r in res["cases"]:
+            if "error" in r:
+                rows.append(f"| {label} | {r['case']} | | failed: {r['error'][:80]} | | | | |")
+                continue
+            mib = "/".join(str(v) for v in r["gpu_mib"].values())
+            rows.append(
+                f"| {label} | {r['op']} {r['span'] // KiB} KiB, {r['mover_mem']} mover | "
+                f"{' '.join(r['flags']) or 'defaults'} | {r['decode_p50_x']:.2f} / "
+                f"{r['decode_p99_x']:.2f} ({r['decode_alone_ms'][0]:.3f}) | {r['prefill_p50_x']:.2f} | "
+                f"{r['rate_during_gbs']:.2f} / {r['rate_alone_gbs']:.2f} ({r['rate_x']:.2f}) | "
+                f"{r['cpu_s_per_gb']:.2f} | {mib} ({empty}) |")
+    return "\n".join(rows) + "\n"
+
+
+def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1] == "--markdown":
+        # --markdown LABEL=FILE...: print the table of earlier runs.
+        sys.stdout.write(markdown([tuple(a.split("=", 1)) for a in sys.argv[2:]]))
+        return 0
+    build, out = Path(sys.argv[1]).resolve(), Path(sys.argv[2])
+    names = list(CASES)
+    seconds = 3.0
+    args = sys.argv[3:]
+    while args:
+        if args[0] == "--cases":
+            names = args[1].split(",")
+            args = args[2:]
+        elif args[0] == "--seconds":
+            seconds = float(args[1])
+            args = args[2:]
+        else:
+            print(f"unknown argument {args[0]}", file=sys.stderr)
+            return 2
+    results: Dict[str, Any] = {"empty_context_mib": empty_context_mib(), "cases": []}
+    print(f"empty CUDA context: {results['empty_context_mib']} MiB", flush=True)
+    with tempfile.TemporaryDirectory(prefix="b10-cores.") as folder:
+        for name in names:
+            case_dir = Path(folder) / name
+            case_dir.mkdir()
+            try:
+                r = run_case(build, case_dir, name, seconds)
+            except Exception as e:   # one case's failure is reported, the others still run
+                r = {"case": name, "error": repr(e)}
+                for n in ("A", "B"):
+                    f = case_dir / f"{n}.log"
+                    if f.exists():
+                        r[f"log_{n}"] = f.read_text()[-1500:]
+            results["cases"].append(r)
+            if "error" in r:
+                print(f"{name}: FAILED {r['error']}", flush=True)
+            else:
+                print(f"{name}: decode p50 {r['decode_p50_x']:.2f} x / p99 {r['decode_p99_x']:.2f} x "
+                      f"({r['decode_alone_ms'][0]:.3f} ms alone), prefill {r['prefill_p50_x']:.2f} x; "
+                      f"transfer {r['rate_during_gbs']:.2f} GB/s meanwhile, {r['rate_alone_gbs']:.2f} "
+                      f"alone ({r['rate_x']:.2f} x); daemons {r['cpu_s_per_gb']:.2f} core-s/GB; "
+                      f"GPU MiB {r['gpu_mib']}", flush=True)
+            out.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
