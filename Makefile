@@ -231,6 +231,9 @@ install: $(B10D) $(LIB_SO) $(B10CTL)
 	sed -e 's|/usr/sbin/b10d|$(SBINDIR)/b10d|' -e 's|/etc/default/b10d|$(SYSCONFDIR)/default/b10d|' \
 		systemd/b10d.service > $(DESTDIR)$(UNITDIR)/b10d.service
 	install -m 0644 systemd/b10d.socket $(DESTDIR)$(UNITDIR)/b10d.socket
+	install -d $(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d
+	install -m 0644 systemd/b10d-network.conf \
+		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/network.conf.example
 	install -m 0644 systemd/b10d.sysusers $(DESTDIR)$(SYSUSERSDIR)/b10d.conf
 	[ -e $(DESTDIR)$(SYSCONFDIR)/default/b10d ] || \
 		install -m 0644 systemd/b10d.env $(DESTDIR)$(SYSCONFDIR)/default/b10d
@@ -240,7 +243,8 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/libb10.so $(DESTDIR)$(INCDIR)/b10/b10.h $(DESTDIR)$(LIBDIR)/pkgconfig/b10.pc \
 		$(DESTDIR)$(MANDIR)/man8/b10d.8 $(DESTDIR)$(MANDIR)/man8/b10ctl.8 \
 		$(DESTDIR)$(UNITDIR)/b10d.service $(DESTDIR)$(UNITDIR)/b10d.socket \
-		$(DESTDIR)$(SYSUSERSDIR)/b10d.conf
+		$(DESTDIR)$(SYSUSERSDIR)/b10d.conf \
+		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/network.conf.example
 
 clean:
 	rm -rf build

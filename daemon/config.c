@@ -1,6 +1,7 @@
 /* config.c — see config.h. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -256,6 +257,9 @@ static void config_usage(FILE *out)
 "                             re-keyed node by node\n"
 "      --gen-key PATH         write a fresh cluster key to PATH (mode 0600, never over an\n"
 "                             existing file) and exit\n"
+"      --net-devices LIST     the network devices UCX may listen and send on, as UCX names\n"
+"                             them (eth0,mlx5_0:1; \"all\"); default: UCX_NET_DEVICES, else\n"
+"                             all. Logged at start. A daemon without a key opens none\n"
 "      --insecure             also accept daemons that prove nothing (a well-known key):\n"
 "                             for a lab only, logged at warning\n"
 "      --trace                log every step of every transfer (plan, CONTROL, READY, each\n"
@@ -302,6 +306,7 @@ enum {
     OPT_MAX_REGIONS, OPT_MAX_AGENTS, OPT_MAX_XFERS, OPT_MAX_SPANS, OPT_MAX_FRAME, OPT_MAX_PEERS,
     OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_WIRE_LANES, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
     OPT_CLUSTER_KEY, OPT_CLUSTER_KEY_NEXT, OPT_GEN_KEY, OPT_INSECURE, OPT_TRACE, OPT_VERIFY_DATA, OPT_GPU_COPY,
+    OPT_NET_DEVICES,
     OPT_MAX_PEER_XFERS,
     OPT_MAX_PEER_STAGING, OPT_MAX_PEER_CONTROL, OPT_MIN_DEADLINE, OPT_PEER_QUARANTINE,
     OPT_PEER_IDLE, OPT_MAX_HELLOS, OPT_MAX_NOTICE, OPT_REMOTE_ACCESS, OPT_ADMIN_GROUP, OPT_SETTLE,
@@ -455,6 +460,19 @@ static int config_set_group(struct config *cfg, const char *text)
     return 0;
 }
 
+/* UCX's device list: names of letters, digits and _-.: between commas, none empty. */
+static bool config_net_devices_ok(const char *text)
+{
+    size_t n = strlen(text);
+    if (n == 0 || n >= sizeof(((struct config *)0)->net_devices) || text[0] == ',' ||
+        text[n - 1] == ',' || strstr(text, ",,") != NULL)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)text[i]) && strchr("_-.:,", text[i]) == NULL)
+            return false;
+    return true;
+}
+
 /* A path option: 1..255 bytes. */
 static int config_set_path(char *dst, size_t size, const char *opt, const char *text)
 {
@@ -504,6 +522,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "trace", no_argument, NULL, OPT_TRACE },
         { "verify-data", required_argument, NULL, OPT_VERIFY_DATA },
         { "gpu-copy", required_argument, NULL, OPT_GPU_COPY },
+        { "net-devices", required_argument, NULL, OPT_NET_DEVICES },
         { "max-peer-xfers", required_argument, NULL, OPT_MAX_PEER_XFERS },
         { "max-peer-staging", required_argument, NULL, OPT_MAX_PEER_STAGING },
         { "max-peer-control", required_argument, NULL, OPT_MAX_PEER_CONTROL },
@@ -602,6 +621,15 @@ int config_parse(struct config *cfg, int argc, char **argv)
                 return -1;
             }
             break;
+        case OPT_NET_DEVICES:
+            if (!config_net_devices_ok(optarg)) {
+                fprintf(stderr, "b10d: --net-devices '%s': a comma-separated list of device names "
+                        "(letters, digits, '_', '-', '.', ':'), or all; at most %zu bytes\n", optarg,
+                        sizeof(cfg->net_devices) - 1);
+                return -1;
+            }
+            snprintf(cfg->net_devices, sizeof(cfg->net_devices), "%s", optarg);
+            break;
         case OPT_GPU_COPY:
             if (strcmp(optarg, "engine") == 0) {
                 cfg->gpu_copy = CONFIG_GPU_COPY_ENGINE;
@@ -686,6 +714,7 @@ void config_print(const struct config *cfg)
     printf("trace %s\n", cfg->trace ? "yes" : "no");
     printf("verify-data %s\n", config_verify_name(cfg->verify_data));
     printf("gpu-copy %s\n", config_gpu_copy_name(cfg->gpu_copy));
+    printf("net-devices %s\n", cfg->net_devices[0] ? cfg->net_devices : "(UCX_NET_DEVICES, else all)");
     printf("remote-access %s\n", cfg->remote_access == CONFIG_REMOTE_PAIRED ? "paired" : "any");
     if (cfg->admin_group_set)
         printf("admin-group %u\n", (unsigned)cfg->admin_gid);

@@ -64,6 +64,7 @@ struct config {
     char cluster_key_next[256];     /* --cluster-key-next, accepted besides during a rotation */
     char gen_key[256];              /* --gen-key: write a fresh key here and exit */
     bool insecure;                  /* --insecure: accept peers that prove nothing (a lab) */
+    char net_devices[256];          /* --net-devices: UCX's NET_DEVICES; "": UCX_NET_DEVICES or all */
     bool trace;                     /* --trace: log every step of every transfer, in µs */
     /* --verify-data (checksum.h): which DATA chunks are summed where they are gathered. */
     enum config_verify {

@@ -457,6 +457,19 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, st
         ucp_config_release(config);
         goto err_free;
     }
+    if (network && d->cfg.net_devices[0] != '\0' &&
+        (st = ucp_config_modify(config, "NET_DEVICES", d->cfg.net_devices)) != UCS_OK) {
+        log_err("--net-devices %s: %s", d->cfg.net_devices, ucs_status_string(st));
+        ucp_config_release(config);
+        goto err_free;
+    }
+    if (network) {
+        const char *env = getenv("UCX_NET_DEVICES");
+        log_info("network devices: %s", d->cfg.net_devices[0] ? d->cfg.net_devices
+                                         : env != NULL && env[0] ? env : "all");
+        if (d->cfg.net_devices[0] == '\0' && (env == NULL || env[0] == '\0' || strcmp(env, "all") == 0))
+            log_notice("UCX listens on every network device: --net-devices names the cluster's");
+    }
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                       UCP_PARAM_FIELD_NAME,

@@ -179,6 +179,9 @@ scen_units() {
     sed "s|/usr/sbin/b10d|$(cd "$(dirname "$B10D")" && pwd)/b10d|" "$TOPDIR/systemd/b10d.service" \
         >"$D/units/b10d.service"
     cp "$TOPDIR/systemd/b10d.socket" "$D/units/"
+    # The network drop-in, as an operator installs it once filled in: the unit verifies with it.
+    mkdir -p "$D/units/b10d.service.d"
+    cp "$TOPDIR/systemd/b10d-network.conf" "$D/units/b10d.service.d/network.conf"
     cp "$TOPDIR/daemon/b10d.8" "$TOPDIR/client/b10ctl.8" "$D/man/man8/"
     (cd "$D/units" && MANPATH=$D/man SYSTEMD_LOG_COLOR=0 \
         systemd-analyze verify ./b10d.service ./b10d.socket) >"$D/verify.log" 2>&1 ||
@@ -219,7 +222,8 @@ scen_install() {
     for f in usr/sbin/b10d usr/bin/b10ctl usr/lib/libb10.so.1 usr/lib/libb10.so usr/include/b10/b10.h \
         usr/lib/pkgconfig/b10.pc usr/share/man/man8/b10d.8 usr/share/man/man8/b10ctl.8 \
         usr/lib/systemd/system/b10d.service usr/lib/systemd/system/b10d.socket \
-        usr/lib/sysusers.d/b10d.conf etc/default/b10d; do
+        usr/lib/sysusers.d/b10d.conf etc/default/b10d \
+        etc/systemd/system/b10d.service.d/network.conf.example; do
         [ -e "$D/root/$f" ] || die "make install did not install /$f"
     done
     if command -v readelf >/dev/null 2>&1; then
@@ -696,6 +700,22 @@ scen_trust() {
     _a=$(inet_sockets "$(daemon_pid A)")
     [ -z "$_a" ] || die "the keyless daemon A holds network sockets: $_a"
     [ -n "$(inet_sockets "$(daemon_pid B)" | grep LISTEN)" ] || die "B, holding a key, listens nowhere"
+    # --net-devices confines a keyed daemon's listeners, whatever UCX_NET_DEVICES says;
+    # without it, UCX_NET_DEVICES=all listens on the host's other addresses too.
+    UCX_NET_DEVICES=all start_daemon C --net-devices lo
+    _c=$(inet_sockets "$(daemon_pid C)" | grep LISTEN)
+    [ -n "$_c" ] || die "C, holding a key, listens nowhere"
+    _off=$(echo "$_c" | awk '{ print $2 }' | grep -v '^127\.\|^\[::1\]' || true)
+    [ -z "$_off" ] || die "C, with --net-devices lo, listens on $_off"
+    grep -q "network devices: lo" "$D/C.log" || die "C did not log its network devices"
+    if ip -4 -o addr show scope global | grep -q inet; then
+        UCX_NET_DEVICES=all start_daemon E
+        inet_sockets "$(daemon_pid E)" | grep LISTEN | awk '{ print $2 }' | grep -qv '^127\.\|^\[::1\]' ||
+            die "E, on every device, listens on no address but loopback"
+        grep -q "UCX listens on every network device" "$D/E.log" || die "E did not say it listens everywhere"
+    fi
+    "$B10D" --check-config --net-devices 'eth0;x' >"$D/netdev.out" 2>&1 && die "--net-devices 'eth0;x' was taken"
+    grep -q "comma-separated list of device names" "$D/netdev.out" || die "--net-devices 'eth0;x': no reason"
     # A still serves its own ranks.
     pair A A nokeylocal
     [ "$rc" = 0 ] || die "a keyless daemon's ranks could not write to each other: $(grep -m1 b10_ "$D/pnokeylocal.log")"
