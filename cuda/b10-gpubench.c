@@ -158,8 +158,9 @@ run(gpu_copy_dir_t dir, gpu_copy_engine_t eng, unsigned ctas, unsigned threads, 
 }
 
 /*
- * The copy engines as b10d drives them: one cudaMemcpyBatchAsync a staging view
- * (view bytes of n pieces), up to 8 views queued on the copier's one stream. The
+ * The copy engines as b10d drives them: one submission a staging view (view bytes
+ * of n pieces, 128 a cudaMemcpyBatchAsync call), up to 8 views queued on the
+ * copier's one stream. The
  * wall clock from the first submission to the last completion, median of nreps
  * passes over the n pieces: the ceiling of the daemon's copies at this span size.
  */
@@ -392,7 +393,7 @@ main(int argc, char **argv)
         }
     }
 
-    printf("\n## Copy engines in b10d's batches (one cudaMemcpyBatchAsync a 4 MiB view, 8 queued)\n\n");
+    printf("\n## Copy engines in b10d's batches (4 MiB views, 8 queued; 128 pieces a cudaMemcpyBatchAsync call)\n\n");
     printf("The ceiling of `--gpu-copy engine` at each span size: the daemon's chunk copies "
            "cannot beat it.\n\n");
     printf("| span | gather GB/s | × D2H | scatter GB/s | × H2D |\n|---|---:|---:|---:|---:|\n");

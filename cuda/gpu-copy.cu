@@ -40,6 +40,15 @@ struct gpu_copy_item {
 
 enum { UNROLL = 8 };
 
+/*
+ * Pieces of one cudaMemcpyBatchAsync call; a submission of more makes several calls
+ * on its stream. Measured on the H200 without MPS: a model's decode step beside
+ * scatters of 1024 pieces of 4 KiB a call kept its p50 but took its p99 to 1.8-2.4 x
+ * alone (three runs); in calls of 128 pieces, 1.14 x, and the scatters ran faster.
+ * A 4 MiB view of 32 KiB pieces is one call either way.
+ */
+static const size_t BATCH_CALL_PIECES = 128;
+
 enum slot_state { SLOT_FREE, SLOT_OWNED, SLOT_ORPHAN };
 
 struct gpu_copy_op {
@@ -759,8 +768,10 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
             k++;
         }
         what = "cudaMemcpyBatchAsync";
-        e = cudaMemcpyBatchAsync(c->b_dsts, c->b_srcs, c->b_sizes, k, &attr, &attr_idx, 1,
-                                 c->stream);
+        for (size_t o = 0; o < k && e == cudaSuccess; o += BATCH_CALL_PIECES)
+            e = cudaMemcpyBatchAsync(c->b_dsts + o, c->b_srcs + o, c->b_sizes + o,
+                                     k - o < BATCH_CALL_PIECES ? k - o : BATCH_CALL_PIECES,
+                                     &attr, &attr_idx, 1, c->stream);
     }
 
     op->summed = req->sum != NULL;
