@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""The daemon's layers: which room calls a room above it, and which rooms call each other
+in a circle.
+
+Each file of daemon/ is a room (the file name is its functions' prefix), and each room has
+a layer (LAYERS below, the table of the house style): a room may call rooms of its own layer
+and below; news travels up through hooks the higher room installs. This script finds every
+call from one room to a function another room defines, and reports
+
+  - upward calls: a room calling one of a higher layer, with the functions called;
+  - circles: rooms that reach each other through calls (strongly connected), with the xfer
+    files counted as one package, since they share xfer-int.h.
+
+    python3 scripts/layers.py            the report
+    python3 scripts/layers.py --check    also compare with scripts/layers.baseline: exit 1 on
+                                         an upward edge (caller -> callee room) not in it
+    python3 scripts/layers.py --write-baseline   make the baseline the edges found now
+    python3 scripts/layers.py --self-test        the check finds a made-up upward call
+
+The baseline lists the upward edges the daemon still has, to be removed one by one; a new
+one fails `make check`. Calls are found by name in the source with comments and strings
+removed; a function is the room's whose .c file defines it (not static).
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Dict, List, Set, Tuple
+
+TOP = Path(__file__).resolve().parents[1]
+DAEMON = TOP / "daemon"
+BASELINE = TOP / "scripts" / "layers.baseline"
+
+# Room -> layer, low to high (../shared/STYLE.md, "Layers").
+LAYERS: Dict[str, int] = {
+    # 0: pure or leaf rooms
+    "log": 0, "config": 0, "tags": 0, "plan": 0, "wireaddr": 0, "checksum": 0,
+    "checksum-avx2": 0, "cpuload": 0, "names": 0,
+    # 1: foreign libraries, one room each, and the messages they carry
+    "wire": 1, "lane": 1, "gpu": 1, "ipc": 1, "auth": 1, "hello": 1,
+    # 2: memory and copies
+    "mem": 2, "dram": 2, "procmem": 2, "staging": 2, "copy": 2, "quarantine": 2,
+    # 3: remote daemons
+    "peer": 3,
+    # 4: the transfer engine
+    "xfer": 4, "xfer-send": 4, "xfer-recv": 4, "xfer-read": 4, "xfer-local": 4,
+    "xfer-trace": 4, "ask": 4, "access": 4,
+    # 5: the node's clients and operators
+    "session": 5, "service": 5, "admin": 5,
+    # 6: the daemon as a whole
+    "b10d": 6, "main": 6,
+}
+PACKAGES = {r: "xfer" for r in LAYERS if r.startswith("xfer")}
+
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
+DEFINITION = re.compile(r"^(?!static\b)[A-Za-z_][^;{}()#\n]*?\b([a-z_][a-z0-9_]*)\s*\([^;{}]*\)\s*\{",
+                        re.M)
+CALL = re.compile(r"\b([a-z_][a-z0-9_]*)\s*\(")
+
+
+def self_test() -> int:
+    """The check on a made-up daemon: a lower room's upward call and a circle are found,
+    and a call downward is not counted (so a broken scan cannot pass as clean)."""
+    import tempfile
+    global DAEMON
+    with tempfile.TemporaryDirectory() as tmp:
+        DAEMON = Path(tmp)
+        (DAEMON / "log.c").write_text("void log_line(int x)\n{\n    session_poke(x); /* wire_x() */\n}\n")
+        (DAEMON / "session.c").write_text(
+            "static int helper(void)\n{\n    return 0;\n}\n"
+            "void session_poke(int x)\n{\n    log_line(x);\n    puts(\"peer_go()\");\n}\n")
+        (DAEMON / "peer.c").write_text("int peer_go(void)\n{\n    log_line(1);\n    return 0;\n}\n")
+        edges, _ = scan()
+        up = {e for e in edges if LAYERS[e[0]] < LAYERS[e[1]]}
+        ok = up == {("log", "session")} and circles(edges) == [["log", "session"]]
+    print(f"layers self-test: {'ok' if ok else 'FAILED'} (upward {sorted(up)})")
+    return 0 if ok else 1
+
+
+def source(path: Path) -> str:
+    return STRING.sub('""', COMMENT.sub(" ", path.read_text()))
+
+
+def scan() -> Tuple[Dict[Tuple[str, str], Set[str]], List[str]]:
+    """(edges: (caller room, callee room) -> functions called, rooms without a layer)."""
+    rooms = {p.stem: source(p) for p in sorted(DAEMON.glob("*.c"))}
+    owner: Dict[str, str] = {}
+    for room, text in rooms.items():
+        for m in DEFINITION.finditer(text):
+            owner.setdefault(m.group(1), room)
+    edges: Dict[Tuple[str, str], Set[str]] = {}
+    for room, text in rooms.items():
+        for m in CALL.finditer(text):
+            callee = owner.get(m.group(1))
+            if callee is not None and callee != room:
+                edges.setdefault((room, callee), set()).add(m.group(1))
+    unknown = sorted(r for r in rooms if r not in LAYERS)
+    return edges, unknown
+
+
+def circles(edges: Dict[Tuple[str, str], Set[str]]) -> List[List[str]]:
+    """Strongly connected sets of packages of more than one (Tarjan)."""
+    graph: Dict[str, Set[str]] = {}
+    for a, b in edges:
+        pa, pb = PACKAGES.get(a, a), PACKAGES.get(b, b)
+        graph.setdefault(pa, set())
+        graph.setdefault(pb, set())
+        if pa != pb:
+            graph[pa].add(pb)
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on: Set[str] = set()
+    out: List[List[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    if "--self-test" in args:
+        return self_test()
+    edges, unknown = scan()
+    if unknown:
+        print(f"layers: rooms without a layer in scripts/layers.py: {', '.join(unknown)}")
+        return 1
+    up = {e: fns for e, fns in edges.items() if LAYERS[e[0]] < LAYERS[e[1]]}
+    calls = sum(len(f) for f in up.values())
+    for (a, b), fns in sorted(up.items(), key=lambda kv: (LAYERS[kv[0][0]], kv[0])):
+        print(f"up  {a} ({LAYERS[a]}) -> {b} ({LAYERS[b]}): {', '.join(sorted(fns))}")
+    circ = circles(edges)
+    for c in circ:
+        print(f"circle  {' '.join(c)}")
+    print(f"layers: {calls} functions called upward over {len(up)} room edges; "
+          f"{len(circ)} circle(s), of {sum(len(c) for c in circ)} rooms")
+    found = {f"{a} -> {b}" for a, b in up}
+    if "--write-baseline" in args:
+        BASELINE.write_text("# Upward room edges the daemon still has (scripts/layers.py): remove, never add.\n"
+                            + "".join(f"{e}\n" for e in sorted(found)))
+        print(f"layers: wrote {len(found)} edges to {BASELINE.relative_to(TOP)}")
+        return 0
+    if "--check" in args:
+        allowed = {l.strip() for l in BASELINE.read_text().splitlines()
+                   if l.strip() and not l.startswith("#")}
+        new = sorted(found - allowed)
+        gone = sorted(allowed - found)
+        for e in gone:
+            print(f"layers: {e} no longer calls upward: take it out of scripts/layers.baseline")
+        for e in new:
+            print(f"layers: NEW upward call {e}: report through a hook the higher room installs")
+        return 1 if new else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
