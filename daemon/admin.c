@@ -171,7 +171,7 @@ static void admin_fill_daemon(struct admin_answer *a)
     m->quarantine_bytes = quarantine_bytes(d->quarantine);
     m->quarantine_budget = d->cfg.quarantine_budget;
     m->quarantine_ttl_ms = d->cfg.quarantine_ttl_ms;
-    m->trust = (char *)b10d_trust(d);
+    m->trust = (char *)auth_keyring_trust(&d->keys, d->cfg.insecure);
     m->insecure = d->cfg.insecure;
     m->remote_access = (char *)(d->cfg.remote_access == CONFIG_REMOTE_PAIRED ? "paired" : "any");
     m->names_held = names_count(d->names);

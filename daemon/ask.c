@@ -41,7 +41,7 @@ static void ask_finish(struct ask *a, b10_status_t status, const char *detail)
         return;
     a->done = true;
     uv_timer_stop(&a->timer);
-    list_remove(&a->peer_node);
+    list_remove(&a->peer_user.node);
     list_remove(&a->session_node);
     if (a->op != NULL)
         wire_cancel(a->d->wire, a->op);
@@ -152,12 +152,29 @@ void ask_link_up(struct ask *a)
         return;
     uint8_t *out = a->out;
     a->out = NULL;
+    a->peer_user.unsent = false;
     rc = peer_send_packed(peer, a->link.gen, tags_derive(&a->link, 0, 0, TAG_KIND_CONTROL), out,
                           a->out_length);
     free(out);
     if (rc != 0)
         ask_finish(a, B10_ERR_PEER_LOST, "sending the question failed");
 }
+
+/* The peer's news of an ask's link: it came up (send the ask), or the ask fails. */
+static void ask_on_link_up(struct link_user *u)
+{
+    ask_link_up(list_entry(u, struct ask, peer_user));
+}
+
+static void ask_on_link_lost(struct link_user *u, b10_status_t status, const char *detail)
+{
+    ask_fail(list_entry(u, struct ask, peer_user), status, detail);
+}
+
+static const struct link_user_ops ask_link_ops = {
+    .up = ask_on_link_up,
+    .lost = ask_on_link_lost,
+};
 
 /* Make an ask for the agent's daemon, holding msg (its id filled in by fill_id). */
 static b10_status_t ask_start(struct session *s, uint64_t seq, const char *remote_agent,
@@ -179,7 +196,7 @@ static b10_status_t ask_start(struct session *s, uint64_t seq, const char *remot
     a->peer = agent->peer;
     peer_hold(a->peer);
     a->what = what;
-    a->id = b10d_new_xfer_id(d);
+    a->id = ids_new_xfer(&d->ids);
     *id_field = a->id;
     a->out_length = protobuf_c_message_get_packed_size(&msg->base);
     a->out = malloc(a->out_length ? a->out_length : 1);
@@ -189,13 +206,16 @@ static b10_status_t ask_start(struct session *s, uint64_t seq, const char *remot
         return B10_ERR_NO_MEMORY;
     }
     protobuf_c_message_pack(&msg->base, a->out);
-    list_init(&a->peer_node);
+    list_init(&a->peer_user.node);
+    a->peer_user.ops = &ask_link_ops;
+    a->peer_user.link = &a->link;
+    a->peer_user.unsent = true;
     list_init(&a->session_node);
     uv_timer_init(d->loop, &a->timer);
     a->timer.data = a;
     uv_timer_start(&a->timer, ask_on_timeout, (uint64_t)d->cfg.connect_timeout_ms * 2, 0);
     list_insert_tail(&s->asks, &a->session_node);
-    list_insert_tail(&a->peer->asks, &a->peer_node);
+    list_insert_tail(&a->peer->asks, &a->peer_user.node);
 
     status = peer_ensure_link(a->peer);
     if (status == B10_OK)

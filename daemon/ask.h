@@ -13,6 +13,7 @@
 
 #include "auth.h"
 #include "b10d.h"
+#include "peer.h"
 #include "tags.h"
 
 struct peer;
@@ -22,7 +23,7 @@ struct B10__Peer__Check;
 struct B10__Peer__Notify;
 
 struct ask {
-    struct list peer_node;          /* peer.asks */
+    struct link_user peer_user;     /* on peer.asks; unsent until the link is up */
     struct list session_node;       /* session.asks */
     struct b10d *d;
     struct session *session;        /* NULL once the client left: nobody to answer */

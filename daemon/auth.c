@@ -447,3 +447,16 @@ bool auth_seen_check(struct auth_seen *seen, const uint8_t *buf, size_t length)
     seen->next[set] = (uint8_t)((seen->next[set] + 1) % AUTH_SEEN_WAYS);
     return false;
 }
+
+const char *auth_keyring_trust(const struct auth_keyring *ring, bool insecure)
+{
+    switch (ring->keys[0].kind) {
+    case AUTH_KEY_CLUSTER:
+        return insecure ? "cluster key, and insecure peers" : "cluster key";
+    case AUTH_KEY_INSECURE:
+        return "insecure: peers prove nothing";
+    case AUTH_KEY_LOCAL:
+        return "no cluster key: local ranks only, no network transport";
+    }
+    return "?";
+}

@@ -88,6 +88,10 @@ struct auth_keyring {
 /* 0, or -1 when libsodium cannot start (no entropy source, say). */
 int auth_init(void);
 
+/* What the keyring trusts, in words (b10ctl status, the metrics, the start line). insecure:
+ * --insecure beside a cluster key. */
+const char *auth_keyring_trust(const struct auth_keyring *ring, bool insecure);
+
 /*
  * Read a cluster key file: a regular file of 64 hex digits (a newline may
  * follow), owned by this user or root, with no permission for group or

@@ -21,6 +21,7 @@
 #include "tags.h"
 #include "wire.h"
 #include "xfer.h"
+#include "ask.h"
 
 void b10d_random(void *buf, size_t len)
 {
@@ -41,33 +42,13 @@ void b10d_random(void *buf, size_t len)
     }
 }
 
-/*
- * Ids and generations: the boot epoch (random per boot) in the high half,
- * a counter in the low half, so that no two boots of any daemon hand out
- * the same value and none repeats within a boot for 2^32 uses.
- */
-uint64_t b10d_new_xfer_id(struct b10d *d)
-{
-    return (d->boot_epoch << 32) | (++d->next_xfer & 0xffffffffu);
-}
-
-uint64_t b10d_new_generation(struct b10d *d)
-{
-    return (d->boot_epoch << 32) | (++d->next_gen & 0xffffffffu);
-}
-
-const char *b10d_trust(const struct b10d *d)
-{
-    switch (d->keys.keys[0].kind) {
-    case AUTH_KEY_CLUSTER:
-        return d->cfg.insecure ? "cluster key, and insecure peers" : "cluster key";
-    case AUTH_KEY_INSECURE:
-        return "insecure: peers prove nothing";
-    case AUTH_KEY_LOCAL:
-        return "no cluster key: local ranks only, no network transport";
-    }
-    return "?";
-}
+/* What a link brings for the transfer engine: the peer room opens it, these act on it. */
+static const struct peer_hooks b10d_peer_hooks = {
+    .on_control = xfer_admit,
+    .on_read = xfer_serve_read,
+    .on_check = ask_on_check,
+    .on_notify = ask_on_notify,
+};
 
 static uint64_t b10d_monotonic_ms(struct b10d *d)
 {
@@ -103,8 +84,9 @@ int b10d_start(struct b10d *d)
     do
         b10d_random(&d->daemon_id, sizeof(d->daemon_id));
     while (d->daemon_id == 0);
-    b10d_random(&d->boot_epoch, sizeof(d->boot_epoch));
-    d->boot_epoch &= 0xffffffffu;
+    uint64_t epoch;
+    b10d_random(&epoch, sizeof(epoch));
+    ids_init(&d->ids, epoch);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     d->incarnation = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
@@ -147,7 +129,7 @@ int b10d_start(struct b10d *d)
     }
 
     /* The keys first: a daemon that cannot read its key must not start half trusted. */
-    if ((rc = peer_start(d)) != 0)
+    if ((rc = peer_start(d, &b10d_peer_hooks)) != 0)
         return rc;
 
     if ((d->names = names_create()) == NULL)
@@ -191,7 +173,7 @@ int b10d_start(struct b10d *d)
     log_info("daemon %s %016" PRIx64 " (b10d %s) listening on %s%s, ucx error mode %s, %s; "
              "remote ranks: %s; chunk checksums %s", d->cfg.name, d->daemon_id, B10D_VERSION,
              d->cfg.socket_path, listen_fd >= 0 ? " (from systemd)" : "",
-             d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none", b10d_trust(d),
+             d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none", auth_keyring_trust(&d->keys, d->cfg.insecure),
              d->cfg.remote_access == CONFIG_REMOTE_PAIRED ? "paired only" : "any",
              d->cfg.verify_data == CONFIG_VERIFY_ON ? "on"
              : d->cfg.verify_data == CONFIG_VERIFY_AUTO ? "auto (the chunks a GPU gathers; --verify-data on: every chunk)"

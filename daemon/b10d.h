@@ -41,6 +41,7 @@
 
 #include "auth.h"
 #include "config.h"
+#include "ids.h"
 #include "list.h"
 #include "log.h"
 #include "b10/b10.h"
@@ -89,14 +90,14 @@ struct stats {
     uint64_t cpu_us;                /* the daemon's CPU time, all threads (read when asked) */
 };
 
+struct peer_hooks;
+
 struct b10d {
     struct config cfg;
     uv_loop_t *loop;
     uint64_t daemon_id;             /* random per boot: names this incarnation to peers */
     uint64_t incarnation;           /* when this boot started, ns since the epoch: orders boots */
-    uint64_t boot_epoch;            /* random per boot: mixed into ids and generations */
-    uint64_t next_xfer;             /* counter half of transfer ids */
-    uint64_t next_gen;              /* counter half of endpoint generations */
+    struct ids ids;                 /* transfer ids and endpoint generations of this boot */
     uint64_t next_region;
 
     struct ipc *ipc;
@@ -132,6 +133,7 @@ struct b10d {
     uint64_t unbound_inflight;      /* HELLO and heartbeat bytes being received (peer.c) */
     uint64_t control_held;          /* CONTROL bytes admitted transfers hold, all peers together */
     uv_timer_t peer_sweep;          /* pending handshakes expire, idle peers go */
+    const struct peer_hooks *peer_hooks;    /* b10d.c's: where a link's messages go up */
     bool peer_sweep_on;
     struct list xfers;              /* struct xfer.node: every live transfer */
     uint32_t nxfers;
@@ -162,11 +164,6 @@ int b10d_start(struct b10d *d);
 /* Fail what is in flight, close everything, free everything (accepts a half-started daemon). */
 void b10d_stop(struct b10d *d);
 
-/* A fresh id that no earlier transfer or generation of any boot has used. */
-uint64_t b10d_new_xfer_id(struct b10d *d);
-uint64_t b10d_new_generation(struct b10d *d);
-/* How this daemon trusts others, in words (logs, b10ctl status). */
-const char *b10d_trust(const struct b10d *d);
 /* Fill buf with random bytes from the kernel. */
 void b10d_random(void *buf, size_t len);
 

@@ -9,12 +9,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ask.h"
 #include "peer.pb-c.h"
 #include "quarantine.h"
 #include "staging.h"
 #include "wire.h"
-#include "xfer.h"
 
 /* A heartbeat in its envelope: a few fields and the envelope's 72 bytes. */
 #define PEER_BEAT_MAX_BYTES 256
@@ -542,8 +540,10 @@ static int peer_ensure_ep(struct peer *peer)
 static void peer_fail_waiting(struct peer *peer, b10_status_t status, const char *detail)
 {
     /* From the head each time: failing a READ fails its write-back too, maybe the next node. */
-    while (!list_empty(&peer->waiting))
-        xfer_fail(list_entry(peer->waiting.next, struct xfer, peer_node), status, "%s", detail);
+    while (!list_empty(&peer->waiting)) {
+        struct link_user *u = list_entry(peer->waiting.next, struct link_user, node);
+        u->ops->lost(u, status, detail);
+    }
 }
 
 /*
@@ -557,16 +557,16 @@ static void peer_fail_work(struct peer *peer, uint64_t gen, b10_status_t status,
 
 again:
     list_for_each_safe(pos, tmp, &peer->asks) {
-        struct ask *a = list_entry(pos, struct ask, peer_node);
-        if (gen == 0 || (a->out == NULL && a->link.gen == gen)) {
-            ask_fail(a, status, detail);
+        struct link_user *u = list_entry(pos, struct link_user, node);
+        if (gen == 0 || (!u->unsent && u->link->gen == gen)) {
+            u->ops->lost(u, status, detail);
             goto again;
         }
     }
     list_for_each_safe(pos, tmp, &peer->xfers) {
-        struct xfer *x = list_entry(pos, struct xfer, peer_node);
-        if (gen == 0 || x->link.gen == gen) {
-            xfer_fail(x, status, "%s", detail);
+        struct link_user *u = list_entry(pos, struct link_user, node);
+        if (gen == 0 || u->link->gen == gen) {
+            u->ops->lost(u, status, detail);
             goto again;
         }
     }
@@ -882,15 +882,15 @@ static void peer_on_hello_ack(void *arg, b10_status_t status, size_t length)
 
     struct list *pos, *tmp;
     list_for_each_safe(pos, tmp, &peer->waiting) {
-        struct xfer *x = list_entry(pos, struct xfer, peer_node);
-        list_remove(&x->peer_node);
-        list_insert_tail(&peer->xfers, &x->peer_node);
-        xfer_link_up(x);
+        struct link_user *u = list_entry(pos, struct link_user, node);
+        list_remove(&u->node);
+        list_insert_tail(&peer->xfers, &u->node);
+        u->ops->up(u);
     }
     list_for_each_safe(pos, tmp, &peer->asks) {
-        struct ask *a = list_entry(pos, struct ask, peer_node);
-        if (a->out != NULL)
-            ask_link_up(a);
+        struct link_user *u = list_entry(pos, struct link_user, node);
+        if (u->unsent)
+            u->ops->up(u);
     }
 }
 
@@ -925,7 +925,7 @@ static b10_status_t peer_connect(struct peer *peer)
     memset(&peer->out, 0, sizeof(peer->out));
     peer->out.tags.sender_id = d->daemon_id;
     peer->out.tags.receiver_id = peer->daemon_id;
-    peer->out.tags.gen = b10d_new_generation(d);
+    peer->out.tags.gen = ids_new_generation(&d->ids);
     peer->out_key = key;
     auth_random(peer->out_nonce, sizeof(peer->out_nonce));
     auth_ack_tags(key, d->daemon_id, peer->daemon_id, peer->out.tags.gen, peer->out_nonce, &ack);
@@ -982,13 +982,13 @@ b10_status_t peer_ensure_link(struct peer *peer)
     return B10_IN_PROGRESS;
 }
 
-b10_status_t peer_use(struct peer *peer, struct xfer *x)
+b10_status_t peer_use(struct peer *peer, struct link_user *u)
 {
     b10_status_t status = peer_ensure_link(peer);
     if (status == B10_OK)
-        list_insert_tail(&peer->xfers, &x->peer_node);
+        list_insert_tail(&peer->xfers, &u->node);
     else if (status == B10_IN_PROGRESS)
-        list_insert_tail(&peer->waiting, &x->peer_node);
+        list_insert_tail(&peer->waiting, &u->node);
     return status;
 }
 
@@ -1560,16 +1560,16 @@ static void peer_on_link_control(struct b10d *d, uint64_t tag, const uint8_t *bu
     peer_heard(peer);
     switch (msg->body_case) {
     case B10__PEER__MSG__BODY_CONTROL:
-        xfer_admit(peer, msg->control, length);
+        d->peer_hooks->on_control(peer, msg->control, length);
         break;
     case B10__PEER__MSG__BODY_READ:
-        xfer_serve_read(peer, msg->read, length);
+        d->peer_hooks->on_read(peer, msg->read, length);
         break;
     case B10__PEER__MSG__BODY_CHECK:
-        ask_on_check(peer, msg->check);
+        d->peer_hooks->on_check(peer, msg->check);
         break;
     case B10__PEER__MSG__BODY_NOTIFY:
-        ask_on_notify(peer, msg->notify);
+        d->peer_hooks->on_notify(peer, msg->notify);
         break;
     case B10__PEER__MSG__BODY_CONFIRM:
         break;   /* it opened: the link is up, which is all it says */
@@ -1721,8 +1721,9 @@ static int peer_load_keys(struct b10d *d)
     return 0;
 }
 
-int peer_start(struct b10d *d)
+int peer_start(struct b10d *d, const struct peer_hooks *hooks)
 {
+    d->peer_hooks = hooks;
     list_init(&d->pending);
     if (auth_init() != 0) {
         log_err("libsodium could not start");

@@ -45,9 +45,46 @@
 struct peer_ack;
 struct wire_ep;
 struct wire_op;
-struct xfer;
+struct peer;
 struct ProtobufCMessage;
 struct B10__Peer__Msg;
+struct B10__Peer__Control;
+struct B10__Peer__ReadRequest;
+struct B10__Peer__Check;
+struct B10__Peer__Notify;
+
+/*
+ * Work under way with a remote daemon, as this room sees it: a transfer or
+ * an ask embeds one, on one of the peer's lists. The peer tells it through
+ * its ops that the outbound link came up, or that the link it runs on (or
+ * waits for) is gone, and never names what it is: news goes up through
+ * hooks the rooms above install.
+ */
+struct link_user;
+struct link_user_ops {
+    /* The outbound link came up: send now. */
+    void (*up)(struct link_user *u);
+    /* The link is gone, or the peer: fail with status; detail says why. It
+     * leaves the peer's list before it returns. */
+    void (*lost)(struct link_user *u, b10_status_t status, const char *detail);
+};
+struct link_user {
+    struct list node;               /* peer.waiting, peer.xfers or peer.asks */
+    const struct link_user_ops *ops;
+    const struct tag_link *link;    /* the owner's: link->gen, the generation it runs on (0: none yet) */
+    bool unsent;                    /* on peer.asks, not sent yet: up() when the link comes */
+};
+
+/*
+ * What arrives on a link's control tag for the rooms above: peer.c opens and
+ * checks each message, then hands it to these (installed by b10d.c).
+ */
+struct peer_hooks {
+    void (*on_control)(struct peer *peer, const struct B10__Peer__Control *control, size_t length);
+    void (*on_read)(struct peer *peer, const struct B10__Peer__ReadRequest *req, size_t length);
+    void (*on_check)(struct peer *peer, const struct B10__Peer__Check *check);
+    void (*on_notify)(struct peer *peer, const struct B10__Peer__Notify *notify);
+};
 
 enum peer_state {
     PEER_DOWN,          /* no outbound link */
@@ -88,7 +125,7 @@ struct peer {
     struct wire_op *ack_op;         /* ... while posted */
     uint32_t acks_out;              /* HELLO_ACK receives posted and not completed, any attempt */
     uv_timer_t connect_timer;
-    struct list waiting;            /* struct xfer.peer_node: sends waiting for PEER_UP */
+    struct list waiting;            /* struct link_user.node: sends waiting for PEER_UP */
 
     bool in_up;
     struct auth_link in;            /* its link to us */
@@ -117,8 +154,8 @@ struct peer {
     double refusal_tokens;          /* control messages still to be read this second only to */
     uint64_t refusal_tokens_ms;     /* be refused (peer.c: PEER_REFUSED_READS_PER_S) */
 
-    struct list xfers;              /* struct xfer.peer_node: every transfer using the peer */
-    struct list asks;               /* struct ask.peer_node: questions waiting or asked */
+    struct list xfers;              /* struct link_user.node: every transfer using the peer */
+    struct list asks;               /* struct link_user.node: questions waiting or asked */
 };
 
 /* What an agent descriptor says of the daemon behind it, once it opened (session.c). */
@@ -137,7 +174,7 @@ void peer_on_ep_error(void *arg, void *ep_user, b10_status_t status);
 bool peer_on_data(void *arg, uint64_t tag, size_t length);
 
 /* Start and stop the peer room: the keys, the handshake state, the idle sweep. */
-int peer_start(struct b10d *d);
+int peer_start(struct b10d *d, const struct peer_hooks *hooks);
 void peer_stop(struct b10d *d);
 
 /*
@@ -157,14 +194,14 @@ void peer_release(struct peer *peer);
 
 /*
  * A sending transfer needs the outbound link. If it is up, returns B10_OK
- * and the caller goes on; otherwise the transfer waits on the peer and
- * xfer_link_up() or the failure funnel is called later: B10_IN_PROGRESS.
+ * and the caller goes on; otherwise the transfer waits on the peer and its
+ * up() or lost() is called later: B10_IN_PROGRESS.
  */
-b10_status_t peer_use(struct peer *peer, struct xfer *x);
+b10_status_t peer_use(struct peer *peer, struct link_user *u);
 
 /*
  * The outbound link: B10_OK when up; B10_IN_PROGRESS when opening (started
- * now if it was down), after which the peer calls ask_link_up() for its asks.
+ * now if it was down), after which the peer calls up() of its unsent asks.
  */
 b10_status_t peer_ensure_link(struct peer *peer);
 

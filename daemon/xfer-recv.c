@@ -330,7 +330,7 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
     snprintf(x->local_agent, sizeof(x->local_agent), "%s", control->dst_agent);
     snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", control->src_agent);
     list_insert_tail(&target->targets, &x->session_node);
-    list_insert_tail(&peer->xfers, &x->peer_node);
+    list_insert_tail(&peer->xfers, &x->peer_user.node);
     x->admitted = true;
     x->control_bytes = length;
     peer->in_xfers++;

@@ -151,6 +151,22 @@ bool xfer_past_deadline(struct xfer *x)
     return true;
 }
 
+/* The peer's news of a sending transfer's link: it came up, or the transfer fails. */
+static void xfer_on_link_up(struct link_user *u)
+{
+    xfer_link_up(list_entry(u, struct xfer, peer_user));
+}
+
+static void xfer_on_link_lost(struct link_user *u, b10_status_t status, const char *detail)
+{
+    xfer_fail(list_entry(u, struct xfer, peer_user), status, "%s", detail);
+}
+
+static const struct link_user_ops xfer_link_ops = {
+    .up = xfer_on_link_up,
+    .lost = xfer_on_link_lost,
+};
+
 struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t budget_ms)
 {
     struct xfer *x = calloc(1, sizeof(*x));
@@ -168,7 +184,9 @@ struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t
     x->status = B10_IN_PROGRESS;
     list_init(&x->node);
     list_init(&x->session_node);
-    list_init(&x->peer_node);
+    list_init(&x->peer_user.node);
+    x->peer_user.ops = &xfer_link_ops;
+    x->peer_user.link = &x->link;
     list_init(&x->other_node);
     list_init(&x->waiter.node);
     x->started_ms = d->now_ms(d);
@@ -184,7 +202,7 @@ struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t
 struct xfer *xfer_new_submitted(struct b10d *d, enum xfer_role role, struct session *s,
                                 struct plan *plan, uint32_t deadline_ms, uint64_t checked_from)
 {
-    struct xfer *x = xfer_new(d, role, b10d_new_xfer_id(d), xfer_budget(d, deadline_ms));
+    struct xfer *x = xfer_new(d, role, ids_new_xfer(&d->ids), xfer_budget(d, deadline_ms));
     if (x == NULL) {
         plan_free(plan);
         return NULL;
@@ -242,7 +260,7 @@ static void xfer_detach(struct xfer *x)
         x->waiting = false;
     }
     list_remove(&x->session_node);
-    list_remove(&x->peer_node);
+    list_remove(&x->peer_user.node);
     list_remove(&x->other_node);
     list_remove(&x->node);
     x->d->nxfers--;
@@ -983,7 +1001,7 @@ void xfer_start(struct xfer *x)
         xfer_local_pump(x);
         return;
     }
-    b10_status_t status = peer_use(x->peer, x);
+    b10_status_t status = peer_use(x->peer, &x->peer_user);
     if (status == B10_OK)
         xfer_link_up(x);
     else if (status != B10_IN_PROGRESS)

@@ -23,6 +23,7 @@
 
 #include "auth.h"
 #include "b10d.h"
+#include "peer.h"
 #include "staging.h"
 #include "tags.h"
 
@@ -82,7 +83,7 @@ struct xfer_pipe {
 struct xfer {
     struct list node;               /* b10d.xfers, while not DONE */
     struct list session_node;       /* session.xfers (S) or session.targets (R) */
-    struct list peer_node;          /* peer.xfers or peer.waiting */
+    struct link_user peer_user;     /* on peer.xfers or peer.waiting */
     struct list other_node;         /* LOCAL: the other rank's session.locals */
     struct b10d *d;
     enum xfer_role role;

@@ -36,7 +36,7 @@ BASELINE = TOP / "scripts" / "layers.baseline"
 LAYERS: Dict[str, int] = {
     # 0: pure or leaf rooms
     "log": 0, "config": 0, "tags": 0, "plan": 0, "wireaddr": 0, "checksum": 0,
-    "checksum-avx2": 0, "cpuload": 0, "names": 0,
+    "checksum-avx2": 0, "cpuload": 0, "names": 0, "ids": 0,
     # 1: foreign libraries, one room each, and the messages they carry
     "wire": 1, "lane": 1, "gpu": 1, "ipc": 1, "auth": 1, "hello": 1,
     # 2: memory and copies
