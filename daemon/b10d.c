@@ -17,6 +17,7 @@
 #include "peer.h"
 #include "quarantine.h"
 #include "service.h"
+#include "session.h"
 #include "staging.h"
 #include "tags.h"
 #include "wire.h"
@@ -155,13 +156,13 @@ int b10d_start(struct b10d *d)
     if ((rc = service_listen_fd(d->service, &listen_fd)) != 0)
         return rc;
     if (listen_fd >= 0) {
-        if ((rc = ipc_adopt(d, listen_fd, &d->ipc)) != 0) {
+        if ((rc = ipc_adopt(d, listen_fd, &session_ipc_hooks, &d->ipc)) != 0) {
             close(listen_fd);
             return rc;
         }
         /* The activated socket is the one clients reach, whatever --socket said. */
         snprintf(d->cfg.socket_path, sizeof(d->cfg.socket_path), "%s", ipc_path(d->ipc));
-    } else if ((rc = ipc_create(d, d->cfg.socket_path, &d->ipc)) != 0) {
+    } else if ((rc = ipc_create(d, d->cfg.socket_path, &session_ipc_hooks, &d->ipc)) != 0) {
         log_err("cannot listen on %s: %s", d->cfg.socket_path, strerror(-rc));
         return rc;
     }

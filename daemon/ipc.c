@@ -13,7 +13,6 @@
 
 #include "admin.h"
 #include "frame.h"
-#include "session.h"
 
 #define IPC_READ_BYTES   (64 * 1024)
 #define IPC_MAX_FDS      4            /* descriptors waiting for their frame */
@@ -57,19 +56,22 @@ struct ipc_conn {
     int events;
     bool closing;
     bool doomed;                /* to be dropped by the reaper, outside any of its callbacks */
-    struct session *session;
-    struct list fresh_node;     /* ipc.fresh, until its session is introduced */
+    void *user;                 /* the hooks' (a session), from open to close */
+    pid_t pid;                  /* of the connecting process (SO_PEERCRED) */
+    uid_t uid;
+    struct list fresh_node;     /* ipc.fresh, until its user is introduced */
     uint64_t accepted_ms;
     /* Fairness: bytes read past a turn's budget, fed on the next turn. */
     uint8_t *backlog;
     size_t backlog_len, backlog_off;
-    bool paused;                /* its session waits on work off the loop: no frame is fed */
+    bool paused;                /* its user waits on work off the loop: no frame is fed */
     bool in_ready;              /* in ipc.ready */
     struct list ready_node;
 };
 
 struct ipc {
     struct b10d *d;
+    const struct ipc_hooks *hooks;
     int fd;
     char path[108];
     bool adopted;               /* from socket activation: the path is systemd's, not ours to unlink */
@@ -122,8 +124,8 @@ void ipc_conn_close(struct ipc_conn *c)
     c->in_ready = false;
     ipc_conn_unfresh(c);
     /* What is queued (replies, done notices) goes out as far as the socket takes it now. */
-    session_destroy(c->session);
-    c->session = NULL;
+    c->ipc->hooks->close(c->user);
+    c->user = NULL;
     ipc_conn_flush(c);
     c->closing = true;
     uv_close((uv_handle_t *)&c->poll, ipc_conn_on_closed);
@@ -212,7 +214,7 @@ static int ipc_queue(struct ipc_conn *c, uint8_t *frame, size_t length, bool not
          * loop turn, not now.
          */
         log_warning("client %s is not reading what the daemon sends; dropping it",
-                    c->session && c->session->hello_done ? c->session->agent : "?");
+                    c->user != NULL ? c->ipc->hooks->name(c->user) : "?");
         c->doomed = true;
         uv_idle_start(&c->ipc->reaper, ipc_on_reap);
         goto drop;
@@ -288,7 +290,7 @@ static void ipc_conn_later(struct ipc_conn *c)
 }
 
 /*
- * Feed n bytes to c's frame reader, complete frames to its session, within
+ * Feed n bytes to c's frame reader, complete frames to its user, within
  * the budget and while it is not paused. *used_p: how many were consumed
  * (the rest is the caller's to keep). 0, or -1 to drop the connection.
  */
@@ -311,7 +313,7 @@ static int ipc_conn_feed(struct ipc_conn *c, const uint8_t *buf, size_t n, struc
         }
         uint32_t length;
         uint8_t *frame = frame_reader_take(&c->reader, &length);
-        int rc = session_on_frame(c->session, frame, length);
+        int rc = c->ipc->hooks->on_frame(c->user, frame, length);
         free(frame);
         b->frames--;
         b->bytes -= length < b->bytes ? length : b->bytes;
@@ -319,7 +321,7 @@ static int ipc_conn_feed(struct ipc_conn *c, const uint8_t *buf, size_t n, struc
             return -1;
         if (rc > 0)
             c->paused = true;           /* until ipc_conn_resume */
-        if (session_introduced(c->session))
+        if (c->ipc->hooks->introduced(c->user))
             ipc_conn_unfresh(c);
     }
     *used_p = off;
@@ -372,7 +374,7 @@ static int ipc_conn_read(struct ipc_conn *c)
          */
         if (ipc_conn_take_fds(c, &mh) != 0) {
             log_warning("client %s sent too many descriptors; dropping it",
-                        c->session && c->session->hello_done ? c->session->agent : "?");
+                        c->user != NULL ? c->ipc->hooks->name(c->user) : "?");
             return -1;
         }
         if (ipc_conn_feed(c, buf, (size_t)n, &b, &used) != 0)
@@ -446,7 +448,7 @@ static uint32_t ipc_fresh_of(struct ipc *ipc, uid_t uid, struct ipc_conn **oldes
     *oldest_p = NULL;
     for (struct list *p = ipc->fresh.next; p != &ipc->fresh; p = p->next) {
         struct ipc_conn *c = list_entry(p, struct ipc_conn, fresh_node);
-        if (c->session->uid != uid)
+        if (c->uid != uid)
             continue;
         if (n++ == 0)
             *oldest_p = c;
@@ -466,7 +468,7 @@ static struct ipc_conn *ipc_fresh_victim(struct ipc *ipc, uid_t uid)
         return NULL;
     for (struct list *p = ipc->fresh.next; p != &ipc->fresh; p = p->next) {
         struct ipc_conn *c = list_entry(p, struct ipc_conn, fresh_node), *first;
-        uint32_t n = ipc_fresh_of(ipc, c->session->uid, &first);
+        uint32_t n = ipc_fresh_of(ipc, c->uid, &first);
         if (n > most) {
             most = n;
             victim = first;
@@ -486,7 +488,7 @@ static void ipc_evict_fresh(struct ipc *ipc, struct ipc_conn *c, const char *why
         ipc->fresh_log_ms = now;
         log_warning("dropping client pid %d uid %u: it said neither Hello nor a b10ctl request "
                     "in %" PRIu64 " ms, %s (%u such connections at most, %u of one user)",
-                    (int)c->session->pid, (unsigned)c->session->uid, now - c->accepted_ms, why,
+                    (int)c->pid, (unsigned)c->uid, now - c->accepted_ms, why,
                     IPC_MAX_FRESH, IPC_MAX_FRESH_PER_UID);
     }
     ipc_conn_close(c);
@@ -552,8 +554,10 @@ static void ipc_on_accept(uv_poll_t *handle, int status, int events)
         list_init(&c->ready_node);
         c->accepted_ms = d->now_ms(d);
         frame_reader_init(&c->reader, d->cfg.max_frame);
-        c->session = session_create(d, c, cred.pid, cred.uid, cred.gid);
-        if (c->session == NULL) {
+        c->pid = cred.pid;
+        c->uid = cred.uid;
+        c->user = ipc->hooks->open(d, c, cred.pid, cred.uid, cred.gid);
+        if (c->user == NULL) {
             close(fd);
             free(c);
             continue;
@@ -588,7 +592,7 @@ static void ipc_start(struct ipc *ipc)
     uv_timer_start(&ipc->sweep, ipc_on_sweep, every, every);
 }
 
-int ipc_create(struct b10d *d, const char *path, struct ipc **ipc_p)
+int ipc_create(struct b10d *d, const char *path, const struct ipc_hooks *hooks, struct ipc **ipc_p)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct stat st;
@@ -597,6 +601,7 @@ int ipc_create(struct b10d *d, const char *path, struct ipc **ipc_p)
     if (ipc == NULL)
         return -ENOMEM;
     ipc->d = d;
+    ipc->hooks = hooks;
     ipc_lists_init(ipc);
     snprintf(ipc->path, sizeof(ipc->path), "%s", path);
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
@@ -652,7 +657,7 @@ err: {
  * A listening socket systemd passed (socket activation). Its path, for the
  * logs and the admin check, is what it is bound to, whatever --socket says.
  */
-int ipc_adopt(struct b10d *d, int fd, struct ipc **ipc_p)
+int ipc_adopt(struct b10d *d, int fd, const struct ipc_hooks *hooks, struct ipc **ipc_p)
 {
     struct sockaddr_un sa;
     socklen_t len = sizeof(sa);
@@ -672,6 +677,7 @@ int ipc_adopt(struct b10d *d, int fd, struct ipc **ipc_p)
         return -err;
     }
     ipc->d = d;
+    ipc->hooks = hooks;
     ipc->fd = fd;
     ipc->adopted = true;
     ipc_lists_init(ipc);

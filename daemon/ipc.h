@@ -16,9 +16,27 @@
 struct ipc;
 struct ipc_conn;
 
-int ipc_create(struct b10d *d, const char *path, struct ipc **ipc_p);
+/*
+ * What a connection carries goes up to the room that serves it (session.c)
+ * through hooks b10d.c installs: this room reads frames and descriptors and
+ * bounds connections, and does not know what the frames say.
+ */
+struct ipc_hooks {
+    /* A connection from pid, uid, gid was accepted: its user, or NULL to refuse it. */
+    void *(*open)(struct b10d *d, struct ipc_conn *conn, pid_t pid, uid_t uid, gid_t gid);
+    /* The connection is gone: the user's last call. */
+    void (*close)(void *user);
+    /* One frame: 0; 1 to feed no more until ipc_conn_resume(); -1 to drop the connection. */
+    int (*on_frame)(void *user, const uint8_t *buf, size_t length);
+    /* Has it said who it is? Until then it counts among the fresh connections. */
+    bool (*introduced)(const void *user);
+    /* Its name in log lines, "?" until it said one. */
+    const char *(*name)(const void *user);
+};
+
+int ipc_create(struct b10d *d, const char *path, const struct ipc_hooks *hooks, struct ipc **ipc_p);
 /* Listen on a socket systemd passed; it is left in place at the end. */
-int ipc_adopt(struct b10d *d, int fd, struct ipc **ipc_p);
+int ipc_adopt(struct b10d *d, int fd, const struct ipc_hooks *hooks, struct ipc **ipc_p);
 /* The socket's path, as bound. */
 const char *ipc_path(const struct ipc *ipc);
 /* Was gid among the connecting process's groups? */
@@ -34,7 +52,7 @@ size_t ipc_notice_bytes(const struct ipc_conn *conn);
 /* The oldest descriptor the client sent and no frame took yet, or -1; the caller owns it. */
 int ipc_conn_take_fd(struct ipc_conn *conn);
 /*
- * The session paused its connection (session_on_frame returned 1: work off
+ * The user paused its connection (on_frame returned 1: work off
  * the loop it must wait for); feed its frames again from the next turn on.
  */
 void ipc_conn_resume(struct ipc_conn *conn);

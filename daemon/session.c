@@ -48,8 +48,8 @@ static void session_reg_drop(struct session_reg *g)
     free(g);
 }
 
-struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid, uid_t uid,
-                               gid_t gid)
+static struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid, uid_t uid,
+                                      gid_t gid)
 {
     struct session *s = calloc(1, sizeof(*s));
     if (s == NULL)
@@ -159,7 +159,8 @@ static void session_fail_list(struct list *head, const char *why)
     }
 }
 
-void session_destroy(struct session *s)
+/* The connection is gone: fail its transfers, drop its registrations. */
+static void session_destroy(struct session *s)
 {
     struct list *pos, *tmp;
 
@@ -198,7 +199,8 @@ void session_destroy(struct session *s)
     free(s);
 }
 
-bool session_introduced(const struct session *s)
+/* Has it said who it is: Hello, or a b10ctl request? */
+static bool session_introduced(const struct session *s)
 {
     return s->hello_done || s->admin;
 }
@@ -739,7 +741,12 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
     xfer_start(x);
 }
 
-int session_on_frame(struct session *s, const uint8_t *buf, size_t length)
+/*
+ * One frame from the client. Returns 0; 1 when the connection must feed no
+ * more frames until ipc_conn_resume() (a registration is being opened off
+ * the loop, and the rank's next requests may name it); -1 to drop it.
+ */
+static int session_on_frame(struct session *s, const uint8_t *buf, size_t length)
 {
     B10__ClientMsg *msg = b10__client_msg__unpack(NULL, length, buf);
     int fd = -1;
@@ -830,3 +837,39 @@ out:
         b10__client_msg__free_unpacked(msg, NULL);
     return rc;
 }
+
+/* ---------------------------------------------------------------- the client socket's hooks */
+
+static void *session_ipc_open(struct b10d *d, struct ipc_conn *conn, pid_t pid, uid_t uid, gid_t gid)
+{
+    return session_create(d, conn, pid, uid, gid);
+}
+
+static void session_ipc_close(void *user)
+{
+    session_destroy(user);
+}
+
+static int session_ipc_frame(void *user, const uint8_t *buf, size_t length)
+{
+    return session_on_frame(user, buf, length);
+}
+
+static bool session_ipc_introduced(const void *user)
+{
+    return session_introduced(user);
+}
+
+static const char *session_ipc_name(const void *user)
+{
+    const struct session *s = user;
+    return s->hello_done ? s->agent : "?";
+}
+
+const struct ipc_hooks session_ipc_hooks = {
+    .open = session_ipc_open,
+    .close = session_ipc_close,
+    .on_frame = session_ipc_frame,
+    .introduced = session_ipc_introduced,
+    .name = session_ipc_name,
+};

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "b10d.h"
+#include "ipc.h"
 #include "mem.h"
 
 struct ipc_conn;
@@ -50,19 +51,8 @@ struct session {
     size_t notice_reserved;         /* bytes of sync messages promised to landing transfers */
 };
 
-struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid_t pid, uid_t uid,
-                               gid_t gid);
-/* The connection is gone: fail its transfers, drop its registrations. */
-void session_destroy(struct session *s);
-
-/*
- * One frame from the client. Returns 0; 1 when the connection must feed no
- * more frames until ipc_conn_resume() (a registration is being opened off
- * the loop, and the rank's next requests may name it); -1 to drop it.
- */
-int session_on_frame(struct session *s, const uint8_t *buf, size_t length);
-/* Has it said who it is: Hello, or a b10ctl request? */
-bool session_introduced(const struct session *s);
+/* The client socket's hooks (ipc.h): a connection opens a session, and its frames go to it. */
+extern const struct ipc_hooks session_ipc_hooks;
 
 /* The daemon's own news for the client: a transfer it submitted finished. */
 void session_xfer_done(struct session *s, const struct xfer *x);
