@@ -63,7 +63,6 @@
  */
 #define RECV_ROUNDS             64
 #define XFER_BUCKETS_INITIAL    64
-#define SPAN_BYTES              16             /* u64 addr + u64 length, packed */
 #define NSEC_PER_MSEC           1000000LL
 #define NSEC_PER_SEC            1000000000LL
 #define DEADLINE_NEVER          INT64_MAX

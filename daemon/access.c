@@ -10,7 +10,6 @@
 #include "plan.h"
 #include "session.h"
 
-#define SPAN_BYTES 16
 
 void access_origin(struct access_origin *o, struct peer *peer, const char *agent)
 {

@@ -15,7 +15,6 @@
 #include "session.h"
 #include "wire.h"
 
-#define SPAN_BYTES 16
 
 static void ask_post_answer(struct ask *a);
 

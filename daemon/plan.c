@@ -10,7 +10,6 @@
 
 #include "frame.h"
 
-#define SPAN_BYTES 16
 
 struct plan_span {
     uint64_t src, dst, len;

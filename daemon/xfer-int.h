@@ -18,12 +18,12 @@
 
 #include "b10.pb-c.h"
 #include "copy.h"
+#include "frame.h"
 #include "peer.pb-c.h"
 #include "wire.h"
 
 struct mem_table;
 
-#define SPAN_BYTES 16
 /* CONTROL bytes all peers' admitted transfers may hold, in --max-peer-control. */
 #define XFER_CONTROL_HELD_PEERS 4
 #define XFER_STUCK_WHY "lies in a region that a failed transfer's copy may still write (--settle-ms passed)"

@@ -17,6 +17,11 @@
 #include <protobuf-c/protobuf-c.h>
 
 #define FRAME_HEADER_BYTES 4
+/*
+ * A span on the wire, in a request or a peer message: u64 address, u64 length,
+ * little-endian, packed (the client's b10_span_t, the daemon's spans tables).
+ */
+#define SPAN_BYTES 16
 #define FRAME_MAX_DEFAULT  (64u << 20)   /* 64 MiB: a million spans each way, and room */
 #define FRAME_MAX_LIMIT    (1u << 30)
 

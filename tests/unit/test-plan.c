@@ -26,7 +26,6 @@
 #include "frame.h"
 #include "plan.h"
 
-#define SPAN_BYTES 16
 #define MAX_SPANS 512
 
 struct span {
