@@ -3,6 +3,7 @@
 #   make            build everything into build/ (SAN=1: into build/san with ASan+UBSan)
 #   make demo       two daemons move one request's KV between two ranks
 #   make check      unit, integration and fault tests, then again under ASan+UBSan
+#                   (T=NAME: one of them: test-plan, integ/restart, python/test_x)
 #   make check-stress  the plain build's tests with two busy loops beside them
 #   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, library, header, pkg-config,
@@ -103,7 +104,7 @@ ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAU
 all: $(ALL)
 
 help:
-	@sed -n '1,11p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,12p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	$(Q)sh scripts/deps.sh
@@ -199,12 +200,12 @@ demo: deps
 check: deps-test
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory SAN=1 all
-	$(Q)sh scripts/check.sh build build/san
+	$(Q)B10_CHECK_ONLY=$(T) sh scripts/check.sh build build/san
 
 # The suite on a loaded machine: what passes only when the cores are idle fails here.
 check-stress: deps-test
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)B10_CHECK_HOG=2 sh scripts/check.sh build
+	$(Q)B10_CHECK_HOG=2 B10_CHECK_ONLY=$(T) sh scripts/check.sh build
 
 check-run: all
 	$(Q)sh scripts/check.sh $(BUILD)

@@ -7,6 +7,11 @@
 #
 # B10_CHECK_HOG=N runs N busy loops (nice 0) beside the tests for their whole
 # run (make check-stress): a test that holds only on a quiet machine fails there.
+#
+# B10_CHECK_ONLY=NAME (make check T=NAME) runs one test on each build: a unit
+# binary (test-plan), a scenario of a suite (integ/restart, fault/floods,
+# ops/ctl) or a Python test (python/test_span_tables_as_arrays); the layer
+# check is "layers".
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,19 +56,37 @@ san_env() {
     esac
 }
 
-# run_suite SUITE BUILD TAG: the tests/SUITE/run.sh runner's PASS/FAIL/SKIP lines, named
+# run_suite SUITE BUILD TAG [NAME]: the tests/SUITE/run.sh runner's PASS/FAIL/SKIP lines, named
 # TAG/SUITE/NAME; its stderr (the log tails of failures) goes to ours.
 run_suite() {
     runner=tests/$1/run.sh
     [ -f "$runner" ] || return 0
-    sh "$runner" "$2" 2>"$log/$1-$3.err" |
+    _one=""
+    # One Python test goes to pytest as a -k expression; a scenario by its name.
+    [ -n "${4:-}" ] && { [ "$1" = python ] && _one="-k $4" || _one=$4; }
+    # shellcheck disable=SC2086
+    sh "$runner" "$2" $_one 2>"$log/$1-$3.err" |
         sed -n "s/^\(PASS\|FAIL\|SKIP\) \([A-Za-z0-9_.-]*\)\( (.*)\)\{0,1\}\$/\1 $3\/$1\/\2\3/p"
     tail -n 200 "$log/$1-$3.err" >&2
 }
 
+only=${B10_CHECK_ONLY:-}
+case $only in
+"" | layers | test-* | integ/?* | ops/?* | fault/?* | python/?*) ;;
+*) echo "check: B10_CHECK_ONLY='$only': test-NAME, SUITE/NAME (integ, ops, fault, python) or layers" >&2
+   exit 2 ;;
+esac
+# wanted KIND [NAME]: does this run include it?
+wanted() {
+    [ -z "$only" ] || [ "$only" = "$1" ] || [ "$only" = "${2:-}" ] ||
+        { [ -z "${2:-}" ] && [ "${only%%/*}" = "$1" ]; }
+}
+
 # The daemon's layers: no room calls one above it beyond those the baseline still
 # lists (scripts/layers.py), and the check itself finds a made-up upward call.
-if python3 scripts/layers.py --self-test >"$log/layers.out" 2>&1 &&
+if ! wanted layers; then
+    :
+elif python3 scripts/layers.py --self-test >"$log/layers.out" 2>&1 &&
     python3 scripts/layers.py --check >>"$log/layers.out" 2>&1; then
     record PASS layers "$(grep '^layers: [0-9]' "$log/layers.out")"
 else
@@ -78,6 +101,7 @@ for build in "$@"; do
         san_env "$build"
         for t in "$build"/tests/test-*; do
             [ -x "$t" ] || continue
+            wanted unit "$(basename "$t")" || continue
             name="$tag/$(basename "$t")"
             out="$log/$(echo "$name" | tr / _).log"
             UCX_NET_DEVICES=lo timeout 600 "$t" >"$out" 2>&1
@@ -92,7 +116,8 @@ for build in "$@"; do
             fi
         done
         for suite in integ ops fault gpu python; do
-            run_suite "$suite" "$build" "$tag"
+            wanted "$suite" || continue
+            run_suite "$suite" "$build" "$tag" ${only:+"${only#*/}"}
         done
     ) >"$log/lines-$tag" || true
     while IFS= read -r line; do
