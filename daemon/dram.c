@@ -25,10 +25,16 @@
  * other thread's mmap, munmap or brk (the loop's allocations, UCX's
  * registrations) would wait seconds behind it. A kernel without
  * MADV_POPULATE_WRITE (before 5.14) leaves the faults to the first copies.
+ *
+ * Only the pages the rank has: the file's data extents (SEEK_DATA and
+ * SEEK_HOLE), never its holes. Populating a hole allocates a page, charged
+ * to the daemon, so a rank that registered an untouched sparse memfd of
+ * terabytes would have had the daemon fill the node's memory for it. A hole
+ * gets a page when a transfer writes into it, as it would in the rank.
  */
 #define DRAM_POPULATE_STEP (64u << 20)
 
-static void dram_populate(uint8_t *map, size_t length)
+static int dram_populate_range(uint8_t *map, size_t length)
 {
     for (size_t off = 0; off < length; off += DRAM_POPULATE_STEP) {
         size_t n = length - off < DRAM_POPULATE_STEP ? length - off : DRAM_POPULATE_STEP;
@@ -38,8 +44,29 @@ static void dram_populate(uint8_t *map, size_t length)
                          "in by its first copies");
             else
                 log_warning("populating a client region: %s", strerror(errno));
-            return;
+            return -1;
         }
+    }
+    return 0;
+}
+
+/* map holds the file's bytes [file_off, file_off + length), file_off page-aligned. */
+static void dram_populate(int fd, off_t file_off, uint8_t *map, size_t length)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    off_t end = file_off + (off_t)length;
+
+    for (off_t pos = file_off; pos < end;) {
+        off_t data = lseek(fd, pos, SEEK_DATA);
+        if (data < 0 || data >= end)
+            return;     /* ENXIO: no data past pos; or a file that cannot say: fault lazily */
+        off_t hole = lseek(fd, data, SEEK_HOLE);
+        if (hole < 0 || hole > end)
+            hole = end;
+        data -= data % page;
+        if (dram_populate_range(map + (data - file_off), (size_t)(hole - data)) != 0)
+            return;
+        pos = hole;
     }
 }
 
@@ -80,7 +107,7 @@ static b10_status_t dram_open(struct region *r, const struct mem_request *req, c
         snprintf(detail, detail_len, "mapping the region failed: %s", strerror(err));
         return err == ENOMEM ? B10_ERR_NO_MEMORY : B10_ERR_IO;
     }
-    dram_populate(map, map_length);
+    dram_populate(req->fd, (off_t)(req->fd_offset - lead), map, map_length);
     r->map = map;
     r->map_length = map_length;
     r->base = (uint8_t *)map + lead;

@@ -532,3 +532,47 @@ def test_agent_and_statuses_collected_in_any_order(daemons, case: str) -> None:
     assert out.returncode == 0, f"{case}: exit {out.returncode}\n{out.stdout}\n{out.stderr[-3000:]}"
     assert out.stdout.strip() == "ok", f"{case}: {out.stdout}\n{out.stderr[-3000:]}"
     assert a.alive(), f"b10d {a.name} died:\n{a.tail()}"
+
+
+def _rss_shmem_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("RssShmem:"):
+                return int(line.split()[1])
+    raise AssertionError("no RssShmem line")
+
+
+def test_sparse_registration_costs_the_daemon_nothing(daemons) -> None:
+    """A rank's untouched (sparse) memory, registered, takes no page in the daemon: it maps
+    only what the rank wrote. Registering written memory still maps it in, and a transfer
+    into the sparse region lands."""
+    a, _ = daemons
+    size, written = 1 << 30, 64 * MiB
+    sparse, touched, src = b10.dram_alloc(size), b10.dram_alloc(size), b10.dram_alloc(4 * MiB)
+    touched.view[:written] = pattern(101, written)
+    src.view[:] = pattern(102, 4 * MiB)
+    dst = b10.B10TransferAgent("sparse-dst", str(a.sock))
+    tx = b10.B10TransferAgent("sparse-src", str(a.sock))
+    try:
+        before = _rss_shmem_kib(a.proc.pid)
+        dst.register_memory(sparse.descs())
+        after_sparse = _rss_shmem_kib(a.proc.pid)
+        dst.register_memory(touched.descs())
+        after_touched = _rss_shmem_kib(a.proc.pid)
+        # The sparse GiB: nothing (the daemon's own heap moves by a few MiB at most).
+        assert after_sparse - before < 16 * 1024, f"{after_sparse - before} KiB for a sparse GiB"
+        # The written 64 MiB of the other: mapped in at registration.
+        assert after_touched - after_sparse >= written // 1024 - 1024, \
+            f"{after_touched - after_sparse} KiB for {written >> 20} MiB written"
+        tx.register_memory(src.descs())
+        tx.load_remote_agent(dst.name, dst.get_local_agent_desc())
+        off = 512 * MiB
+        st = tx.submit_transfer_requests(b10.TransferRequest(
+            "WRITE", b10.MemoryDescs(b10.MemoryType.DRAM, [(src.ptr, 4 * MiB, 0)]),
+            b10.MemoryDescs(b10.MemoryType.DRAM, [(sparse.ptr + off, 4 * MiB, 0)]), dst.name))
+        assert st.wait(60000 * SLOW) is True
+        assert bytes(sparse.view[off:off + 4 * MiB]) == pattern(102, 4 * MiB)
+        assert bytes(sparse.view[:4096]) == bytes(4096)
+    finally:
+        tx.shutdown()
+        dst.shutdown()
