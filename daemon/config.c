@@ -209,6 +209,8 @@ static void config_usage(FILE *out)
 "      --max-clients N        ranks connected (default 256, at most 65536); b10ctl\n"
 "                             connections are counted apart: 32 of users who are no\n"
 "                             operators, operators' always admitted\n"
+"      --max-clients-per-uid N  ranks of one uid (default three quarters of\n"
+"                             --max-clients), so that one user cannot take every slot\n"
 "      --max-regions N        registrations per client (default 4096, at most 1048576)\n"
 "      --max-register-bytes SIZE  memory one client may register, its regions together\n"
 "                             (default 4T, 1M..1P)\n"
@@ -301,7 +303,7 @@ static void config_usage(FILE *out)
 
 enum {
     OPT_NAME = 256, OPT_LOG_LEVEL, OPT_STAGING, OPT_VIEW, OPT_IN_FLIGHT, OPT_DEADLINE,
-    OPT_MAX_DEADLINE, OPT_CONNECT_TIMEOUT, OPT_PEER_TIMEOUT, OPT_TTL, OPT_BUDGET, OPT_ERR_MODE, OPT_MAX_CLIENTS,
+    OPT_MAX_DEADLINE, OPT_CONNECT_TIMEOUT, OPT_PEER_TIMEOUT, OPT_TTL, OPT_BUDGET, OPT_ERR_MODE, OPT_MAX_CLIENTS, OPT_MAX_CLIENTS_UID,
     OPT_DRAIN_TIMEOUT, OPT_MAX_ADMIN_ROWS,
     OPT_MAX_REGIONS, OPT_MAX_AGENTS, OPT_MAX_XFERS, OPT_MAX_SPANS, OPT_MAX_FRAME, OPT_MAX_PEERS,
     OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_WIRE_LANES, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
@@ -340,6 +342,7 @@ static const struct config_num config_nums[] = {
     NUM(OPT_TTL, "quarantine-ttl-ms", false, 1, 86400000, quarantine_ttl_ms),
     NUM(OPT_BUDGET, "quarantine-budget", true, 0, 1024 * GiB, quarantine_budget),
     NUM(OPT_MAX_CLIENTS, "max-clients", false, 1, 65536, max_clients),
+    NUM(OPT_MAX_CLIENTS_UID, "max-clients-per-uid", false, 1, 65536, max_clients_per_uid),
     NUM(OPT_MAX_REGIONS, "max-regions", false, 1, 1u << 20, max_regions),
     NUM(OPT_MAX_AGENTS, "max-agents", false, 1, 1u << 20, max_agents),
     NUM(OPT_MAX_XFERS, "max-xfers", false, 1, 65536, max_xfers),
@@ -503,6 +506,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "quarantine-budget", required_argument, NULL, OPT_BUDGET },
         { "ucx-err-mode", required_argument, NULL, OPT_ERR_MODE },
         { "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
+        { "max-clients-per-uid", required_argument, NULL, OPT_MAX_CLIENTS_UID },
         { "max-regions", required_argument, NULL, OPT_MAX_REGIONS },
         { "max-agents", required_argument, NULL, OPT_MAX_AGENTS },
         { "max-xfers", required_argument, NULL, OPT_MAX_XFERS },
@@ -688,6 +692,11 @@ int config_parse(struct config *cfg, int argc, char **argv)
                config_peer_staging(cfg) < cfg->view_bytes * cfg->max_in_flight)
             cfg->max_in_flight--;
     }
+    /* One uid's share of the rank slots: the rest stay for the node's other users. */
+    if (cfg->max_clients_per_uid == 0)
+        cfg->max_clients_per_uid = cfg->max_clients - cfg->max_clients / 4;
+    if (cfg->max_clients_per_uid > cfg->max_clients)
+        cfg->max_clients_per_uid = cfg->max_clients;
     if (optind < argc) {
         fprintf(stderr, "b10d: unexpected argument '%s'; try --help\n", argv[optind]);
         return -1;

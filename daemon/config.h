@@ -43,6 +43,7 @@ struct config {
     uint32_t wire_lanes;            /* UCX workers on threads of their own for bulk data */
     bool progress_spin;             /* poll the UCX worker while operations are outstanding */
     uint32_t max_clients;
+    uint32_t max_clients_per_uid;   /* ranks of one uid; 0 in the flags: three quarters of max_clients */
     uint32_t max_regions;           /* per client */
     uint32_t max_agents;            /* remote agents per client */
     uint32_t max_xfers;             /* transfers in flight per client */

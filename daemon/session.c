@@ -382,6 +382,18 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
         session_reply(s, seq, B10_ERR_TOO_LARGE, detail, NULL);
         return -1;
     }
+    uint32_t own = 0;
+    for (struct list *pos = d->sessions.next; pos != &d->sessions; pos = pos->next) {
+        struct session *o = list_entry(pos, struct session, node);
+        own += o->hello_done && o->uid == s->uid;
+    }
+    if (own >= d->cfg.max_clients_per_uid) {
+        snprintf(detail, sizeof(detail), "uid %u has %u ranks connected to this daemon "
+                 "(--max-clients-per-uid)", (unsigned)s->uid, own);
+        log_warning("refusing rank %.64s (pid %d): %s", hello->agent_name, (int)s->pid, detail);
+        session_reply(s, seq, B10_ERR_TOO_LARGE, detail, NULL);
+        return -1;
+    }
     /* A name is its first uid's for good: another user's rank cannot take it over. */
     uid_t holder = 0;
     int claimed = names_claim(d->names, hello->agent_name, s->uid, &holder);

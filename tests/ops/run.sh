@@ -21,7 +21,7 @@ REQUIRED_CMDS=python3
 # This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
-all_scenarios="config units install notify activation ctl max_clients permission tenants
+all_scenarios="config units install notify activation ctl max_clients max_clients_uid permission tenants
                tenants_paired fair drain sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
@@ -439,6 +439,40 @@ scen_max_clients() {
     wait_log "$D/A.log" 'client r2 .* disconnected' 10 "A did not see r2 leave"
     fg 30 r4 "$KVRANK" --role decode --name r4 -s "$D/A.sock" --dir "$D/r4" $KV --wait-ms 200
     grep -q 'registered .* regions as r4' "$D/r4.log" || die "r4 was not let in after r2 left: $(tail -n 1 "$D/r4.log")"
+}
+
+# --max-clients-per-uid: one user's ranks fill their share and the next is
+# refused with the reason, while another user's rank still gets in.
+scen_max_clients_uid() {
+    command -v setpriv >/dev/null 2>&1 || skip "no setpriv (util-linux)"
+    tenant_users
+    start_daemon A --max-clients 4 --max-clients-per-uid 2
+    public_ctl A
+    cp "$KVRANK" "$D/pub/bin/"
+    chmod -R a+rX "$D/pub"
+    for _r in r1 r2 r3 r4; do
+        mkdir -p "$D/$_r"
+    done
+    chown "$uid_a" "$D/r1" "$D/r2" "$D/r3"
+    chown "$uid_b" "$D/r4"
+    _as_a="setpriv --reuid=$uid_a --regid=$uid_a --clear-groups -- $D/pub/bin/b10-kvrank --role decode -s $D/A.sock"
+    _as_b="setpriv --reuid=$uid_b --regid=$uid_b --clear-groups -- $D/pub/bin/b10-kvrank --role decode -s $D/A.sock"
+    # shellcheck disable=SC2086
+    bg r1 $_as_a --name r1 --dir "$D/r1" $KV
+    # shellcheck disable=SC2086
+    bg r2 $_as_a --name r2 --dir "$D/r2" $KV
+    wait_file "$D/r1/decode.desc" 30
+    wait_file "$D/r2/decode.desc" 30
+    # shellcheck disable=SC2086
+    fg 30 r3 $_as_a --name r3 --dir "$D/r3" $KV
+    [ "$rc" != 0 ] || die "a third rank of uid $uid_a got in past --max-clients-per-uid 2"
+    grep -q 'B10_ERR_TOO_LARGE' "$D/r3.log" || die "the third rank was not refused as over a limit: $(tail -n 1 "$D/r3.log")"
+    grep -q "refusing rank r3 .*uid $uid_a has 2 ranks .*--max-clients-per-uid" "$D/A.log" ||
+        die "A did not log why it refused r3"
+    # shellcheck disable=SC2086
+    fg 30 r4 $_as_b --name r4 --dir "$D/r4" $KV --wait-ms 200
+    grep -q 'registered .* regions as r4' "$D/r4.log" ||
+        die "uid $uid_b's rank was locked out by uid $uid_a's: $(tail -n 1 "$D/r4.log")"
 }
 
 # Operators are root, the daemon's user and --admin-group: anyone else sees
