@@ -6,6 +6,7 @@
 #                   (T=NAME: one of them: test-plan, integ/restart, python/test_x)
 #   make check-stress  the plain build's tests with two busy loops beside them
 #   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
+#   make fuzz-ucx   UCX's own wire, fuzzed against a keyed daemon (S=seconds)
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, library, header, pkg-config,
 #                   man pages, systemd units, sysusers.d, /etc/default/b10d)
 #   V=1             show the commands
@@ -107,7 +108,7 @@ ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAU
 all: $(ALL)
 
 help:
-	@sed -n '1,12p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,13p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	$(Q)sh scripts/deps.sh
