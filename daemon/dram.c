@@ -50,24 +50,31 @@ static int dram_populate_range(uint8_t *map, size_t length)
     return 0;
 }
 
-/* map holds the file's bytes [file_off, file_off + length), file_off page-aligned. */
+/*
+ * map holds the file's bytes [file_off, file_off + length), file_off page-aligned.
+ * The walk moves the file offset, which the rank shares (the descriptor came over
+ * SCM_RIGHTS): it is put back where it was.
+ */
 static void dram_populate(int fd, off_t file_off, uint8_t *map, size_t length)
 {
     long page = sysconf(_SC_PAGESIZE);
     off_t end = file_off + (off_t)length;
+    off_t was = lseek(fd, 0, SEEK_CUR);
 
     for (off_t pos = file_off; pos < end;) {
         off_t data = lseek(fd, pos, SEEK_DATA);
         if (data < 0 || data >= end)
-            return;     /* ENXIO: no data past pos; or a file that cannot say: fault lazily */
+            break;      /* ENXIO: no data past pos; or a file that cannot say: fault lazily */
         off_t hole = lseek(fd, data, SEEK_HOLE);
         if (hole < 0 || hole > end)
             hole = end;
         data -= data % page;
         if (dram_populate_range(map + (data - file_off), (size_t)(hole - data)) != 0)
-            return;
+            break;
         pos = hole;
     }
+    if (was >= 0)
+        lseek(fd, was, SEEK_SET);
 }
 
 static b10_status_t dram_open(struct region *r, const struct mem_request *req, char *detail,

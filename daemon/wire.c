@@ -465,9 +465,10 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, st
     }
     if (network) {
         const char *env = getenv("UCX_NET_DEVICES");
-        log_info("network devices: %s", d->cfg.net_devices[0] ? d->cfg.net_devices
-                                         : env != NULL && env[0] ? env : "all");
-        if (d->cfg.net_devices[0] == '\0' && (env == NULL || env[0] == '\0' || strcmp(env, "all") == 0))
+        const char *devices = d->cfg.net_devices[0] ? d->cfg.net_devices
+                              : env != NULL && env[0] ? env : "all";
+        log_info("network devices: %s", devices);
+        if (strcmp(devices, "all") == 0)
             log_notice("UCX listens on every network device: --net-devices names the cluster's");
     }
     ucp_params_t params = {

@@ -308,10 +308,11 @@ finish_decode() {
 
 # held_prefill ROUND [kvrank options]: a prefill on A that waits at DIR/go.ROUND
 # before it submits; its pid in $pp. Then B is stopped and the prefill let go,
-# so that its transfers stay in flight at A (waiting for B's READY). A must be
-# started with $HOLD_OPTS: with heartbeats on, A would declare the stopped B lost
-# after --peer-timeout-ms, and on a busy machine that can come before the
-# scenario has looked at the transfers it holds.
+# so that its transfers stay in flight at A (waiting for B's READY). A scenario
+# that looks at them while they wait starts A with $HOLD_OPTS: with heartbeats
+# on, A would declare the stopped B lost after --peer-timeout-ms, and on a busy
+# machine that can come before the scenario has looked (one whose transfers end
+# at a deadline well inside that time needs none).
 HOLD_OPTS="--peer-timeout-ms 0"
 held_prefill() {
     _r=$1

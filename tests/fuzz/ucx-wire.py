@@ -138,7 +138,11 @@ def main() -> int:
             pre = subprocess.run(kv + ["--role", "prefill", "--name", "p", "-s", str(a.sock), "--dir",
                                        str(folder / "x"), "--round", "0", "--req-blocks", "4"],
                                  capture_output=True, timeout=60)
-            dec.wait(60)
+            try:
+                dec.wait(60)
+            except subprocess.TimeoutExpired:
+                dec.kill()
+                dec.wait()
             t.join()
             streams: Dict[int, List[bytes]] = {}
             for port, data in segs:
@@ -203,8 +207,11 @@ def main() -> int:
             # The UCX the daemon ran on: its libucp, as the dynamic loader resolved it.
             maps = Path(f"/proc/{b.proc.pid}/maps").read_text() if alive(b.proc.pid) else ""
             lib = next((l.split()[-1] for l in maps.splitlines() if "libucp.so" in l), "libucp")
-            info = subprocess.run(["ucx_info", "-v"], capture_output=True, text=True,
-                                  env=env).stdout
+            try:
+                info = subprocess.run(["ucx_info", "-v"], capture_output=True, text=True,
+                                      env=env, timeout=30).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                info = ""
             m = re.search(r"[Vv]ersion:? *([0-9][0-9.]*)", info)
             ver = f"{m.group(1) if m else '?'}, {lib}"
             print(f"ucx-wire: {conns} connections in {seconds:.0f} s to b10d's UCX tcp listeners "

@@ -186,18 +186,15 @@ class TransferStatus:
 
     def release(self) -> None:
         """Forget the handle (the final status, if known, stays readable)."""
-        x, self._x = self._x, None
-        # b10_conn_close freed every handle of the connection: one released after it would
-        # be a use after free. The agent's set of statuses cannot be relied on to have
-        # orphaned this one first: when the agent and its statuses are collected together,
-        # the weak set's entries are cleared before any finalizer runs, in any order.
-        # The lock keeps a finalizer that runs on another thread from releasing between
-        # shutdown()'s look at the connection and its close.
-        if x is None:
-            return
         agent = self._agent
+        # Under the agent's lock: two threads releasing one status (a release beside
+        # shutdown's orphaning) take the handle once, and none releases between
+        # shutdown()'s look at the connection and its close.
         with agent._lock:
-            if agent._conn is not None:
+            x, self._x = self._x, None
+            # b10_conn_close freed every handle of the connection: one released after it
+            # would be a use after free.
+            if x is not None and agent._conn is not None:
                 agent._xfers.discard(self)
                 agent._lib.b10_xfer_release(x)
 
@@ -213,10 +210,14 @@ class TransferStatus:
         self.release()
 
     def __del__(self) -> None:
-        try:
-            self.release()
-        except Exception:
-            pass
+        # A finalizer calls no libb10: a collection can run it on a thread inside libb10's
+        # log callback, which holds the connection's lock. The handle waits for the agent's
+        # next call or its shutdown. When the agent and its statuses are collected together,
+        # the weak set's entries are cleared before any finalizer runs, in any order: an
+        # agent already closed never releases what it is handed here.
+        x, self._x = self._x, None
+        if x is not None:
+            self._agent._dropped.append(x)
 
     def __repr__(self) -> str:
         return f"<TransferStatus {self.xfer_id} to {self.remote_name}: {self.status}>"
@@ -240,11 +241,14 @@ class B10TransferAgent:
         self.deadline_ms = deadline_ms
         self._lib = _lib.Lib(library) if library else _lib.lib()
         # A call and the b10_conn_detail that explains it; a handle's release and the
-        # connection's close. Reentrant: a collection may run a TransferStatus's finalizer
-        # on this thread while it holds the lock.
+        # connection's close. Reentrant: release() may run inside a call of the agent's
+        # (shutdown orphans its statuses, a caller's callback releases one).
         self._lock = threading.RLock()
         self._regions: Dict[Tuple[int, int, int], c_void_p] = {}
         self._xfers: "weakref.WeakSet[TransferStatus]" = weakref.WeakSet()
+        # Handles of statuses collected while the connection was open, released at the
+        # next call under the lock (a finalizer calls no libb10; deque appends are atomic).
+        self._dropped: Deque[c_void_p] = collections.deque()
         self._log_lines: Deque[Tuple[int, str]] = collections.deque(maxlen=16)
         # Kept as long as the connection; it holds the agent weakly, so that an agent
         # dropped without shutdown() is collected (and closed) at once, not by the GC.
@@ -291,9 +295,16 @@ class B10TransferAgent:
             self._check(fn(conn, *args), what, error)
 
     def _open_conn(self) -> c_void_p:
+        """The connection, for a call made under the lock; collected statuses' handles
+        are released first."""
         if self._conn is None:
             raise B10Error(_lib.B10_ERR_INVALID_ARG, "the agent is closed", self.name)
+        self._release_dropped()
         return self._conn
+
+    def _release_dropped(self) -> None:
+        while self._dropped:
+            self._lib.b10_xfer_release(self._dropped.popleft())
 
     # -- memory
 
@@ -470,6 +481,7 @@ class B10TransferAgent:
         for st in list(self._xfers):
             st._orphan()
         with self._lock:
+            self._release_dropped()
             conn, self._conn = self._conn, None
             self._regions.clear()
             self._lib.b10_conn_close(conn)
