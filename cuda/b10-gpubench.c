@@ -15,6 +15,7 @@
  * printed beside its ratio to the ceiling of its direction. Output: markdown.
  *
  *   b10-gpubench [-g GiB] [-q]      -q: fewer repetitions
+ *   b10-gpubench -g 0.25 -H scatter,4096,10,batch   the copy engines alone, 10 s (hammer())
  */
 #include "gpu-copy.h"
 
@@ -164,16 +165,24 @@ run(gpu_copy_dir_t dir, gpu_copy_engine_t eng, unsigned ctas, unsigned threads, 
  * wall clock from the first submission to the last completion, median of nreps
  * passes over the n pieces: the ceiling of the daemon's copies at this span size.
  */
-static double
-run_views(gpu_copy_dir_t dir, size_t n, size_t view, int nreps)
+static void
+count_done(void *arg)
 {
+    __atomic_add_fetch((unsigned long *)arg, 1, __ATOMIC_RELAXED);
+}
+
+static double
+run_views_as(gpu_copy_dir_t dir, gpu_copy_engine_t eng, size_t n, size_t view, unsigned depth,
+             int nreps, double until_us, int with_cb)
+{
+    static unsigned long dones;
     size_t per = view / pieces[0].len ? view / pieces[0].len : 1;
     gpu_copy_params_t prm = {
         .field_mask = GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_INFLIGHT,
-        .max_pieces = per, .max_inflight = 8,
+        .max_pieces = per, .max_inflight = depth,
     };
     gpu_copier_t *c = NULL;
-    gpu_copy_op_t *ops[8] = { 0 };
+    gpu_copy_op_t *ops[16] = { 0 };
     double gb[16];
     int rc;
 
@@ -185,14 +194,15 @@ run_views(gpu_copy_dir_t dir, size_t n, size_t view, int nreps)
         size_t k = 0, bytes = 0;
         double t0 = now_us();
         for (size_t i = 0; i < n; i += per, k++) {
-            gpu_copy_req_t req = { .dir = dir, .engine = GPU_COPY_BATCH, .pieces = pieces + i,
-                                   .npieces = n - i < per ? n - i : per };
-            if (ops[k % 8] != NULL) {
-                gpu_copy_op_wait(ops[k % 8]);
-                gpu_copy_op_release(ops[k % 8]);
-                ops[k % 8] = NULL;
+            gpu_copy_req_t req = { .dir = dir, .engine = eng, .pieces = pieces + i,
+                                   .npieces = n - i < per ? n - i : per,
+                                   .done_cb = with_cb ? count_done : NULL, .done_arg = &dones };
+            if (ops[k % depth] != NULL) {
+                gpu_copy_op_wait(ops[k % depth]);
+                gpu_copy_op_release(ops[k % depth]);
+                ops[k % depth] = NULL;
             }
-            if ((rc = gpu_copy_submit(c, &req, &ops[k % 8])) != GPU_COPY_OK) {
+            if ((rc = gpu_copy_submit(c, &req, &ops[k % depth])) != GPU_COPY_OK) {
                 fprintf(stderr, "b10-gpubench: views: %s %s\n", gpu_copy_strstatus(rc),
                         gpu_copy_last_error(c));
                 exit(1);
@@ -200,17 +210,63 @@ run_views(gpu_copy_dir_t dir, size_t n, size_t view, int nreps)
             for (size_t j = 0; j < req.npieces; j++)
                 bytes += req.pieces[j].len;
         }
-        for (int j = 0; j < 8; j++)
+        for (unsigned j = 0; j < depth; j++)
             if (ops[j] != NULL) {
                 gpu_copy_op_wait(ops[j]);
                 gpu_copy_op_release(ops[j]);
                 ops[j] = NULL;
             }
         if (r >= 0)
-            gb[r] = bytes / ((now_us() - t0) * 1e3);
+            gb[r % 16] = bytes / ((now_us() - t0) * 1e3);
+        if (until_us > 0 && now_us() < until_us)
+            r = -1;   /* a hammer: passes until the deadline; the last one is reported */
     }
     gpu_copy_destroy(c);
-    return median(gb, nreps);
+    return until_us > 0 ? gb[0] : median(gb, nreps);
+}
+
+static double
+run_views(gpu_copy_dir_t dir, size_t n, size_t view, int nreps)
+{
+    return run_views_as(dir, GPU_COPY_BATCH, n, view, 8, nreps, 0, 0);
+}
+
+/*
+ * -H DIR,SPAN,SECONDS,ENGINE[,cb|nocb[,DEPTH]]: (DIR gather, scatter or d2d) the copy engines driven as b10d drives them, with
+ * no daemon, back to back for SECONDS: the mover of the co-residence benchmark's raw
+ * cases, which shows what the copy engines alone cost a co-resident model. ENGINE is
+ * batch (cudaMemcpyBatchAsync) or memcpy (one cudaMemcpyAsync a piece); cb adds the
+ * host callback the daemon enqueues after each view; DEPTH views queued (8; the daemon 16).
+ */
+static int
+hammer(const char *spec)
+{
+    char dir[16], eng[16], cb[8] = "";
+    unsigned depth = 8;
+    size_t span;
+    double seconds;
+
+    if (sscanf(spec, "%15[a-z0-9],%zu,%lf,%15[a-z],%7[a-z],%u", dir, &span, &seconds, eng, cb,
+               &depth) < 4 ||
+        span == 0 || span > total_bytes || seconds <= 0 || depth == 0 || depth > 16 ||
+        (strcmp(dir, "gather") && strcmp(dir, "scatter") && strcmp(dir, "d2d")) ||
+        (strcmp(eng, "batch") && strcmp(eng, "memcpy"))) {
+        fprintf(stderr, "b10-gpubench: -H gather|scatter|d2d,SPAN,SECONDS,batch|memcpy[,cb|nocb[,DEPTH]]\n");
+        return 2;
+    }
+    size_t n = make_pieces(span, 0);
+    uint8_t *dstage = NULL;
+    /* d2d: a scatter whose packed side is on the device (a view landed there whole first) */
+    if (!strcmp(dir, "d2d")) {
+        CK(cudaMalloc((void **)&dstage, total_bytes));
+        for (size_t i = 0; i < n; i++)
+            pieces[i].host = dstage + i * span;
+    }
+    double gbs = run_views_as(strcmp(dir, "gather") ? GPU_COPY_SCATTER : GPU_COPY_GATHER,
+                              strcmp(eng, "batch") ? GPU_COPY_MEMCPY : GPU_COPY_BATCH, n,
+                              4u << 20, depth, 1, now_us() + seconds * 1e6, !strcmp(cb, "cb"));
+    printf("hammer %s: %.2f GB/s\n", spec, gbs);
+    return 0;
 }
 
 /* The median GB/s of total_bytes copied by one cudaMemcpyAsync of the given kind. */
@@ -308,13 +364,17 @@ main(int argc, char **argv)
     struct result cg[3][2], cs[3][2];         /* [span][memcpy/batch] */
     int ok_targets = 1;
 
-    while ((opt = getopt(argc, argv, "g:q")) != -1) {
-        if (opt == 'g')
+    const char *hammer_spec = NULL;
+
+    while ((opt = getopt(argc, argv, "g:qH:")) != -1) {
+        if (opt == 'H')
+            hammer_spec = optarg;
+        else if (opt == 'g')
             total_bytes = (size_t)(atof(optarg) * 1024) << 20;
         else if (opt == 'q')
             reps = 3;
         else {
-            fprintf(stderr, "usage: b10-gpubench [-g GiB] [-q]\n");
+            fprintf(stderr, "usage: b10-gpubench [-g GiB] [-q] [-H DIR,SPAN,SECONDS,ENGINE[,cb]]\n");
             return 2;
         }
     }
@@ -341,6 +401,8 @@ main(int argc, char **argv)
     if (!pieces)
         return 1;
 
+    if (hammer_spec)
+        return hammer(hammer_spec);
     printf("# b10d GPU copy benchmark\n\n");
     printf("- date: %s; host %s\n", date, host);
     printf("- device: %s, %d SMs, PCIe %02x:%02x; driver %d.%d, runtime %d.%d\n", prop.name,

@@ -107,10 +107,11 @@ b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, con
                           size_t len);
 /*
  * Region to region (a direct job, gather false): B10_ERR_UNSUPPORTED when
- * the pair needs staging between (host and device memory, or two devices).
+ * the pair needs staging between (host and device memory, two devices, or
+ * one device whose copies may not use its SMs: gpu_kernels).
  * References both regions.
  */
-bool copy_direct_ok(const struct region *from, const struct region *to);
+bool copy_direct_ok(const struct b10d *d, const struct region *from, const struct region *to);
 b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, struct region *to,
                                  void *dst, const void *src, size_t len);
 /*

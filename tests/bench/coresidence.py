@@ -56,7 +56,55 @@ CASES: Dict[str, tuple] = {
     "write-32k-engine": ("WRITE", 32 * KiB, "dram", ["--gpu-copy", "engine"]),
     "read-32k-engine": ("READ", 32 * KiB, "dram", ["--gpu-copy", "engine"]),
     "read-4k-engine": ("READ", 4 * KiB, "dram", ["--gpu-copy", "engine"]),
+    # No daemon moves anything: b10-gpubench drives the copy engines as b10d does, so these
+    # rows show what the copy engines alone cost the model (the floor under the rows above).
+    # Both ranks on daemon A, both pools on the model's GPU: a local transfer (no wire),
+    # through staging views by default, device to device directly with kernels allowed.
+    "local-write-32k": ("WRITE", 32 * KiB, "local", []),
+    "local-write-4k": ("WRITE", 4 * KiB, "local", []),
+    "local-write-32k-kernel": ("WRITE", 32 * KiB, "local", ["--gpu-copy", "kernel"]),
+    # No daemon moves anything: b10-gpubench drives the copy engines as b10d does, so these
+    # rows show what the copy engines alone cost the model (the floor under the rows above)
+    # and what they move alone (the ceiling). D2D: both sides on the model's GPU.
+    "raw-write-4k": ("WRITE", 4 * KiB, "raw:batch,cb", []),
+    "raw-read-4k": ("READ", 4 * KiB, "raw:batch,cb", []),
+    "raw-write-32k": ("WRITE", 32 * KiB, "raw:batch,cb", []),
+    "raw-d2d-32k": ("D2D", 32 * KiB, "raw:batch,cb", []),
+    # Variants that looked for the 4 KiB scatter's p99: not run unless named.
+    "raw-write-4k-nocb": ("WRITE", 4 * KiB, "raw:batch,nocb", []),
+    "raw-write-4k-depth2": ("WRITE", 4 * KiB, "raw:batch,cb,2", []),
+    "raw-write-4k-depth16": ("WRITE", 4 * KiB, "raw:batch,cb,16", []),
+    "raw-write-4k-memcpy": ("WRITE", 4 * KiB, "raw:memcpy,cb", []),
+    "raw-d2d-4k": ("D2D", 4 * KiB, "raw:batch,cb", []),
+    "raw-d2d-4k-memcpy": ("D2D", 4 * KiB, "raw:memcpy,cb", []),
+    "raw-d2d-contig": ("D2D", 4 * MiB, "raw:batch,cb", []),
 }
+
+EXTRA = {"raw-write-4k-nocb", "raw-write-4k-depth2", "raw-write-4k-depth16", "raw-write-4k-memcpy",
+         "raw-d2d-4k", "raw-d2d-4k-memcpy", "raw-d2d-contig"}
+
+
+class RawMover:
+    """The copy engines without a daemon: b10-gpubench's hammer, one run a measurement."""
+
+    def __init__(self, build: Path, op: str, span: int, how: str):
+        self.argv = [str(build / "bin" / "b10-gpubench"), "-g", "0.25", "-H",
+                     f"{'gather' if op == 'READ' else 'd2d' if op == 'D2D' else 'scatter'},{span},{{}},{how}"]
+        self.proc: Optional[subprocess.Popen] = None
+
+    def start(self, seconds: float) -> None:
+        argv = self.argv[:-1] + [self.argv[-1].format(seconds)]
+        self.t0 = time.perf_counter()
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+
+    def result(self) -> tuple:
+        out = self.proc.communicate(timeout=600)[0]
+        got = [l for l in out.splitlines() if l.startswith("hammer ")]
+        if self.proc.returncode != 0 or not got:
+            raise RuntimeError(f"b10-gpubench -H failed: {out[-500:]}")
+        gbs = float(got[-1].split(": ")[1].split()[0])
+        return gbs * 1e9, 1.0, []
 
 
 def pct(xs: List[float], q: float) -> float:
@@ -120,7 +168,7 @@ def mover_main(conn: Any, sock: str, desc: bytes, model_ptr: int, op: str, span:
     import numpy as np
     import b10
     keep: List[Any] = []
-    if mem == "vram":
+    if mem in ("vram", "local"):
         import torch
         t = torch.zeros(REQUEST, dtype=torch.uint8, device="cuda")
         keep.append(t)
@@ -216,12 +264,15 @@ class Daemons:
         key = folder / "cluster.key"
         if not key.exists():
             subprocess.run([b10d, "--gen-key", str(key)], check=True, stdout=subprocess.DEVNULL)
+        env = dict(os.environ)
+        env.update(f[4:].split("=", 1) for f in flags if f.startswith("env:"))
+        flags = [f for f in flags if not f.startswith("env:")]
         for name in ("A", "B"):
             sock = folder / f"{name}.sock"
             log = open(folder / f"{name}.log", "ab")
             self.procs[name] = subprocess.Popen(
                 [b10d, "--socket", str(sock), "--name", name, "--cluster-key", str(key),
-                 "--log-level", "notice", *flags], stdout=log, stderr=log)
+                 "--log-level", "notice", *flags], stdout=log, stderr=log, env=env)
             end = time.monotonic() + 60
             while not sock.exists():
                 if self.procs[name].poll() is not None or time.monotonic() > end:
@@ -254,9 +305,12 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
         if not m_conn.poll(300):
             raise RuntimeError("the model did not start")
         desc, ptr = m_conn.recv()
+        if mem.startswith("raw:"):
+            return run_raw(d, model, m_conn, RawMover(build, op, span, mem[4:]), name, op, span,
+                           mem, flags, seconds)
         v_conn, v_child = ctx.Pipe()
-        mover = ctx.Process(target=mover_main, args=(v_child, d.sock["B"], desc, ptr, op, span,
-                                                     mem, 7))
+        mover = ctx.Process(target=mover_main, args=(v_child, d.sock["A" if mem == "local" else "B"],
+                                                     desc, ptr, op, span, mem, 7))
         mover.start()
         if not v_conn.poll(300) or v_conn.recv() != "ready":
             raise RuntimeError("the mover did not start")
@@ -299,6 +353,35 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
         d.stop()
 
 
+def run_raw(d: "Daemons", model: Any, m_conn: Any, raw: RawMover, name: str, op: str, span: int,
+            mem: str, flags: List[str], seconds: float) -> Dict[str, Any]:
+    """run_case with the copy engines driven directly: the model alone, the mover alone, both."""
+    m_conn.send(seconds)
+    dec0, pre0 = m_conn.recv()
+    raw.start(seconds)
+    moved0, t0, _ = raw.result()
+    raw.start(seconds * 2 + 4)
+    time.sleep(1.0)
+    m_conn.send(seconds)
+    dec1, pre1 = m_conn.recv()
+    moved1, t1, _ = raw.result()
+    m_conn.send(None)
+    model.join(60)
+    rate0, rate1 = moved0 / t0 / 1e9, moved1 / t1 / 1e9
+    return {
+        "case": name, "op": op, "span": span, "mover_mem": mem, "flags": flags,
+        "decode_alone_ms": [pct(dec0, 0.5) * 1e3, pct(dec0, 0.99) * 1e3],
+        "decode_during_ms": [pct(dec1, 0.5) * 1e3, pct(dec1, 0.99) * 1e3],
+        "prefill_alone_ms": pct(pre0, 0.5) * 1e3, "prefill_during_ms": pct(pre1, 0.5) * 1e3,
+        "decode_p50_x": pct(dec1, 0.5) / pct(dec0, 0.5),
+        "decode_p99_x": pct(dec1, 0.99) / pct(dec0, 0.99),
+        "prefill_p50_x": pct(pre1, 0.5) / pct(pre0, 0.5),
+        "rate_alone_gbs": rate0, "rate_during_gbs": rate1, "rate_x": rate1 / rate0,
+        "request_p50_ms": float("nan"), "cpu_s_per_gb": float("nan"), "gpu_mib": {},
+        "steps": [len(dec0), len(dec1)],
+    }
+
+
 def markdown(runs: List[tuple]) -> str:
     """The results table: (label, results JSON path) for each run, its cases as rows."""
     rows = ["| layout | case | flags | decode p50 / p99 × alone (alone ms) | prefill p50 × | "
@@ -311,13 +394,15 @@ def markdown(runs: List[tuple]) -> str:
             if "error" in r:
                 rows.append(f"| {label} | {r['case']} | | failed: {r['error'][:80]} | | | | |")
                 continue
-            mib = "/".join(str(v) for v in r["gpu_mib"].values())
+            mib = "/".join(str(v) for v in r["gpu_mib"].values()) or "no daemon"
+            cpu = r["cpu_s_per_gb"]
+            cpu = f"{cpu:.2f}" if cpu == cpu else "–"   # NaN: no daemon moved it
             rows.append(
                 f"| {label} | {r['op']} {r['span'] // KiB} KiB, {r['mover_mem']} mover | "
                 f"{' '.join(r['flags']) or 'defaults'} | {r['decode_p50_x']:.2f} / "
                 f"{r['decode_p99_x']:.2f} ({r['decode_alone_ms'][0]:.3f}) | {r['prefill_p50_x']:.2f} | "
                 f"{r['rate_during_gbs']:.2f} / {r['rate_alone_gbs']:.2f} ({r['rate_x']:.2f}) | "
-                f"{r['cpu_s_per_gb']:.2f} | {mib} ({empty}) |")
+                f"{cpu} | {mib} ({empty}) |")
     return "\n".join(rows) + "\n"
 
 
@@ -327,7 +412,7 @@ def main() -> int:
         sys.stdout.write(markdown([tuple(a.split("=", 1)) for a in sys.argv[2:]]))
         return 0
     build, out = Path(sys.argv[1]).resolve(), Path(sys.argv[2])
-    names = list(CASES)
+    names = [n for n in CASES if n not in EXTRA]
     seconds = 3.0
     args = sys.argv[3:]
     while args:
@@ -343,8 +428,8 @@ def main() -> int:
     results: Dict[str, Any] = {"empty_context_mib": empty_context_mib(), "cases": []}
     print(f"empty CUDA context: {results['empty_context_mib']} MiB", flush=True)
     with tempfile.TemporaryDirectory(prefix="b10-cores.") as folder:
-        for name in names:
-            case_dir = Path(folder) / name
+        for i, name in enumerate(names):
+            case_dir = Path(folder) / f"{i}-{name}"
             case_dir.mkdir()
             try:
                 r = run_case(build, case_dir, name, seconds)

@@ -274,10 +274,11 @@ case $MODE in bench*)
     big="--layers 80 --blocks 1536 --req-blocks 512 --wait-ms 600000"
     ROUNDS=3
     # Both ranks on one daemon, no wire: copied directly (device to device on
-    # one GPU), then through its pinned staging (the path host memory takes).
+    # one GPU, which takes the SMs: only with kernels allowed), then through its
+    # pinned staging (the path host memory takes, and VRAM's by default).
     pools=${B10_BENCH_POOLS:-vram vram}
     LOCAL=1
-    pair bench-local $pools "--staging-bytes 1G" $big
+    pair bench-local $pools "--staging-bytes 1G --gpu-copy kernel" $big
     DAEMON_ENV=B10_TEST_LOCAL_STAGED=1
     pair bench-local-staged $pools "--staging-bytes 1G" $big
     DAEMON_ENV=""
