@@ -77,9 +77,10 @@ def test_vllm_pull(daemons, agents, placement) -> None:
 
     rng = np.random.default_rng(7)
     requests = []
+    free = list(rng.permutation(BLOCKS))     # a decode block belongs to one request
     for i, n in enumerate((1, 7, 20)):
         src_ids = rng.choice(BLOCKS, n, replace=False)
-        dst_ids = rng.choice(BLOCKS, n, replace=False)
+        dst_ids = np.array([free.pop() for _ in range(n)])
         req = f"cmpl-{i}-0:1".encode()
         h = d.make_prepped_xfer("READ", d_local, indices(dst_ids, REGIONS, BLOCKS),
                                 d_remote, indices(src_ids, REGIONS, BLOCKS), notif_msg=req)
@@ -95,7 +96,9 @@ def test_vllm_pull(daemons, agents, placement) -> None:
     # All blocks cached on the decode: nothing to read, the prefill is told alone.
     d.send_notif(p_name, notif_msg=b"cmpl-3-0:1")
     got = collect_notifs(p, 4)
-    assert got == {d.name: [r for _, r, _, _ in requests] + [b"cmpl-3-0:1"]}
+    # Each once; in landing order, which concurrent requests do not fix.
+    assert list(got) == [d.name]
+    assert sorted(got[d.name]) == sorted([r for _, r, _, _ in requests] + [b"cmpl-3-0:1"])
     assert p_kv.snapshot()[0].any(), "the source is left as it was"
     shutdown(d, d_descs, [d_local, d_remote], [p_name])
     shutdown(p, p_descs, [p_local], [])
@@ -172,10 +175,11 @@ def test_vllm_push_three_threads(daemons, agents, placement) -> None:
         t.join(120)
     assert not errors, f"{errors[0]!r}"
     assert len(done) == len(plan)
-    # Each decode sees its requests' ids, in the order the writer posted them.
+    # Each decode sees each of its requests' ids once (in landing order).
     for k, (d, _, _) in enumerate(ds):
         want = [req for kk, req, _, _ in plan if kk == k]
-        assert collect_notifs(d, len(want)) == {p.name: want}
+        got = collect_notifs(d, len(want))
+        assert list(got) == [p.name] and sorted(got[p.name]) == sorted(want)
     for k, req, src_ids, dst_ids in plan:
         assert_blocks(d_kvs[k], dst_ids, p_kv, src_ids, f"WRITE {req!r}")
 
