@@ -135,6 +135,8 @@ def _indices(idx: Any, n: int, side: str) -> np.ndarray:
                              f"{side} indices of shape {a.shape} and type {a.dtype}: "
                              "expected one dimension of integers", "make_prepped_xfer")
     a = a.astype(np.int64, copy=False)
+    if a.size == 0 or (a.min() >= 0 and a.max() < n):      # two passes, no mask
+        return a
     bad = np.flatnonzero((a < 0) | (a >= n))
     if bad.size:
         raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
@@ -214,12 +216,14 @@ def _unpack_metadata(md: Any) -> Tuple[str, bytes, np.ndarray]:
 
 
 class _Side:
-    """A prepared descriptor list: whose memory (None: this agent's), and the table."""
+    """A prepared descriptor list: whose memory (None: this agent's), and its spans as
+    one contiguous (N, 2) uint64 array of (address, length), ready to pick rows from."""
 
-    __slots__ = ("agent", "seg", "table")
+    __slots__ = ("agent", "seg", "spans")
 
     def __init__(self, agent: Optional[str], seg: int, table: np.ndarray):
-        self.agent, self.seg, self.table = agent, seg, table
+        self.agent, self.seg = agent, seg
+        self.spans = np.ascontiguousarray(table[:, :2])
 
 
 class _Xfer:
@@ -229,7 +233,7 @@ class _Xfer:
                  remote_name: str, notif: bytes):
         self.op, self.seg, self.remote_name, self.notif = op, seg, remote_name, notif
         self.local = np.ascontiguousarray(local[:, :2])      # (K, 2) uint64: addr, length
-        self.remote = np.ascontiguousarray(remote[:, :2])
+        self.remote = np.ascontiguousarray(remote[:, :2])     # (no copy if already so)
         self.lock = threading.RLock()
         self.status: Optional[b10.TransferStatus] = None
         self.start_ns = 0       # monotonic, at the post
@@ -554,6 +558,8 @@ class nixl_agent:
                                  "descriptors: they pair up one to one", what)
         if local.shape[0] == 0:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "no descriptors to transfer", what)
+        if np.array_equal(local[:, 1], remote[:, 1]):
+            return
         bad = np.flatnonzero(local[:, 1] != remote[:, 1])
         if bad.size:
             i = int(bad[0])
@@ -577,9 +583,9 @@ class nixl_agent:
         if rs.agent is None:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                                  "the remote side must be prepared with the peer's name", what)
-        li = _indices(local_indices, ls.table.shape[0], "local")
-        ri = _indices(remote_indices, rs.table.shape[0], "remote")
-        local, remote = ls.table[li], rs.table[ri]
+        li = _indices(local_indices, ls.spans.shape[0], "local")
+        ri = _indices(remote_indices, rs.spans.shape[0], "remote")
+        local, remote = ls.spans.take(li, axis=0), rs.spans.take(ri, axis=0)
         self._pair(local, remote, what)
         with self._lock:
             loaded = rs.agent in self._remote or rs.agent == self.name
