@@ -79,13 +79,12 @@ def test_peer_daemon_killed_mid_transfer(folder, agents) -> None:
         assert s.check_xfer_state(h) == "PROC"
         k.proc.kill()
         killed = (k,)
-        t0 = time.monotonic()
+        # Polled no longer than the deadline; had the deadline ended it, it would be
+        # nixlCancelledError (B10_ERR_DEADLINE), not the peer's loss.
         e = wait_failure(s, h, deadline_s)
-        took = time.monotonic() - t0
         assert isinstance(e, nixl.nixlRemoteDisconnectError), f"{type(e).__name__}: {e}"
         assert e.status in ("B10_ERR_PEER_LOST", "B10_ERR_PEER_UNREACHABLE") and e.detail
         assert e.action == "PEER"
-        assert took < deadline_s, "the failure came from the deadline, not the peer's loss"
         # Read again: the same failure, until released.
         with pytest.raises(nixl.nixlRemoteDisconnectError):
             s.check_xfer_state(h)
