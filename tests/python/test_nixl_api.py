@@ -19,7 +19,8 @@ import pytest
 
 import b10
 from b10test import SLOW, TOP
-from nixltest import (KV, KiB, agents, collect_notifs, nixl, wait_done)  # noqa: F401
+from nixltest import (KV, KiB, agents, collect_notifs, nixl, wait_done,  # noqa: F401
+                      wait_until)
 from nixl import _bindings as nb
 
 
@@ -267,3 +268,41 @@ def test_loopback(daemons, agents) -> None:
     s.release_xfer_handle(h)
     assert np.array_equal(kv.arr(0)[6:8], before[0:2]) and np.array_equal(kv.arr(0)[:6],
                                                                           before[:6])
+
+
+def test_handle_objects_and_both_signatures(daemons, agents) -> None:
+    """Handles are objects with release(), as NIXL's are; one dropped unreleased is
+    released by the agent's next call (cancelled first if running). register_memory and
+    prep_xfer_dlist take the newer (backends third/fourth) and older (is_sorted) forms."""
+    import gc
+    a, b = daemons
+    s_kv, d_kv = KV(1, 4, 4096, 91), KV(1, 4, 4096, None)
+    s, d = agents("src", a), agents("dst", b)
+    s.register_memory(s_kv.reg_tuples(), "DRAM", ["UCX"])           # newer: backends
+    d.register_memory(d_kv.reg_tuples(), "DRAM", True)              # older: is_sorted
+    peer = s.add_remote_agent(d.get_agent_metadata())
+    rows = lambda kv: [(kv.base_addrs()[0] + i * 4096, 4096, 0) for i in range(4)]  # noqa: E731
+    local = s.prep_xfer_dlist("NIXL_INIT_AGENT", rows(s_kv), "DRAM", ["UCX"])
+    remote = s.prep_xfer_dlist(peer, rows(d_kv), "DRAM", True)
+    assert isinstance(local, nixl._api.nixl_prepped_dlist_handle)
+    h = s.make_prepped_xfer("WRITE", local, [0, 1], remote, [2, 3])
+    assert isinstance(h, nixl._api.nixl_xfer_handle) and {h: 1}[h] == 1
+    s.transfer(h)
+    wait_done(s, h)
+    h.release()
+    assert np.array_equal(d_kv.arr(0)[2:4], s_kv.arr(0)[0:2])
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.check_xfer_state(h)
+    # Dropped without release: gone from the agent's table once it is over.
+    h = s.make_prepped_xfer("WRITE", local, [2], remote, [0])
+    s.transfer(h)
+    del h
+    gc.collect()
+
+    def swept() -> bool:
+        s.make_prepped_xfer("WRITE", local, [0], remote, [0]).release()   # a call sweeps
+        return len(s._xfers) == 0
+    wait_until(swept, 30, "the dropped handle's release")
+    local.release()
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.make_prepped_xfer("WRITE", local, [0], remote, [0])

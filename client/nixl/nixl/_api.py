@@ -50,8 +50,58 @@ from ._bindings import (NIXL_INIT_AGENT, nixlBackendError, nixlInvalidParamError
 DEFAULT_COMM_PORT = nixlBind.DEFAULT_COMM_PORT
 
 nixl_backend_handle = int
-nixl_prepped_dlist_handle = int
-nixl_xfer_handle = int
+
+
+class nixl_prepped_dlist_handle:
+    """A prepared descriptor list's handle: pass it to make_prepped_xfer; release() or the
+    agent's release_dlist_handle() frees it (so does dropping the last reference)."""
+
+    __slots__ = ("_handle", "_agent", "_released")
+
+    def __init__(self, agent: "nixl_agent", value: int):
+        self._handle, self._agent, self._released = int(value), agent, False
+
+    def release(self) -> None:
+        self._agent.release_dlist_handle(self)
+
+    def __repr__(self) -> str:
+        return f"nixl_prepped_dlist_handle({self._handle:#x}, released={self._released})"
+
+    def __del__(self) -> None:
+        # Plain Python state only (no lock: a collection may run where the agent's lock
+        # is held); the list is not in use by any transfer, which copied its rows.
+        if not self._released:
+            self._agent._dlists.pop(self._handle, None)
+
+
+class nixl_xfer_handle:
+    """A transfer's handle: post it with transfer(), poll it with check_xfer_state(),
+    free it with release() or the agent's release_xfer_handle(), which cancel a
+    running transfer and return once nothing of it can still write."""
+
+    __slots__ = ("_handle", "_agent", "_released")
+
+    def __init__(self, agent: "nixl_agent", value: int):
+        self._handle, self._agent, self._released = int(value), agent, False
+
+    def release(self) -> None:
+        self._agent.release_xfer_handle(self)
+
+    def __repr__(self) -> str:
+        return f"nixl_xfer_handle({self._handle:#x}, released={self._released})"
+
+    def __del__(self) -> None:
+        # A finalizer calls no libb10 (a collection can run inside libb10's log callback,
+        # under the connection's lock): the agent releases the transfer at its next call,
+        # cancelling it first if it still runs.
+        if not self._released:
+            self._agent._dropped.append(self._handle)
+
+
+def _hid(handle: Any) -> int:
+    """The table key of a handle object (or of the bare int older callers keep)."""
+    return handle._handle if isinstance(handle, (nixl_xfer_handle,
+                                                 nixl_prepped_dlist_handle)) else int(handle)
 
 _MAGIC = b"B10NIXL\x01"
 _OPS = {"WRITE": "WRITE", "READ": "READ"}
@@ -287,6 +337,9 @@ class nixl_agent:
         self._local_rows = np.zeros((0, 4), dtype=np.uint64)
         self._local = _Regions(self._local_rows)
         self._loopback = False
+        self._dropped: "collections.deque[int]" = collections.deque()  # finalized handles
+        self._draining: List[int] = []        # of those, the ones cancelled and still running
+        self._sweeping = threading.Lock()
         self.notifs: Dict[str, List[bytes]] = {}
         self.backends: Dict[str, nixl_backend_handle] = {}
         self.plugin_list = ["B10"] + [b for b in conf.backends if b != "B10"]
@@ -305,18 +358,56 @@ class nixl_agent:
         except B10Error as e:
             nixlBind.raise_from(e)
 
-    def _xfer(self, handle: int) -> _Xfer:
+    def _sweep(self) -> None:
+        """Release the transfers whose handle objects were dropped unreleased: those over
+        at once, those still running once cancelled and over (checked at each call).
+        One thread sweeps at a time; the others go on with their call."""
+        if not self._sweeping.acquire(blocking=False):
+            return
+        try:
+            self._sweep_locked()
+        finally:
+            self._sweeping.release()
+
+    def _sweep_locked(self) -> None:
+        while self._dropped:
+            self._draining.append(self._dropped.popleft())
+        keep = []
+        for hid in self._draining:
+            with self._lock:
+                x = self._xfers.get(hid)
+            if x is None:
+                continue
+            with x.lock:
+                st = x.status
+                if st is not None and st.code == _lib.B10_IN_PROGRESS:
+                    try:
+                        st.cancel()
+                    except B10Error:
+                        pass
+                    keep.append(hid)
+                    continue
+                if st is not None:
+                    st.release()
+                    x.status = None
+            with self._lock:
+                self._xfers.pop(hid, None)
+        self._draining = keep
+
+    def _xfer(self, handle: Any) -> _Xfer:
+        if self._dropped or self._draining:
+            self._sweep()
         with self._lock:
-            x = self._xfers.get(handle)
+            x = self._xfers.get(_hid(handle))
         if x is None:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                                  f"no transfer handle {handle!r} (released, or never made)",
                                  "transfer handle", nixlInvalidParamError)
         return x
 
-    def _side(self, handle: int) -> _Side:
+    def _side(self, handle: Any) -> _Side:
         with self._lock:
-            s = self._dlists.get(handle)
+            s = self._dlists.get(_hid(handle))
         if s is None:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                                  f"no prepared descriptor list {handle!r} (released, or never "
@@ -382,6 +473,10 @@ class nixl_agent:
         self._xfer(handle)
         return "B10"
 
+    def estimate_xfer_cost(self, req_handle: nixl_xfer_handle) -> Tuple[int, int, str]:
+        raise nixlBind.error(_lib.B10_ERR_UNSUPPORTED, "b10d gives no cost estimates",
+                             "estimate_xfer_cost", nixlNotSupportedError)
+
     # -- descriptors
 
     def get_reg_descs(self, descs: Any, mem_type: Optional[str] = None,
@@ -401,9 +496,12 @@ class nixl_agent:
     # -- memory
 
     def register_memory(self, reg_list: Any, mem_type: Optional[str] = None,
-                        is_sorted: bool = False, backends: Sequence[str] = ()) -> nixlRegDList:
+                        backends: Any = (), is_sorted: bool = False) -> nixlRegDList:
         """Register the regions with b10d (all or nothing); the regions go into this
-        agent's metadata, where peers learn where they may write and read."""
+        agent's metadata, where peers learn where they may write and read. (A bool as
+        the third argument is older NIXL's is_sorted.)"""
+        if isinstance(backends, bool):
+            is_sorted, backends = backends, ()
         descs = self.get_reg_descs(reg_list, mem_type, is_sorted)
         table = descs.array()
         if table.shape[0] == 0:
@@ -516,11 +614,14 @@ class nixl_agent:
     # -- prepared lists and transfer handles
 
     def prep_xfer_dlist(self, agent_name: str, xfer_list: Any, mem_type: Optional[str] = None,
-                        is_sorted: bool = False,
-                        backends: Sequence[str] = ()) -> nixl_prepped_dlist_handle:
+                        backends: Any = (),
+                        is_sorted: bool = False) -> nixl_prepped_dlist_handle:
         """Prepare descriptors to pick by index: "NIXL_INIT_AGENT" (or "") for this
         agent's memory, a peer's name for its memory (each descriptor must lie inside a
-        region its metadata declared), this agent's own name for loopback."""
+        region its metadata declared), this agent's own name for loopback. (A bool as
+        the fourth argument is older NIXL's is_sorted.)"""
+        if isinstance(backends, bool):
+            is_sorted, backends = backends, ()
         descs = self.get_xfer_descs(xfer_list, mem_type, is_sorted)
         agent = None if agent_name in (NIXL_INIT_AGENT, "") else agent_name
         table = descs.array()
@@ -529,20 +630,25 @@ class nixl_agent:
         with self._lock:
             h = next(self._ids)
             self._dlists[h] = side
-        return h
+        return nixl_prepped_dlist_handle(self, h)
 
     def release_dlist_handle(self, handle: nixl_prepped_dlist_handle) -> None:
+        """Free a prepared list; transfers made from it keep what they took."""
         with self._lock:
-            if self._dlists.pop(handle, None) is None:
+            if self._dlists.pop(_hid(handle), None) is None:
                 raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                                      f"no prepared descriptor list {handle!r}",
                                      "release_dlist_handle", nixlInvalidParamError)
+        if isinstance(handle, nixl_prepped_dlist_handle):
+            handle._released = True
 
     def _new_xfer(self, x: _Xfer) -> nixl_xfer_handle:
+        if self._dropped or self._draining:
+            self._sweep()
         with self._lock:
             h = next(self._ids)
             self._xfers[h] = x
-        return h
+        return nixl_xfer_handle(self, h)
 
     def _op(self, operation: str, what: str) -> str:
         op = _OPS.get(str(operation).upper()) if isinstance(operation, str) else None
@@ -694,7 +800,9 @@ class nixl_agent:
                 st.release()
                 x.status = None
             with self._lock:
-                self._xfers.pop(handle, None)
+                self._xfers.pop(_hid(handle), None)
+            if isinstance(handle, nixl_xfer_handle):
+                handle._released = True
 
     # -- notifications
 
