@@ -289,6 +289,7 @@ class _Xfer:
         self.start_ns = 0       # monotonic, at the post
         self.post_ns = 0        # how long the post took
         self.done_ns = 0        # monotonic, when first seen landed
+        self.cancelled = False  # a dropped handle's transfer: cancel asked for once
         self.total_bytes = int(self.local[:, 1].sum(dtype=np.uint64)) if len(self.local) else 0
 
 
@@ -381,10 +382,12 @@ class nixl_agent:
             with x.lock:
                 st = x.status
                 if st is not None and st.code == _lib.B10_IN_PROGRESS:
-                    try:
-                        st.cancel()
-                    except B10Error:
-                        pass
+                    if not x.cancelled:
+                        x.cancelled = True
+                        try:
+                            st.cancel()
+                        except B10Error:
+                            pass        # it ended meanwhile
                     keep.append(hid)
                     continue
                 if st is not None:
