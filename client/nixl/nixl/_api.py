@@ -1,0 +1,846 @@
+"""nixl_agent and nixl_agent_config: NIXL's Python API, served by b10d through libb10.
+
+An engine written for NIXL (vLLM's NixlConnector, SGLang's nixl backend, Dynamo)
+runs on this module unchanged. Underneath, every call is b10's:
+
+- a transfer's success means its bytes landed; a notification attached to it
+  reaches the target only after that (b10's sync message);
+- every failure is raised as NIXL's exception class, which is also a
+  b10.B10Error carrying b10d's status, its action class and the daemon's reason;
+- a transfer's status stays readable until its handle is released, also after
+  remove_remote_agent;
+- release_xfer_handle of a running transfer cancels it and returns only once
+  the daemon reported it over, which b10d does only when no copy of it can still
+  write either side's memory (or raises when b10d says one still may);
+- remote descriptors are raw addresses of the peer, checked against the regions
+  its metadata declares before anything is posted, and again by the daemons;
+- every method may be called from several threads.
+
+There are no backends to pick: b10d chooses the path (UCX between nodes, a
+direct copy on one node). Metadata travels out of band, as the engines do
+already; b10d has no metadata listener of its own.
+
+Environment: B10_SOCKET, the local b10d's socket (libb10's default otherwise);
+B10_NIXL_DEADLINE_MS, a default deadline for every transfer (the daemon's
+otherwise); NIXL_TELEMETRY_ENABLE=y, telemetry for every agent.
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+import os
+import pickle
+import struct
+import threading
+import time
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+import b10
+from b10 import _lib
+from b10.errors import B10Error
+
+from . import _bindings as nixlBind
+from ._bindings import (NIXL_INIT_AGENT, nixlBackendError, nixlInvalidParamError,
+                        nixlNoTelemetryError, nixlNotFoundError, nixlNotPostedError,
+                        nixlNotSupportedError, nixlRegDList, nixlRepostActiveError,
+                        nixlXferDList, nixlXferTelemetry)
+
+DEFAULT_COMM_PORT = nixlBind.DEFAULT_COMM_PORT
+
+nixl_backend_handle = int
+
+
+class nixl_prepped_dlist_handle:
+    """A prepared descriptor list's handle: pass it to make_prepped_xfer; release() or the
+    agent's release_dlist_handle() frees it (so does dropping the last reference)."""
+
+    __slots__ = ("_handle", "_agent", "_released")
+
+    def __init__(self, agent: "nixl_agent", value: int):
+        self._handle, self._agent, self._released = int(value), agent, False
+
+    def release(self) -> None:
+        self._agent.release_dlist_handle(self)
+
+    def __repr__(self) -> str:
+        return f"nixl_prepped_dlist_handle({self._handle:#x}, released={self._released})"
+
+    def __del__(self) -> None:
+        # Plain Python state only (no lock: a collection may run where the agent's lock
+        # is held); the list is not in use by any transfer, which copied its rows.
+        if not self._released:
+            self._agent._dlists.pop(self._handle, None)
+
+
+class nixl_xfer_handle:
+    """A transfer's handle: post it with transfer(), poll it with check_xfer_state(),
+    free it with release() or the agent's release_xfer_handle(), which cancel a
+    running transfer and return once nothing of it can still write."""
+
+    __slots__ = ("_handle", "_agent", "_released")
+
+    def __init__(self, agent: "nixl_agent", value: int):
+        self._handle, self._agent, self._released = int(value), agent, False
+
+    def release(self) -> None:
+        self._agent.release_xfer_handle(self)
+
+    def __repr__(self) -> str:
+        return f"nixl_xfer_handle({self._handle:#x}, released={self._released})"
+
+    def __del__(self) -> None:
+        # A finalizer calls no libb10 (a collection can run inside libb10's log callback,
+        # under the connection's lock): the agent releases the transfer at its next call,
+        # cancelling it first if it still runs.
+        if not self._released:
+            self._agent._dropped.append(self._handle)
+
+
+def _hid(handle: Any) -> int:
+    """The table key of a handle object (or of the bare int older callers keep)."""
+    return handle._handle if isinstance(handle, (nixl_xfer_handle,
+                                                 nixl_prepped_dlist_handle)) else int(handle)
+
+_MAGIC = b"B10NIXL\x01"
+_OPS = {"WRITE": "WRITE", "READ": "READ"}
+_TRUE = ("1", "y", "yes", "true", "on")
+
+
+class nixl_agent_config:
+    """NIXL's agent configuration. The threading and listener fields are accepted and
+    have no effect (b10d moves the bytes, with its own threads); capture_telemetry
+    turns on get_xfer_telemetry. b10's own fields:
+
+    socket_path:        the local b10d's socket (default $B10_SOCKET, else libb10's)
+    deadline_ms:        every transfer's deadline (default $B10_NIXL_DEADLINE_MS, else
+                        the daemon's)
+    request_timeout_ms: the bound of each request to the daemon (libb10's default)
+    """
+
+    def __init__(self, enable_prog_thread: bool = True, enable_listen_thread: bool = False,
+                 listen_port: int = 0, capture_telemetry: bool = False, num_threads: int = 0,
+                 backends: Optional[List[str]] = None, *, socket_path: Optional[str] = None,
+                 deadline_ms: Optional[int] = None, request_timeout_ms: Optional[int] = None,
+                 **extra: Any):
+        self.enable_pthread = enable_prog_thread
+        self.enable_listen = enable_listen_thread
+        self.port = listen_port
+        self.capture_telemetry = capture_telemetry
+        self.num_threads = num_threads
+        self.backends = list(backends) if backends is not None else ["UCX"]
+        self.socket_path = socket_path
+        self.deadline_ms = deadline_ms
+        self.request_timeout_ms = request_timeout_ms
+        self.extra = extra
+
+
+# ---------------------------------------------------------------- helpers
+
+def _seg_of(mem_type: Any) -> nixlBind.nixl_mem_t:
+    return nixlBind.mem_seg(mem_type)
+
+
+def _is_tensor(x: Any) -> bool:
+    return hasattr(x, "data_ptr") and hasattr(x, "element_size") and hasattr(x, "numel")
+
+
+def _tensor_row(t: Any) -> Tuple[str, Tuple[int, int, int]]:
+    dev = t.get_device() if hasattr(t, "get_device") else -1
+    kind = "VRAM" if str(getattr(t, "device", "cpu")).startswith("cuda") else "DRAM"
+    return kind, (int(t.data_ptr()), int(t.numel()) * int(t.element_size()), max(int(dev), 0))
+
+
+def _descs(cls: type, descs: Any, mem_type: Optional[str], is_sorted: bool, what: str) -> Any:
+    """A descriptor list of class cls from what the engines pass: such a list, a
+    tensor or a list of tensors, or tuples / an (N, 3) array with a memory type."""
+    if isinstance(descs, cls):
+        return descs
+    if isinstance(descs, nixlBind._DList):
+        raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                             f"a {type(descs).__name__} where a {cls.__name__} belongs", what)
+    if _is_tensor(descs):
+        kind, row = _tensor_row(descs)
+        return cls(kind, [row + (("",) if cls is nixlRegDList else ())], is_sorted)
+    if isinstance(descs, (list, tuple)) and descs and _is_tensor(descs[0]):
+        rows = [_tensor_row(t) for t in descs]
+        kinds = {k for k, _ in rows}
+        if len(kinds) != 1:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                 "tensors on different kinds of memory in one list", what)
+        return cls(kinds.pop(), np.array([r for _, r in rows], dtype=np.uint64), is_sorted)
+    if mem_type is None:
+        raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                             "descriptors given as tuples or an array need a memory type "
+                             "(\"DRAM\" or \"VRAM\")", what)
+    return cls(mem_type, descs, is_sorted)
+
+
+def _indices(idx: Any, n: int, side: str) -> np.ndarray:
+    """Indices into a prepared list of n, as int64, checked in one pass."""
+    a = np.asarray(idx)
+    if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+        raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                             f"{side} indices of shape {a.shape} and type {a.dtype}: "
+                             "expected one dimension of integers", "make_prepped_xfer")
+    a = a.astype(np.int64, copy=False)
+    if a.size == 0 or (a.min() >= 0 and a.max() < n):      # two passes, no mask
+        return a
+    bad = np.flatnonzero((a < 0) | (a >= n))
+    if bad.size:
+        raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                             f"{side} index {int(a[bad[0]])} (at {int(bad[0])}) is outside "
+                             f"the prepared list of {n}", "make_prepped_xfer")
+    return a
+
+
+class _Regions:
+    """Memory regions of one agent by kind: sorted, overlapping ones merged, so that
+    whether N spans lie inside is one searchsorted."""
+
+    def __init__(self, rows: np.ndarray):
+        # rows: (M, 4) uint64 of (seg, addr, len, dev)
+        self.rows = rows
+        self._by_seg: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
+        for seg in np.unique(rows[:, 0]) if rows.size else []:
+            r = rows[rows[:, 0] == seg]
+            order = np.argsort(r[:, 1], kind="stable")
+            starts, ends = r[order, 1], r[order, 1] + r[order, 2]
+            # Merge overlaps: a region's end is the largest end seen so far.
+            ends = np.maximum.accumulate(ends)
+            keep = np.ones(starts.size, dtype=bool)
+            keep[1:] = starts[1:] > ends[:-1]
+            group = np.cumsum(keep) - 1
+            m_starts = starts[keep]
+            m_ends = np.zeros(m_starts.size, dtype=np.uint64)
+            np.maximum.at(m_ends, group, ends)
+            self._by_seg[int(seg)] = (m_starts, m_ends)
+
+    def outside(self, seg: int, addrs: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """Indices of the spans not inside one of the regions of kind seg."""
+        if seg not in self._by_seg:
+            return np.arange(addrs.size)
+        starts, ends = self._by_seg[seg]
+        i = np.searchsorted(starts, addrs, side="right").astype(np.int64) - 1
+        ok = i >= 0
+        ic = np.where(ok, i, 0)
+        ok &= (lens > 0) & (addrs + lens <= ends[ic]) & (addrs + lens >= addrs)
+        return np.flatnonzero(~ok)
+
+
+def _pack_metadata(name: str, desc: bytes, rows: np.ndarray) -> bytes:
+    nb = name.encode()
+    return b"".join([_MAGIC, struct.pack("<H", len(nb)), nb, struct.pack("<I", len(desc)), desc,
+                     struct.pack("<I", rows.shape[0]),
+                     np.ascontiguousarray(rows, dtype="<u8").tobytes()])
+
+
+def _unpack_metadata(md: Any) -> Tuple[str, bytes, np.ndarray]:
+    what = "add_remote_agent"
+    if isinstance(md, str) or not isinstance(md, (bytes, bytearray, memoryview)):
+        raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                             f"metadata must be the bytes of get_agent_metadata(), not "
+                             f"{type(md).__name__}", what)
+    md = bytes(md)
+    try:
+        if not md.startswith(_MAGIC):
+            raise ValueError("not metadata of a b10 agent (a NIXL agent's, or damaged?)")
+        o = len(_MAGIC)
+        (n,) = struct.unpack_from("<H", md, o)
+        o += 2
+        name = md[o:o + n].decode()
+        o += n
+        (dl,) = struct.unpack_from("<I", md, o)
+        o += 4
+        desc = md[o:o + dl]
+        o += dl
+        (m,) = struct.unpack_from("<I", md, o)
+        o += 4
+        if len(desc) != dl or len(md) != o + 32 * m or not name:
+            raise ValueError(f"{len(md)} bytes: truncated or trailing bytes")
+        rows = np.frombuffer(md, dtype="<u8", count=4 * m, offset=o).astype(np.uint64)
+        return name, desc, rows.reshape(-1, 4)
+    except (struct.error, UnicodeDecodeError, ValueError) as e:
+        raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, f"metadata refused: {e}", what) from None
+
+
+class _Side:
+    """A prepared descriptor list: whose memory (None: this agent's), and its spans as
+    one contiguous (N, 2) uint64 array of (address, length), ready to pick rows from."""
+
+    __slots__ = ("agent", "seg", "spans")
+
+    def __init__(self, agent: Optional[str], seg: int, table: np.ndarray):
+        self.agent, self.seg = agent, seg
+        self.spans = np.ascontiguousarray(table[:, :2])
+
+
+class _Xfer:
+    """A transfer handle: what to move, and the b10 transfer of its latest post."""
+
+    def __init__(self, op: str, seg: int, local: np.ndarray, remote: np.ndarray,
+                 remote_name: str, notif: bytes):
+        self.op, self.seg, self.remote_name, self.notif = op, seg, remote_name, notif
+        self.local = np.ascontiguousarray(local[:, :2])      # (K, 2) uint64: addr, length
+        self.remote = np.ascontiguousarray(remote[:, :2])     # (no copy if already so)
+        self.lock = threading.RLock()
+        self.status: Optional[b10.TransferStatus] = None
+        self.start_ns = 0       # monotonic, at the post
+        self.post_ns = 0        # how long the post took
+        self.done_ns = 0        # monotonic, when first seen landed
+        self.cancelled = False  # a dropped handle's transfer: cancel asked for once
+        self.total_bytes = int(self.local[:, 1].sum(dtype=np.uint64)) if len(self.local) else 0
+
+
+def _msg(m: Any) -> bytes:
+    if m is None:
+        return b""
+    if isinstance(m, str):
+        return m.encode()
+    return bytes(m)
+
+
+# ---------------------------------------------------------------- the agent
+
+class nixl_agent:
+    """One NIXL agent: one connection of this rank to its node's b10d.
+
+    agent_name:      this agent's name, unique on its node (printable ASCII, no spaces)
+    nixl_conf:       a nixl_agent_config (defaults when None)
+    instantiate_all: accepted for NIXL's sake; b10d has no backends to instantiate
+    """
+
+    def __init__(self, agent_name: str, nixl_conf: Optional[nixl_agent_config] = None,
+                 instantiate_all: bool = False):
+        conf = nixl_conf or nixl_agent_config()
+        self.name = agent_name
+        self.conf = conf
+        deadline = conf.deadline_ms
+        if deadline is None and os.environ.get("B10_NIXL_DEADLINE_MS"):
+            deadline = int(os.environ["B10_NIXL_DEADLINE_MS"])
+        self.deadline_ms = deadline
+        self.telemetry = bool(conf.capture_telemetry) or \
+            os.environ.get("NIXL_TELEMETRY_ENABLE", "").lower() in _TRUE
+        try:
+            self.agent = b10.B10TransferAgent(agent_name, conf.socket_path,
+                                              request_timeout_ms=conf.request_timeout_ms,
+                                              deadline_ms=deadline)
+        except B10Error as e:
+            nixlBind.raise_from(e)
+        # Handle tables, remote regions and local registrations; a transfer's own
+        # post, poll and release serialise on its lock, not on this one.
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._dlists: Dict[int, _Side] = {}
+        self._xfers: Dict[int, _Xfer] = {}
+        self._remote: Dict[str, _Regions] = {}
+        self._local_rows = np.zeros((0, 4), dtype=np.uint64)
+        self._local = _Regions(self._local_rows)
+        self._loopback = False
+        self._dropped: "collections.deque[int]" = collections.deque()  # finalized handles
+        self._draining: List[int] = []        # of those, the ones cancelled and still running
+        self._sweeping = threading.Lock()
+        self.notifs: Dict[str, List[bytes]] = {}
+        self.backends: Dict[str, nixl_backend_handle] = {}
+        self.plugin_list = ["B10"] + [b for b in conf.backends if b != "B10"]
+        for b in (self.plugin_list if instantiate_all else conf.backends):
+            self.create_backend(b)
+        self.nixl_mems = {"DRAM": nixlBind.DRAM_SEG, "VRAM": nixlBind.VRAM_SEG,
+                          "cpu": nixlBind.DRAM_SEG, "cuda": nixlBind.VRAM_SEG}
+        self.nixl_ops = dict(_OPS)
+
+    # -- plumbing
+
+    def _b10(self, fn: Any, *args: Any) -> Any:
+        """A call of the b10 agent, its failure raised as the NIXL class."""
+        try:
+            return fn(*args)
+        except B10Error as e:
+            nixlBind.raise_from(e)
+
+    def _sweep(self) -> None:
+        """Release the transfers whose handle objects were dropped unreleased: those over
+        at once, those still running once cancelled and over (checked at each call).
+        One thread sweeps at a time; the others go on with their call."""
+        if not self._sweeping.acquire(blocking=False):
+            return
+        try:
+            self._sweep_locked()
+        finally:
+            self._sweeping.release()
+
+    def _sweep_locked(self) -> None:
+        while self._dropped:
+            self._draining.append(self._dropped.popleft())
+        keep = []
+        for hid in self._draining:
+            with self._lock:
+                x = self._xfers.get(hid)
+            if x is None:
+                continue
+            with x.lock:
+                st = x.status
+                if st is not None and st.code == _lib.B10_IN_PROGRESS:
+                    if not x.cancelled:
+                        x.cancelled = True
+                        try:
+                            st.cancel()
+                        except B10Error:
+                            pass        # it ended meanwhile
+                    keep.append(hid)
+                    continue
+                if st is not None:
+                    st.release()
+                    x.status = None
+            with self._lock:
+                self._xfers.pop(hid, None)
+        self._draining = keep
+
+    def _xfer(self, handle: Any) -> _Xfer:
+        if self._dropped or self._draining:
+            self._sweep()
+        with self._lock:
+            x = self._xfers.get(_hid(handle))
+        if x is None:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                 f"no transfer handle {handle!r} (released, or never made)",
+                                 "transfer handle", nixlInvalidParamError)
+        return x
+
+    def _side(self, handle: Any) -> _Side:
+        with self._lock:
+            s = self._dlists.get(_hid(handle))
+        if s is None:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                 f"no prepared descriptor list {handle!r} (released, or never "
+                                 "made)", "descriptor list handle", nixlInvalidParamError)
+        return s
+
+    def _check_inside(self, agent: Optional[str], seg: int, table: np.ndarray, what: str) -> None:
+        """Every descriptor inside the regions of agent (None: this one), or the refusal
+        naming the first that is not."""
+        if agent is None or agent == self.name:
+            if agent is not None:
+                self._ensure_loopback()
+            regions, whose, code = self._local, "this agent registered", \
+                nixlBind.B10_ERR_NOT_REGISTERED
+        else:
+            with self._lock:
+                regions = self._remote.get(agent)
+            if regions is None:
+                raise nixlBind.error(nixlBind.B10_ERR_UNKNOWN_AGENT,
+                                     f"agent {agent!r} is not loaded (add_remote_agent)", what)
+            whose, code = f"agent {agent} declared in its metadata", _lib.B10_ERR_REMOTE_REJECTED
+        if table.shape[0] == 0:
+            return
+        bad = regions.outside(seg, table[:, 0], table[:, 1])
+        if bad.size:
+            a, n, _ = (int(v) for v in table[bad[0]])
+            raise nixlBind.error(code, f"descriptor {int(bad[0])} [{a:#x}, +{n}) of "
+                                 f"{nixlBind.seg_name(nixlBind.nixl_mem_t(seg))} is not inside "
+                                 f"a region {whose} ({bad.size} such)", what)
+
+    def _ensure_loopback(self) -> None:
+        """Loopback transfers address this agent by its own name: b10d serves them once
+        the agent loaded its own descriptor (a local copy, no wire)."""
+        with self._lock:
+            if self._loopback:
+                return
+        self._b10(self.agent.load_remote_agent, self.name, self.agent.get_local_agent_desc())
+        with self._lock:
+            self._loopback = True
+
+    # -- backends (b10d has none to pick: these keep NIXL's surface)
+
+    def get_plugin_list(self) -> List[str]:
+        return list(self.plugin_list)
+
+    def get_plugin_mem_types(self, backend: str) -> List[str]:
+        return ["DRAM", "VRAM"]
+
+    def get_plugin_params(self, backend: str) -> Dict[str, str]:
+        return {}
+
+    def get_backend_mem_types(self, backend: str) -> List[str]:
+        return ["DRAM", "VRAM"]
+
+    def get_backend_params(self, backend: str) -> Dict[str, str]:
+        return {}
+
+    def create_backend(self, backend: str, initParams: Optional[Dict[str, str]] = None) -> None:
+        """Accepted for any name: b10d chooses how bytes move."""
+        self.backends.setdefault(backend, len(self.backends) + 1)
+
+    def query_xfer_backend(self, handle: nixl_xfer_handle) -> str:
+        self._xfer(handle)
+        return "B10"
+
+    def estimate_xfer_cost(self, req_handle: nixl_xfer_handle) -> Tuple[int, int, str]:
+        raise nixlBind.error(_lib.B10_ERR_UNSUPPORTED, "b10d gives no cost estimates",
+                             "estimate_xfer_cost", nixlNotSupportedError)
+
+    # -- descriptors
+
+    def get_reg_descs(self, descs: Any, mem_type: Optional[str] = None,
+                      is_sorted: bool = False) -> nixlRegDList:
+        return _descs(nixlRegDList, descs, mem_type, is_sorted, "get_reg_descs")
+
+    def get_xfer_descs(self, descs: Any, mem_type: Optional[str] = None,
+                       is_sorted: bool = False) -> nixlXferDList:
+        return _descs(nixlXferDList, descs, mem_type, is_sorted, "get_xfer_descs")
+
+    def get_serialized_descs(self, descs: Any) -> bytes:
+        return pickle.dumps(descs)
+
+    def deserialize_descs(self, serialized_descs: bytes) -> Any:
+        return pickle.loads(serialized_descs)
+
+    # -- memory
+
+    def register_memory(self, reg_list: Any, mem_type: Optional[str] = None,
+                        backends: Any = (), is_sorted: bool = False) -> nixlRegDList:
+        """Register the regions with b10d (all or nothing); the regions go into this
+        agent's metadata, where peers learn where they may write and read. (A bool as
+        the third argument is older NIXL's is_sorted.)"""
+        if isinstance(backends, bool):
+            is_sorted, backends = backends, ()
+        descs = self.get_reg_descs(reg_list, mem_type, is_sorted)
+        table = descs.array()
+        if table.shape[0] == 0:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "an empty registration list",
+                                 "register_memory")
+        kind = nixlBind.seg_name(descs.getType())
+        self._b10(self.agent.register_memory, b10.MemoryDescs(kind, table.astype(np.int64)))
+        rows = np.column_stack([np.full(table.shape[0], int(descs.getType()), dtype=np.uint64),
+                                table])
+        with self._lock:
+            self._local_rows = np.concatenate([self._local_rows, rows])
+            self._local = _Regions(self._local_rows)
+        return descs
+
+    def deregister_memory(self, dereg_list: Any, backends: Sequence[str] = ()) -> None:
+        """Deregister regions registered before; b10d answers once no copy goes through
+        them. A failure (B10_ERR_UNSETTLED: a copy may still write) is raised."""
+        descs = dereg_list if isinstance(dereg_list, nixlRegDList) else \
+            self.get_reg_descs(dereg_list)
+        table = descs.array()
+        kind = nixlBind.seg_name(descs.getType())
+        seg = int(descs.getType())
+        try:
+            for row in table:
+                self.agent.deregister_memory(b10.MemoryDescs(kind, [tuple(int(v) for v in row)]))
+                with self._lock:
+                    r = self._local_rows
+                    hit = np.flatnonzero((r[:, 0] == seg) & (r[:, 1] == row[0]) &
+                                         (r[:, 2] == row[1]))
+                    if hit.size:
+                        self._local_rows = np.delete(r, hit[0], axis=0)
+                        self._local = _Regions(self._local_rows)
+        except B10Error as e:
+            nixlBind.raise_from(e)
+
+    # -- agents and metadata
+
+    def get_agent_metadata(self) -> bytes:
+        """This agent's metadata: its name, its b10 descriptor (how to reach its node's
+        b10d) and the regions it registered. Hand it to peers out of band."""
+        desc = self._b10(self.agent.get_local_agent_desc)
+        with self._lock:
+            rows = self._local_rows.copy()
+        return _pack_metadata(self.name, desc, rows)
+
+    def get_partial_agent_metadata(self, descs: Any = None, inc_conn_info: bool = False,
+                                   backends: Sequence[str] = ()) -> bytes:
+        """The full metadata: b10's is small, and a superset serves every partial use."""
+        return self.get_agent_metadata()
+
+    def add_remote_agent(self, metadata: bytes) -> str:
+        """Load a peer from its metadata; its name. Loading again refreshes what it
+        declared (a peer that registered more, or restarted)."""
+        name, desc, rows = _unpack_metadata(metadata)
+        if name == self.name:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                 f"the metadata is this agent's own ({name})", "add_remote_agent")
+        self._b10(self.agent.load_remote_agent, name, desc)
+        regions = _Regions(rows)
+        with self._lock:
+            self._remote[name] = regions
+        return name
+
+    def remove_remote_agent(self, agent: str) -> None:
+        """Forget a peer. Its transfers in flight go on, and their handles stay readable
+        until released."""
+        with self._lock:
+            if agent not in self._remote:
+                raise nixlBind.error(_lib.B10_ERR_NOT_FOUND, f"agent {agent!r} is not loaded",
+                                     "remove_remote_agent", nixlNotFoundError)
+            del self._remote[agent]
+        self._b10(self.agent.invalidate_remote_agent, agent)
+
+    def check_remote_metadata(self, agent: str, descs: Any = None) -> bool:
+        """Is the peer loaded (and, given descs, does each lie inside a region it declared)?"""
+        with self._lock:
+            regions = self._remote.get(agent)
+        if regions is None:
+            return False
+        if descs is None:
+            return True
+        d = self.get_xfer_descs(descs)
+        t = d.array()
+        return t.shape[0] == 0 or regions.outside(int(d.getType()), t[:, 0], t[:, 1]).size == 0
+
+    def make_connection(self, remote_agent: str, backends: Sequence[str] = ()) -> None:
+        """b10d connects on the first transfer; this only checks the peer is loaded."""
+        if not self.check_remote_metadata(remote_agent):
+            raise nixlBind.error(nixlBind.B10_ERR_UNKNOWN_AGENT,
+                                 f"agent {remote_agent!r} is not loaded", "make_connection")
+
+    def _no_listener(self, what: str) -> None:
+        raise nixlBind.error(_lib.B10_ERR_UNSUPPORTED,
+                             "b10d has no metadata listener: hand get_agent_metadata() to "
+                             "peers out of band", what, nixlNotSupportedError)
+
+    def send_local_metadata(self, ip_addr: str = "", port: int = DEFAULT_COMM_PORT) -> None:
+        self._no_listener("send_local_metadata")
+
+    def send_partial_agent_metadata(self, *args: Any, **kwargs: Any) -> None:
+        self._no_listener("send_partial_agent_metadata")
+
+    def fetch_remote_metadata(self, remote_agent: str, ip_addr: str = "",
+                              port: int = DEFAULT_COMM_PORT) -> None:
+        self._no_listener("fetch_remote_metadata")
+
+    def invalidate_local_metadata(self, ip_addr: str = "", port: int = DEFAULT_COMM_PORT) -> None:
+        self._no_listener("invalidate_local_metadata")
+
+    # -- prepared lists and transfer handles
+
+    def prep_xfer_dlist(self, agent_name: str, xfer_list: Any, mem_type: Optional[str] = None,
+                        backends: Any = (),
+                        is_sorted: bool = False) -> nixl_prepped_dlist_handle:
+        """Prepare descriptors to pick by index: "NIXL_INIT_AGENT" (or "") for this
+        agent's memory, a peer's name for its memory (each descriptor must lie inside a
+        region its metadata declared), this agent's own name for loopback. (A bool as
+        the fourth argument is older NIXL's is_sorted.)"""
+        if isinstance(backends, bool):
+            is_sorted, backends = backends, ()
+        descs = self.get_xfer_descs(xfer_list, mem_type, is_sorted)
+        agent = None if agent_name in (NIXL_INIT_AGENT, "") else agent_name
+        table = descs.array()
+        self._check_inside(agent, int(descs.getType()), table, f"prep_xfer_dlist {agent_name}")
+        side = _Side(agent, int(descs.getType()), table)
+        with self._lock:
+            h = next(self._ids)
+            self._dlists[h] = side
+        return nixl_prepped_dlist_handle(self, h)
+
+    def release_dlist_handle(self, handle: nixl_prepped_dlist_handle) -> None:
+        """Free a prepared list; transfers made from it keep what they took."""
+        with self._lock:
+            if self._dlists.pop(_hid(handle), None) is None:
+                raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                     f"no prepared descriptor list {handle!r}",
+                                     "release_dlist_handle", nixlInvalidParamError)
+        if isinstance(handle, nixl_prepped_dlist_handle):
+            handle._released = True
+
+    def _new_xfer(self, x: _Xfer) -> nixl_xfer_handle:
+        if self._dropped or self._draining:
+            self._sweep()
+        with self._lock:
+            h = next(self._ids)
+            self._xfers[h] = x
+        return nixl_xfer_handle(self, h)
+
+    def _op(self, operation: str, what: str) -> str:
+        op = _OPS.get(str(operation).upper()) if isinstance(operation, str) else None
+        if op is None:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                 f"operation {operation!r}: expected \"READ\" or \"WRITE\"", what)
+        return op
+
+    def _pair(self, local: np.ndarray, remote: np.ndarray, what: str) -> None:
+        if local.shape[0] != remote.shape[0]:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                 f"{local.shape[0]} local and {remote.shape[0]} remote "
+                                 "descriptors: they pair up one to one", what)
+        if local.shape[0] == 0:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "no descriptors to transfer", what)
+        if np.array_equal(local[:, 1], remote[:, 1]):
+            return
+        bad = np.flatnonzero(local[:, 1] != remote[:, 1])
+        if bad.size:
+            i = int(bad[0])
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                 f"pair {i}: local length {int(local[i, 1])}, remote "
+                                 f"{int(remote[i, 1])} ({bad.size} such)", what)
+
+    def make_prepped_xfer(self, operation: str, local_xfer_side: nixl_prepped_dlist_handle,
+                          local_indices: Any, remote_xfer_side: nixl_prepped_dlist_handle,
+                          remote_indices: Any, notif_msg: Any = b"",
+                          backends: Sequence[str] = (),
+                          skip_desc_merge: bool = False) -> nixl_xfer_handle:
+        """A transfer of the descriptors chosen by index (lists or integer arrays) from
+        two prepared lists; post it with transfer()."""
+        what = "make_prepped_xfer"
+        op = self._op(operation, what)
+        ls, rs = self._side(local_xfer_side), self._side(remote_xfer_side)
+        if ls.agent is not None:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                 "the local side must be prepared with NIXL_INIT_AGENT", what)
+        if rs.agent is None:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                 "the remote side must be prepared with the peer's name", what)
+        li = _indices(local_indices, ls.spans.shape[0], "local")
+        ri = _indices(remote_indices, rs.spans.shape[0], "remote")
+        local, remote = ls.spans.take(li, axis=0), rs.spans.take(ri, axis=0)
+        self._pair(local, remote, what)
+        with self._lock:
+            loaded = rs.agent in self._remote or rs.agent == self.name
+        if not loaded:
+            raise nixlBind.error(nixlBind.B10_ERR_UNKNOWN_AGENT,
+                                 f"agent {rs.agent!r} is not loaded any more", what)
+        return self._new_xfer(_Xfer(op, ls.seg, local, remote, rs.agent, _msg(notif_msg)))
+
+    def initialize_xfer(self, operation: str, local_descs: Any, remote_descs: Any,
+                        remote_agent: str, notif_msg: Any = b"",
+                        backends: Sequence[str] = ()) -> nixl_xfer_handle:
+        """A transfer of two descriptor lists, paired one to one; post it with transfer()."""
+        what = f"initialize_xfer to {remote_agent}"
+        op = self._op(operation, what)
+        ld, rd = self.get_xfer_descs(local_descs), self.get_xfer_descs(remote_descs)
+        local, remote = ld.array(), rd.array()
+        self._pair(local, remote, what)
+        self._check_inside(None, int(ld.getType()), local, what)
+        self._check_inside(remote_agent, int(rd.getType()), remote, what)
+        return self._new_xfer(_Xfer(op, int(ld.getType()), local, remote, remote_agent,
+                                    _msg(notif_msg)))
+
+    def transfer(self, handle: nixl_xfer_handle, notif_msg: Any = b"") -> str:
+        """Post the transfer: "PROC" once b10d took it ("DONE" if it already landed). A
+        refusal raises. A handle may be posted again once its last post is over."""
+        x = self._xfer(handle)
+        with x.lock:
+            if x.status is not None:
+                if x.status.code == _lib.B10_IN_PROGRESS:
+                    raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                         "the transfer is still in progress",
+                                         f"transfer {handle}", nixlRepostActiveError)
+                x.status.release()
+                x.status = None
+            notif = _msg(notif_msg) or x.notif
+            req = b10.TransferRequest(
+                x.op, b10.MemoryDescs(nixlBind.seg_name(nixlBind.nixl_mem_t(x.seg)), x.local),
+                b10.MemoryDescs(nixlBind.seg_name(nixlBind.nixl_mem_t(x.seg)), x.remote),
+                x.remote_name, notif or None, self.deadline_ms)
+            t0 = time.monotonic_ns()
+            x.status = self._b10(self.agent.submit_transfer_requests, req)
+            x.start_ns, x.post_ns, x.done_ns = t0, time.monotonic_ns() - t0, 0
+            return "DONE" if self._state(x, handle) == "DONE" else "PROC"
+
+    def _state(self, x: _Xfer, handle: int) -> str:
+        st = x.status
+        if st is None:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "the transfer was not posted",
+                                 f"transfer {handle}", nixlNotPostedError)
+        code = st.code
+        if code == _lib.B10_IN_PROGRESS:
+            return "PROC"
+        if code == _lib.B10_OK:
+            if not x.done_ns:
+                x.done_ns = time.monotonic_ns()
+            return "DONE"
+        raise nixlBind.error_class(code)(
+            code, st.detail, f"transfer {st.xfer_id} ({x.op} with {x.remote_name})")
+
+    def check_xfer_state(self, handle: nixl_xfer_handle) -> str:
+        """"PROC" while running, "DONE" once every byte landed; a failure raises its NIXL
+        class with b10d's status and reason (nixlRemoteDisconnectError for a lost peer).
+        Readable until the handle is released, also after remove_remote_agent."""
+        x = self._xfer(handle)
+        with x.lock:
+            return self._state(x, handle)
+
+    def get_xfer_telemetry(self, handle: nixl_xfer_handle) -> nixlXferTelemetry:
+        """The post's timings (µs) and size; nixlNoTelemetryError unless the agent was made
+        with capture_telemetry (or NIXL_TELEMETRY_ENABLE=y)."""
+        if not self.telemetry:
+            raise nixlBind.error(_lib.B10_ERR_UNSUPPORTED,
+                                 "telemetry is off: nixl_agent_config(capture_telemetry=True)",
+                                 "get_xfer_telemetry", nixlNoTelemetryError)
+        x = self._xfer(handle)
+        with x.lock:
+            if x.status is None:
+                raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "the transfer was not posted",
+                                     f"get_xfer_telemetry {handle}", nixlNotPostedError)
+            end = x.done_ns or time.monotonic_ns()
+            return nixlXferTelemetry(x.start_ns // 1000, x.post_ns // 1000,
+                                     (end - x.start_ns) // 1000, x.total_bytes, len(x.local))
+
+    def release_xfer_handle(self, handle: nixl_xfer_handle) -> None:
+        """Release the handle. A transfer still running is cancelled first, and this
+        returns only once b10d reported it over: then no copy of it can still write
+        either side's memory. If b10d says one still may (B10_ERR_UNSETTLED), this raises
+        nixlBackendError and keeps the handle: do not reuse that memory yet."""
+        x = self._xfer(handle)
+        with x.lock:
+            st = x.status
+            if st is not None:
+                if st.code == _lib.B10_IN_PROGRESS:
+                    try:
+                        st.cancel()
+                    except B10Error:
+                        pass        # it ended meanwhile: its status says how
+                    try:
+                        st.wait(None)
+                    except B10Error:
+                        pass        # a failure (cancelled, most likely): read below
+                code = st.code
+                if code == _lib.B10_ERR_UNSETTLED:
+                    raise nixlBind.error(code, st.detail, f"release of transfer {st.xfer_id}",
+                                         nixlBackendError)
+                st.release()
+                x.status = None
+            with self._lock:
+                self._xfers.pop(_hid(handle), None)
+            if isinstance(handle, nixl_xfer_handle):
+                handle._released = True
+
+    # -- notifications
+
+    def get_new_notifs(self, backends: Sequence[str] = ()) -> Dict[str, List[bytes]]:
+        """{sending agent: [messages, oldest first]} since the last call. A message
+        attached to a transfer is here only once that transfer's bytes landed."""
+        out: Dict[str, List[bytes]] = collections.defaultdict(list)
+        for agent, data in self._b10(self.agent.get_notified_messages):
+            out[agent].append(data)
+        return dict(out)
+
+    def update_notifs(self, backends: Sequence[str] = ()) -> Dict[str, List[bytes]]:
+        for agent, msgs in self.get_new_notifs().items():
+            self.notifs.setdefault(agent, []).extend(msgs)
+        return self.notifs
+
+    def check_remote_xfer_done(self, remote_agent_name: str, lookup_tag: bytes,
+                               backends: Sequence[str] = (), tag_is_prefix: bool = True) -> bool:
+        self.update_notifs()
+        tag = _msg(lookup_tag)
+        msgs = self.notifs.get(remote_agent_name, [])
+        for i, m in enumerate(msgs):
+            if (tag_is_prefix and m.startswith(tag)) or (not tag_is_prefix and tag in m):
+                del msgs[i]
+                return True
+        return False
+
+    def send_notif(self, remote_agent_name: str, notif_msg: Any,
+                   backend: Optional[str] = None) -> None:
+        """A message on its own, delivered once, in order with this agent's others."""
+        self._b10(self.agent.notify_sync_message, remote_agent_name, _msg(notif_msg))
+
+    # -- lifetime
+
+    def close(self) -> None:
+        """Close the connection to b10d (its transfers in flight fail, its registrations
+        go). Not needed before exit."""
+        self.agent.shutdown()

@@ -1,0 +1,367 @@
+"""NIXL's binding-level names over b10: exceptions, descriptor lists, telemetry.
+
+Every exception here is a b10.B10Error as well: besides NIXL's class, which
+engines catch apart (nixlRemoteDisconnectError, nixlNotFoundError, ...), it
+carries b10d's status (.status, .code), what to do about it (.action) and the
+daemon's reason (.detail). The class is chosen from the status by
+error_class(); nothing is folded into a bare RuntimeError.
+
+Descriptor lists hold their descriptors as one (N, 3) uint64 numpy array of
+(address, length, device), so that lists of 10^5 entries are built, indexed
+and compared without a Python loop per descriptor.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple, Type
+
+import numpy as np
+
+from b10 import _lib
+from b10.errors import B10Error
+
+NIXL_INIT_AGENT = "NIXL_INIT_AGENT"
+
+# b10_status_t values this module raises itself that b10._lib does not name
+# (client/include/b10/b10.h holds them all).
+B10_ERR_NOT_REGISTERED = 11
+B10_ERR_UNKNOWN_AGENT = 13
+DEFAULT_COMM_PORT = 8888
+
+
+# ---------------------------------------------------------------- statuses and exceptions
+
+class nixl_status_t(int):
+    """NIXL's status values, for callers that compare with them."""
+
+
+NIXL_IN_PROG = nixl_status_t(1)
+NIXL_SUCCESS = nixl_status_t(0)
+NIXL_ERR_NOT_POSTED = nixl_status_t(-1)
+NIXL_ERR_INVALID_PARAM = nixl_status_t(-2)
+NIXL_ERR_BACKEND = nixl_status_t(-3)
+NIXL_ERR_NOT_FOUND = nixl_status_t(-4)
+NIXL_ERR_MISMATCH = nixl_status_t(-5)
+NIXL_ERR_NOT_ALLOWED = nixl_status_t(-6)
+NIXL_ERR_REPOST_ACTIVE = nixl_status_t(-7)
+NIXL_ERR_UNKNOWN = nixl_status_t(-8)
+NIXL_ERR_NOT_SUPPORTED = nixl_status_t(-9)
+NIXL_ERR_REMOTE_DISCONNECT = nixl_status_t(-10)
+NIXL_ERR_CANCELED = nixl_status_t(-11)
+NIXL_ERR_NO_TELEMETRY = nixl_status_t(-12)
+
+
+class nixlError(B10Error):
+    """Base of the NIXL exceptions raised by this module: a B10Error (code, status,
+    action, reason, detail) whose class says which NIXL status it stands for.
+
+    nixlError(code, detail, what) as b10 raises it; nixlError("message"), as code
+    written for NIXL raises its exceptions, stands for the class's own status."""
+
+    nixl_status = NIXL_ERR_UNKNOWN
+    _default_code = 92          # B10_ERR_INTERNAL
+
+    def __init__(self, code: Any = None, detail: str = "", what: str = ""):
+        if not isinstance(code, int):
+            detail = "" if code is None else str(code)
+            code = self._default_code
+        super().__init__(code, detail, what)
+
+
+class nixlNotPostedError(nixlError):
+    nixl_status = NIXL_ERR_NOT_POSTED
+    _default_code = 10
+
+
+class nixlInvalidParamError(nixlError):
+    nixl_status = NIXL_ERR_INVALID_PARAM
+    _default_code = 10
+
+
+class nixlBackendError(nixlError):
+    nixl_status = NIXL_ERR_BACKEND
+    _default_code = 92
+
+
+class nixlNotFoundError(nixlError):
+    nixl_status = NIXL_ERR_NOT_FOUND
+    _default_code = 17
+
+
+class nixlMismatchError(nixlError):
+    nixl_status = NIXL_ERR_MISMATCH
+    _default_code = 10
+
+
+class nixlNotAllowedError(nixlError):
+    nixl_status = NIXL_ERR_NOT_ALLOWED
+    _default_code = 18
+
+
+class nixlRepostActiveError(nixlError):
+    nixl_status = NIXL_ERR_REPOST_ACTIVE
+    _default_code = 10
+
+
+class nixlUnknownError(nixlError):
+    nixl_status = NIXL_ERR_UNKNOWN
+    _default_code = 92
+
+
+class nixlNotSupportedError(nixlError):
+    nixl_status = NIXL_ERR_NOT_SUPPORTED
+    _default_code = 15
+
+
+class nixlRemoteDisconnectError(nixlError):
+    nixl_status = NIXL_ERR_REMOTE_DISCONNECT
+    _default_code = 51
+
+
+class nixlCancelledError(nixlError):
+    nixl_status = NIXL_ERR_CANCELED
+    _default_code = 31
+
+
+class nixlNoTelemetryError(nixlError):
+    nixl_status = NIXL_ERR_NO_TELEMETRY
+    _default_code = 15
+
+
+# b10_status_t name -> the NIXL class an engine expects for it. The engines act on
+# the class: SGLang retires a peer on nixlRemoteDisconnectError, restores metadata
+# on nixlNotFoundError, treats nixlCancelledError as its transport deadline.
+_BY_STATUS: Dict[str, Type[nixlError]] = {
+    "B10_ERR_INVALID_ARG": nixlInvalidParamError,
+    "B10_ERR_NOT_REGISTERED": nixlInvalidParamError,
+    "B10_ERR_REMOTE_REJECTED": nixlInvalidParamError,
+    "B10_ERR_UNKNOWN_AGENT": nixlNotFoundError,
+    "B10_ERR_TOO_LARGE": nixlInvalidParamError,
+    "B10_ERR_UNSUPPORTED": nixlNotSupportedError,
+    "B10_ERR_EXISTS": nixlInvalidParamError,
+    "B10_ERR_NOT_FOUND": nixlNotFoundError,
+    "B10_ERR_PERMISSION": nixlNotAllowedError,
+    "B10_ERR_UNAUTHENTICATED": nixlNotAllowedError,
+    "B10_ERR_DEADLINE": nixlCancelledError,
+    "B10_ERR_CANCELLED": nixlCancelledError,
+    # A rank taking part left: for the initiator, its peer is gone.
+    "B10_ERR_CLIENT_GONE": nixlRemoteDisconnectError,
+    "B10_ERR_PEER_UNREACHABLE": nixlRemoteDisconnectError,
+    "B10_ERR_PEER_LOST": nixlRemoteDisconnectError,
+}
+
+
+def error_class(code: int) -> Type[nixlError]:
+    """The NIXL exception class for a b10_status_t; nixlBackendError for the
+    request-scoped and daemon failures NIXL has no name for (staging exhausted,
+    unsettled copies, checksum mismatch, the local daemon lost, ...)."""
+    return _BY_STATUS.get(_lib.status_name(code), nixlBackendError)
+
+
+def raise_from(err: B10Error) -> None:
+    """Re-raise a b10 error as its NIXL class, keeping status, detail and context."""
+    cls = error_class(err.code)
+    raise cls(err.code, err.detail, err.what) from err
+
+
+def error(code: int, detail: str, what: str = "",
+          cls: Optional[Type[nixlError]] = None) -> nixlError:
+    """A NIXL exception for a refusal this module makes itself, under b10's status."""
+    return (cls or error_class(code))(code, detail, what)
+
+
+# ---------------------------------------------------------------- memory types
+
+class nixl_mem_t(int):
+    pass
+
+
+DRAM_SEG = nixl_mem_t(0)
+VRAM_SEG = nixl_mem_t(1)
+BLK_SEG = nixl_mem_t(2)
+OBJ_SEG = nixl_mem_t(3)
+FILE_SEG = nixl_mem_t(4)
+
+_SEG_NAMES = {DRAM_SEG: "DRAM", VRAM_SEG: "VRAM", BLK_SEG: "BLOCK", OBJ_SEG: "OBJ",
+              FILE_SEG: "FILE"}
+_SEG_BY_NAME = {"DRAM": DRAM_SEG, "VRAM": VRAM_SEG, "CPU": DRAM_SEG, "CUDA": VRAM_SEG,
+                "BLOCK": BLK_SEG, "BLK": BLK_SEG, "OBJ": OBJ_SEG, "FILE": FILE_SEG,
+                "DRAM_SEG": DRAM_SEG, "VRAM_SEG": VRAM_SEG}
+
+
+def mem_seg(mem_type: Any) -> nixl_mem_t:
+    """"DRAM", "VRAM", "cpu", "cuda" or a segment value; b10 moves DRAM and VRAM only."""
+    if isinstance(mem_type, str):
+        seg = _SEG_BY_NAME.get(mem_type.upper())
+    else:
+        seg = nixl_mem_t(int(mem_type)) if int(mem_type) in _SEG_NAMES else None
+    if seg is None:
+        raise error(_lib.B10_ERR_INVALID_ARG, f"memory type {mem_type!r}: expected DRAM or VRAM",
+                    "descriptor list")
+    if seg not in (DRAM_SEG, VRAM_SEG):
+        raise error(_lib.B10_ERR_UNSUPPORTED,
+                    f"memory type {_SEG_NAMES[seg]}: b10d moves DRAM and VRAM only",
+                    "descriptor list", nixlNotSupportedError)
+    return seg
+
+
+def seg_name(seg: nixl_mem_t) -> str:
+    return _SEG_NAMES[seg]
+
+
+# ---------------------------------------------------------------- descriptor lists
+
+def _table(descs: Any, width: int) -> np.ndarray:
+    """(N, 3) uint64 of (addr, len, dev) from an (N, 3) integer array or a list of
+    3- or 4-tuples (the 4th, NIXL's metadata string, is kept apart)."""
+    if isinstance(descs, np.ndarray):
+        a = descs
+        if a.ndim != 2 or a.shape[1] != 3:
+            raise error(_lib.B10_ERR_INVALID_ARG,
+                        f"a descriptor array of shape {a.shape}: expected N x 3 "
+                        "(address, length, device)", "descriptor list")
+        if not np.issubdtype(a.dtype, np.integer):
+            raise error(_lib.B10_ERR_INVALID_ARG,
+                        f"a descriptor array of {a.dtype}: expected integers", "descriptor list")
+        if a.dtype.kind == "i" and a.size and (a < 0).any():
+            raise error(_lib.B10_ERR_INVALID_ARG, "negative address, length or device",
+                        "descriptor list")
+        return np.ascontiguousarray(a, dtype=np.uint64)
+    rows = list(descs)
+    if not rows:
+        return np.zeros((0, 3), dtype=np.uint64)
+    for r in rows:
+        if not isinstance(r, (tuple, list)) or len(r) not in (3, width):
+            raise error(_lib.B10_ERR_INVALID_ARG,
+                        f"descriptor {r!r}: expected a tuple (address, length, device"
+                        + (", meta)" if width == 4 else ")"), "descriptor list")
+    try:
+        return np.array([(r[0], r[1], r[2]) for r in rows], dtype=np.uint64).reshape(-1, 3)
+    except (OverflowError, ValueError, TypeError) as e:
+        raise error(_lib.B10_ERR_INVALID_ARG, f"descriptors: {e}", "descriptor list") from None
+
+
+class _DList:
+    """A typed list of (address, length, device) descriptors, stored as an array."""
+
+    _width = 3
+
+    def __init__(self, type: Any, descs: Any = None, is_sorted: bool = False):
+        self._seg = mem_seg(type)
+        if isinstance(descs, int) or descs is None:       # NIXL's (type, init_size)
+            self._a = np.zeros((int(descs or 0), 3), dtype=np.uint64)
+        else:
+            self._a = _table(descs, self._width)
+        self._sorted = bool(is_sorted)
+
+    @classmethod
+    def _of(cls, seg: nixl_mem_t, table: np.ndarray) -> "_DList":
+        obj = cls.__new__(cls)
+        obj._seg, obj._a, obj._sorted = seg, table, False
+        return obj
+
+    # NIXL's method names
+    def getType(self) -> nixl_mem_t:
+        return self._seg
+
+    def descCount(self) -> int:
+        return int(self._a.shape[0])
+
+    def isEmpty(self) -> bool:
+        return self._a.shape[0] == 0
+
+    def isSorted(self) -> bool:
+        return self._sorted
+
+    def __len__(self) -> int:
+        return int(self._a.shape[0])
+
+    def __getitem__(self, i: int) -> Tuple[int, ...]:
+        a, n, d = (int(x) for x in self._a[i])
+        return (a, n, d)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, _DList) and type(other) is type(self) and
+                self._seg == other._seg and np.array_equal(self._a, other._a))
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]   (mutable, compared by content)
+
+    def addDesc(self, desc: Tuple[int, ...]) -> None:
+        self._a = np.concatenate([self._a, _table([desc], self._width)])
+        self._sorted = False
+
+    append = addDesc
+
+    def remDesc(self, index: int) -> None:
+        self._a = np.delete(self._a, index, axis=0)
+
+    def clear(self) -> None:
+        self._a = np.zeros((0, 3), dtype=np.uint64)
+
+    def index(self, desc: Tuple[int, ...]) -> int:
+        want = _table([desc], self._width)[0]
+        hit = np.flatnonzero((self._a == want).all(axis=1))
+        if hit.size == 0:
+            raise error(_lib.B10_ERR_NOT_FOUND, f"descriptor {desc!r} is not in the list",
+                        "index", nixlNotFoundError)
+        return int(hit[0])
+
+    def array(self) -> np.ndarray:
+        """The descriptors as a read-only (N, 3) uint64 array (b10's addition)."""
+        v = self._a.view()
+        v.flags.writeable = False
+        return v
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"seg": int(self._seg), "descs": self._a.tobytes(), "sorted": self._sorted}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self._seg = nixl_mem_t(state["seg"])
+        self._a = np.frombuffer(state["descs"], dtype=np.uint64).reshape(-1, 3).copy()
+        self._sorted = state["sorted"]
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {seg_name(self._seg)} x{len(self)}>"
+
+    def print(self) -> None:
+        print(repr(self))
+
+
+class nixlXferDList(_DList):
+    """Transfer descriptors: (address, length, device)."""
+
+
+class nixlRegDList(_DList):
+    """Registration descriptors: (address, length, device[, meta])."""
+
+    _width = 4
+
+    def trim(self) -> nixlXferDList:
+        """The same regions as a transfer descriptor list."""
+        return nixlXferDList._of(self._seg, self._a.copy())  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- telemetry
+
+class nixlXferTelemetry:
+    """A transfer's timings (microseconds) and size, NIXL's field names.
+
+    startTime: when it was posted (µs on the monotonic clock); postDuration: how
+    long the post took until b10d had accepted it; xferDuration: from the post
+    until the transfer was seen to land; totalBytes, descCount: what it moved.
+    """
+
+    def __init__(self, startTime: int = 0, postDuration: int = 0, xferDuration: int = 0,
+                 totalBytes: int = 0, descCount: int = 0):
+        self.startTime = int(startTime)
+        self.postDuration = int(postDuration)
+        self.xferDuration = int(xferDuration)
+        self.totalBytes = int(totalBytes)
+        self.descCount = int(descCount)
+
+    def __repr__(self) -> str:
+        return (f"nixlXferTelemetry(startTime={self.startTime}, postDuration={self.postDuration}, "
+                f"xferDuration={self.xferDuration}, totalBytes={self.totalBytes}, "
+                f"descCount={self.descCount})")

@@ -1,0 +1,308 @@
+"""The module `nixl` itself: how it installs, its names, its refusals.
+
+Installing: b10-nixl installs on its own, offline, and only on purpose; installing
+b10 brings no module named nixl, and the suite's default path has none.
+Every refusal is a NIXL exception class carrying b10's status and reason, shown
+beside the allowed case succeeding.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import b10
+from b10test import SLOW, TOP
+from nixltest import (KV, KiB, agents, collect_notifs, nixl, wait_done,  # noqa: F401
+                      wait_until)
+from nixl import _bindings as nb
+
+
+# ---------------------------------------------------------------- installing
+
+def _pip_install(src: Path, target: Path, tmp: Path) -> None:
+    if subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode:
+        pytest.skip(f"no pip for {sys.executable} (python3-pip)")
+    copy = shutil.copytree(src, tmp / f"src-{src.name}",
+                           ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation",
+                        "--no-index", "--no-deps", "--no-cache-dir",
+                        "--disable-pip-version-check", "--target", str(target), str(copy)],
+                       capture_output=True, text=True, cwd=tmp, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def _import_in(path: str, code: str, tmp: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = path
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=tmp, timeout=60)
+
+
+def test_installs_only_on_purpose(tmp_path: Path) -> None:
+    """b10 alone: no nixl. b10 and b10-nixl: nixl is ours, reporting NIXL 1.4.1."""
+    site = tmp_path / "site"
+    _pip_install(TOP / "client" / "python", site, tmp_path)
+    assert not (site / "nixl").exists(), "installing b10 put a module nixl on the path"
+    r = _import_in(str(site), "import nixl, sys; sys.exit(0 if getattr(nixl, 'BACKEND', '') "
+                   "!= 'b10' else 3)", tmp_path)
+    assert r.returncode != 3, "installing b10 made `import nixl` find b10's"
+    _pip_install(TOP / "client" / "nixl", site, tmp_path)
+    r = _import_in(str(site), "import nixl, nixl._api as a, nixl._bindings as b, nixl._utils; "
+                   "from importlib.metadata import version; "
+                   "print(nixl.BACKEND, nixl.__version__, version('b10-nixl'), "
+                   "a.nixl_agent.__name__, b.nixlXferTelemetry.__name__, nixl.__file__)",
+                   tmp_path)
+    assert r.returncode == 0, r.stderr
+    backend, ver, dist, agent, telem, where = r.stdout.split()
+    assert (backend, ver, dist, agent, telem) == ("b10", "1.4.1", "1.4.1", "nixl_agent",
+                                                  "nixlXferTelemetry")
+    assert where.startswith(str(site))
+
+
+def test_suite_default_path_has_no_nixl(tmp_path: Path) -> None:
+    """tests/python/run.sh's PYTHONPATH (client/python, tests/python) finds no nixl of
+    ours: only the nixl tests put client/nixl on their path."""
+    path = os.pathsep.join([str(TOP / "client" / "python"), str(TOP / "tests" / "python")])
+    r = _import_in(path, "import nixl, sys; sys.exit(0 if getattr(nixl, 'BACKEND', '') "
+                   "!= 'b10' else 3)", tmp_path)
+    assert r.returncode != 3
+
+
+# ---------------------------------------------------------------- without a daemon
+
+def test_exceptions_carry_b10_status() -> None:
+    cases = {10: nb.nixlInvalidParamError, 12: nb.nixlInvalidParamError, 13: nb.nixlNotFoundError,
+             17: nb.nixlNotFoundError, 15: nb.nixlNotSupportedError, 18: nb.nixlNotAllowedError,
+             30: nb.nixlCancelledError, 31: nb.nixlCancelledError,
+             36: nb.nixlRemoteDisconnectError, 50: nb.nixlRemoteDisconnectError,
+             51: nb.nixlRemoteDisconnectError, 32: nb.nixlBackendError, 37: nb.nixlBackendError,
+             38: nb.nixlBackendError, 71: nb.nixlBackendError}
+    for code, cls in cases.items():
+        assert nb.error_class(code) is cls, (code, cls)
+    e = nb.error(51, "the endpoint to the remote daemon failed", "transfer 7")
+    assert isinstance(e, nb.nixlRemoteDisconnectError) and isinstance(e, b10.B10Error)
+    assert (e.status, e.action, e.detail) == ("B10_ERR_PEER_LOST", "PEER",
+                                              "the endpoint to the remote daemon failed")
+    again = pickle.loads(pickle.dumps(e))
+    assert type(again) is nb.nixlRemoteDisconnectError and str(again) == str(e)
+    # Raised as NIXL code raises them: a message alone, the class's own status.
+    m = nb.nixlInvalidParamError("Invalid op code")
+    assert m.status == "B10_ERR_INVALID_ARG" and m.detail == "Invalid op code"
+    for name in ("nixlNotPostedError", "nixlInvalidParamError", "nixlBackendError",
+                 "nixlNotFoundError", "nixlMismatchError", "nixlNotAllowedError",
+                 "nixlRepostActiveError", "nixlUnknownError", "nixlNotSupportedError",
+                 "nixlRemoteDisconnectError", "nixlCancelledError", "nixlNoTelemetryError"):
+        assert issubclass(getattr(nb, name), nb.nixlError)
+
+
+def test_descriptor_lists() -> None:
+    rows = [(0x10000 + 64 * i, 64, 0) for i in range(5)]
+    a = nb.nixlXferDList("DRAM", rows)
+    b = nb.nixlXferDList(nb.DRAM_SEG, np.array(rows, dtype=np.int64))
+    assert a == b and len(a) == a.descCount() == 5 and a[4] == rows[4] and not a.isEmpty()
+    assert a != nb.nixlXferDList("VRAM", rows) and a != nb.nixlXferDList("DRAM", rows[:4])
+    assert pickle.loads(pickle.dumps(a)) == a
+    assert a.index(rows[3]) == 3
+    with pytest.raises(nb.nixlNotFoundError):
+        a.index((1, 2, 3))
+    reg = nb.nixlRegDList("VRAM", [(0x9000, 4096, 1, "layer0")])
+    assert reg.trim() == nb.nixlXferDList("VRAM", [(0x9000, 4096, 1)])
+    big = np.stack([np.arange(1, 100_001, dtype=np.uint64) * 4096,
+                    np.full(100_000, 2048, dtype=np.uint64), np.zeros(100_000, np.uint64)], 1)
+    assert nb.nixlXferDList("DRAM", big).descCount() == 100_000
+    for bad, why in [(np.zeros((3, 4), np.int64), "N x 3"), (big.astype(np.float64), "integers"),
+                     (np.array([(-1, 64, 0)]), "negative"), ([(1, 2)], "tuple")]:
+        with pytest.raises(nb.nixlInvalidParamError, match=why):
+            nb.nixlXferDList("DRAM", bad)
+    with pytest.raises(nb.nixlNotSupportedError):
+        nb.nixlXferDList("FILE", rows)
+
+
+def test_utils_buffers() -> None:
+    from nixl import _utils
+    x, y = _utils.malloc_passthru(8192), _utils.malloc_passthru(8192)
+    _utils.ba_buf(x, 8192)
+    _utils.ba_buf(y, 8192)
+    _utils.verify_transfer(x, y, 8192)
+    _utils.free_passthru(x)
+    _utils.free_passthru(y)
+    with pytest.raises(ValueError):
+        _utils.free_passthru(x)
+
+
+# ---------------------------------------------------------------- refusals, on a daemon
+
+def _two(agents, daemon, size: int = 64 * KiB):
+    s_kv, d_kv = KV(1, 1, size, 71), KV(1, 1, size, None)
+    s, d = agents("src", daemon, capture_telemetry=False), agents("dst", daemon)
+    s.register_memory(s_kv.reg_tuples(), "DRAM")
+    d.register_memory(d_kv.reg_tuples(), "DRAM")
+    return s, d, s_kv, d_kv
+
+
+def test_refusals_are_typed_beside_the_allowed(daemons, agents) -> None:
+    a, _ = daemons
+    s, d, s_kv, d_kv = _two(agents, a)
+    sp, dp, n = s_kv.base_addrs()[0], d_kv.base_addrs()[0], 64 * KiB
+
+    # Metadata: bytes of a b10 agent only.
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.add_remote_agent(b"NIXL metadata of some other kind")
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.add_remote_agent(d.get_agent_metadata().decode("latin-1"))
+    peer = s.add_remote_agent(d.get_agent_metadata())
+    assert peer == d.name
+
+    # Remote descriptors: inside what the peer declared, else refused with the reason.
+    with pytest.raises(nb.nixlInvalidParamError) as ei:
+        s.prep_xfer_dlist(peer, [(dp, n, 0), (dp + n - 4096, 8192, 0)], "DRAM")
+    assert ei.value.status == "B10_ERR_REMOTE_REJECTED" and "descriptor 1" in ei.value.detail
+    with pytest.raises(nb.nixlNotFoundError) as ei:
+        s.prep_xfer_dlist("nobody-loaded-this", [(dp, 4096, 0)], "DRAM")
+    assert ei.value.status == "B10_ERR_UNKNOWN_AGENT"
+    remote = s.prep_xfer_dlist(peer, [(dp + i * 4096, 4096, 0) for i in range(16)], "DRAM")
+    # Local descriptors: inside this agent's registrations.
+    with pytest.raises(nb.nixlInvalidParamError) as ei:
+        s.prep_xfer_dlist("NIXL_INIT_AGENT", [(sp + n, 4096, 0)], "DRAM")
+    assert ei.value.status == "B10_ERR_NOT_REGISTERED"
+    local = s.prep_xfer_dlist("NIXL_INIT_AGENT",
+                              s.get_xfer_descs([(sp + i * 4096, 4096, 0) for i in range(16)],
+                                               "DRAM"))
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.get_xfer_descs([(sp, 4096, 0)])           # tuples need a memory type
+
+    # Indices and operations.
+    for op, li, ri, why in [("WRITE", [16], [0], "outside"), ("WRITE", [0, 1], [0], "pair up"),
+                            ("MOVE", [0], [0], "READ"), ("WRITE", [0.5], [0], "integers")]:
+        with pytest.raises(nb.nixlInvalidParamError, match=why):
+            s.make_prepped_xfer(op, local, li, remote, ri)
+    with pytest.raises(nb.nixlInvalidParamError, match="NIXL_INIT_AGENT"):
+        s.make_prepped_xfer("WRITE", remote, [0], remote, [0])
+    with pytest.raises(nb.nixlInvalidParamError, match="length"):
+        s.initialize_xfer("WRITE", s.get_xfer_descs([(sp, 4096, 0)], "DRAM"),
+                          s.get_xfer_descs([(dp, 2048, 0)], "DRAM"), peer)
+
+    # Handles: not posted, posted twice while running, telemetry off, unknown.
+    h = s.make_prepped_xfer("WRITE", local, np.arange(16), remote, np.arange(16)[::-1],
+                            notif_msg=b"one")
+    with pytest.raises(nb.nixlNotPostedError):
+        s.check_xfer_state(h)
+    assert s.transfer(h) in ("PROC", "DONE")
+    try:
+        s.transfer(h)
+        reposted = True          # it had landed already: a repost is allowed
+    except nb.nixlRepostActiveError:
+        reposted = False
+    wait_done(s, h)
+    with pytest.raises(nb.nixlNoTelemetryError):
+        s.get_xfer_telemetry(h)
+    want = s_kv.arr(0).reshape(16, 4096)
+    assert np.array_equal(d_kv.arr(0).reshape(16, 4096), want[::-1])
+    s.release_xfer_handle(h)
+    for call in (s.check_xfer_state, s.release_xfer_handle, s.transfer):
+        with pytest.raises(nb.nixlInvalidParamError):
+            call(h)
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.release_dlist_handle(12345)
+    got = collect_notifs(d, 2 if reposted else 1)
+    assert got == {s.name: [b"one"] * (2 if reposted else 1)}
+
+    # Metadata listener calls: b10d has none, said so.
+    with pytest.raises(nb.nixlNotSupportedError):
+        s.send_local_metadata()
+    s.make_connection(peer)
+    with pytest.raises(nb.nixlNotFoundError):
+        s.make_connection("nobody-loaded-this")
+
+
+def test_stale_metadata_refused_by_the_daemon(daemons, agents) -> None:
+    """The peer deregistered after publishing its metadata: the descriptors pass the
+    local check, and b10d refuses the transfer with the reason, raised at
+    check_xfer_state as nixlInvalidParamError (B10_ERR_REMOTE_REJECTED); a transfer
+    into what the peer still holds lands."""
+    a, b = daemons
+    s, d, s_kv, d_kv = _two(agents, a)
+    extra = KV(1, 1, 64 * KiB, None)
+    d.register_memory(extra.reg_tuples(), "DRAM")
+    peer = s.add_remote_agent(d.get_agent_metadata())
+    d.deregister_memory(d.get_reg_descs(extra.reg_tuples(), "DRAM"))
+    h = s.initialize_xfer("WRITE", s.get_xfer_descs([(s_kv.base_addrs()[0], 4096, 0)], "DRAM"),
+                          s.get_xfer_descs([(extra.base_addrs()[0], 4096, 0)], "DRAM"), peer)
+    try:
+        s.transfer(h)
+        with pytest.raises(nb.nixlInvalidParamError) as ei:
+            wait_done(s, h)
+    except nb.nixlInvalidParamError as e:       # refused at submission: the same answer
+        ei = pytest.ExceptionInfo.from_exc_info((type(e), e, e.__traceback__))
+    assert ei.value.status == "B10_ERR_REMOTE_REJECTED" and ei.value.detail
+    s.release_xfer_handle(h)
+    assert not extra.arr(0).any()
+    h = s.initialize_xfer("WRITE", s.get_xfer_descs([(s_kv.base_addrs()[0], 4096, 0)], "DRAM"),
+                          s.get_xfer_descs([(d_kv.base_addrs()[0], 4096, 0)], "DRAM"), peer)
+    s.transfer(h)
+    wait_done(s, h)
+    s.release_xfer_handle(h)
+    assert np.array_equal(d_kv.arr(0)[:, :4096], s_kv.arr(0)[:, :4096])
+
+
+def test_loopback(daemons, agents) -> None:
+    """A list prepared under the agent's own name: a copy within its own memory."""
+    a, _ = daemons
+    kv = KV(1, 8, 4096, 81)
+    s = agents("self", a)
+    s.register_memory(kv.reg_tuples(), "DRAM")
+    rows = [(kv.base_addrs()[0] + i * 4096, 4096, 0) for i in range(8)]
+    local = s.prep_xfer_dlist("", rows, "DRAM")
+    mine = s.prep_xfer_dlist(s.name, rows, "DRAM")
+    before = kv.snapshot()[0]
+    h = s.make_prepped_xfer("WRITE", local, [0, 1], mine, [6, 7])
+    s.transfer(h)
+    wait_done(s, h)
+    s.release_xfer_handle(h)
+    assert np.array_equal(kv.arr(0)[6:8], before[0:2]) and np.array_equal(kv.arr(0)[:6],
+                                                                          before[:6])
+
+
+def test_handle_objects_and_both_signatures(daemons, agents) -> None:
+    """Handles are objects with release(), as NIXL's are; one dropped unreleased is
+    released by the agent's next call (cancelled first if running). register_memory and
+    prep_xfer_dlist take the newer (backends third/fourth) and older (is_sorted) forms."""
+    import gc
+    a, b = daemons
+    s_kv, d_kv = KV(1, 4, 4096, 91), KV(1, 4, 4096, None)
+    s, d = agents("src", a), agents("dst", b)
+    s.register_memory(s_kv.reg_tuples(), "DRAM", ["UCX"])           # newer: backends
+    d.register_memory(d_kv.reg_tuples(), "DRAM", True)              # older: is_sorted
+    peer = s.add_remote_agent(d.get_agent_metadata())
+    rows = lambda kv: [(kv.base_addrs()[0] + i * 4096, 4096, 0) for i in range(4)]  # noqa: E731
+    local = s.prep_xfer_dlist("NIXL_INIT_AGENT", rows(s_kv), "DRAM", ["UCX"])
+    remote = s.prep_xfer_dlist(peer, rows(d_kv), "DRAM", True)
+    assert isinstance(local, nixl._api.nixl_prepped_dlist_handle)
+    h = s.make_prepped_xfer("WRITE", local, [0, 1], remote, [2, 3])
+    assert isinstance(h, nixl._api.nixl_xfer_handle) and {h: 1}[h] == 1
+    s.transfer(h)
+    wait_done(s, h)
+    h.release()
+    assert np.array_equal(d_kv.arr(0)[2:4], s_kv.arr(0)[0:2])
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.check_xfer_state(h)
+    # Dropped without release: gone from the agent's table once it is over.
+    h = s.make_prepped_xfer("WRITE", local, [2], remote, [0])
+    s.transfer(h)
+    del h
+    gc.collect()
+
+    def swept() -> bool:
+        s.make_prepped_xfer("WRITE", local, [0], remote, [0]).release()   # a call sweeps
+        return len(s._xfers) == 0
+    wait_until(swept, 30, "the dropped handle's release")
+    local.release()
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.make_prepped_xfer("WRITE", local, [0], remote, [0])
