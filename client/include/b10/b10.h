@@ -72,6 +72,7 @@ extern "C" {
     X(ERR_DAEMON_LOST,    71, REOPEN, "connection to the local b10d lost")                       \
     X(ERR_PROTOCOL,       72, REOPEN, "malformed or unexpected message on the daemon connection")\
     X(ERR_VERSION,        73, REOPEN, "client and daemon protocol versions differ")              \
+    X(ERR_DAEMON_EXITED,  74, REOPEN, "the local b10d exited with this in flight: it never lands") \
     X(ERR_NO_MEMORY,      90, RETRY,  "out of memory")                                           \
     X(ERR_IO,             91, RETRY,  "i/o error")                                               \
     X(ERR_INTERNAL,       92, RETRY,  "internal error")
