@@ -665,11 +665,33 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
         .name = desc->daemon_name, .daemon_id = desc->daemon_id, .incarnation = desc->incarnation,
         .address = desc->worker_address.data, .address_length = desc->worker_address.len,
     };
+    /*
+     * The descriptor names its node by the daemon's name; its boot is the
+     * one that issued it. An earlier boot of this very daemon (a rank of
+     * this node that reloads after this daemon restarted) is this node.
+     */
+    if (strcmp(desc->daemon_name, s->d->cfg.name) == 0 && desc->daemon_id != s->d->daemon_id &&
+        desc->incarnation < s->d->incarnation) {
+        pd.daemon_id = s->d->daemon_id;
+        pd.incarnation = s->d->incarnation;
+    }
     detail[0] = '\0';
     status = peer_get(s->d, &pd, &peer, detail, sizeof(detail));
     if (status != B10_OK) {
         session_reply(s, seq, status, detail[0] ? detail : b10_status_str(status), NULL);
         goto out;
+    }
+    /*
+     * A rank reloading after this daemon restarted: the remote node still
+     * knows this daemon's old boot, whose address is dead. Linking now
+     * tells it this boot (its handshake replaces the entry), so that its
+     * ranks' next transfers here find this boot without a new descriptor.
+     */
+    if (req->reload && !peer_is_self(peer)) {
+        b10_status_t linked = peer_ensure_link(peer);
+        if (linked != B10_OK && linked != B10_IN_PROGRESS)
+            log_info("client %s: could not link to daemon %s for agent %s: %s", s->agent,
+                     peer->name, req->name, b10_status_str(linked));
     }
     /* Loading a name again replaces it: a restarted remote rank brings a new descriptor. */
     list_for_each_safe(pos, tmp, &s->agents) {
