@@ -35,9 +35,11 @@
  * socket. The next call (or b10_conn_progress) connects again to the same
  * path, says hello, registers every region again and reloads every loaded
  * descriptor, under the lock, each step bounded by the request timeout;
- * the new socket takes the same fd number. A failed attempt backs off (50
- * ms doubling to 2 s) and the calls meanwhile return B10_ERR_DAEMON_EXITED
- * with the reason in b10_conn_detail().
+ * the new socket takes the same fd number. While no daemon listens, every
+ * call tries a connect() (cheap); an attempt the daemon refused backs off
+ * (50 ms doubling to 2 s), and the timer paces pollers the same way. The
+ * calls meanwhile return B10_ERR_DAEMON_EXITED with the reason in
+ * b10_conn_detail().
  *
  * Everything the daemon sends is treated as hostile: frame lengths, status
  * values, body kinds, ids and strings are checked or bounded before use, and
@@ -170,6 +172,12 @@ struct b10_conn {
     pthread_t reviver;
     int64_t retry_at;              /* CLOCK_MONOTONIC ns: the next attempt, not before */
     int backoff_ms;                /* 0 until an attempt failed */
+    /*
+     * The last attempt found nobody listening: a connect() costs next to
+     * nothing, so any call tries again whatever the backoff, which then
+     * only paces the timer (pollers) and the attempts the daemon refused.
+     */
+    bool absent;
     int timer_fd;                  /* stands in conn->fd's number while no socket does; -1 */
     struct loaded *loaded;
     struct old_desc *old_descs;
@@ -1884,6 +1892,7 @@ static void conn_revive(b10_conn_t *conn)
     conn->reviver = pthread_self();
     b10_status_t status = conn_dial(conn, REVIVE_CONNECT_MS < conn->request_timeout_ms ?
                                     REVIVE_CONNECT_MS : conn->request_timeout_ms, &fd);
+    conn->absent = status == B10_ERR_DAEMON_UNREACHABLE;
     if (status != B10_OK)
         goto failed;
     if (dup3(fd, conn->fd, O_CLOEXEC) < 0) {
@@ -1962,7 +1971,8 @@ static void conn_settle(b10_conn_t *conn)
         return;
     while (conn->reviving)
         pthread_cond_wait(&conn->cond, &conn->lock);
-    if (conn->dead != B10_ERR_DAEMON_EXITED || conn->reading || now_ns() < conn->retry_at)
+    if (conn->dead != B10_ERR_DAEMON_EXITED || conn->reading ||
+        (now_ns() < conn->retry_at && !conn->absent))
         return;
     conn_revive(conn);
 }
