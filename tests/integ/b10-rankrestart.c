@@ -3,7 +3,7 @@
  * killed (-9) and started again on its socket under two ranks that keep
  * running, with a transfer in flight each way.
  *
- *   b10-rankrestart DIR SOCKET_A SOCKET_B PID_A PID_B A|B SLOW
+ *   b10-rankrestart DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata SLOW
  *
  * One process plays both ranks: "ra" on A, "rb" on B, each with one DRAM
  * region (a source half, a destination half) and the other's descriptor
@@ -24,6 +24,12 @@
  *      boot's registrations.
  *   4. y → x (y still holds x's descriptor of the old boot) and x → y land
  *      byte for byte, the ranks never restarted.
+ *
+ * Bdata: B is killed with DATA of ra → rb in it: B runs with
+ * B10_TEST_COPY_DELAY_MS, ra submits W2 alone (DIR/submitted), and the
+ * runner kills B once A sent W2's chunk, while B's scatter of it waits.
+ * W2 fails at ra; rb's destination never changes, neither from the old
+ * boot (dead with its scatter) nor from A's sends into the new one.
  *
  * Prints "ok …" per check, "FAIL …" on the first failure; exits 0 or 1.
  */
@@ -173,44 +179,25 @@ static int unchanged(struct rank *r, const uint8_t *before, const char *when)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* Bdata: y's transfer to x, whose chunk the runner lets reach X, then kills X. */
+static int kill_with_data(const char *dir, struct rank *x, struct rank *y)
 {
-    if (argc != 8 || (strcmp(argv[6], "A") != 0 && strcmp(argv[6], "B") != 0)) {
-        fprintf(stderr, "usage: %s DIR SOCKET_A SOCKET_B PID_A PID_B A|B SLOW\n", argv[0]);
-        return 2;
-    }
-    const char *dir = argv[1];
-    pid_t pid_a = (pid_t)atoi(argv[4]), pid_b = (pid_t)atoi(argv[5]);
-    bool kill_a = strcmp(argv[6], "A") == 0;
-    slow = atoi(argv[7]) > 0 ? atoi(argv[7]) : 1;
-    struct rank a = { 0 }, b = { 0 };
-
-    if (rank_open(&a, argv[2], "ra", REGION, 0) || rank_open(&b, argv[3], "rb", REGION, 0) ||
-        rank_load(&a, &b) || rank_load(&b, &a))
+    b10_xfer_t *w = submit(y, x);
+    if (w == NULL || touch(dir, "submitted") || wait_file(dir, "killed", 60))
         return 1;
-    struct rank *x = kill_a ? &a : &b, *y = kill_a ? &b : &a;
-    pid_t pid_x = kill_a ? pid_a : pid_b, pid_y = kill_a ? pid_b : pid_a;
-    const void *old_desc;
-    size_t old_len;
-    if (b10_agent_desc(x->conn, &old_desc, &old_len) != B10_OK)
-        return fail("agent desc", B10_ERR_INTERNAL, b10_conn_detail(x->conn));
-    uint8_t *old_copy = malloc(old_len);
-    uint8_t *x_before = malloc(HALF), *y_before = malloc(HALF);
-    if (old_copy == NULL || x_before == NULL || y_before == NULL)
-        return fail("malloc", B10_ERR_NO_MEMORY, NULL);
-    memcpy(old_copy, old_desc, old_len);
+    b10_status_t st = b10_xfer_wait(w, 30000 * slow);
+    if (st == B10_OK || st == B10_IN_PROGRESS)
+        return fail("the transfer into the killed daemon did not fail", st, b10_xfer_detail(w));
+    printf("ok %s's transfer with DATA in the killed daemon failed %s (%s)\n", y->name,
+           b10_status_name(st), b10_xfer_detail(w));
+    b10_xfer_release(w);
+    return 0;
+}
 
-    /* 1. The links stand. */
-    fill(x->mem, HALF, 1);
-    fill(y->mem, HALF, 2);
-    if (write_lands(x, y) || write_lands(y, x))
-        return 1;
-
-    /* 2. A transfer in flight each way, then X killed. */
-    fill(x->mem, HALF, 3);
-    fill(y->mem, HALF, 4);
-    memcpy(x_before, x->mem + HALF, HALF);
-    memcpy(y_before, y->mem + HALF, HALF);
+/* Steps 2 and 3 up to X's restart: a transfer in flight each way, X killed, both fail. */
+static int kill_each_way(const char *dir, struct rank *x, struct rank *y, pid_t pid_x, pid_t pid_y,
+                         const uint8_t *y_before)
+{
     if (signal_daemon(pid_y, SIGSTOP, "stopping Y"))
         return 1;
     b10_xfer_t *w1 = submit(x, y);
@@ -244,14 +231,56 @@ int main(int argc, char **argv)
     printf("ok %s's transfer failed %s (%s)\n", y->name, b10_status_name(st), b10_xfer_detail(w2));
     b10_xfer_release(w1);
     b10_xfer_release(w2);
-    if (unchanged(y, y_before, "after both failed"))
+    return unchanged(y, y_before, "after both failed");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 8 || (strcmp(argv[6], "A") != 0 && strcmp(argv[6], "B") != 0 &&
+                      strcmp(argv[6], "Bdata") != 0)) {
+        fprintf(stderr, "usage: %s DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata SLOW\n", argv[0]);
+        return 2;
+    }
+    const char *dir = argv[1];
+    pid_t pid_a = (pid_t)atoi(argv[4]), pid_b = (pid_t)atoi(argv[5]);
+    bool kill_a = strcmp(argv[6], "A") == 0, data = strcmp(argv[6], "Bdata") == 0;
+    slow = atoi(argv[7]) > 0 ? atoi(argv[7]) : 1;
+    struct rank a = { 0 }, b = { 0 };
+
+    if (rank_open(&a, argv[2], "ra", REGION, 0) || rank_open(&b, argv[3], "rb", REGION, 0) ||
+        rank_load(&a, &b) || rank_load(&b, &a))
         return 1;
-    /* A call while X is away says so, and the caller's handles stay. */
+    struct rank *x = kill_a ? &a : &b, *y = kill_a ? &b : &a;
+    pid_t pid_x = kill_a ? pid_a : pid_b, pid_y = kill_a ? pid_b : pid_a;
+    const void *old_desc;
+    size_t old_len;
+    if (b10_agent_desc(x->conn, &old_desc, &old_len) != B10_OK)
+        return fail("agent desc", B10_ERR_INTERNAL, b10_conn_detail(x->conn));
+    uint8_t *old_copy = malloc(old_len);
+    uint8_t *x_before = malloc(HALF), *y_before = malloc(HALF);
+    if (old_copy == NULL || x_before == NULL || y_before == NULL)
+        return fail("malloc", B10_ERR_NO_MEMORY, NULL);
+    memcpy(old_copy, old_desc, old_len);
+
+    /* 1. The links stand. */
+    fill(x->mem, HALF, 1);
+    fill(y->mem, HALF, 2);
+    if (write_lands(x, y) || write_lands(y, x))
+        return 1;
+
+    /* 2. A transfer in flight each way, then X killed. */
+    fill(x->mem, HALF, 3);
+    fill(y->mem, HALF, 4);
+    memcpy(x_before, x->mem + HALF, HALF);
+    memcpy(y_before, y->mem + HALF, HALF);
+    if (data ? kill_with_data(dir, x, y) : kill_each_way(dir, x, y, pid_x, pid_y, y_before))
+        return 1;
     if (wait_reconnected(x, 60))
         return 1;
     const void *new_desc;
     size_t new_len;
-    if ((st = b10_agent_desc(x->conn, &new_desc, &new_len)) != B10_OK)
+    b10_status_t st = b10_agent_desc(x->conn, &new_desc, &new_len);
+    if (st != B10_OK)
         return fail("agent desc after the restart", st, b10_conn_detail(x->conn));
     if (new_len == old_len && memcmp(new_desc, old_copy, old_len) == 0)
         return fail("agent desc after the restart", B10_ERR_INTERNAL, "still the old boot's");

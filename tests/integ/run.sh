@@ -22,7 +22,7 @@ SUITE_TITLE=integration
 REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
 all_scenarios="cli fragmented same_node same_node_staged process_mem concurrent8 lanes large out_of_bounds deadline cancel corrupt
                bad_input corrupt_data agentops settle restart rank_restart_initiator
-               rank_restart_target"
+               rank_restart_target rank_restart_data"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -456,22 +456,39 @@ until_file() {
     done
 }
 
-# rank_restart X: ranks ra on A and rb on B, one transfer in flight each way,
-# while b10-rankrestart kills daemon X (-9); X starts again on its socket
-# under its name; the ranks, never restarted, see their transfers fail
-# (x's with B10_ERR_DAEMON_EXITED), nothing land, x reconnect by itself, the
-# other daemon learn X's new boot from X, and their next transfers land
-# byte for byte (tests/integ/b10-rankrestart.c says each step).
+# rank_restart X [Bdata]: ranks ra on A and rb on B, one transfer in flight
+# each way, while b10-rankrestart kills daemon X (-9); X starts again on its
+# socket under its name; the ranks, never restarted, see their transfers
+# fail (x's with B10_ERR_DAEMON_EXITED), nothing land, x reconnect by
+# itself, the other daemon learn X's new boot from X, and their next
+# transfers land byte for byte (tests/integ/b10-rankrestart.c says each
+# step). Bdata: B is killed here instead, once A sent ra's chunk into it
+# and B's scatter of it waits (B10_TEST_COPY_DELAY_MS).
 rank_restart() {
     _x=$1
     _y=B
     [ "$_x" = B ] && _y=A
     start_daemon A
+    [ "${2:-}" = Bdata ] && export B10_TEST_COPY_DELAY_MS=$(( 5000 * SLOW ))
     start_daemon B
+    unset B10_TEST_COPY_DELAY_MS
     _old=$(daemon_field "$_x" daemon_id)
     bg rr "$BUILD/tests/b10-rankrestart" "$D" "$D/A.sock" "$D/B.sock" "$(daemon_pid A)" \
-        "$(daemon_pid B)" "$_x" "$SLOW"
-    until_file "$D/killed" "$pid_rr" 60 "the ranks before the kill"
+        "$(daemon_pid B)" "${2:-$_x}" "$SLOW"
+    if [ "${2:-}" = Bdata ]; then
+        until_file "$D/submitted" "$pid_rr" 60 "the ranks before the kill"
+        # The warm-up's chunk and this one: both sent, so B holds this one, its scatter waiting.
+        _n=$(( 100 * SLOW ))
+        until [ "$(sent_bytes A)" -ge $(( 4 << 20 )) ] 2>/dev/null; do
+            _n=$(( _n - 1 ))
+            [ "$_n" -gt 0 ] || die "A sent $(sent_bytes A) bytes, not the transfer's chunk"
+            sleep 0.1
+        done
+        kill -KILL "$(daemon_pid B)"
+        touch "$D/killed"
+    else
+        until_file "$D/killed" "$pid_rr" 60 "the ranks before the kill"
+    fi
     wait_exit "$(daemon_pid "$_x")" $(( 15 * SLOW ))
     [ "$rc" = 137 ] || die "b10d $_x did not die of SIGKILL (exit $rc)"
     forget_daemon "$_x"
@@ -494,13 +511,25 @@ rank_restart() {
         die "protocol violation: $(grep -m1 B10_ERR_PEER_PROTOCOL "$D/$_x-boot1.log")"
 }
 
-# The initiator's daemon of the ra -> rb WRITE dies, then its target's.
+# sent_bytes NAME: the daemon's DATA bytes sent so far (b10ctl stats).
+sent_bytes() {
+    "$B10CTL" -s "$D/$1.sock" --json stats 2>>"$D/ctl.log" |
+        python3 -c "import json, sys; print(json.load(sys.stdin)['counters']['bytes_sent'])" 2>>"$D/ctl.log"
+}
+
+# The initiator's daemon of the ra -> rb WRITE dies, then its target's, then
+# its target's with the WRITE's chunk in it.
 scen_rank_restart_initiator() {
     rank_restart A
 }
 
 scen_rank_restart_target() {
     rank_restart B
+}
+
+scen_rank_restart_data() {
+    rank_restart B Bdata
+    grep -q "test hook: every scatter" "$D/B-boot1.log" || die "B did not log its test hook"
 }
 
 run_suite "$@"
