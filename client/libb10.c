@@ -817,7 +817,7 @@ static void conn_wait_round(b10_conn_t *conn, int64_t deadline)
 
 /* ---------------------------------------------------------------- requests */
 
-static void conn_settle(b10_conn_t *conn);
+static void conn_settle(b10_conn_t *conn, bool wait);
 
 /*
  * Send msg (assigning its seq) and wait for the Reply. On B10_OK, *reply_p
@@ -837,7 +837,7 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
     size_t len;
     b10_status_t status;
 
-    conn_settle(conn);
+    conn_settle(conn, true);
     if (conn->dead != B10_OK)
         return conn->dead;
     /* The seq is spent only once the frame exists: the daemon sees 1, 2, 3 … without gaps. */
@@ -1182,7 +1182,7 @@ int b10_conn_fd(b10_conn_t *conn)
  */
 static void conn_poke(b10_conn_t *conn)
 {
-    conn_settle(conn);
+    conn_settle(conn, false);
     if (conn->dead != B10_OK || conn->reading)
         return;
     conn_drain(conn);
@@ -1960,14 +1960,17 @@ failed:
 }
 
 /*
- * Before a call uses the connection: wait while another thread reconnects,
- * and reconnect if the daemon exited and the backoff allows. The lock is
- * held. A thread that reads (conn->reading) sees the socket end itself and
- * leaves; until then the call returns B10_ERR_DAEMON_EXITED.
+ * Before a call uses the connection: reconnect if the daemon exited and
+ * the backoff allows. The lock is held. While another thread reconnects, a
+ * request waits for it (wait: its frames must follow the registrations),
+ * a look at news (progress, status, wait) does not: it has a bound of its
+ * own, and no transfer is in progress meanwhile. A thread that reads
+ * (conn->reading) sees the socket end itself and leaves; until then the
+ * call returns B10_ERR_DAEMON_EXITED.
  */
-static void conn_settle(b10_conn_t *conn)
+static void conn_settle(b10_conn_t *conn, bool wait)
 {
-    if (conn->reviving && pthread_equal(conn->reviver, pthread_self()))
+    if (conn->reviving && (!wait || pthread_equal(conn->reviver, pthread_self())))
         return;
     while (conn->reviving)
         pthread_cond_wait(&conn->cond, &conn->lock);

@@ -261,6 +261,7 @@ int main(int argc, char **argv)
     if (old_copy == NULL || x_before == NULL || y_before == NULL)
         return fail("malloc", B10_ERR_NO_MEMORY, NULL);
     memcpy(old_copy, old_desc, old_len);
+    int fd = b10_conn_fd(x->conn);
 
     /* 1. The links stand. */
     fill(x->mem, HALF, 1);
@@ -287,6 +288,12 @@ int main(int argc, char **argv)
     if (memcmp(old_desc, old_copy, old_len) != 0)
         return fail("agent desc of the old boot", B10_ERR_INTERNAL, "its bytes changed");
     printf("ok %s has its daemon's new descriptor; the old one's bytes stay valid\n", x->name);
+    if (b10_conn_fd(x->conn) != fd) {
+        printf("FAIL %s's connection fd was %d, is %d after the restart\n", x->name, fd,
+               b10_conn_fd(x->conn));
+        return 1;
+    }
+    printf("ok %s's connection fd kept its number (%d)\n", x->name, fd);
     if (unchanged(x, x_before, "after x reconnected") || unchanged(y, y_before, "after x reconnected"))
         return 1;
     if (touch(dir, "reconnected") || wait_file(dir, "go", 60))
