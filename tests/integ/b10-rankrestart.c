@@ -25,11 +25,12 @@
  *   4. y → x (y still holds x's descriptor of the old boot) and x → y land
  *      byte for byte, the ranks never restarted.
  *
- * Bdata: B is killed with DATA of ra → rb in it: B runs with
- * B10_TEST_COPY_DELAY_MS, ra submits W2 alone (DIR/submitted), and the
- * runner kills B once A sent W2's chunk, while B's scatter of it waits.
- * W2 fails at ra; rb's destination never changes, neither from the old
- * boot (dead with its scatter) nor from A's sends into the new one.
+ * Bdata: B is killed with DATA of ra → rb under way: B runs with
+ * B10_TEST_COPY_DELAY_MS (a chunk that arrived waits to be scattered), ra
+ * submits W2 alone (DIR/submitted), and the runner kills B once A's send
+ * of W2's chunk completed: B holds it, or it is lost with B. W2 fails at
+ * ra; rb's destination never changes, neither from the old boot nor from
+ * A's side into the new one's registrations.
  *
  * Prints "ok …" per check, "FAIL …" on the first failure; exits 0 or 1.
  */

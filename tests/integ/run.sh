@@ -462,8 +462,9 @@ until_file() {
 # fail (x's with B10_ERR_DAEMON_EXITED), nothing land, x reconnect by
 # itself, the other daemon learn X's new boot from X, and their next
 # transfers land byte for byte (tests/integ/b10-rankrestart.c says each
-# step). Bdata: B is killed here instead, once A sent ra's chunk into it
-# and B's scatter of it waits (B10_TEST_COPY_DELAY_MS).
+# step). Bdata: the runner kills B instead, once A's send of the chunk of
+# ra's WRITE into rb completed; B delays every scatter
+# (B10_TEST_COPY_DELAY_MS), so no chunk of it landed before the kill.
 rank_restart() {
     _x=$1
     _y=B
@@ -477,7 +478,7 @@ rank_restart() {
         "$(daemon_pid B)" "${2:-$_x}" "$SLOW"
     if [ "${2:-}" = Bdata ]; then
         until_file "$D/submitted" "$pid_rr" 60 "the ranks before the kill"
-        # The warm-up's chunk and this one: both sent, so B holds this one, its scatter waiting.
+        # The warm-up's chunk and this one sent: B holds this one, or it is lost with B.
         _n=$(( 100 * SLOW ))
         until [ "$(sent_bytes A)" -ge $(( 4 << 20 )) ] 2>/dev/null; do
             _n=$(( _n - 1 ))
