@@ -23,7 +23,9 @@
  *      peer daemon never delivers the old boot's transfer into the new
  *      boot's registrations.
  *   4. y → x (y still holds x's descriptor of the old boot) and x → y land
- *      byte for byte, the ranks never restarted.
+ *      byte for byte, the ranks never restarted; so does x → z, where z is
+ *      a third rank on X, each of x and z holding the other's descriptor
+ *      of X's old boot, which the new boot takes as naming itself.
  *
  * Bdata: B is killed with DATA of ra → rb under way: B runs with
  * B10_TEST_COPY_DELAY_MS (a chunk that arrived waits to be scattered), ra
@@ -246,12 +248,16 @@ int main(int argc, char **argv)
     pid_t pid_a = (pid_t)atoi(argv[4]), pid_b = (pid_t)atoi(argv[5]);
     bool kill_a = strcmp(argv[6], "A") == 0, data = strcmp(argv[6], "Bdata") == 0;
     slow = atoi(argv[7]) > 0 ? atoi(argv[7]) : 1;
-    struct rank a = { 0 }, b = { 0 };
+    struct rank a = { 0 }, b = { 0 }, z = { 0 };
 
+    /* z: a third rank, on X beside x: their descriptors name X's old boot after the restart. */
     if (rank_open(&a, argv[2], "ra", REGION, 0) || rank_open(&b, argv[3], "rb", REGION, 0) ||
+        rank_open(&z, kill_a ? argv[2] : argv[3], "rz", REGION, 0) ||
         rank_load(&a, &b) || rank_load(&b, &a))
         return 1;
     struct rank *x = kill_a ? &a : &b, *y = kill_a ? &b : &a;
+    if (rank_load(x, &z) || rank_load(&z, x))
+        return 1;
     pid_t pid_x = kill_a ? pid_a : pid_b, pid_y = kill_a ? pid_b : pid_a;
     const void *old_desc;
     size_t old_len;
@@ -267,7 +273,7 @@ int main(int argc, char **argv)
     /* 1. The links stand. */
     fill(x->mem, HALF, 1);
     fill(y->mem, HALF, 2);
-    if (write_lands(x, y) || write_lands(y, x))
+    if (write_lands(x, y) || write_lands(y, x) || write_lands(x, &z))
         return 1;
 
     /* 2. A transfer in flight each way, then X killed. */
@@ -277,7 +283,7 @@ int main(int argc, char **argv)
     memcpy(y_before, y->mem + HALF, HALF);
     if (data ? kill_with_data(dir, x, y) : kill_each_way(dir, x, y, pid_x, pid_y, y_before))
         return 1;
-    if (wait_reconnected(x, 60))
+    if (wait_reconnected(x, 60) || wait_reconnected(&z, 60))
         return 1;
     const void *new_desc;
     size_t new_len;
@@ -308,6 +314,12 @@ int main(int argc, char **argv)
     fill(y->mem, HALF, 6);
     if (write_lands(y, x) || write_lands(x, y))
         return 1;
+    /* Beside it on its node, by descriptors of the old boot that both reloaded: no wire. */
+    fill(x->mem, HALF, 7);
+    if (write_lands(x, &z))
+        return 1;
+    b10_conn_close(z.conn);
+    b10_dram_free(z.mem);
     b10_conn_close(a.conn);
     b10_conn_close(b.conn);
     b10_dram_free(a.mem);
