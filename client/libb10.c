@@ -9,7 +9,11 @@
  *    ├─ b10_xfer_t        every transfer handle (list); those still in progress
  *    │                    are also in a hash table by xfer_id, where XferDone
  *    │                    notices find them
- *    └─ b10_mem_t         every registered region (list)
+ *    ├─ b10_mem_t         every registered region (list), with what it takes to
+ *    │                    register it again (a duplicate of its memfd)
+ *    ├─ struct loaded     every remote agent descriptor loaded (list)
+ *    └─ struct old_desc   this rank's descriptors of earlier daemon boots, kept
+ *                         so that the pointers b10_agent_desc() gave stay valid
  *
  *   dram table            the only process-wide state: b10_dram_alloc()'s
  *                         allocations, so that b10_mem_register() can find the
@@ -22,6 +26,20 @@
  * dispatches every complete frame and wakes the others. The other waiters
  * sleep on conn->cond meanwhile (leader/follower). Writes happen under the
  * lock so that frames never interleave.
+ *
+ * Surviving the daemon's restart: when the socket ends (EOF, a reset), the
+ * daemon exited or dropped us. Everything in flight fails with
+ * B10_ERR_DAEMON_EXITED at once, and the socket's fd number is taken over by
+ * a timer that turns readable when a reconnection is due, so that a caller
+ * polling b10_conn_fd() wakes up for it instead of spinning on a dead
+ * socket. The next call (or b10_conn_progress) connects again to the same
+ * path, says hello, registers every region again and reloads every loaded
+ * descriptor, under the lock, each step bounded by the request timeout;
+ * the new socket takes the same fd number. While no daemon listens, every
+ * call tries a connect() (cheap); an attempt the daemon refused backs off
+ * (50 ms doubling to 2 s), and the timer paces pollers the same way. The
+ * calls meanwhile return B10_ERR_DAEMON_EXITED with the reason in
+ * b10_conn_detail().
  *
  * Everything the daemon sends is treated as hostile: frame lengths, status
  * values, body kinds, ids and strings are checked or bounded before use, and
@@ -43,6 +61,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,13 +85,19 @@
 #define NSEC_PER_MSEC           1000000LL
 #define NSEC_PER_SEC            1000000000LL
 #define DEADLINE_NEVER          INT64_MAX
+/* Reconnecting after the daemon exited: first try at once, then back off up to this. */
+#define REVIVE_BACKOFF_MIN      50             /* ms */
+#define REVIVE_BACKOFF_MAX      2000           /* ms */
+/* One connect() to a daemon coming back; its backlog may be full while it starts. */
+#define REVIVE_CONNECT_MS       1000
 
 /* One request waiting for its Reply. */
 struct pending {
     uint64_t seq;
     B10__Reply__BodyCase expect;   /* body an OK reply must carry; NOT_SET: any */
     b10_xfer_t *xfer;              /* Submit only: enters the table when the reply is OK */
-    B10__DaemonMsg *msg;           /* the reply, owned once done */
+    B10__DaemonMsg *msg;           /* the reply, owned once done; NULL when the connection died */
+    b10_status_t failed;           /* done without a reply: why */
     bool done;
     struct pending *next;
 };
@@ -80,6 +105,7 @@ struct pending {
 struct b10_xfer {
     b10_conn_t *conn;
     uint64_t id;                   /* the daemon's, from SubmitReply */
+    uint64_t boot;                 /* conn->boot when submitted: a later boot never knew the id */
     b10_status_t status;           /* B10_IN_PROGRESS until XferDone or connection loss */
     char *detail;                  /* owned, NULL while none; set once, with the final status */
     bool in_table;                 /* still waiting for its XferDone */
@@ -89,9 +115,30 @@ struct b10_xfer {
 
 struct b10_mem {
     b10_conn_t *conn;
-    uint64_t region_id;            /* the daemon's, from RegisterReply */
+    uint64_t region_id;            /* the daemon's, from RegisterReply; renewed on reconnection */
     b10_mem_t *more;               /* VRAM across allocations: the next part's handle */
     b10_mem_t *prev, *next;        /* conn->mems */
+    /* What registering it again with a restarted daemon takes. */
+    b10_mem_kind_t kind;
+    uint64_t addr, length;
+    uint64_t fd_offset;
+    int fd;                        /* DRAM memfd: our own duplicate, owned; else -1 */
+    bool process_mem;              /* DRAM through /proc/self/mem, opened again each time */
+    bool open;                     /* B10_MEM_OPEN_TO_NODE */
+};
+
+/* A remote agent descriptor loaded on this connection, reloaded after a reconnection. */
+struct loaded {
+    struct loaded *next;
+    char name[256];
+    uint8_t *desc;                 /* owned */
+    size_t length;
+};
+
+/* This rank's descriptor of an earlier daemon boot: a caller may still hold the pointer. */
+struct old_desc {
+    struct old_desc *next;
+    uint8_t *bytes;                /* owned */
 };
 
 /* A message notified to this rank, kept until b10_agent_notifications() takes it. */
@@ -116,6 +163,24 @@ struct b10_conn {
     uint32_t max_frame;            /* bytes, the daemon's HelloReply.max_frame (bounded) */
     bool reading;                  /* a thread polls the socket with the lock released */
     b10_status_t dead;             /* B10_OK while usable, else what every call returns */
+
+    /* Reconnection, while dead is B10_ERR_DAEMON_EXITED. */
+    char *path;                    /* the socket path, owned */
+    char agent_name[AGENT_NAME_MAX + 1];
+    uint64_t boot;                 /* connections made so far: 1 after b10_conn_open */
+    bool reviving;                 /* reviver is connecting again; the others wait */
+    pthread_t reviver;
+    int64_t retry_at;              /* CLOCK_MONOTONIC ns: the next attempt, not before */
+    int backoff_ms;                /* 0 until an attempt failed */
+    /*
+     * The last attempt found nobody listening: a connect() costs next to
+     * nothing, so any call tries again whatever the backoff, which then
+     * only paces the timer (pollers) and the attempts the daemon refused.
+     */
+    bool absent;
+    int timer_fd;                  /* stands in conn->fd's number while no socket does; -1 */
+    struct loaded *loaded;
+    struct old_desc *old_descs;
 
     struct frame_reader reader;
     uint8_t *rbuf;                 /* RECV_CHUNK bytes */
@@ -378,6 +443,29 @@ static void xfer_finish(b10_conn_t *conn, b10_xfer_t *xfer, b10_status_t status,
 /* ---------------------------------------------------------------- connection death */
 
 /*
+ * The daemon went: conn->fd's number now names a timer that turns readable
+ * at conn->retry_at, when the next reconnection is due. A caller that polls
+ * b10_conn_fd() then calls b10_conn_progress(), which makes the attempt; a
+ * dead socket would keep its poll readable and spin it meanwhile. Without
+ * a timer the socket is only shut down, and the poll spins.
+ */
+static void conn_park(b10_conn_t *conn)
+{
+    if (conn->timer_fd < 0)
+        conn->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (conn->timer_fd < 0) {
+        shutdown(conn->fd, SHUT_RDWR);
+        return;
+    }
+    int64_t at = conn->retry_at > 0 ? conn->retry_at : 1;   /* 0 would disarm it */
+    struct itimerspec its = { .it_value = { .tv_sec = at / NSEC_PER_SEC,
+                                            .tv_nsec = at % NSEC_PER_SEC } };
+    (void)timerfd_settime(conn->timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
+    if (conn->fd != conn->timer_fd && dup3(conn->timer_fd, conn->fd, O_CLOEXEC) < 0)
+        shutdown(conn->fd, SHUT_RDWR);
+}
+
+/*
  * The connection is unusable from now on: the stream broke or the daemon
  * spoke garbage. Every transfer still waiting learns it, every later call
  * returns status, and the socket is shut down so that the daemon fails our
@@ -401,7 +489,21 @@ static void conn_kill(b10_conn_t *conn, b10_status_t status, const char *fmt, ..
         while (conn->buckets[i] != NULL)
             xfer_finish(conn, conn->buckets[i], status, conn->detail);
     }
-    shutdown(conn->fd, SHUT_RDWR);
+    /* Requests waiting for a reply get none: they return status now. */
+    while (conn->pending != NULL) {
+        struct pending *p = conn->pending;
+        conn->pending = p->next;
+        p->next = NULL;
+        p->msg = NULL;
+        p->failed = status;
+        p->done = true;
+    }
+    if (status == B10_ERR_DAEMON_EXITED) {
+        conn->retry_at = now_ns() + (int64_t)conn->backoff_ms * NSEC_PER_MSEC;
+        conn_park(conn);
+    } else {
+        shutdown(conn->fd, SHUT_RDWR);
+    }
     pthread_cond_broadcast(&conn->cond);
 }
 
@@ -452,6 +554,10 @@ static b10_status_t conn_send(b10_conn_t *conn, const uint8_t *frame, size_t len
         }
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+            conn_kill(conn, B10_ERR_DAEMON_EXITED, "the daemon went away: %s", strerror(errno));
+            return B10_ERR_DAEMON_EXITED;
+        }
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
             conn_kill(conn, B10_ERR_DAEMON_LOST, "writing to the daemon: %s", strerror(errno));
             return B10_ERR_DAEMON_LOST;
@@ -519,6 +625,7 @@ static bool dispatch_submit_reply(b10_conn_t *conn, struct pending *p, const B10
         return false;
     }
     p->xfer->id = id;
+    p->xfer->boot = conn->boot;
     xfer_table_insert(conn, p->xfer);
     xfer_list_add(conn, p->xfer);
     return true;
@@ -662,8 +769,9 @@ static void conn_drain(b10_conn_t *conn)
             conn_feed(conn, conn->rbuf, (size_t)n);
             continue;
         }
-        if (n == 0) {
-            conn_kill(conn, B10_ERR_DAEMON_LOST, "daemon closed the connection");
+        /* The daemon exited (or dropped us): what it had of ours is gone with it. */
+        if (n == 0 || errno == ECONNRESET) {
+            conn_kill(conn, B10_ERR_DAEMON_EXITED, "the daemon closed the connection");
             return;
         }
         if (errno == EINTR)
@@ -709,6 +817,8 @@ static void conn_wait_round(b10_conn_t *conn, int64_t deadline)
 
 /* ---------------------------------------------------------------- requests */
 
+static void conn_settle(b10_conn_t *conn, bool wait);
+
 /*
  * Send msg (assigning its seq) and wait for the Reply. On B10_OK, *reply_p
  * (if not NULL) receives the decoded message, which the caller frees with
@@ -727,6 +837,7 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
     size_t len;
     b10_status_t status;
 
+    conn_settle(conn, true);
     if (conn->dead != B10_OK)
         return conn->dead;
     /* The seq is spent only once the frame exists: the daemon sees 1, 2, 3 … without gaps. */
@@ -763,6 +874,8 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
         goto unlink;
     }
 
+    if (p.msg == NULL)
+        return p.failed;   /* the connection died first; conn_kill unlinked p and said why */
     const B10__Reply *reply = p.msg->reply;
     if (reply->status != B10__STATUS__OK) {
         copy_text(conn->detail, sizeof(conn->detail), reply->detail);
@@ -783,14 +896,17 @@ unlink:
 
 /* ---------------------------------------------------------------- connection */
 
-static b10_status_t conn_connect(b10_conn_t *conn, const char *path, int timeout_ms)
+/* A connected, non-blocking socket to the daemon at conn->path in *fd_p. */
+static b10_status_t conn_dial(b10_conn_t *conn, int timeout_ms, int *fd_p)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    const char *path = conn->path;
     /*
      * connect() on a Unix socket waits while the daemon's backlog is full;
      * SO_SNDTIMEO bounds that wait. The socket turns non-blocking after.
      */
     struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+    b10_status_t status;
 
     if (strlen(path) >= sizeof(sa.sun_path)) {
         conn_log(conn, B10_LOG_ERR, "socket path %s is longer than %zu bytes", path,
@@ -798,27 +914,38 @@ static b10_status_t conn_connect(b10_conn_t *conn, const char *path, int timeout
         return B10_ERR_INVALID_ARG;
     }
     memcpy(sa.sun_path, path, strlen(path) + 1);
-    conn->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (conn->fd < 0) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
         conn_log(conn, B10_LOG_ERR, "socket: %s", strerror(errno));
         return status_from_errno(errno);
     }
-    (void)setsockopt(conn->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    if (connect(conn->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
         conn_set_detail(conn, "connect to %s: %s", path, strerror(errno));
         conn_log(conn, B10_LOG_ERR, "%s", conn->detail);
-        return B10_ERR_DAEMON_UNREACHABLE;
+        status = B10_ERR_DAEMON_UNREACHABLE;
+        goto close_fd;
     }
-    int flags = fcntl(conn->fd, F_GETFL);
-    if (flags < 0 || fcntl(conn->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
         conn_log(conn, B10_LOG_ERR, "fcntl O_NONBLOCK: %s", strerror(errno));
-        return B10_ERR_IO;
+        status = B10_ERR_IO;
+        goto close_fd;
     }
+    *fd_p = fd;
     return B10_OK;
+
+close_fd:
+    close(fd);
+    return status;
 }
 
-/* Hello: the daemon names us, tells its limits and gives our descriptor. */
-static b10_status_t conn_hello(b10_conn_t *conn, const char *agent_name)
+/*
+ * Hello: the daemon names us, tells its limits and gives our descriptor.
+ * Called with the lock held. A descriptor of an earlier boot is kept until
+ * b10_conn_close: the caller may still hold the pointer to it.
+ */
+static b10_status_t conn_hello(b10_conn_t *conn)
 {
     B10__Hello hello = B10__HELLO__INIT;
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
@@ -826,12 +953,10 @@ static b10_status_t conn_hello(b10_conn_t *conn, const char *agent_name)
     b10_status_t status;
 
     hello.version = B10_API_VERSION;
-    hello.agent_name = (char *)agent_name;
+    hello.agent_name = conn->agent_name;
     msg.body_case = B10__CLIENT_MSG__BODY_HELLO;
     msg.hello = &hello;
-    pthread_mutex_lock(&conn->lock);
     status = conn_request(conn, &msg, -1, B10__REPLY__BODY_HELLO, NULL, &reply);
-    pthread_mutex_unlock(&conn->lock);
     if (status != B10_OK) {
         conn_log(conn, B10_LOG_ERR, "hello refused: %s: %s", b10_status_name(status),
                  conn->detail);
@@ -857,12 +982,21 @@ static b10_status_t conn_hello(b10_conn_t *conn, const char *agent_name)
     conn->max_frame = max > FRAME_MAX_LIMIT ? FRAME_MAX_LIMIT : (uint32_t)max;
     conn->reader.max = conn->max_frame;
     if (hr->agent_desc.len > 0) {
-        conn->agent_desc = malloc(hr->agent_desc.len);
-        if (conn->agent_desc == NULL) {
+        uint8_t *desc = malloc(hr->agent_desc.len);
+        struct old_desc *old = conn->agent_desc != NULL ? malloc(sizeof(*old)) : NULL;
+        if (desc == NULL || (conn->agent_desc != NULL && old == NULL)) {
+            free(desc);
+            free(old);
             status = B10_ERR_NO_MEMORY;
             goto free_reply;
         }
-        memcpy(conn->agent_desc, hr->agent_desc.data, hr->agent_desc.len);
+        memcpy(desc, hr->agent_desc.data, hr->agent_desc.len);
+        if (old != NULL) {
+            old->bytes = conn->agent_desc;
+            old->next = conn->old_descs;
+            conn->old_descs = old;
+        }
+        conn->agent_desc = desc;
         conn->agent_desc_len = hr->agent_desc.len;
     }
     conn_log(conn, B10_LOG_DEBUG, "connected to daemon %016llx, max frame %u bytes",
@@ -884,7 +1018,21 @@ static void conn_free(b10_conn_t *conn)
     while (conn->mems != NULL) {
         b10_mem_t *m = conn->mems;
         conn->mems = m->next;
+        if (m->fd >= 0)
+            close(m->fd);
         free(m);
+    }
+    while (conn->loaded != NULL) {
+        struct loaded *l = conn->loaded;
+        conn->loaded = l->next;
+        free(l->desc);
+        free(l);
+    }
+    while (conn->old_descs != NULL) {
+        struct old_desc *o = conn->old_descs;
+        conn->old_descs = o->next;
+        free(o->bytes);
+        free(o);
     }
     while (conn->notices != NULL) {
         struct notice *n = conn->notices;
@@ -894,6 +1042,9 @@ static void conn_free(b10_conn_t *conn)
     }
     if (conn->fd >= 0)
         close(conn->fd);
+    if (conn->timer_fd >= 0)
+        close(conn->timer_fd);
+    free(conn->path);
     frame_reader_free(&conn->reader);
     free(conn->agent_desc);
     free(conn->buckets);
@@ -915,6 +1066,7 @@ static b10_conn_t *conn_alloc(const b10_conn_params_t *params)
     if (conn == NULL)
         return NULL;
     conn->fd = -1;
+    conn->timer_fd = -1;
     conn->next_seq = 1;
     conn->max_frame = FRAME_MAX_DEFAULT;
     conn->request_timeout_ms = DEFAULT_REQUEST_TIMEOUT;
@@ -990,10 +1142,18 @@ b10_status_t b10_conn_open(const b10_conn_params_t *params, b10_conn_t **conn_p)
     b10_conn_t *conn = conn_alloc(params);
     if (conn == NULL)
         return B10_ERR_NO_MEMORY;
-    status = conn_connect(conn, path, conn->request_timeout_ms);
+    snprintf(conn->agent_name, sizeof(conn->agent_name), "%s", params->agent_name);
+    if ((conn->path = strdup(path)) == NULL) {
+        status = B10_ERR_NO_MEMORY;
+        goto free_conn;
+    }
+    status = conn_dial(conn, conn->request_timeout_ms, &conn->fd);
     if (status != B10_OK)
         goto free_conn;
-    status = conn_hello(conn, params->agent_name);
+    conn->boot = 1;
+    pthread_mutex_lock(&conn->lock);
+    status = conn_hello(conn);
+    pthread_mutex_unlock(&conn->lock);
     if (status != B10_OK)
         goto free_conn;
     *conn_p = conn;
@@ -1009,6 +1169,7 @@ void b10_conn_close(b10_conn_t *conn)
     conn_free(conn);
 }
 
+/* The number stays for the connection's life: a new socket takes it over (conn_revive). */
 int b10_conn_fd(b10_conn_t *conn)
 {
     return conn == NULL ? -1 : conn->fd;
@@ -1021,6 +1182,7 @@ int b10_conn_fd(b10_conn_t *conn)
  */
 static void conn_poke(b10_conn_t *conn)
 {
+    conn_settle(conn, false);
     if (conn->dead != B10_OK || conn->reading)
         return;
     conn_drain(conn);
@@ -1229,7 +1391,11 @@ static b10_status_t mem_dram_fd(b10_conn_t *conn, const b10_mem_params_t *params
     return B10_OK;
 }
 
-/* Send one RegisterMem (with fd, if >= 0) and make its handle. */
+/*
+ * Send one RegisterMem (with fd, if >= 0) and make its handle. The handle
+ * keeps what registering it again takes: a memfd is duplicated (the
+ * memory then lives while the handle does, as it does in the daemon).
+ */
 static b10_status_t mem_register_one(b10_conn_t *conn, B10__RegisterMem *rm, int fd,
                                      b10_mem_t **mem_p)
 {
@@ -1239,6 +1405,20 @@ static b10_status_t mem_register_one(b10_conn_t *conn, B10__RegisterMem *rm, int
 
     if (mem == NULL)
         return conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory");
+    mem->kind = rm->kind == B10__MEM_KIND__MEM_VRAM ? B10_MEM_VRAM : B10_MEM_DRAM;
+    mem->addr = rm->addr;
+    mem->length = rm->length;
+    mem->fd_offset = rm->fd_offset;
+    mem->process_mem = rm->process_mem;
+    mem->open = rm->open_to_node;
+    mem->fd = -1;
+    if (mem->kind == B10_MEM_DRAM && !rm->process_mem &&
+        (mem->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        int err = errno;
+        free(mem);
+        return conn_reject(conn, status_from_errno(err), "duplicating the region's fd: %s",
+                           strerror(err));
+    }
     msg.body_case = B10__CLIENT_MSG__BODY_REGISTER_MEM;
     msg.register_mem = rm;
     pthread_mutex_lock(&conn->lock);
@@ -1254,6 +1434,8 @@ static b10_status_t mem_register_one(b10_conn_t *conn, B10__RegisterMem *rm, int
     }
     pthread_mutex_unlock(&conn->lock);
     if (status != B10_OK) {
+        if (mem->fd >= 0)
+            close(mem->fd);
         free(mem);
         return status;
     }
@@ -1374,6 +1556,8 @@ static b10_status_t mem_deregister_one(b10_conn_t *conn, b10_mem_t *mem)
             conn->mems = mem->next;
         if (mem->next != NULL)
             mem->next->prev = mem->prev;
+        if (mem->fd >= 0)
+            close(mem->fd);
         free(mem);
     }
     pthread_mutex_unlock(&conn->lock);
@@ -1416,12 +1600,34 @@ b10_status_t b10_agent_desc(b10_conn_t *conn, const void **desc_p, size_t *lengt
         return B10_ERR_INVALID_ARG;
     if (desc_p == NULL || length_p == NULL)
         return conn_reject(conn, B10_ERR_INVALID_ARG, "desc_p and length_p are required");
-    if (conn->agent_desc_len == 0)
+    /*
+     * After the daemon restarted, the descriptor of its new boot; the bytes
+     * of an earlier one stay valid too (conn_hello keeps them).
+     */
+    pthread_mutex_lock(&conn->lock);
+    conn_poke(conn);
+    const void *desc = conn->agent_desc;
+    size_t length = conn->agent_desc_len;
+    pthread_mutex_unlock(&conn->lock);
+    if (length == 0)
         return conn_reject(conn, B10_ERR_NOT_FOUND, "the daemon gave no agent descriptor");
-    /* Written once during b10_conn_open, read-only after: no lock needed. */
-    *desc_p = conn->agent_desc;
-    *length_p = conn->agent_desc_len;
+    *desc_p = desc;
+    *length_p = length;
     return B10_OK;
+}
+
+/* Drop name from the descriptors to reload; the lock is held. */
+static void loaded_forget(b10_conn_t *conn, const char *name)
+{
+    for (struct loaded **pp = &conn->loaded; *pp != NULL; pp = &(*pp)->next) {
+        if (strcmp((*pp)->name, name) == 0) {
+            struct loaded *l = *pp;
+            *pp = l->next;
+            free(l->desc);
+            free(l);
+            return;
+        }
+    }
 }
 
 /* A request whose OK reply carries nothing but its status. */
@@ -1457,7 +1663,29 @@ b10_status_t b10_agent_load(b10_conn_t *conn, const char *name, const void *desc
     la.desc.len = length;
     msg.body_case = B10__CLIENT_MSG__BODY_LOAD_AGENT;
     msg.load_agent = &la;
-    return conn_call(conn, &msg);
+    struct loaded *l = calloc(1, sizeof(*l));
+    if (l == NULL || (l->desc = malloc(length)) == NULL) {
+        free(l);
+        return conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory for a descriptor");
+    }
+    snprintf(l->name, sizeof(l->name), "%s", name);
+    memcpy(l->desc, desc, length);
+    l->length = length;
+    pthread_mutex_lock(&conn->lock);
+    b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
+    /* Kept for a restarted daemon, which knows nothing a rank loaded: the newest per name. */
+    if (status == B10_OK) {
+        loaded_forget(conn, name);
+        l->next = conn->loaded;
+        conn->loaded = l;
+        l = NULL;
+    }
+    pthread_mutex_unlock(&conn->lock);
+    if (l != NULL) {
+        free(l->desc);
+        free(l);
+    }
+    return status;
 }
 
 b10_status_t b10_agent_invalidate(b10_conn_t *conn, const char *name)
@@ -1472,7 +1700,12 @@ b10_status_t b10_agent_invalidate(b10_conn_t *conn, const char *name)
     ia.name = (char *)name;
     msg.body_case = B10__CLIENT_MSG__BODY_INVALIDATE_AGENT;
     msg.invalidate_agent = &ia;
-    return conn_call(conn, &msg);
+    pthread_mutex_lock(&conn->lock);
+    b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
+    if (status == B10_OK || status == B10_ERR_NOT_FOUND)
+        loaded_forget(conn, name);
+    pthread_mutex_unlock(&conn->lock);
+    return status;
 }
 
 /*
@@ -1576,6 +1809,175 @@ void b10_notifications_free(b10_notification_t *list, size_t count)
     for (size_t i = 0; i < count; i++)
         free(list[i].data);
     free(list);
+}
+
+/* ---------------------------------------------------------------- reconnection */
+
+/* Register m again with the daemon of a new boot; the reviver holds the lock. */
+static b10_status_t revive_region(b10_conn_t *conn, b10_mem_t *m)
+{
+    B10__RegisterMem rm = B10__REGISTER_MEM__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    B10__DaemonMsg *reply;
+    struct vram_export vx;
+    int fd = m->fd;
+    bool fd_ours = false;
+    b10_status_t status;
+
+    rm.addr = m->addr;
+    rm.length = m->length;
+    rm.open_to_node = m->open;
+    if (m->kind == B10_MEM_VRAM) {
+        char why[384];
+        size_t piece;
+        /* A fresh export: the handle or fd of the first one went with the old daemon. */
+        status = vram_export((void *)(uintptr_t)m->addr, m->length, &vx, &piece, why, sizeof(why));
+        if (status == B10_OK && piece != m->length) {
+            if (vx.fd >= 0)
+                close(vx.fd);
+            status = B10_ERR_INVALID_ARG;
+            snprintf(why, sizeof(why), "its allocations changed since it was registered");
+        }
+        if (status != B10_OK) {
+            conn_set_detail(conn, "exporting VRAM at 0x%" PRIx64 " again: %s", m->addr, why);
+            return status;
+        }
+        rm.kind = B10__MEM_KIND__MEM_VRAM;
+        rm.pci_bus_id = vx.pci_bus_id;
+        rm.alloc_base = vx.alloc_base;
+        rm.alloc_length = vx.alloc_length;
+        if (vx.has_ipc_handle)
+            rm.cuda_ipc_handle = (ProtobufCBinaryData){ sizeof(vx.ipc_handle), vx.ipc_handle };
+        rm.vmm_fd = vx.fd >= 0;
+        fd = vx.fd;
+        fd_ours = fd >= 0;
+    } else {
+        rm.kind = B10__MEM_KIND__MEM_DRAM;
+        rm.fd_offset = m->fd_offset;
+        rm.process_mem = m->process_mem;
+        if (m->process_mem) {
+            if ((fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC)) < 0) {
+                conn_set_detail(conn, "opening /proc/self/mem again: %s", strerror(errno));
+                return status_from_errno(errno);
+            }
+            fd_ours = true;
+        }
+    }
+    msg.body_case = B10__CLIENT_MSG__BODY_REGISTER_MEM;
+    msg.register_mem = &rm;
+    status = conn_request(conn, &msg, fd, B10__REPLY__BODY_REGISTER_MEM, NULL, &reply);
+    if (fd_ours)
+        close(fd);
+    if (status != B10_OK)
+        return status;
+    m->region_id = reply->reply->register_mem->region_id;
+    b10__daemon_msg__free_unpacked(reply, NULL);
+    return B10_OK;
+}
+
+/*
+ * Connect again after the daemon exited: hello, every region, every loaded
+ * descriptor. Called with the lock held; the other threads wait (conn_settle)
+ * until it is done. A region the new daemon refuses fails the attempt (the
+ * caller's handles must all hold); a descriptor it refuses is only logged,
+ * and a transfer to that agent then says why.
+ */
+static void conn_revive(b10_conn_t *conn)
+{
+    char why[DETAIL_MAX];
+    size_t regions = 0, agents = 0;
+    int fd;
+
+    conn->reviving = true;
+    conn->reviver = pthread_self();
+    b10_status_t status = conn_dial(conn, REVIVE_CONNECT_MS < conn->request_timeout_ms ?
+                                    REVIVE_CONNECT_MS : conn->request_timeout_ms, &fd);
+    conn->absent = status == B10_ERR_DAEMON_UNREACHABLE;
+    if (status != B10_OK)
+        goto failed;
+    if (dup3(fd, conn->fd, O_CLOEXEC) < 0) {
+        conn_set_detail(conn, "dup3: %s", strerror(errno));
+        close(fd);
+        status = B10_ERR_IO;
+        goto failed;
+    }
+    close(fd);
+    frame_reader_free(&conn->reader);
+    frame_reader_init(&conn->reader, FRAME_MAX_DEFAULT);
+    conn->max_frame = FRAME_MAX_DEFAULT;
+    conn->boot++;
+    conn->dead = B10_OK;
+    if ((status = conn_hello(conn)) != B10_OK)
+        goto failed;
+    for (b10_mem_t *m = conn->mems; m != NULL; m = m->next, regions++) {
+        if ((status = revive_region(conn, m)) != B10_OK) {
+            snprintf(why, sizeof(why), "registering the region at 0x%" PRIx64 " again: %.400s",
+                     m->addr, conn->detail);
+            conn_set_detail(conn, "%s", why);
+            goto failed;
+        }
+    }
+    for (struct loaded *l = conn->loaded; l != NULL; l = l->next) {
+        B10__LoadAgent la = B10__LOAD_AGENT__INIT;
+        B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+        la.name = l->name;
+        la.desc = (ProtobufCBinaryData){ l->length, l->desc };
+        la.reload = true;
+        msg.body_case = B10__CLIENT_MSG__BODY_LOAD_AGENT;
+        msg.load_agent = &la;
+        status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
+        if (status != B10_OK && conn->dead != B10_OK)
+            goto failed;
+        if (status != B10_OK)
+            conn_log(conn, B10_LOG_WARNING, "remote agent %s not reloaded: %s: %s", l->name,
+                     b10_status_name(status), conn->detail);
+        else
+            agents++;
+    }
+    conn->reviving = false;
+    conn->backoff_ms = 0;
+    conn->detail[0] = '\0';
+    conn_log(conn, B10_LOG_INFO, "connected to the daemon again: %zu regions registered, "
+             "%zu remote agents loaded", regions, agents);
+    pthread_cond_broadcast(&conn->cond);
+    return;
+
+failed:
+    /* A refusal leaves the new socket up: drop it, and try again later. */
+    snprintf(why, sizeof(why), "%s", conn->detail);
+    if (conn->dead == B10_OK)
+        conn_kill(conn, B10_ERR_DAEMON_EXITED, "reconnecting: %s: %.400s", b10_status_name(status),
+                  why);
+    conn->backoff_ms = conn->backoff_ms == 0 ? REVIVE_BACKOFF_MIN
+                       : conn->backoff_ms * 2 > REVIVE_BACKOFF_MAX ? REVIVE_BACKOFF_MAX
+                       : conn->backoff_ms * 2;
+    conn->retry_at = now_ns() + (int64_t)conn->backoff_ms * NSEC_PER_MSEC;
+    conn_park(conn);
+    conn_set_detail(conn, "the daemon exited; reconnecting failed (%.400s), next try in %d ms",
+                    why, conn->backoff_ms);
+    conn->reviving = false;
+    pthread_cond_broadcast(&conn->cond);
+}
+
+/*
+ * Before a call uses the connection: reconnect if the daemon exited and
+ * the backoff allows. The lock is held. While another thread reconnects, a
+ * request waits for it (wait: its frames must follow the registrations),
+ * a look at news (progress, status, wait) does not: it has a bound of its
+ * own, and no transfer is in progress meanwhile. A thread that reads
+ * (conn->reading) sees the socket end itself and leaves; until then the
+ * call returns B10_ERR_DAEMON_EXITED.
+ */
+static void conn_settle(b10_conn_t *conn, bool wait)
+{
+    if (conn->reviving && (!wait || pthread_equal(conn->reviver, pthread_self())))
+        return;
+    while (conn->reviving)
+        pthread_cond_wait(&conn->cond, &conn->lock);
+    if (conn->dead != B10_ERR_DAEMON_EXITED || conn->reading ||
+        (now_ns() < conn->retry_at && !conn->absent))
+        return;
+    conn_revive(conn);
 }
 
 /* ---------------------------------------------------------------- transfers */
@@ -1760,7 +2162,8 @@ void b10_xfer_release(b10_xfer_t *xfer)
     pthread_mutex_lock(&conn->lock);
     xfer_table_remove(conn, xfer);
     xfer_list_remove(conn, xfer);
-    if (conn->dead == B10_OK) {
+    /* A daemon of a later boot never knew the id: nothing to release there. */
+    if (conn->dead == B10_OK && xfer->boot == conn->boot && !conn->reviving) {
         msg.seq = conn->next_seq;
         if (frame_encode(&msg.base, conn->max_frame, &frame, &len) == 0) {
             conn->next_seq++;

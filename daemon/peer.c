@@ -255,10 +255,8 @@ b10_status_t peer_get(struct b10d *d, const struct peer_desc *desc, struct peer 
      * none from further ahead than a clock may be.
      */
     if (desc->incarnation < p->incarnation) {
-        snprintf(detail, detail_len, "the descriptor is from an earlier boot of daemon %s (%016" PRIx64
-                 ") than the one known (%016" PRIx64 "): load a fresh descriptor", desc->name,
-                 desc->daemon_id, p->daemon_id);
-        return B10_ERR_PEER_UNREACHABLE;
+        *peer_p = p;   /* the node it names, at the later boot known: descriptors outlive boots */
+        return B10_OK;
     }
     if (desc->incarnation > peer_incarnation_bound(d)) {
         snprintf(detail, detail_len, "the descriptor's daemon %s claims a boot a day ahead of this "

@@ -180,8 +180,8 @@ void peer_stop(struct b10d *d);
 /*
  * The peer an agent descriptor names, added if new. A newer boot of a
  * known name replaces the entry (the old boot's links retire and its work
- * fails B10_ERR_PEER_LOST); an older boot is refused while the entry is in
- * use. Refusals say why in detail.
+ * fails B10_ERR_PEER_LOST); a descriptor of an older boot names the later
+ * boot known (it never rolls the entry back). Refusals say why in detail.
  */
 b10_status_t peer_get(struct b10d *d, const struct peer_desc *desc, struct peer **peer_p,
                       char *detail, size_t detail_len);

@@ -432,6 +432,8 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
     desc.worker_address = (ProtobufCBinaryData){ addr_len, (uint8_t *)addr };
     desc.daemon_name = d->cfg.name;
     desc.incarnation = d->incarnation;
+    desc.uid = (uint32_t)s->uid;
+    desc.uid_known = true;
     size_t body_len = protobuf_c_message_get_packed_size(&desc.base);
     size_t desc_len = AUTH_OVERHEAD + body_len;
     uint8_t *packed = malloc(desc_len);
@@ -633,6 +635,21 @@ static b10_status_t session_open_desc(struct session *s, const uint8_t *bytes, s
     return B10_OK;
 }
 
+/*
+ * A descriptor of an earlier boot of this daemon binds the agent to the uid
+ * its rank had then, not to whoever holds the name now: after a restart the
+ * rank may not have reconnected yet, and another user's rank may claim the
+ * name first. session_agent_use() then checks the holder against it.
+ */
+static void session_load_owner(struct remote_agent *a, const B10__AgentDesc *desc,
+                               bool earlier_self)
+{
+    if (earlier_self && desc->uid_known) {
+        a->uid = (uid_t)desc->uid;
+        a->uid_known = true;
+    }
+}
+
 static void session_on_load_agent(struct session *s, uint64_t seq, const B10__LoadAgent *req)
 {
     char detail[256];
@@ -665,11 +682,34 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
         .name = desc->daemon_name, .daemon_id = desc->daemon_id, .incarnation = desc->incarnation,
         .address = desc->worker_address.data, .address_length = desc->worker_address.len,
     };
+    /*
+     * The descriptor names its node by the daemon's name; its boot is the
+     * one that issued it. An earlier boot of this very daemon (a rank of
+     * this node that reloads after this daemon restarted) is this node.
+     */
+    bool earlier_self = strcmp(desc->daemon_name, s->d->cfg.name) == 0 &&
+                        desc->daemon_id != s->d->daemon_id && desc->incarnation < s->d->incarnation;
+    if (earlier_self) {
+        pd.daemon_id = s->d->daemon_id;
+        pd.incarnation = s->d->incarnation;
+    }
     detail[0] = '\0';
     status = peer_get(s->d, &pd, &peer, detail, sizeof(detail));
     if (status != B10_OK) {
         session_reply(s, seq, status, detail[0] ? detail : b10_status_str(status), NULL);
         goto out;
+    }
+    /*
+     * A rank reloading after this daemon restarted: the remote node still
+     * knows this daemon's old boot, whose address is dead. Linking now
+     * tells it this boot (its handshake replaces the entry), so that its
+     * ranks' next transfers here find this boot without a new descriptor.
+     */
+    if (req->reload && !peer_is_self(peer)) {
+        b10_status_t linked = peer_ensure_link(peer);
+        if (linked != B10_OK && linked != B10_IN_PROGRESS)
+            log_info("client %s: could not link to daemon %s for agent %s: %s", s->agent,
+                     peer->name, req->name, b10_status_str(linked));
     }
     /* Loading a name again replaces it: a restarted remote rank brings a new descriptor. */
     list_for_each_safe(pos, tmp, &s->agents) {
@@ -679,6 +719,7 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
             a->peer = peer;
             peer_ref(peer);
             session_agent_owner(s, a);
+            session_load_owner(a, desc, earlier_self);
             session_reply(s, seq, B10_OK, "", NULL);
             goto out;
         }
@@ -696,6 +737,7 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
     a->peer = peer;
     peer_ref(peer);
     session_agent_owner(s, a);
+    session_load_owner(a, desc, earlier_self);
     list_insert_tail(&s->agents, &a->node);
     s->nagents++;
     session_reply(s, seq, B10_OK, "", NULL);

@@ -261,7 +261,7 @@ scen_kill9_send() {
     kill -KILL "$(daemon_pid A)"
     forget_daemon A
     finish px 1
-    only_statuses px B10_ERR_DAEMON_LOST B10_ERR_DAEMON_UNREACHABLE
+    only_statuses px B10_ERR_DAEMON_EXITED B10_ERR_DAEMON_UNREACHABLE
     # The receiver notices the dead sender (UCX error) well before the 30 s deadline.
     wait_log "$D/B.log" 'failed: B10_ERR_PEER_LOST' 15 "B did not fail the transfer from the dead sender with B10_ERR_PEER_LOST"
     quarantined B B10_ERR_PEER_LOST

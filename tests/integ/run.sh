@@ -21,7 +21,8 @@ SUITE=integ
 SUITE_TITLE=integration
 REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
 all_scenarios="cli fragmented same_node same_node_staged process_mem concurrent8 lanes large out_of_bounds deadline cancel corrupt
-               bad_input corrupt_data agentops settle restart"
+               bad_input corrupt_data agentops settle restart rank_restart_initiator
+               rank_restart_target rank_restart_data"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -442,6 +443,94 @@ scen_restart() {
     done
     grep -q "peer B: forgotten after 1000 ms unused" "$D/C.log" || die "C did not log forgetting B"
     [ "$(peers_named A B)" = "$_new" ] || die "A forgot B within its idle time (peers: '$(peers_named A B)')"
+}
+
+# until_file PATH PID SECONDS WHAT: PATH exists, or die (also when PID ended first).
+until_file() {
+    _n=$(( $3 * 10 * SLOW ))
+    while [ ! -e "$1" ]; do
+        alive "$2" || die "$4: $(grep -m1 '^FAIL' "$D/rr.log" || tail -n 1 "$D/rr.log")"
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "$4: no $(basename "$1") after $(( $3 * SLOW )) s"
+        sleep 0.1
+    done
+}
+
+# rank_restart X [Bdata]: ranks ra on A and rb on B, one transfer in flight
+# each way, while b10-rankrestart kills daemon X (-9); X starts again on its
+# socket under its name; the ranks, never restarted, see their transfers
+# fail (x's with B10_ERR_DAEMON_EXITED), nothing land, x reconnect by
+# itself, the other daemon learn X's new boot from X, and their next
+# transfers land byte for byte (tests/integ/b10-rankrestart.c says each
+# step). Bdata: the runner kills B instead, once A's send of the chunk of
+# ra's WRITE into rb completed; B delays every scatter
+# (B10_TEST_COPY_DELAY_MS), so no chunk of it landed before the kill.
+rank_restart() {
+    _x=$1
+    _y=B
+    [ "$_x" = B ] && _y=A
+    start_daemon A
+    [ "${2:-}" = Bdata ] && export B10_TEST_COPY_DELAY_MS=$(( 5000 * SLOW ))
+    start_daemon B
+    unset B10_TEST_COPY_DELAY_MS
+    _old=$(daemon_field "$_x" daemon_id)
+    bg rr "$BUILD/tests/b10-rankrestart" "$D" "$D/A.sock" "$D/B.sock" "$(daemon_pid A)" \
+        "$(daemon_pid B)" "${2:-$_x}" "$SLOW"
+    if [ "${2:-}" = Bdata ]; then
+        until_file "$D/submitted" "$pid_rr" 60 "the ranks before the kill"
+        # The warm-up's chunk and this one sent: B holds this one, or it is lost with B.
+        _n=$(( 100 * SLOW ))
+        until [ "$(sent_bytes A)" -ge $(( 4 << 20 )) ] 2>/dev/null; do
+            _n=$(( _n - 1 ))
+            [ "$_n" -gt 0 ] || die "A sent $(sent_bytes A) bytes, not the transfer's chunk"
+            sleep 0.1
+        done
+        kill -KILL "$(daemon_pid B)"
+        touch "$D/killed"
+    else
+        until_file "$D/killed" "$pid_rr" 60 "the ranks before the kill"
+    fi
+    wait_exit "$(daemon_pid "$_x")" $(( 15 * SLOW ))
+    [ "$rc" = 137 ] || die "b10d $_x did not die of SIGKILL (exit $rc)"
+    forget_daemon "$_x"
+    mv "$D/$_x.log" "$D/$_x-boot1.log"
+    start_daemon "$_x"
+    _new=$(daemon_field "$_x" daemon_id)
+    [ -n "$_new" ] && [ "$_new" != "$_old" ] || die "$_x's new boot has id '$_new' (old $_old)"
+    until_file "$D/reconnected" "$pid_rr" 60 "the ranks after the restart"
+    # The rank on X reloaded its descriptors; X linked to Y, which so learnt the new boot.
+    _n=$(( 100 * SLOW ))
+    until [ "$(peers_named "$_y" "$_x")" = "$_new" ]; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "$_y's peers named $_x: '$(peers_named "$_y" "$_x")', not $_new"
+        sleep 0.1
+    done
+    touch "$D/go"
+    wait_client rr 60 "b10-rankrestart"
+    expect_exit "b10-rankrestart" "$D/rr.log" 0 'FAIL' head
+    ! grep -q B10_ERR_PEER_PROTOCOL "$D/$_x-boot1.log" ||
+        die "protocol violation: $(grep -m1 B10_ERR_PEER_PROTOCOL "$D/$_x-boot1.log")"
+}
+
+# sent_bytes NAME: the daemon's DATA bytes sent so far (b10ctl stats).
+sent_bytes() {
+    "$B10CTL" -s "$D/$1.sock" --json stats 2>>"$D/ctl.log" |
+        python3 -c "import json, sys; print(json.load(sys.stdin)['counters']['bytes_sent'])" 2>>"$D/ctl.log"
+}
+
+# The initiator's daemon of the ra -> rb WRITE dies, then its target's, then
+# its target's with the WRITE's chunk in it.
+scen_rank_restart_initiator() {
+    rank_restart A
+}
+
+scen_rank_restart_target() {
+    rank_restart B
+}
+
+scen_rank_restart_data() {
+    rank_restart B Bdata
+    grep -q "test hook: every scatter" "$D/B-boot1.log" || die "B did not log its test hook"
 }
 
 run_suite "$@"

@@ -82,13 +82,14 @@ static void test_names_strings_actions(void **state)
     assert_int_equal(b10_status_action(B10_ERR_DEADLINE), B10_ACTION_RETRY);
     assert_int_equal(b10_status_action(B10_ERR_PEER_LOST), B10_ACTION_PEER);
     assert_int_equal(b10_status_action(B10_ERR_DAEMON_LOST), B10_ACTION_REOPEN);
+    assert_int_equal(b10_status_action(B10_ERR_DAEMON_EXITED), B10_ACTION_REOPEN);
     assert_string_equal(b10_status_name(B10_ERR_TAG_COLLISION), "B10_ERR_TAG_COLLISION");
     assert_string_equal(b10_status_str(B10_ERR_DEADLINE), "transfer deadline expired");
 }
 
 static void test_unknown_values(void **state)
 {
-    const int unknown[] = { -1, 2, 9, 20, 29, 39, 49, 53, 69, 74, 89, 93, 1000, 0x7fffffff };
+    const int unknown[] = { -1, 2, 9, 20, 29, 39, 49, 53, 69, 75, 89, 93, 1000, 0x7fffffff };
 
     for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
         assert_null(map_find(unknown[i]));

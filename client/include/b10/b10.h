@@ -20,6 +20,14 @@
  *    internal lock, and b10_xfer_wait() from one thread does not block
  *    submissions from another.
  *  - The library never prints. Give it a log callback if you want its notes.
+ *  - A connection outlives a restart of its daemon. When the daemon goes
+ *    (its socket ends), what was in flight fails B10_ERR_DAEMON_EXITED at
+ *    once and never lands; the next call on the connection, or
+ *    b10_conn_progress(), connects again to the same socket path, registers
+ *    every region again and reloads every descriptor loaded, so that the
+ *    handles stay valid and the next transfer works as before. Each attempt
+ *    is bounded (the request timeout); while the daemon is away the calls
+ *    return B10_ERR_DAEMON_EXITED with the reason in b10_conn_detail().
  */
 #ifndef B10_B10_H
 #define B10_B10_H
@@ -41,7 +49,8 @@ extern "C" {
  *   FIX     the request itself is wrong: fix it, retrying as is fails again
  *   RETRY   a request-scoped failure: the same request may succeed later
  *   PEER    the remote side failed: reload the remote agent, then retry
- *   REOPEN  the daemon connection is unusable: close it and open a new one
+ *   REOPEN  the daemon connection is unusable: close it and open a new one;
+ *           after B10_ERR_DAEMON_EXITED libb10 reopens it itself
  */
 #define B10_STATUS_MAP(X)                                                                        \
     X(OK,                  0, NONE,   "success")                                                 \
@@ -72,6 +81,7 @@ extern "C" {
     X(ERR_DAEMON_LOST,    71, REOPEN, "connection to the local b10d lost")                       \
     X(ERR_PROTOCOL,       72, REOPEN, "malformed or unexpected message on the daemon connection")\
     X(ERR_VERSION,        73, REOPEN, "client and daemon protocol versions differ")              \
+    X(ERR_DAEMON_EXITED,  74, REOPEN, "the local b10d exited with this in flight: it never lands") \
     X(ERR_NO_MEMORY,      90, RETRY,  "out of memory")                                           \
     X(ERR_IO,             91, RETRY,  "i/o error")                                               \
     X(ERR_INTERNAL,       92, RETRY,  "internal error")
@@ -149,10 +159,15 @@ void b10_conn_close(b10_conn_t *conn);
 /*
  * A file descriptor that turns readable when the daemon has news (a transfer
  * finished). Poll it, then call b10_conn_progress(). Owned by the connection.
+ * Its number stays for the connection's life: while the daemon is away it
+ * names a timer that turns readable when the next reconnection is due.
  */
 int b10_conn_fd(b10_conn_t *conn);
 
-/* Read and apply whatever the daemon has sent, without blocking. */
+/*
+ * Read and apply whatever the daemon has sent, without blocking; after the
+ * daemon exited, try to connect again (bounded by the request timeout).
+ */
 b10_status_t b10_conn_progress(b10_conn_t *conn);
 
 /*
@@ -225,6 +240,9 @@ typedef struct {
  * Register [addr, addr+length) with the daemon so that transfers may read
  * it (as local spans) or write it (as remote spans of other ranks). The
  * daemon maps the memory itself; this process keeps using it as before.
+ * The handle holds across a restart of the daemon, which libb10 gives the
+ * region again: it keeps a duplicate of a DRAM region's memfd (the memory
+ * lives while the handle does) and exports VRAM afresh.
  */
 b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
                               b10_mem_t **mem_p);
@@ -258,6 +276,9 @@ typedef struct {
  * This rank's agent descriptor: opaque bytes naming this rank and how to
  * reach its node's b10d. Hand them to remote ranks (out of band), which pass
  * them to b10_agent_load(). The bytes stay valid until the connection closes.
+ * A descriptor names the node by its daemon's stable name and stays good
+ * across that daemon's restarts: remote ranks keep theirs. After a restart
+ * this returns the new boot's descriptor (earlier bytes stay valid too).
  */
 b10_status_t b10_agent_desc(b10_conn_t *conn, const void **desc_p, size_t *length_p);
 
@@ -270,6 +291,11 @@ b10_status_t b10_agent_desc(b10_conn_t *conn, const void **desc_p, size_t *lengt
  */
 b10_status_t b10_agent_load(b10_conn_t *conn, const char *name, const void *desc,
                             size_t length);
+
+/*
+ * Descriptors loaded are loaded again after the local daemon restarted,
+ * which also makes the restarted daemon known to the remote ranks' nodes.
+ */
 
 /* Forget a remote rank; transfers to it that are in flight go on. */
 b10_status_t b10_agent_invalidate(b10_conn_t *conn, const char *name);

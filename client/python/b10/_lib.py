@@ -29,6 +29,7 @@ B10_ERR_EXISTS = 16
 B10_ERR_NOT_FOUND = 17
 B10_ERR_CLIENT_GONE = 36
 B10_ERR_UNSETTLED = 37
+B10_ERR_DAEMON_EXITED = 74  # the daemon exited under the rank; libb10 reconnects itself
 
 B10_MEM_DRAM = 1
 B10_MEM_VRAM = 2

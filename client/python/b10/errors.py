@@ -33,6 +33,16 @@ class B10Error(Exception):
             msg = f"{what}: {msg}"
         super().__init__(msg)
 
+    @property
+    def daemon_exited(self) -> bool:
+        """The local b10d exited under this rank (B10_ERR_DAEMON_EXITED, action REOPEN).
+
+        What was in flight failed and never lands. The agent reopens the connection
+        itself on its next call: its memory is registered again and the remote agents
+        it loaded are loaded again, so the caller only submits its transfer anew.
+        """
+        return self.code == _lib.B10_ERR_DAEMON_EXITED
+
     def __reduce__(self):  # picklable, so that a rank's failure can cross a process boundary
         return (self.__class__, (self.code, self.detail, self.what))
 

@@ -1,0 +1,332 @@
+/*
+ * b10-rankrestart — ranks outlive their daemon: one daemon of a pair is
+ * killed (-9) and started again on its socket under two ranks that keep
+ * running, with a transfer in flight each way.
+ *
+ *   b10-rankrestart DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata SLOW
+ *
+ * One process plays both ranks: "ra" on A, "rb" on B, each with one DRAM
+ * region (a source half, a destination half) and the other's descriptor
+ * loaded. X is the daemon named by the sixth argument (its rank x), Y the
+ * other (rank y). Killing A kills the initiator's daemon of the pair's
+ * ra → rb WRITE, killing B its target's daemon. Steps:
+ *
+ *   1. x → y and y → x land (the links stand).
+ *   2. Y stopped, x submits W1 x → y (waits for Y's READY); X stopped, Y
+ *      continued, y submits W2 y → x (waits for X's READY); X killed (-9).
+ *      DIR/killed tells the runner, which starts X again on its socket.
+ *   3. W1 fails B10_ERR_DAEMON_EXITED at x, at once; W2 fails at y (the
+ *      peer daemon lost). Neither lands: both destinations keep their
+ *      bytes, checked again after x connected to X's new boot on its own
+ *      (b10_conn_progress, bounded) and registered its region again, and
+ *      once more after the runner saw Y learn X's new boot (DIR/go): the
+ *      peer daemon never delivers the old boot's transfer into the new
+ *      boot's registrations.
+ *   4. y → x (y still holds x's descriptor of the old boot) and x → y land
+ *      byte for byte, the ranks never restarted; so does x → z, where z is
+ *      a third rank on X, each of x and z holding the other's descriptor
+ *      of X's old boot, which the new boot takes as naming itself.
+ *
+ * Bdata: B is killed with DATA of ra → rb under way: B runs with
+ * B10_TEST_COPY_DELAY_MS (a chunk that arrived waits to be scattered), ra
+ * submits W2 alone (DIR/submitted), and the runner kills B once A's send
+ * of W2's chunk completed: B holds it, or it is lost with B. W2 fails at
+ * ra; rb's destination never changes, neither from the old boot nor from
+ * A's side into the new one's registrations.
+ *
+ * Prints "ok …" per check, "FAIL …" on the first failure; exits 0 or 1.
+ */
+#include <b10/b10.h>
+
+#include "rank.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#define REGION (4u << 20)
+#define HALF (REGION / 2)       /* [0, HALF): source; [HALF, REGION): destination */
+#define DEADLINE_MS 60000       /* far past every bound below: no failure here is a deadline */
+
+static int slow = 1;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        p[i] = (uint8_t)(x >> 24);
+    }
+}
+
+static b10_xfer_t *submit(struct rank *from, struct rank *to)
+{
+    b10_span_t local = { (uint64_t)(uintptr_t)from->mem, HALF };
+    b10_span_t remote = { (uint64_t)(uintptr_t)to->mem + HALF, HALF };
+    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE, .op = B10_OP_WRITE,
+                             .local = &local, .remote = &remote, .count = 1,
+                             .remote_agent = to->name, .deadline_ms = DEADLINE_MS };
+    b10_xfer_t *x = NULL;
+    b10_status_t st = b10_xfer_submit(from->conn, &xp, &x);
+    if (st != B10_OK) {
+        char what[64];
+        snprintf(what, sizeof(what), "submit %s -> %s", from->name, to->name);
+        fail(what, st, b10_conn_detail(from->conn));
+        return NULL;
+    }
+    return x;
+}
+
+/* from → to lands, and to's destination holds from's source byte for byte. */
+static int write_lands(struct rank *from, struct rank *to)
+{
+    b10_xfer_t *x = submit(from, to);
+    if (x == NULL)
+        return 1;
+    b10_status_t st = b10_xfer_wait(x, 30000 * slow);
+    if (st != B10_OK) {
+        char what[64];
+        snprintf(what, sizeof(what), "write %s -> %s", from->name, to->name);
+        fail(what, st, b10_xfer_detail(x));
+        b10_xfer_release(x);
+        return 1;
+    }
+    b10_xfer_release(x);
+    if (memcmp(from->mem, to->mem + HALF, HALF) != 0) {
+        printf("FAIL write %s -> %s landed, but the bytes differ\n", from->name, to->name);
+        return 1;
+    }
+    printf("ok %s -> %s landed byte for byte\n", from->name, to->name);
+    return 0;
+}
+
+static int signal_daemon(pid_t pid, int sig, const char *what)
+{
+    if (kill(pid, sig) == 0)
+        return 0;
+    printf("FAIL %s (pid %d): %s\n", what, (int)pid, strerror(errno));
+    return 1;
+}
+
+static int touch(const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        printf("FAIL creating %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    fclose(f);
+    return 0;
+}
+
+/* Wait for DIR/name, bounded; polling a file the runner creates. */
+static int wait_file(const char *dir, const char *name, int seconds)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    double end = now_s() + seconds * slow;
+    while (access(path, F_OK) != 0) {
+        if (now_s() > end) {
+            printf("FAIL no %s after %d s\n", path, seconds * slow);
+            return 1;
+        }
+        poll(NULL, 0, 50);
+    }
+    return 0;
+}
+
+/*
+ * The connection comes back by itself: progress until it is usable, waiting
+ * on its fd (a timer while no socket stands) between the calls. Bounded.
+ */
+static int wait_reconnected(struct rank *r, int seconds)
+{
+    double end = now_s() + seconds * slow;
+    b10_status_t st;
+    while ((st = b10_conn_progress(r->conn)) != B10_OK) {
+        if (st != B10_ERR_DAEMON_EXITED)
+            return fail("progress while the daemon restarts", st, b10_conn_detail(r->conn));
+        if (now_s() > end)
+            return fail("reconnecting", st, b10_conn_detail(r->conn));
+        struct pollfd pfd = { .fd = b10_conn_fd(r->conn), .events = POLLIN };
+        poll(&pfd, 1, 100);
+    }
+    printf("ok %s connected to the restarted daemon on its own\n", r->name);
+    return 0;
+}
+
+static int unchanged(struct rank *r, const uint8_t *before, const char *when)
+{
+    if (memcmp(r->mem + HALF, before, HALF) != 0) {
+        printf("FAIL %s: bytes landed in %s's destination after its transfer failed\n", when,
+               r->name);
+        return 1;
+    }
+    printf("ok %s: nothing landed in %s's destination\n", when, r->name);
+    return 0;
+}
+
+/* Bdata: y's transfer to x, whose chunk the runner lets reach X, then kills X. */
+static int kill_with_data(const char *dir, struct rank *x, struct rank *y)
+{
+    b10_xfer_t *w = submit(y, x);
+    if (w == NULL || touch(dir, "submitted") || wait_file(dir, "killed", 60))
+        return 1;
+    b10_status_t st = b10_xfer_wait(w, 30000 * slow);
+    if (st == B10_OK || st == B10_IN_PROGRESS)
+        return fail("the transfer into the killed daemon did not fail", st, b10_xfer_detail(w));
+    printf("ok %s's transfer with DATA in the killed daemon failed %s (%s)\n", y->name,
+           b10_status_name(st), b10_xfer_detail(w));
+    b10_xfer_release(w);
+    return 0;
+}
+
+/* Steps 2 and 3 up to X's restart: a transfer in flight each way, X killed, both fail. */
+static int kill_each_way(const char *dir, struct rank *x, struct rank *y, pid_t pid_x, pid_t pid_y,
+                         const uint8_t *y_before)
+{
+    if (signal_daemon(pid_y, SIGSTOP, "stopping Y"))
+        return 1;
+    b10_xfer_t *w1 = submit(x, y);
+    if (w1 == NULL || signal_daemon(pid_x, SIGSTOP, "stopping X") ||
+        signal_daemon(pid_y, SIGCONT, "continuing Y"))
+        return 1;
+    b10_xfer_t *w2 = submit(y, x);
+    if (w2 == NULL)
+        return 1;
+    if (b10_xfer_status(w1) != B10_IN_PROGRESS || b10_xfer_status(w2) != B10_IN_PROGRESS) {
+        printf("FAIL the transfers ended before the kill: %s, %s\n",
+               b10_status_name(b10_xfer_status(w1)), b10_status_name(b10_xfer_status(w2)));
+        return 1;
+    }
+    printf("ok %s -> %s and %s -> %s in flight\n", x->name, y->name, y->name, x->name);
+    if (signal_daemon(pid_x, SIGKILL, "killing X") || touch(dir, "killed"))
+        return 1;
+
+    /* 3. Both fail, W1 with the new status; nothing lands, before or after X is back. */
+    b10_status_t st = b10_xfer_wait(w1, 10000 * slow);
+    if (st != B10_ERR_DAEMON_EXITED)
+        return fail("x's transfer in flight at the kill, expected B10_ERR_DAEMON_EXITED", st,
+                    b10_xfer_detail(w1));
+    printf("ok %s's transfer failed %s (%s), action %s\n", x->name, b10_status_name(st),
+           b10_xfer_detail(w1), b10_status_action(st) == B10_ACTION_REOPEN ? "REOPEN" : "other");
+    if (b10_status_action(st) != B10_ACTION_REOPEN)
+        return fail("the new status's action", st, "not REOPEN");
+    st = b10_xfer_wait(w2, 30000 * slow);
+    if (st == B10_OK || st == B10_IN_PROGRESS)
+        return fail("y's transfer to the killed daemon did not fail", st, b10_xfer_detail(w2));
+    printf("ok %s's transfer failed %s (%s)\n", y->name, b10_status_name(st), b10_xfer_detail(w2));
+    b10_xfer_release(w1);
+    b10_xfer_release(w2);
+    return unchanged(y, y_before, "after both failed");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 8 || (strcmp(argv[6], "A") != 0 && strcmp(argv[6], "B") != 0 &&
+                      strcmp(argv[6], "Bdata") != 0)) {
+        fprintf(stderr, "usage: %s DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata SLOW\n", argv[0]);
+        return 2;
+    }
+    const char *dir = argv[1];
+    pid_t pid_a = (pid_t)atoi(argv[4]), pid_b = (pid_t)atoi(argv[5]);
+    bool kill_a = strcmp(argv[6], "A") == 0, data = strcmp(argv[6], "Bdata") == 0;
+    slow = atoi(argv[7]) > 0 ? atoi(argv[7]) : 1;
+    struct rank a = { 0 }, b = { 0 }, z = { 0 };
+
+    /* z: a third rank, on X beside x: their descriptors name X's old boot after the restart. */
+    if (rank_open(&a, argv[2], "ra", REGION, 0) || rank_open(&b, argv[3], "rb", REGION, 0) ||
+        rank_open(&z, kill_a ? argv[2] : argv[3], "rz", REGION, 0) ||
+        rank_load(&a, &b) || rank_load(&b, &a))
+        return 1;
+    struct rank *x = kill_a ? &a : &b, *y = kill_a ? &b : &a;
+    if (rank_load(x, &z) || rank_load(&z, x))
+        return 1;
+    pid_t pid_x = kill_a ? pid_a : pid_b, pid_y = kill_a ? pid_b : pid_a;
+    const void *old_desc;
+    size_t old_len;
+    if (b10_agent_desc(x->conn, &old_desc, &old_len) != B10_OK)
+        return fail("agent desc", B10_ERR_INTERNAL, b10_conn_detail(x->conn));
+    uint8_t *old_copy = malloc(old_len);
+    uint8_t *x_before = malloc(HALF), *y_before = malloc(HALF);
+    if (old_copy == NULL || x_before == NULL || y_before == NULL)
+        return fail("malloc", B10_ERR_NO_MEMORY, NULL);
+    memcpy(old_copy, old_desc, old_len);
+    int fd = b10_conn_fd(x->conn);
+
+    /* 1. The links stand. */
+    fill(x->mem, HALF, 1);
+    fill(y->mem, HALF, 2);
+    if (write_lands(x, y) || write_lands(y, x) || write_lands(x, &z))
+        return 1;
+
+    /* 2. A transfer in flight each way, then X killed. */
+    fill(x->mem, HALF, 3);
+    fill(y->mem, HALF, 4);
+    memcpy(x_before, x->mem + HALF, HALF);
+    memcpy(y_before, y->mem + HALF, HALF);
+    if (data ? kill_with_data(dir, x, y) : kill_each_way(dir, x, y, pid_x, pid_y, y_before))
+        return 1;
+    if (wait_reconnected(x, 60) || wait_reconnected(&z, 60))
+        return 1;
+    const void *new_desc;
+    size_t new_len;
+    b10_status_t st = b10_agent_desc(x->conn, &new_desc, &new_len);
+    if (st != B10_OK)
+        return fail("agent desc after the restart", st, b10_conn_detail(x->conn));
+    if (new_len == old_len && memcmp(new_desc, old_copy, old_len) == 0)
+        return fail("agent desc after the restart", B10_ERR_INTERNAL, "still the old boot's");
+    if (memcmp(old_desc, old_copy, old_len) != 0)
+        return fail("agent desc of the old boot", B10_ERR_INTERNAL, "its bytes changed");
+    printf("ok %s has its daemon's new descriptor; the old one's bytes stay valid\n", x->name);
+    if (b10_conn_fd(x->conn) != fd) {
+        printf("FAIL %s's connection fd was %d, is %d after the restart\n", x->name, fd,
+               b10_conn_fd(x->conn));
+        return 1;
+    }
+    printf("ok %s's connection fd kept its number (%d)\n", x->name, fd);
+    if (unchanged(x, x_before, "after x reconnected") || unchanged(y, y_before, "after x reconnected"))
+        return 1;
+    if (touch(dir, "reconnected") || wait_file(dir, "go", 60))
+        return 1;
+    if (unchanged(x, x_before, "after Y learnt X's new boot") ||
+        unchanged(y, y_before, "after Y learnt X's new boot"))
+        return 1;
+
+    /* 4. The next transfers land, both ways, the survivor's first. */
+    fill(x->mem, HALF, 5);
+    fill(y->mem, HALF, 6);
+    if (write_lands(y, x) || write_lands(x, y))
+        return 1;
+    /* Beside it on its node, by descriptors of the old boot that both reloaded: no wire. */
+    fill(x->mem, HALF, 7);
+    if (write_lands(x, &z))
+        return 1;
+    b10_conn_close(z.conn);
+    b10_dram_free(z.mem);
+    b10_conn_close(a.conn);
+    b10_conn_close(b.conn);
+    b10_dram_free(a.mem);
+    b10_dram_free(b.mem);
+    free(old_copy);
+    free(x_before);
+    free(y_before);
+    printf("ok all\n");
+    return 0;
+}
