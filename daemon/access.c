@@ -8,6 +8,7 @@
 #include "names.h"
 #include "peer.h"
 #include "plan.h"
+#include "rank.h"
 #include "session.h"
 
 
@@ -37,7 +38,7 @@ static const char *access_uid(const struct access_origin *o, char *buf, size_t n
  */
 static bool access_paired(const struct session *target, const struct access_origin *o)
 {
-    struct remote_agent *a = session_agent((struct session *)target, o->agent);
+    struct remote_agent *a = rank_agent(o->peer->d, (struct session *)target, o->agent);
     if (a == NULL || a->peer != o->peer)
         return false;
     return !o->local || (a->uid_known && o->uid_known && a->uid == o->uid);

@@ -12,6 +12,7 @@
 #include "mem.h"
 #include "peer.h"
 #include "peer.pb-c.h"
+#include "rank.h"
 #include "session.h"
 #include "wire.h"
 
@@ -56,7 +57,7 @@ static void ask_finish(struct ask *a, b10_status_t status, const char *detail)
         log_info("%s %016" PRIx64 " to daemon %016" PRIx64 ": %s: %s", a->what, a->id,
                  a->peer->daemon_id, b10_status_name(status), detail);
     if (a->session != NULL)
-        session_answer(a->session, a->seq, status, detail);
+        rank_answer(a->d, a->session, a->seq, status, detail);
     ask_maybe_free(a);
 }
 
@@ -182,7 +183,7 @@ static b10_status_t ask_start(struct session *s, uint64_t seq, const char *remot
 {
     struct b10d *d = s->d;
     struct remote_agent *agent;
-    b10_status_t status = session_agent_use(s, remote_agent, &agent, detail, detail_len);
+    b10_status_t status = rank_agent_use(d, s, remote_agent, &agent, detail, detail_len);
 
     if (status != B10_OK)
         return status;
@@ -273,7 +274,7 @@ static b10_status_t ask_check_emit(void *arg, struct region *r, uint64_t offset,
 
 void ask_on_check(struct peer *peer, const B10__Peer__Check *check)
 {
-    struct session *target = session_find(peer->d, check->dst_agent);
+    struct session *target = rank_find(peer->d, check->dst_agent);
     char detail[256];
 
     if (target == NULL) {
@@ -313,7 +314,7 @@ void ask_on_check(struct peer *peer, const B10__Peer__Check *check)
 
 void ask_on_notify(struct peer *peer, const B10__Peer__Notify *notify)
 {
-    struct session *target = session_find(peer->d, notify->dst_agent);
+    struct session *target = rank_find(peer->d, notify->dst_agent);
     char detail[256];
 
     if (notify->message.len > B10_SYNC_MSG_MAX || strnlen(notify->src_agent, 256) >= 256) {
@@ -335,13 +336,13 @@ void ask_on_notify(struct peer *peer, const B10__Peer__Notify *notify)
         ask_answer(peer, notify->notify_id, B10_ERR_PERMISSION, detail);
         return;
     }
-    if (!session_notice_room(target, notify->message.len)) {
+    if (!rank_notice_room(peer->d, target, notify->message.len)) {
         snprintf(detail, sizeof(detail), "notices for '%.200s' wait unread (--max-notice-bytes)",
                  notify->dst_agent);
         peer_refused(peer, "a notice", detail);
         ask_answer(peer, notify->notify_id, B10_ERR_BUSY, detail);
         return;
     }
-    session_notice(target, notify->src_agent, notify->message.data, notify->message.len);
+    rank_notice(peer->d, target, notify->src_agent, notify->message.data, notify->message.len);
     ask_answer(peer, notify->notify_id, B10_OK, "");
 }

@@ -82,6 +82,8 @@ int b10d_start(struct b10d *d)
     list_init(&d->regs_waiting);
     if (d->now_ms == NULL)
         d->now_ms = b10d_monotonic_ms;
+    /* The transfer engine reaches the node's ranks through session.c's operations. */
+    d->rank_ops = &session_rank_ops;
     do
         b10d_random(&d->daemon_id, sizeof(d->daemon_id));
     while (d->daemon_id == 0);
@@ -144,7 +146,7 @@ int b10d_start(struct b10d *d)
     if ((rc = wire_create(d, &hooks, network, &d->wire)) != 0)
         return rc;
     copy_start(d);
-    if ((rc = gpu_start(d)) != 0)
+    if ((rc = gpu_start(d, &copy_gpu_hooks)) != 0)
         return rc;
     if ((rc = staging_create(d, d->cfg.staging_bytes, d->cfg.view_bytes, &d->staging)) != 0)
         return rc;

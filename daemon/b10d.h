@@ -91,6 +91,8 @@ struct stats {
 };
 
 struct peer_hooks;
+struct rank_ops;
+struct gpu_hooks;
 
 struct b10d {
     struct config cfg;
@@ -134,6 +136,8 @@ struct b10d {
     uint64_t control_held;          /* CONTROL bytes admitted transfers hold, all peers together */
     uv_timer_t peer_sweep;          /* pending handshakes expire, idle peers go */
     const struct peer_hooks *peer_hooks;    /* b10d.c's: where a link's messages go up */
+    const struct rank_ops *rank_ops;        /* session.c's: what the engine asks of ranks */
+    const struct gpu_hooks *gpu_hooks;      /* copy.c's: where the GPU room hands parts back */
     bool peer_sweep_on;
     struct list xfers;              /* struct xfer.node: every live transfer */
     uint32_t nxfers;

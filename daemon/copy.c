@@ -12,6 +12,8 @@
 #include "checksum.h"
 #include "log.h"
 
+static void copy_job_part_done(struct copy_job *job, b10_status_t status);
+
 struct copy_job *copy_job_new(struct b10d *d, bool gather, copy_done_fn *done, void *arg,
                               uint32_t index)
 {
@@ -332,7 +334,16 @@ bool copy_sums_on_gpu(const struct copy_job *job, size_t len)
     return copy_sums_device(job, len) && gpu_kernels(job->d);
 }
 
-uint32_t copy_job_gpu_blocks(struct copy_job *job)
+/*
+ * The GPU's part in a device job's sum. copy_job_gpu_blocks: how many whole
+ * CHECKSUM_BLOCK blocks the GPU sums for it, with block_sums ready for them;
+ * 0 when the host sums the view (a chunk of one block, a view the kernel
+ * cannot read, no memory). copy_job_gpu_sums: the GPU's sums, handed over
+ * just before the part that made them completes: for a checked scatter
+ * (gpu_gate_blocks), B10_ERR_DATA_CORRUPT when a block differed from the
+ * trailer's and the GPU therefore copied nothing.
+ */
+static uint32_t copy_job_gpu_blocks(struct copy_job *job)
 {
     /* The kernel reads 16-byte vectors; staging views are page-aligned when pinned. */
     if (!copy_sums_on_gpu(job, job->view_len) || ((uintptr_t)job->view & 15) ||
@@ -341,7 +352,7 @@ uint32_t copy_job_gpu_blocks(struct copy_job *job)
     return (uint32_t)(job->view_len / CHECKSUM_BLOCK);
 }
 
-b10_status_t copy_job_gpu_sums(struct copy_job *job, const uint64_t *sums, uint32_t n)
+static b10_status_t copy_job_gpu_sums(struct copy_job *job, const uint64_t *sums, uint32_t n)
 {
     memcpy(job->block_sums, sums, n * sizeof(*sums));
     if (job->gpu_gate_blocks == 0) {
@@ -431,7 +442,8 @@ static void copy_after(uv_work_t *work, int status)
     copy_job_part_done(job, status == 0 ? job->host_status : B10_ERR_CANCELLED);
 }
 
-void copy_job_part_done(struct copy_job *job, b10_status_t status)
+/* One part of the job finished (the GPU room, through copy_gpu_hooks, and the thread pool). */
+static void copy_job_part_done(struct copy_job *job, b10_status_t status)
 {
     if (status != B10_OK && job->status == B10_OK)
         job->status = status;
@@ -518,3 +530,9 @@ void copy_job_submit(struct copy_job *job)
         gpu_copy_job(job->d, job);
     copy_job_part_done(job, B10_OK);
 }
+
+const struct gpu_hooks copy_gpu_hooks = {
+    .sum_blocks = copy_job_gpu_blocks,
+    .sums = copy_job_gpu_sums,
+    .part_done = copy_job_part_done,
+};

@@ -134,15 +134,10 @@ b10_status_t copy_job_sum(struct copy_job *job, enum copy_sum mode, const void *
  */
 void copy_job_submit(struct copy_job *job);
 /*
- * The GPU's part in a device job's sum (gpu.c). copy_job_gpu_blocks: how
- * many whole CHECKSUM_BLOCK blocks the GPU sums for it, with block_sums
- * ready for them; 0 when the host sums the view (a chunk of one block, a
- * view the kernel cannot read, no memory). copy_job_gpu_sums: the GPU's
- * sums, handed over just before the part that made them completes: for a
- * checked scatter (gpu_gate_blocks), B10_ERR_DATA_CORRUPT when a block differed
- * from the trailer's and the GPU therefore copied nothing.
+ * What the GPU room hands back of a job's parts (gpu.h): installed by
+ * b10d_start through gpu_start, so gpu.c never calls this room.
  */
-uint32_t copy_job_gpu_blocks(struct copy_job *job);
+extern const struct gpu_hooks copy_gpu_hooks;
 /*
  * Whether the job's view of len bytes (its segments added) is a device
  * chunk's that --verify-data auto sums: a GPU gathered it and it is too
@@ -151,9 +146,6 @@ uint32_t copy_job_gpu_blocks(struct copy_job *job);
  */
 bool copy_sums_device(const struct copy_job *job, size_t len);
 bool copy_sums_on_gpu(const struct copy_job *job, size_t len);
-b10_status_t copy_job_gpu_sums(struct copy_job *job, const uint64_t *sums, uint32_t n);
-/* One part of the job finished (the GPU room and the thread pool call this). */
-void copy_job_part_done(struct copy_job *job, b10_status_t status);
 /* Free a job never submitted. */
 void copy_job_free(struct copy_job *job);
 

@@ -111,7 +111,7 @@ static void gpu_part_finish(struct gpu *gpu, struct gpu_part *part, int rc)
         part->job->gpu_ms += ms;
     if (rc == GPU_COPY_OK && part->sum_blocks > 0) {
         const uint64_t *sums = gpu_copy_op_sums(part->op);
-        status = sums != NULL ? copy_job_gpu_sums(part->job, sums, part->sum_blocks)
+        status = sums != NULL ? gpu->d->gpu_hooks->sums(part->job, sums, part->sum_blocks)
                               : B10_ERR_INTERNAL;
     }
     gpu_unpoll(part);
@@ -119,7 +119,7 @@ static void gpu_part_finish(struct gpu *gpu, struct gpu_part *part, int rc)
     part->op = NULL;
     part->finished = true;
     gpu->inflight--;
-    copy_job_part_done(part->job, status);
+    gpu->d->gpu_hooks->part_done(part->job, status);
     part->job = NULL;
     free(part->pieces);
     part->pieces = NULL;
@@ -271,7 +271,7 @@ static void gpu_submit_pending(struct gpu *gpu)
             continue;   /* this device is still full; another may not be */
         }
         if (rc < 0) {
-            copy_job_part_done(part->job, B10_ERR_INTERNAL);
+            gpu->d->gpu_hooks->part_done(part->job, B10_ERR_INTERNAL);
             free(part->pieces);
             free(part);
         }
@@ -286,7 +286,7 @@ static void gpu_queue(struct gpu *gpu, struct gpu_part *part)
         return;
     }
     if (rc < 0) {
-        copy_job_part_done(part->job, B10_ERR_INTERNAL);
+        gpu->d->gpu_hooks->part_done(part->job, B10_ERR_INTERNAL);
         free(part->pieces);
         free(part);
     }
@@ -312,7 +312,7 @@ static uint32_t gpu_chained_sums(struct b10d *d, struct copy_job *job)
     if (job->gpu_gate_blocks > 0)
         return job->gpu_gate_blocks;    /* copy_check_gated made sure it is one submission */
     bool make = job->sum_mode == COPY_SUM_MAKE && !job->sum_done;
-    return make && gpu_one_submission(d, job) ? copy_job_gpu_blocks(job) : 0;
+    return make && gpu_one_submission(d, job) ? d->gpu_hooks->sum_blocks(job) : 0;
 }
 
 void gpu_copy_job(struct b10d *d, struct copy_job *job)
@@ -339,7 +339,7 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
                 if (part == NULL || part->pieces == NULL) {
                     free(part);
                     job->parts++;
-                    copy_job_part_done(job, B10_ERR_NO_MEMORY);
+                    d->gpu_hooks->part_done(job, B10_ERR_NO_MEMORY);
                     return;
                 }
                 *part = (struct gpu_part){ .gpu = gpu, .job = job, .device = device,
@@ -371,7 +371,7 @@ void gpu_sum_job(struct b10d *d, struct copy_job *job, uint32_t nblocks)
     struct gpu_part *part = device >= 0 && gpu != NULL ? calloc(1, sizeof(*part)) : NULL;
     job->parts++;
     if (part == NULL) {
-        copy_job_part_done(job, device < 0 ? B10_ERR_INTERNAL : B10_ERR_NO_MEMORY);
+        d->gpu_hooks->part_done(job, device < 0 ? B10_ERR_INTERNAL : B10_ERR_NO_MEMORY);
         return;
     }
     *part = (struct gpu_part){ .gpu = gpu, .job = job, .device = device, .sum_blocks = nblocks };
@@ -379,11 +379,12 @@ void gpu_sum_job(struct b10d *d, struct copy_job *job, uint32_t nblocks)
     gpu_queue(gpu, part);
 }
 
-int gpu_start(struct b10d *d)
+int gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
 {
     const char *why = "";
     struct gpu *gpu = calloc(1, sizeof(*gpu));
 
+    d->gpu_hooks = hooks;
     if (gpu == NULL)
         return -ENOMEM;
     gpu->d = d;
@@ -571,8 +572,9 @@ bool gpu_kernels(const struct b10d *d)
     return false;
 }
 
-int gpu_start(struct b10d *d)
+int gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
 {
+    d->gpu_hooks = hooks;
     log_info("gpu: this b10d was built without CUDA: DRAM regions only");
     return 0;
 }
@@ -595,14 +597,14 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
     /* No VRAM region can exist without CUDA: a device segment here is our own bug. */
     log_err("gpu: a copy touches VRAM in a daemon built without CUDA");
     job->parts++;
-    copy_job_part_done(job, B10_ERR_INTERNAL);
+    d->gpu_hooks->part_done(job, B10_ERR_INTERNAL);
 }
 
 void gpu_sum_job(struct b10d *d, struct copy_job *job, uint32_t nblocks)
 {
     log_err("gpu: a checksum on the GPU in a daemon built without CUDA");
     job->parts++;
-    copy_job_part_done(job, B10_ERR_INTERNAL);
+    d->gpu_hooks->part_done(job, B10_ERR_INTERNAL);
 }
 
 static b10_status_t vram_open(struct region *r, const struct mem_request *req, char *detail,

@@ -21,8 +21,22 @@
 
 struct copy_job;
 
+/*
+ * How the GPU room hands a copy job's parts back to the copy room above it,
+ * which installs these (copy_gpu_hooks): the room that runs CUDA never calls
+ * into the one that plans the copies.
+ */
+struct gpu_hooks {
+    /* The blocks of job's view a gather's kernel sums after its copy (0: none). */
+    uint32_t (*sum_blocks)(struct copy_job *job);
+    /* A part's n block sums, read back from the GPU: their check's status. */
+    b10_status_t (*sums)(struct copy_job *job, const uint64_t *sums, uint32_t n);
+    /* One part of job ended with status (each part that job->parts counted). */
+    void (*part_done)(struct copy_job *job, b10_status_t status);
+};
+
 /* Find the devices; a daemon without any goes on without the GPU room. */
-int gpu_start(struct b10d *d);
+int gpu_start(struct b10d *d, const struct gpu_hooks *hooks);
 /* Wait (bounded) for copies in flight, then free everything. */
 void gpu_stop(struct b10d *d);
 bool gpu_present(const struct b10d *d);

@@ -17,6 +17,7 @@
 #include "ipc.h"
 #include "names.h"
 #include "peer.h"
+#include "rank.h"
 #include "wire.h"
 #include "ask.h"
 #include "xfer.h"
@@ -926,4 +927,16 @@ const struct ipc_hooks session_ipc_hooks = {
     .on_frame = session_ipc_frame,
     .introduced = session_ipc_introduced,
     .name = session_ipc_name,
+};
+
+const struct rank_ops session_rank_ops = {
+    .find = session_find,
+    .agent = session_agent,
+    .agent_use = session_agent_use,
+    .xfer_done = session_xfer_done,
+    .answer = session_answer,
+    .notice = session_notice,
+    .notice_room = session_notice_room,
+    .notice_reserve = session_notice_reserve,
+    .notice_release = session_notice_release,
 };

@@ -53,6 +53,8 @@ struct session {
 
 /* The client socket's hooks (ipc.h): a connection opens a session, and its frames go to it. */
 extern const struct ipc_hooks session_ipc_hooks;
+/* What the transfer engine asks of ranks (rank.h), installed in struct b10d at start. */
+extern const struct rank_ops session_rank_ops;
 
 /* The daemon's own news for the client: a transfer it submitted finished. */
 void session_xfer_done(struct session *s, const struct xfer *x);

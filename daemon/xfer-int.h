@@ -28,7 +28,41 @@ struct mem_table;
 #define XFER_CONTROL_HELD_PEERS 4
 #define XFER_STUCK_WHY "lies in a region that a failed transfer's copy may still write (--settle-ms passed)"
 
+/*
+ * What differs by role at a transfer's end, one table a role, defined in the
+ * role's file: xfer_finish and xfer_fail do what every transfer does and
+ * hand the rest to x->ops.
+ */
+struct xfer_role_ops {
+    const char *name;               /* send, recv, read, local: logs and b10ctl */
+    /* Landed (xfer_finish): count and log it, tell whom it concerns. */
+    void (*landed)(struct xfer *x);
+    /* Failed (xfer_fail, state already DONE): count it; tell the other daemon what must stop. */
+    void (*failed)(struct xfer *x, b10_status_t status, enum xfer_state was);
+    /* The failure's news, once nothing can still write for it (xfer_report). */
+    void (*report)(struct xfer *x, b10_status_t cause);
+    /* The tags it registered (tags_registered): each one to fn, and how many. */
+    void (*each_tag)(struct xfer *x, void (*fn)(struct xfer *x, uint64_t tag));
+    uint32_t (*ntags)(const struct xfer *x);
+};
+
+extern const struct xfer_role_ops xfer_send_role;     /* xfer-send.c */
+extern const struct xfer_role_ops xfer_recv_role;     /* xfer-recv.c */
+extern const struct xfer_role_ops xfer_read_role;     /* xfer-read.c */
+extern const struct xfer_role_ops xfer_local_role;    /* xfer-local.c */
+
 /* ---------------------------------------------------------------- xfer.c */
+
+/* The "landed" log line's account of where the time went. */
+void xfer_pipe_describe(const struct xfer *x, char *out, size_t size);
+/* The rank hears how its transfer ended. */
+void xfer_tell_rank(struct xfer *x);
+/* The rank of this node a transfer's sync message is for (LOCAL: the other one), or NULL. */
+struct session *xfer_noticed(const struct xfer *x);
+/* R: the sender hears RESULT. */
+void xfer_send_result(struct xfer *x, b10_status_t status, const char *detail);
+/* A failure the other daemon cannot hear of, or that it caused by falling silent. */
+bool xfer_peer_silent(b10_status_t status);
 
 /* Pipeline accounting, for the "landed" log line. */
 void xfer_pipe_start(struct xfer *x);

@@ -9,6 +9,7 @@
 #include "access.h"
 #include "peer.h"
 #include "plan.h"
+#include "rank.h"
 #include "session.h"
 
 /*
@@ -203,7 +204,7 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
 {
     struct b10d *d = s->d;
     bool read = req->op == B10__OP__OP_READ;
-    struct session *other = session_find(d, req->remote_agent);
+    struct session *other = rank_find(d, req->remote_agent);
     const uint8_t *src = read ? req->remote_spans.data : req->local_spans.data;
     const uint8_t *dst = read ? req->local_spans.data : req->remote_spans.data;
     const uint8_t *theirs = req->remote_spans.data;
@@ -227,7 +228,7 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
                           detail_len);
     if (status != B10_OK)
         return status;
-    if (req->sync_msg.len > 0 && !session_notice_room(other, req->sync_msg.len)) {
+    if (req->sync_msg.len > 0 && !rank_notice_room(d, other, req->sync_msg.len)) {
         snprintf(detail, detail_len, "notices for '%.200s' wait unread (--max-notice-bytes)",
                  req->remote_agent);
         return B10_ERR_BUSY;
@@ -261,7 +262,7 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
         return B10_ERR_NO_MEMORY;
     }
     x->notice_reserved = req->sync_msg.len;
-    session_notice_reserve(other, x->notice_reserved);
+    rank_notice_reserve(d, other, x->notice_reserved);
     *xfer_p = x;
     log_debug("transfer %016" PRIx64 ": %s %s %s here, %zu spans, %" PRIu64 " bytes", x->id, s->agent,
               read ? "←" : "→", other->agent, count, plan->total);
@@ -280,3 +281,54 @@ void xfer_forget_rank(struct session *s)
             x->to = NULL;
     }
 }
+
+/* ---------------------------------------------------------------- its end (xfer_role_ops) */
+
+static void xfer_local_landed(struct xfer *x)
+{
+    struct b10d *d = x->d;
+
+    d->stats.xfers_succeeded++;
+    char pipe[256];
+    xfer_pipe_describe(x, pipe, sizeof(pipe));
+    log_info("local %s %016" PRIx64 " %s %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
+             " ms (checked and planned in %.1f ms before; %s)", x->local_read ? "read" : "write",
+             x->id, x->local_read ? "from" : "to", x->remote_agent, x->plan->total,
+             x->plan->nchunks, d->now_ms(d) - x->started_ms, x->plan_ms, pipe);
+    /* The other rank hears the sync message once its bytes landed (or were read) first. */
+    struct session *noticed = xfer_noticed(x);
+    if (noticed != NULL && x->sync_length > 0)
+        rank_notice(d, noticed, x->local_agent, x->sync, x->sync_length);
+    if (x->session != NULL)
+        xfer_tell_rank(x);
+}
+
+static void xfer_local_failed(struct xfer *x, b10_status_t status, enum xfer_state was)
+{
+    x->d->stats.xfers_failed++;
+}
+
+static void xfer_local_report(struct xfer *x, b10_status_t cause)
+{
+    if (x->session != NULL)
+        xfer_tell_rank(x);
+}
+
+/* A local transfer registers no tags: no wire. */
+static void xfer_local_each_tag(struct xfer *x, void (*fn)(struct xfer *x, uint64_t tag))
+{
+}
+
+static uint32_t xfer_local_ntags(const struct xfer *x)
+{
+    return 0;
+}
+
+const struct xfer_role_ops xfer_local_role = {
+    .name = "local",
+    .landed = xfer_local_landed,
+    .failed = xfer_local_failed,
+    .report = xfer_local_report,
+    .each_tag = xfer_local_each_tag,
+    .ntags = xfer_local_ntags,
+};

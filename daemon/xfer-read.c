@@ -13,6 +13,7 @@
 
 #include "access.h"
 #include "peer.h"
+#include "rank.h"
 #include "session.h"
 
 /*
@@ -122,7 +123,7 @@ void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req, size_
         xfer_read_refuse(peer, req->read_id, B10_ERR_PEER_PROTOCOL, "READ request malformed");
         return;
     }
-    struct session *holder = session_find(d, req->src_agent);
+    struct session *holder = rank_find(d, req->src_agent);
     if (holder == NULL) {
         snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node", req->src_agent);
         xfer_read_refuse(peer, req->read_id, B10_ERR_UNKNOWN_AGENT, detail);
@@ -137,7 +138,7 @@ void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req, size_
         return;
     }
     b10_status_t limit = xfer_peer_limits(peer, req->deadline_ms, length, detail, sizeof(detail));
-    if (limit == B10_OK && req->sync_msg.len > 0 && !session_notice_room(holder, req->sync_msg.len)) {
+    if (limit == B10_OK && req->sync_msg.len > 0 && !rank_notice_room(d, holder, req->sync_msg.len)) {
         snprintf(detail, sizeof(detail), "notices for '%.200s' wait unread (--max-notice-bytes)",
                  req->src_agent);
         limit = B10_ERR_BUSY;
@@ -172,10 +173,54 @@ void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req, size_
     peer->control_held += length;
     d->control_held += length;
     x->notice_reserved = req->sync_msg.len;
-    session_notice_reserve(holder, x->notice_reserved);
+    rank_notice_reserve(d, holder, x->notice_reserved);
     x->read_id = req->read_id;
     x->read_link = peer->in.tags;
     log_debug("READ %016" PRIx64 " served by write-back %016" PRIx64 " from %s", req->read_id, x->id,
               req->src_agent);
     xfer_start(x);
 }
+
+/* ---------------------------------------------------------------- its end (xfer_role_ops) */
+
+static void xfer_read_landed(struct xfer *x)
+{
+    struct b10d *d = x->d;
+
+    d->stats.xfers_succeeded++;
+    log_info("read %016" PRIx64 " from %s landed: %" PRIu64 " ms", x->id, x->remote_agent,
+             d->now_ms(d) - x->started_ms);
+    if (x->session != NULL)
+        xfer_tell_rank(x);
+}
+
+static void xfer_read_failed(struct xfer *x, b10_status_t status, enum xfer_state was)
+{
+    x->d->stats.xfers_failed++;
+}
+
+static void xfer_read_report(struct xfer *x, b10_status_t cause)
+{
+    if (x->session != NULL)
+        xfer_tell_rank(x);
+}
+
+/* RESULT: the write-back's end, or the refusal (xfer_read_link_up). */
+static void xfer_read_each_tag(struct xfer *x, void (*fn)(struct xfer *x, uint64_t tag))
+{
+    fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT));
+}
+
+static uint32_t xfer_read_ntags(const struct xfer *x)
+{
+    return 1;
+}
+
+const struct xfer_role_ops xfer_read_role = {
+    .name = "read",
+    .landed = xfer_read_landed,
+    .failed = xfer_read_failed,
+    .report = xfer_read_report,
+    .each_tag = xfer_read_each_tag,
+    .ntags = xfer_read_ntags,
+};

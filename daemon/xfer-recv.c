@@ -16,6 +16,7 @@
 #include "peer.h"
 #include "plan.h"
 #include "quarantine.h"
+#include "rank.h"
 #include "session.h"
 
 static bool xfer_recv_post(struct xfer *x, struct xfer_slot *slot, struct view *view);
@@ -232,7 +233,7 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
         xfer_recv_refuse(peer, control, B10_ERR_PEER_PROTOCOL, "CONTROL header malformed");
         return;
     }
-    struct session *target = session_find(d, control->dst_agent);
+    struct session *target = rank_find(d, control->dst_agent);
     if (target == NULL) {
         snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node",
                  control->dst_agent);
@@ -275,7 +276,7 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
         return;
     }
     if (parent == NULL && control->sync_msg.len > 0 &&
-        !session_notice_room(target, control->sync_msg.len)) {
+        !rank_notice_room(d, target, control->sync_msg.len)) {
         snprintf(detail, sizeof(detail), "notices for '%.200s' wait unread (--max-notice-bytes)",
                  control->dst_agent);
         peer_refused(peer, "a transfer's sync message", detail);
@@ -355,7 +356,7 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
             return;
         }
         x->notice_reserved = control->sync_msg.len;
-        session_notice_reserve(target, x->notice_reserved);
+        rank_notice_reserve(d, target, x->notice_reserved);
     }
 
     /* Register every tag before posting any receive: a collision fails the transfer loudly. */
@@ -385,3 +386,74 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
     xfer_trace(x, XS_ADMITTED);
     xfer_recv_begin(x);
 }
+
+/* ---------------------------------------------------------------- its end (xfer_role_ops) */
+
+/* Landed: the target hears the sync message before the sender hears RESULT. */
+static void xfer_recv_landed(struct xfer *x)
+{
+    struct b10d *d = x->d;
+
+    d->stats.xfers_received_landed++;
+    if (x->session != NULL && x->sync_length > 0)
+        rank_notice(d, x->session, x->remote_agent, x->sync, x->sync_length);
+    xfer_send_result(x, B10_OK, "");
+    xfer_trace(x, XS_RESULT);
+    char pipe[256];
+    xfer_pipe_describe(x, pipe, sizeof(pipe));
+    log_debug("transfer %016" PRIx64 " from %s landed in %s: %" PRIu64 " bytes in %u chunks, "
+              "%" PRIu64 " ms (%s)", x->id, x->remote_agent, x->local_agent,
+              x->plan->total, x->plan->nchunks, d->now_ms(d) - x->started_ms, pipe);
+    if (x->read_parent != NULL) {
+        struct xfer *parent = x->read_parent;
+        parent->read_child = NULL;
+        x->read_parent = NULL;
+        xfer_finish(parent);
+    }
+}
+
+static void xfer_recv_failed(struct xfer *x, b10_status_t status, enum xfer_state was)
+{
+    x->d->stats.xfers_received_failed++;
+}
+
+static void xfer_recv_report(struct xfer *x, b10_status_t cause)
+{
+    /* A sender that broke the protocol can still hear why: it fails now, not at its deadline. */
+    if ((!xfer_peer_silent(cause) || cause == B10_ERR_PEER_PROTOCOL) && !x->quiet)
+        xfer_send_result(x, x->status, x->detail);
+    if (x->settle_parent != NULL) {
+        struct xfer *parent = x->settle_parent;
+        x->settle_parent = NULL;
+        parent->settling--;
+        parent->holds--;
+        /* Its copy outlived the bound: so does the READ's news. */
+        if (x->status == B10_ERR_UNSETTLED && parent->report_due)
+            xfer_report(parent, B10_ERR_UNSETTLED);
+        else
+            xfer_settle_check(parent);
+        xfer_maybe_free(parent);
+    }
+}
+
+/* The CANCEL's, and one a chunk's DATA (xfer_admit). */
+static void xfer_recv_each_tag(struct xfer *x, void (*fn)(struct xfer *x, uint64_t tag))
+{
+    fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_CANCEL));
+    for (uint32_t c = 0; c < x->plan->nchunks; c++)
+        fn(x, tags_derive(&x->link, x->id, c, TAG_KIND_DATA));
+}
+
+static uint32_t xfer_recv_ntags(const struct xfer *x)
+{
+    return x->plan->nchunks + 1;
+}
+
+const struct xfer_role_ops xfer_recv_role = {
+    .name = "recv",
+    .landed = xfer_recv_landed,
+    .failed = xfer_recv_failed,
+    .report = xfer_recv_report,
+    .each_tag = xfer_recv_each_tag,
+    .ntags = xfer_recv_ntags,
+};

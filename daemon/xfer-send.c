@@ -14,6 +14,7 @@
 #include "auth.h"
 #include "peer.h"
 #include "plan.h"
+#include "rank.h"
 #include "session.h"
 
 static void xfer_send_on_sent(void *arg, b10_status_t status, size_t length)
@@ -353,3 +354,75 @@ b10_status_t xfer_send_new(struct session *s, struct peer *peer, const char *rem
               xfer_role_name(role));
     return B10_OK;
 }
+
+/* ---------------------------------------------------------------- its end (xfer_role_ops) */
+
+static void xfer_send_landed(struct xfer *x)
+{
+    struct b10d *d = x->d;
+
+    d->stats.xfers_succeeded++;
+    uint64_t ms = d->now_ms(d) - x->started_ms;
+    char pipe[256];
+    xfer_pipe_describe(x, pipe, sizeof(pipe));
+    log_info("transfer %016" PRIx64 " to %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
+             " ms (checked and planned in %.1f ms before; READY after %" PRIu64 " ms; %s)",
+             x->id, x->remote_agent, x->plan->total, x->plan->nchunks, ms, x->plan_ms,
+             x->ready_ms - x->started_ms, pipe);
+    /* A write-back serving a READ: its bytes were read, the holding rank hears of it. */
+    if (x->session != NULL && x->read_id != 0 && x->sync_length > 0)
+        rank_notice(d, x->session, x->remote_agent, x->sync, x->sync_length);
+    else if (x->session != NULL)
+        xfer_tell_rank(x);
+}
+
+/*
+ * Tell the receiver at once, unless it is gone: a CANCEL only stops writes.
+ * With await_ack, it answers once its own scatters completed.
+ */
+static void xfer_send_failed(struct xfer *x, b10_status_t status, enum xfer_state was)
+{
+    bool gone = status == B10_ERR_PEER_LOST || status == B10_ERR_PEER_UNREACHABLE;
+
+    if (x->control_sent && !gone && was != XFER_WAIT_LINK) {
+        B10__Peer__Cancel cancel = B10__PEER__CANCEL__INIT;
+        B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+        cancel.xfer_id = x->id;
+        cancel.reason = (B10__Status)status;
+        cancel.want_result = x->await_ack;
+        msg.body_case = B10__PEER__MSG__BODY_CANCEL;
+        msg.cancel = &cancel;
+        xfer_send_peer(x, TAG_KIND_CANCEL, &msg);
+    }
+    x->d->stats.xfers_failed++;
+}
+
+static void xfer_send_report(struct xfer *x, b10_status_t cause)
+{
+    /* A write-back that failed tells the reading daemon, on the link the READ came by. */
+    if (x->read_id != 0 && !xfer_peer_silent(cause))
+        peer_send_result(x->peer, x->read_link.gen, x->read_id, x->status, x->detail);
+    if (x->session != NULL)
+        xfer_tell_rank(x);
+}
+
+/* READY and RESULT: the receiver's answers (xfer_link_up). */
+static void xfer_send_each_tag(struct xfer *x, void (*fn)(struct xfer *x, uint64_t tag))
+{
+    fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_READY));
+    fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT));
+}
+
+static uint32_t xfer_send_ntags(const struct xfer *x)
+{
+    return 2;
+}
+
+const struct xfer_role_ops xfer_send_role = {
+    .name = "send",
+    .landed = xfer_send_landed,
+    .failed = xfer_send_failed,
+    .report = xfer_send_report,
+    .each_tag = xfer_send_each_tag,
+    .ntags = xfer_send_ntags,
+};

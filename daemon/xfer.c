@@ -15,11 +15,19 @@
 #include "peer.h"
 #include "plan.h"
 #include "quarantine.h"
+#include "rank.h"
 #include "session.h"
+
+static const struct xfer_role_ops *const xfer_roles[] = {
+    [XFER_SEND] = &xfer_send_role,
+    [XFER_RECV] = &xfer_recv_role,
+    [XFER_READ] = &xfer_read_role,
+    [XFER_LOCAL] = &xfer_local_role,
+};
 
 const char *xfer_role_name(enum xfer_role role)
 {
-    return role == XFER_SEND ? "send" : role == XFER_RECV ? "recv" : role == XFER_READ ? "read" : "local";
+    return xfer_roles[role]->name;
 }
 
 const char *xfer_state_name(enum xfer_state state)
@@ -80,7 +88,7 @@ void xfer_pipe_wire_end(struct xfer_slot *slot)
  * transfer means this daemon's thread was the wire (shared-memory copies,
  * socket writes).
  */
-static void xfer_pipe_describe(const struct xfer *x, char *out, size_t size)
+void xfer_pipe_describe(const struct xfer *x, char *out, size_t size)
 {
     const struct xfer_pipe *p = &x->pipe;
     uint32_t nc = p->copies > 0 ? p->copies : 1, nw = p->wire_ops > 0 ? p->wire_ops : 1;
@@ -180,6 +188,7 @@ struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t
     }
     x->d = d;
     x->role = role;
+    x->ops = xfer_roles[role];
     x->id = id;
     x->status = B10_IN_PROGRESS;
     list_init(&x->node);
@@ -219,18 +228,8 @@ struct xfer *xfer_new_submitted(struct b10d *d, enum xfer_role role, struct sess
 /* Tags this transfer registered, in one place so that finish and fail agree. */
 static void xfer_for_each_tag(struct xfer *x, void (*fn)(struct xfer *x, uint64_t tag))
 {
-    if (!x->tags_registered)
-        return;
-    if (x->role == XFER_READ) {
-        fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT));
-    } else if (x->role == XFER_SEND) {
-        fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_READY));
-        fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT));
-    } else {
-        fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_CANCEL));
-        for (uint32_t c = 0; c < x->plan->nchunks; c++)
-            fn(x, tags_derive(&x->link, x->id, c, TAG_KIND_DATA));
-    }
+    if (x->tags_registered)
+        x->ops->each_tag(x, fn);
 }
 
 static void xfer_tag_unregister(struct xfer *x, uint64_t tag)
@@ -244,7 +243,7 @@ static void xfer_tag_quarantine(struct xfer *x, uint64_t tag)
 }
 
 /* The rank its sync message goes to: the other one of a local transfer, else its own. */
-static struct session *xfer_noticed(const struct xfer *x)
+struct session *xfer_noticed(const struct xfer *x)
 {
     if (x->role == XFER_LOCAL)
         return x->local_read ? x->from : x->to;
@@ -280,7 +279,7 @@ static void xfer_detach(struct xfer *x)
     }
     struct session *noticed = xfer_noticed(x);
     if (x->notice_reserved > 0 && noticed != NULL)
-        session_notice_release(noticed, x->notice_reserved);
+        rank_notice_release(x->d, noticed, x->notice_reserved);
     x->notice_reserved = 0;
 }
 
@@ -297,7 +296,7 @@ void xfer_send_peer(struct xfer *x, enum tag_kind kind, B10__Peer__Msg *msg)
         log_debug("transfer %016" PRIx64 ": could not send a message to the peer", x->id);
 }
 
-static void xfer_send_result(struct xfer *x, b10_status_t status, const char *detail)
+void xfer_send_result(struct xfer *x, b10_status_t status, const char *detail)
 {
     peer_send_result(x->peer, x->link.gen, x->id, status, detail);
 }
@@ -331,88 +330,26 @@ static void xfer_view_uncount(struct xfer *x, const struct view *view)
         x->peer->views_bytes -= view->bytes;
 }
 
-/* The rank hears how its transfer ended. */
-static void xfer_tell_rank(struct xfer *x)
+void xfer_tell_rank(struct xfer *x)
 {
     xfer_trace(x, XS_TOLD);
-    session_xfer_done(x->session, x);
+    rank_xfer_done(x->d, x->session, x);
 }
 
 /* Success: every byte landed (R), or the receiver said so (S). */
 void xfer_finish(struct xfer *x)
 {
-    struct b10d *d = x->d;
-
     x->state = XFER_DONE;
     x->status = B10_OK;
     xfer_detach(x);
     xfer_cancel_posted(x);
     xfer_for_each_tag(x, xfer_tag_unregister);
-    if (x->role == XFER_LOCAL) {
-        d->stats.xfers_succeeded++;
-        char pipe[256];
-        xfer_pipe_describe(x, pipe, sizeof(pipe));
-        log_info("local %s %016" PRIx64 " %s %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
-                 " ms (checked and planned in %.1f ms before; %s)", x->local_read ? "read" : "write",
-                 x->id, x->local_read ? "from" : "to", x->remote_agent, x->plan->total,
-                 x->plan->nchunks, d->now_ms(d) - x->started_ms, x->plan_ms, pipe);
-        /* The other rank hears the sync message once its bytes landed (or were read) first. */
-        struct session *noticed = xfer_noticed(x);
-        if (noticed != NULL && x->sync_length > 0)
-            session_notice(noticed, x->local_agent, x->sync, x->sync_length);
-        if (x->session != NULL)
-            xfer_tell_rank(x);
-    } else if (x->role == XFER_READ) {
-        d->stats.xfers_succeeded++;
-        log_info("read %016" PRIx64 " from %s landed: %" PRIu64 " ms", x->id, x->remote_agent,
-                 d->now_ms(d) - x->started_ms);
-        if (x->session != NULL)
-            xfer_tell_rank(x);
-    } else if (x->role == XFER_SEND) {
-        d->stats.xfers_succeeded++;
-        uint64_t ms = d->now_ms(d) - x->started_ms;
-        char pipe[256];
-        xfer_pipe_describe(x, pipe, sizeof(pipe));
-        log_info("transfer %016" PRIx64 " to %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
-                 " ms (checked and planned in %.1f ms before; READY after %" PRIu64 " ms; %s)",
-                 x->id, x->remote_agent, x->plan->total, x->plan->nchunks, ms, x->plan_ms,
-                 x->ready_ms - x->started_ms, pipe);
-        /* A write-back serving a READ: its bytes were read, the holding rank hears of it. */
-        if (x->session != NULL && x->read_id != 0 && x->sync_length > 0)
-            session_notice(x->session, x->remote_agent, x->sync, x->sync_length);
-        else if (x->session != NULL)
-            xfer_tell_rank(x);
-    } else {
-        /* Landed: the target hears the sync message before the sender hears RESULT. */
-        d->stats.xfers_received_landed++;
-        if (x->session != NULL && x->sync_length > 0)
-            session_notice(x->session, x->remote_agent, x->sync, x->sync_length);
-        xfer_send_result(x, B10_OK, "");
-        xfer_trace(x, XS_RESULT);
-        char pipe[256];
-        xfer_pipe_describe(x, pipe, sizeof(pipe));
-        log_debug("transfer %016" PRIx64 " from %s landed in %s: %" PRIu64 " bytes in %u chunks, "
-                  "%" PRIu64 " ms (%s)", x->id, x->remote_agent, x->local_agent,
-                  x->plan->total, x->plan->nchunks, d->now_ms(d) - x->started_ms, pipe);
-        if (x->read_parent != NULL) {
-            struct xfer *parent = x->read_parent;
-            parent->read_child = NULL;
-            x->read_parent = NULL;
-            xfer_finish(parent);
-        }
-    }
+    x->ops->landed(x);
     xfer_trace_log(x);
     xfer_maybe_free(x);
 }
 
-/* A write-back that failed tells the reading daemon, on the link the READ came by. */
-static void xfer_tell_reader(struct xfer *x, b10_status_t status, const char *detail)
-{
-    peer_send_result(x->peer, x->read_link.gen, x->read_id, status, detail);
-}
-
-/* A failure the other daemon cannot hear of, or that it caused by falling silent. */
-static bool xfer_peer_silent(b10_status_t status)
+bool xfer_peer_silent(b10_status_t status)
 {
     return status == B10_ERR_PEER_LOST || status == B10_ERR_PEER_UNREACHABLE ||
            status == B10_ERR_PEER_PROTOCOL;
@@ -457,31 +394,7 @@ void xfer_report(struct xfer *x, b10_status_t status)
         x->status = status;
         log_warning("transfer %016" PRIx64 " (%s): %s", x->id, xfer_role_name(x->role), x->detail);
     }
-    if (x->role == XFER_SEND) {
-        if (x->read_id != 0 && !xfer_peer_silent(cause))
-            xfer_tell_reader(x, x->status, x->detail);
-        if (x->session != NULL)
-            xfer_tell_rank(x);
-    } else if (x->role == XFER_READ || x->role == XFER_LOCAL) {
-        if (x->session != NULL)
-            xfer_tell_rank(x);
-    } else {
-        /* A sender that broke the protocol can still hear why: it fails now, not at its deadline. */
-        if ((!xfer_peer_silent(cause) || cause == B10_ERR_PEER_PROTOCOL) && !x->quiet)
-            xfer_send_result(x, x->status, x->detail);
-        if (x->settle_parent != NULL) {
-            struct xfer *parent = x->settle_parent;
-            x->settle_parent = NULL;
-            parent->settling--;
-            parent->holds--;
-            /* Its copy outlived the bound: so does the READ's news. */
-            if (x->status == B10_ERR_UNSETTLED && parent->report_due)
-                xfer_report(parent, B10_ERR_UNSETTLED);
-            else
-                xfer_settle_check(parent);
-            xfer_maybe_free(parent);
-        }
-    }
+    x->ops->report(x, cause);
     xfer_trace_log(x);
 }
 
@@ -597,36 +510,14 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
         xfer_view_uncount(x, slot->view);
     }
     if (x->tags_registered) {
-        uint32_t ntags = x->role == XFER_READ ? 1 : x->role == XFER_SEND ? 2 : x->plan->nchunks + 1;
         xfer_for_each_tag(x, xfer_tag_quarantine);
-        quarantine_add(d->quarantine, QUARANTINE_TAGS, x->id, ntags, status, x->id,
+        quarantine_add(d->quarantine, QUARANTINE_TAGS, x->id, x->ops->ntags(x), status, x->id,
                        x->peer ? x->peer->daemon_id : 0, NULL, NULL);
     }
     quarantine_add(d->quarantine, QUARANTINE_XFER_ID, x->id, 0, status, x->id,
                    x->peer ? x->peer->daemon_id : 0, NULL, NULL);
 
-    /*
-     * Tell the other side at once, unless it is gone: a CANCEL only stops
-     * writes. One that broke the protocol hears it too, and is not waited for.
-     */
-    if (x->role == XFER_SEND) {
-        bool gone = status == B10_ERR_PEER_LOST || status == B10_ERR_PEER_UNREACHABLE;
-        if (x->control_sent && !gone && was != XFER_WAIT_LINK) {
-            B10__Peer__Cancel cancel = B10__PEER__CANCEL__INIT;
-            B10__Peer__Msg msg = B10__PEER__MSG__INIT;
-            cancel.xfer_id = x->id;
-            cancel.reason = (B10__Status)status;
-            cancel.want_result = x->await_ack;
-            msg.body_case = B10__PEER__MSG__BODY_CANCEL;
-            msg.cancel = &cancel;
-            xfer_send_peer(x, TAG_KIND_CANCEL, &msg);
-        }
-        d->stats.xfers_failed++;
-    } else if (x->role == XFER_READ || x->role == XFER_LOCAL) {
-        d->stats.xfers_failed++;
-    } else {
-        d->stats.xfers_received_failed++;
-    }
+    x->ops->failed(x, status, was);
     /* A READ and its write-back fail together: whichever failed first, with its reason. */
     if (x->read_child != NULL) {
         struct xfer *child = x->read_child;
@@ -979,7 +870,7 @@ b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct x
         return B10_ERR_TOO_LARGE;
     }
     struct remote_agent *agent;
-    b10_status_t status = session_agent_use(s, req->remote_agent, &agent, detail, detail_len);
+    b10_status_t status = rank_agent_use(s->d, s, req->remote_agent, &agent, detail, detail_len);
     if (status != B10_OK)
         return status;
     /* Both ranks here: the bytes go from one mapping to the other, not over the wire. */

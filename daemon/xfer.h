@@ -34,6 +34,8 @@ struct wire_op;
 struct B10__SubmitXfer;
 struct B10__Peer__Control;
 
+struct xfer_role_ops;
+
 enum xfer_role {
     XFER_SEND,
     XFER_RECV,
@@ -87,6 +89,7 @@ struct xfer {
     struct list other_node;         /* LOCAL: the other rank's session.locals */
     struct b10d *d;
     enum xfer_role role;
+    const struct xfer_role_ops *ops;    /* the role's part of its end (xfer-int.h) */
     enum xfer_state state;
     uint64_t id;                    /* the sending daemon's id for it */
     struct session *session;        /* the local rank; NULL once detached */

@@ -35,12 +35,13 @@ BASELINE = TOP / "scripts" / "layers.baseline"
 # Room -> layer, low to high (../shared/STYLE.md, "Layers").
 LAYERS: Dict[str, int] = {
     # 0: pure or leaf rooms
-    "log": 0, "config": 0, "tags": 0, "plan": 0, "wireaddr": 0, "checksum": 0,
-    "checksum-avx2": 0, "cpuload": 0, "names": 0, "ids": 0,
+    "log": 0, "config": 0, "plan": 0, "wireaddr": 0, "checksum": 0,
+    "checksum-avx2": 0, "cpuload": 0, "ids": 0,
     # 1: foreign libraries, one room each, and the messages they carry
     "wire": 1, "lane": 1, "gpu": 1, "ipc": 1, "auth": 1, "hello": 1,
-    # 2: memory and copies
+    # 2: memory and copies, and the node's registries keyed with auth's hash
     "mem": 2, "dram": 2, "procmem": 2, "staging": 2, "copy": 2, "quarantine": 2,
+    "tags": 2, "names": 2,
     # 3: remote daemons
     "peer": 3,
     # 4: the transfer engine
