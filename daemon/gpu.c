@@ -420,10 +420,15 @@ int gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
         mps += gpu_copy_device_mps(dev);
     enum config_gpu_copy mode = d->cfg.gpu_copy;
     gpu->kernels = mode == CONFIG_GPU_COPY_KERNEL;
-    /* Copiers now, not at the first copy: making one blocks the loop for tens of ms. */
-    for (int dev = 0; dev < gpu->ndevices; dev++)
-        gpu_copier(gpu, dev);
-    log_info("gpu: %d CUDA device%s (%d under MPS); staging is pinned and mapped; copies by %s "
+    /*
+     * No copier and no pinned staging yet: either makes a CUDA context, which holds
+     * ~500 MiB of the GPU's memory (an empty one measured 518 MiB on the H200), and a
+     * GPU where no rank of this node registered memory should lose none to the daemon.
+     * A device's context comes with its first VRAM registration (cudaIpcOpenMemHandle,
+     * off the loop); its copier, a stream and events then, at its first copy.
+     */
+    log_info("gpu: %d CUDA device%s (%d under MPS); a device's context at its first VRAM "
+             "registration, staging pinned at its first copy there; copies by %s "
              "(--gpu-copy %s)", gpu->ndevices, gpu->ndevices == 1 ? "" : "s", mps,
              gpu->kernels ? "SM kernels below 1 MiB pieces and the copy engines above, chunk sums "
                             "by a kernel"
@@ -467,21 +472,21 @@ void gpu_stop(struct b10d *d)
     uv_close((uv_handle_t *)&gpu->async, gpu_on_closed);
 }
 
-int gpu_host_alloc(struct b10d *d, size_t length, void **addr_p)
+int gpu_host_register(struct b10d *d, void *addr, size_t length)
 {
     if (!gpu_present(d))
         return -ENOTSUP;
-    int rc = gpu_copy_host_alloc(length, addr_p);
+    int rc = gpu_copy_host_register(addr, length);
     if (rc != GPU_COPY_OK) {
-        log_err("gpu: cudaHostAlloc of %zu bytes: %s", length, gpu_copy_strstatus(rc));
+        log_err("gpu: cudaHostRegister of %zu bytes: %s", length, gpu_copy_strstatus(rc));
         return -ENOMEM;
     }
     return 0;
 }
 
-void gpu_host_free(struct b10d *d, void *addr)
+void gpu_host_unregister(struct b10d *d, void *addr)
 {
-    gpu_copy_host_free(addr);
+    gpu_copy_host_unregister(addr);
 }
 
 static b10_status_t vram_open(struct region *r, const struct mem_request *req, char *detail,
@@ -583,12 +588,12 @@ void gpu_stop(struct b10d *d)
 {
 }
 
-int gpu_host_alloc(struct b10d *d, size_t length, void **addr_p)
+int gpu_host_register(struct b10d *d, void *addr, size_t length)
 {
     return -ENOTSUP;
 }
 
-void gpu_host_free(struct b10d *d, void *addr)
+void gpu_host_unregister(struct b10d *d, void *addr)
 {
 }
 

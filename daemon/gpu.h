@@ -53,11 +53,14 @@ bool gpu_kernels(const struct b10d *d);
 extern const struct mem_backend vram_backend;
 
 /*
- * Staging from pinned, mapped host memory (cudaHostAlloc), so that the copy
- * kernels read and write views directly. -ENOTSUP without a GPU.
+ * Pin and map host memory the daemon allocated (cudaHostRegister), so that
+ * the copy engines and kernels read and write it directly: a staging view,
+ * at the first copy between it and a GPU. Done then, not at start, because
+ * it makes a CUDA context, and a context on a GPU where no rank registered
+ * memory is memory the model on it never gets back. -ENOTSUP without a GPU.
  */
-int gpu_host_alloc(struct b10d *d, size_t length, void **addr_p);
-void gpu_host_free(struct b10d *d, void *addr);
+int gpu_host_register(struct b10d *d, void *addr, size_t length);
+void gpu_host_unregister(struct b10d *d, void *addr);
 
 /*
  * Run the device part of a copy job: its segments that touch VRAM, grouped

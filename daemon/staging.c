@@ -27,9 +27,8 @@ struct staging {
 static void staging_view_release_memory(struct staging *s, struct view *v)
 {
     if (v->cuda)
-        gpu_host_free(s->d, v->base);
-    else
-        munmap(v->base, checksum_message_bytes(s->view_bytes));
+        gpu_host_unregister(s->d, v->base);
+    munmap(v->base, checksum_message_bytes(s->view_bytes));
 }
 
 static struct view *staging_view_alloc(struct staging *s)
@@ -37,29 +36,20 @@ static struct view *staging_view_alloc(struct staging *s)
     struct view *v = calloc(1, sizeof(*v));
     if (v == NULL)
         return NULL;
-    void *base;
     /* Room after the chunk for its checksum trailer: DATA carries both in one message. */
     size_t bytes = checksum_message_bytes(s->view_bytes);
-    if (gpu_present(s->d)) {
-        if (gpu_host_alloc(s->d, bytes, &base) != 0) {
-            free(v);
-            return NULL;
-        }
-        v->cuda = true;
-    } else {
-        base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (base == MAP_FAILED) {
-            log_err("staging: mmap of a %lu-byte view: %s", (unsigned long)s->view_bytes,
+    void *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+        log_err("staging: mmap of a %lu-byte view: %s", (unsigned long)s->view_bytes,
+                strerror(errno));
+        free(v);
+        return NULL;
+    }
+    /* Locked so that the pages a transport DMAs into never move; best effort. */
+    if (mlock(base, bytes) != 0 && !s->lock_warned) {
+        s->lock_warned = true;
+        log_warning("staging: mlock failed (%s); raise LimitMEMLOCK for pinned staging",
                     strerror(errno));
-            free(v);
-            return NULL;
-        }
-        /* Locked so that the pages a transport DMAs into never move; best effort. */
-        if (mlock(base, bytes) != 0 && !s->lock_warned) {
-            s->lock_warned = true;
-            log_warning("staging: mlock failed (%s); raise LimitMEMLOCK for pinned staging",
-                        strerror(errno));
-        }
     }
     v->base = base;
     if (wire_mem_map(s->d->wire, base, bytes, &v->memh) != 0) {
@@ -73,6 +63,16 @@ static struct view *staging_view_alloc(struct staging *s)
     list_init(&v->node);
     s->nviews++;
     return v;
+}
+
+b10_status_t staging_pin(struct staging *s, struct view *v)
+{
+    if (v->cuda)
+        return B10_OK;
+    if (gpu_host_register(s->d, v->base, checksum_message_bytes(s->view_bytes)) != 0)
+        return B10_ERR_NO_MEMORY;
+    v->cuda = true;
+    return B10_OK;
 }
 
 static void staging_view_free(struct staging *s, struct view *v)

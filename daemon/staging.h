@@ -35,7 +35,7 @@ struct view {
     uint32_t id;
     enum view_use use;
     uint32_t holds;             /* UCX requests and copies that may still touch it */
-    bool cuda;                  /* pinned and mapped by CUDA (else locked pages) */
+    bool cuda;                  /* pinned and mapped by CUDA (else locked pages): staging_pin */
 };
 
 /* A transfer waiting for a view: wake() runs once one may be free. */
@@ -53,6 +53,12 @@ void staging_destroy(struct staging *s);
 struct view *staging_get(struct staging *s, enum view_use use);
 /* A view whose last use ended cleanly goes back to the pool. */
 void staging_put(struct staging *s, struct view *v);
+/*
+ * Pin and map view v for the GPU (gpu_host_register), once, before its first
+ * copy to or from VRAM: views are plain locked pages until a GPU needs them,
+ * so a daemon whose ranks register no VRAM makes no CUDA context.
+ */
+b10_status_t staging_pin(struct staging *s, struct view *v);
 /* A view of a failed transfer: out of circulation until staging_drop(). */
 void staging_quarantine(struct staging *s, struct view *v);
 /* Free a quarantined view and allocate a fresh one in its place. */

@@ -648,9 +648,15 @@ b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *
             return status;
         }
     }
+    /* A view that meets a GPU is pinned first, once (a daemon without VRAM pins none). */
+    b10_status_t status = ctx.job->host_segs < ctx.job->nsegs
+                              ? staging_pin(x->d->staging, slot->view) : B10_OK;
+    if (status != B10_OK) {
+        copy_job_free(ctx.job);
+        return status;
+    }
     /* The chunk's checksum: made where its bytes were gathered, checked before they land. */
     size_t len = (size_t)(ctx.view_pos - slot->view->base);
-    b10_status_t status = B10_OK;
     enum config_verify verify = x->d->cfg.verify_data;
     if (gather && (verify == CONFIG_VERIFY_ON ||
                    (verify == CONFIG_VERIFY_AUTO && copy_sums_device(ctx.job, len))))

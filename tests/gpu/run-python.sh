@@ -2,7 +2,8 @@
 # The Python package with torch tensors on a GPU: tests/gpu/test_torch_gpu.py
 # (two b10d, two rank processes, VRAM regions from torch.cuda tensors) and
 # tests/python/test_torch_agents.py with its pinned and CUDA tensors (two
-# agents of one process, on one daemon and on two).
+# agents of one process, on one daemon and on two), and the nixl module's pull
+# and push of torch.cuda tensors (tests/python/test_nixl_vram.py).
 #
 #   sh tests/gpu/run-python.sh BUILD_DIR [PYTEST_ARGS...]
 #
@@ -35,5 +36,5 @@ if [ -z "$py" ]; then
     echo "SKIP torch-gpu (no Python with torch and CUDA; tried:$tried)"
     exit 0
 fi
-B10_PYTHON=$(command -v "$py") B10_PYTEST_PATHS="tests/gpu/test_torch_gpu.py tests/python/test_torch_agents.py" \
+B10_PYTHON=$(command -v "$py") B10_PYTEST_PATHS="tests/gpu/test_torch_gpu.py tests/python/test_torch_agents.py tests/python/test_nixl_vram.py" \
     exec sh "$top/tests/python/run.sh" "$BUILD" "$@"
