@@ -173,8 +173,9 @@ $(BUILD)/tests/test-%: $(BUILD)/obj/tests/unit/test-%.o $(DAEMON_LIB)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS_ALL) $(UNIT_LDFLAGS) $(PKG_LIBS) $(CUDA_LIBS) -lcmocka -lm
 
-# test-tags makes the registry's allocations fail on purpose.
+# test-tags and test-quarantine make their allocations fail on purpose.
 $(BUILD)/tests/test-tags: UNIT_LDFLAGS := -Wl,--wrap=calloc
+$(BUILD)/tests/test-quarantine: UNIT_LDFLAGS := -Wl,--wrap=calloc
 
 # Integration test programs are clients of libb10 (or raw speakers of its protocols).
 $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)
