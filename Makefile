@@ -176,6 +176,9 @@ $(BUILD)/tests/test-%: $(BUILD)/obj/tests/unit/test-%.o $(DAEMON_LIB)
 # test-tags and test-quarantine make their allocations fail on purpose.
 $(BUILD)/tests/test-tags: UNIT_LDFLAGS := -Wl,--wrap=calloc
 $(BUILD)/tests/test-quarantine: UNIT_LDFLAGS := -Wl,--wrap=calloc
+# test-copy runs device parts without a GPU: the GPU room's entry points are its fakes.
+$(BUILD)/tests/test-copy: UNIT_LDFLAGS := $(foreach f,present kernels one_submission copy_job sum_job,\
+	-Wl,--wrap=gpu_$(f))
 
 # Integration test programs are clients of libb10 (or raw speakers of its protocols).
 $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)
