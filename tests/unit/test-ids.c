@@ -29,7 +29,7 @@ static void test_epoch_in_high_half(void **state)
     uint64_t x = ids_new_xfer(&ids), g = ids_new_generation(&ids);
     assert_int_equal(x >> 32, 0x12345678);
     assert_int_equal(g >> 32, 0x12345678);
-    /* Counting starts at 1: no value is the bare epoch. */
+    /* Counting starts at 1: the bare epoch comes only at the wrap (test_wrap_after_2_32). */
     assert_int_equal(x & 0xffffffffu, 1);
     assert_int_equal(g & 0xffffffffu, 1);
 }

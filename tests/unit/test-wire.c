@@ -262,7 +262,7 @@ static uint8_t *random_bytes(size_t len, uint64_t seed)
  */
 static struct wire_ep *ab, *ba;
 
-static void warm_up(struct wire_ep *ep, struct side *to)
+static void warm_up(struct wire_ep *ep, struct wire_ep *back, struct side *to)
 {
     uint8_t out[3][16] = { "main", "lane 0", "lane 1" }, in[3][16];
     struct result rs[3], rr[3];
@@ -271,7 +271,6 @@ static void warm_up(struct wire_ep *ep, struct side *to)
     memset(rr, 0, sizeof(rr));
     assert_int_equal(wire_recv(to->wire, 0xf000, in[0], 16, NULL, on_done, &rr[0], NULL), 0);
     assert_int_equal(wire_send(ep, 0xf000, out[0], 16, NULL, on_done, &rs[0], NULL), 0);
-    struct wire_ep *back = ep == ab ? ba : ab;
     for (uint32_t k = 0; k < 2; k++) {
         assert_int_equal(wire_recv_bulk(back, k, 0xf001 + k, in[1 + k], 16, NULL, on_done,
                                         &rr[1 + k], NULL), 0);
@@ -303,8 +302,8 @@ static int group_setup(void **state)
         return -1;
     ab = link_sides(&side_a, &side_b);
     ba = link_sides(&side_b, &side_a);
-    warm_up(ab, &side_b);
-    warm_up(ba, &side_a);
+    warm_up(ab, ba, &side_b);
+    warm_up(ba, ab, &side_a);
     return 0;
 }
 
@@ -642,6 +641,39 @@ static void test_bulk_cancel(void **state)
     assert_int_equal(wire_outstanding(side_b.wire), 0);
 }
 
+/* ---------------------------------------------------------------- destroying a wire */
+
+/*
+ * A wire destroyed with a bulk receive still posted on a lane reports it
+ * cancelled, through its callback, on the loop thread, before the wire is
+ * gone: its owner learns that the buffer is free again.
+ */
+static void test_destroy_reports_lane_ops(void **state)
+{
+    struct side c = { .name = "c" }, d = { .name = "d" };
+    uint8_t buf[4096];
+    struct result r = { 0 };
+
+    assert_int_equal(side_create(&c), 0);
+    assert_int_equal(side_create(&d), 0);
+    struct wire_ep *cd = link_sides(&c, &d), *dc = link_sides(&d, &c);
+    warm_up(cd, dc, &d);
+    warm_up(dc, cd, &c);
+
+    assert_int_equal(wire_recv_bulk(dc, 1, 0xb001, buf, sizeof(buf), NULL, on_done, &r, NULL), 0);
+    assert_int_equal(wire_outstanding(d.wire), 1);
+    wire_ep_close(dc);
+    assert_int_equal(r.calls, 0);
+    wire_destroy(d.wire);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.status, B10_ERR_CANCELLED);
+    assert_true(r.on_loop_thread);
+    assert_int_equal(d.ep_errors, 0);
+    wire_ep_close(cd);
+    wire_destroy(c.wire);
+    uv_run(&test_loop, UV_RUN_NOWAIT);
+}
+
 /* ---------------------------------------------------------------- a node-local wire */
 
 /*
@@ -693,6 +725,7 @@ int main(void)
         T(test_stray_dropped),
         T(test_bulk_over_lanes),
         T(test_bulk_cancel),
+        T(test_destroy_reports_lane_ops),
         T(test_local_wire),
     };
 #undef T
