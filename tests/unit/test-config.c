@@ -173,6 +173,11 @@ static void test_parse_size(void **state)
     size_bad("18446744073709551616");      /* past 64 bits */
     size_bad("17179869184G");              /* 2^64 bytes */
     size_bad("18014398509481984K");
+    /* strtoull takes a sign after blanks: a negative size must not come back as 2^64 - 1. */
+    size_bad(" -1");
+    size_bad("\t-1M");
+    size_bad(" 8M");
+    size_bad("+8M");
 }
 
 /* ---------------------------------------------------------------- names */
@@ -312,6 +317,9 @@ static void test_numeric_bounds(void **state)
         refused(one_option(b->name, ""), opt);
         refused(one_option(b->name, "ten"), opt);
         refused(one_option(b->name, "99999999999999999999999"), opt);
+        /* A negative behind a blank is not a number either, and is not called one out of range. */
+        refused(one_option(b->name, " -1"), opt);
+        assert_null(strstr(err_text, "out of range"));
         /* Units only where sizes are meant, and then they count. */
         if (b->size) {
             assert_non_null(strstr(err_text, "size"));
