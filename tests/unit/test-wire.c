@@ -62,6 +62,7 @@ struct side {
     /* on_data */
     bool drop_data;
     unsigned data_calls;
+    bool data_control;              /* a control-class tag was ever offered as data */
     uint64_t data_tag;
     size_t data_length;
     /* on_ep_error */
@@ -111,6 +112,7 @@ static bool hook_data(void *arg, uint64_t tag, size_t length)
     struct side *s = arg;
     s->data_calls++;
     news();
+    s->data_control |= (tag & TAG_CLASS_CONTROL) != 0;
     s->data_tag = tag;
     s->data_length = length;
     return s->drop_data;
@@ -641,6 +643,47 @@ static void test_bulk_cancel(void **state)
     assert_int_equal(wire_outstanding(side_b.wire), 0);
 }
 
+/*
+ * A lane carries DATA only: a control-class message sent to it is dropped
+ * without being offered to anyone (it would otherwise block the head of the
+ * lane's queue for good); a data message nobody receives is offered to
+ * on_data and dropped when it says so, and the next message with its tag
+ * lands in the receive posted for it.
+ */
+static void test_lane_strays(void **state)
+{
+    uint8_t ctl[64], stale[300], fresh[300], got[300] = { 0 };
+    struct result s1 = { 0 }, s2 = { 0 }, s3 = { 0 }, r = { 0 };
+    const uint64_t ctl_tag = TAG_CLASS_CONTROL | 0xc001, tag = 0xc002;
+
+    memset(ctl, 0xcc, sizeof(ctl));
+    memset(stale, 0xdd, sizeof(stale));
+    memset(fresh, 0x0f, sizeof(fresh));
+    side_b.drop_data = true;
+    assert_int_equal(wire_send_bulk(ab, 0, ctl_tag, ctl, sizeof(ctl), NULL, on_done, &s1, NULL),
+                     0);
+    assert_int_equal(wire_send_bulk(ab, 0, tag, stale, sizeof(stale), NULL, on_done, &s2, NULL),
+                     0);
+    wait_result(&s1);
+    wait_result(&s2);
+    wait_count(&side_b.data_calls, 1);
+    /* Only the data message was offered: the control one had gone unasked. */
+    assert_false(side_b.data_control);
+    assert_int_equal(side_b.data_tag, tag);
+    assert_int_equal(side_b.data_length, sizeof(stale));
+    assert_int_equal(side_b.take_calls, 0);
+    assert_int_equal(side_b.controls, 0);
+
+    assert_int_equal(wire_recv_bulk(ba, 0, tag, got, sizeof(got), NULL, on_done, &r, NULL), 0);
+    assert_int_equal(wire_send_bulk(ab, 0, tag, fresh, sizeof(fresh), NULL, on_done, &s3, NULL),
+                     0);
+    wait_result(&r);
+    wait_result(&s3);
+    assert_int_equal(r.status, B10_OK);
+    assert_int_equal(r.length, sizeof(fresh));
+    assert_memory_equal(got, fresh, sizeof(fresh));
+}
+
 /* ---------------------------------------------------------------- destroying a wire */
 
 /*
@@ -725,6 +768,7 @@ int main(void)
         T(test_stray_dropped),
         T(test_bulk_over_lanes),
         T(test_bulk_cancel),
+        T(test_lane_strays),
         T(test_destroy_reports_lane_ops),
         T(test_local_wire),
     };
