@@ -34,7 +34,7 @@
 #include "wireaddr.h"
 
 #ifndef GUARD_MS
-#define GUARD_MS 30000
+#define GUARD_MS 10000
 #endif
 
 static uv_loop_t test_loop;
@@ -652,36 +652,49 @@ static void test_bulk_cancel(void **state)
  */
 static void test_lane_strays(void **state)
 {
-    uint8_t ctl[64], stale[300], fresh[300], got[300] = { 0 };
-    struct result s1 = { 0 }, s2 = { 0 }, s3 = { 0 }, r = { 0 };
-    const uint64_t ctl_tag = TAG_CLASS_CONTROL | 0xc001, tag = 0xc002;
+    enum { ROUNDS = 48, BURST = 8 };
+    uint8_t ctl[64], stale[300], fresh[300], got[300];
 
     memset(ctl, 0xcc, sizeof(ctl));
     memset(stale, 0xdd, sizeof(stale));
     memset(fresh, 0x0f, sizeof(fresh));
     side_b.drop_data = true;
-    assert_int_equal(wire_send_bulk(ab, 0, ctl_tag, ctl, sizeof(ctl), NULL, on_done, &s1, NULL),
-                     0);
-    assert_int_equal(wire_send_bulk(ab, 0, tag, stale, sizeof(stale), NULL, on_done, &s2, NULL),
-                     0);
-    wait_result(&s1);
-    wait_result(&s2);
-    wait_count(&side_b.data_calls, 1);
-    /* Only the data message was offered: the control one had gone unasked. */
-    assert_false(side_b.data_control);
-    assert_int_equal(side_b.data_tag, tag);
-    assert_int_equal(side_b.data_length, sizeof(stale));
-    assert_int_equal(side_b.take_calls, 0);
-    assert_int_equal(side_b.controls, 0);
+    for (uint64_t round = 0; round < ROUNDS; round++) {
+        const uint64_t ctl_tag = TAG_CLASS_CONTROL | (0xc000 + round * 0x100);
+        const uint64_t tag = 0xc000 + round;
+        struct result sc[BURST], s2 = { 0 }, s3 = { 0 }, r = { 0 };
+        unsigned asked = side_b.data_calls;
 
-    assert_int_equal(wire_recv_bulk(ba, 0, tag, got, sizeof(got), NULL, on_done, &r, NULL), 0);
-    assert_int_equal(wire_send_bulk(ab, 0, tag, fresh, sizeof(fresh), NULL, on_done, &s3, NULL),
-                     0);
-    wait_result(&r);
-    wait_result(&s3);
-    assert_int_equal(r.status, B10_OK);
-    assert_int_equal(r.length, sizeof(fresh));
-    assert_memory_equal(got, fresh, sizeof(fresh));
+        /* A burst: the lane finds the control messages waiting ahead of the data one. */
+        memset(sc, 0, sizeof(sc));
+        for (int i = 0; i < BURST; i++)
+            assert_int_equal(wire_send_bulk(ab, 0, ctl_tag + (uint64_t)i, ctl, sizeof(ctl), NULL,
+                                            on_done, &sc[i], NULL), 0);
+        assert_int_equal(wire_send_bulk(ab, 0, tag, stale, sizeof(stale), NULL, on_done, &s2,
+                                        NULL), 0);
+        for (int i = 0; i < BURST; i++)
+            wait_result(&sc[i]);
+        wait_result(&s2);
+        wait_count(&side_b.data_calls, asked + 1);
+        /* Only the data message was offered: the control ones had gone unasked. */
+        assert_false(side_b.data_control);
+        assert_int_equal(side_b.data_tag, tag);
+        assert_int_equal(side_b.data_length, sizeof(stale));
+        assert_int_equal(side_b.take_calls, 0);
+        assert_int_equal(side_b.controls, 0);
+
+        /* Dropped: the next message with its tag lands in the receive posted for it. */
+        memset(got, 0, sizeof(got));
+        assert_int_equal(wire_recv_bulk(ba, 0, tag, got, sizeof(got), NULL, on_done, &r, NULL),
+                         0);
+        assert_int_equal(wire_send_bulk(ab, 0, tag, fresh, sizeof(fresh), NULL, on_done, &s3,
+                                        NULL), 0);
+        wait_result(&r);
+        wait_result(&s3);
+        assert_int_equal(r.status, B10_OK);
+        assert_int_equal(r.length, sizeof(fresh));
+        assert_memory_equal(got, fresh, sizeof(fresh));
+    }
 }
 
 /* ---------------------------------------------------------------- destroying a wire */
@@ -689,7 +702,8 @@ static void test_lane_strays(void **state)
 /*
  * A wire destroyed with a bulk receive still posted on a lane reports it
  * cancelled, through its callback, on the loop thread, before the wire is
- * gone: its owner learns that the buffer is free again.
+ * gone: its owner learns that the buffer is free again. The wire at the
+ * other end learns that its peer went, through on_ep_error.
  */
 static void test_destroy_reports_lane_ops(void **state)
 {
@@ -712,6 +726,8 @@ static void test_destroy_reports_lane_ops(void **state)
     assert_int_equal(r.status, B10_ERR_CANCELLED);
     assert_true(r.on_loop_thread);
     assert_int_equal(d.ep_errors, 0);
+    /* The peer is gone: C hears of it through on_ep_error, and only then closes its endpoint. */
+    wait_count(&c.ep_errors, 1);
     wire_ep_close(cd);
     wire_destroy(c.wire);
     uv_run(&test_loop, UV_RUN_NOWAIT);
