@@ -176,6 +176,8 @@ $(BUILD)/tests/test-%: $(BUILD)/obj/tests/unit/test-%.o $(DAEMON_LIB)
 # test-tags and test-quarantine make their allocations fail on purpose.
 $(BUILD)/tests/test-tags: UNIT_LDFLAGS := -Wl,--wrap=calloc
 $(BUILD)/tests/test-quarantine: UNIT_LDFLAGS := -Wl,--wrap=calloc
+# test-cpuload gives cpuload.c a /proc/loadavg of its own.
+$(BUILD)/tests/test-cpuload: UNIT_LDFLAGS := -Wl,--wrap=open -Wl,--wrap=read -Wl,--wrap=close
 # test-copy runs device parts without a GPU: the GPU room's entry points are its fakes.
 $(BUILD)/tests/test-copy: UNIT_LDFLAGS := $(foreach f,present kernels one_submission copy_job sum_job,\
 	-Wl,--wrap=gpu_$(f))
