@@ -173,8 +173,14 @@ $(BUILD)/tests/test-%: $(BUILD)/obj/tests/unit/test-%.o $(DAEMON_LIB)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS_ALL) $(UNIT_LDFLAGS) $(PKG_LIBS) $(CUDA_LIBS) -lcmocka -lm
 
-# test-tags makes the registry's allocations fail on purpose.
+# test-tags and test-quarantine make their allocations fail on purpose.
 $(BUILD)/tests/test-tags: UNIT_LDFLAGS := -Wl,--wrap=calloc
+$(BUILD)/tests/test-quarantine: UNIT_LDFLAGS := -Wl,--wrap=calloc
+# test-cpuload gives cpuload.c a /proc/loadavg of its own.
+$(BUILD)/tests/test-cpuload: UNIT_LDFLAGS := -Wl,--wrap=open -Wl,--wrap=read -Wl,--wrap=close
+# test-copy runs device parts without a GPU: the GPU room's entry points are its fakes.
+$(BUILD)/tests/test-copy: UNIT_LDFLAGS := $(foreach f,present kernels one_submission copy_job sum_job,\
+	-Wl,--wrap=gpu_$(f))
 
 # Integration test programs are clients of libb10 (or raw speakers of its protocols).
 $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)

@@ -148,7 +148,8 @@ int config_parse_size(const char *text, uint64_t *bytes_p)
     unsigned long long v = strtoull(text, &end, 10);
     uint64_t unit = 1;
 
-    if (errno != 0 || end == text || text[0] == '-')
+    /* Digits first: strtoull would take blanks and a sign, and turn "-1" into 2^64 - 1. */
+    if (errno != 0 || end == text || !isdigit((unsigned char)text[0]))
         return -1;
     switch (*end) {
     case 'k': case 'K': unit = KiB; end++; break;
@@ -376,7 +377,7 @@ static int config_set_num(struct config *cfg, const struct config_num *num, cons
     } else {
         errno = 0;
         v = strtoull(text, &end, 10);
-        if (errno != 0 || end == text || *end != '\0' || text[0] == '-')
+        if (errno != 0 || end == text || *end != '\0' || !isdigit((unsigned char)text[0]))
             goto bad;
     }
     if (v < num->min || v > num->max) {

@@ -173,18 +173,24 @@ static void lane_cancel(struct lane *lane, struct wire_op *target, uint64_t id)
     }
 }
 
-/* Take the waiting message with this tag into 64 bytes of scratch: UCX truncates and drops it. */
-static void lane_drop(struct lane *lane, uint64_t tag)
+/*
+ * Take the waiting message with this tag into 64 bytes of scratch: UCX
+ * truncates and drops it. True when it left the queue (false: no memory, or
+ * no such message).
+ */
+static bool lane_drop(struct lane *lane, uint64_t tag)
 {
     ucp_tag_recv_info_t info;
     void *buf = malloc(64);
     struct wire_op *op = calloc(1, sizeof(*op));
+    bool taken = false;
 
     if (buf == NULL || op == NULL)
         goto out;
     ucp_tag_message_h msg = ucp_tag_probe_nb(lane->worker, tag, UINT64_MAX, 1, &info);
     if (msg == NULL)
         goto out;
+    taken = true;
     op->kind = WIRE_OP_STRAY;
     op->lane = lane;
     op->owned = buf;
@@ -197,11 +203,12 @@ static void lane_drop(struct lane *lane, uint64_t tag)
     ucs_status_ptr_t sp = ucp_tag_msg_recv_nbx(lane->worker, buf, 64, msg, &param);
     /* A request finishes in lane_recv_done, which frees the op; otherwise no callback comes. */
     if (UCS_PTR_IS_PTR(sp))
-        return;
+        return true;
     list_remove(&op->node);
 out:
     free(buf);
     free(op);
+    return taken;
 }
 
 static void lane_report_error(struct lane_ep *lep, ucs_status_t st)
@@ -351,29 +358,30 @@ static unsigned lane_progress(struct lane *lane)
  * again after a millisecond, when its transfer may have failed meanwhile.
  * Lanes carry only DATA: a control-class message (anyone may send one to a
  * lane's public address) is dropped without asking, or it would sit at the
- * head for good, its tag being a registered one.
+ * head for good, its tag being a registered one. True when one was taken
+ * off the queue: the message behind it is already here and no event will
+ * tell of it, so the lane looks again before it sleeps.
  */
-static void lane_probe_unexpected(struct lane *lane)
+static bool lane_probe_unexpected(struct lane *lane)
 {
     ucp_tag_recv_info_t info;
 
     if (ucp_tag_probe_nb(lane->worker, 0, 0, 0, &info) == NULL) {
         lane->asked_ns = 0;
-        return;
+        return false;
     }
     if (info.sender_tag & TAG_CLASS_CONTROL) {
         log_debug("lane %u: dropping a control-class message of %zu bytes", lane->index,
                   info.length);
-        lane_drop(lane, info.sender_tag);
-        return;
+        return lane_drop(lane, info.sender_tag);
     }
     uint64_t now = uv_hrtime();
     if (lane->asked_ns != 0 && info.sender_tag == lane->asked_tag &&
         now - lane->asked_ns < 1000000)
-        return;
+        return false;
     struct wire_op *op = calloc(1, sizeof(*op));
     if (op == NULL)
-        return;
+        return false;
     op->kind = LANE_UNEXPECTED;
     op->lane = lane;
     op->tag = info.sender_tag;
@@ -381,6 +389,7 @@ static void lane_probe_unexpected(struct lane *lane)
     list_insert_tail(&lane->done, &op->node);
     lane->asked_tag = info.sender_tag;
     lane->asked_ns = now;
+    return false;
 }
 
 /* Sleep until UCX or the loop has news; a millisecond at most while something is pending. */
@@ -450,8 +459,10 @@ static void *lane_main(void *arg)
         lane_flush(lane);
         if (n > 0)
             continue;
-        lane_probe_unexpected(lane);
+        bool dropped = lane_probe_unexpected(lane);
         lane_flush(lane);
+        if (dropped)
+            continue;
         /* Spin only for work in flight, and not on cores others are waiting for. */
         if (lane->spin && (!list_empty(&lane->inflight) || lane->closing > 0) &&
             !cpuload_oversubscribed())
