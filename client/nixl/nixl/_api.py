@@ -290,6 +290,7 @@ class _Xfer:
         self.post_ns = 0        # how long the post took
         self.done_ns = 0        # monotonic, when first seen landed
         self.cancelled = False  # a dropped handle's transfer: cancel asked for once
+        self.released = False   # set under lock once released: nothing posts on it again
         self.total_bytes = int(self.local[:, 1].sum(dtype=np.uint64)) if len(self.local) else 0
 
 
@@ -393,6 +394,7 @@ class nixl_agent:
                 if st is not None:
                     st.release()
                     x.status = None
+                x.released = True
             with self._lock:
                 self._xfers.pop(hid, None)
         self._draining = keep
@@ -636,14 +638,19 @@ class nixl_agent:
         return nixl_prepped_dlist_handle(self, h)
 
     def release_dlist_handle(self, handle: nixl_prepped_dlist_handle) -> None:
-        """Free a prepared list; transfers made from it keep what they took."""
+        """Free a prepared list; transfers made from it keep what they took. A handle
+        object released already returns at once, as NIXL's do (engines release aliased
+        handles); an int that names no list is refused."""
+        obj = isinstance(handle, nixl_prepped_dlist_handle)
         with self._lock:
+            if obj and handle._released:
+                return
             if self._dlists.pop(_hid(handle), None) is None:
                 raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                                      f"no prepared descriptor list {handle!r}",
                                      "release_dlist_handle", nixlInvalidParamError)
-        if isinstance(handle, nixl_prepped_dlist_handle):
-            handle._released = True
+            if obj:
+                handle._released = True
 
     def _new_xfer(self, x: _Xfer) -> nixl_xfer_handle:
         if self._dropped or self._draining:
@@ -722,6 +729,7 @@ class nixl_agent:
         refusal raises. A handle may be posted again once its last post is over."""
         x = self._xfer(handle)
         with x.lock:
+            self._live(x, handle, "transfer")
             if x.status is not None:
                 if x.status.code == _lib.B10_IN_PROGRESS:
                     raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
@@ -739,7 +747,17 @@ class nixl_agent:
             x.start_ns, x.post_ns, x.done_ns = t0, time.monotonic_ns() - t0, 0
             return "DONE" if self._state(x, handle) == "DONE" else "PROC"
 
-    def _state(self, x: _Xfer, handle: int) -> str:
+    @staticmethod
+    def _live(x: _Xfer, handle: Any, what: str) -> None:
+        """Refuse a transfer released meanwhile: a caller that found it in the table
+        before another thread's release took its lock must not post or read it."""
+        if x.released:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                 f"transfer handle {handle!r} was released", what,
+                                 nixlInvalidParamError)
+
+    def _state(self, x: _Xfer, handle: Any) -> str:
+        self._live(x, handle, "check_xfer_state")
         st = x.status
         if st is None:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "the transfer was not posted",
@@ -771,6 +789,7 @@ class nixl_agent:
                                  "get_xfer_telemetry", nixlNoTelemetryError)
         x = self._xfer(handle)
         with x.lock:
+            self._live(x, handle, "get_xfer_telemetry")
             if x.status is None:
                 raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "the transfer was not posted",
                                      f"get_xfer_telemetry {handle}", nixlNotPostedError)
@@ -782,9 +801,24 @@ class nixl_agent:
         """Release the handle. A transfer still running is cancelled first, and this
         returns only once b10d reported it over: then no copy of it can still write
         either side's memory. If b10d says one still may (B10_ERR_UNSETTLED), this raises
-        nixlBackendError and keeps the handle: do not reuse that memory yet."""
-        x = self._xfer(handle)
+        nixlBackendError and keeps the handle: do not reuse that memory yet.
+
+        A handle object released already returns at once, as NIXL's do (vLLM's cleanup
+        releases aliased handles); an int that names no transfer is refused."""
+        obj = isinstance(handle, nixl_xfer_handle)
+        if obj and handle._released:
+            return
+        try:
+            x = self._xfer(handle)
+        except nixlInvalidParamError:
+            if obj and handle._released:        # another thread released it meanwhile
+                return
+            raise
         with x.lock:
+            if x.released:                      # another thread's release got here first
+                if obj:
+                    return
+                self._live(x, handle, "release_xfer_handle")
             st = x.status
             if st is not None:
                 if st.code == _lib.B10_IN_PROGRESS:
@@ -802,9 +836,10 @@ class nixl_agent:
                                          nixlBackendError)
                 st.release()
                 x.status = None
+            x.released = True
             with self._lock:
                 self._xfers.pop(_hid(handle), None)
-            if isinstance(handle, nixl_xfer_handle):
+            if obj:
                 handle._released = True
 
     # -- notifications
