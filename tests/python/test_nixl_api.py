@@ -125,6 +125,49 @@ def test_descriptor_lists() -> None:
         nb.nixlXferDList("FILE", rows)
 
 
+def test_serialized_descs_are_data_not_code() -> None:
+    """get_serialized_descs' bytes are a fixed format: a round trip gives the same list;
+    every truncation, a trailing byte, a wrong magic, version, kind, memory type or
+    sorted flag, a count that does not match (a huge one too) is refused whole. A
+    pickle of code is refused, never run. __setstate__ checks what it is given."""
+    rows = [(0x10000 + 64 * i, 64, i % 2) for i in range(5)]
+    for lst in (nb.nixlXferDList("VRAM", rows, True), nb.nixlRegDList("DRAM", rows),
+                nb.nixlXferDList("DRAM", [])):
+        again = nb.deserialize(nb.serialize(lst))
+        assert again == lst and type(again) is type(lst) and again.isSorted() == lst.isSorted()
+        assert pickle.loads(pickle.dumps(lst)) == lst
+    good = nb.serialize(nb.nixlXferDList("DRAM", rows))
+    assert len(good) == 24 + 24 * 5
+    bad = [good[:n] for n in range(len(good))] + [good + b"\0", bytearray(good) + b"x"]
+
+    def patched(at: int, value: bytes) -> bytes:
+        return good[:at] + value + good[at + len(value):]
+    bad += [patched(0, b"X"), patched(5, b"\x02"), patched(6, b"\x00"), patched(6, b"\x03"),
+            patched(7, b"\x02"), patched(8, b"\x02"), patched(9, b"\x01"),
+            patched(16, (4).to_bytes(8, "little")), patched(16, (6).to_bytes(8, "little")),
+            patched(16, (2**64 - 1).to_bytes(8, "little")),
+            patched(16, (2**60).to_bytes(8, "little"))]
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, ("echo ran",))
+    bad += [pickle.dumps(Boom()), pickle.dumps(nb.nixlXferDList("DRAM", rows))]
+    for b in bad:
+        with pytest.raises(nb.nixlInvalidParamError):
+            nb.deserialize(b)
+    for wrong in ("text", 123, None):
+        with pytest.raises(nb.nixlInvalidParamError):
+            nb.deserialize(wrong)
+    ok = nb.nixlXferDList("DRAM", rows).__getstate__()
+    for state in ({**ok, "descs": ok["descs"][:-1]}, {**ok, "seg": 4}, {**ok, "seg": "DRAM"},
+                  {**ok, "sorted": 1}, {**ok, "extra": 0}, [ok]):
+        with pytest.raises(nb.nixlInvalidParamError):
+            nb.nixlXferDList("DRAM").__setstate__(state)
+    fresh = nb.nixlXferDList("VRAM")
+    fresh.__setstate__(ok)
+    assert fresh == nb.nixlXferDList("DRAM", rows)
+
+
 def test_utils_buffers() -> None:
     from nixl import _utils
     x, y = _utils.malloc_passthru(8192), _utils.malloc_passthru(8192)
@@ -177,6 +220,13 @@ def test_refusals_are_typed_beside_the_allowed(daemons, agents) -> None:
                                                "DRAM"))
     with pytest.raises(nb.nixlInvalidParamError):
         s.get_xfer_descs([(sp, 4096, 0)])           # tuples need a memory type
+    # Serialised descriptors through the agent: a list round-trips, other data is refused.
+    ser = s.get_serialized_descs(d.get_xfer_descs([(dp, 4096, 0)], "DRAM"))
+    assert s.deserialize_descs(ser) == s.get_xfer_descs([(dp, 4096, 0)], "DRAM")
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.deserialize_descs(ser[:-1])
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.get_serialized_descs([(dp, 4096, 0)])
 
     # Indices and operations.
     for op, li, ri, why in [("WRITE", [16], [0], "outside"), ("WRITE", [0, 1], [0], "pair up"),

@@ -29,7 +29,6 @@ from __future__ import annotations
 import collections
 import itertools
 import os
-import pickle
 import struct
 import threading
 import time
@@ -493,10 +492,18 @@ class nixl_agent:
         return _descs(nixlXferDList, descs, mem_type, is_sorted, "get_xfer_descs")
 
     def get_serialized_descs(self, descs: Any) -> bytes:
-        return pickle.dumps(descs)
+        """A descriptor list as bytes for a peer: a fixed binary format (header and
+        little-endian rows), not pickle, so that reading a peer's bytes runs nothing."""
+        if not isinstance(descs, nixlBind._DList):
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                 f"a {type(descs).__name__}: expected an nixlXferDList or "
+                                 "nixlRegDList", "get_serialized_descs")
+        return nixlBind.serialize(descs)
 
     def deserialize_descs(self, serialized_descs: bytes) -> Any:
-        return pickle.loads(serialized_descs)
+        """The descriptor list of get_serialized_descs' bytes; anything else (other
+        bytes, truncated, trailing, a count that does not match) is refused."""
+        return nixlBind.deserialize(serialized_descs)
 
     # -- memory
 

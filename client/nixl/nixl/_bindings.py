@@ -315,18 +315,80 @@ class _DList:
         return v
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"seg": int(self._seg), "descs": self._a.tobytes(), "sorted": self._sorted}
+        return {"seg": int(self._seg), "descs": self._a.astype("<u8").tobytes(),
+                "sorted": self._sorted}
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self._seg = nixl_mem_t(state["seg"])
-        self._a = np.frombuffer(state["descs"], dtype=np.uint64).reshape(-1, 3).copy()
-        self._sorted = state["sorted"]
+    def __setstate__(self, state: Any) -> None:
+        # Checked as peer bytes are: a state of another shape is refused, not reshaped.
+        what = "descriptor list state"
+        if not isinstance(state, dict) or set(state) != {"seg", "descs", "sorted"}:
+            raise error(_lib.B10_ERR_INVALID_ARG, "not the state of a descriptor list", what)
+        seg, raw, srt = state["seg"], state["descs"], state["sorted"]
+        if type(seg) is not int or seg not in (DRAM_SEG, VRAM_SEG):
+            raise error(_lib.B10_ERR_INVALID_ARG, f"memory type {seg!r}", what)
+        if not isinstance(raw, bytes) or len(raw) % _ROW:
+            raise error(_lib.B10_ERR_INVALID_ARG, "descriptors: not whole rows of "
+                        f"{_ROW} bytes", what)
+        if not isinstance(srt, bool):
+            raise error(_lib.B10_ERR_INVALID_ARG, f"sorted flag {srt!r}", what)
+        self._seg = nixl_mem_t(seg)
+        self._a = np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(-1, 3)
+        self._sorted = srt
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {seg_name(self._seg)} x{len(self)}>"
 
     def print(self) -> None:
         print(repr(self))
+
+
+# ---------------------------------------------------------------- serialisation
+
+# get_serialized_descs' format, read back by deserialize_descs from a peer's bytes
+# (never pickle: unpickling a peer's bytes runs its code). Little-endian:
+#   magic "B10DL" (5), version (u8, 1), kind (u8: 1 xfer, 2 reg), seg (u8: DRAM 0,
+#   VRAM 1), sorted (u8: 0 or 1), reserved (7 zero bytes), N (u64), then N rows of
+#   (address, length, device) as u64: exactly 24 + 24 N bytes.
+_SER_MAGIC = b"B10DL"
+_SER_VERSION = 1
+_SER_HEAD = 24
+_ROW = 24
+
+
+def serialize(descs: "_DList") -> bytes:
+    kind = 2 if isinstance(descs, nixlRegDList) else 1
+    head = _SER_MAGIC + bytes([_SER_VERSION, kind, int(descs._seg), int(descs._sorted)])
+    head += bytes(7)
+    a = descs._a
+    return head + int(a.shape[0]).to_bytes(8, "little") + a.astype("<u8").tobytes()
+
+
+def deserialize(data: Any) -> "_DList":
+    """A descriptor list from serialize()'s bytes; anything else is refused whole."""
+    what = "deserialize_descs"
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise error(_lib.B10_ERR_INVALID_ARG,
+                    f"serialized descriptors must be bytes, not {type(data).__name__}", what)
+    b = bytes(data)
+    if len(b) < _SER_HEAD or not b.startswith(_SER_MAGIC):
+        raise error(_lib.B10_ERR_INVALID_ARG, f"{len(b)} bytes: not a serialized descriptor "
+                    "list of this module", what)
+    version, kind, seg, srt = b[5], b[6], b[7], b[8]
+    n = int.from_bytes(b[16:24], "little")
+    if version != _SER_VERSION:
+        raise error(_lib.B10_ERR_INVALID_ARG, f"format version {version}: expected "
+                    f"{_SER_VERSION}", what)
+    if kind not in (1, 2) or seg not in (DRAM_SEG, VRAM_SEG) or srt > 1 or b[9:16] != bytes(7):
+        raise error(_lib.B10_ERR_INVALID_ARG, f"header kind {kind}, memory type {seg}, "
+                    f"sorted {srt}: not a descriptor list", what)
+    if len(b) != _SER_HEAD + _ROW * n:      # Python ints: a huge N cannot wrap
+        raise error(_lib.B10_ERR_INVALID_ARG, f"{len(b)} bytes for {n} descriptors: expected "
+                    f"{_SER_HEAD + _ROW * n} (truncated or trailing bytes)", what)
+    cls = nixlRegDList if kind == 2 else nixlXferDList
+    table = np.frombuffer(b, dtype="<u8", offset=_SER_HEAD).astype(np.uint64).reshape(-1, 3)
+    obj = cls._of(nixl_mem_t(seg), table)
+    obj._sorted = bool(srt)
+    return obj
 
 
 class nixlXferDList(_DList):
