@@ -77,6 +77,33 @@ def test_suite_default_path_has_no_nixl(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- without a daemon
 
+def test_names_of_nixl_itself() -> None:
+    """The names real NIXL's package exports, at its top level too: TensorRT-LLM does
+    `from nixl import nixl_agent, nixl_agent_config, nixl_xfer_handle`. sync_mode is
+    accepted as NIXL's enum (and only as it) and changes nothing."""
+    from nixl import (DEFAULT_COMM_PORT, nixl_agent, nixl_agent_config,  # noqa: F401
+                      nixl_backend_handle, nixl_prepped_dlist_handle, nixl_thread_sync_t,
+                      nixl_xfer_handle)
+    assert nixl_xfer_handle is nixl._api.nixl_xfer_handle
+    assert nixl_prepped_dlist_handle is nixl._api.nixl_prepped_dlist_handle
+    assert DEFAULT_COMM_PORT == nixl._api.DEFAULT_COMM_PORT == 8888 and nixl_backend_handle is int
+    assert {m.name for m in nixl_thread_sync_t} == {"NIXL_THREAD_SYNC_NONE",
+                                                    "NIXL_THREAD_SYNC_STRICT",
+                                                    "NIXL_THREAD_SYNC_RW"}
+    assert nixl_thread_sync_t.NIXL_THREAD_SYNC_DEFAULT is nixl_thread_sync_t.NIXL_THREAD_SYNC_NONE
+    for mode in (None, *nixl_thread_sync_t):
+        assert nixl_agent_config(sync_mode=mode).sync_mode is mode
+    assert nixl_agent_config(True, False, 0, True, 4, ["UCX"],
+                             nixl_thread_sync_t.NIXL_THREAD_SYNC_RW).capture_telemetry
+    for bad in (1, "NIXL_THREAD_SYNC_RW"):
+        with pytest.raises(TypeError):
+            nixl_agent_config(sync_mode=bad)
+    assert nixl_agent_config().port == DEFAULT_COMM_PORT
+    missing = [n for n in nixl.__all__ if not hasattr(nixl, n)]
+    assert not missing, missing
+
+
+
 def test_exceptions_carry_b10_status() -> None:
     cases = {10: nb.nixlInvalidParamError, 12: nb.nixlInvalidParamError, 13: nb.nixlNotFoundError,
              17: nb.nixlNotFoundError, 15: nb.nixlNotSupportedError, 18: nb.nixlNotAllowedError,
@@ -380,7 +407,8 @@ def test_handle_objects_and_both_signatures(daemons, agents) -> None:
     import gc
     a, b = daemons
     s_kv, d_kv = KV(1, 4, 4096, 91), KV(1, 4, 4096, None)
-    s, d = agents("src", a), agents("dst", b)
+    s = agents("src", a, sync_mode=nixl.nixl_thread_sync_t.NIXL_THREAD_SYNC_STRICT)
+    d = agents("dst", b)
     s.register_memory(s_kv.reg_tuples(), "DRAM", ["UCX"])           # newer: backends
     d.register_memory(d_kv.reg_tuples(), "DRAM", True)              # older: is_sorted
     peer = s.add_remote_agent(d.get_agent_metadata())

@@ -32,6 +32,7 @@ import os
 import struct
 import threading
 import time
+from enum import Enum
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -49,6 +50,16 @@ from ._bindings import (NIXL_INIT_AGENT, nixlBackendError, nixlInvalidParamError
 DEFAULT_COMM_PORT = nixlBind.DEFAULT_COMM_PORT
 
 nixl_backend_handle = int
+
+
+class nixl_thread_sync_t(Enum):
+    """NIXL's thread synchronisation modes: accepted by nixl_agent_config(sync_mode=) and
+    of no effect here, where every method may be called from several threads."""
+
+    NIXL_THREAD_SYNC_NONE = nixlBind.NIXL_THREAD_SYNC_NONE
+    NIXL_THREAD_SYNC_STRICT = nixlBind.NIXL_THREAD_SYNC_STRICT
+    NIXL_THREAD_SYNC_RW = nixlBind.NIXL_THREAD_SYNC_RW
+    NIXL_THREAD_SYNC_DEFAULT = nixlBind.NIXL_THREAD_SYNC_DEFAULT
 
 
 class nixl_prepped_dlist_handle:
@@ -108,8 +119,8 @@ _TRUE = ("1", "y", "yes", "true", "on")
 
 
 class nixl_agent_config:
-    """NIXL's agent configuration. The threading and listener fields are accepted and
-    have no effect (b10d moves the bytes, with its own threads); capture_telemetry
+    """NIXL's agent configuration. The threading, sync_mode and listener fields are
+    accepted and have no effect (b10d moves the bytes, with its own threads); capture_telemetry
     turns on get_xfer_telemetry. b10's own fields:
 
     socket_path:        the local b10d's socket (default $B10_SOCKET, else libb10's)
@@ -119,10 +130,15 @@ class nixl_agent_config:
     """
 
     def __init__(self, enable_prog_thread: bool = True, enable_listen_thread: bool = False,
-                 listen_port: int = 0, capture_telemetry: bool = False, num_threads: int = 0,
-                 backends: Optional[List[str]] = None, *, socket_path: Optional[str] = None,
-                 deadline_ms: Optional[int] = None, request_timeout_ms: Optional[int] = None,
-                 **extra: Any):
+                 listen_port: int = DEFAULT_COMM_PORT, capture_telemetry: bool = False,
+                 num_threads: int = 0, backends: Optional[List[str]] = None,
+                 sync_mode: Optional[nixl_thread_sync_t] = None, *,
+                 socket_path: Optional[str] = None, deadline_ms: Optional[int] = None,
+                 request_timeout_ms: Optional[int] = None, **extra: Any):
+        if sync_mode is not None and not isinstance(sync_mode, nixl_thread_sync_t):
+            raise TypeError(f"sync_mode must be a nixl_thread_sync_t, not "
+                            f"{type(sync_mode).__name__}")
+        self.sync_mode = sync_mode
         self.enable_pthread = enable_prog_thread
         self.enable_listen = enable_listen_thread
         self.port = listen_port

@@ -27,6 +27,12 @@ B10_ERR_NOT_REGISTERED = 11
 B10_ERR_UNKNOWN_AGENT = 13
 DEFAULT_COMM_PORT = 8888
 
+# NIXL's thread synchronisation modes (accepted; b10's agent is thread-safe in any).
+NIXL_THREAD_SYNC_NONE = 0
+NIXL_THREAD_SYNC_STRICT = 1
+NIXL_THREAD_SYNC_RW = 2
+NIXL_THREAD_SYNC_DEFAULT = NIXL_THREAD_SYNC_NONE
+
 
 # ---------------------------------------------------------------- statuses and exceptions
 
