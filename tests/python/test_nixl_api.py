@@ -77,6 +77,39 @@ def test_suite_default_path_has_no_nixl(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- without a daemon
 
+def test_refuses_to_import_beside_a_real_nixl(tmp_path: Path) -> None:
+    """A NIXL distribution (nixl, nixl-cu12, nixl-cu13) installed beside b10-nixl shares
+    its files: importing refuses and names it, unless B10_NIXL_ALONGSIDE=1 (then it
+    warns). Without one, the import is quiet."""
+    path = os.pathsep.join([str(TOP / "client" / "nixl"), str(TOP / "client" / "python")])
+    code = "import nixl; print(nixl.BACKEND)"
+
+    def run(extra: str, alongside: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "B10_NIXL_ALONGSIDE")}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (extra, path) if p)
+        if alongside:
+            env["B10_NIXL_ALONGSIDE"] = alongside
+        return subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True,
+                              text=True, env=env, cwd=tmp_path, timeout=60)
+    r = run("", "")
+    assert r.returncode == 0 and r.stdout.split() == ["b10"] and "NIXL" not in r.stderr, r.stderr
+    for dist in ("nixl", "nixl_cu12", "nixl_cu13"):
+        site = tmp_path / f"site-{dist}"
+        info = site / f"{dist}-0.7.1.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist.replace('_', '-')}\n"
+                                       "Version: 0.7.1\n")
+        r = run(str(site), "")
+        assert r.returncode != 0 and "ImportError" in r.stderr, r.stderr
+        assert f"{dist.replace('_', '-')} 0.7.1" in r.stderr and "B10_NIXL_ALONGSIDE" in r.stderr
+        r = run(str(site), "yes")             # only "1" says it was meant
+        assert r.returncode != 0 and "ImportError" in r.stderr, r.stderr
+        r = run(str(site), "1")
+        assert r.returncode == 0 and r.stdout.split() == ["b10"], r.stderr
+        assert "RuntimeWarning" in r.stderr and "0.7.1" in r.stderr
+
+
 def test_names_of_nixl_itself() -> None:
     """The names real NIXL's package exports, at its top level too: TensorRT-LLM does
     `from nixl import nixl_agent, nixl_agent_config, nixl_xfer_handle`. sync_mode is
