@@ -177,6 +177,35 @@ def test_repost_while_running_refused_then_allowed(slow_daemons, agents) -> None
     assert got == [b"post", b"repost"], got
 
 
+def test_telemetry_ends_when_first_seen_over(slow_daemons, agents) -> None:
+    """xferDuration ends at the first call that saw the transfer over, whichever call
+    it is (here get_xfer_telemetry, with no check_xfer_state after the post): from
+    then on every read gives the same figures, and a later poll does not move them.
+    The hook holds the transfer, so the post itself cannot have seen it over."""
+    a, b = slow_daemons
+    s, d, s_kv, d_kv, local, remote = pair_on(agents, a, b, 1 * MiB, seed=55)
+    s.telemetry = True
+    h = s.make_prepped_xfer("WRITE", local, [0], remote, [0])
+    assert s.transfer(h) == "PROC"
+    last = [None]
+
+    def settled():
+        # Polled 2 ms apart: equal figures mean the end was stamped (running, the
+        # duration so far would have grown).
+        t = s.get_xfer_telemetry(h)
+        now = (t.startTime, t.postDuration, t.xferDuration)
+        same, last[0] = now == last[0], now
+        return same
+    wait_until(settled, 10 * DELAY_MS / 1000, "telemetry fixed once the transfer is over")
+    assert s.check_xfer_state(h) == "DONE"
+    t = s.get_xfer_telemetry(h)
+    assert (t.startTime, t.postDuration, t.xferDuration) == last[0]
+    assert t.xferDuration >= t.postDuration >= 0
+    assert (t.totalBytes, t.descCount) == (1 * MiB, 1)
+    s.release_xfer_handle(h)
+    assert np.array_equal(d_kv.arr(0), s_kv.arr(0))
+
+
 def test_unsettled_release_raises_and_keeps_the_handle(folder, agents) -> None:
     """B gives up waiting for a held scatter after --settle-ms: it reports the transfer
     B10_ERR_UNSETTLED, and the release says so rather than pretend."""

@@ -303,7 +303,7 @@ class _Xfer:
         self.status: Optional[b10.TransferStatus] = None
         self.start_ns = 0       # monotonic, at the post
         self.post_ns = 0        # how long the post took
-        self.done_ns = 0        # monotonic, when first seen landed
+        self.done_ns = 0        # monotonic, when first seen over (landed or failed)
         self.cancelled = False  # a dropped handle's transfer: cancel asked for once
         self.released = False   # set under lock once released: nothing posts on it again
         self.total_bytes = int(self.local[:, 1].sum(dtype=np.uint64)) if len(self.local) else 0
@@ -754,7 +754,7 @@ class nixl_agent:
         with x.lock:
             self._live(x, handle, "transfer")
             if x.status is not None:
-                if x.status.code == _lib.B10_IN_PROGRESS:
+                if self._observe(x) == _lib.B10_IN_PROGRESS:
                     raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                                          "the transfer is still in progress",
                                          f"transfer {handle}", nixlRepostActiveError)
@@ -779,18 +779,26 @@ class nixl_agent:
                                  f"transfer handle {handle!r} was released", what,
                                  nixlInvalidParamError)
 
+    @staticmethod
+    def _observe(x: _Xfer) -> int:
+        """The status's code now (x.lock held); the first call that sees it over, from
+        any path (post, poll, telemetry, release, the sweep), stamps the end of the
+        transfer's xferDuration. libb10 reports no completion time of its own."""
+        code = x.status.code
+        if code != _lib.B10_IN_PROGRESS and not x.done_ns:
+            x.done_ns = time.monotonic_ns()
+        return code
+
     def _state(self, x: _Xfer, handle: Any) -> str:
         self._live(x, handle, "check_xfer_state")
         st = x.status
         if st is None:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "the transfer was not posted",
                                  f"transfer {handle}", nixlNotPostedError)
-        code = st.code
+        code = self._observe(x)
         if code == _lib.B10_IN_PROGRESS:
             return "PROC"
         if code == _lib.B10_OK:
-            if not x.done_ns:
-                x.done_ns = time.monotonic_ns()
             return "DONE"
         raise nixlBind.error_class(code)(
             code, st.detail, f"transfer {st.xfer_id} ({x.op} with {x.remote_name})")
@@ -805,7 +813,11 @@ class nixl_agent:
 
     def get_xfer_telemetry(self, handle: nixl_xfer_handle) -> nixlXferTelemetry:
         """The post's timings (µs) and size; nixlNoTelemetryError unless the agent was made
-        with capture_telemetry (or NIXL_TELEMETRY_ENABLE=y)."""
+        with capture_telemetry (or NIXL_TELEMETRY_ENABLE=y). Timed by this process (libb10
+        gives no completion time): startTime and postDuration bracket the submit;
+        xferDuration runs from the post's start to the first call of this agent that saw
+        the transfer over (this call included), so it is late by at most the time since
+        the caller's previous call on the handle; while running, the time so far."""
         if not self.telemetry:
             raise nixlBind.error(_lib.B10_ERR_UNSUPPORTED,
                                  "telemetry is off: nixl_agent_config(capture_telemetry=True)",
@@ -816,6 +828,7 @@ class nixl_agent:
             if x.status is None:
                 raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "the transfer was not posted",
                                      f"get_xfer_telemetry {handle}", nixlNotPostedError)
+            self._observe(x)
             end = x.done_ns or time.monotonic_ns()
             return nixlXferTelemetry(x.start_ns // 1000, x.post_ns // 1000,
                                      (end - x.start_ns) // 1000, x.total_bytes, len(x.local))

@@ -418,7 +418,9 @@ class nixlXferTelemetry:
 
     startTime: when it was posted (µs on the monotonic clock); postDuration: how
     long the post took until b10d had accepted it; xferDuration: from the post
-    until the transfer was seen to land; totalBytes, descCount: what it moved.
+    until this process first saw the transfer over, in any call on the handle
+    (an upper bound of the daemon's own time; libb10 reports none); totalBytes,
+    descCount: what it moved.
     """
 
     def __init__(self, startTime: int = 0, postDuration: int = 0, xferDuration: int = 0,
