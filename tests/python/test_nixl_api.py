@@ -415,6 +415,39 @@ def test_stale_metadata_refused_by_the_daemon(daemons, agents) -> None:
     assert np.array_equal(d_kv.arr(0)[:, :4096], s_kv.arr(0)[:, :4096])
 
 
+def test_check_remote_xfer_done_from_threads(daemons, agents) -> None:
+    """check_remote_xfer_done (over update_notifs and self.notifs) called from four
+    threads at once: every tag is found exactly once, none lost or found twice; a tag
+    never sent is not found."""
+    import threading
+    a, b = daemons
+    s, d = agents("src", a), agents("dst", b)
+    peer = s.add_remote_agent(d.get_agent_metadata())
+    n, k = 200, 4
+    for i in range(n):
+        s.send_notif(peer, f"tag-{i:04d}|".encode())
+    found: list = []
+    errors: list = []
+
+    def worker(j: int) -> None:
+        try:
+            for i in range(j, n, k):
+                tag = f"tag-{i:04d}|".encode()
+                wait_until(lambda: d.check_remote_xfer_done(s.name, tag), 30, f"{tag!r}")
+                found.append(i)
+        except BaseException as e:       # noqa: BLE001 (reported below)
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(j,)) for j in range(k)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert sorted(found) == list(range(n))
+    assert not d.check_remote_xfer_done(s.name, b"tag-0000|")     # taken once only
+    assert d.notifs.get(s.name) == []
+
+
 def test_loopback(daemons, agents) -> None:
     """A list prepared under the agent's own name: a copy within its own memory."""
     a, _ = daemons

@@ -33,7 +33,7 @@ import struct
 import threading
 import time
 from enum import Enum
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -152,10 +152,6 @@ class nixl_agent_config:
 
 
 # ---------------------------------------------------------------- helpers
-
-def _seg_of(mem_type: Any) -> nixlBind.nixl_mem_t:
-    return nixlBind.mem_seg(mem_type)
-
 
 def _is_tensor(x: Any) -> bool:
     return hasattr(x, "data_ptr") and hasattr(x, "element_size") and hasattr(x, "numel")
@@ -354,6 +350,8 @@ class nixl_agent:
         self._local_rows = np.zeros((0, 4), dtype=np.uint64)
         self._local = _Regions(self._local_rows)
         self._loopback = False
+        self._loopback_lock = threading.Lock()    # held across the check and the load
+        self._notifs_lock = threading.RLock()     # self.notifs: fetch, append and take
         self._dropped: "collections.deque[int]" = collections.deque()  # finalized handles
         self._draining: List[int] = []        # of those, the ones cancelled and still running
         self._sweeping = threading.Lock()
@@ -461,11 +459,11 @@ class nixl_agent:
     def _ensure_loopback(self) -> None:
         """Loopback transfers address this agent by its own name: b10d serves them once
         the agent loaded its own descriptor (a local copy, no wire)."""
-        with self._lock:
+        with self._loopback_lock:
             if self._loopback:
                 return
-        self._b10(self.agent.load_remote_agent, self.name, self.agent.get_local_agent_desc())
-        with self._lock:
+            self._b10(self.agent.load_remote_agent, self.name,
+                      self._b10(self.agent.get_local_agent_desc))
             self._loopback = True
 
     # -- backends (b10d has none to pick: these keep NIXL's surface)
@@ -889,20 +887,26 @@ class nixl_agent:
         return dict(out)
 
     def update_notifs(self, backends: Sequence[str] = ()) -> Dict[str, List[bytes]]:
-        for agent, msgs in self.get_new_notifs().items():
-            self.notifs.setdefault(agent, []).extend(msgs)
-        return self.notifs
+        """New notifications appended to self.notifs (in arrival order, also when several
+        threads call), which is returned."""
+        with self._notifs_lock:
+            for agent, msgs in self.get_new_notifs().items():
+                self.notifs.setdefault(agent, []).extend(msgs)
+            return self.notifs
 
     def check_remote_xfer_done(self, remote_agent_name: str, lookup_tag: bytes,
                                backends: Sequence[str] = (), tag_is_prefix: bool = True) -> bool:
-        self.update_notifs()
+        """Has remote_agent_name sent a notification starting with (or, with
+        tag_is_prefix=False, containing) lookup_tag? The first such is taken out."""
         tag = _msg(lookup_tag)
-        msgs = self.notifs.get(remote_agent_name, [])
-        for i, m in enumerate(msgs):
-            if (tag_is_prefix and m.startswith(tag)) or (not tag_is_prefix and tag in m):
-                del msgs[i]
-                return True
-        return False
+        with self._notifs_lock:
+            self.update_notifs()
+            msgs = self.notifs.get(remote_agent_name, [])
+            for i, m in enumerate(msgs):
+                if (tag_is_prefix and m.startswith(tag)) or (not tag_is_prefix and tag in m):
+                    del msgs[i]
+                    return True
+            return False
 
     def send_notif(self, remote_agent_name: str, notif_msg: Any,
                    backend: Optional[str] = None) -> None:
