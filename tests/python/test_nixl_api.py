@@ -146,6 +146,12 @@ def test_exceptions_carry_b10_status() -> None:
              38: nb.nixlBackendError, 71: nb.nixlBackendError}
     for code, cls in cases.items():
         assert nb.error_class(code) is cls, (code, cls)
+    # Read at check_xfer_state, a remote refusal is the transport's (SGLang retries
+    # nixlBackendError); the deadline stays nixlCancelledError, SGLang's deadline class.
+    assert nb.async_error_class(12) is nb.nixlBackendError
+    for code, cls in cases.items():
+        if code != 12:
+            assert nb.async_error_class(code) is cls, (code, cls)
     e = nb.error(51, "the endpoint to the remote daemon failed", "transfer 7")
     assert isinstance(e, nb.nixlRemoteDisconnectError) and isinstance(e, b10.B10Error)
     assert (e.status, e.action, e.detail) == ("B10_ERR_PEER_LOST", "PEER",
@@ -242,9 +248,10 @@ def test_utils_buffers() -> None:
 
 # ---------------------------------------------------------------- refusals, on a daemon
 
-def _two(agents, daemon, size: int = 64 * KiB):
+def _two(agents, daemon, size: int = 64 * KiB, dst_daemon=None):
     s_kv, d_kv = KV(1, 1, size, 71), KV(1, 1, size, None)
-    s, d = agents("src", daemon, capture_telemetry=False), agents("dst", daemon)
+    s = agents("src", daemon, capture_telemetry=False)
+    d = agents("dst", dst_daemon or daemon)
     s.register_memory(s_kv.reg_tuples(), "DRAM")
     d.register_memory(d_kv.reg_tuples(), "DRAM")
     return s, d, s_kv, d_kv
@@ -387,9 +394,11 @@ def test_release_racing_a_post_or_poll_wins(daemons, agents, monkeypatch) -> Non
 
 def test_stale_metadata_refused_by_the_daemon(daemons, agents) -> None:
     """The peer deregistered after publishing its metadata: the descriptors pass the
-    local check, and b10d refuses the transfer with the reason, raised at
-    check_xfer_state as nixlInvalidParamError (B10_ERR_REMOTE_REJECTED); a transfer
-    into what the peer still holds lands."""
+    local check, and b10d refuses the running transfer with the reason, raised at
+    check_xfer_state as nixlBackendError (B10_ERR_REMOTE_REJECTED): a transport
+    failure SGLang retries, not a fatal argument error. A transfer into what the peer
+    still holds lands. On one daemon b10d refuses it at the post instead: there
+    it is the caller's nixlInvalidParamError, with the same status."""
     a, b = daemons
     s, d, s_kv, d_kv = _two(agents, a)
     extra = KV(1, 1, 64 * KiB, None)
@@ -398,13 +407,23 @@ def test_stale_metadata_refused_by_the_daemon(daemons, agents) -> None:
     d.deregister_memory(d.get_reg_descs(extra.reg_tuples(), "DRAM"))
     h = s.initialize_xfer("WRITE", s.get_xfer_descs([(s_kv.base_addrs()[0], 4096, 0)], "DRAM"),
                           s.get_xfer_descs([(extra.base_addrs()[0], 4096, 0)], "DRAM"), peer)
-    try:
+    with pytest.raises(nb.nixlInvalidParamError) as ei:
         s.transfer(h)
-        with pytest.raises(nb.nixlInvalidParamError) as ei:
-            wait_done(s, h)
-    except nb.nixlInvalidParamError as e:       # refused at submission: the same answer
-        ei = pytest.ExceptionInfo.from_exc_info((type(e), e, e.__traceback__))
     assert ei.value.status == "B10_ERR_REMOTE_REJECTED" and ei.value.detail
+    s.release_xfer_handle(h)
+
+    s, d, s_kv, d_kv = _two(agents, a, dst_daemon=b)
+    extra = KV(1, 1, 64 * KiB, None)
+    d.register_memory(extra.reg_tuples(), "DRAM")
+    peer = s.add_remote_agent(d.get_agent_metadata())
+    d.deregister_memory(d.get_reg_descs(extra.reg_tuples(), "DRAM"))
+    h = s.initialize_xfer("WRITE", s.get_xfer_descs([(s_kv.base_addrs()[0], 4096, 0)], "DRAM"),
+                          s.get_xfer_descs([(extra.base_addrs()[0], 4096, 0)], "DRAM"), peer)
+    s.transfer(h)
+    with pytest.raises(nb.nixlBackendError) as ei:
+        wait_done(s, h)
+    assert ei.value.status == "B10_ERR_REMOTE_REJECTED" and ei.value.detail
+    assert not isinstance(ei.value, nb.nixlInvalidParamError)
     s.release_xfer_handle(h)
     assert not extra.arr(0).any()
     h = s.initialize_xfer("WRITE", s.get_xfer_descs([(s_kv.base_addrs()[0], 4096, 0)], "DRAM"),

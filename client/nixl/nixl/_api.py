@@ -798,7 +798,7 @@ class nixl_agent:
             return "PROC"
         if code == _lib.B10_OK:
             return "DONE"
-        raise nixlBind.error_class(code)(
+        raise nixlBind.async_error_class(code)(
             code, st.detail, f"transfer {st.xfer_id} ({x.op} with {x.remote_name})")
 
     def check_xfer_state(self, handle: nixl_xfer_handle) -> str:

@@ -163,6 +163,24 @@ def error_class(code: int) -> Type[nixlError]:
     return _BY_STATUS.get(_lib.status_name(code), nixlBackendError)
 
 
+# A posted transfer's failure, read at check_xfer_state, is the transport's, not the
+# caller's argument: SGLang retries a transfer on nixlRemoteDisconnectError,
+# nixlBackendError and nixlCancelledError (its transport deadline) and treats any
+# other class there as fatal. So a refusal that b10d makes only once the transfer
+# runs (the peer's daemon rejecting a region its metadata still declared) is a
+# backend failure of that transfer, as NIXL reports a remote failure, while the
+# same refusal at the post stays nixlInvalidParamError. B10_ERR_DEADLINE stays
+# nixlCancelledError: NIXL_ERR_CANCELED is what SGLang reads as the deadline.
+_ASYNC_BY_STATUS: Dict[str, Type[nixlError]] = {
+    "B10_ERR_REMOTE_REJECTED": nixlBackendError,
+}
+
+
+def async_error_class(code: int) -> Type[nixlError]:
+    """The NIXL class of a failure reported for a transfer already posted."""
+    return _ASYNC_BY_STATUS.get(_lib.status_name(code)) or error_class(code)
+
+
 def raise_from(err: B10Error) -> None:
     """Re-raise a b10 error as its NIXL class, keeping status, detail and context."""
     cls = error_class(err.code)
