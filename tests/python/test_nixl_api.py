@@ -343,9 +343,16 @@ def test_refusals_are_typed_beside_the_allowed(daemons, agents) -> None:
     with pytest.raises(nb.nixlInvalidParamError):
         s.make_prepped_xfer("WRITE", spare, [0], remote, [0])
 
-    # Metadata listener calls: b10d has none, said so.
+    # Metadata listener calls: b10d has none, said so. NIXL's methods with nothing
+    # behind them here are typed refusals, not AttributeError.
     with pytest.raises(nb.nixlNotSupportedError):
         s.send_local_metadata()
+    for call in (lambda: s.query_memory([], "UCX"), lambda: s.prep_mem_view(remote),
+                 lambda: s.release_mem_view(1), lambda: s.get_remote_descs([(dp, 1, 0)])):
+        with pytest.raises(nb.nixlNotSupportedError):
+            call()
+    assert s.nixl_ops == {"WRITE": nb.NIXL_WRITE, "READ": nb.NIXL_READ} and \
+        (int(nb.NIXL_READ), int(nb.NIXL_WRITE)) == (0, 1)
     s.make_connection(peer)
     with pytest.raises(nb.nixlNotFoundError):
         s.make_connection("nobody-loaded-this")

@@ -362,7 +362,7 @@ class nixl_agent:
             self.create_backend(b)
         self.nixl_mems = {"DRAM": nixlBind.DRAM_SEG, "VRAM": nixlBind.VRAM_SEG,
                           "cpu": nixlBind.DRAM_SEG, "cuda": nixlBind.VRAM_SEG}
-        self.nixl_ops = dict(_OPS)
+        self.nixl_ops = {"WRITE": nixlBind.NIXL_WRITE, "READ": nixlBind.NIXL_READ}
 
     # -- plumbing
 
@@ -494,6 +494,25 @@ class nixl_agent:
     def estimate_xfer_cost(self, req_handle: nixl_xfer_handle) -> Tuple[int, int, str]:
         raise nixlBind.error(_lib.B10_ERR_UNSUPPORTED, "b10d gives no cost estimates",
                              "estimate_xfer_cost", nixlNotSupportedError)
+
+    # NIXL methods b10d has nothing behind: a typed refusal, not an AttributeError that
+    # an engine's feature probe would mistake for an older NIXL.
+
+    def _unsupported(self, what: str, why: str) -> None:
+        raise nixlBind.error(_lib.B10_ERR_UNSUPPORTED, why, what, nixlNotSupportedError)
+
+    def query_memory(self, reg_list: Any, backend: str, mem_type: Optional[str] = None) -> Any:
+        self._unsupported("query_memory", "b10d moves DRAM and VRAM only: no storage to query")
+
+    def prep_mem_view(self, dlist: Any, *, backends: Any = None) -> int:
+        self._unsupported("prep_mem_view", "b10d has no device-side memory views")
+
+    def release_mem_view(self, mvh: int) -> None:
+        self._unsupported("release_mem_view", "b10d has no device-side memory views")
+
+    def get_remote_descs(self, descs: Any, mem_type: Optional[str] = None) -> Any:
+        self._unsupported("get_remote_descs", "remote descriptors are prepared with "
+                          "prep_xfer_dlist under the peer's name")
 
     # -- descriptors
 

@@ -193,6 +193,16 @@ def error(code: int, detail: str, what: str = "",
     return (cls or error_class(code))(code, detail, what)
 
 
+# ---------------------------------------------------------------- operations
+
+class nixl_xfer_op_t(int):
+    """NIXL's transfer operations (nixl_agent.nixl_ops maps "READ"/"WRITE" to them)."""
+
+
+NIXL_READ = nixl_xfer_op_t(0)
+NIXL_WRITE = nixl_xfer_op_t(1)
+
+
 # ---------------------------------------------------------------- memory types
 
 class nixl_mem_t(int):
