@@ -474,6 +474,35 @@ def test_check_remote_xfer_done_from_threads(daemons, agents) -> None:
     assert d.notifs.get(s.name) == []
 
 
+def test_each_side_keeps_its_memory_kind(daemons, agents, monkeypatch) -> None:
+    """A DRAM local side paired with a peer's VRAM side (vLLM with host-buffered KV):
+    the request b10 is given names each side's own kind, by either way of making the
+    transfer. The peer's VRAM region is declared in its metadata as a GPU rank's would
+    be (no GPU here); the submit is intercepted, so nothing moves."""
+    a, b = daemons
+    s, d, s_kv, d_kv = _two(agents, a, dst_daemon=b)
+    sp, dp = s_kv.base_addrs()[0], d_kv.base_addrs()[0]
+    rows = np.array([[int(nb.VRAM_SEG), dp, 64 * KiB, 0]], dtype=np.uint64)
+    peer = s.add_remote_agent(nixl._api._pack_metadata(d.name, d.agent.get_local_agent_desc(),
+                                                       rows))
+    seen = []
+
+    def submit(req):
+        seen.append((req.src_descs.type, req.dst_descs.type))
+        raise b10.B10Error(15, "intercepted", "submit")
+    monkeypatch.setattr(s.agent, "submit_transfer_requests", submit)
+    local = s.prep_xfer_dlist("NIXL_INIT_AGENT", [(sp, 4096, 0)], "DRAM")
+    remote = s.prep_xfer_dlist(peer, [(dp, 4096, 0)], "VRAM")
+    made = [s.make_prepped_xfer("WRITE", local, [0], remote, [0]),
+            s.initialize_xfer("READ", s.get_xfer_descs([(sp, 4096, 0)], "DRAM"),
+                              s.get_xfer_descs([(dp, 4096, 0)], "VRAM"), peer)]
+    for h in made:
+        with pytest.raises(nb.nixlNotSupportedError, match="intercepted"):
+            s.transfer(h)
+        s.release_xfer_handle(h)
+    assert seen == [("DRAM", "VRAM"), ("DRAM", "VRAM")]
+
+
 def test_loopback(daemons, agents) -> None:
     """A list prepared under the agent's own name: a copy within its own memory."""
     a, _ = daemons

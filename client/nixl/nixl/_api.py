@@ -290,9 +290,12 @@ class _Side:
 class _Xfer:
     """A transfer handle: what to move, and the b10 transfer of its latest post."""
 
-    def __init__(self, op: str, seg: int, local: np.ndarray, remote: np.ndarray,
+    def __init__(self, op: str, lseg: int, rseg: int, local: np.ndarray, remote: np.ndarray,
                  remote_name: str, notif: bytes):
-        self.op, self.seg, self.remote_name, self.notif = op, seg, remote_name, notif
+        self.op, self.remote_name, self.notif = op, remote_name, notif
+        # Each side's memory kind: a DRAM side may pair with a VRAM one.
+        self.lkind = nixlBind.seg_name(nixlBind.nixl_mem_t(lseg))
+        self.rkind = nixlBind.seg_name(nixlBind.nixl_mem_t(rseg))
         self.local = np.ascontiguousarray(local[:, :2])      # (K, 2) uint64: addr, length
         self.remote = np.ascontiguousarray(remote[:, :2])     # (no copy if already so)
         self.lock = threading.RLock()
@@ -748,7 +751,8 @@ class nixl_agent:
         if not loaded:
             raise nixlBind.error(nixlBind.B10_ERR_UNKNOWN_AGENT,
                                  f"agent {rs.agent!r} is not loaded any more", what)
-        return self._new_xfer(_Xfer(op, ls.seg, local, remote, rs.agent, _msg(notif_msg)))
+        return self._new_xfer(_Xfer(op, ls.seg, rs.seg, local, remote, rs.agent,
+                                    _msg(notif_msg)))
 
     def initialize_xfer(self, operation: str, local_descs: Any, remote_descs: Any,
                         remote_agent: str, notif_msg: Any = b"",
@@ -761,8 +765,8 @@ class nixl_agent:
         self._pair(local, remote, what)
         self._check_inside(None, int(ld.getType()), local, what)
         self._check_inside(remote_agent, int(rd.getType()), remote, what)
-        return self._new_xfer(_Xfer(op, int(ld.getType()), local, remote, remote_agent,
-                                    _msg(notif_msg)))
+        return self._new_xfer(_Xfer(op, int(ld.getType()), int(rd.getType()), local, remote,
+                                    remote_agent, _msg(notif_msg)))
 
     def transfer(self, handle: nixl_xfer_handle, notif_msg: Any = b"") -> str:
         """Post the transfer: "PROC" once b10d took it ("DONE" if it already landed). A
@@ -779,8 +783,7 @@ class nixl_agent:
                 x.status = None
             notif = _msg(notif_msg) or x.notif
             req = b10.TransferRequest(
-                x.op, b10.MemoryDescs(nixlBind.seg_name(nixlBind.nixl_mem_t(x.seg)), x.local),
-                b10.MemoryDescs(nixlBind.seg_name(nixlBind.nixl_mem_t(x.seg)), x.remote),
+                x.op, b10.MemoryDescs(x.lkind, x.local), b10.MemoryDescs(x.rkind, x.remote),
                 x.remote_name, notif or None, self.deadline_ms)
             t0 = time.monotonic_ns()
             x.status = self._b10(self.agent.submit_transfer_requests, req)
