@@ -503,6 +503,24 @@ def test_each_side_keeps_its_memory_kind(daemons, agents, monkeypatch) -> None:
     assert seen == [("DRAM", "VRAM"), ("DRAM", "VRAM")]
 
 
+def test_non_contiguous_tensors_refused(daemons, agents) -> None:
+    """A tensor's descriptor is its data_ptr and nbytes: for a non-contiguous view
+    that span holds bytes that are not its elements, so it is refused with
+    nixlInvalidParamError (alone or in a list); the contiguous tensor is taken."""
+    torch = pytest.importorskip("torch")
+    a, _ = daemons
+    s = agents("t", a)
+    base = torch.arange(64, dtype=torch.float32).reshape(8, 8)
+    for bad in (base[:, ::2], base.t(), [base[0], base[:, 1]]):
+        for make in (s.get_reg_descs, s.get_xfer_descs):
+            with pytest.raises(nb.nixlInvalidParamError, match="contiguous"):
+                make(bad)
+    whole = s.get_xfer_descs(base)
+    assert whole.getType() == nb.DRAM_SEG and whole[0] == (base.data_ptr(), 64 * 4, 0)
+    rows = s.get_reg_descs([base[0], base[1]])
+    assert [rows[i][:2] for i in range(2)] == [(base[0].data_ptr(), 32), (base[1].data_ptr(), 32)]
+
+
 def test_loopback(daemons, agents) -> None:
     """A list prepared under the agent's own name: a copy within its own memory."""
     a, _ = daemons

@@ -157,7 +157,16 @@ def _is_tensor(x: Any) -> bool:
     return hasattr(x, "data_ptr") and hasattr(x, "element_size") and hasattr(x, "numel")
 
 
-def _tensor_row(t: Any) -> Tuple[str, Tuple[int, int, int]]:
+def _tensor_row(t: Any, what: str) -> Tuple[str, Tuple[int, int, int]]:
+    """(kind, (address, bytes, device)) of a tensor's storage span. A tensor that is
+    not contiguous has gaps (or overlaps) in that span: moving data_ptr .. +nbytes
+    would copy bytes that are not its elements, so it is refused."""
+    if hasattr(t, "is_contiguous") and not t.is_contiguous():
+        raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                             f"a tensor of shape {tuple(getattr(t, 'shape', ()))} and strides "
+                             f"{tuple(t.stride()) if hasattr(t, 'stride') else '?'} is not "
+                             "contiguous: pass .contiguous() or its contiguous blocks", what,
+                             nixlInvalidParamError)
     dev = t.get_device() if hasattr(t, "get_device") else -1
     kind = "VRAM" if str(getattr(t, "device", "cpu")).startswith("cuda") else "DRAM"
     return kind, (int(t.data_ptr()), int(t.numel()) * int(t.element_size()), max(int(dev), 0))
@@ -172,10 +181,10 @@ def _descs(cls: type, descs: Any, mem_type: Optional[str], is_sorted: bool, what
         raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                              f"a {type(descs).__name__} where a {cls.__name__} belongs", what)
     if _is_tensor(descs):
-        kind, row = _tensor_row(descs)
+        kind, row = _tensor_row(descs, what)
         return cls(kind, [row + (("",) if cls is nixlRegDList else ())], is_sorted)
     if isinstance(descs, (list, tuple)) and descs and _is_tensor(descs[0]):
-        rows = [_tensor_row(t) for t in descs]
+        rows = [_tensor_row(t, what) for t in descs]
         kinds = {k for k, _ in rows}
         if len(kinds) != 1:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
