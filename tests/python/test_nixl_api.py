@@ -152,6 +152,18 @@ def test_exceptions_carry_b10_status() -> None:
     for code, cls in cases.items():
         if code != 12:
             assert nb.async_error_class(code) is cls, (code, cls)
+    # The names the module uses stand for libb10's own numbers.
+    from b10 import _lib
+    for name in ("B10_ERR_INVALID_ARG", "B10_ERR_NOT_REGISTERED", "B10_ERR_REMOTE_REJECTED",
+                 "B10_ERR_UNKNOWN_AGENT", "B10_ERR_UNSUPPORTED", "B10_ERR_NOT_FOUND",
+                 "B10_ERR_PERMISSION", "B10_ERR_DEADLINE", "B10_ERR_CANCELLED",
+                 "B10_ERR_PEER_LOST", "B10_ERR_INTERNAL", "B10_ERR_UNSETTLED"):
+        assert _lib.status_name(getattr(_lib, name)) == name
+    # A class raised with a message alone carries a status of its own class.
+    for cls in (nb.nixlInvalidParamError, nb.nixlBackendError, nb.nixlNotFoundError,
+                nb.nixlNotAllowedError, nb.nixlNotSupportedError,
+                nb.nixlRemoteDisconnectError, nb.nixlCancelledError):
+        assert nb.error_class(cls("m").code) is cls, cls
     e = nb.error(51, "the endpoint to the remote daemon failed", "transfer 7")
     assert isinstance(e, nb.nixlRemoteDisconnectError) and isinstance(e, b10.B10Error)
     assert (e.status, e.action, e.detail) == ("B10_ERR_PEER_LOST", "PEER",

@@ -21,10 +21,10 @@ from b10.errors import B10Error
 
 NIXL_INIT_AGENT = "NIXL_INIT_AGENT"
 
-# b10_status_t values this module raises itself that b10._lib does not name
-# (client/include/b10/b10.h holds them all).
-B10_ERR_NOT_REGISTERED = 11
-B10_ERR_UNKNOWN_AGENT = 13
+# b10_status_t values this module raises itself (client/include/b10/b10.h holds them
+# all; b10._lib names those the Python side uses).
+B10_ERR_NOT_REGISTERED = _lib.B10_ERR_NOT_REGISTERED
+B10_ERR_UNKNOWN_AGENT = _lib.B10_ERR_UNKNOWN_AGENT
 DEFAULT_COMM_PORT = 8888
 
 # NIXL's thread synchronisation modes (accepted; b10's agent is thread-safe in any).
@@ -64,7 +64,7 @@ class nixlError(B10Error):
     written for NIXL raises its exceptions, stands for the class's own status."""
 
     nixl_status = NIXL_ERR_UNKNOWN
-    _default_code = 92          # B10_ERR_INTERNAL
+    _default_code = _lib.B10_ERR_INTERNAL
 
     def __init__(self, code: Any = None, detail: str = "", what: str = ""):
         if not isinstance(code, int):
@@ -75,62 +75,62 @@ class nixlError(B10Error):
 
 class nixlNotPostedError(nixlError):
     nixl_status = NIXL_ERR_NOT_POSTED
-    _default_code = 10
+    _default_code = _lib.B10_ERR_INVALID_ARG
 
 
 class nixlInvalidParamError(nixlError):
     nixl_status = NIXL_ERR_INVALID_PARAM
-    _default_code = 10
+    _default_code = _lib.B10_ERR_INVALID_ARG
 
 
 class nixlBackendError(nixlError):
     nixl_status = NIXL_ERR_BACKEND
-    _default_code = 92
+    _default_code = _lib.B10_ERR_INTERNAL
 
 
 class nixlNotFoundError(nixlError):
     nixl_status = NIXL_ERR_NOT_FOUND
-    _default_code = 17
+    _default_code = _lib.B10_ERR_NOT_FOUND
 
 
 class nixlMismatchError(nixlError):
     nixl_status = NIXL_ERR_MISMATCH
-    _default_code = 10
+    _default_code = _lib.B10_ERR_INVALID_ARG
 
 
 class nixlNotAllowedError(nixlError):
     nixl_status = NIXL_ERR_NOT_ALLOWED
-    _default_code = 18
+    _default_code = _lib.B10_ERR_PERMISSION
 
 
 class nixlRepostActiveError(nixlError):
     nixl_status = NIXL_ERR_REPOST_ACTIVE
-    _default_code = 10
+    _default_code = _lib.B10_ERR_INVALID_ARG
 
 
 class nixlUnknownError(nixlError):
     nixl_status = NIXL_ERR_UNKNOWN
-    _default_code = 92
+    _default_code = _lib.B10_ERR_INTERNAL
 
 
 class nixlNotSupportedError(nixlError):
     nixl_status = NIXL_ERR_NOT_SUPPORTED
-    _default_code = 15
+    _default_code = _lib.B10_ERR_UNSUPPORTED
 
 
 class nixlRemoteDisconnectError(nixlError):
     nixl_status = NIXL_ERR_REMOTE_DISCONNECT
-    _default_code = 51
+    _default_code = _lib.B10_ERR_PEER_LOST
 
 
 class nixlCancelledError(nixlError):
     nixl_status = NIXL_ERR_CANCELED
-    _default_code = 31
+    _default_code = _lib.B10_ERR_CANCELLED
 
 
 class nixlNoTelemetryError(nixlError):
     nixl_status = NIXL_ERR_NO_TELEMETRY
-    _default_code = 15
+    _default_code = _lib.B10_ERR_UNSUPPORTED
 
 
 # b10_status_t name -> the NIXL class an engine expects for it. The engines act on
