@@ -201,6 +201,16 @@ def test_descriptor_lists() -> None:
             nb.nixlXferDList("DRAM", bad)
     with pytest.raises(nb.nixlNotSupportedError):
         nb.nixlXferDList("FILE", rows)
+    # Tuples: the one-pass path and the checked one agree; what is not three
+    # non-negative integers (and a meta string) is refused, in either form.
+    assert nb.nixlRegDList("DRAM", [r + ("m",) for r in rows]).trim() == a
+    assert nb.nixlXferDList("DRAM", tuple(rows)) == a
+    for bad in ([(1.5, 64, 0)], [(1, 64, 0, "m")], [(-1, 64, 0)], [(2**64, 64, 0)],
+                [(1, "64", 0)], [(1, 64, 0), (1, 64)], [(1.0, 64, 0, "m")]):
+        cls = nb.nixlRegDList if len(bad[0]) == 4 and bad != [(1, 64, 0, "m")] \
+            else nb.nixlXferDList
+        with pytest.raises(nb.nixlInvalidParamError):
+            cls("DRAM", bad)
 
 
 def test_serialized_descs_are_data_not_code() -> None:
@@ -314,6 +324,14 @@ def test_refusals_are_typed_beside_the_allowed(daemons, agents) -> None:
             s.make_prepped_xfer(op, local, li, remote, ri)
     with pytest.raises(nb.nixlInvalidParamError, match="NIXL_INIT_AGENT"):
         s.make_prepped_xfer("WRITE", remote, [0], remote, [0])
+    # Lengths pair up: lists of one length each (4096 against 2048), or of mixed
+    # lengths, are refused where picked rows differ and taken where they agree.
+    halves = s.prep_xfer_dlist(peer, [(dp + i * 2048, 2048, 0) for i in range(8)], "DRAM")
+    mixed = s.prep_xfer_dlist(peer, [(dp, 4096, 0), (dp + 4096, 2048, 0)], "DRAM")
+    for rs, ri in ((halves, [0]), (mixed, [1]), (mixed, [0, 1])):
+        with pytest.raises(nb.nixlInvalidParamError, match="length"):
+            s.make_prepped_xfer("WRITE", local, [0] * len(ri), rs, ri)
+    s.make_prepped_xfer("WRITE", local, [3], mixed, [0]).release()
     with pytest.raises(nb.nixlInvalidParamError, match="length"):
         s.initialize_xfer("WRITE", s.get_xfer_descs([(sp, 4096, 0)], "DRAM"),
                           s.get_xfer_descs([(dp, 2048, 0)], "DRAM"), peer)

@@ -289,11 +289,15 @@ class _Side:
     """A prepared descriptor list: whose memory (None: this agent's), and its spans as
     one contiguous (N, 2) uint64 array of (address, length), ready to pick rows from."""
 
-    __slots__ = ("agent", "seg", "spans")
+    __slots__ = ("agent", "seg", "spans", "uniform")
 
     def __init__(self, agent: Optional[str], seg: int, table: np.ndarray):
         self.agent, self.seg = agent, seg
         self.spans = np.ascontiguousarray(table[:, :2])
+        # The one length every span has (vLLM's block lists), else None: two sides of
+        # one such length pair up without comparing the picked rows at each transfer.
+        lens = self.spans[:, 1]
+        self.uniform = int(lens[0]) if lens.size and (lens == lens[0]).all() else None
 
 
 class _Xfer:
@@ -719,14 +723,17 @@ class nixl_agent:
                                  f"operation {operation!r}: expected \"READ\" or \"WRITE\"", what)
         return op
 
-    def _pair(self, local: np.ndarray, remote: np.ndarray, what: str) -> None:
+    def _pair(self, local: np.ndarray, remote: np.ndarray, what: str,
+              same_lengths: bool = False) -> None:
+        """Both sides as many descriptors, at least one, of equal lengths pairwise
+        (same_lengths: known already, both lists having one length throughout)."""
         if local.shape[0] != remote.shape[0]:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                                  f"{local.shape[0]} local and {remote.shape[0]} remote "
                                  "descriptors: they pair up one to one", what)
         if local.shape[0] == 0:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "no descriptors to transfer", what)
-        if np.array_equal(local[:, 1], remote[:, 1]):
+        if same_lengths or np.array_equal(local[:, 1], remote[:, 1]):
             return
         bad = np.flatnonzero(local[:, 1] != remote[:, 1])
         if bad.size:
@@ -754,7 +761,8 @@ class nixl_agent:
         li = _indices(local_indices, ls.spans.shape[0], "local")
         ri = _indices(remote_indices, rs.spans.shape[0], "remote")
         local, remote = ls.spans.take(li, axis=0), rs.spans.take(ri, axis=0)
-        self._pair(local, remote, what)
+        self._pair(local, remote, what,
+                   same_lengths=ls.uniform is not None and ls.uniform == rs.uniform)
         with self._lock:
             loaded = rs.agent in self._remote or rs.agent == self.name
         if not loaded:

@@ -260,14 +260,30 @@ def _table(descs: Any, width: int) -> np.ndarray:
             raise error(_lib.B10_ERR_INVALID_ARG, "negative address, length or device",
                         "descriptor list")
         return np.ascontiguousarray(a, dtype=np.uint64)
-    rows = list(descs)
+    rows = descs if isinstance(descs, (list, tuple)) else list(descs)
     if not rows:
         return np.zeros((0, 3), dtype=np.uint64)
+    # One pass in numpy for the common case, 3-tuples of non-negative ints: the
+    # inferred dtype must be an integer one (floats, strings, ints past 64 bits and
+    # ragged rows infer otherwise and go to the checked path below).
+    try:
+        a = np.array(rows)
+    except (ValueError, TypeError, OverflowError):
+        a = None
+    if a is not None and a.ndim == 2 and a.shape[1] == 3 and a.dtype.kind in "iu" \
+            and a.dtype != np.bool_:
+        if a.dtype.kind == "i" and (a < 0).any():
+            raise error(_lib.B10_ERR_INVALID_ARG, "negative address, length or device",
+                        "descriptor list")
+        return a.astype(np.uint64, copy=False)
     for r in rows:
-        if not isinstance(r, (tuple, list)) or len(r) not in (3, width):
+        if not isinstance(r, (tuple, list)) or len(r) not in (3, width) or \
+                not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                        for v in r[:3]):
             raise error(_lib.B10_ERR_INVALID_ARG,
                         f"descriptor {r!r}: expected a tuple (address, length, device"
-                        + (", meta)" if width == 4 else ")"), "descriptor list")
+                        + (", meta)" if width == 4 else ")") + " of integers",
+                        "descriptor list")
     try:
         return np.array([(r[0], r[1], r[2]) for r in rows], dtype=np.uint64).reshape(-1, 3)
     except (OverflowError, ValueError, TypeError) as e:
