@@ -456,7 +456,7 @@ def test_stale_metadata_refused_by_the_daemon(daemons, agents) -> None:
     d.deregister_memory(d.get_reg_descs(extra.reg_tuples(), "DRAM"))
     h = s.initialize_xfer("WRITE", s.get_xfer_descs([(s_kv.base_addrs()[0], 4096, 0)], "DRAM"),
                           s.get_xfer_descs([(extra.base_addrs()[0], 4096, 0)], "DRAM"), peer)
-    s.transfer(h)
+    assert s.transfer(h) in ("PROC", "ERR")         # the post is taken; the peer refuses
     with pytest.raises(nb.nixlBackendError) as ei:
         wait_done(s, h)
     assert ei.value.status == "B10_ERR_REMOTE_REJECTED" and ei.value.detail
@@ -549,6 +549,42 @@ def test_non_contiguous_tensors_refused(daemons, agents) -> None:
     assert whole.getType() == nb.DRAM_SEG and whole[0] == (base.data_ptr(), 64 * 4, 0)
     rows = s.get_reg_descs([base[0], base[1]])
     assert [rows[i][:2] for i in range(2)] == [(base[0].data_ptr(), 32), (base[1].data_ptr(), 32)]
+
+
+def test_deregister_checks_every_region_first(daemons, agents) -> None:
+    """A deregistration list naming a region never registered is refused whole: the
+    registered ones in it stay registered (a peer's transfer into them lands). The
+    same list without that region deregisters them (then a transfer is refused)."""
+    a, b = daemons
+    s, d, s_kv, d_kv = _two(agents, a, dst_daemon=b)
+    extra = KV(2, 1, 64 * KiB, None)
+    d.register_memory(extra.reg_tuples(), "DRAM")
+    stranger = KV(1, 1, 4096, None)
+    with pytest.raises(nb.nixlNotFoundError, match="nothing deregistered"):
+        d.deregister_memory(d.get_reg_descs(extra.reg_tuples() + stranger.reg_tuples(), "DRAM"))
+    peer = s.add_remote_agent(d.get_agent_metadata())
+    sp = s_kv.base_addrs()[0]
+
+    def write_to(addr: int):
+        h = s.initialize_xfer("WRITE", s.get_xfer_descs([(sp, 4096, 0)], "DRAM"),
+                              s.get_xfer_descs([(addr, 4096, 0)], "DRAM"), peer)
+        assert s.transfer(h) in ("PROC", "DONE", "ERR")
+        return h
+    for base in extra.base_addrs():
+        h = write_to(base)
+        wait_done(s, h)
+        s.release_xfer_handle(h)
+    for r in range(2):
+        assert np.array_equal(extra.arr(r)[:, :4096], s_kv.arr(0)[:, :4096])
+    d.deregister_memory(d.get_reg_descs(extra.reg_tuples(), "DRAM"))
+    assert d.get_agent_metadata() != s.get_agent_metadata()
+    with pytest.raises(nb.nixlNotFoundError):               # once only
+        d.deregister_memory(d.get_reg_descs(extra.reg_tuples()[:1], "DRAM"))
+    h = write_to(extra.base_addrs()[0])
+    with pytest.raises(nb.nixlBackendError) as ei:          # the peer's daemon refuses
+        wait_done(s, h)
+    assert ei.value.status == "B10_ERR_REMOTE_REJECTED"
+    s.release_xfer_handle(h)
 
 
 def test_loopback(daemons, agents) -> None:

@@ -579,24 +579,43 @@ class nixl_agent:
 
     def deregister_memory(self, dereg_list: Any, backends: Sequence[str] = ()) -> None:
         """Deregister regions registered before; b10d answers once no copy goes through
-        them. A failure (B10_ERR_UNSETTLED: a copy may still write) is raised."""
+        them. Every region is checked to be registered before any is deregistered: a
+        list naming one that is not is refused whole (nixlNotFoundError), nothing
+        changed. A failure of b10d midway (B10_ERR_UNSETTLED: a copy may still write)
+        is raised; the regions before it are deregistered, that one and those after
+        it stay registered, and the error's detail says how many went."""
+        what = "deregister_memory"
         descs = dereg_list if isinstance(dereg_list, nixlRegDList) else \
             self.get_reg_descs(dereg_list)
         table = descs.array()
         kind = nixlBind.seg_name(descs.getType())
         seg = int(descs.getType())
-        try:
-            for row in table:
+
+        def find(r: np.ndarray, row: np.ndarray, skip: set) -> int:
+            hit = np.flatnonzero((r[:, 0] == seg) & (r[:, 1] == row[0]) & (r[:, 2] == row[1]))
+            return next((int(i) for i in hit if int(i) not in skip), -1)
+        with self._lock:
+            r, taken = self._local_rows, set()
+            for i, row in enumerate(table):
+                j = find(r, row, taken)
+                if j < 0:
+                    raise nixlBind.error(_lib.B10_ERR_NOT_FOUND,
+                                         f"region {i} [{int(row[0]):#x}, +{int(row[1])}) of "
+                                         f"{kind} is not registered by this agent: nothing "
+                                         "deregistered", what, nixlNotFoundError)
+                taken.add(j)
+        for i, row in enumerate(table):
+            try:
                 self.agent.deregister_memory(b10.MemoryDescs(kind, [tuple(int(v) for v in row)]))
-                with self._lock:
-                    r = self._local_rows
-                    hit = np.flatnonzero((r[:, 0] == seg) & (r[:, 1] == row[0]) &
-                                         (r[:, 2] == row[1]))
-                    if hit.size:
-                        self._local_rows = np.delete(r, hit[0], axis=0)
-                        self._local = _Regions(self._local_rows)
-        except B10Error as e:
-            nixlBind.raise_from(e)
+            except B10Error as e:
+                raise nixlBind.error_class(e.code)(
+                    e.code, f"{e.detail} (regions 0..{i - 1} of {len(table)} deregistered, "
+                    f"{i}.. still registered)" if i else e.detail, what) from e
+            with self._lock:
+                j = find(self._local_rows, row, set())
+                if j >= 0:
+                    self._local_rows = np.delete(self._local_rows, j, axis=0)
+                    self._local = _Regions(self._local_rows)
 
     # -- agents and metadata
 
@@ -786,8 +805,10 @@ class nixl_agent:
                                     remote_agent, _msg(notif_msg)))
 
     def transfer(self, handle: nixl_xfer_handle, notif_msg: Any = b"") -> str:
-        """Post the transfer: "PROC" once b10d took it ("DONE" if it already landed). A
-        refusal raises. A handle may be posted again once its last post is over."""
+        """Post the transfer: "PROC" once b10d took it ("DONE" if it already landed,
+        "ERR" if it already failed: check_xfer_state raises that failure's class, as it
+        would have a moment later). A refusal of the post itself raises. A handle may be
+        posted again once its last post is over."""
         x = self._xfer(handle)
         with x.lock:
             self._live(x, handle, "transfer")
@@ -805,7 +826,9 @@ class nixl_agent:
             t0 = time.monotonic_ns()
             x.status = self._b10(self.agent.submit_transfer_requests, req)
             x.start_ns, x.post_ns, x.done_ns = t0, time.monotonic_ns() - t0, 0
-            return "DONE" if self._state(x, handle) == "DONE" else "PROC"
+            code = self._observe(x)
+            return "PROC" if code == _lib.B10_IN_PROGRESS else \
+                "DONE" if code == _lib.B10_OK else "ERR"
 
     @staticmethod
     def _live(x: _Xfer, handle: Any, what: str) -> None:
