@@ -46,13 +46,13 @@ def wait_until(cond: Callable[[], Any], timeout_s: float, what: str) -> Any:
         time.sleep(0.002)
 
 
-def wait_done(agent: nixl_agent, handle: int, timeout_s: float = 60) -> None:
+def wait_done(agent: nixl_agent, handle: Any, timeout_s: float = 60) -> None:
     """Poll check_xfer_state as the engines do until "DONE"; a failure raises."""
     wait_until(lambda: agent.check_xfer_state(handle) == "DONE", timeout_s,
                f"transfer handle {handle} of {agent.name}")
 
 
-def wait_failure(agent: nixl_agent, handle: int, timeout_s: float) -> Exception:
+def wait_failure(agent: nixl_agent, handle: Any, timeout_s: float) -> Exception:
     """Poll check_xfer_state until it raises; the exception (landing is a failure here)."""
     end = time.monotonic() + timeout_s * SLOW
     while time.monotonic() < end:

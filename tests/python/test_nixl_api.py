@@ -77,6 +77,66 @@ def test_suite_default_path_has_no_nixl(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- without a daemon
 
+def test_refuses_to_import_beside_a_real_nixl(tmp_path: Path) -> None:
+    """A NIXL distribution (nixl, nixl-cu12, nixl-cu13) installed beside b10-nixl shares
+    its files: importing refuses and names it, unless B10_NIXL_ALONGSIDE=1 (then it
+    warns). Without one, the import is quiet."""
+    path = os.pathsep.join([str(TOP / "client" / "nixl"), str(TOP / "client" / "python")])
+    code = "import nixl; print(nixl.BACKEND)"
+
+    def run(extra: str, alongside: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "B10_NIXL_ALONGSIDE")}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (extra, path) if p)
+        if alongside:
+            env["B10_NIXL_ALONGSIDE"] = alongside
+        return subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True,
+                              text=True, env=env, cwd=tmp_path, timeout=60)
+    r = run("", "")
+    assert r.returncode == 0 and r.stdout.split() == ["b10"] and "NIXL" not in r.stderr, r.stderr
+    for dist in ("nixl", "nixl_cu12", "nixl_cu13"):
+        site = tmp_path / f"site-{dist}"
+        info = site / f"{dist}-0.7.1.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist.replace('_', '-')}\n"
+                                       "Version: 0.7.1\n")
+        r = run(str(site), "")
+        assert r.returncode != 0 and "ImportError" in r.stderr, r.stderr
+        assert f"{dist.replace('_', '-')} 0.7.1" in r.stderr and "B10_NIXL_ALONGSIDE" in r.stderr
+        r = run(str(site), "yes")             # only "1" says it was meant
+        assert r.returncode != 0 and "ImportError" in r.stderr, r.stderr
+        r = run(str(site), "1")
+        assert r.returncode == 0 and r.stdout.split() == ["b10"], r.stderr
+        assert "RuntimeWarning" in r.stderr and "0.7.1" in r.stderr
+
+
+def test_names_of_nixl_itself() -> None:
+    """The names real NIXL's package exports, at its top level too: TensorRT-LLM does
+    `from nixl import nixl_agent, nixl_agent_config, nixl_xfer_handle`. sync_mode is
+    accepted as NIXL's enum (and only as it) and changes nothing."""
+    from nixl import (DEFAULT_COMM_PORT, nixl_agent, nixl_agent_config,  # noqa: F401
+                      nixl_backend_handle, nixl_prepped_dlist_handle, nixl_thread_sync_t,
+                      nixl_xfer_handle)
+    assert nixl_xfer_handle is nixl._api.nixl_xfer_handle
+    assert nixl_prepped_dlist_handle is nixl._api.nixl_prepped_dlist_handle
+    assert DEFAULT_COMM_PORT == nixl._api.DEFAULT_COMM_PORT == 8888 and nixl_backend_handle is int
+    assert {m.name for m in nixl_thread_sync_t} == {"NIXL_THREAD_SYNC_NONE",
+                                                    "NIXL_THREAD_SYNC_STRICT",
+                                                    "NIXL_THREAD_SYNC_RW"}
+    assert nixl_thread_sync_t.NIXL_THREAD_SYNC_DEFAULT is nixl_thread_sync_t.NIXL_THREAD_SYNC_NONE
+    for mode in (None, *nixl_thread_sync_t):
+        assert nixl_agent_config(sync_mode=mode).sync_mode is mode
+    assert nixl_agent_config(True, False, 0, True, 4, ["UCX"],
+                             nixl_thread_sync_t.NIXL_THREAD_SYNC_RW).capture_telemetry
+    for bad in (1, "NIXL_THREAD_SYNC_RW"):
+        with pytest.raises(TypeError):
+            nixl_agent_config(sync_mode=bad)
+    assert nixl_agent_config().port == DEFAULT_COMM_PORT
+    missing = [n for n in nixl.__all__ if not hasattr(nixl, n)]
+    assert not missing, missing
+
+
+
 def test_exceptions_carry_b10_status() -> None:
     cases = {10: nb.nixlInvalidParamError, 12: nb.nixlInvalidParamError, 13: nb.nixlNotFoundError,
              17: nb.nixlNotFoundError, 15: nb.nixlNotSupportedError, 18: nb.nixlNotAllowedError,
@@ -86,6 +146,24 @@ def test_exceptions_carry_b10_status() -> None:
              38: nb.nixlBackendError, 71: nb.nixlBackendError}
     for code, cls in cases.items():
         assert nb.error_class(code) is cls, (code, cls)
+    # Read at check_xfer_state, a remote refusal is the transport's (SGLang retries
+    # nixlBackendError); the deadline stays nixlCancelledError, SGLang's deadline class.
+    assert nb.async_error_class(12) is nb.nixlBackendError
+    for code, cls in cases.items():
+        if code != 12:
+            assert nb.async_error_class(code) is cls, (code, cls)
+    # The names the module uses stand for libb10's own numbers.
+    from b10 import _lib
+    for name in ("B10_ERR_INVALID_ARG", "B10_ERR_NOT_REGISTERED", "B10_ERR_REMOTE_REJECTED",
+                 "B10_ERR_UNKNOWN_AGENT", "B10_ERR_UNSUPPORTED", "B10_ERR_NOT_FOUND",
+                 "B10_ERR_PERMISSION", "B10_ERR_DEADLINE", "B10_ERR_CANCELLED",
+                 "B10_ERR_PEER_LOST", "B10_ERR_INTERNAL", "B10_ERR_UNSETTLED"):
+        assert _lib.status_name(getattr(_lib, name)) == name
+    # A class raised with a message alone carries a status of its own class.
+    for cls in (nb.nixlInvalidParamError, nb.nixlBackendError, nb.nixlNotFoundError,
+                nb.nixlNotAllowedError, nb.nixlNotSupportedError,
+                nb.nixlRemoteDisconnectError, nb.nixlCancelledError):
+        assert nb.error_class(cls("m").code) is cls, cls
     e = nb.error(51, "the endpoint to the remote daemon failed", "transfer 7")
     assert isinstance(e, nb.nixlRemoteDisconnectError) and isinstance(e, b10.B10Error)
     assert (e.status, e.action, e.detail) == ("B10_ERR_PEER_LOST", "PEER",
@@ -123,6 +201,59 @@ def test_descriptor_lists() -> None:
             nb.nixlXferDList("DRAM", bad)
     with pytest.raises(nb.nixlNotSupportedError):
         nb.nixlXferDList("FILE", rows)
+    # Tuples: the one-pass path and the checked one agree; what is not three
+    # non-negative integers (and a meta string) is refused, in either form.
+    assert nb.nixlRegDList("DRAM", [r + ("m",) for r in rows]).trim() == a
+    assert nb.nixlXferDList("DRAM", tuple(rows)) == a
+    for bad in ([(1.5, 64, 0)], [(1, 64, 0, "m")], [(-1, 64, 0)], [(2**64, 64, 0)],
+                [(1, "64", 0)], [(1, 64, 0), (1, 64)], [(1.0, 64, 0, "m")]):
+        cls = nb.nixlRegDList if len(bad[0]) == 4 and bad != [(1, 64, 0, "m")] \
+            else nb.nixlXferDList
+        with pytest.raises(nb.nixlInvalidParamError):
+            cls("DRAM", bad)
+
+
+def test_serialized_descs_are_data_not_code() -> None:
+    """get_serialized_descs' bytes are a fixed format: a round trip gives the same list;
+    every truncation, a trailing byte, a wrong magic, version, kind, memory type or
+    sorted flag, a count that does not match (a huge one too) is refused whole. A
+    pickle of code is refused, never run. __setstate__ checks what it is given."""
+    rows = [(0x10000 + 64 * i, 64, i % 2) for i in range(5)]
+    for lst in (nb.nixlXferDList("VRAM", rows, True), nb.nixlRegDList("DRAM", rows),
+                nb.nixlXferDList("DRAM", [])):
+        again = nb.deserialize(nb.serialize(lst))
+        assert again == lst and type(again) is type(lst) and again.isSorted() == lst.isSorted()
+        assert pickle.loads(pickle.dumps(lst)) == lst
+    good = nb.serialize(nb.nixlXferDList("DRAM", rows))
+    assert len(good) == 24 + 24 * 5
+    bad = [good[:n] for n in range(len(good))] + [good + b"\0", bytearray(good) + b"x"]
+
+    def patched(at: int, value: bytes) -> bytes:
+        return good[:at] + value + good[at + len(value):]
+    bad += [patched(0, b"X"), patched(5, b"\x02"), patched(6, b"\x00"), patched(6, b"\x03"),
+            patched(7, b"\x02"), patched(8, b"\x02"), patched(9, b"\x01"),
+            patched(16, (4).to_bytes(8, "little")), patched(16, (6).to_bytes(8, "little")),
+            patched(16, (2**64 - 1).to_bytes(8, "little")),
+            patched(16, (2**60).to_bytes(8, "little"))]
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, ("echo ran",))
+    bad += [pickle.dumps(Boom()), pickle.dumps(nb.nixlXferDList("DRAM", rows))]
+    for b in bad:
+        with pytest.raises(nb.nixlInvalidParamError):
+            nb.deserialize(b)
+    for wrong in ("text", 123, None):
+        with pytest.raises(nb.nixlInvalidParamError):
+            nb.deserialize(wrong)
+    ok = nb.nixlXferDList("DRAM", rows).__getstate__()
+    for state in ({**ok, "descs": ok["descs"][:-1]}, {**ok, "seg": 4}, {**ok, "seg": "DRAM"},
+                  {**ok, "sorted": 1}, {**ok, "extra": 0}, [ok]):
+        with pytest.raises(nb.nixlInvalidParamError):
+            nb.nixlXferDList("DRAM").__setstate__(state)
+    fresh = nb.nixlXferDList("VRAM")
+    fresh.__setstate__(ok)
+    assert fresh == nb.nixlXferDList("DRAM", rows)
 
 
 def test_utils_buffers() -> None:
@@ -139,9 +270,10 @@ def test_utils_buffers() -> None:
 
 # ---------------------------------------------------------------- refusals, on a daemon
 
-def _two(agents, daemon, size: int = 64 * KiB):
+def _two(agents, daemon, size: int = 64 * KiB, dst_daemon=None):
     s_kv, d_kv = KV(1, 1, size, 71), KV(1, 1, size, None)
-    s, d = agents("src", daemon, capture_telemetry=False), agents("dst", daemon)
+    s = agents("src", daemon, capture_telemetry=False)
+    d = agents("dst", dst_daemon or daemon)
     s.register_memory(s_kv.reg_tuples(), "DRAM")
     d.register_memory(d_kv.reg_tuples(), "DRAM")
     return s, d, s_kv, d_kv
@@ -177,6 +309,13 @@ def test_refusals_are_typed_beside_the_allowed(daemons, agents) -> None:
                                                "DRAM"))
     with pytest.raises(nb.nixlInvalidParamError):
         s.get_xfer_descs([(sp, 4096, 0)])           # tuples need a memory type
+    # Serialised descriptors through the agent: a list round-trips, other data is refused.
+    ser = s.get_serialized_descs(d.get_xfer_descs([(dp, 4096, 0)], "DRAM"))
+    assert s.deserialize_descs(ser) == s.get_xfer_descs([(dp, 4096, 0)], "DRAM")
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.deserialize_descs(ser[:-1])
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.get_serialized_descs([(dp, 4096, 0)])
 
     # Indices and operations.
     for op, li, ri, why in [("WRITE", [16], [0], "outside"), ("WRITE", [0, 1], [0], "pair up"),
@@ -185,48 +324,118 @@ def test_refusals_are_typed_beside_the_allowed(daemons, agents) -> None:
             s.make_prepped_xfer(op, local, li, remote, ri)
     with pytest.raises(nb.nixlInvalidParamError, match="NIXL_INIT_AGENT"):
         s.make_prepped_xfer("WRITE", remote, [0], remote, [0])
+    # Lengths pair up: lists of one length each (4096 against 2048), or of mixed
+    # lengths, are refused where picked rows differ and taken where they agree.
+    halves = s.prep_xfer_dlist(peer, [(dp + i * 2048, 2048, 0) for i in range(8)], "DRAM")
+    mixed = s.prep_xfer_dlist(peer, [(dp, 4096, 0), (dp + 4096, 2048, 0)], "DRAM")
+    for rs, ri in ((halves, [0]), (mixed, [1]), (mixed, [0, 1])):
+        with pytest.raises(nb.nixlInvalidParamError, match="length"):
+            s.make_prepped_xfer("WRITE", local, [0] * len(ri), rs, ri)
+    s.make_prepped_xfer("WRITE", local, [3], mixed, [0]).release()
     with pytest.raises(nb.nixlInvalidParamError, match="length"):
         s.initialize_xfer("WRITE", s.get_xfer_descs([(sp, 4096, 0)], "DRAM"),
                           s.get_xfer_descs([(dp, 2048, 0)], "DRAM"), peer)
 
-    # Handles: not posted, posted twice while running, telemetry off, unknown.
+    # Handles: not posted, telemetry off, released (a repost while running is refused
+    # in test_nixl_faults.py, where the copy-delay hook holds the transfer running).
     h = s.make_prepped_xfer("WRITE", local, np.arange(16), remote, np.arange(16)[::-1],
                             notif_msg=b"one")
     with pytest.raises(nb.nixlNotPostedError):
         s.check_xfer_state(h)
     assert s.transfer(h) in ("PROC", "DONE")
-    try:
-        s.transfer(h)
-        reposted = True          # it had landed already: a repost is allowed
-    except nb.nixlRepostActiveError:
-        reposted = False
     wait_done(s, h)
     with pytest.raises(nb.nixlNoTelemetryError):
         s.get_xfer_telemetry(h)
     want = s_kv.arr(0).reshape(16, 4096)
     assert np.array_equal(d_kv.arr(0).reshape(16, 4096), want[::-1])
+    hid = h._handle
     s.release_xfer_handle(h)
-    for call in (s.check_xfer_state, s.release_xfer_handle, s.transfer):
+    for call in (s.check_xfer_state, s.transfer):
         with pytest.raises(nb.nixlInvalidParamError):
             call(h)
+    # Released again, by the agent or the object: returns, as NIXL's handles do.
+    s.release_xfer_handle(h)
+    h.release()
+    # A bare int that names no transfer (any more) is refused.
     with pytest.raises(nb.nixlInvalidParamError):
-        s.release_dlist_handle(12345)
-    got = collect_notifs(d, 2 if reposted else 1)
-    assert got == {s.name: [b"one"] * (2 if reposted else 1)}
+        s.release_xfer_handle(hid)
+    got = collect_notifs(d, 1)
+    assert got == {s.name: [b"one"]}
+    # Prepared lists alike: the object released twice is fine, an unknown int is not.
+    spare = s.prep_xfer_dlist("NIXL_INIT_AGENT", [(sp, 4096, 0)], "DRAM")
+    spare_id = spare._handle
+    s.release_dlist_handle(spare)
+    s.release_dlist_handle(spare)
+    spare.release()
+    for bad in (spare_id, 12345):
+        with pytest.raises(nb.nixlInvalidParamError):
+            s.release_dlist_handle(bad)
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.make_prepped_xfer("WRITE", spare, [0], remote, [0])
 
-    # Metadata listener calls: b10d has none, said so.
+    # Metadata listener calls: b10d has none, said so. NIXL's methods with nothing
+    # behind them here are typed refusals, not AttributeError.
     with pytest.raises(nb.nixlNotSupportedError):
         s.send_local_metadata()
+    for call in (lambda: s.query_memory([], "UCX"), lambda: s.prep_mem_view(remote),
+                 lambda: s.release_mem_view(1), lambda: s.get_remote_descs([(dp, 1, 0)])):
+        with pytest.raises(nb.nixlNotSupportedError):
+            call()
+    assert s.nixl_ops == {"WRITE": nb.NIXL_WRITE, "READ": nb.NIXL_READ} and \
+        (int(nb.NIXL_READ), int(nb.NIXL_WRITE)) == (0, 1)
     s.make_connection(peer)
     with pytest.raises(nb.nixlNotFoundError):
         s.make_connection("nobody-loaded-this")
 
 
+def test_release_racing_a_post_or_poll_wins(daemons, agents, monkeypatch) -> None:
+    """Thread B found a transfer in the table just before thread A released it: B's
+    transfer(), check_xfer_state() and get_xfer_telemetry() must say "released", and B
+    must post nothing (an untracked transfer could write memory the engine thinks is
+    quiet). The race is forced: A's release runs between B's lookup and B's lock."""
+    a, _ = daemons
+    s, d, s_kv, d_kv = _two(agents, a)
+    s.telemetry = True
+    peer = s.add_remote_agent(d.get_agent_metadata())
+    sp, dp = s_kv.base_addrs()[0], d_kv.base_addrs()[0]
+    real = s._xfer
+
+    def released_meanwhile(handle):
+        x = real(handle)                        # B's lookup
+        monkeypatch.setattr(s, "_xfer", real)
+        s.release_xfer_handle(handle)           # A's release, before B takes x.lock
+        return x
+
+    def one(off: int, msg: bytes):
+        return s.initialize_xfer("WRITE", s.get_xfer_descs([(sp + off, 4096, 0)], "DRAM"),
+                                 s.get_xfer_descs([(dp + off, 4096, 0)], "DRAM"), peer, msg)
+
+    for call in (s.transfer, s.check_xfer_state, s.get_xfer_telemetry):
+        h = one(0, b"raced")
+        monkeypatch.setattr(s, "_xfer", released_meanwhile)
+        with pytest.raises(nb.nixlInvalidParamError, match="released"):
+            call(h)
+        assert s._xfer is real and not s._xfers
+    # Beside it, the allowed case: the same transfer, not released, lands and notifies.
+    h = one(4096, b"allowed")
+    s.transfer(h)
+    wait_done(s, h)
+    s.release_xfer_handle(h)
+    got = []
+    wait_until(lambda: got.extend(d.get_new_notifs().get(s.name, [])) or b"allowed" in got,
+               30, "the allowed transfer's notification")
+    assert got == [b"allowed"], got
+    assert not d_kv.arr(0)[:, :4096].any(), "a refused post wrote"
+    assert np.array_equal(d_kv.arr(0)[:, 4096:8192], s_kv.arr(0)[:, 4096:8192])
+
+
 def test_stale_metadata_refused_by_the_daemon(daemons, agents) -> None:
     """The peer deregistered after publishing its metadata: the descriptors pass the
-    local check, and b10d refuses the transfer with the reason, raised at
-    check_xfer_state as nixlInvalidParamError (B10_ERR_REMOTE_REJECTED); a transfer
-    into what the peer still holds lands."""
+    local check, and b10d refuses the running transfer with the reason, raised at
+    check_xfer_state as nixlBackendError (B10_ERR_REMOTE_REJECTED): a transport
+    failure SGLang retries, not a fatal argument error. A transfer into what the peer
+    still holds lands. On one daemon b10d refuses it at the post instead: there
+    it is the caller's nixlInvalidParamError, with the same status."""
     a, b = daemons
     s, d, s_kv, d_kv = _two(agents, a)
     extra = KV(1, 1, 64 * KiB, None)
@@ -235,13 +444,23 @@ def test_stale_metadata_refused_by_the_daemon(daemons, agents) -> None:
     d.deregister_memory(d.get_reg_descs(extra.reg_tuples(), "DRAM"))
     h = s.initialize_xfer("WRITE", s.get_xfer_descs([(s_kv.base_addrs()[0], 4096, 0)], "DRAM"),
                           s.get_xfer_descs([(extra.base_addrs()[0], 4096, 0)], "DRAM"), peer)
-    try:
+    with pytest.raises(nb.nixlInvalidParamError) as ei:
         s.transfer(h)
-        with pytest.raises(nb.nixlInvalidParamError) as ei:
-            wait_done(s, h)
-    except nb.nixlInvalidParamError as e:       # refused at submission: the same answer
-        ei = pytest.ExceptionInfo.from_exc_info((type(e), e, e.__traceback__))
     assert ei.value.status == "B10_ERR_REMOTE_REJECTED" and ei.value.detail
+    s.release_xfer_handle(h)
+
+    s, d, s_kv, d_kv = _two(agents, a, dst_daemon=b)
+    extra = KV(1, 1, 64 * KiB, None)
+    d.register_memory(extra.reg_tuples(), "DRAM")
+    peer = s.add_remote_agent(d.get_agent_metadata())
+    d.deregister_memory(d.get_reg_descs(extra.reg_tuples(), "DRAM"))
+    h = s.initialize_xfer("WRITE", s.get_xfer_descs([(s_kv.base_addrs()[0], 4096, 0)], "DRAM"),
+                          s.get_xfer_descs([(extra.base_addrs()[0], 4096, 0)], "DRAM"), peer)
+    assert s.transfer(h) in ("PROC", "ERR")         # the post is taken; the peer refuses
+    with pytest.raises(nb.nixlBackendError) as ei:
+        wait_done(s, h)
+    assert ei.value.status == "B10_ERR_REMOTE_REJECTED" and ei.value.detail
+    assert not isinstance(ei.value, nb.nixlInvalidParamError)
     s.release_xfer_handle(h)
     assert not extra.arr(0).any()
     h = s.initialize_xfer("WRITE", s.get_xfer_descs([(s_kv.base_addrs()[0], 4096, 0)], "DRAM"),
@@ -250,6 +469,122 @@ def test_stale_metadata_refused_by_the_daemon(daemons, agents) -> None:
     wait_done(s, h)
     s.release_xfer_handle(h)
     assert np.array_equal(d_kv.arr(0)[:, :4096], s_kv.arr(0)[:, :4096])
+
+
+def test_check_remote_xfer_done_from_threads(daemons, agents) -> None:
+    """check_remote_xfer_done (over update_notifs and self.notifs) called from four
+    threads at once: every tag is found exactly once, none lost or found twice; a tag
+    never sent is not found."""
+    import threading
+    a, b = daemons
+    s, d = agents("src", a), agents("dst", b)
+    peer = s.add_remote_agent(d.get_agent_metadata())
+    n, k = 200, 4
+    for i in range(n):
+        s.send_notif(peer, f"tag-{i:04d}|".encode())
+    found: list = []
+    errors: list = []
+
+    def worker(j: int) -> None:
+        try:
+            for i in range(j, n, k):
+                tag = f"tag-{i:04d}|".encode()
+                wait_until(lambda: d.check_remote_xfer_done(s.name, tag), 30, f"{tag!r}")
+                found.append(i)
+        except BaseException as e:       # noqa: BLE001 (reported below)
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(j,)) for j in range(k)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert sorted(found) == list(range(n))
+    assert not d.check_remote_xfer_done(s.name, b"tag-0000|")     # taken once only
+    assert d.notifs.get(s.name) == []
+
+
+def test_each_side_keeps_its_memory_kind(daemons, agents, monkeypatch) -> None:
+    """A DRAM local side paired with a peer's VRAM side (vLLM with host-buffered KV):
+    the request b10 is given names each side's own kind, by either way of making the
+    transfer. The peer's VRAM region is declared in its metadata as a GPU rank's would
+    be (no GPU here); the submit is intercepted, so nothing moves."""
+    a, b = daemons
+    s, d, s_kv, d_kv = _two(agents, a, dst_daemon=b)
+    sp, dp = s_kv.base_addrs()[0], d_kv.base_addrs()[0]
+    rows = np.array([[int(nb.VRAM_SEG), dp, 64 * KiB, 0]], dtype=np.uint64)
+    peer = s.add_remote_agent(nixl._api._pack_metadata(d.name, d.agent.get_local_agent_desc(),
+                                                       rows))
+    seen = []
+
+    def submit(req):
+        seen.append((req.src_descs.type, req.dst_descs.type))
+        raise b10.B10Error(15, "intercepted", "submit")
+    monkeypatch.setattr(s.agent, "submit_transfer_requests", submit)
+    local = s.prep_xfer_dlist("NIXL_INIT_AGENT", [(sp, 4096, 0)], "DRAM")
+    remote = s.prep_xfer_dlist(peer, [(dp, 4096, 0)], "VRAM")
+    made = [s.make_prepped_xfer("WRITE", local, [0], remote, [0]),
+            s.initialize_xfer("READ", s.get_xfer_descs([(sp, 4096, 0)], "DRAM"),
+                              s.get_xfer_descs([(dp, 4096, 0)], "VRAM"), peer)]
+    for h in made:
+        with pytest.raises(nb.nixlNotSupportedError, match="intercepted"):
+            s.transfer(h)
+        s.release_xfer_handle(h)
+    assert seen == [("DRAM", "VRAM"), ("DRAM", "VRAM")]
+
+
+def test_non_contiguous_tensors_refused(daemons, agents) -> None:
+    """A tensor's descriptor is its data_ptr and nbytes: for a non-contiguous view
+    that span holds bytes that are not its elements, so it is refused with
+    nixlInvalidParamError (alone or in a list); the contiguous tensor is taken."""
+    torch = pytest.importorskip("torch")
+    a, _ = daemons
+    s = agents("t", a)
+    base = torch.arange(64, dtype=torch.float32).reshape(8, 8)
+    for bad in (base[:, ::2], base.t(), [base[0], base[:, 1]]):
+        for make in (s.get_reg_descs, s.get_xfer_descs):
+            with pytest.raises(nb.nixlInvalidParamError, match="contiguous"):
+                make(bad)
+    whole = s.get_xfer_descs(base)
+    assert whole.getType() == nb.DRAM_SEG and whole[0] == (base.data_ptr(), 64 * 4, 0)
+    rows = s.get_reg_descs([base[0], base[1]])
+    assert [rows[i][:2] for i in range(2)] == [(base[0].data_ptr(), 32), (base[1].data_ptr(), 32)]
+
+
+def test_deregister_checks_every_region_first(daemons, agents) -> None:
+    """A deregistration list naming a region never registered is refused whole: the
+    registered ones in it stay registered (a peer's transfer into them lands). The
+    same list without that region deregisters them (then a transfer is refused)."""
+    a, b = daemons
+    s, d, s_kv, d_kv = _two(agents, a, dst_daemon=b)
+    extra = KV(2, 1, 64 * KiB, None)
+    d.register_memory(extra.reg_tuples(), "DRAM")
+    stranger = KV(1, 1, 4096, None)
+    with pytest.raises(nb.nixlNotFoundError, match="nothing deregistered"):
+        d.deregister_memory(d.get_reg_descs(extra.reg_tuples() + stranger.reg_tuples(), "DRAM"))
+    peer = s.add_remote_agent(d.get_agent_metadata())
+    sp = s_kv.base_addrs()[0]
+
+    def write_to(addr: int):
+        h = s.initialize_xfer("WRITE", s.get_xfer_descs([(sp, 4096, 0)], "DRAM"),
+                              s.get_xfer_descs([(addr, 4096, 0)], "DRAM"), peer)
+        assert s.transfer(h) in ("PROC", "DONE", "ERR")
+        return h
+    for base in extra.base_addrs():
+        h = write_to(base)
+        wait_done(s, h)
+        s.release_xfer_handle(h)
+    for r in range(2):
+        assert np.array_equal(extra.arr(r)[:, :4096], s_kv.arr(0)[:, :4096])
+    d.deregister_memory(d.get_reg_descs(extra.reg_tuples(), "DRAM"))
+    assert d.get_agent_metadata() != s.get_agent_metadata()
+    with pytest.raises(nb.nixlNotFoundError):               # once only
+        d.deregister_memory(d.get_reg_descs(extra.reg_tuples()[:1], "DRAM"))
+    h = write_to(extra.base_addrs()[0])
+    with pytest.raises(nb.nixlBackendError) as ei:          # the peer's daemon refuses
+        wait_done(s, h)
+    assert ei.value.status == "B10_ERR_REMOTE_REJECTED"
+    s.release_xfer_handle(h)
 
 
 def test_loopback(daemons, agents) -> None:
@@ -277,7 +612,8 @@ def test_handle_objects_and_both_signatures(daemons, agents) -> None:
     import gc
     a, b = daemons
     s_kv, d_kv = KV(1, 4, 4096, 91), KV(1, 4, 4096, None)
-    s, d = agents("src", a), agents("dst", b)
+    s = agents("src", a, sync_mode=nixl.nixl_thread_sync_t.NIXL_THREAD_SYNC_STRICT)
+    d = agents("dst", b)
     s.register_memory(s_kv.reg_tuples(), "DRAM", ["UCX"])           # newer: backends
     d.register_memory(d_kv.reg_tuples(), "DRAM", True)              # older: is_sorted
     peer = s.add_remote_agent(d.get_agent_metadata())

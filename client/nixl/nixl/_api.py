@@ -29,11 +29,11 @@ from __future__ import annotations
 import collections
 import itertools
 import os
-import pickle
 import struct
 import threading
 import time
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from enum import Enum
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -50,6 +50,16 @@ from ._bindings import (NIXL_INIT_AGENT, nixlBackendError, nixlInvalidParamError
 DEFAULT_COMM_PORT = nixlBind.DEFAULT_COMM_PORT
 
 nixl_backend_handle = int
+
+
+class nixl_thread_sync_t(Enum):
+    """NIXL's thread synchronisation modes: accepted by nixl_agent_config(sync_mode=) and
+    of no effect here, where every method may be called from several threads."""
+
+    NIXL_THREAD_SYNC_NONE = nixlBind.NIXL_THREAD_SYNC_NONE
+    NIXL_THREAD_SYNC_STRICT = nixlBind.NIXL_THREAD_SYNC_STRICT
+    NIXL_THREAD_SYNC_RW = nixlBind.NIXL_THREAD_SYNC_RW
+    NIXL_THREAD_SYNC_DEFAULT = nixlBind.NIXL_THREAD_SYNC_DEFAULT
 
 
 class nixl_prepped_dlist_handle:
@@ -109,8 +119,8 @@ _TRUE = ("1", "y", "yes", "true", "on")
 
 
 class nixl_agent_config:
-    """NIXL's agent configuration. The threading and listener fields are accepted and
-    have no effect (b10d moves the bytes, with its own threads); capture_telemetry
+    """NIXL's agent configuration. The threading, sync_mode and listener fields are
+    accepted and have no effect (b10d moves the bytes, with its own threads); capture_telemetry
     turns on get_xfer_telemetry. b10's own fields:
 
     socket_path:        the local b10d's socket (default $B10_SOCKET, else libb10's)
@@ -120,10 +130,15 @@ class nixl_agent_config:
     """
 
     def __init__(self, enable_prog_thread: bool = True, enable_listen_thread: bool = False,
-                 listen_port: int = 0, capture_telemetry: bool = False, num_threads: int = 0,
-                 backends: Optional[List[str]] = None, *, socket_path: Optional[str] = None,
-                 deadline_ms: Optional[int] = None, request_timeout_ms: Optional[int] = None,
-                 **extra: Any):
+                 listen_port: int = DEFAULT_COMM_PORT, capture_telemetry: bool = False,
+                 num_threads: int = 0, backends: Optional[List[str]] = None,
+                 sync_mode: Optional[nixl_thread_sync_t] = None, *,
+                 socket_path: Optional[str] = None, deadline_ms: Optional[int] = None,
+                 request_timeout_ms: Optional[int] = None, **extra: Any):
+        if sync_mode is not None and not isinstance(sync_mode, nixl_thread_sync_t):
+            raise TypeError(f"sync_mode must be a nixl_thread_sync_t, not "
+                            f"{type(sync_mode).__name__}")
+        self.sync_mode = sync_mode
         self.enable_pthread = enable_prog_thread
         self.enable_listen = enable_listen_thread
         self.port = listen_port
@@ -138,15 +153,20 @@ class nixl_agent_config:
 
 # ---------------------------------------------------------------- helpers
 
-def _seg_of(mem_type: Any) -> nixlBind.nixl_mem_t:
-    return nixlBind.mem_seg(mem_type)
-
-
 def _is_tensor(x: Any) -> bool:
     return hasattr(x, "data_ptr") and hasattr(x, "element_size") and hasattr(x, "numel")
 
 
-def _tensor_row(t: Any) -> Tuple[str, Tuple[int, int, int]]:
+def _tensor_row(t: Any, what: str) -> Tuple[str, Tuple[int, int, int]]:
+    """(kind, (address, bytes, device)) of a tensor's storage span. A tensor that is
+    not contiguous has gaps (or overlaps) in that span: moving data_ptr .. +nbytes
+    would copy bytes that are not its elements, so it is refused."""
+    if hasattr(t, "is_contiguous") and not t.is_contiguous():
+        raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                             f"a tensor of shape {tuple(getattr(t, 'shape', ()))} and strides "
+                             f"{tuple(t.stride()) if hasattr(t, 'stride') else '?'} is not "
+                             "contiguous: pass .contiguous() or its contiguous blocks", what,
+                             nixlInvalidParamError)
     dev = t.get_device() if hasattr(t, "get_device") else -1
     kind = "VRAM" if str(getattr(t, "device", "cpu")).startswith("cuda") else "DRAM"
     return kind, (int(t.data_ptr()), int(t.numel()) * int(t.element_size()), max(int(dev), 0))
@@ -161,10 +181,10 @@ def _descs(cls: type, descs: Any, mem_type: Optional[str], is_sorted: bool, what
         raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                              f"a {type(descs).__name__} where a {cls.__name__} belongs", what)
     if _is_tensor(descs):
-        kind, row = _tensor_row(descs)
+        kind, row = _tensor_row(descs, what)
         return cls(kind, [row + (("",) if cls is nixlRegDList else ())], is_sorted)
     if isinstance(descs, (list, tuple)) and descs and _is_tensor(descs[0]):
-        rows = [_tensor_row(t) for t in descs]
+        rows = [_tensor_row(t, what) for t in descs]
         kinds = {k for k, _ in rows}
         if len(kinds) != 1:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
@@ -269,27 +289,35 @@ class _Side:
     """A prepared descriptor list: whose memory (None: this agent's), and its spans as
     one contiguous (N, 2) uint64 array of (address, length), ready to pick rows from."""
 
-    __slots__ = ("agent", "seg", "spans")
+    __slots__ = ("agent", "seg", "spans", "uniform")
 
     def __init__(self, agent: Optional[str], seg: int, table: np.ndarray):
         self.agent, self.seg = agent, seg
         self.spans = np.ascontiguousarray(table[:, :2])
+        # The one length every span has (vLLM's block lists), else None: two sides of
+        # one such length pair up without comparing the picked rows at each transfer.
+        lens = self.spans[:, 1]
+        self.uniform = int(lens[0]) if lens.size and (lens == lens[0]).all() else None
 
 
 class _Xfer:
     """A transfer handle: what to move, and the b10 transfer of its latest post."""
 
-    def __init__(self, op: str, seg: int, local: np.ndarray, remote: np.ndarray,
+    def __init__(self, op: str, lseg: int, rseg: int, local: np.ndarray, remote: np.ndarray,
                  remote_name: str, notif: bytes):
-        self.op, self.seg, self.remote_name, self.notif = op, seg, remote_name, notif
+        self.op, self.remote_name, self.notif = op, remote_name, notif
+        # Each side's memory kind: a DRAM side may pair with a VRAM one.
+        self.lkind = nixlBind.seg_name(nixlBind.nixl_mem_t(lseg))
+        self.rkind = nixlBind.seg_name(nixlBind.nixl_mem_t(rseg))
         self.local = np.ascontiguousarray(local[:, :2])      # (K, 2) uint64: addr, length
         self.remote = np.ascontiguousarray(remote[:, :2])     # (no copy if already so)
         self.lock = threading.RLock()
         self.status: Optional[b10.TransferStatus] = None
         self.start_ns = 0       # monotonic, at the post
         self.post_ns = 0        # how long the post took
-        self.done_ns = 0        # monotonic, when first seen landed
+        self.done_ns = 0        # monotonic, when first seen over (landed or failed)
         self.cancelled = False  # a dropped handle's transfer: cancel asked for once
+        self.released = False   # set under lock once released: nothing posts on it again
         self.total_bytes = int(self.local[:, 1].sum(dtype=np.uint64)) if len(self.local) else 0
 
 
@@ -338,6 +366,8 @@ class nixl_agent:
         self._local_rows = np.zeros((0, 4), dtype=np.uint64)
         self._local = _Regions(self._local_rows)
         self._loopback = False
+        self._loopback_lock = threading.Lock()    # held across the check and the load
+        self._notifs_lock = threading.RLock()     # self.notifs: fetch, append and take
         self._dropped: "collections.deque[int]" = collections.deque()  # finalized handles
         self._draining: List[int] = []        # of those, the ones cancelled and still running
         self._sweeping = threading.Lock()
@@ -348,7 +378,7 @@ class nixl_agent:
             self.create_backend(b)
         self.nixl_mems = {"DRAM": nixlBind.DRAM_SEG, "VRAM": nixlBind.VRAM_SEG,
                           "cpu": nixlBind.DRAM_SEG, "cuda": nixlBind.VRAM_SEG}
-        self.nixl_ops = dict(_OPS)
+        self.nixl_ops = {"WRITE": nixlBind.NIXL_WRITE, "READ": nixlBind.NIXL_READ}
 
     # -- plumbing
 
@@ -393,6 +423,7 @@ class nixl_agent:
                 if st is not None:
                     st.release()
                     x.status = None
+                x.released = True
             with self._lock:
                 self._xfers.pop(hid, None)
         self._draining = keep
@@ -444,11 +475,11 @@ class nixl_agent:
     def _ensure_loopback(self) -> None:
         """Loopback transfers address this agent by its own name: b10d serves them once
         the agent loaded its own descriptor (a local copy, no wire)."""
-        with self._lock:
+        with self._loopback_lock:
             if self._loopback:
                 return
-        self._b10(self.agent.load_remote_agent, self.name, self.agent.get_local_agent_desc())
-        with self._lock:
+            self._b10(self.agent.load_remote_agent, self.name,
+                      self._b10(self.agent.get_local_agent_desc))
             self._loopback = True
 
     # -- backends (b10d has none to pick: these keep NIXL's surface)
@@ -480,6 +511,25 @@ class nixl_agent:
         raise nixlBind.error(_lib.B10_ERR_UNSUPPORTED, "b10d gives no cost estimates",
                              "estimate_xfer_cost", nixlNotSupportedError)
 
+    # NIXL methods b10d has nothing behind: a typed refusal, not an AttributeError that
+    # an engine's feature probe would mistake for an older NIXL.
+
+    def _unsupported(self, what: str, why: str) -> None:
+        raise nixlBind.error(_lib.B10_ERR_UNSUPPORTED, why, what, nixlNotSupportedError)
+
+    def query_memory(self, reg_list: Any, backend: str, mem_type: Optional[str] = None) -> Any:
+        self._unsupported("query_memory", "b10d moves DRAM and VRAM only: no storage to query")
+
+    def prep_mem_view(self, dlist: Any, *, backends: Any = None) -> int:
+        self._unsupported("prep_mem_view", "b10d has no device-side memory views")
+
+    def release_mem_view(self, mvh: int) -> None:
+        self._unsupported("release_mem_view", "b10d has no device-side memory views")
+
+    def get_remote_descs(self, descs: Any, mem_type: Optional[str] = None) -> Any:
+        self._unsupported("get_remote_descs", "remote descriptors are prepared with "
+                          "prep_xfer_dlist under the peer's name")
+
     # -- descriptors
 
     def get_reg_descs(self, descs: Any, mem_type: Optional[str] = None,
@@ -491,10 +541,18 @@ class nixl_agent:
         return _descs(nixlXferDList, descs, mem_type, is_sorted, "get_xfer_descs")
 
     def get_serialized_descs(self, descs: Any) -> bytes:
-        return pickle.dumps(descs)
+        """A descriptor list as bytes for a peer: a fixed binary format (header and
+        little-endian rows), not pickle, so that reading a peer's bytes runs nothing."""
+        if not isinstance(descs, nixlBind._DList):
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                 f"a {type(descs).__name__}: expected an nixlXferDList or "
+                                 "nixlRegDList", "get_serialized_descs")
+        return nixlBind.serialize(descs)
 
     def deserialize_descs(self, serialized_descs: bytes) -> Any:
-        return pickle.loads(serialized_descs)
+        """The descriptor list of get_serialized_descs' bytes; anything else (other
+        bytes, truncated, trailing, a count that does not match) is refused."""
+        return nixlBind.deserialize(serialized_descs)
 
     # -- memory
 
@@ -521,24 +579,43 @@ class nixl_agent:
 
     def deregister_memory(self, dereg_list: Any, backends: Sequence[str] = ()) -> None:
         """Deregister regions registered before; b10d answers once no copy goes through
-        them. A failure (B10_ERR_UNSETTLED: a copy may still write) is raised."""
+        them. Every region is checked to be registered before any is deregistered: a
+        list naming one that is not is refused whole (nixlNotFoundError), nothing
+        changed. A failure of b10d midway (B10_ERR_UNSETTLED: a copy may still write)
+        is raised; the regions before it are deregistered, that one and those after
+        it stay registered, and the error's detail says how many went."""
+        what = "deregister_memory"
         descs = dereg_list if isinstance(dereg_list, nixlRegDList) else \
             self.get_reg_descs(dereg_list)
         table = descs.array()
         kind = nixlBind.seg_name(descs.getType())
         seg = int(descs.getType())
-        try:
-            for row in table:
+
+        def find(r: np.ndarray, row: np.ndarray, skip: set) -> int:
+            hit = np.flatnonzero((r[:, 0] == seg) & (r[:, 1] == row[0]) & (r[:, 2] == row[1]))
+            return next((int(i) for i in hit if int(i) not in skip), -1)
+        with self._lock:
+            r, taken = self._local_rows, set()
+            for i, row in enumerate(table):
+                j = find(r, row, taken)
+                if j < 0:
+                    raise nixlBind.error(_lib.B10_ERR_NOT_FOUND,
+                                         f"region {i} [{int(row[0]):#x}, +{int(row[1])}) of "
+                                         f"{kind} is not registered by this agent: nothing "
+                                         "deregistered", what, nixlNotFoundError)
+                taken.add(j)
+        for i, row in enumerate(table):
+            try:
                 self.agent.deregister_memory(b10.MemoryDescs(kind, [tuple(int(v) for v in row)]))
-                with self._lock:
-                    r = self._local_rows
-                    hit = np.flatnonzero((r[:, 0] == seg) & (r[:, 1] == row[0]) &
-                                         (r[:, 2] == row[1]))
-                    if hit.size:
-                        self._local_rows = np.delete(r, hit[0], axis=0)
-                        self._local = _Regions(self._local_rows)
-        except B10Error as e:
-            nixlBind.raise_from(e)
+            except B10Error as e:
+                raise nixlBind.error_class(e.code)(
+                    e.code, f"{e.detail} (regions 0..{i - 1} of {len(table)} deregistered, "
+                    f"{i}.. still registered)" if i else e.detail, what) from e
+            with self._lock:
+                j = find(self._local_rows, row, set())
+                if j >= 0:
+                    self._local_rows = np.delete(self._local_rows, j, axis=0)
+                    self._local = _Regions(self._local_rows)
 
     # -- agents and metadata
 
@@ -636,14 +713,19 @@ class nixl_agent:
         return nixl_prepped_dlist_handle(self, h)
 
     def release_dlist_handle(self, handle: nixl_prepped_dlist_handle) -> None:
-        """Free a prepared list; transfers made from it keep what they took."""
+        """Free a prepared list; transfers made from it keep what they took. A handle
+        object released already returns at once, as NIXL's do (engines release aliased
+        handles); an int that names no list is refused."""
+        obj = isinstance(handle, nixl_prepped_dlist_handle)
         with self._lock:
+            if obj and handle._released:
+                return
             if self._dlists.pop(_hid(handle), None) is None:
                 raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                                      f"no prepared descriptor list {handle!r}",
                                      "release_dlist_handle", nixlInvalidParamError)
-        if isinstance(handle, nixl_prepped_dlist_handle):
-            handle._released = True
+            if obj:
+                handle._released = True
 
     def _new_xfer(self, x: _Xfer) -> nixl_xfer_handle:
         if self._dropped or self._draining:
@@ -660,14 +742,17 @@ class nixl_agent:
                                  f"operation {operation!r}: expected \"READ\" or \"WRITE\"", what)
         return op
 
-    def _pair(self, local: np.ndarray, remote: np.ndarray, what: str) -> None:
+    def _pair(self, local: np.ndarray, remote: np.ndarray, what: str,
+              same_lengths: bool = False) -> None:
+        """Both sides as many descriptors, at least one, of equal lengths pairwise
+        (same_lengths: known already, both lists having one length throughout)."""
         if local.shape[0] != remote.shape[0]:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                                  f"{local.shape[0]} local and {remote.shape[0]} remote "
                                  "descriptors: they pair up one to one", what)
         if local.shape[0] == 0:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "no descriptors to transfer", what)
-        if np.array_equal(local[:, 1], remote[:, 1]):
+        if same_lengths or np.array_equal(local[:, 1], remote[:, 1]):
             return
         bad = np.flatnonzero(local[:, 1] != remote[:, 1])
         if bad.size:
@@ -695,13 +780,15 @@ class nixl_agent:
         li = _indices(local_indices, ls.spans.shape[0], "local")
         ri = _indices(remote_indices, rs.spans.shape[0], "remote")
         local, remote = ls.spans.take(li, axis=0), rs.spans.take(ri, axis=0)
-        self._pair(local, remote, what)
+        self._pair(local, remote, what,
+                   same_lengths=ls.uniform is not None and ls.uniform == rs.uniform)
         with self._lock:
             loaded = rs.agent in self._remote or rs.agent == self.name
         if not loaded:
             raise nixlBind.error(nixlBind.B10_ERR_UNKNOWN_AGENT,
                                  f"agent {rs.agent!r} is not loaded any more", what)
-        return self._new_xfer(_Xfer(op, ls.seg, local, remote, rs.agent, _msg(notif_msg)))
+        return self._new_xfer(_Xfer(op, ls.seg, rs.seg, local, remote, rs.agent,
+                                    _msg(notif_msg)))
 
     def initialize_xfer(self, operation: str, local_descs: Any, remote_descs: Any,
                         remote_agent: str, notif_msg: Any = b"",
@@ -714,16 +801,19 @@ class nixl_agent:
         self._pair(local, remote, what)
         self._check_inside(None, int(ld.getType()), local, what)
         self._check_inside(remote_agent, int(rd.getType()), remote, what)
-        return self._new_xfer(_Xfer(op, int(ld.getType()), local, remote, remote_agent,
-                                    _msg(notif_msg)))
+        return self._new_xfer(_Xfer(op, int(ld.getType()), int(rd.getType()), local, remote,
+                                    remote_agent, _msg(notif_msg)))
 
     def transfer(self, handle: nixl_xfer_handle, notif_msg: Any = b"") -> str:
-        """Post the transfer: "PROC" once b10d took it ("DONE" if it already landed). A
-        refusal raises. A handle may be posted again once its last post is over."""
+        """Post the transfer: "PROC" once b10d took it ("DONE" if it already landed,
+        "ERR" if it already failed: check_xfer_state raises that failure's class, as it
+        would have a moment later). A refusal of the post itself raises. A handle may be
+        posted again once its last post is over."""
         x = self._xfer(handle)
         with x.lock:
+            self._live(x, handle, "transfer")
             if x.status is not None:
-                if x.status.code == _lib.B10_IN_PROGRESS:
+                if self._observe(x) == _lib.B10_IN_PROGRESS:
                     raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                                          "the transfer is still in progress",
                                          f"transfer {handle}", nixlRepostActiveError)
@@ -731,27 +821,46 @@ class nixl_agent:
                 x.status = None
             notif = _msg(notif_msg) or x.notif
             req = b10.TransferRequest(
-                x.op, b10.MemoryDescs(nixlBind.seg_name(nixlBind.nixl_mem_t(x.seg)), x.local),
-                b10.MemoryDescs(nixlBind.seg_name(nixlBind.nixl_mem_t(x.seg)), x.remote),
+                x.op, b10.MemoryDescs(x.lkind, x.local), b10.MemoryDescs(x.rkind, x.remote),
                 x.remote_name, notif or None, self.deadline_ms)
             t0 = time.monotonic_ns()
             x.status = self._b10(self.agent.submit_transfer_requests, req)
             x.start_ns, x.post_ns, x.done_ns = t0, time.monotonic_ns() - t0, 0
-            return "DONE" if self._state(x, handle) == "DONE" else "PROC"
+            code = self._observe(x)
+            return "PROC" if code == _lib.B10_IN_PROGRESS else \
+                "DONE" if code == _lib.B10_OK else "ERR"
 
-    def _state(self, x: _Xfer, handle: int) -> str:
+    @staticmethod
+    def _live(x: _Xfer, handle: Any, what: str) -> None:
+        """Refuse a transfer released meanwhile: a caller that found it in the table
+        before another thread's release took its lock must not post or read it."""
+        if x.released:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
+                                 f"transfer handle {handle!r} was released", what,
+                                 nixlInvalidParamError)
+
+    @staticmethod
+    def _observe(x: _Xfer) -> int:
+        """The status's code now (x.lock held); the first call that sees it over, from
+        any path (post, poll, telemetry, release, the sweep), stamps the end of the
+        transfer's xferDuration. libb10 reports no completion time of its own."""
+        code = x.status.code
+        if code != _lib.B10_IN_PROGRESS and not x.done_ns:
+            x.done_ns = time.monotonic_ns()
+        return code
+
+    def _state(self, x: _Xfer, handle: Any) -> str:
+        self._live(x, handle, "check_xfer_state")
         st = x.status
         if st is None:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "the transfer was not posted",
                                  f"transfer {handle}", nixlNotPostedError)
-        code = st.code
+        code = self._observe(x)
         if code == _lib.B10_IN_PROGRESS:
             return "PROC"
         if code == _lib.B10_OK:
-            if not x.done_ns:
-                x.done_ns = time.monotonic_ns()
             return "DONE"
-        raise nixlBind.error_class(code)(
+        raise nixlBind.async_error_class(code)(
             code, st.detail, f"transfer {st.xfer_id} ({x.op} with {x.remote_name})")
 
     def check_xfer_state(self, handle: nixl_xfer_handle) -> str:
@@ -764,16 +873,22 @@ class nixl_agent:
 
     def get_xfer_telemetry(self, handle: nixl_xfer_handle) -> nixlXferTelemetry:
         """The post's timings (µs) and size; nixlNoTelemetryError unless the agent was made
-        with capture_telemetry (or NIXL_TELEMETRY_ENABLE=y)."""
+        with capture_telemetry (or NIXL_TELEMETRY_ENABLE=y). Timed by this process (libb10
+        gives no completion time): startTime and postDuration bracket the submit;
+        xferDuration runs from the post's start to the first call of this agent that saw
+        the transfer over (this call included), so it is late by at most the time since
+        the caller's previous call on the handle; while running, the time so far."""
         if not self.telemetry:
             raise nixlBind.error(_lib.B10_ERR_UNSUPPORTED,
                                  "telemetry is off: nixl_agent_config(capture_telemetry=True)",
                                  "get_xfer_telemetry", nixlNoTelemetryError)
         x = self._xfer(handle)
         with x.lock:
+            self._live(x, handle, "get_xfer_telemetry")
             if x.status is None:
                 raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "the transfer was not posted",
                                      f"get_xfer_telemetry {handle}", nixlNotPostedError)
+            self._observe(x)
             end = x.done_ns or time.monotonic_ns()
             return nixlXferTelemetry(x.start_ns // 1000, x.post_ns // 1000,
                                      (end - x.start_ns) // 1000, x.total_bytes, len(x.local))
@@ -782,9 +897,24 @@ class nixl_agent:
         """Release the handle. A transfer still running is cancelled first, and this
         returns only once b10d reported it over: then no copy of it can still write
         either side's memory. If b10d says one still may (B10_ERR_UNSETTLED), this raises
-        nixlBackendError and keeps the handle: do not reuse that memory yet."""
-        x = self._xfer(handle)
+        nixlBackendError and keeps the handle: do not reuse that memory yet.
+
+        A handle object released already returns at once, as NIXL's do (vLLM's cleanup
+        releases aliased handles); an int that names no transfer is refused."""
+        obj = isinstance(handle, nixl_xfer_handle)
+        if obj and handle._released:
+            return
+        try:
+            x = self._xfer(handle)
+        except nixlInvalidParamError:
+            if obj and handle._released:        # another thread released it meanwhile
+                return
+            raise
         with x.lock:
+            if x.released:                      # another thread's release got here first
+                if obj:
+                    return
+                self._live(x, handle, "release_xfer_handle")
             st = x.status
             if st is not None:
                 if st.code == _lib.B10_IN_PROGRESS:
@@ -802,9 +932,10 @@ class nixl_agent:
                                          nixlBackendError)
                 st.release()
                 x.status = None
+            x.released = True
             with self._lock:
                 self._xfers.pop(_hid(handle), None)
-            if isinstance(handle, nixl_xfer_handle):
+            if obj:
                 handle._released = True
 
     # -- notifications
@@ -818,20 +949,26 @@ class nixl_agent:
         return dict(out)
 
     def update_notifs(self, backends: Sequence[str] = ()) -> Dict[str, List[bytes]]:
-        for agent, msgs in self.get_new_notifs().items():
-            self.notifs.setdefault(agent, []).extend(msgs)
-        return self.notifs
+        """New notifications appended to self.notifs (in arrival order, also when several
+        threads call), which is returned."""
+        with self._notifs_lock:
+            for agent, msgs in self.get_new_notifs().items():
+                self.notifs.setdefault(agent, []).extend(msgs)
+            return self.notifs
 
     def check_remote_xfer_done(self, remote_agent_name: str, lookup_tag: bytes,
                                backends: Sequence[str] = (), tag_is_prefix: bool = True) -> bool:
-        self.update_notifs()
+        """Has remote_agent_name sent a notification starting with (or, with
+        tag_is_prefix=False, containing) lookup_tag? The first such is taken out."""
         tag = _msg(lookup_tag)
-        msgs = self.notifs.get(remote_agent_name, [])
-        for i, m in enumerate(msgs):
-            if (tag_is_prefix and m.startswith(tag)) or (not tag_is_prefix and tag in m):
-                del msgs[i]
-                return True
-        return False
+        with self._notifs_lock:
+            self.update_notifs()
+            msgs = self.notifs.get(remote_agent_name, [])
+            for i, m in enumerate(msgs):
+                if (tag_is_prefix and m.startswith(tag)) or (not tag_is_prefix and tag in m):
+                    del msgs[i]
+                    return True
+            return False
 
     def send_notif(self, remote_agent_name: str, notif_msg: Any,
                    backend: Optional[str] = None) -> None:

@@ -21,11 +21,17 @@ from b10.errors import B10Error
 
 NIXL_INIT_AGENT = "NIXL_INIT_AGENT"
 
-# b10_status_t values this module raises itself that b10._lib does not name
-# (client/include/b10/b10.h holds them all).
-B10_ERR_NOT_REGISTERED = 11
-B10_ERR_UNKNOWN_AGENT = 13
+# b10_status_t values this module raises itself (client/include/b10/b10.h holds them
+# all; b10._lib names those the Python side uses).
+B10_ERR_NOT_REGISTERED = _lib.B10_ERR_NOT_REGISTERED
+B10_ERR_UNKNOWN_AGENT = _lib.B10_ERR_UNKNOWN_AGENT
 DEFAULT_COMM_PORT = 8888
+
+# NIXL's thread synchronisation modes (accepted; b10's agent is thread-safe in any).
+NIXL_THREAD_SYNC_NONE = 0
+NIXL_THREAD_SYNC_STRICT = 1
+NIXL_THREAD_SYNC_RW = 2
+NIXL_THREAD_SYNC_DEFAULT = NIXL_THREAD_SYNC_NONE
 
 
 # ---------------------------------------------------------------- statuses and exceptions
@@ -58,7 +64,7 @@ class nixlError(B10Error):
     written for NIXL raises its exceptions, stands for the class's own status."""
 
     nixl_status = NIXL_ERR_UNKNOWN
-    _default_code = 92          # B10_ERR_INTERNAL
+    _default_code = _lib.B10_ERR_INTERNAL
 
     def __init__(self, code: Any = None, detail: str = "", what: str = ""):
         if not isinstance(code, int):
@@ -69,62 +75,62 @@ class nixlError(B10Error):
 
 class nixlNotPostedError(nixlError):
     nixl_status = NIXL_ERR_NOT_POSTED
-    _default_code = 10
+    _default_code = _lib.B10_ERR_INVALID_ARG
 
 
 class nixlInvalidParamError(nixlError):
     nixl_status = NIXL_ERR_INVALID_PARAM
-    _default_code = 10
+    _default_code = _lib.B10_ERR_INVALID_ARG
 
 
 class nixlBackendError(nixlError):
     nixl_status = NIXL_ERR_BACKEND
-    _default_code = 92
+    _default_code = _lib.B10_ERR_INTERNAL
 
 
 class nixlNotFoundError(nixlError):
     nixl_status = NIXL_ERR_NOT_FOUND
-    _default_code = 17
+    _default_code = _lib.B10_ERR_NOT_FOUND
 
 
 class nixlMismatchError(nixlError):
     nixl_status = NIXL_ERR_MISMATCH
-    _default_code = 10
+    _default_code = _lib.B10_ERR_INVALID_ARG
 
 
 class nixlNotAllowedError(nixlError):
     nixl_status = NIXL_ERR_NOT_ALLOWED
-    _default_code = 18
+    _default_code = _lib.B10_ERR_PERMISSION
 
 
 class nixlRepostActiveError(nixlError):
     nixl_status = NIXL_ERR_REPOST_ACTIVE
-    _default_code = 10
+    _default_code = _lib.B10_ERR_INVALID_ARG
 
 
 class nixlUnknownError(nixlError):
     nixl_status = NIXL_ERR_UNKNOWN
-    _default_code = 92
+    _default_code = _lib.B10_ERR_INTERNAL
 
 
 class nixlNotSupportedError(nixlError):
     nixl_status = NIXL_ERR_NOT_SUPPORTED
-    _default_code = 15
+    _default_code = _lib.B10_ERR_UNSUPPORTED
 
 
 class nixlRemoteDisconnectError(nixlError):
     nixl_status = NIXL_ERR_REMOTE_DISCONNECT
-    _default_code = 51
+    _default_code = _lib.B10_ERR_PEER_LOST
 
 
 class nixlCancelledError(nixlError):
     nixl_status = NIXL_ERR_CANCELED
-    _default_code = 31
+    _default_code = _lib.B10_ERR_CANCELLED
 
 
 class nixlNoTelemetryError(nixlError):
     nixl_status = NIXL_ERR_NO_TELEMETRY
-    _default_code = 15
+    _default_code = _lib.B10_ERR_UNSUPPORTED
 
 
 # b10_status_t name -> the NIXL class an engine expects for it. The engines act on
@@ -157,6 +163,24 @@ def error_class(code: int) -> Type[nixlError]:
     return _BY_STATUS.get(_lib.status_name(code), nixlBackendError)
 
 
+# A posted transfer's failure, read at check_xfer_state, is the transport's, not the
+# caller's argument: SGLang retries a transfer on nixlRemoteDisconnectError,
+# nixlBackendError and nixlCancelledError (its transport deadline) and treats any
+# other class there as fatal. So a refusal that b10d makes only once the transfer
+# runs (the peer's daemon rejecting a region its metadata still declared) is a
+# backend failure of that transfer, as NIXL reports a remote failure, while the
+# same refusal at the post stays nixlInvalidParamError. B10_ERR_DEADLINE stays
+# nixlCancelledError: NIXL_ERR_CANCELED is what SGLang reads as the deadline.
+_ASYNC_BY_STATUS: Dict[str, Type[nixlError]] = {
+    "B10_ERR_REMOTE_REJECTED": nixlBackendError,
+}
+
+
+def async_error_class(code: int) -> Type[nixlError]:
+    """The NIXL class of a failure reported for a transfer already posted."""
+    return _ASYNC_BY_STATUS.get(_lib.status_name(code)) or error_class(code)
+
+
 def raise_from(err: B10Error) -> None:
     """Re-raise a b10 error as its NIXL class, keeping status, detail and context."""
     cls = error_class(err.code)
@@ -167,6 +191,16 @@ def error(code: int, detail: str, what: str = "",
           cls: Optional[Type[nixlError]] = None) -> nixlError:
     """A NIXL exception for a refusal this module makes itself, under b10's status."""
     return (cls or error_class(code))(code, detail, what)
+
+
+# ---------------------------------------------------------------- operations
+
+class nixl_xfer_op_t(int):
+    """NIXL's transfer operations (nixl_agent.nixl_ops maps "READ"/"WRITE" to them)."""
+
+
+NIXL_READ = nixl_xfer_op_t(0)
+NIXL_WRITE = nixl_xfer_op_t(1)
 
 
 # ---------------------------------------------------------------- memory types
@@ -226,14 +260,30 @@ def _table(descs: Any, width: int) -> np.ndarray:
             raise error(_lib.B10_ERR_INVALID_ARG, "negative address, length or device",
                         "descriptor list")
         return np.ascontiguousarray(a, dtype=np.uint64)
-    rows = list(descs)
+    rows = descs if isinstance(descs, (list, tuple)) else list(descs)
     if not rows:
         return np.zeros((0, 3), dtype=np.uint64)
+    # One pass in numpy for the common case, 3-tuples of non-negative ints: the
+    # inferred dtype must be an integer one (floats, strings, ints past 64 bits and
+    # ragged rows infer otherwise and go to the checked path below).
+    try:
+        a = np.array(rows)
+    except (ValueError, TypeError, OverflowError):
+        a = None
+    if a is not None and a.ndim == 2 and a.shape[1] == 3 and a.dtype.kind in "iu" \
+            and a.dtype != np.bool_:
+        if a.dtype.kind == "i" and (a < 0).any():
+            raise error(_lib.B10_ERR_INVALID_ARG, "negative address, length or device",
+                        "descriptor list")
+        return a.astype(np.uint64, copy=False)
     for r in rows:
-        if not isinstance(r, (tuple, list)) or len(r) not in (3, width):
+        if not isinstance(r, (tuple, list)) or len(r) not in (3, width) or \
+                not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                        for v in r[:3]):
             raise error(_lib.B10_ERR_INVALID_ARG,
                         f"descriptor {r!r}: expected a tuple (address, length, device"
-                        + (", meta)" if width == 4 else ")"), "descriptor list")
+                        + (", meta)" if width == 4 else ")") + " of integers",
+                        "descriptor list")
     try:
         return np.array([(r[0], r[1], r[2]) for r in rows], dtype=np.uint64).reshape(-1, 3)
     except (OverflowError, ValueError, TypeError) as e:
@@ -315,18 +365,80 @@ class _DList:
         return v
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"seg": int(self._seg), "descs": self._a.tobytes(), "sorted": self._sorted}
+        return {"seg": int(self._seg), "descs": self._a.astype("<u8").tobytes(),
+                "sorted": self._sorted}
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self._seg = nixl_mem_t(state["seg"])
-        self._a = np.frombuffer(state["descs"], dtype=np.uint64).reshape(-1, 3).copy()
-        self._sorted = state["sorted"]
+    def __setstate__(self, state: Any) -> None:
+        # Checked as peer bytes are: a state of another shape is refused, not reshaped.
+        what = "descriptor list state"
+        if not isinstance(state, dict) or set(state) != {"seg", "descs", "sorted"}:
+            raise error(_lib.B10_ERR_INVALID_ARG, "not the state of a descriptor list", what)
+        seg, raw, srt = state["seg"], state["descs"], state["sorted"]
+        if type(seg) is not int or seg not in (DRAM_SEG, VRAM_SEG):
+            raise error(_lib.B10_ERR_INVALID_ARG, f"memory type {seg!r}", what)
+        if not isinstance(raw, bytes) or len(raw) % _ROW:
+            raise error(_lib.B10_ERR_INVALID_ARG, "descriptors: not whole rows of "
+                        f"{_ROW} bytes", what)
+        if not isinstance(srt, bool):
+            raise error(_lib.B10_ERR_INVALID_ARG, f"sorted flag {srt!r}", what)
+        self._seg = nixl_mem_t(seg)
+        self._a = np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(-1, 3)
+        self._sorted = srt
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {seg_name(self._seg)} x{len(self)}>"
 
     def print(self) -> None:
         print(repr(self))
+
+
+# ---------------------------------------------------------------- serialisation
+
+# get_serialized_descs' format, read back by deserialize_descs from a peer's bytes
+# (never pickle: unpickling a peer's bytes runs its code). Little-endian:
+#   magic "B10DL" (5), version (u8, 1), kind (u8: 1 xfer, 2 reg), seg (u8: DRAM 0,
+#   VRAM 1), sorted (u8: 0 or 1), reserved (7 zero bytes), N (u64), then N rows of
+#   (address, length, device) as u64: exactly 24 + 24 N bytes.
+_SER_MAGIC = b"B10DL"
+_SER_VERSION = 1
+_SER_HEAD = 24
+_ROW = 24
+
+
+def serialize(descs: "_DList") -> bytes:
+    kind = 2 if isinstance(descs, nixlRegDList) else 1
+    head = _SER_MAGIC + bytes([_SER_VERSION, kind, int(descs._seg), int(descs._sorted)])
+    head += bytes(7)
+    a = descs._a
+    return head + int(a.shape[0]).to_bytes(8, "little") + a.astype("<u8").tobytes()
+
+
+def deserialize(data: Any) -> "_DList":
+    """A descriptor list from serialize()'s bytes; anything else is refused whole."""
+    what = "deserialize_descs"
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise error(_lib.B10_ERR_INVALID_ARG,
+                    f"serialized descriptors must be bytes, not {type(data).__name__}", what)
+    b = bytes(data)
+    if len(b) < _SER_HEAD or not b.startswith(_SER_MAGIC):
+        raise error(_lib.B10_ERR_INVALID_ARG, f"{len(b)} bytes: not a serialized descriptor "
+                    "list of this module", what)
+    version, kind, seg, srt = b[5], b[6], b[7], b[8]
+    n = int.from_bytes(b[16:24], "little")
+    if version != _SER_VERSION:
+        raise error(_lib.B10_ERR_INVALID_ARG, f"format version {version}: expected "
+                    f"{_SER_VERSION}", what)
+    if kind not in (1, 2) or seg not in (DRAM_SEG, VRAM_SEG) or srt > 1 or b[9:16] != bytes(7):
+        raise error(_lib.B10_ERR_INVALID_ARG, f"header kind {kind}, memory type {seg}, "
+                    f"sorted {srt}: not a descriptor list", what)
+    if len(b) != _SER_HEAD + _ROW * n:      # Python ints: a huge N cannot wrap
+        raise error(_lib.B10_ERR_INVALID_ARG, f"{len(b)} bytes for {n} descriptors: expected "
+                    f"{_SER_HEAD + _ROW * n} (truncated or trailing bytes)", what)
+    cls = nixlRegDList if kind == 2 else nixlXferDList
+    table = np.frombuffer(b, dtype="<u8", offset=_SER_HEAD).astype(np.uint64).reshape(-1, 3)
+    obj = cls._of(nixl_mem_t(seg), table)
+    obj._sorted = bool(srt)
+    return obj
 
 
 class nixlXferDList(_DList):
@@ -350,7 +462,9 @@ class nixlXferTelemetry:
 
     startTime: when it was posted (µs on the monotonic clock); postDuration: how
     long the post took until b10d had accepted it; xferDuration: from the post
-    until the transfer was seen to land; totalBytes, descCount: what it moved.
+    until this process first saw the transfer over, in any call on the handle
+    (an upper bound of the daemon's own time; libb10 reports none); totalBytes,
+    descCount: what it moved.
     """
 
     def __init__(self, startTime: int = 0, postDuration: int = 0, xferDuration: int = 0,

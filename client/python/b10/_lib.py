@@ -30,6 +30,14 @@ B10_ERR_NOT_FOUND = 17
 B10_ERR_CLIENT_GONE = 36
 B10_ERR_UNSETTLED = 37
 B10_ERR_DAEMON_EXITED = 74  # the daemon exited under the rank; libb10 reconnects itself
+# Named for the nixl module's own refusals and exception defaults (client/nixl).
+B10_ERR_NOT_REGISTERED = 11
+B10_ERR_UNKNOWN_AGENT = 13
+B10_ERR_PERMISSION = 18
+B10_ERR_DEADLINE = 30
+B10_ERR_CANCELLED = 31
+B10_ERR_PEER_LOST = 51
+B10_ERR_INTERNAL = 92
 
 B10_MEM_DRAM = 1
 B10_MEM_VRAM = 2
