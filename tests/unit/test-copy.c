@@ -88,9 +88,9 @@ void __wrap_gpu_sum_job(struct b10d *d, struct copy_job *job, uint32_t nblocks)
     gpu_sums++;
     checksum_block_sums(job->view, job->view_len, job->seed, 0, nblocks, sums);
     job->parts++;
-    b10_status_t st = copy_job_gpu_sums(job, sums, nblocks);
+    b10_status_t st = copy_gpu_hooks.sums(job, sums, nblocks);
     free(sums);
-    copy_job_part_done(job, st);
+    copy_gpu_hooks.part_done(job, st);
 }
 
 /* The device part ends: its segments copied (unless failing), then its part done. */
@@ -103,7 +103,7 @@ static void gpu_part_end(b10_status_t status)
         for (uint32_t i = 0; i < job->nsegs; i++)
             if (job->segs[i].device >= 0)
                 memcpy(job->segs[i].dst, job->segs[i].src, job->segs[i].len);
-    copy_job_part_done(job, status);
+    copy_gpu_hooks.part_done(job, status);
 }
 
 /* ---------------------------------------------------------------- fixture */
@@ -486,15 +486,20 @@ static void test_direct_ok(void **state)
     proc_a.proc_fd = 100;
     proc_b.proc_fd = 101;
 
-    assert_true(copy_direct_ok(&dram, &dram2));
-    assert_true(copy_direct_ok(&vram0, &vram0b));
-    assert_true(copy_direct_ok(&proc_a, &dram));
-    assert_true(copy_direct_ok(&dram, &proc_b));
-    assert_false(copy_direct_ok(&vram0, &vram1));
-    assert_false(copy_direct_ok(&dram, &vram0));
-    assert_false(copy_direct_ok(&vram0, &dram));
-    assert_false(copy_direct_ok(&proc_a, &proc_b));
-    assert_false(copy_direct_ok(&proc_a, &vram0));
+    /* Device to device on one GPU runs on its SMs: direct only where kernels may run. */
+    fake_gpu = true;
+    fake_kernels = false;
+    assert_false(copy_direct_ok(&test_d, &vram0, &vram0b));
+    fake_kernels = true;
+    assert_true(copy_direct_ok(&test_d, &dram, &dram2));
+    assert_true(copy_direct_ok(&test_d, &vram0, &vram0b));
+    assert_true(copy_direct_ok(&test_d, &proc_a, &dram));
+    assert_true(copy_direct_ok(&test_d, &dram, &proc_b));
+    assert_false(copy_direct_ok(&test_d, &vram0, &vram1));
+    assert_false(copy_direct_ok(&test_d, &dram, &vram0));
+    assert_false(copy_direct_ok(&test_d, &vram0, &dram));
+    assert_false(copy_direct_ok(&test_d, &proc_a, &proc_b));
+    assert_false(copy_direct_ok(&test_d, &proc_a, &vram0));
 
     /* A refused pair takes no reference and adds nothing. */
     struct outcome o = { 0 };
@@ -790,7 +795,7 @@ static void test_device_sum_in_pieces(void **state)
         assert_int_equal(copy_job_sum(job, COPY_SUM_MAKE, view, len, seed, 0, NULL), B10_OK);
         assert_true(copy_sums_device(job, len));
         assert_int_equal(copy_sums_on_gpu(job, len), kernels);
-        assert_int_equal(copy_job_gpu_blocks(job), kernels ? len / CHECKSUM_BLOCK : 0);
+        assert_int_equal(copy_gpu_hooks.sum_blocks(job), kernels ? len / CHECKSUM_BLOCK : 0);
         submit(job);
         gpu_part_end(B10_OK);
         wait_for(&o);
@@ -849,7 +854,7 @@ static void test_device_scatter_gated(void **state)
             /* The GPU's part: its block sums, checked against the trailer, then the copy. */
             uint64_t *got = calloc(n, sizeof(*got));
             checksum_block_sums(view, len, seed, 0, n - 1, got);
-            b10_status_t st = copy_job_gpu_sums(job, got, n - 1);
+            b10_status_t st = copy_gpu_hooks.sums(job, got, n - 1);
             free(got);
             assert_int_equal(st, round == 0 ? B10_OK : B10_ERR_DATA_CORRUPT);
             gpu_part_end(st);
