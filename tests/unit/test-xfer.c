@@ -1,0 +1,275 @@
+/*
+ * test-xfer.c — daemon/xfer.c: the failure funnel and quiescence.
+ *
+ * The doctrine in one room: a transfer's failure is reported once, and only
+ * once nothing can still write for it; past --settle-ms it is reported
+ * B10_ERR_UNSETTLED instead; every failure retires its id into the
+ * quarantine. The transfers here are a rank's READ and local transfers, on a
+ * real libuv loop with real timers; what lies above the engine is the
+ * rank_ops table the engine reaches ranks through (rank.h), here a recorder,
+ * and below it the wire and the quarantine, seen through -Wl,--wrap.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "b10d.h"
+#include "plan.h"
+#include "quarantine.h"
+#include "rank.h"
+#include "session.h"
+#include "xfer-int.h"
+
+static uv_loop_t test_loop;
+static struct b10d test_d;
+static struct session rank;         /* the submitting rank: a handle, as the engine holds it */
+static uint64_t clock_ms;
+
+/* ---------------------------------------------------------------- what lies above: ranks */
+
+struct told {
+    unsigned calls;
+    b10_status_t status;            /* the transfer's status when its rank heard of it */
+    char detail[512];
+};
+static struct told told;
+
+static void fake_xfer_done(struct session *s, const struct xfer *x)
+{
+    assert_ptr_equal(s, &rank);
+    told.calls++;
+    told.status = x->status;
+    snprintf(told.detail, sizeof(told.detail), "%s", x->detail);
+}
+
+static const struct rank_ops recorder = {
+    .xfer_done = fake_xfer_done,
+};
+
+/* ---------------------------------------------------------------- what lies below */
+
+static unsigned retired_ids;        /* QUARANTINE_XFER_ID entries */
+static unsigned quarantined_other;
+static b10_status_t retired_status;
+
+void __wrap_quarantine_add(struct quarantine *q, enum quarantine_kind kind, uint64_t id,
+                           uint64_t bytes, b10_status_t status, uint64_t xfer_id,
+                           uint64_t peer_id, struct view *view, uint64_t *charge);
+void __wrap_quarantine_add(struct quarantine *q, enum quarantine_kind kind, uint64_t id,
+                           uint64_t bytes, b10_status_t status, uint64_t xfer_id,
+                           uint64_t peer_id, struct view *view, uint64_t *charge)
+{
+    if (kind == QUARANTINE_XFER_ID) {
+        assert_int_equal(id, xfer_id);
+        retired_ids++;
+        retired_status = status;
+    } else {
+        quarantined_other++;
+    }
+}
+
+void __wrap_wire_cancel(struct wire *w, struct wire_op *op);
+void __wrap_wire_cancel(struct wire *w, struct wire_op *op)
+{
+    assert_null(op);                /* these transfers posted nothing on the wire */
+}
+
+/* ---------------------------------------------------------------- fixture */
+
+static uint64_t fake_now_ms(struct b10d *d)
+{
+    return clock_ms;
+}
+
+static int setup(void **state)
+{
+    assert_int_equal(uv_loop_init(&test_loop), 0);
+    memset(&test_d, 0, sizeof(test_d));
+    config_defaults(&test_d.cfg);
+    test_d.loop = &test_loop;
+    test_d.now_ms = fake_now_ms;
+    test_d.rank_ops = &recorder;
+    list_init(&test_d.xfers);
+    list_init(&test_d.settling);
+    ids_init(&test_d.ids, 0x1234);
+    memset(&rank, 0, sizeof(rank));
+    memset(&told, 0, sizeof(told));
+    retired_ids = quarantined_other = 0;
+    retired_status = B10_OK;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    /* Every transfer freed: its timer closed, nothing left on the loop. */
+    assert_int_equal(uv_run(&test_loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(test_d.nxfers, 0);
+    assert_true(list_empty(&test_d.settling));
+    assert_int_equal(uv_loop_close(&test_loop), 0);
+    return 0;
+}
+
+/* A transfer of rank's, as xfer_new_submitted makes one, with a one-chunk plan. */
+static struct xfer *new_xfer(enum xfer_role role, uint32_t budget_ms)
+{
+    struct xfer *x = xfer_new(&test_d, role, ids_new_xfer(&test_d.ids), budget_ms);
+    assert_non_null(x);
+    x->plan = calloc(1, sizeof(*x->plan));
+    assert_non_null(x->plan);
+    x->plan->nchunks = 1;
+    x->plan->total = 4096;
+    x->session = &rank;
+    rank.nxfers++;
+    x->state = XFER_RUNNING;
+    snprintf(x->remote_agent, sizeof(x->remote_agent), "decode-0");
+    snprintf(x->local_agent, sizeof(x->local_agent), "prefill-0");
+    return x;
+}
+
+/* Turn the loop until the rank heard of its transfer, or bound_ms of real time passed. */
+static void run_until_told(unsigned bound_ms)
+{
+    uint64_t end = uv_hrtime() + (uint64_t)bound_ms * 1000000u;
+    while (told.calls == 0 && uv_hrtime() < end)
+        uv_run(&test_loop, UV_RUN_ONCE);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/* Nothing in flight: the failure is reported at once, once, and its id retired. */
+static void test_fail_reports_once(void **state)
+{
+    struct xfer *x = new_xfer(XFER_READ, 60000);
+    uint64_t id = x->id;
+
+    xfer_fail(x, B10_ERR_PEER_LOST, "the link to %s went down", "node-b");
+    assert_int_equal(told.calls, 1);
+    assert_int_equal(told.status, B10_ERR_PEER_LOST);
+    assert_string_equal(told.detail, "the link to node-b went down");
+    assert_int_equal(retired_ids, 1);
+    assert_int_equal(retired_status, B10_ERR_PEER_LOST);
+    assert_int_equal(test_d.stats.xfers_failed, 1);
+    assert_int_equal(rank.nxfers, 0);
+    assert_true(id != 0);
+    /* A second failure of a finished transfer changes nothing (x is not freed before the loop runs). */
+    xfer_fail(x, B10_ERR_CANCELLED, "cancelled by the client");
+    assert_int_equal(told.calls, 1);
+    assert_int_equal(retired_ids, 1);
+    assert_int_equal(test_d.stats.xfers_failed, 1);
+}
+
+/* A copy still writes: no news until it ended; then the first reason, not a later one. */
+static void test_fail_waits_for_its_scatters(void **state)
+{
+    struct xfer *x = new_xfer(XFER_LOCAL, 60000);
+
+    x->scatters = 1;                /* a scatter into the destination is still running */
+    x->holds = 1;
+    xfer_fail(x, B10_ERR_CANCELLED, "cancelled by the client");
+    assert_int_equal(told.calls, 0);
+    assert_int_equal(retired_ids, 1);       /* the id is retired at once: nothing reuses it */
+    assert_false(list_empty(&test_d.settling));
+    /* Still unsettled: a check reports nothing. */
+    xfer_settle_check(x);
+    assert_int_equal(told.calls, 0);
+
+    x->scatters = 0;                /* the copy ended */
+    x->holds = 0;
+    xfer_settle_check(x);
+    assert_int_equal(told.calls, 1);
+    assert_int_equal(told.status, B10_ERR_CANCELLED);
+    assert_true(list_empty(&test_d.settling));
+    xfer_maybe_free(x);
+}
+
+/* The copy outlives --settle-ms: reported UNSETTLED, saying what it may still write. */
+static void test_unsettled_past_the_bound(void **state)
+{
+    test_d.cfg.settle_ms = 20;
+    struct xfer *x = new_xfer(XFER_LOCAL, 60000);
+
+    x->scatters = 1;
+    x->holds = 1;
+    xfer_fail(x, B10_ERR_DEADLINE, "deadline of 5 ms expired");
+    assert_int_equal(told.calls, 0);
+    run_until_told(10000);
+    assert_int_equal(told.calls, 1);
+    assert_int_equal(told.status, B10_ERR_UNSETTLED);
+    assert_non_null(strstr(told.detail, "B10_ERR_DEADLINE"));
+    assert_non_null(strstr(told.detail, "--settle-ms"));
+    assert_non_null(strstr(told.detail, "deadline of 5 ms expired"));
+    /* The late copy ends after the news: no second report, and the transfer goes. */
+    x->scatters = 0;
+    x->holds = 0;
+    xfer_settle_check(x);
+    assert_int_equal(told.calls, 1);
+    xfer_maybe_free(x);
+}
+
+/* The deadline timer fails the transfer with the stage it was waiting in. */
+static void test_deadline_names_the_stage(void **state)
+{
+    clock_ms = 1000;
+    struct xfer *x = new_xfer(XFER_READ, 15);
+    (void)x;
+
+    run_until_told(10000);
+    assert_int_equal(told.calls, 1);
+    assert_int_equal(told.status, B10_ERR_DEADLINE);
+    assert_non_null(strstr(told.detail, "for the remote daemon to write back"));
+    assert_int_equal(retired_ids, 1);
+}
+
+/* Landed: the rank hears B10_OK, once; nothing is quarantined. */
+static void test_finish_tells_the_rank(void **state)
+{
+    struct xfer *x = new_xfer(XFER_READ, 60000);
+
+    xfer_finish(x);
+    assert_int_equal(told.calls, 1);
+    assert_int_equal(told.status, B10_OK);
+    assert_int_equal(test_d.stats.xfers_succeeded, 1);
+    assert_int_equal(retired_ids, 0);
+    assert_int_equal(quarantined_other, 0);
+    /* A failure after landing is ignored: SUCCESS stands. */
+    xfer_fail(x, B10_ERR_PEER_LOST, "too late");
+    assert_int_equal(told.calls, 1);
+    assert_int_equal(retired_ids, 0);
+}
+
+/* A rank that left while the copy ran hears nothing; the transfer still settles and goes. */
+static void test_rank_gone_before_the_news(void **state)
+{
+    struct xfer *x = new_xfer(XFER_LOCAL, 60000);
+
+    x->scatters = 1;
+    x->holds = 1;
+    xfer_fail(x, B10_ERR_CLIENT_GONE, "the rank left");
+    xfer_settle_forget(&test_d, &rank);
+    assert_null(x->session);
+    x->scatters = 0;
+    x->holds = 0;
+    xfer_settle_check(x);
+    assert_int_equal(told.calls, 0);
+    assert_true(list_empty(&test_d.settling));
+    xfer_maybe_free(x);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_fail_reports_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fail_waits_for_its_scatters, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unsettled_past_the_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deadline_names_the_stage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_finish_tells_the_rank, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rank_gone_before_the_news, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("xfer", tests, NULL, NULL);
+}
