@@ -22,7 +22,7 @@
 #
 # The soak and the fuzzers run on a plain build only (they cost minutes and
 # gain nothing from running twice). Environment: B10_KEEP=1 keeps the logs;
-# B10_SOAK_S (60) and B10_FUZZ_S (30 per target) bound them.
+# B10_SOAK_S (60) and B10_FUZZ_S (12 per target; longer by hand) bound them.
 set -u
 
 # shellcheck source=tests/lib.sh
@@ -42,7 +42,7 @@ DAEMON_OPTS="$DAEMON_OPTS --quarantine-ttl-ms 3000 --connect-timeout-ms 3000"
 scenario_limit() {
     case $1 in
     soak) echo $(( ${B10_SOAK_S:-60} + 150 )) ;;
-    fuzz) echo $(( ${B10_FUZZ_S:-30} * 6 + 240 )) ;;
+    fuzz) echo $(( ${B10_FUZZ_S:-12} * 6 + 240 )) ;;
     *) echo $(( LIMIT_S * SLOW )) ;;
     esac
 }
@@ -861,7 +861,7 @@ scen_soak() {
 scen_fuzz() {
     [ "$SLOW" = 1 ] || skip "the fuzzers run once, with the plain build"
     command -v clang >/dev/null 2>&1 || skip "no clang (scripts/deps.sh --test installs it)"
-    sh "$TOPDIR/tests/fuzz/run.sh" "$BUILD" "$D/fuzz" "${B10_FUZZ_S:-30}" >"$D/fuzz.log" 2>&1
+    sh "$TOPDIR/tests/fuzz/run.sh" "$BUILD" "$D/fuzz" "${B10_FUZZ_S:-12}" >"$D/fuzz.log" 2>&1
     _frc=$?
     [ "$_frc" = 77 ] && skip "$(tail -n 1 "$D/fuzz.log")"
     [ "$_frc" = 0 ] || die "$(grep -m1 -E '^FAIL|ERROR|error' "$D/fuzz.log" || tail -n 1 "$D/fuzz.log")"
