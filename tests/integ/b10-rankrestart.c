@@ -3,7 +3,7 @@
  * killed (-9) and started again on its socket under two ranks that keep
  * running, with a transfer in flight each way.
  *
- *   b10-rankrestart DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata SLOW
+ *   b10-rankrestart DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata|Bterm SLOW
  *
  * One process plays both ranks: "ra" on A, "rb" on B, each with one DRAM
  * region (a source half, a destination half) and the other's descriptor
@@ -197,6 +197,59 @@ static int kill_with_data(const char *dir, struct rank *x, struct rank *y)
     return 0;
 }
 
+/*
+ * Bterm: rb reads ra's source while B delays every scatter, and the runner
+ * stops B (SIGTERM, a short drain) once A's send of the READ's chunk
+ * completed: B holds it, its copy into rb's memory under way. rb hears the
+ * READ's end only once that copy ended (never before the delay passed),
+ * and nothing writes rb's destination after that news; a READ that says
+ * B10_OK holds ra's bytes.
+ */
+static int term_with_copy(const char *dir, struct rank *a, struct rank *b)
+{
+    double delay_s = 3.0 * slow;     /* the runner's B10_TEST_COPY_DELAY_MS */
+    fill(a->mem, HALF, 8);
+    fill(b->mem + HALF, HALF, 9);
+    b10_span_t local = { (uint64_t)(uintptr_t)b->mem + HALF, HALF };
+    b10_span_t remote = { (uint64_t)(uintptr_t)a->mem, HALF };
+    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE, .op = B10_OP_READ,
+                             .local = &local, .remote = &remote, .count = 1,
+                             .remote_agent = a->name, .deadline_ms = DEADLINE_MS };
+    b10_xfer_t *r = NULL;
+    double t0 = now_s();
+    b10_status_t st = b10_xfer_submit(b->conn, &xp, &r);
+    if (st != B10_OK)
+        return fail("submit rb reads ra", st, b10_conn_detail(b->conn));
+    if (touch(dir, "submitted"))
+        return 1;
+    st = b10_xfer_wait(r, 60000 * slow);
+    double took = now_s() - t0;
+    if (st == B10_IN_PROGRESS || st == B10_ERR_DAEMON_EXITED || st == B10_ERR_DAEMON_LOST)
+        return fail("the READ under B's stop, expected its daemon's own news", st,
+                    b10_xfer_detail(r));
+    if (took < delay_s) {
+        printf("FAIL the READ ended %s after %.2f s, before its copy (%.2f s) could end: %s\n",
+               b10_status_name(st), took, delay_s, b10_xfer_detail(r));
+        return 1;
+    }
+    printf("ok rb's READ ended %s after %.2f s, once its copy ended (%s)\n", b10_status_name(st),
+           took, b10_xfer_detail(r));
+    if (st == B10_OK && memcmp(a->mem, b->mem + HALF, HALF) != 0) {
+        printf("FAIL the READ said B10_OK, but the bytes differ\n");
+        return 1;
+    }
+    uint8_t *seen = malloc(HALF);
+    if (seen == NULL)
+        return fail("malloc", B10_ERR_NO_MEMORY, NULL);
+    memcpy(seen, b->mem + HALF, HALF);
+    b10_xfer_release(r);
+    if (wait_file(dir, "exited", 60))
+        return 1;
+    int rc = unchanged(b, seen, "after the READ's news and B's exit");
+    free(seen);
+    return rc;
+}
+
 /* Steps 2 and 3 up to X's restart: a transfer in flight each way, X killed, both fail. */
 static int kill_each_way(const char *dir, struct rank *x, struct rank *y, pid_t pid_x, pid_t pid_y,
                          const uint8_t *y_before)
@@ -240,8 +293,9 @@ static int kill_each_way(const char *dir, struct rank *x, struct rank *y, pid_t 
 int main(int argc, char **argv)
 {
     if (argc != 8 || (strcmp(argv[6], "A") != 0 && strcmp(argv[6], "B") != 0 &&
-                      strcmp(argv[6], "Bdata") != 0)) {
-        fprintf(stderr, "usage: %s DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata SLOW\n", argv[0]);
+                      strcmp(argv[6], "Bdata") != 0 && strcmp(argv[6], "Bterm") != 0)) {
+        fprintf(stderr, "usage: %s DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata|Bterm SLOW\n",
+                argv[0]);
         return 2;
     }
     const char *dir = argv[1];
@@ -249,6 +303,14 @@ int main(int argc, char **argv)
     bool kill_a = strcmp(argv[6], "A") == 0, data = strcmp(argv[6], "Bdata") == 0;
     slow = atoi(argv[7]) > 0 ? atoi(argv[7]) : 1;
     struct rank a = { 0 }, b = { 0 }, z = { 0 };
+
+    if (strcmp(argv[6], "Bterm") == 0) {
+        if (rank_open(&a, argv[2], "ra", REGION, 0) || rank_open(&b, argv[3], "rb", REGION, 0) ||
+            rank_load(&a, &b) || rank_load(&b, &a) || term_with_copy(dir, &a, &b))
+            return 1;
+        printf("ok all\n");
+        return 0;
+    }
 
     /* z: a third rank, on X beside x: their descriptors name X's old boot after the restart. */
     if (rank_open(&a, argv[2], "ra", REGION, 0) || rank_open(&b, argv[3], "rb", REGION, 0) ||

@@ -22,7 +22,7 @@ SUITE_TITLE=integration
 REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
 all_scenarios="cli fragmented same_node same_node_staged process_mem concurrent8 lanes large out_of_bounds deadline cancel corrupt
                bad_input corrupt_data agentops settle restart rank_restart_initiator
-               rank_restart_target rank_restart_data"
+               rank_restart_target rank_restart_data rank_restart_term"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -531,6 +531,33 @@ scen_rank_restart_target() {
 scen_rank_restart_data() {
     rank_restart B Bdata
     grep -q "test hook: every scatter" "$D/B-boot1.log" || die "B did not log its test hook"
+}
+
+# B stopped (SIGTERM) with a copy into rb's memory under way: rb's READ
+# from ra is told once that copy ended, while rb is still connected; its
+# destination never changes after that news (b10-rankrestart Bterm).
+scen_rank_restart_term() {
+    start_daemon A
+    export B10_TEST_COPY_DELAY_MS=$(( 3000 * SLOW ))
+    start_daemon B --drain-timeout-ms 100 --settle-ms $(( 30000 * SLOW ))
+    unset B10_TEST_COPY_DELAY_MS
+    bg rr "$BUILD/tests/b10-rankrestart" "$D" "$D/A.sock" "$D/B.sock" "$(daemon_pid A)" \
+        "$(daemon_pid B)" Bterm "$SLOW"
+    until_file "$D/submitted" "$pid_rr" 60 "rb's READ"
+    _n=$(( 100 * SLOW ))
+    until [ "$(sent_bytes A)" -ge $(( 2 << 20 )) ] 2>/dev/null; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "A sent $(sent_bytes A) bytes, not the READ's chunk"
+        sleep 0.1
+    done
+    kill -TERM "$(daemon_pid B)"
+    wait_exit "$(daemon_pid B)" $(( 30 * SLOW ))
+    [ "$rc" = 0 ] || die "b10d B did not stop cleanly on SIGTERM (exit $rc)"
+    forget_daemon B
+    touch "$D/exited"
+    wait_client rr 60 "b10-rankrestart"
+    expect_exit "b10-rankrestart" "$D/rr.log" 0 'FAIL' head
+    grep -q "test hook: every scatter" "$D/B.log" || die "B did not log its test hook"
 }
 
 run_suite "$@"
