@@ -200,19 +200,20 @@ void b10d_stop(struct b10d *d)
     while (!list_empty(&d->xfers))
         xfer_fail(list_entry(d->xfers.next, struct xfer, node), B10_ERR_DRAINING,
                   "the daemon is shutting down");
+    /*
+     * A failure goes to its rank only once nothing can still write for it:
+     * its copies end, the receiver answers its CANCEL, or --settle-ms passes
+     * (each waiting transfer's own timer bounds this). The ranks are still
+     * connected to hear it, the links still up for the answers.
+     */
+    while (!list_empty(&d->settling))
+        uv_run(d->loop, UV_RUN_ONCE);
     peer_close_all(d);
     /* Let copies and UCX requests settle, bounded: nothing may be freed under them. */
     for (int i = 0; d->wire != NULL && i < 2000 && wire_outstanding(d->wire) > 0; i++)
         uv_run(d->loop, UV_RUN_NOWAIT);
     /* Inline copies are over already: their completions end what waits for them. */
     copy_stop(d);
-    /*
-     * A failure goes to its rank only once nothing can still write for it:
-     * copies on the pool end or --settle-ms passes (each waiting transfer's
-     * own timer bounds this). The ranks are still connected to hear it.
-     */
-    while (!list_empty(&d->settling))
-        uv_run(d->loop, UV_RUN_ONCE);
     xfer_settle_all(d);
     /* Copies on the GPU hold regions and views: they finish before either goes. */
     gpu_stop(d);

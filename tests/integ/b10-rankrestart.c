@@ -308,6 +308,10 @@ int main(int argc, char **argv)
         if (rank_open(&a, argv[2], "ra", REGION, 0) || rank_open(&b, argv[3], "rb", REGION, 0) ||
             rank_load(&a, &b) || rank_load(&b, &a) || term_with_copy(dir, &a, &b))
             return 1;
+        b10_conn_close(a.conn);
+        b10_conn_close(b.conn);
+        b10_dram_free(a.mem);
+        b10_dram_free(b.mem);
         printf("ok all\n");
         return 0;
     }
