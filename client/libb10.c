@@ -28,8 +28,11 @@
  * lock so that frames never interleave.
  *
  * Surviving the daemon's restart: when the socket ends (EOF, a reset), the
- * daemon exited or dropped us. Everything in flight fails with
- * B10_ERR_DAEMON_EXITED at once, and the socket's fd number is taken over by
+ * daemon exited or dropped us. Everything in flight fails, with
+ * B10_ERR_DAEMON_EXITED once the daemon's process ended (its pidfd turned
+ * readable within EXIT_CONFIRM_MS), else with B10_ERR_DAEMON_LOST (it still
+ * runs, or cannot be watched: its copies may still write), and the
+ * connection reconnects as below; the socket's fd number is taken over by
  * a timer that turns readable when a reconnection is due, so that a caller
  * polling b10_conn_fd() wakes up for it instead of spinning on a dead
  * socket. The next call (or b10_conn_progress) connects again to the same
@@ -61,6 +64,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <time.h>
@@ -90,6 +94,17 @@
 #define REVIVE_BACKOFF_MAX      2000           /* ms */
 /* One connect() to a daemon coming back; its backlog may be full while it starts. */
 #define REVIVE_CONNECT_MS       1000
+/*
+ * The socket ended: how long to wait for the daemon's process to end (its
+ * pidfd readable) before deciding that it dropped us and still runs.
+ */
+#define EXIT_CONFIRM_MS         3000
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD            77
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open          434
+#endif
 
 /* One request waiting for its Reply. */
 struct pending {
@@ -179,6 +194,14 @@ struct b10_conn {
      */
     bool absent;
     int timer_fd;                  /* stands in conn->fd's number while no socket does; -1 */
+    /*
+     * The daemon's process (SO_PEERPIDFD, else pidfd_open of SO_PEERCRED's
+     * pid), -1 when its pid is not visible here (another pid namespace) or
+     * the kernel has no pidfds. Readable once the process ended and with it
+     * every file it held: then nothing of it can write our memory.
+     */
+    int daemon_pidfd;
+    pid_t daemon_pid;              /* the socket's peer (SO_PEERCRED), 0 unknown */
     struct loaded *loaded;
     struct old_desc *old_descs;
 
@@ -472,30 +495,25 @@ static void conn_park(b10_conn_t *conn)
  * transfers (client gone) instead of waiting for us. The fd stays open: the
  * caller may have it in a poll set, and b10_conn_close() closes it.
  */
-static void conn_kill(b10_conn_t *conn, b10_status_t status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void conn_kill(b10_conn_t *conn, b10_status_t status, const char *fmt, ...)
+static void conn_kill_v(b10_conn_t *conn, b10_status_t status, b10_status_t inflight,
+                        const char *fmt, va_list ap)
 {
-    va_list ap;
-
     if (conn->dead != B10_OK)
         return;
     conn->dead = status;
-    va_start(ap, fmt);
     vsnprintf(conn->detail, sizeof(conn->detail), fmt, ap);
-    va_end(ap);
     conn_log(conn, B10_LOG_ERR, "daemon connection unusable: %s", conn->detail);
     for (size_t i = 0; i < conn->nbuckets; i++) {
         while (conn->buckets[i] != NULL)
-            xfer_finish(conn, conn->buckets[i], status, conn->detail);
+            xfer_finish(conn, conn->buckets[i], inflight, conn->detail);
     }
-    /* Requests waiting for a reply get none: they return status now. */
+    /* Requests waiting for a reply get none: they return what the transfers got. */
     while (conn->pending != NULL) {
         struct pending *p = conn->pending;
         conn->pending = p->next;
         p->next = NULL;
         p->msg = NULL;
-        p->failed = status;
+        p->failed = inflight;
         p->done = true;
     }
     if (status == B10_ERR_DAEMON_EXITED) {
@@ -505,6 +523,66 @@ static void conn_kill(b10_conn_t *conn, b10_status_t status, const char *fmt, ..
         shutdown(conn->fd, SHUT_RDWR);
     }
     pthread_cond_broadcast(&conn->cond);
+}
+
+static void conn_kill(b10_conn_t *conn, b10_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void conn_kill(b10_conn_t *conn, b10_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    conn_kill_v(conn, status, status, fmt, ap);
+    va_end(ap);
+}
+
+/* Dead as after an exit (it connects again), but what was in flight fails inflight. */
+static void conn_kill2(b10_conn_t *conn, b10_status_t inflight, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void conn_kill2(b10_conn_t *conn, b10_status_t inflight, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    conn_kill_v(conn, B10_ERR_DAEMON_EXITED, inflight, fmt, ap);
+    va_end(ap);
+}
+
+/*
+ * The socket ended (how: EOF, a reset). That alone does not say the
+ * daemon stopped writing: it also drops a client that reads nothing or
+ * sends garbage while its copies into that client's memory run on, and a
+ * killed process may close its socket before its other files. Only its
+ * process ending (the pidfd readable, waited for up to EXIT_CONFIRM_MS)
+ * says that nothing of it writes any more: then what was in flight fails
+ * B10_ERR_DAEMON_EXITED. Otherwise it fails B10_ERR_DAEMON_LOST, which
+ * claims nothing about the bytes. Either way libb10 connects again.
+ * Called with the lock held; the wait holds it.
+ */
+static void conn_gone(b10_conn_t *conn, const char *how)
+{
+    if (conn->dead != B10_OK)
+        return;
+    int r = -1;
+    if (conn->daemon_pidfd >= 0) {
+        struct pollfd pfd = { .fd = conn->daemon_pidfd, .events = POLLIN };
+        int64_t deadline = deadline_after(EXIT_CONFIRM_MS);
+        do
+            r = poll(&pfd, 1, poll_timeout(deadline));
+        while (r < 0 && errno == EINTR);
+    }
+    if (r > 0) {
+        conn_kill(conn, B10_ERR_DAEMON_EXITED, "the daemon exited (%s)", how);
+        return;
+    }
+    /* Dead as after an exit, so that it connects again; the transfers claim nothing. */
+    if (conn->daemon_pidfd < 0)
+        conn_kill2(conn, B10_ERR_DAEMON_LOST, "the daemon closed the connection (%s), and its "
+                   "process cannot be watched from here: copies it began may still write; "
+                   "what was in flight may or may not land", how);
+    else
+        conn_kill2(conn, B10_ERR_DAEMON_LOST, "the daemon closed the connection (%s), but its "
+                   "process still runs after %d ms: it dropped this rank, and copies it began "
+                   "may still write; what was in flight may or may not land", how,
+                   EXIT_CONFIRM_MS);
 }
 
 /* ---------------------------------------------------------------- writing */
@@ -555,7 +633,8 @@ static b10_status_t conn_send(b10_conn_t *conn, const uint8_t *frame, size_t len
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-            conn_kill(conn, B10_ERR_DAEMON_EXITED, "the daemon went away: %s", strerror(errno));
+            /* This frame never reaches it; what else was in flight, conn_gone says. */
+            conn_gone(conn, strerror(errno));
             return B10_ERR_DAEMON_EXITED;
         }
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -769,9 +848,9 @@ static void conn_drain(b10_conn_t *conn)
             conn_feed(conn, conn->rbuf, (size_t)n);
             continue;
         }
-        /* The daemon exited (or dropped us): what it had of ours is gone with it. */
+        /* The daemon exited, or dropped us: conn_gone tells which. */
         if (n == 0 || errno == ECONNRESET) {
-            conn_kill(conn, B10_ERR_DAEMON_EXITED, "the daemon closed the connection");
+            conn_gone(conn, n == 0 ? "end of stream" : strerror(errno));
             return;
         }
         if (errno == EINTR)
@@ -896,6 +975,34 @@ unlink:
 
 /* ---------------------------------------------------------------- connection */
 
+/*
+ * conn->daemon_pidfd: the process at the other end of the socket fd, or -1
+ * (conn_gone then cannot confirm an exit). A pid of 0 is one of another pid
+ * namespace.
+ */
+static void conn_watch_daemon(b10_conn_t *conn, int fd)
+{
+    int pidfd = -1;
+    struct ucred cred = { 0 };
+    socklen_t len = sizeof(cred);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred))
+        cred.pid = 0;
+    len = sizeof(pidfd);
+    if (cred.pid > 0 &&
+        (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0 || len != sizeof(pidfd)))
+        pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+    conn->daemon_pid = pidfd >= 0 ? cred.pid : 0;
+    if (pidfd >= 0)
+        (void)fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+    else
+        conn_log(conn, B10_LOG_INFO, "the daemon's process cannot be watched here: a closed "
+                 "connection will not be taken for its exit");
+    if (conn->daemon_pidfd >= 0)
+        close(conn->daemon_pidfd);
+    conn->daemon_pidfd = pidfd;
+}
+
 /* A connected, non-blocking socket to the daemon at conn->path in *fd_p. */
 static b10_status_t conn_dial(b10_conn_t *conn, int timeout_ms, int *fd_p)
 {
@@ -932,6 +1039,7 @@ static b10_status_t conn_dial(b10_conn_t *conn, int timeout_ms, int *fd_p)
         status = B10_ERR_IO;
         goto close_fd;
     }
+    conn_watch_daemon(conn, fd);
     *fd_p = fd;
     return B10_OK;
 
@@ -976,6 +1084,13 @@ static b10_status_t conn_hello(b10_conn_t *conn)
                  hr->version, B10_API_VERSION);
         status = B10_ERR_VERSION;
         goto free_reply;
+    }
+    if (hr->pid != 0 && conn->daemon_pidfd >= 0 && hr->pid != (uint32_t)conn->daemon_pid) {
+        conn_log(conn, B10_LOG_INFO, "the daemon is process %u, the socket's peer %d (socket "
+                 "activation, or another pid namespace): its exit cannot be watched",
+                 hr->pid, (int)conn->daemon_pid);
+        close(conn->daemon_pidfd);
+        conn->daemon_pidfd = -1;
     }
     /* 0 means the daemon left it unset; the library's default then holds. */
     uint64_t max = hr->max_frame == 0 ? FRAME_MAX_DEFAULT : hr->max_frame;
@@ -1044,6 +1159,8 @@ static void conn_free(b10_conn_t *conn)
         close(conn->fd);
     if (conn->timer_fd >= 0)
         close(conn->timer_fd);
+    if (conn->daemon_pidfd >= 0)
+        close(conn->daemon_pidfd);
     free(conn->path);
     frame_reader_free(&conn->reader);
     free(conn->agent_desc);
@@ -1067,6 +1184,7 @@ static b10_conn_t *conn_alloc(const b10_conn_params_t *params)
         return NULL;
     conn->fd = -1;
     conn->timer_fd = -1;
+    conn->daemon_pidfd = -1;
     conn->next_seq = 1;
     conn->max_frame = FRAME_MAX_DEFAULT;
     conn->request_timeout_ms = DEFAULT_REQUEST_TIMEOUT;

@@ -448,6 +448,7 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
     hr.daemon_id = d->daemon_id;
     hr.agent_desc = (ProtobufCBinaryData){ desc_len, packed };
     hr.max_frame = d->cfg.max_frame;
+    hr.pid = (uint32_t)getpid();
     B10__Reply reply = B10__REPLY__INIT;
     reply.body_case = B10__REPLY__BODY_HELLO;
     reply.hello = &hr;

@@ -21,8 +21,17 @@
  *    submissions from another.
  *  - The library never prints. Give it a log callback if you want its notes.
  *  - A connection outlives a restart of its daemon. When the daemon goes
- *    (its socket ends), what was in flight fails B10_ERR_DAEMON_EXITED at
- *    once and never lands; the next call on the connection, or
+ *    (its socket ends and its process ended), what was in flight fails
+ *    B10_ERR_DAEMON_EXITED: that daemon no longer reads or writes this
+ *    rank's memory, so a READ's local spans and a WRITE's sources are the
+ *    caller's again. A WRITE's destination is another daemon's: it may
+ *    still scatter chunks it already received; it fails the transfer
+ *    (B10_ERR_PEER_LOST at the target's end) and quarantines what a late
+ *    copy could still touch. When the socket ends but the daemon's process
+ *    does not end within 3 s (it dropped this rank) or cannot be watched
+ *    (socket activation, another pid namespace), what was in flight fails
+ *    B10_ERR_DAEMON_LOST instead, which claims nothing about the bytes.
+ *    Either way the next call on the connection, or
  *    b10_conn_progress(), connects again to the same socket path, registers
  *    every region again and reloads every descriptor loaded, so that the
  *    handles stay valid and the next transfer works as before. Each attempt
@@ -78,10 +87,10 @@ extern "C" {
     X(ERR_PEER_LOST,      51, PEER,   "remote daemon lost during the transfer")                  \
     X(ERR_PEER_PROTOCOL,  52, PEER,   "remote daemon violated the protocol")                     \
     X(ERR_DAEMON_UNREACHABLE,70,REOPEN,"local b10d unreachable")                                 \
-    X(ERR_DAEMON_LOST,    71, REOPEN, "connection to the local b10d lost")                       \
+    X(ERR_DAEMON_LOST,    71, REOPEN, "connection to the local b10d lost: what was in flight may or may not land") \
     X(ERR_PROTOCOL,       72, REOPEN, "malformed or unexpected message on the daemon connection")\
     X(ERR_VERSION,        73, REOPEN, "client and daemon protocol versions differ")              \
-    X(ERR_DAEMON_EXITED,  74, REOPEN, "the local b10d exited with this in flight: it never lands") \
+    X(ERR_DAEMON_EXITED,  74, REOPEN, "the local b10d exited with this in flight: it no longer reads or writes this rank's memory") \
     X(ERR_NO_MEMORY,      90, RETRY,  "out of memory")                                           \
     X(ERR_IO,             91, RETRY,  "i/o error")                                               \
     X(ERR_INTERNAL,       92, RETRY,  "internal error")
