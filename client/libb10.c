@@ -1661,10 +1661,16 @@ static b10_status_t mem_deregister_one(b10_conn_t *conn, b10_mem_t *mem)
     B10__DeregisterMem dm = B10__DEREGISTER_MEM__INIT;
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
 
-    dm.region_id = mem->region_id;
     msg.body_case = B10__CLIENT_MSG__BODY_DEREGISTER_MEM;
     msg.deregister_mem = &dm;
     pthread_mutex_lock(&conn->lock);
+    /*
+     * A reconnection first (it registers every region again, under new
+     * ids), then the id: read before, it would name the old boot's region,
+     * or another's in the new boot.
+     */
+    conn_settle(conn, true);
+    dm.region_id = mem->region_id;
     b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
     /* UNSETTLED: gone from the daemon's table too, but a copy may still write the memory. */
     if (status == B10_OK || status == B10_ERR_UNSETTLED) {
@@ -2092,6 +2098,18 @@ static void conn_settle(b10_conn_t *conn, bool wait)
         return;
     while (conn->reviving)
         pthread_cond_wait(&conn->cond, &conn->lock);
+    /*
+     * A socket that ended unnoticed (nobody read since) is noticed now, so
+     * that the call goes to the daemon's next boot rather than failing on
+     * the old one's socket.
+     */
+    if (conn->dead == B10_OK && !conn->reading) {
+        struct pollfd pfd = { .fd = conn->fd, .events = POLLRDHUP };
+        if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+            conn_drain(conn);
+            pthread_cond_broadcast(&conn->cond);
+        }
+    }
     if (conn->dead != B10_ERR_DAEMON_EXITED || conn->reading ||
         (now_ns() < conn->retry_at && !conn->absent))
         return;

@@ -335,6 +335,16 @@ int main(int argc, char **argv)
         return fail("malloc", B10_ERR_NO_MEMORY, NULL);
     memcpy(old_copy, old_desc, old_len);
     int fd = b10_conn_fd(x->conn);
+    /* A second region of x's, after z's: in X's old boot its id is above z's. */
+    void *extra_mem;
+    b10_mem_t *extra = NULL;
+    b10_mem_params_t mp = { .kind = B10_MEM_DRAM, .length = REGION };
+    if (b10_dram_alloc(REGION, &extra_mem) != B10_OK)
+        return fail("dram alloc", B10_ERR_NO_MEMORY, NULL);
+    mp.addr = extra_mem;
+    b10_status_t rst = b10_mem_register(x->conn, &mp, &extra);
+    if (rst != B10_OK)
+        return fail("register x's second region", rst, b10_conn_detail(x->conn));
 
     /* 1. The links stand. */
     fill(x->mem, HALF, 1);
@@ -349,6 +359,20 @@ int main(int argc, char **argv)
     memcpy(y_before, y->mem + HALF, HALF);
     if (data ? kill_with_data(dir, x, y) : kill_each_way(dir, x, y, pid_x, pid_y, y_before))
         return 1;
+    /*
+     * X is back (DIR/restarted): x's first call deregisters its second
+     * region. It reconnects first (the new boot numbers x's regions anew),
+     * then names the region by its new id; step 4 then writes x's first.
+     */
+    if (wait_file(dir, "restarted", 60))
+        return 1;
+    rst = b10_mem_deregister(x->conn, extra);
+    if (rst != B10_OK)
+        return fail("deregistering as the first call after the restart", rst,
+                    b10_conn_detail(x->conn));
+    printf("ok %s deregistered its second region as its first call after the restart\n",
+           x->name);
+    b10_dram_free(extra_mem);
     if (wait_reconnected(x, 60) || wait_reconnected(&z, 60))
         return 1;
     const void *new_desc;

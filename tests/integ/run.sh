@@ -495,6 +495,7 @@ rank_restart() {
     forget_daemon "$_x"
     mv "$D/$_x.log" "$D/$_x-boot1.log"
     start_daemon "$_x"
+    touch "$D/restarted"
     _new=$(daemon_field "$_x" daemon_id)
     [ -n "$_new" ] && [ "$_new" != "$_old" ] || die "$_x's new boot has id '$_new' (old $_old)"
     until_file "$D/reconnected" "$pid_rr" 60 "the ranks after the restart"
