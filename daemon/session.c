@@ -652,6 +652,39 @@ static void session_load_owner(struct remote_agent *a, const B10__AgentDesc *des
     }
 }
 
+/*
+ * A rank reloaded a (now loaded) descriptor after this daemon restarted:
+ * the remote node still knows this daemon's old boot, whose address is
+ * dead. Linking now tells it this boot (its handshake replaces the entry),
+ * so that its ranks' next transfers here find this boot without a new
+ * descriptor. Bounded, since any rank may send reloads: once per node per
+ * session, and once per node per SESSION_RELOAD_LINK_MS of all sessions.
+ */
+#define SESSION_RELOAD_LINK_MS 1000
+
+static void session_reload_link(struct session *s, struct remote_agent *a)
+{
+    struct peer *peer = a->peer;
+    struct list *pos;
+    uint64_t now = s->d->now_ms(s->d);
+
+    if (peer_is_self(peer))
+        return;
+    for (pos = s->agents.next; pos != &s->agents; pos = pos->next) {
+        struct remote_agent *o = list_entry(pos, struct remote_agent, node);
+        if (o->peer == peer && o->reload_linked)
+            return;
+    }
+    a->reload_linked = true;
+    if (peer->reload_link_ms != 0 && now < peer->reload_link_ms + SESSION_RELOAD_LINK_MS)
+        return;
+    peer->reload_link_ms = now;
+    b10_status_t linked = peer_ensure_link(peer);
+    if (linked != B10_OK && linked != B10_IN_PROGRESS)
+        log_info("client %s: could not link to daemon %s for agent %s: %s", s->agent, peer->name,
+                 a->name, b10_status_str(linked));
+}
+
 static void session_on_load_agent(struct session *s, uint64_t seq, const B10__LoadAgent *req)
 {
     char detail[256];
@@ -701,18 +734,6 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
         session_reply(s, seq, status, detail[0] ? detail : b10_status_str(status), NULL);
         goto out;
     }
-    /*
-     * A rank reloading after this daemon restarted: the remote node still
-     * knows this daemon's old boot, whose address is dead. Linking now
-     * tells it this boot (its handshake replaces the entry), so that its
-     * ranks' next transfers here find this boot without a new descriptor.
-     */
-    if (req->reload && !peer_is_self(peer)) {
-        b10_status_t linked = peer_ensure_link(peer);
-        if (linked != B10_OK && linked != B10_IN_PROGRESS)
-            log_info("client %s: could not link to daemon %s for agent %s: %s", s->agent,
-                     peer->name, req->name, b10_status_str(linked));
-    }
     /* Loading a name again replaces it: a restarted remote rank brings a new descriptor. */
     list_for_each_safe(pos, tmp, &s->agents) {
         struct remote_agent *a = list_entry(pos, struct remote_agent, node);
@@ -723,6 +744,8 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
             session_agent_owner(s, a);
             session_load_owner(a, desc, earlier_self);
             session_reply(s, seq, B10_OK, "", NULL);
+            if (req->reload)
+                session_reload_link(s, a);
             goto out;
         }
     }
@@ -743,6 +766,8 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
     list_insert_tail(&s->agents, &a->node);
     s->nagents++;
     session_reply(s, seq, B10_OK, "", NULL);
+    if (req->reload)
+        session_reload_link(s, a);
     log_debug("client %s: remote agent %s on daemon %s (%016" PRIx64 ")", s->agent, a->name,
               peer->name, peer->daemon_id);
 out:
