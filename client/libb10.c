@@ -220,6 +220,7 @@ struct b10_conn {
     size_t nnotices;
 
     uint8_t *agent_desc;           /* owned, from HelloReply */
+    uint64_t daemon_id;            /* the boot that gave it */
     size_t agent_desc_len;
     char detail[DETAIL_MAX];
 };
@@ -1096,7 +1097,14 @@ static b10_status_t conn_hello(b10_conn_t *conn)
     uint64_t max = hr->max_frame == 0 ? FRAME_MAX_DEFAULT : hr->max_frame;
     conn->max_frame = max > FRAME_MAX_LIMIT ? FRAME_MAX_LIMIT : (uint32_t)max;
     conn->reader.max = conn->max_frame;
-    if (hr->agent_desc.len > 0) {
+    /*
+     * The same boot again (it dropped us, or an attempt failed after the
+     * hello): the descriptor held is still its own; only a new boot's
+     * replaces it, the old one's bytes kept for a caller still holding them.
+     */
+    bool same_boot = conn->agent_desc != NULL && hr->daemon_id == conn->daemon_id;
+    conn->daemon_id = hr->daemon_id;
+    if (hr->agent_desc.len > 0 && !same_boot) {
         uint8_t *desc = malloc(hr->agent_desc.len);
         struct old_desc *old = conn->agent_desc != NULL ? malloc(sizeof(*old)) : NULL;
         if (desc == NULL || (conn->agent_desc != NULL && old == NULL)) {
@@ -2067,8 +2075,20 @@ static void conn_revive(b10_conn_t *conn)
     return;
 
 failed:
-    /* A refusal leaves the new socket up: drop it, and try again later. */
     snprintf(why, sizeof(why), "%s", conn->detail);
+    /*
+     * A final refusal (another protocol version, the name held by another
+     * user, a region or name the daemon will never take) ends the
+     * connection with it: trying again would be refused again, forever.
+     */
+    if (conn->dead == B10_OK &&
+        (status == B10_ERR_VERSION || b10_status_action(status) == B10_ACTION_FIX)) {
+        conn->reviving = false;
+        conn_kill(conn, status, "reconnecting was refused for good: %s: %.400s",
+                  b10_status_name(status), why);
+        return;
+    }
+    /* A refusal leaves the new socket up: drop it, and try again later. */
     if (conn->dead == B10_OK)
         conn_kill(conn, B10_ERR_DAEMON_EXITED, "reconnecting: %s: %.400s", b10_status_name(status),
                   why);
