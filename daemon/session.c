@@ -646,7 +646,8 @@ static b10_status_t session_open_desc(struct session *s, const uint8_t *bytes, s
 static void session_load_owner(struct remote_agent *a, const B10__AgentDesc *desc,
                                bool earlier_self)
 {
-    if (earlier_self && desc->uid_known) {
+    /* A rank of another node: its daemon checks the holder (rank_uid_check) by this uid. */
+    if ((earlier_self || !peer_is_self(a->peer)) && desc->uid_known) {
         a->uid = (uid_t)desc->uid;
         a->uid_known = true;
     }
@@ -955,9 +956,25 @@ const struct ipc_hooks session_ipc_hooks = {
     .name = session_ipc_name,
 };
 
+static bool session_agent_uid(struct session *s, const char *name, uint32_t *uid_p)
+{
+    struct remote_agent *a = session_agent(s, name);
+    if (a == NULL || peer_is_self(a->peer) || !a->uid_known)
+        return false;
+    *uid_p = (uint32_t)a->uid;
+    return true;
+}
+
+static uint32_t session_uid(struct session *s)
+{
+    return (uint32_t)s->uid;
+}
+
 const struct rank_ops session_rank_ops = {
     .find = session_find,
     .agent = session_agent,
+    .agent_uid = session_agent_uid,
+    .uid = session_uid,
     .agent_use = session_agent_use,
     .xfer_done = session_xfer_done,
     .answer = session_answer,

@@ -3,7 +3,7 @@
  * killed (-9) and started again on its socket under two ranks that keep
  * running, with a transfer in flight each way.
  *
- *   b10-rankrestart DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata|Bterm SLOW
+ *   b10-rankrestart DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata|Bterm|takeover SLOW
  *
  * One process plays both ranks: "ra" on A, "rb" on B, each with one DRAM
  * region (a source half, a destination half) and the other's descriptor
@@ -250,6 +250,95 @@ static int term_with_copy(const char *dir, struct rank *a, struct rank *b)
     return rc;
 }
 
+/*
+ * takeover: rx and ry on B, ra on A holding both descriptors (uid 0, this
+ * process's). B is killed and started again; before rx reconnects, a rank
+ * of another user (uid 65534: this process connects with that effective
+ * uid) says hello to B as "rx". Whatever ra sends "rx" by the descriptor of
+ * B's old boot is refused at B, UNKNOWN_AGENT, saying why: a check, a WRITE,
+ * a READ, a notice (the impostor never gets it); beside it ra → ry, whose
+ * owner reconnected, lands byte for byte.
+ */
+#define OTHER_UID 65534
+
+static int refused_for_owner(const char *what, b10_status_t st, const char *detail)
+{
+    if (st != B10_ERR_UNKNOWN_AGENT || detail == NULL || strstr(detail, "not of the user") == NULL)
+        return fail(what, st, detail);
+    printf("ok %s refused: %s\n", what, detail);
+    return 0;
+}
+
+static int takeover(const char *dir, const char *sock_b, struct rank *a, struct rank *x,
+                    struct rank *y)
+{
+    if (touch(dir, "ready") || wait_file(dir, "restarted", 60))
+        return 1;
+    /* The impostor: another uid's rank under x's name, before x reconnects. */
+    b10_conn_t *imp = NULL;
+    b10_conn_params_t cp = { .field_mask = B10_CONN_FIELD_SOCKET_PATH, .agent_name = x->name,
+                             .socket_path = sock_b };
+    if (seteuid(OTHER_UID) != 0)
+        return fail("seteuid", B10_ERR_INTERNAL, strerror(errno));
+    b10_status_t st = b10_conn_open(&cp, &imp);
+    if (seteuid(0) != 0)
+        return fail("seteuid back", B10_ERR_INTERNAL, strerror(errno));
+    if (st != B10_OK)
+        return fail("the other user's hello as rx", st, NULL);
+    printf("ok a rank of uid %d took the name %s on B's new boot\n", OTHER_UID, x->name);
+    if (wait_reconnected(y, 60) || touch(dir, "reconnected") || wait_file(dir, "go", 60))
+        return 1;
+
+    b10_span_t span = { (uint64_t)(uintptr_t)x->mem + HALF, HALF };
+    st = b10_agent_check(a->conn, x->name, &span, 1);
+    if (refused_for_owner("ra's check of rx", st, b10_conn_detail(a->conn)))
+        return 1;
+    st = b10_agent_notify(a->conn, x->name, "hi", 2);
+    if (refused_for_owner("ra's notice for rx", st, b10_conn_detail(a->conn)))
+        return 1;
+    /* Had the notice been delivered, it would be at the impostor before its refusal came back. */
+    b10_notification_t *list = NULL;
+    size_t count = 0;
+    if ((st = b10_agent_notifications(imp, &list, &count)) != B10_OK)
+        return fail("the impostor's notifications", st, b10_conn_detail(imp));
+    b10_notifications_free(list, count);
+    if (count != 0) {
+        printf("FAIL the other user's rank got %zu notices meant for rx\n", count);
+        return 1;
+    }
+    printf("ok the other user's rank got no notice meant for rx\n");
+
+    b10_xfer_t *w = submit(a, x);
+    if (w == NULL)
+        return 1;
+    st = b10_xfer_wait(w, 30000 * slow);
+    if (refused_for_owner("ra's WRITE into rx", st, b10_xfer_detail(w)))
+        return 1;
+    b10_xfer_release(w);
+    b10_span_t local = { (uint64_t)(uintptr_t)a->mem + HALF, HALF };
+    b10_span_t remote = { (uint64_t)(uintptr_t)x->mem, HALF };
+    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE, .op = B10_OP_READ,
+                             .local = &local, .remote = &remote, .count = 1,
+                             .remote_agent = x->name, .deadline_ms = DEADLINE_MS };
+    if ((st = b10_xfer_submit(a->conn, &xp, &w)) != B10_OK)
+        return fail("submit ra reads rx", st, b10_conn_detail(a->conn));
+    st = b10_xfer_wait(w, 30000 * slow);
+    if (refused_for_owner("ra's READ of rx", st, b10_xfer_detail(w)))
+        return 1;
+    b10_xfer_release(w);
+
+    /* Beside it: ry's owner took its name again, and ra's descriptor of it still works. */
+    fill(a->mem, HALF, 10);
+    if (write_lands(a, y))
+        return 1;
+    span.addr = (uint64_t)(uintptr_t)y->mem + HALF;
+    if ((st = b10_agent_check(a->conn, y->name, &span, 1)) != B10_OK)
+        return fail("ra's check of ry", st, b10_conn_detail(a->conn));
+    printf("ok ra's check of ry passed\n");
+    b10_conn_close(imp);
+    return 0;
+}
+
 /* Steps 2 and 3 up to X's restart: a transfer in flight each way, X killed, both fail. */
 static int kill_each_way(const char *dir, struct rank *x, struct rank *y, pid_t pid_x, pid_t pid_y,
                          const uint8_t *y_before)
@@ -293,8 +382,10 @@ static int kill_each_way(const char *dir, struct rank *x, struct rank *y, pid_t 
 int main(int argc, char **argv)
 {
     if (argc != 8 || (strcmp(argv[6], "A") != 0 && strcmp(argv[6], "B") != 0 &&
-                      strcmp(argv[6], "Bdata") != 0 && strcmp(argv[6], "Bterm") != 0)) {
-        fprintf(stderr, "usage: %s DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata|Bterm SLOW\n",
+                      strcmp(argv[6], "Bdata") != 0 && strcmp(argv[6], "Bterm") != 0 &&
+                      strcmp(argv[6], "takeover") != 0)) {
+        fprintf(stderr, "usage: %s DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata|Bterm|takeover "
+                "SLOW\n",
                 argv[0]);
         return 2;
     }
@@ -304,6 +395,21 @@ int main(int argc, char **argv)
     slow = atoi(argv[7]) > 0 ? atoi(argv[7]) : 1;
     struct rank a = { 0 }, b = { 0 }, z = { 0 };
 
+    if (strcmp(argv[6], "takeover") == 0) {
+        struct rank y = { 0 };
+        if (rank_open(&a, argv[2], "ra", REGION, 0) || rank_open(&b, argv[3], "rx", REGION, 0) ||
+            rank_open(&y, argv[3], "ry", REGION, 0) || rank_load(&a, &b) || rank_load(&a, &y) ||
+            rank_load(&y, &a) || takeover(dir, argv[3], &a, &b, &y))
+            return 1;
+        b10_conn_close(a.conn);
+        b10_conn_close(b.conn);
+        b10_conn_close(y.conn);
+        b10_dram_free(a.mem);
+        b10_dram_free(b.mem);
+        b10_dram_free(y.mem);
+        printf("ok all\n");
+        return 0;
+    }
     if (strcmp(argv[6], "Bterm") == 0) {
         if (rank_open(&a, argv[2], "ra", REGION, 0) || rank_open(&b, argv[3], "rb", REGION, 0) ||
             rank_load(&a, &b) || rank_load(&b, &a) || term_with_copy(dir, &a, &b))
