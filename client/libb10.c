@@ -34,7 +34,8 @@
  * runs, or cannot be watched: its copies may still write), and the
  * connection reconnects as below; the socket's fd number is taken over by
  * a timer that turns readable when a reconnection is due, so that a caller
- * polling b10_conn_fd() wakes up for it instead of spinning on a dead
+ * polling b10_conn_fd() (an epoll set of libb10's that holds whatever file
+ * that number names now) wakes up for it instead of spinning on a dead
  * socket. The next call (or b10_conn_progress) connects again to the same
  * path, says hello, registers every region again and reloads every loaded
  * descriptor, under the lock, each step bounded by the request timeout;
@@ -62,6 +63,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -194,6 +196,12 @@ struct b10_conn {
      */
     bool absent;
     int timer_fd;                  /* stands in conn->fd's number while no socket does; -1 */
+    /*
+     * b10_conn_fd(): an epoll set holding whatever open file conn->fd names
+     * now (the socket, or the timer), so that a caller's poll or epoll of it
+     * follows the replacements (conn_watch after each).
+     */
+    int epoll_fd;
     /*
      * The daemon's process (SO_PEERPIDFD, else pidfd_open of SO_PEERCRED's
      * pid), -1 when its pid is not visible here (another pid namespace) or
@@ -467,6 +475,33 @@ static void xfer_finish(b10_conn_t *conn, b10_xfer_t *xfer, b10_status_t status,
 /* ---------------------------------------------------------------- connection death */
 
 /*
+ * conn->fd's current open file joins b10_conn_fd()'s epoll set with events;
+ * conn_unwatch takes it out before dup3 replaces that file (a file still
+ * open elsewhere, the timer, would stay in the set under the old entry).
+ */
+static void conn_watch(b10_conn_t *conn, uint32_t events)
+{
+    struct epoll_event ev = { .events = events, .data.fd = conn->fd };
+    if (conn->epoll_fd < 0 || conn->fd < 0)
+        return;
+    if (epoll_ctl(conn->epoll_fd, EPOLL_CTL_MOD, conn->fd, &ev) < 0 && errno == ENOENT)
+        (void)epoll_ctl(conn->epoll_fd, EPOLL_CTL_ADD, conn->fd, &ev);
+}
+
+static void conn_unwatch(b10_conn_t *conn)
+{
+    if (conn->epoll_fd >= 0 && conn->fd >= 0)
+        (void)epoll_ctl(conn->epoll_fd, EPOLL_CTL_DEL, conn->fd, NULL);
+}
+
+/* For good: the shut-down socket is readable; the caller hears it once, not in a spin. */
+static void conn_shut(b10_conn_t *conn)
+{
+    shutdown(conn->fd, SHUT_RDWR);
+    conn_watch(conn, EPOLLIN | EPOLLONESHOT);
+}
+
+/*
  * The daemon went: conn->fd's number now names a timer that turns readable
  * at conn->retry_at, when the next reconnection is due. A caller that polls
  * b10_conn_fd() then calls b10_conn_progress(), which makes the attempt; a
@@ -478,15 +513,19 @@ static void conn_park(b10_conn_t *conn)
     if (conn->timer_fd < 0)
         conn->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (conn->timer_fd < 0) {
-        shutdown(conn->fd, SHUT_RDWR);
+        conn_shut(conn);
         return;
     }
     int64_t at = conn->retry_at > 0 ? conn->retry_at : 1;   /* 0 would disarm it */
     struct itimerspec its = { .it_value = { .tv_sec = at / NSEC_PER_SEC,
                                             .tv_nsec = at % NSEC_PER_SEC } };
     (void)timerfd_settime(conn->timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
-    if (conn->fd != conn->timer_fd && dup3(conn->timer_fd, conn->fd, O_CLOEXEC) < 0)
-        shutdown(conn->fd, SHUT_RDWR);
+    conn_unwatch(conn);
+    if (conn->fd != conn->timer_fd && dup3(conn->timer_fd, conn->fd, O_CLOEXEC) < 0) {
+        conn_shut(conn);
+        return;
+    }
+    conn_watch(conn, EPOLLIN);
 }
 
 /*
@@ -521,7 +560,7 @@ static void conn_kill_v(b10_conn_t *conn, b10_status_t status, b10_status_t infl
         conn->retry_at = now_ns() + (int64_t)conn->backoff_ms * NSEC_PER_MSEC;
         conn_park(conn);
     } else {
-        shutdown(conn->fd, SHUT_RDWR);
+        conn_shut(conn);
     }
     pthread_cond_broadcast(&conn->cond);
 }
@@ -1169,6 +1208,8 @@ static void conn_free(b10_conn_t *conn)
         close(conn->timer_fd);
     if (conn->daemon_pidfd >= 0)
         close(conn->daemon_pidfd);
+    if (conn->epoll_fd >= 0)
+        close(conn->epoll_fd);
     free(conn->path);
     frame_reader_free(&conn->reader);
     free(conn->agent_desc);
@@ -1192,6 +1233,7 @@ static b10_conn_t *conn_alloc(const b10_conn_params_t *params)
         return NULL;
     conn->fd = -1;
     conn->timer_fd = -1;
+    conn->epoll_fd = -1;
     conn->daemon_pidfd = -1;
     conn->next_seq = 1;
     conn->max_frame = FRAME_MAX_DEFAULT;
@@ -1273,9 +1315,14 @@ b10_status_t b10_conn_open(const b10_conn_params_t *params, b10_conn_t **conn_p)
         status = B10_ERR_NO_MEMORY;
         goto free_conn;
     }
+    if ((conn->epoll_fd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        status = status_from_errno(errno);
+        goto free_conn;
+    }
     status = conn_dial(conn, conn->request_timeout_ms, &conn->fd);
     if (status != B10_OK)
         goto free_conn;
+    conn_watch(conn, EPOLLIN);
     conn->boot = 1;
     pthread_mutex_lock(&conn->lock);
     status = conn_hello(conn);
@@ -1295,10 +1342,10 @@ void b10_conn_close(b10_conn_t *conn)
     conn_free(conn);
 }
 
-/* The number stays for the connection's life: a new socket takes it over (conn_revive). */
+/* The epoll set: it stays for the connection's life, whatever file it watches. */
 int b10_conn_fd(b10_conn_t *conn)
 {
-    return conn == NULL ? -1 : conn->fd;
+    return conn == NULL ? -1 : conn->epoll_fd;
 }
 
 /*
@@ -2027,7 +2074,10 @@ static void conn_revive(b10_conn_t *conn)
     conn->absent = status == B10_ERR_DAEMON_UNREACHABLE;
     if (status != B10_OK)
         goto failed;
-    if (dup3(fd, conn->fd, O_CLOEXEC) < 0) {
+    conn_unwatch(conn);
+    int dup_rc = dup3(fd, conn->fd, O_CLOEXEC);
+    conn_watch(conn, EPOLLIN);
+    if (dup_rc < 0) {
         conn_set_detail(conn, "dup3: %s", strerror(errno));
         close(fd);
         status = B10_ERR_IO;
@@ -2133,6 +2183,10 @@ static void conn_settle(b10_conn_t *conn, bool wait)
     if (conn->dead != B10_ERR_DAEMON_EXITED || conn->reading ||
         (now_ns() < conn->retry_at && !conn->absent))
         return;
+    /* The timer fired (or is about to): taken, so that it stops being readable. */
+    uint64_t ticks;
+    if (conn->timer_fd >= 0 && read(conn->timer_fd, &ticks, sizeof(ticks)) < 0)
+        ticks = 0;
     conn_revive(conn);
 }
 

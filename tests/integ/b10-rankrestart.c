@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -111,6 +112,47 @@ static int write_lands(struct rank *from, struct rank *to)
         return 1;
     }
     printf("ok %s -> %s landed byte for byte\n", from->name, to->name);
+    return 0;
+}
+
+/*
+ * from → to lands, from's caller waiting in an epoll set that has held
+ * b10_conn_fd() since before the restart: the set must wake for the news.
+ */
+static int epoll_lands(int ep, struct rank *from, struct rank *to)
+{
+    b10_xfer_t *x = submit(from, to);
+    if (x == NULL)
+        return 1;
+    double end = now_s() + 30.0 * slow;
+    int wakes = 0;
+    b10_status_t st;
+    while ((st = b10_xfer_status(x)) == B10_IN_PROGRESS) {
+        struct epoll_event ev;
+        int left = (int)((end - now_s()) * 1000);
+        int n = left > 0 ? epoll_wait(ep, &ev, 1, left) : 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            printf("FAIL %s -> %s: the epoll set of the connection's fd never woke (%s)\n",
+                   from->name, to->name, n < 0 ? strerror(errno) : "30 s");
+            return 1;
+        }
+        wakes++;
+        b10_conn_progress(from->conn);
+    }
+    if (st != B10_OK) {
+        fail("write waited for through epoll", st, b10_xfer_detail(x));
+        b10_xfer_release(x);
+        return 1;
+    }
+    b10_xfer_release(x);
+    if (memcmp(from->mem, to->mem + HALF, HALF) != 0) {
+        printf("FAIL write %s -> %s landed, but the bytes differ\n", from->name, to->name);
+        return 1;
+    }
+    printf("ok %s -> %s landed, its news woke an epoll set of before the restart (%d wakes)\n",
+           from->name, to->name, wakes);
     return 0;
 }
 
@@ -441,6 +483,11 @@ int main(int argc, char **argv)
         return fail("malloc", B10_ERR_NO_MEMORY, NULL);
     memcpy(old_copy, old_desc, old_len);
     int fd = b10_conn_fd(x->conn);
+    /* An event loop's epoll set, holding x's fd across the restart. */
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event eev = { .events = EPOLLIN };
+    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &eev) != 0)
+        return fail("epoll", B10_ERR_INTERNAL, strerror(errno));
     /* A second region of x's, after z's: in X's old boot its id is above z's. */
     void *extra_mem;
     b10_mem_t *extra = NULL;
@@ -508,8 +555,9 @@ int main(int argc, char **argv)
     /* 4. The next transfers land, both ways, the survivor's first. */
     fill(x->mem, HALF, 5);
     fill(y->mem, HALF, 6);
-    if (write_lands(y, x) || write_lands(x, y))
+    if (write_lands(y, x) || epoll_lands(ep, x, y))
         return 1;
+    close(ep);
     /* Beside it on its node, by descriptors of the old boot that both reloaded: no wire. */
     fill(x->mem, HALF, 7);
     if (write_lands(x, &z))

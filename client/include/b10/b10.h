@@ -167,9 +167,13 @@ void b10_conn_close(b10_conn_t *conn);
 
 /*
  * A file descriptor that turns readable when the daemon has news (a transfer
- * finished). Poll it, then call b10_conn_progress(). Owned by the connection.
- * Its number stays for the connection's life: while the daemon is away it
- * names a timer that turns readable when the next reconnection is due.
+ * finished). Poll it (poll, select or an epoll set of yours), then call
+ * b10_conn_progress(). Owned by the connection: do not read or close it.
+ * It is an epoll descriptor of libb10's own, the same for the connection's
+ * life, whose set follows the daemon's restarts: it holds the socket, and
+ * while the daemon is away a timer that turns readable when the next
+ * reconnection is due. Once the connection failed for good it turns
+ * readable once; the calls then return why.
  */
 int b10_conn_fd(b10_conn_t *conn);
 
