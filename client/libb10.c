@@ -601,6 +601,11 @@ static void conn_gone(b10_conn_t *conn, const char *how)
 {
     if (conn->dead != B10_OK)
         return;
+    /* Nothing in flight (a reconnection's own requests are not the caller's): nothing to tell. */
+    if (conn->reviving || (conn->ntable == 0 && conn->pending == NULL)) {
+        conn_kill(conn, B10_ERR_DAEMON_EXITED, "the daemon closed the connection (%s)", how);
+        return;
+    }
     int r = -1;
     if (conn->daemon_pidfd >= 0) {
         struct pollfd pfd = { .fd = conn->daemon_pidfd, .events = POLLIN };
@@ -2131,9 +2136,9 @@ failed:
      * user, a region or name the daemon will never take) ends the
      * connection with it: trying again would be refused again, forever.
      */
-    if (conn->dead == B10_OK &&
-        (status == B10_ERR_VERSION || b10_status_action(status) == B10_ACTION_FIX)) {
+    if (status == B10_ERR_VERSION || b10_status_action(status) == B10_ACTION_FIX) {
         conn->reviving = false;
+        conn->dead = B10_OK;    /* the daemon may have closed behind its refusal */
         conn_kill(conn, status, "reconnecting was refused for good: %s: %.400s",
                   b10_status_name(status), why);
         return;

@@ -299,7 +299,8 @@ static int term_with_copy(const char *dir, struct rank *a, struct rank *b)
  * uid) says hello to B as "rx". Whatever ra sends "rx" by the descriptor of
  * B's old boot is refused at B, UNKNOWN_AGENT, saying why: a check, a WRITE,
  * a READ, a notice (the impostor never gets it); beside it ra → ry, whose
- * owner reconnected, lands byte for byte.
+ * owner reconnected, lands byte for byte. rx's own connection, reconnecting
+ * to its name held by another user, ends B10_ERR_PERMISSION for good.
  */
 #define OTHER_UID 65534
 
@@ -377,6 +378,15 @@ static int takeover(const char *dir, const char *sock_b, struct rank *a, struct 
     if ((st = b10_agent_check(a->conn, y->name, &span, 1)) != B10_OK)
         return fail("ra's check of ry", st, b10_conn_detail(a->conn));
     printf("ok ra's check of ry passed\n");
+
+    /* rx's owner comes back to its name held by another user: refused for good, no retrying. */
+    for (int i = 0; i < 2; i++) {
+        st = b10_conn_progress(x->conn);
+        if (st != B10_ERR_PERMISSION)
+            return fail("rx reconnecting to its name held by another user", st,
+                        b10_conn_detail(x->conn));
+    }
+    printf("ok rx's reconnection was refused for good: %s\n", b10_conn_detail(x->conn));
     b10_conn_close(imp);
     return 0;
 }
