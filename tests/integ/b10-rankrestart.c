@@ -3,7 +3,7 @@
  * killed (-9) and started again on its socket under two ranks that keep
  * running, with a transfer in flight each way.
  *
- *   b10-rankrestart DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata|Bterm|takeover SLOW
+ *   b10-rankrestart DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata|Bterm|takeover|dropped SLOW
  *
  * One process plays both ranks: "ra" on A, "rb" on B, each with one DRAM
  * region (a source half, a destination half) and the other's descriptor
@@ -48,7 +48,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -391,6 +394,59 @@ static int takeover(const char *dir, const char *sock_b, struct rank *a, struct 
     return 0;
 }
 
+/* This process's socket connected to path (the one connection to that daemon), or -1. */
+static int socket_to(const char *path)
+{
+    for (int fd = 3; fd < 4096; fd++) {
+        struct stat st;
+        struct sockaddr_un sa;
+        socklen_t len = sizeof(sa);
+        if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+            getpeername(fd, (struct sockaddr *)&sa, &len) != 0 || sa.sun_family != AF_UNIX)
+            continue;
+        if (strncmp(sa.sun_path, path, sizeof(sa.sun_path)) == 0)
+            return fd;
+    }
+    return -1;
+}
+
+/*
+ * dropped: B, which delays every scatter, drops rb (a frame of garbage
+ * written into rb's socket, as from a broken client) while rb's READ from
+ * ra is in flight, and keeps running. The READ fails B10_ERR_DAEMON_LOST,
+ * which claims nothing about the bytes, not B10_ERR_DAEMON_EXITED ("that
+ * daemon no longer writes"): B's copy may still write them. rb then
+ * connects again to the same daemon by itself, and rb → ra lands.
+ */
+static int dropped(const char *sock_b, struct rank *a, struct rank *b)
+{
+    fill(a->mem, HALF, 11);
+    b10_span_t local = { (uint64_t)(uintptr_t)b->mem + HALF, HALF };
+    b10_span_t remote = { (uint64_t)(uintptr_t)a->mem, HALF };
+    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE, .op = B10_OP_READ,
+                             .local = &local, .remote = &remote, .count = 1,
+                             .remote_agent = a->name, .deadline_ms = DEADLINE_MS };
+    b10_xfer_t *r = NULL;
+    b10_status_t st = b10_xfer_submit(b->conn, &xp, &r);
+    if (st != B10_OK)
+        return fail("submit rb reads ra", st, b10_conn_detail(b->conn));
+    int fd = socket_to(sock_b);
+    static const uint8_t junk[8] = { 0xf0, 0xff, 0xff, 0xff, 1, 2, 3, 4 };  /* a 4 GiB frame */
+    if (fd < 0 || write(fd, junk, sizeof(junk)) != (ssize_t)sizeof(junk))
+        return fail("writing garbage to rb's socket", B10_ERR_INTERNAL,
+                    fd < 0 ? "no socket to B found" : strerror(errno));
+    st = b10_xfer_wait(r, 30000 * slow);
+    if (st != B10_ERR_DAEMON_LOST || strstr(b10_xfer_detail(r), "still runs") == NULL)
+        return fail("the READ of a rank its running daemon dropped, expected B10_ERR_DAEMON_LOST",
+                    st, b10_xfer_detail(r));
+    printf("ok rb's READ failed %s: %s\n", b10_status_name(st), b10_xfer_detail(r));
+    b10_xfer_release(r);
+    if (wait_reconnected(b, 60))
+        return 1;
+    fill(b->mem, HALF, 12);
+    return write_lands(b, a);
+}
+
 /* Steps 2 and 3 up to X's restart: a transfer in flight each way, X killed, both fail. */
 static int kill_each_way(const char *dir, struct rank *x, struct rank *y, pid_t pid_x, pid_t pid_y,
                          const uint8_t *y_before)
@@ -435,9 +491,9 @@ int main(int argc, char **argv)
 {
     if (argc != 8 || (strcmp(argv[6], "A") != 0 && strcmp(argv[6], "B") != 0 &&
                       strcmp(argv[6], "Bdata") != 0 && strcmp(argv[6], "Bterm") != 0 &&
-                      strcmp(argv[6], "takeover") != 0)) {
-        fprintf(stderr, "usage: %s DIR SOCKET_A SOCKET_B PID_A PID_B A|B|Bdata|Bterm|takeover "
-                "SLOW\n",
+                      strcmp(argv[6], "takeover") != 0 && strcmp(argv[6], "dropped") != 0)) {
+        fprintf(stderr, "usage: %s DIR SOCKET_A SOCKET_B PID_A PID_B "
+                "A|B|Bdata|Bterm|takeover|dropped SLOW\n",
                 argv[0]);
         return 2;
     }
@@ -447,6 +503,17 @@ int main(int argc, char **argv)
     slow = atoi(argv[7]) > 0 ? atoi(argv[7]) : 1;
     struct rank a = { 0 }, b = { 0 }, z = { 0 };
 
+    if (strcmp(argv[6], "dropped") == 0) {
+        if (rank_open(&a, argv[2], "ra", REGION, 0) || rank_open(&b, argv[3], "rb", REGION, 0) ||
+            rank_load(&a, &b) || rank_load(&b, &a) || dropped(argv[3], &a, &b))
+            return 1;
+        b10_conn_close(a.conn);
+        b10_conn_close(b.conn);
+        b10_dram_free(a.mem);
+        b10_dram_free(b.mem);
+        printf("ok all\n");
+        return 0;
+    }
     if (strcmp(argv[6], "takeover") == 0) {
         struct rank y = { 0 };
         if (rank_open(&a, argv[2], "ra", REGION, 0) || rank_open(&b, argv[3], "rx", REGION, 0) ||

@@ -23,7 +23,7 @@ REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
 all_scenarios="cli fragmented same_node same_node_staged process_mem concurrent8 lanes large out_of_bounds deadline cancel corrupt
                bad_input corrupt_data agentops settle restart rank_restart_initiator
                rank_restart_target rank_restart_data rank_restart_term
-               rank_restart_takeover"
+               rank_restart_takeover rank_restart_dropped"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -560,6 +560,21 @@ scen_rank_restart_term() {
     wait_client rr 60 "b10-rankrestart"
     expect_exit "b10-rankrestart" "$D/rr.log" 0 'FAIL' head
     grep -q "test hook: every scatter" "$D/B.log" || die "B did not log its test hook"
+}
+
+# B drops rb (garbage on its socket) with rb's READ in flight under a
+# delayed copy, and keeps running: the READ fails B10_ERR_DAEMON_LOST, not
+# DAEMON_EXITED; rb connects again by itself (b10-rankrestart dropped).
+scen_rank_restart_dropped() {
+    start_daemon A
+    export B10_TEST_COPY_DELAY_MS=$(( 2000 * SLOW ))
+    start_daemon B
+    unset B10_TEST_COPY_DELAY_MS
+    bg rr "$BUILD/tests/b10-rankrestart" "$D" "$D/A.sock" "$D/B.sock" "$(daemon_pid A)" \
+        "$(daemon_pid B)" dropped "$SLOW"
+    wait_client rr 90 "b10-rankrestart"
+    expect_exit "b10-rankrestart" "$D/rr.log" 0 'FAIL' head
+    alive "$(daemon_pid B)" || die "B did not outlive dropping rb"
 }
 
 # After B restarts, a rank of another user says hello as rx before rx
