@@ -720,11 +720,18 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
     };
     /*
      * The descriptor names its node by the daemon's name; its boot is the
-     * one that issued it. An earlier boot of this very daemon (a rank of
-     * this node that reloads after this daemon restarted) is this node.
+     * one that issued it. Another boot of this very daemon (a rank of this
+     * node that reloads after this daemon restarted) is this node: while
+     * this boot runs, no other is current. Boot ids decide, not the boots'
+     * wall-clock times, which a clock stepped back would turn around.
      */
     bool earlier_self = strcmp(desc->daemon_name, s->d->cfg.name) == 0 &&
-                        desc->daemon_id != s->d->daemon_id && desc->incarnation < s->d->incarnation;
+                        desc->daemon_id != s->d->daemon_id;
+    if (earlier_self && desc->incarnation >= s->d->incarnation)
+        log_warning("client %s: a descriptor of this daemon's boot %016" PRIx64 " started after "
+                    "this boot by the clock: the clock stepped back, or another daemon runs "
+                    "under --name %s; taken as an earlier boot of this one", s->agent,
+                    desc->daemon_id, s->d->cfg.name);
     if (earlier_self) {
         pd.daemon_id = s->d->daemon_id;
         pd.incarnation = s->d->incarnation;
