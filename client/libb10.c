@@ -2059,6 +2059,13 @@ static b10_status_t revive_region(b10_conn_t *conn, b10_mem_t *m)
     return B10_OK;
 }
 
+static bool revive_final(b10_status_t status)
+{
+    return status == B10_ERR_VERSION || status == B10_ERR_PERMISSION ||
+           status == B10_ERR_UNAUTHENTICATED || status == B10_ERR_INVALID_ARG ||
+           status == B10_ERR_UNSUPPORTED;
+}
+
 /*
  * Connect again after the daemon exited: hello, every region, every loaded
  * descriptor. Called with the lock held; the other threads wait (conn_settle)
@@ -2133,10 +2140,12 @@ failed:
     snprintf(why, sizeof(why), "%s", conn->detail);
     /*
      * A final refusal (another protocol version, the name held by another
-     * user, a region or name the daemon will never take) ends the
+     * user, a request or memory kind the daemon will never take) ends the
      * connection with it: trying again would be refused again, forever.
+     * Limits (TOO_LARGE: the daemon is full) and a name still connected
+     * (EXISTS) may pass: those are tried again.
      */
-    if (status == B10_ERR_VERSION || b10_status_action(status) == B10_ACTION_FIX) {
+    if (revive_final(status)) {
         conn->reviving = false;
         conn->dead = B10_OK;    /* the daemon may have closed behind its refusal */
         conn_kill(conn, status, "reconnecting was refused for good: %s: %.400s",
