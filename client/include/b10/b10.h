@@ -37,6 +37,13 @@
  *    handles stay valid and the next transfer works as before. Each attempt
  *    is bounded (the request timeout); while the daemon is away the calls
  *    return B10_ERR_DAEMON_EXITED with the reason in b10_conn_detail().
+ *    A refusal that cannot pass (B10_ERR_VERSION, B10_ERR_PERMISSION: the
+ *    name taken by another user's rank meanwhile, B10_ERR_UNAUTHENTICATED,
+ *    B10_ERR_INVALID_ARG, B10_ERR_UNSUPPORTED) ends the connection with
+ *    that status instead of retrying. A remote rank that still holds this
+ *    rank's descriptor reaches this rank only while its user holds the
+ *    name: whatever it sends another user's rank under it is refused
+ *    (B10_ERR_UNKNOWN_AGENT).
  */
 #ifndef B10_B10_H
 #define B10_B10_H
