@@ -66,7 +66,10 @@ extern "C" {
  *   RETRY   a request-scoped failure: the same request may succeed later
  *   PEER    the remote side failed: reload the remote agent, then retry
  *   REOPEN  the daemon connection is unusable: close it and open a new one;
- *           after B10_ERR_DAEMON_EXITED libb10 reopens it itself
+ *           after B10_ERR_DAEMON_EXITED libb10 reopens it itself, and
+ *           after a transfer's B10_ERR_DAEMON_LOST whose daemon closed the
+ *           connection (the connection then says B10_ERR_DAEMON_EXITED
+ *           until it is back)
  */
 #define B10_STATUS_MAP(X)                                                                        \
     X(OK,                  0, NONE,   "success")                                                 \
