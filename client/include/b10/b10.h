@@ -265,7 +265,10 @@ typedef struct {
  * daemon maps the memory itself; this process keeps using it as before.
  * The handle holds across a restart of the daemon, which libb10 gives the
  * region again: it keeps a duplicate of a DRAM region's memfd (the memory
- * lives while the handle does) and exports VRAM afresh.
+ * lives while the handle does) and exports VRAM afresh. That duplicate is
+ * one open file of this process per memfd-backed region, counted against
+ * its RLIMIT_NOFILE like any other: past it, registering fails with the
+ * errno's status and says so in b10_conn_detail().
  */
 b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
                               b10_mem_t **mem_p);
