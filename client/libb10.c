@@ -28,10 +28,14 @@
  * lock so that frames never interleave.
  *
  * Surviving the daemon's restart: when the socket ends (EOF, a reset), the
- * daemon exited or dropped us. Everything in flight fails with
- * B10_ERR_DAEMON_EXITED at once, and the socket's fd number is taken over by
+ * daemon exited or dropped us. Everything in flight fails, with
+ * B10_ERR_DAEMON_EXITED once the daemon's process ended (its pidfd turned
+ * readable within EXIT_CONFIRM_MS), else with B10_ERR_DAEMON_LOST (it still
+ * runs, or cannot be watched: its copies may still write), and the
+ * connection reconnects as below; the socket's fd number is taken over by
  * a timer that turns readable when a reconnection is due, so that a caller
- * polling b10_conn_fd() wakes up for it instead of spinning on a dead
+ * polling b10_conn_fd() (an epoll set of libb10's that holds whatever file
+ * that number names now) wakes up for it instead of spinning on a dead
  * socket. The next call (or b10_conn_progress) connects again to the same
  * path, says hello, registers every region again and reloads every loaded
  * descriptor, under the lock, each step bounded by the request timeout;
@@ -59,8 +63,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <time.h>
@@ -90,6 +96,17 @@
 #define REVIVE_BACKOFF_MAX      2000           /* ms */
 /* One connect() to a daemon coming back; its backlog may be full while it starts. */
 #define REVIVE_CONNECT_MS       1000
+/*
+ * The socket ended: how long to wait for the daemon's process to end (its
+ * pidfd readable) before deciding that it dropped us and still runs.
+ */
+#define EXIT_CONFIRM_MS         3000
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD            77
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open          434
+#endif
 
 /* One request waiting for its Reply. */
 struct pending {
@@ -179,6 +196,20 @@ struct b10_conn {
      */
     bool absent;
     int timer_fd;                  /* stands in conn->fd's number while no socket does; -1 */
+    /*
+     * b10_conn_fd(): an epoll set holding whatever open file conn->fd names
+     * now (the socket, or the timer), so that a caller's poll or epoll of it
+     * follows the replacements (conn_watch after each).
+     */
+    int epoll_fd;
+    /*
+     * The daemon's process (SO_PEERPIDFD, else pidfd_open of SO_PEERCRED's
+     * pid), -1 when its pid is not visible here (another pid namespace) or
+     * the kernel has no pidfds. Readable once the process ended and with it
+     * every file it held: then nothing of it can write our memory.
+     */
+    int daemon_pidfd;
+    pid_t daemon_pid;              /* the socket's peer (SO_PEERCRED), 0 unknown */
     struct loaded *loaded;
     struct old_desc *old_descs;
 
@@ -197,6 +228,7 @@ struct b10_conn {
     size_t nnotices;
 
     uint8_t *agent_desc;           /* owned, from HelloReply */
+    uint64_t daemon_id;            /* the boot that gave it */
     size_t agent_desc_len;
     char detail[DETAIL_MAX];
 };
@@ -443,6 +475,33 @@ static void xfer_finish(b10_conn_t *conn, b10_xfer_t *xfer, b10_status_t status,
 /* ---------------------------------------------------------------- connection death */
 
 /*
+ * conn->fd's current open file joins b10_conn_fd()'s epoll set with events;
+ * conn_unwatch takes it out before dup3 replaces that file (a file still
+ * open elsewhere, the timer, would stay in the set under the old entry).
+ */
+static void conn_watch(b10_conn_t *conn, uint32_t events)
+{
+    struct epoll_event ev = { .events = events, .data.fd = conn->fd };
+    if (conn->epoll_fd < 0 || conn->fd < 0)
+        return;
+    if (epoll_ctl(conn->epoll_fd, EPOLL_CTL_MOD, conn->fd, &ev) < 0 && errno == ENOENT)
+        (void)epoll_ctl(conn->epoll_fd, EPOLL_CTL_ADD, conn->fd, &ev);
+}
+
+static void conn_unwatch(b10_conn_t *conn)
+{
+    if (conn->epoll_fd >= 0 && conn->fd >= 0)
+        (void)epoll_ctl(conn->epoll_fd, EPOLL_CTL_DEL, conn->fd, NULL);
+}
+
+/* For good: the shut-down socket is readable; the caller hears it once, not in a spin. */
+static void conn_shut(b10_conn_t *conn)
+{
+    shutdown(conn->fd, SHUT_RDWR);
+    conn_watch(conn, EPOLLIN | EPOLLONESHOT);
+}
+
+/*
  * The daemon went: conn->fd's number now names a timer that turns readable
  * at conn->retry_at, when the next reconnection is due. A caller that polls
  * b10_conn_fd() then calls b10_conn_progress(), which makes the attempt; a
@@ -454,15 +513,19 @@ static void conn_park(b10_conn_t *conn)
     if (conn->timer_fd < 0)
         conn->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (conn->timer_fd < 0) {
-        shutdown(conn->fd, SHUT_RDWR);
+        conn_shut(conn);
         return;
     }
     int64_t at = conn->retry_at > 0 ? conn->retry_at : 1;   /* 0 would disarm it */
     struct itimerspec its = { .it_value = { .tv_sec = at / NSEC_PER_SEC,
                                             .tv_nsec = at % NSEC_PER_SEC } };
     (void)timerfd_settime(conn->timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
-    if (conn->fd != conn->timer_fd && dup3(conn->timer_fd, conn->fd, O_CLOEXEC) < 0)
-        shutdown(conn->fd, SHUT_RDWR);
+    conn_unwatch(conn);
+    if (conn->fd != conn->timer_fd && dup3(conn->timer_fd, conn->fd, O_CLOEXEC) < 0) {
+        conn_shut(conn);
+        return;
+    }
+    conn_watch(conn, EPOLLIN);
 }
 
 /*
@@ -472,39 +535,99 @@ static void conn_park(b10_conn_t *conn)
  * transfers (client gone) instead of waiting for us. The fd stays open: the
  * caller may have it in a poll set, and b10_conn_close() closes it.
  */
-static void conn_kill(b10_conn_t *conn, b10_status_t status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void conn_kill(b10_conn_t *conn, b10_status_t status, const char *fmt, ...)
+static void conn_kill_v(b10_conn_t *conn, b10_status_t status, b10_status_t inflight,
+                        const char *fmt, va_list ap)
 {
-    va_list ap;
-
     if (conn->dead != B10_OK)
         return;
     conn->dead = status;
-    va_start(ap, fmt);
     vsnprintf(conn->detail, sizeof(conn->detail), fmt, ap);
-    va_end(ap);
     conn_log(conn, B10_LOG_ERR, "daemon connection unusable: %s", conn->detail);
     for (size_t i = 0; i < conn->nbuckets; i++) {
         while (conn->buckets[i] != NULL)
-            xfer_finish(conn, conn->buckets[i], status, conn->detail);
+            xfer_finish(conn, conn->buckets[i], inflight, conn->detail);
     }
-    /* Requests waiting for a reply get none: they return status now. */
+    /* Requests waiting for a reply get none: they return what the transfers got. */
     while (conn->pending != NULL) {
         struct pending *p = conn->pending;
         conn->pending = p->next;
         p->next = NULL;
         p->msg = NULL;
-        p->failed = status;
+        p->failed = inflight;
         p->done = true;
     }
     if (status == B10_ERR_DAEMON_EXITED) {
         conn->retry_at = now_ns() + (int64_t)conn->backoff_ms * NSEC_PER_MSEC;
         conn_park(conn);
     } else {
-        shutdown(conn->fd, SHUT_RDWR);
+        conn_shut(conn);
     }
     pthread_cond_broadcast(&conn->cond);
+}
+
+static void conn_kill(b10_conn_t *conn, b10_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void conn_kill(b10_conn_t *conn, b10_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    conn_kill_v(conn, status, status, fmt, ap);
+    va_end(ap);
+}
+
+/* Dead as after an exit (it connects again), but what was in flight fails inflight. */
+static void conn_kill2(b10_conn_t *conn, b10_status_t inflight, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void conn_kill2(b10_conn_t *conn, b10_status_t inflight, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    conn_kill_v(conn, B10_ERR_DAEMON_EXITED, inflight, fmt, ap);
+    va_end(ap);
+}
+
+/*
+ * The socket ended (how: EOF, a reset). That alone does not say the
+ * daemon stopped writing: it also drops a client that reads nothing or
+ * sends garbage while its copies into that client's memory run on, and a
+ * killed process may close its socket before its other files. Only its
+ * process ending (the pidfd readable, waited for up to EXIT_CONFIRM_MS)
+ * says that nothing of it writes any more: then what was in flight fails
+ * B10_ERR_DAEMON_EXITED. Otherwise it fails B10_ERR_DAEMON_LOST, which
+ * claims nothing about the bytes. Either way libb10 connects again.
+ * Called with the lock held; the wait holds it.
+ */
+static void conn_gone(b10_conn_t *conn, const char *how)
+{
+    if (conn->dead != B10_OK)
+        return;
+    /* Nothing in flight (a reconnection's own requests are not the caller's): nothing to tell. */
+    if (conn->reviving || (conn->ntable == 0 && conn->pending == NULL)) {
+        conn_kill(conn, B10_ERR_DAEMON_EXITED, "the daemon closed the connection (%s)", how);
+        return;
+    }
+    int r = -1;
+    if (conn->daemon_pidfd >= 0) {
+        struct pollfd pfd = { .fd = conn->daemon_pidfd, .events = POLLIN };
+        int64_t deadline = deadline_after(EXIT_CONFIRM_MS);
+        do
+            r = poll(&pfd, 1, poll_timeout(deadline));
+        while (r < 0 && errno == EINTR);
+    }
+    if (r > 0) {
+        conn_kill(conn, B10_ERR_DAEMON_EXITED, "the daemon exited (%s)", how);
+        return;
+    }
+    /* Dead as after an exit, so that it connects again; the transfers claim nothing. */
+    if (conn->daemon_pidfd < 0)
+        conn_kill2(conn, B10_ERR_DAEMON_LOST, "the daemon closed the connection (%s), and its "
+                   "process cannot be watched from here: copies it began may still write; "
+                   "what was in flight may or may not land", how);
+    else
+        conn_kill2(conn, B10_ERR_DAEMON_LOST, "the daemon closed the connection (%s), but its "
+                   "process still runs after %d ms: it dropped this rank, and copies it began "
+                   "may still write; what was in flight may or may not land", how,
+                   EXIT_CONFIRM_MS);
 }
 
 /* ---------------------------------------------------------------- writing */
@@ -555,7 +678,8 @@ static b10_status_t conn_send(b10_conn_t *conn, const uint8_t *frame, size_t len
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-            conn_kill(conn, B10_ERR_DAEMON_EXITED, "the daemon went away: %s", strerror(errno));
+            /* This frame never reaches it; what else was in flight, conn_gone says. */
+            conn_gone(conn, strerror(errno));
             return B10_ERR_DAEMON_EXITED;
         }
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -769,9 +893,9 @@ static void conn_drain(b10_conn_t *conn)
             conn_feed(conn, conn->rbuf, (size_t)n);
             continue;
         }
-        /* The daemon exited (or dropped us): what it had of ours is gone with it. */
+        /* The daemon exited, or dropped us: conn_gone tells which. */
         if (n == 0 || errno == ECONNRESET) {
-            conn_kill(conn, B10_ERR_DAEMON_EXITED, "the daemon closed the connection");
+            conn_gone(conn, n == 0 ? "end of stream" : strerror(errno));
             return;
         }
         if (errno == EINTR)
@@ -896,6 +1020,34 @@ unlink:
 
 /* ---------------------------------------------------------------- connection */
 
+/*
+ * conn->daemon_pidfd: the process at the other end of the socket fd, or -1
+ * (conn_gone then cannot confirm an exit). A pid of 0 is one of another pid
+ * namespace.
+ */
+static void conn_watch_daemon(b10_conn_t *conn, int fd)
+{
+    int pidfd = -1;
+    struct ucred cred = { 0 };
+    socklen_t len = sizeof(cred);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred))
+        cred.pid = 0;
+    len = sizeof(pidfd);
+    if (cred.pid > 0 &&
+        (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0 || len != sizeof(pidfd)))
+        pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+    conn->daemon_pid = pidfd >= 0 ? cred.pid : 0;
+    if (pidfd >= 0)
+        (void)fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+    else
+        conn_log(conn, B10_LOG_INFO, "the daemon's process cannot be watched here: a closed "
+                 "connection will not be taken for its exit");
+    if (conn->daemon_pidfd >= 0)
+        close(conn->daemon_pidfd);
+    conn->daemon_pidfd = pidfd;
+}
+
 /* A connected, non-blocking socket to the daemon at conn->path in *fd_p. */
 static b10_status_t conn_dial(b10_conn_t *conn, int timeout_ms, int *fd_p)
 {
@@ -932,6 +1084,7 @@ static b10_status_t conn_dial(b10_conn_t *conn, int timeout_ms, int *fd_p)
         status = B10_ERR_IO;
         goto close_fd;
     }
+    conn_watch_daemon(conn, fd);
     *fd_p = fd;
     return B10_OK;
 
@@ -977,11 +1130,25 @@ static b10_status_t conn_hello(b10_conn_t *conn)
         status = B10_ERR_VERSION;
         goto free_reply;
     }
+    if (hr->pid != 0 && conn->daemon_pidfd >= 0 && hr->pid != (uint32_t)conn->daemon_pid) {
+        conn_log(conn, B10_LOG_INFO, "the daemon is process %u, the socket's peer %d (socket "
+                 "activation, or another pid namespace): its exit cannot be watched",
+                 hr->pid, (int)conn->daemon_pid);
+        close(conn->daemon_pidfd);
+        conn->daemon_pidfd = -1;
+    }
     /* 0 means the daemon left it unset; the library's default then holds. */
     uint64_t max = hr->max_frame == 0 ? FRAME_MAX_DEFAULT : hr->max_frame;
     conn->max_frame = max > FRAME_MAX_LIMIT ? FRAME_MAX_LIMIT : (uint32_t)max;
     conn->reader.max = conn->max_frame;
-    if (hr->agent_desc.len > 0) {
+    /*
+     * The same boot again (it dropped us, or an attempt failed after the
+     * hello): the descriptor held is still its own; only a new boot's
+     * replaces it, the old one's bytes kept for a caller still holding them.
+     */
+    bool same_boot = conn->agent_desc != NULL && hr->daemon_id == conn->daemon_id;
+    conn->daemon_id = hr->daemon_id;
+    if (hr->agent_desc.len > 0 && !same_boot) {
         uint8_t *desc = malloc(hr->agent_desc.len);
         struct old_desc *old = conn->agent_desc != NULL ? malloc(sizeof(*old)) : NULL;
         if (desc == NULL || (conn->agent_desc != NULL && old == NULL)) {
@@ -1044,6 +1211,10 @@ static void conn_free(b10_conn_t *conn)
         close(conn->fd);
     if (conn->timer_fd >= 0)
         close(conn->timer_fd);
+    if (conn->daemon_pidfd >= 0)
+        close(conn->daemon_pidfd);
+    if (conn->epoll_fd >= 0)
+        close(conn->epoll_fd);
     free(conn->path);
     frame_reader_free(&conn->reader);
     free(conn->agent_desc);
@@ -1067,6 +1238,8 @@ static b10_conn_t *conn_alloc(const b10_conn_params_t *params)
         return NULL;
     conn->fd = -1;
     conn->timer_fd = -1;
+    conn->epoll_fd = -1;
+    conn->daemon_pidfd = -1;
     conn->next_seq = 1;
     conn->max_frame = FRAME_MAX_DEFAULT;
     conn->request_timeout_ms = DEFAULT_REQUEST_TIMEOUT;
@@ -1147,9 +1320,14 @@ b10_status_t b10_conn_open(const b10_conn_params_t *params, b10_conn_t **conn_p)
         status = B10_ERR_NO_MEMORY;
         goto free_conn;
     }
+    if ((conn->epoll_fd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        status = status_from_errno(errno);
+        goto free_conn;
+    }
     status = conn_dial(conn, conn->request_timeout_ms, &conn->fd);
     if (status != B10_OK)
         goto free_conn;
+    conn_watch(conn, EPOLLIN);
     conn->boot = 1;
     pthread_mutex_lock(&conn->lock);
     status = conn_hello(conn);
@@ -1169,10 +1347,10 @@ void b10_conn_close(b10_conn_t *conn)
     conn_free(conn);
 }
 
-/* The number stays for the connection's life: a new socket takes it over (conn_revive). */
+/* The epoll set: it stays for the connection's life, whatever file it watches. */
 int b10_conn_fd(b10_conn_t *conn)
 {
-    return conn == NULL ? -1 : conn->fd;
+    return conn == NULL ? -1 : conn->epoll_fd;
 }
 
 /*
@@ -1543,10 +1721,16 @@ static b10_status_t mem_deregister_one(b10_conn_t *conn, b10_mem_t *mem)
     B10__DeregisterMem dm = B10__DEREGISTER_MEM__INIT;
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
 
-    dm.region_id = mem->region_id;
     msg.body_case = B10__CLIENT_MSG__BODY_DEREGISTER_MEM;
     msg.deregister_mem = &dm;
     pthread_mutex_lock(&conn->lock);
+    /*
+     * A reconnection first (it registers every region again, under new
+     * ids), then the id: read before, it would name the old boot's region,
+     * or another's in the new boot.
+     */
+    conn_settle(conn, true);
+    dm.region_id = mem->region_id;
     b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
     /* UNSETTLED: gone from the daemon's table too, but a copy may still write the memory. */
     if (status == B10_OK || status == B10_ERR_UNSETTLED) {
@@ -1875,6 +2059,13 @@ static b10_status_t revive_region(b10_conn_t *conn, b10_mem_t *m)
     return B10_OK;
 }
 
+static bool revive_final(b10_status_t status)
+{
+    return status == B10_ERR_VERSION || status == B10_ERR_PERMISSION ||
+           status == B10_ERR_UNAUTHENTICATED || status == B10_ERR_INVALID_ARG ||
+           status == B10_ERR_UNSUPPORTED;
+}
+
 /*
  * Connect again after the daemon exited: hello, every region, every loaded
  * descriptor. Called with the lock held; the other threads wait (conn_settle)
@@ -1895,7 +2086,10 @@ static void conn_revive(b10_conn_t *conn)
     conn->absent = status == B10_ERR_DAEMON_UNREACHABLE;
     if (status != B10_OK)
         goto failed;
-    if (dup3(fd, conn->fd, O_CLOEXEC) < 0) {
+    conn_unwatch(conn);
+    int dup_rc = dup3(fd, conn->fd, O_CLOEXEC);
+    conn_watch(conn, EPOLLIN);
+    if (dup_rc < 0) {
         conn_set_detail(conn, "dup3: %s", strerror(errno));
         close(fd);
         status = B10_ERR_IO;
@@ -1943,8 +2137,22 @@ static void conn_revive(b10_conn_t *conn)
     return;
 
 failed:
-    /* A refusal leaves the new socket up: drop it, and try again later. */
     snprintf(why, sizeof(why), "%s", conn->detail);
+    /*
+     * A final refusal (another protocol version, the name held by another
+     * user, a request or memory kind the daemon will never take) ends the
+     * connection with it: trying again would be refused again, forever.
+     * Limits (TOO_LARGE: the daemon is full) and a name still connected
+     * (EXISTS) may pass: those are tried again.
+     */
+    if (revive_final(status)) {
+        conn->reviving = false;
+        conn->dead = B10_OK;    /* the daemon may have closed behind its refusal */
+        conn_kill(conn, status, "reconnecting was refused for good: %s: %.400s",
+                  b10_status_name(status), why);
+        return;
+    }
+    /* A refusal leaves the new socket up: drop it, and try again later. */
     if (conn->dead == B10_OK)
         conn_kill(conn, B10_ERR_DAEMON_EXITED, "reconnecting: %s: %.400s", b10_status_name(status),
                   why);
@@ -1974,9 +2182,25 @@ static void conn_settle(b10_conn_t *conn, bool wait)
         return;
     while (conn->reviving)
         pthread_cond_wait(&conn->cond, &conn->lock);
+    /*
+     * A socket that ended unnoticed (nobody read since) is noticed now, so
+     * that the call goes to the daemon's next boot rather than failing on
+     * the old one's socket.
+     */
+    if (conn->dead == B10_OK && !conn->reading) {
+        struct pollfd pfd = { .fd = conn->fd, .events = POLLRDHUP };
+        if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+            conn_drain(conn);
+            pthread_cond_broadcast(&conn->cond);
+        }
+    }
     if (conn->dead != B10_ERR_DAEMON_EXITED || conn->reading ||
         (now_ns() < conn->retry_at && !conn->absent))
         return;
+    /* The timer fired (or is about to): taken, so that it stops being readable. */
+    uint64_t ticks;
+    if (conn->timer_fd >= 0 && read(conn->timer_fd, &ticks, sizeof(ticks)) < 0)
+        ticks = 0;
     conn_revive(conn);
 }
 

@@ -51,6 +51,7 @@
     X(messages_replayed, "link messages dropped as replays")                                   \
     X(peer_refusals, "work of one remote daemon refused for its limits (--max-peer-*, ...)")   \
     X(peers_evicted, "unused remote daemons forgotten (--peer-idle-ms)")                       \
+    X(descriptors_resolved, "descriptors of an earlier boot of a node taken for its later boot known") \
     X(descriptors_refused, "agent descriptors refused: they opened under no key held here")   \
     X(cpu_us, "CPU time of the daemon, all threads, in us: over bytes_sent + bytes_landed, what moving them cost")
 

@@ -238,6 +238,7 @@ b10_status_t ask_check(struct session *s, uint64_t seq, const char *remote_agent
     check.dst_agent = (char *)remote_agent;
     check.src_agent = s->agent;
     check.spans = (ProtobufCBinaryData){ spans_length, (uint8_t *)spans };
+    check.dst_uid_known = rank_agent_uid(s->d, s, remote_agent, &check.dst_uid);
     B10__Peer__Msg msg = B10__PEER__MSG__INIT;
     msg.body_case = B10__PEER__MSG__BODY_CHECK;
     msg.check = &check;
@@ -255,6 +256,7 @@ b10_status_t ask_notify(struct session *s, uint64_t seq, const char *remote_agen
     notify.src_agent = s->agent;
     notify.dst_agent = (char *)remote_agent;
     notify.message = (ProtobufCBinaryData){ length, (uint8_t *)message };
+    notify.dst_uid_known = rank_agent_uid(s->d, s, remote_agent, &notify.dst_uid);
     B10__Peer__Msg msg = B10__PEER__MSG__INIT;
     msg.body_case = B10__PEER__MSG__BODY_NOTIFY;
     msg.notify = &notify;
@@ -279,6 +281,11 @@ void ask_on_check(struct peer *peer, const B10__Peer__Check *check)
 
     if (target == NULL) {
         snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node", check->dst_agent);
+        ask_answer(peer, check->check_id, B10_ERR_UNKNOWN_AGENT, detail);
+        return;
+    }
+    if (rank_uid_check(peer->d, target, check->dst_agent, check->dst_uid_known, check->dst_uid,
+                       detail, sizeof(detail)) != B10_OK) {
         ask_answer(peer, check->check_id, B10_ERR_UNKNOWN_AGENT, detail);
         return;
     }
@@ -324,6 +331,12 @@ void ask_on_notify(struct peer *peer, const B10__Peer__Notify *notify)
     }
     if (target == NULL) {
         snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node", notify->dst_agent);
+        ask_answer(peer, notify->notify_id, B10_ERR_UNKNOWN_AGENT, detail);
+        return;
+    }
+    if (rank_uid_check(peer->d, target, notify->dst_agent, notify->dst_uid_known, notify->dst_uid,
+                       detail, sizeof(detail)) != B10_OK) {
+        log_info("peer %s: refusing a notice for %s: %s", peer->name, notify->dst_agent, detail);
         ask_answer(peer, notify->notify_id, B10_ERR_UNKNOWN_AGENT, detail);
         return;
     }

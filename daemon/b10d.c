@@ -193,9 +193,6 @@ void b10d_stop(struct b10d *d)
     peer_stop(d);
     service_destroy(d->service);
     d->service = NULL;
-    /* Clients first: their transfers fail through the funnel and their regions close. */
-    ipc_destroy(d->ipc);
-    d->ipc = NULL;
     /*
      * The first each time: one failure can end others (a READ and its
      * write-back), so a saved next node may be gone already.
@@ -203,6 +200,14 @@ void b10d_stop(struct b10d *d)
     while (!list_empty(&d->xfers))
         xfer_fail(list_entry(d->xfers.next, struct xfer, node), B10_ERR_DRAINING,
                   "the daemon is shutting down");
+    /*
+     * A failure goes to its rank only once nothing can still write for it:
+     * its copies end, the receiver answers its CANCEL, or --settle-ms passes
+     * (each waiting transfer's own timer bounds this). The ranks are still
+     * connected to hear it, the links still up for the answers.
+     */
+    while (!list_empty(&d->settling))
+        uv_run(d->loop, UV_RUN_ONCE);
     peer_close_all(d);
     /* Let copies and UCX requests settle, bounded: nothing may be freed under them. */
     for (int i = 0; d->wire != NULL && i < 2000 && wire_outstanding(d->wire) > 0; i++)
@@ -212,6 +217,13 @@ void b10d_stop(struct b10d *d)
     xfer_settle_all(d);
     /* Copies on the GPU hold regions and views: they finish before either goes. */
     gpu_stop(d);
+    /*
+     * Clients last: a rank that sees its socket end takes it that nothing of
+     * this daemon writes its memory any more. What is queued for them (the
+     * news above) goes out as far as the socket takes it; their regions close.
+     */
+    ipc_destroy(d->ipc);
+    d->ipc = NULL;
     /* Views go before the wire: their UCX registrations must be released before UCX is. */
     quarantine_destroy(d->quarantine);
     staging_destroy(d->staging);

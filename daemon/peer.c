@@ -256,6 +256,9 @@ b10_status_t peer_get(struct b10d *d, const struct peer_desc *desc, struct peer 
      */
     if (desc->incarnation < p->incarnation) {
         *peer_p = p;   /* the node it names, at the later boot known: descriptors outlive boots */
+        d->stats.descriptors_resolved++;
+        log_info("peer %s: a descriptor of its boot %016" PRIx64 " taken for its later boot %016"
+                 PRIx64, p->name, desc->daemon_id, p->daemon_id);
         return B10_OK;
     }
     if (desc->incarnation > peer_incarnation_bound(d)) {

@@ -112,6 +112,7 @@ struct peer {
     struct wire_ep *ep;             /* NULL until first needed, and after a failure */
     uint32_t refs;                  /* remote agents of local ranks that name it */
     uint32_t holds;                 /* transfers and asks that point here, until freed */
+    uint64_t reload_link_ms;        /* a rank's reload last asked for a link (session.c) */
 
     enum peer_state state;
     struct auth_link out;           /* our link to it: its keys once PEER_UP */

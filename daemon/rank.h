@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "b10d.h"
 
@@ -26,6 +27,13 @@ struct rank_ops {
     struct session *(*find)(struct b10d *d, const char *agent);
     /* The remote agent rank s loaded under name, or NULL. */
     struct remote_agent *(*agent)(struct session *s, const char *name);
+    /*
+     * The uid that held name's name in the descriptor of a rank of another
+     * node that rank s loaded, when that descriptor said; false otherwise.
+     */
+    bool (*agent_uid)(struct session *s, const char *name, uint32_t *uid_p);
+    /* The uid of rank s's process. */
+    uint32_t (*uid)(struct session *s);
     /* The remote agent rank s may send to (see session_agent_use). */
     b10_status_t (*agent_use)(struct session *s, const char *name, struct remote_agent **agent_p,
                               char *detail, size_t detail_len);
@@ -55,6 +63,30 @@ static inline b10_status_t rank_agent_use(struct b10d *d, struct session *s, con
                                           size_t detail_len)
 {
     return d->rank_ops->agent_use(s, name, agent_p, detail, detail_len);
+}
+
+static inline bool rank_agent_uid(struct b10d *d, struct session *s, const char *name,
+                                  uint32_t *uid_p)
+{
+    return s != NULL && d->rank_ops->agent_uid(s, name, uid_p);
+}
+
+/*
+ * A remote daemon asks something of rank `target`, holding name here, on
+ * behalf of a rank that loaded name's descriptor naming uid (uid_known):
+ * B10_OK while target is of that uid, else B10_ERR_UNKNOWN_AGENT, said in
+ * detail. After this daemon restarted, another user's rank may have taken
+ * the name before its owner reconnected; it gets nothing meant for the owner.
+ */
+static inline b10_status_t rank_uid_check(struct b10d *d, struct session *target, const char *name,
+                                          bool uid_known, uint32_t uid, char *detail,
+                                          size_t detail_len)
+{
+    if (!uid_known || d->rank_ops->uid(target) == uid)
+        return B10_OK;
+    snprintf(detail, detail_len, "the rank named '%.100s' here is not of the user whose "
+             "descriptor was loaded (uid %u): load its descriptor again", name, uid);
+    return B10_ERR_UNKNOWN_AGENT;
 }
 
 static inline void rank_xfer_done(struct b10d *d, struct session *s, const struct xfer *x)

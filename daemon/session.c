@@ -448,6 +448,7 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
     hr.daemon_id = d->daemon_id;
     hr.agent_desc = (ProtobufCBinaryData){ desc_len, packed };
     hr.max_frame = d->cfg.max_frame;
+    hr.pid = (uint32_t)getpid();
     B10__Reply reply = B10__REPLY__INIT;
     reply.body_case = B10__REPLY__BODY_HELLO;
     reply.hello = &hr;
@@ -645,10 +646,44 @@ static b10_status_t session_open_desc(struct session *s, const uint8_t *bytes, s
 static void session_load_owner(struct remote_agent *a, const B10__AgentDesc *desc,
                                bool earlier_self)
 {
-    if (earlier_self && desc->uid_known) {
+    /* A rank of another node: its daemon checks the holder (rank_uid_check) by this uid. */
+    if ((earlier_self || !peer_is_self(a->peer)) && desc->uid_known) {
         a->uid = (uid_t)desc->uid;
         a->uid_known = true;
     }
+}
+
+/*
+ * A rank reloaded a (now loaded) descriptor after this daemon restarted:
+ * the remote node still knows this daemon's old boot, whose address is
+ * dead. Linking now tells it this boot (its handshake replaces the entry),
+ * so that its ranks' next transfers here find this boot without a new
+ * descriptor. Bounded, since any rank may send reloads: once per node per
+ * session, and once per node per SESSION_RELOAD_LINK_MS of all sessions.
+ */
+#define SESSION_RELOAD_LINK_MS 1000
+
+static void session_reload_link(struct session *s, struct remote_agent *a)
+{
+    struct peer *peer = a->peer;
+    struct list *pos;
+    uint64_t now = s->d->now_ms(s->d);
+
+    if (peer_is_self(peer))
+        return;
+    for (pos = s->agents.next; pos != &s->agents; pos = pos->next) {
+        struct remote_agent *o = list_entry(pos, struct remote_agent, node);
+        if (o->peer == peer && o->reload_linked)
+            return;
+    }
+    a->reload_linked = true;
+    if (peer->reload_link_ms != 0 && now < peer->reload_link_ms + SESSION_RELOAD_LINK_MS)
+        return;
+    peer->reload_link_ms = now;
+    b10_status_t linked = peer_ensure_link(peer);
+    if (linked != B10_OK && linked != B10_IN_PROGRESS)
+        log_info("client %s: could not link to daemon %s for agent %s: %s", s->agent, peer->name,
+                 a->name, b10_status_str(linked));
 }
 
 static void session_on_load_agent(struct session *s, uint64_t seq, const B10__LoadAgent *req)
@@ -685,11 +720,18 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
     };
     /*
      * The descriptor names its node by the daemon's name; its boot is the
-     * one that issued it. An earlier boot of this very daemon (a rank of
-     * this node that reloads after this daemon restarted) is this node.
+     * one that issued it. Another boot of this very daemon (a rank of this
+     * node that reloads after this daemon restarted) is this node: while
+     * this boot runs, no other is current. Boot ids decide, not the boots'
+     * wall-clock times, which a clock stepped back would turn around.
      */
     bool earlier_self = strcmp(desc->daemon_name, s->d->cfg.name) == 0 &&
-                        desc->daemon_id != s->d->daemon_id && desc->incarnation < s->d->incarnation;
+                        desc->daemon_id != s->d->daemon_id;
+    if (earlier_self && desc->incarnation >= s->d->incarnation)
+        log_warning("client %s: a descriptor of this daemon's boot %016" PRIx64 " started after "
+                    "this boot by the clock: the clock stepped back, or another daemon runs "
+                    "under --name %s; taken as an earlier boot of this one", s->agent,
+                    desc->daemon_id, s->d->cfg.name);
     if (earlier_self) {
         pd.daemon_id = s->d->daemon_id;
         pd.incarnation = s->d->incarnation;
@@ -699,18 +741,6 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
     if (status != B10_OK) {
         session_reply(s, seq, status, detail[0] ? detail : b10_status_str(status), NULL);
         goto out;
-    }
-    /*
-     * A rank reloading after this daemon restarted: the remote node still
-     * knows this daemon's old boot, whose address is dead. Linking now
-     * tells it this boot (its handshake replaces the entry), so that its
-     * ranks' next transfers here find this boot without a new descriptor.
-     */
-    if (req->reload && !peer_is_self(peer)) {
-        b10_status_t linked = peer_ensure_link(peer);
-        if (linked != B10_OK && linked != B10_IN_PROGRESS)
-            log_info("client %s: could not link to daemon %s for agent %s: %s", s->agent,
-                     peer->name, req->name, b10_status_str(linked));
     }
     /* Loading a name again replaces it: a restarted remote rank brings a new descriptor. */
     list_for_each_safe(pos, tmp, &s->agents) {
@@ -722,6 +752,8 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
             session_agent_owner(s, a);
             session_load_owner(a, desc, earlier_self);
             session_reply(s, seq, B10_OK, "", NULL);
+            if (req->reload)
+                session_reload_link(s, a);
             goto out;
         }
     }
@@ -742,6 +774,8 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
     list_insert_tail(&s->agents, &a->node);
     s->nagents++;
     session_reply(s, seq, B10_OK, "", NULL);
+    if (req->reload)
+        session_reload_link(s, a);
     log_debug("client %s: remote agent %s on daemon %s (%016" PRIx64 ")", s->agent, a->name,
               peer->name, peer->daemon_id);
 out:
@@ -929,9 +963,25 @@ const struct ipc_hooks session_ipc_hooks = {
     .name = session_ipc_name,
 };
 
+static bool session_agent_uid(struct session *s, const char *name, uint32_t *uid_p)
+{
+    struct remote_agent *a = session_agent(s, name);
+    if (a == NULL || peer_is_self(a->peer) || !a->uid_known)
+        return false;
+    *uid_p = (uint32_t)a->uid;
+    return true;
+}
+
+static uint32_t session_uid(struct session *s)
+{
+    return (uint32_t)s->uid;
+}
+
 const struct rank_ops session_rank_ops = {
     .find = session_find,
     .agent = session_agent,
+    .agent_uid = session_agent_uid,
+    .uid = session_uid,
     .agent_use = session_agent_use,
     .xfer_done = session_xfer_done,
     .answer = session_answer,

@@ -25,6 +25,7 @@ struct remote_agent {
     /* A rank of this node: the uid that held its name when loaded (names.h). */
     bool uid_known;
     uid_t uid;
+    bool reload_linked;             /* its reload asked for a link to its node (once a session) */
 };
 
 struct session {

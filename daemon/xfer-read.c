@@ -46,6 +46,7 @@ void xfer_read_link_up(struct xfer *x)
     rr.src_spans = (ProtobufCBinaryData){ table, x->read_spans };
     rr.dst_spans = (ProtobufCBinaryData){ table, x->read_spans + table };
     rr.sync_msg = (ProtobufCBinaryData){ x->sync_length, x->sync };
+    rr.src_uid_known = rank_agent_uid(d, x->session, x->remote_agent, &rr.src_uid);
     B10__Peer__Msg msg = B10__PEER__MSG__INIT;
     msg.body_case = B10__PEER__MSG__BODY_READ;
     msg.read = &rr;
@@ -126,6 +127,12 @@ void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req, size_
     struct session *holder = rank_find(d, req->src_agent);
     if (holder == NULL) {
         snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node", req->src_agent);
+        xfer_read_refuse(peer, req->read_id, B10_ERR_UNKNOWN_AGENT, detail);
+        return;
+    }
+    if (rank_uid_check(d, holder, req->src_agent, req->src_uid_known, req->src_uid, detail,
+                       sizeof(detail)) != B10_OK) {
+        log_info("peer %s: refusing a READ of %s: %s", peer->name, req->src_agent, detail);
         xfer_read_refuse(peer, req->read_id, B10_ERR_UNKNOWN_AGENT, detail);
         return;
     }

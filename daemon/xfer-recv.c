@@ -240,6 +240,12 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
         xfer_recv_refuse(peer, control, B10_ERR_UNKNOWN_AGENT, detail);
         return;
     }
+    if (rank_uid_check(d, target, control->dst_agent, control->dst_uid_known, control->dst_uid,
+                       detail, sizeof(detail)) != B10_OK) {
+        log_info("peer %s: refusing a transfer into %s: %s", peer->name, control->dst_agent, detail);
+        xfer_recv_refuse(peer, control, B10_ERR_UNKNOWN_AGENT, detail);
+        return;
+    }
     /* A write-back lands only for a READ of that rank still waiting for it from that peer. */
     struct xfer *parent = NULL;
     if (control->read_id != 0) {

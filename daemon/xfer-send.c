@@ -275,6 +275,9 @@ void xfer_link_up(struct xfer *x)
     control.chunk_pieces = (ProtobufCBinaryData){ chunk_len, chunk_pieces };
     control.pieces = (ProtobufCBinaryData){ pieces_len, pieces };
     control.read_id = x->read_id;
+    /* A write-back's destination is the asking daemon's own READ: its name is not checked. */
+    if (x->read_id == 0)
+        control.dst_uid_known = rank_agent_uid(d, x->session, x->remote_agent, &control.dst_uid);
     /* A write-back's sync message is for its own rank, after the read: not sent. */
     if (x->read_id == 0)
         control.sync_msg = (ProtobufCBinaryData){ x->sync_length, x->sync };

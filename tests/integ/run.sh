@@ -22,7 +22,8 @@ SUITE_TITLE=integration
 REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
 all_scenarios="cli fragmented same_node same_node_staged process_mem concurrent8 lanes large out_of_bounds deadline cancel corrupt
                bad_input corrupt_data agentops settle restart rank_restart_initiator
-               rank_restart_target rank_restart_data"
+               rank_restart_target rank_restart_data rank_restart_term
+               rank_restart_takeover rank_restart_dropped"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -495,6 +496,7 @@ rank_restart() {
     forget_daemon "$_x"
     mv "$D/$_x.log" "$D/$_x-boot1.log"
     start_daemon "$_x"
+    touch "$D/restarted"
     _new=$(daemon_field "$_x" daemon_id)
     [ -n "$_new" ] && [ "$_new" != "$_old" ] || die "$_x's new boot has id '$_new' (old $_old)"
     until_file "$D/reconnected" "$pid_rr" 60 "the ranks after the restart"
@@ -531,6 +533,84 @@ scen_rank_restart_target() {
 scen_rank_restart_data() {
     rank_restart B Bdata
     grep -q "test hook: every scatter" "$D/B-boot1.log" || die "B did not log its test hook"
+}
+
+# B stopped (SIGTERM) with a copy into rb's memory under way: rb's READ
+# from ra is told once that copy ended, while rb is still connected; its
+# destination never changes after that news (b10-rankrestart Bterm).
+scen_rank_restart_term() {
+    start_daemon A
+    export B10_TEST_COPY_DELAY_MS=$(( 3000 * SLOW ))
+    start_daemon B --drain-timeout-ms 100 --settle-ms $(( 30000 * SLOW ))
+    unset B10_TEST_COPY_DELAY_MS
+    bg rr "$BUILD/tests/b10-rankrestart" "$D" "$D/A.sock" "$D/B.sock" "$(daemon_pid A)" \
+        "$(daemon_pid B)" Bterm "$SLOW"
+    until_file "$D/submitted" "$pid_rr" 60 "rb's READ"
+    _n=$(( 100 * SLOW ))
+    until [ "$(sent_bytes A)" -ge $(( 2 << 20 )) ] 2>/dev/null; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "A sent $(sent_bytes A) bytes, not the READ's chunk"
+        sleep 0.1
+    done
+    kill -TERM "$(daemon_pid B)"
+    wait_exit "$(daemon_pid B)" $(( 30 * SLOW ))
+    [ "$rc" = 0 ] || die "b10d B did not stop cleanly on SIGTERM (exit $rc)"
+    forget_daemon B
+    touch "$D/exited"
+    wait_client rr 60 "b10-rankrestart"
+    expect_exit "b10-rankrestart" "$D/rr.log" 0 'FAIL' head
+    grep -q "test hook: every scatter" "$D/B.log" || die "B did not log its test hook"
+}
+
+# B drops rb (garbage on its socket) with rb's READ in flight under a
+# delayed copy, and keeps running: the READ fails B10_ERR_DAEMON_LOST, not
+# DAEMON_EXITED; rb connects again by itself (b10-rankrestart dropped).
+scen_rank_restart_dropped() {
+    start_daemon A
+    export B10_TEST_COPY_DELAY_MS=$(( 2000 * SLOW ))
+    start_daemon B
+    unset B10_TEST_COPY_DELAY_MS
+    bg rr "$BUILD/tests/b10-rankrestart" "$D" "$D/A.sock" "$D/B.sock" "$(daemon_pid A)" \
+        "$(daemon_pid B)" dropped "$SLOW"
+    wait_client rr 90 "b10-rankrestart"
+    expect_exit "b10-rankrestart" "$D/rr.log" 0 'FAIL' head
+    alive "$(daemon_pid B)" || die "B did not outlive dropping rb"
+}
+
+# After B restarts, a rank of another user says hello as rx before rx
+# reconnects: ra's check, WRITE, READ and notice by rx's descriptor of B's
+# old boot are refused at B (the descriptor's uid is not the holder's); ra
+# → ry, whose owner reconnected, lands (b10-rankrestart takeover).
+scen_rank_restart_takeover() {
+    [ "$(id -u)" = 0 ] || skip "needs root to connect as another user"
+    id -u 65534 >/dev/null 2>&1 || skip "no user 65534"
+    start_daemon A
+    start_daemon B
+    chmod 0711 "$(dirname "$D")" "$D"
+    bg rr "$BUILD/tests/b10-rankrestart" "$D" "$D/A.sock" "$D/B.sock" "$(daemon_pid A)" \
+        "$(daemon_pid B)" takeover "$SLOW"
+    until_file "$D/ready" "$pid_rr" 60 "the ranks before the kill"
+    kill -KILL "$(daemon_pid B)"
+    wait_exit "$(daemon_pid B)" $(( 15 * SLOW ))
+    [ "$rc" = 137 ] || die "b10d B did not die of SIGKILL (exit $rc)"
+    forget_daemon B
+    mv "$D/B.log" "$D/B-boot1.log"
+    start_daemon B
+    _new=$(daemon_field B daemon_id)
+    chmod 0666 "$D/B.sock"
+    touch "$D/restarted"
+    until_file "$D/reconnected" "$pid_rr" 60 "ry after the restart"
+    _n=$(( 100 * SLOW ))
+    until [ "$(peers_named A B)" = "$_new" ]; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "A's peers named B: '$(peers_named A B)', not $_new"
+        sleep 0.1
+    done
+    touch "$D/go"
+    wait_client rr 60 "b10-rankrestart"
+    expect_exit "b10-rankrestart" "$D/rr.log" 0 'FAIL' head
+    grep -q "refusing a transfer into rx: .*not of the user" "$D/B.log" ||
+        die "B did not log refusing the WRITE into the other user's rx"
 }
 
 run_suite "$@"

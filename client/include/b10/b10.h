@@ -21,13 +21,29 @@
  *    submissions from another.
  *  - The library never prints. Give it a log callback if you want its notes.
  *  - A connection outlives a restart of its daemon. When the daemon goes
- *    (its socket ends), what was in flight fails B10_ERR_DAEMON_EXITED at
- *    once and never lands; the next call on the connection, or
+ *    (its socket ends and its process ended), what was in flight fails
+ *    B10_ERR_DAEMON_EXITED: that daemon no longer reads or writes this
+ *    rank's memory, so a READ's local spans and a WRITE's sources are the
+ *    caller's again. A WRITE's destination is another daemon's: it may
+ *    still scatter chunks it already received; it fails the transfer
+ *    (B10_ERR_PEER_LOST at the target's end) and quarantines what a late
+ *    copy could still touch. When the socket ends but the daemon's process
+ *    does not end within 3 s (it dropped this rank) or cannot be watched
+ *    (socket activation, another pid namespace), what was in flight fails
+ *    B10_ERR_DAEMON_LOST instead, which claims nothing about the bytes.
+ *    Either way the next call on the connection, or
  *    b10_conn_progress(), connects again to the same socket path, registers
  *    every region again and reloads every descriptor loaded, so that the
  *    handles stay valid and the next transfer works as before. Each attempt
  *    is bounded (the request timeout); while the daemon is away the calls
  *    return B10_ERR_DAEMON_EXITED with the reason in b10_conn_detail().
+ *    A refusal that cannot pass (B10_ERR_VERSION, B10_ERR_PERMISSION: the
+ *    name taken by another user's rank meanwhile, B10_ERR_UNAUTHENTICATED,
+ *    B10_ERR_INVALID_ARG, B10_ERR_UNSUPPORTED) ends the connection with
+ *    that status instead of retrying. A remote rank that still holds this
+ *    rank's descriptor reaches this rank only while its user holds the
+ *    name: whatever it sends another user's rank under it is refused
+ *    (B10_ERR_UNKNOWN_AGENT).
  */
 #ifndef B10_B10_H
 #define B10_B10_H
@@ -50,7 +66,10 @@ extern "C" {
  *   RETRY   a request-scoped failure: the same request may succeed later
  *   PEER    the remote side failed: reload the remote agent, then retry
  *   REOPEN  the daemon connection is unusable: close it and open a new one;
- *           after B10_ERR_DAEMON_EXITED libb10 reopens it itself
+ *           after B10_ERR_DAEMON_EXITED libb10 reopens it itself, and
+ *           after a transfer's B10_ERR_DAEMON_LOST whose daemon closed the
+ *           connection (the connection then says B10_ERR_DAEMON_EXITED
+ *           until it is back)
  */
 #define B10_STATUS_MAP(X)                                                                        \
     X(OK,                  0, NONE,   "success")                                                 \
@@ -78,10 +97,10 @@ extern "C" {
     X(ERR_PEER_LOST,      51, PEER,   "remote daemon lost during the transfer")                  \
     X(ERR_PEER_PROTOCOL,  52, PEER,   "remote daemon violated the protocol")                     \
     X(ERR_DAEMON_UNREACHABLE,70,REOPEN,"local b10d unreachable")                                 \
-    X(ERR_DAEMON_LOST,    71, REOPEN, "connection to the local b10d lost")                       \
+    X(ERR_DAEMON_LOST,    71, REOPEN, "connection to the local b10d lost: what was in flight may or may not land") \
     X(ERR_PROTOCOL,       72, REOPEN, "malformed or unexpected message on the daemon connection")\
     X(ERR_VERSION,        73, REOPEN, "client and daemon protocol versions differ")              \
-    X(ERR_DAEMON_EXITED,  74, REOPEN, "the local b10d exited with this in flight: it never lands") \
+    X(ERR_DAEMON_EXITED,  74, REOPEN, "the local b10d exited with this in flight: it no longer reads or writes this rank's memory") \
     X(ERR_NO_MEMORY,      90, RETRY,  "out of memory")                                           \
     X(ERR_IO,             91, RETRY,  "i/o error")                                               \
     X(ERR_INTERNAL,       92, RETRY,  "internal error")
@@ -158,9 +177,13 @@ void b10_conn_close(b10_conn_t *conn);
 
 /*
  * A file descriptor that turns readable when the daemon has news (a transfer
- * finished). Poll it, then call b10_conn_progress(). Owned by the connection.
- * Its number stays for the connection's life: while the daemon is away it
- * names a timer that turns readable when the next reconnection is due.
+ * finished). Poll it (poll, select or an epoll set of yours), then call
+ * b10_conn_progress(). Owned by the connection: do not read or close it.
+ * It is an epoll descriptor of libb10's own, the same for the connection's
+ * life, whose set follows the daemon's restarts: it holds the socket, and
+ * while the daemon is away a timer that turns readable when the next
+ * reconnection is due. Once the connection failed for good it turns
+ * readable once; the calls then return why.
  */
 int b10_conn_fd(b10_conn_t *conn);
 
@@ -242,7 +265,10 @@ typedef struct {
  * daemon maps the memory itself; this process keeps using it as before.
  * The handle holds across a restart of the daemon, which libb10 gives the
  * region again: it keeps a duplicate of a DRAM region's memfd (the memory
- * lives while the handle does) and exports VRAM afresh.
+ * lives while the handle does) and exports VRAM afresh. That duplicate is
+ * one open file of this process per memfd-backed region, counted against
+ * its RLIMIT_NOFILE like any other: past it, registering fails with the
+ * errno's status and says so in b10_conn_detail().
  */
 b10_status_t b10_mem_register(b10_conn_t *conn, const b10_mem_params_t *params,
                               b10_mem_t **mem_p);

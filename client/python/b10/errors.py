@@ -37,7 +37,11 @@ class B10Error(Exception):
     def daemon_exited(self) -> bool:
         """The local b10d exited under this rank (B10_ERR_DAEMON_EXITED, action REOPEN).
 
-        What was in flight failed and never lands. The agent reopens the connection
+        What was in flight failed, and that daemon no longer reads or writes this
+        rank's memory; a WRITE's destination is decided by the destination's daemon
+        (it fails the transfer B10_ERR_PEER_LOST and quarantines). A closed connection
+        whose daemon still runs fails B10_ERR_DAEMON_LOST instead, which claims
+        nothing about the bytes. The agent reopens the connection
         itself on its next call: its memory is registered again and the remote agents
         it loaded are loaded again, so the caller only submits its transfer anew.
         """
