@@ -7,6 +7,7 @@
 #   make check-stress  the plain build's tests with two busy loops beside them
 #   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
 #   make fuzz-ucx   UCX's own wire, fuzzed against a keyed daemon (S=seconds)
+#   make python-wheel  the b10 package with libb10 inside, into build/python
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, library, header, pkg-config,
 #                   man pages, systemd units, sysusers.d, /etc/default/b10d)
 #   V=1             show the commands
@@ -104,7 +105,7 @@ ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAU
 
 # Keep intermediate objects and generated code: otherwise make deletes and rebuilds them every run.
 .SECONDARY:
-.PHONY: all deps deps-test demo check check-stress fuzz-ucx check-run check-san bench install uninstall clean help
+.PHONY: all deps deps-test demo check check-stress fuzz-ucx check-run check-san bench install uninstall clean help python-wheel
 all: $(ALL)
 
 help:
@@ -226,6 +227,9 @@ fuzz-ucx: all
 
 check-run: all
 	$(Q)sh scripts/check.sh $(BUILD)
+
+python-wheel: all
+	$(Q)BUILD=$(BUILD) sh scripts/python-wheel.sh
 
 bench: deps-test
 	$(Q)$(MAKE) --no-print-directory all

@@ -9,10 +9,12 @@ pkgs="gcc make pkg-config libucx-dev ucx-utils libuv1-dev libprotobuf-c-dev
 [ "${1:-}" = "--test" ] && pkgs="$pkgs coreutils nftables clang libclang-rt-14-dev"
 # The operations tests: systemd-socket-activate and systemd-analyze, python3 (JSON and
 # the Prometheus checker), setpriv, man, readelf; pytest, setuptools, pip, wheel for
-# client/python, numpy for its span tables given as arrays, and torch for the agent
+# client/python and its wheel (venv: the wheel tested in a fresh one), numpy for its
+# span tables given as arrays, and torch for the agent
 # tests a TensorRT-LLM user runs (CPU tensors).
 [ "${1:-}" = "--test" ] && pkgs="$pkgs systemd python3 util-linux man-db binutils
-      python3-pytest python3-setuptools python3-pip python3-wheel python3-numpy python3-torch"
+      python3-pytest python3-setuptools python3-pip python3-wheel python3-venv python3-numpy
+      python3-torch"
 
 missing=""
 for p in $pkgs; do

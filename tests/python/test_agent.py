@@ -27,6 +27,7 @@ from b10 import descs as bdescs
 from b10test import (SLOW, TOP, Rank, alloc, await_messages, check, close_agent, fill, is_completed,
                      notifications, notify, pair, pattern, read, submit, submit_arrays,
                      threaded_writes, wait, watch_sync, xfer_state)
+from b10test import build_dir
 from b10test import desc as b10test_desc
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -164,6 +165,83 @@ def test_pip_install_offline(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     where, loaded = r.stdout.split()
     assert where.startswith(str(target)) and loaded == str(target / "b10" / "libb10.so.1")
+
+
+WHEEL_SCRIPT = """
+import sys, b10, b10._lib
+a_sock, b_sock = sys.argv[1], sys.argv[2]
+src_buf, dst_buf = b10.dram_alloc(1 << 20), b10.dram_alloc(1 << 20)
+src_buf.view[:] = bytes(range(256)) * 4096
+with b10.B10TransferAgent("wheel-src", a_sock) as src, b10.B10TransferAgent("wheel-dst", b_sock) as dst:
+    src.register_memory(src_buf.descs())
+    dst.register_memory(dst_buf.descs())
+    src.load_remote_agent("wheel-dst", dst.get_local_agent_desc())
+    req = b10.TransferRequest("WRITE", b10.MemoryDescs("DRAM", [src_buf.desc(0, 1 << 20)]),
+                              b10.MemoryDescs("DRAM", [dst_buf.desc(0, 1 << 20)]), "wheel-dst", None, 60000)
+    st = src.submit_transfer_requests(req)
+    assert st.wait(60000) is True, st
+    st.release()
+    assert bytes(dst_buf.view) == bytes(src_buf.view)
+    try:
+        src.load_remote_agent("nobody", b"not a descriptor")
+    except b10.FixError as e:
+        fix = e.status
+print(b10.__file__, b10._lib.lib().path, fix, b10.Status.ERR_PEER_LOST.value)
+"""
+
+
+def test_wheel_in_a_fresh_venv_moves_bytes(daemons, tmp_path: Path) -> None:
+    """make python-wheel's wheel carries libb10: installed offline into a fresh venv, with
+    neither B10_LIBRARY nor the source tree in sight, it loads its own libb10 and moves
+    bytes between two daemons; its errors are instances of their action class."""
+    a, b = daemons
+    py = "/usr/bin/python3"
+    for mod, pkg in (("venv", "python3-venv"), ("wheel", "python3-wheel"), ("pip", "python3-pip")):
+        if subprocess.run([py, "-c", f"import {mod}"], capture_output=True).returncode:
+            pytest.skip(f"{py} lacks {mod} ({pkg})")
+    out = tmp_path / "wheel"
+    r = subprocess.run(["sh", str(TOP / "scripts" / "python-wheel.sh"), str(out)],
+                       env={**os.environ, "BUILD": str(build_dir())}, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    wheels = list(out.glob("b10-*-py3-none-linux_*.whl"))
+    assert len(wheels) == 1, list(out.iterdir())
+    venv = tmp_path / "venv"
+    subprocess.run([py, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    vpy = venv / "bin" / "python"
+    r = subprocess.run([py, "-m", "pip", "--python", str(vpy), "install", "--no-index",
+                        "--no-cache-dir", "--disable-pip-version-check", str(wheels[0])],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    # LD_PRELOAD stays: under the sanitizer build it brings ASan's runtime, which libb10 needs.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("B10_LIBRARY", "PYTHONPATH", "LD_LIBRARY_PATH")}
+    r = subprocess.run([str(vpy), "-c", WHEEL_SCRIPT, str(a.sock), str(b.sock)],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    where, loaded, fix, peer_lost = r.stdout.split()
+    assert where.startswith(str(venv)) and loaded.startswith(str(venv)), r.stdout
+    assert loaded.endswith("b10/libb10.so.1")
+    assert fix.startswith("B10_ERR_") and int(peer_lost) == b10._lib.B10_ERR_PEER_LOST
+
+
+def test_errors_are_their_action_class() -> None:
+    """B10Error(code) is also its action's class, picklable as what was raised."""
+    cases = {b10.Status.ERR_INVALID_ARG: b10.FixError, b10.Status.ERR_PEER_LOST: b10.PeerError,
+             b10.Status.ERR_DAEMON_EXITED: b10.ReopenError}
+    for code, cls in cases.items():
+        e = b10.B10TransferError(code, "why", xfer_id=7)
+        assert isinstance(e, cls) and isinstance(e, b10.B10TransferError), (code, type(e).__mro__)
+        others = [c for c in (b10.FixError, b10.RetryableError, b10.PeerError, b10.ReopenError)
+                  if c is not cls]
+        assert not any(isinstance(e, c) for c in others)
+        back = pickle.loads(pickle.dumps(e))
+        assert isinstance(back, cls) and back.xfer_id == 7 and back.detail == "why"
+        with pytest.raises(cls):
+            raise e
+    retry = [s for s in b10.Status if b10.status_action(s) == "RETRY"]
+    assert retry and all(isinstance(b10.B10Error(s), b10.RetryableError) for s in retry)
+    assert b10.Status.OK == 0 and b10.Status(b10._lib.B10_ERR_PEER_LOST).name == "ERR_PEER_LOST"
 
 
 # ---------------------------------------------------------------- one agent

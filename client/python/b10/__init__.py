@@ -10,7 +10,8 @@ from .agent import B10TransferAgent, TransferStatus
 from .descs import (MemoryDesc, MemoryDescs, MemoryType, RegMemoryDescs, TransferOp,
                     TransferRequest)
 from .dram import DramBuffer, dram_alloc
-from .errors import B10Error, B10TransferError
+from .errors import (B10Error, B10TransferError, FixError, PeerError, ReopenError,
+                     RetryableError)
 from ._lib import status_action, status_name, status_str
 
 __version__ = "0.1.0"
@@ -18,5 +19,22 @@ __version__ = "0.1.0"
 __all__ = [
     "B10TransferAgent", "TransferStatus", "MemoryDesc", "MemoryDescs", "MemoryType",
     "RegMemoryDescs", "TransferOp", "TransferRequest", "DramBuffer", "dram_alloc",
-    "B10Error", "B10TransferError", "status_name", "status_str", "status_action",
+    "B10Error", "B10TransferError", "FixError", "RetryableError", "PeerError", "ReopenError",
+    "Status", "status_name", "status_str", "status_action",
 ]
+
+
+def __getattr__(name: str):
+    """b10.Status, the IntEnum of b10_status_t: made from libb10's own names on first use,
+    so that the list is the header's (B10_STATUS_MAP) and importing b10 needs no libb10."""
+    if name != "Status":
+        raise AttributeError(f"module 'b10' has no attribute {name!r}")
+    import enum
+    members = {}
+    for code in range(256):
+        n = status_name(code)
+        if n != "B10_UNKNOWN":
+            members[n[len("B10_"):]] = code
+    status = enum.IntEnum("Status", members, module=__name__)
+    globals()["Status"] = status
+    return status

@@ -1,12 +1,64 @@
 """Exceptions carrying b10's status: its name, its action class and the daemon's reason.
 
-A caller decides what to do from .action (FIX the request, RETRY it, reload the
-PEER, REOPEN the connection) and logs .status with .detail; nothing is folded
-into a bare RuntimeError, so no reason the daemon gave is lost on the way.
+A caller decides what to do from the action class (FIX the request, RETRY it,
+reload the PEER, REOPEN the connection), either as .action or by catching it:
+
+    try:
+        agent.submit_transfer_requests(req).wait(...)
+    except b10.RetryableError:
+        ...                     # the same request later
+    except b10.PeerError:
+        ...                     # the remote agent's descriptor again, then retry
+
+Every B10Error is also an instance of its status's action class (as OSError(ENOENT)
+is a FileNotFoundError), and logs .status with .detail; nothing is folded into a
+bare RuntimeError, so no reason the daemon gave is lost on the way.
 """
 from __future__ import annotations
 
+from typing import Dict, Tuple, Type
+
 from . import _lib
+
+
+class FixError(Exception):
+    """Action FIX: the request itself is wrong (a bad span, an unknown agent, no permission)."""
+
+
+class RetryableError(Exception):
+    """Action RETRY: the same request may succeed later (busy, a deadline, staging full)."""
+
+
+class PeerError(Exception):
+    """Action PEER: the remote side failed or changed; load its descriptor again, then retry."""
+
+
+class ReopenError(Exception):
+    """Action REOPEN: the connection to the local daemon ended; libb10 reopens it itself."""
+
+
+ACTION_CLASSES: Dict[str, Type[Exception]] = {
+    "FIX": FixError, "RETRY": RetryableError, "PEER": PeerError, "REOPEN": ReopenError,
+}
+_mixed: Dict[Tuple[type, type], type] = {}
+
+
+def _with_action(cls: type, code: object) -> type:
+    """cls, made also a subclass of code's action class (one class made per pair)."""
+    if not isinstance(code, int):
+        code = getattr(cls, "_default_code", None)
+    if not isinstance(code, int):
+        return cls
+    action_class = ACTION_CLASSES.get(_lib.status_action(code))
+    if action_class is None or issubclass(cls, action_class):
+        return cls
+    mixed = _mixed.get((cls, action_class))
+    if mixed is None:
+        mixed = type(cls.__name__, (cls, action_class),
+                     {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                      "_b10_unmixed": cls})
+        _mixed[(cls, action_class)] = mixed
+    return mixed
 
 
 class B10Error(Exception):
@@ -18,6 +70,9 @@ class B10Error(Exception):
     reason: the status's sentence (b10_status_str)
     detail: the daemon's or libb10's explanation of this failure ("" if none)
     """
+
+    def __new__(cls, code: object = None, *args: object, **kwargs: object) -> "B10Error":
+        return super().__new__(_with_action(cls, code))
 
     def __init__(self, code: int, detail: str = "", what: str = ""):
         self.code = int(code)
@@ -47,8 +102,12 @@ class B10Error(Exception):
         """
         return self.code == _lib.B10_ERR_DAEMON_EXITED
 
+    def _pickled_class(self) -> type:
+        """The class as raised, before its action class was mixed in (that one has no name to find)."""
+        return getattr(type(self), "_b10_unmixed", type(self))
+
     def __reduce__(self):  # picklable, so that a rank's failure can cross a process boundary
-        return (self.__class__, (self.code, self.detail, self.what))
+        return (self._pickled_class(), (self.code, self.detail, self.what))
 
 
 class B10TransferError(B10Error):
@@ -59,4 +118,4 @@ class B10TransferError(B10Error):
         self.xfer_id = xfer_id
 
     def __reduce__(self):
-        return (self.__class__, (self.code, self.detail, self.what, self.xfer_id))
+        return (self._pickled_class(), (self.code, self.detail, self.what, self.xfer_id))
