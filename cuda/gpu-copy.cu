@@ -373,6 +373,19 @@ gpu_copy_device_count(const char **why_p)
 }
 
 int
+gpu_copy_device_host_pointers(int device)
+{
+    int v = 0;
+
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrCanUseHostPointerForRegisteredMem, device) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return v != 0;
+}
+
+int
 gpu_copy_device_mps(int device)
 {
     int v = 0;
@@ -407,12 +420,14 @@ gpu_copy_host_free(void *host)
 }
 
 int
-gpu_copy_host_register(void *host, size_t len)
+gpu_copy_host_register(int device, void *host, size_t len)
 {
     cudaError_t e;
 
     if (!host || len == 0)
         return GPU_COPY_E_INVAL;
+    if ((e = cudaSetDevice(device)) != cudaSuccess)
+        return copier_fail(NULL, e, "cudaSetDevice");
     e = cudaHostRegister(host, len, cudaHostRegisterPortable | cudaHostRegisterMapped);
     if (e != cudaSuccess)
         return copier_fail(NULL, e, "cudaHostRegister");

@@ -164,6 +164,9 @@ int gpu_copy_device_count(const char **why_p);
  * kernel of this process then runs beside other clients' instead of taking their time
  * slice. 0 when not, or when the driver cannot say. */
 int gpu_copy_device_mps(int device);
+/* 1 when device's kernels may use the host pointer of registered memory as is
+ * (cudaDevAttrCanUseHostPointerForRegisteredMem); 0 when not, or when unknown. */
+int gpu_copy_device_host_pointers(int device);
 
 int  gpu_copy_create(const gpu_copy_params_t *params, gpu_copier_t **copier_p);
 /* Waits for everything in flight, then frees. Accepts NULL. */
@@ -192,8 +195,9 @@ int         gpu_copy_device(const gpu_copier_t *copier);
 /* Staging: pinned, mapped into every device's address space (portable|mapped). */
 int  gpu_copy_host_alloc(size_t len, void **host_p);
 void gpu_copy_host_free(void *host);                 /* accepts NULL */
-/* Pins and maps memory the caller allocated (page-aligned, e.g. mmap). */
-int  gpu_copy_host_register(void *host, size_t len);
+/* Pins and maps memory the caller allocated (page-aligned, e.g. mmap), from device's
+ * context: a thread with no current device would make (and keep) device 0's. */
+int  gpu_copy_host_register(int device, void *host, size_t len);
 void gpu_copy_host_unregister(void *host);           /* accepts NULL */
 
 /*

@@ -345,7 +345,7 @@ bool copy_sums_on_gpu(const struct copy_job *job, size_t len)
  */
 static uint32_t copy_job_gpu_blocks(struct copy_job *job)
 {
-    /* The kernel reads 16-byte vectors; staging views are page-aligned when pinned. */
+    /* The kernel reads 16-byte vectors; staging views are page-aligned (mmap). */
     if (!copy_sums_on_gpu(job, job->view_len) || ((uintptr_t)job->view & 15) ||
         job->block_sums == NULL)
         return 0;

@@ -194,7 +194,7 @@ static gpu_copier_t *gpu_copier(struct gpu *gpu, int device)
 {
     if (device < 0 || device >= gpu->ndevices)
         return NULL;
-    /* Made at start; a device whose copier failed then is tried again here. */
+    /* Made at the device's first copy (not at start: it makes a context); tried again after a failure. */
     if (gpu->copiers[device] == NULL) {
         gpu_copy_params_t params = {
             .field_mask = GPU_COPY_PARAM_DEVICE | GPU_COPY_PARAM_MAX_CTAS |
@@ -397,6 +397,15 @@ int gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
         free(gpu);
         return 0;
     }
+    /* The kernels read and write staging views by their host pointers (registered memory). */
+    for (int dev = 0; d->cfg.gpu_copy == CONFIG_GPU_COPY_KERNEL && dev < gpu->ndevices; dev++)
+        if (!gpu_copy_device_host_pointers(dev)) {
+            log_err("gpu: device %d cannot use host pointers of registered memory "
+                    "(cudaDevAttrCanUseHostPointerForRegisteredMem): --gpu-copy kernel is not "
+                    "possible here; use engine", dev);
+            free(gpu);
+            return -ENOTSUP;
+        }
     gpu->copiers = calloc((size_t)gpu->ndevices, sizeof(*gpu->copiers));
     if (gpu->copiers == NULL) {
         free(gpu);
@@ -420,6 +429,7 @@ int gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
         mps += gpu_copy_device_mps(dev);
     enum config_gpu_copy mode = d->cfg.gpu_copy;
     gpu->kernels = mode == CONFIG_GPU_COPY_KERNEL;
+
     /*
      * No copier and no pinned staging yet: either makes a CUDA context, which holds
      * ~500 MiB of the GPU's memory (an empty one measured 518 MiB on the H200), and a
@@ -472,11 +482,11 @@ void gpu_stop(struct b10d *d)
     uv_close((uv_handle_t *)&gpu->async, gpu_on_closed);
 }
 
-int gpu_host_register(struct b10d *d, void *addr, size_t length)
+int gpu_host_register(struct b10d *d, int device, void *addr, size_t length)
 {
-    if (!gpu_present(d))
+    if (!gpu_present(d) || device < 0 || device >= d->gpu->ndevices)
         return -ENOTSUP;
-    int rc = gpu_copy_host_register(addr, length);
+    int rc = gpu_copy_host_register(device, addr, length);
     if (rc != GPU_COPY_OK) {
         log_err("gpu: cudaHostRegister of %zu bytes: %s", length, gpu_copy_strstatus(rc));
         return -ENOMEM;
@@ -588,7 +598,7 @@ void gpu_stop(struct b10d *d)
 {
 }
 
-int gpu_host_register(struct b10d *d, void *addr, size_t length)
+int gpu_host_register(struct b10d *d, int device, void *addr, size_t length)
 {
     return -ENOTSUP;
 }

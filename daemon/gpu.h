@@ -3,8 +3,9 @@
  *
  * It stands between the daemon and cuda/gpu-copy.h (the CUDA code). Built
  * without CUDA, or run without a GPU, every call says so: VRAM registrations
- * fail with B10_ERR_UNSUPPORTED and a reason, staging comes from plain locked
- * pages, and nothing else changes.
+ * fail with B10_ERR_UNSUPPORTED and a reason, staging stays plain locked
+ * pages (with a GPU too, until a view's first copy with one: gpu_host_register),
+ * and nothing else changes.
  *
  * Threads: copies complete on a CUDA driver thread, which only queues the
  * completion and wakes the loop (uv_async); the loop thread does the rest.
@@ -54,24 +55,24 @@ extern const struct mem_backend vram_backend;
 
 /*
  * Pin and map host memory the daemon allocated (cudaHostRegister), so that
- * the copy engines and kernels read and write it directly: a staging view,
- * at the first copy between it and a GPU. Done then, not at start, because
+ * the copy engines and kernels of every device read and write it directly: a
+ * staging view, at its first copy with device, whose context registers it. Done then, not at start, because
  * it makes a CUDA context, and a context on a GPU where no rank registered
  * memory is memory the model on it never gets back. -ENOTSUP without a GPU.
  */
-int gpu_host_register(struct b10d *d, void *addr, size_t length);
+int gpu_host_register(struct b10d *d, int device, void *addr, size_t length);
 void gpu_host_unregister(struct b10d *d, void *addr);
 
 /*
  * Run the device part of a copy job: its segments that touch VRAM, grouped
- * by device. Calls copy_job_part_done(job, status) once for each part.
+ * by device. Calls d->gpu_hooks->part_done(job, status) once for each part.
  */
 void gpu_copy_job(struct b10d *d, struct copy_job *job);
 
 /*
  * Sum the first nblocks whole checksum blocks of the job's view on the GPU
- * of its first device segment, as a part of its own: copy_job_gpu_sums,
- * then copy_job_part_done, once. (A gather whose copy is one part gets its
+ * of its first device segment, as a part of its own: d->gpu_hooks->sums,
+ * then ->part_done, once. (A gather whose copy is one part gets its
  * sums in that part's submission instead: gpu_copy_job asks.)
  */
 void gpu_sum_job(struct b10d *d, struct copy_job *job, uint32_t nblocks);

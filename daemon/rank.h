@@ -6,7 +6,8 @@
  * its requests and hands it notices, but never calls session.c. session.c
  * installs these operations (session_rank_ops) in struct b10d at start, the
  * way wire.c's users install wire_hooks; a unit test of the engine installs
- * its own. The engine holds a struct session only as a handle.
+ * its own. The engine still reads a session's fields (its registrations,
+ * its name, its lists): scripts/layers.py checks calls, not that.
  */
 #ifndef B10D_RANK_H
 #define B10D_RANK_H

@@ -65,12 +65,12 @@ static struct view *staging_view_alloc(struct staging *s)
     return v;
 }
 
-b10_status_t staging_pin(struct staging *s, struct view *v)
+b10_status_t staging_pin(struct staging *s, struct view *v, int device)
 {
     if (v->cuda)
         return B10_OK;
-    if (gpu_host_register(s->d, v->base, checksum_message_bytes(s->view_bytes)) != 0)
-        return B10_ERR_NO_MEMORY;
+    if (gpu_host_register(s->d, device, v->base, checksum_message_bytes(s->view_bytes)) != 0)
+        return B10_ERR_INTERNAL;        /* logged with CUDA's reason by gpu.c */
     v->cuda = true;
     return B10_OK;
 }

@@ -54,11 +54,13 @@ struct view *staging_get(struct staging *s, enum view_use use);
 /* A view whose last use ended cleanly goes back to the pool. */
 void staging_put(struct staging *s, struct view *v);
 /*
- * Pin and map view v for the GPU (gpu_host_register), once, before its first
- * copy to or from VRAM: views are plain locked pages until a GPU needs them,
- * so a daemon whose ranks register no VRAM makes no CUDA context.
+ * Pin and map view v for every GPU (gpu_host_register), once, before its
+ * first copy with device: views are plain locked pages until a GPU needs
+ * them, so a daemon whose ranks register no VRAM makes no CUDA context, and
+ * the registration is made from device's context, which its region's
+ * opening made already (from no device's, CUDA would make device 0's).
  */
-b10_status_t staging_pin(struct staging *s, struct view *v);
+b10_status_t staging_pin(struct staging *s, struct view *v, int device);
 /* A view of a failed transfer: out of circulation until staging_drop(). */
 void staging_quarantine(struct staging *s, struct view *v);
 /* Free a quarantined view and allocate a fresh one in its place. */

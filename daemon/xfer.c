@@ -27,7 +27,7 @@ static const struct xfer_role_ops *const xfer_roles[] = {
 
 const char *xfer_role_name(enum xfer_role role)
 {
-    return xfer_roles[role]->name;
+    return (unsigned)role < sizeof(xfer_roles) / sizeof(xfer_roles[0]) ? xfer_roles[role]->name : "?";
 }
 
 const char *xfer_state_name(enum xfer_state state)
@@ -649,8 +649,12 @@ b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *
         }
     }
     /* A view that meets a GPU is pinned first, once (a daemon without VRAM pins none). */
-    b10_status_t status = ctx.job->host_segs < ctx.job->nsegs
-                              ? staging_pin(x->d->staging, slot->view) : B10_OK;
+    b10_status_t status = B10_OK;
+    for (uint32_t i = 0; i < ctx.job->nsegs && ctx.job->host_segs < ctx.job->nsegs; i++)
+        if (ctx.job->segs[i].device >= 0) {
+            status = staging_pin(x->d->staging, slot->view, ctx.job->segs[i].device);
+            break;
+        }
     if (status != B10_OK) {
         copy_job_free(ctx.job);
         return status;
