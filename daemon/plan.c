@@ -165,6 +165,40 @@ static struct plan *plan_alloc(size_t max_pieces, size_t max_chunks)
 }
 
 /*
+ * Destinations of one size that is a power of two, each at a whole number of
+ * sizes from the lowest (a KV pool's blocks), overlap only where two are the
+ * same: a bitmap of those slots decides in one pass, where sorting them cost
+ * about 10 ns a span. Returns false when the spans are not of that shape, or
+ * their slots too sparse for words (n 64-bit words), and the sort decides.
+ * Else *dup_p is the lowest slot written twice, or UINT64_MAX for none.
+ */
+static bool plan_dst_slots(const struct plan_span *spans, size_t n, uint64_t dmin, uint64_t dmax,
+                           uint64_t *words, uint64_t *dup_p)
+{
+    uint64_t len = spans[0].len;
+    if (n < 2 || (len & (len - 1)) != 0)
+        return false;
+    unsigned shift = (unsigned)__builtin_ctzll(len);
+    uint64_t range = (dmax - dmin) >> shift;          /* the highest slot */
+    if (range / 64 >= n)
+        return false;
+    size_t nwords = (size_t)(range / 64) + 1;
+    memset(words, 0, nwords * sizeof(*words));
+    uint64_t dup = UINT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t off = spans[i].dst - dmin;
+        if ((off & (len - 1)) != 0)
+            return false;
+        uint64_t slot = off >> shift, bit = UINT64_C(1) << (slot & 63);
+        if ((words[slot / 64] & bit) != 0 && slot < dup)
+            dup = slot;
+        words[slot / 64] |= bit;
+    }
+    *dup_p = dup;
+    return true;
+}
+
+/*
  * Read and check the request's spans into spans (request order), refusing
  * overlapping destinations, and leave in *order_p the order sorting them by
  * source (equal sources in request order; NULL: request order). recs and tmp
@@ -175,6 +209,8 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
                                     uint64_t *tmp, uint32_t *order, const uint32_t **order_p,
                                     char *detail, size_t detail_len)
 {
+    bool one_size = true;
+    uint64_t dmin = UINT64_MAX, dmax = 0;
     for (size_t i = 0; i < count; i++) {
         struct plan_span *s = &spans[i];
         uint64_t dlen = frame_get_u64(dst_spans + i * SPAN_BYTES + 8);
@@ -191,9 +227,28 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
             snprintf(detail, detail_len, "span %zu wraps the address space", i);
             return B10_ERR_INVALID_ARG;
         }
+        one_size &= s->len == spans[0].len;
+        dmin = s->dst < dmin ? s->dst : dmin;
+        dmax = s->dst > dmax ? s->dst : dmax;
     }
 
     /* Two spans writing the same destination byte make the result depend on order. */
+    uint64_t dup;
+    if (one_size && plan_dst_slots(spans, count, dmin, dmax, recs, &dup)) {
+        if (dup != UINT64_MAX) {
+            /* Named as the sort below names them: the slot's first two spans in request order. */
+            uint64_t at = dmin + (dup << __builtin_ctzll(spans[0].len));
+            size_t p = 0, c;
+            while (spans[p].dst != at)
+                p++;
+            for (c = p + 1; spans[c].dst != at; c++)
+                ;
+            snprintf(detail, detail_len, "destination spans %zu and %zu overlap", p, c);
+            return B10_ERR_INVALID_ARG;
+        }
+        *order_p = plan_sort(spans, count, false, recs, tmp, order);
+        return B10_OK;
+    }
     const uint32_t *by_dst = plan_sort(spans, count, true, recs, tmp, order);
     for (size_t i = 1; i < count; i++) {
         uint32_t p = by_dst != NULL ? by_dst[i - 1] : (uint32_t)(i - 1);

@@ -1759,6 +1759,73 @@ static void test_covers(void **state)
 }
 
 /* Against a byte map: covered exactly when every inner byte is an outer byte and totals agree. */
+/*
+ * A KV pool's requests: spans of one power-of-two size at whole slots of a
+ * pool, which plan_build checks for overlap with a bitmap of the slots rather
+ * than a sort. The same plans and the same refusals, word for word, as the
+ * reference; and the shapes the bitmap does not take (a span off its slot, a
+ * size not a power of two, slots too sparse) still decided right by the sort.
+ */
+static void test_reference_pool_slots(void **state)
+{
+    struct ref_coverage cov = { 0 };
+    unsigned outcomes[3] = { 0 };       /* planned, overlap, other refusal */
+    char what[128];
+
+    for (uint64_t seed = 1; seed <= 600; seed++) {
+        rng_seed(seed * 7919);
+        size_t n = 1 + rng_below(seed % 60 == 0 ? 50000 : 400);
+        uint64_t len = UINT64_C(1) << (rng_below(17) + 1);
+        uint64_t slots = n * (1 + rng_below(rng_below(8) == 0 ? 200 : 4));
+        struct span *spans = malloc(n * sizeof(*spans));
+        uint64_t *perm = malloc(slots * sizeof(*perm));
+        assert_non_null(spans);
+        assert_non_null(perm);
+        for (uint64_t i = 0; i < slots; i++)
+            perm[i] = i;
+        for (uint64_t i = slots - 1; i > 0; i--) {
+            uint64_t j = rng_below(i + 1), t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        for (size_t i = 0; i < n; i++)
+            spans[i] = (struct span){ 0x7f0000000000ull + perm[(i * 31 + 5) % slots] * len,
+                                      0x100000000ull + perm[i] * len, len };
+        const char *shape = "slots";
+        switch (rng_below(6)) {
+        case 0:                         /* the same slot twice (or more) */
+            for (unsigned k = 1 + rng_below(3); n > 1 && k > 0; k--)
+                spans[rng_below(n)].dst = spans[rng_below(n)].dst;
+            shape = "a slot twice";
+            break;
+        case 1:                         /* one span off its slot: overlaps a neighbour, maybe */
+            spans[rng_below(n)].dst += 1 + rng_below(len - 1 ? len - 1 : 1);
+            shape = "one off its slot";
+            break;
+        case 2:                         /* a size not a power of two */
+            for (size_t i = 0; i < n; i++)
+                spans[i].len = len + 1;
+            shape = "odd size";
+            break;
+        default:
+            break;
+        }
+        snprintf(what, sizeof(what), "%zu spans of %llu bytes in %llu slots, %s", n,
+                 (unsigned long long)len, (unsigned long long)slots, shape);
+        uint8_t *src, *dst;
+        spans_encode(spans, n, &src, &dst);
+        enum ref_outcome o = ref_compare(src, dst, n, 4u << 20, seed, what, &cov, false);
+        outcomes[o == REF_PLANNED ? 0 : o == REF_OVERLAP ? 1 : 2]++;
+        free(src);
+        free(dst);
+        free(spans);
+        free(perm);
+    }
+    /* Both sides of the bitmap's decision were taken. */
+    assert_true(outcomes[0] > 100);
+    assert_true(outcomes[1] > 50);
+}
+
 static void test_covers_random(void **state)
 {
     enum { COVER_SPACE = 4096 };
@@ -1824,6 +1891,7 @@ int main(void)
         cmocka_unit_test(test_reject_unequal_lengths),
         cmocka_unit_test(test_reject_wraparound),
         cmocka_unit_test(test_reject_overlapping_destinations),
+        cmocka_unit_test(test_reference_pool_slots),
         cmocka_unit_test(test_reject_empty_request),
         cmocka_unit_test(test_decode_valid),
         cmocka_unit_test(test_decode_wrong_lengths),
