@@ -183,7 +183,8 @@ $(BUILD)/tests/test-cpuload: UNIT_LDFLAGS := -Wl,--wrap=open -Wl,--wrap=read -Wl
 $(BUILD)/tests/test-copy: UNIT_LDFLAGS := $(foreach f,present kernels one_submission copy_job sum_job,\
 	-Wl,--wrap=gpu_$(f))
 # test-xfer watches the failure funnel retire ids and cancel wire operations.
-$(BUILD)/tests/test-xfer: UNIT_LDFLAGS := -Wl,--wrap=quarantine_add -Wl,--wrap=wire_cancel
+$(BUILD)/tests/test-xfer: UNIT_LDFLAGS := -Wl,--wrap=quarantine_add -Wl,--wrap=wire_cancel \
+	-Wl,--wrap=tags_quarantine
 
 # Integration test programs are clients of libb10 (or raw speakers of its protocols).
 $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)

@@ -24,6 +24,7 @@
 #include "quarantine.h"
 #include "rank.h"
 #include "session.h"
+#include "tags.h"
 #include "xfer-int.h"
 
 static uv_loop_t test_loop;
@@ -55,6 +56,9 @@ static const struct rank_ops recorder = {
 /* ---------------------------------------------------------------- what lies below */
 
 static unsigned retired_ids;        /* QUARANTINE_XFER_ID entries */
+static unsigned tag_quarantines;        /* tags_quarantine calls */
+static uint64_t quarantined_tag_count;  /* the QUARANTINE_TAGS entry's count */
+static uint64_t quarantined_until_ms;
 static unsigned quarantined_other;
 static b10_status_t retired_status;
 
@@ -70,8 +74,17 @@ void __wrap_quarantine_add(struct quarantine *q, enum quarantine_kind kind, uint
         retired_ids++;
         retired_status = status;
     } else {
+        if (kind == QUARANTINE_TAGS)
+            quarantined_tag_count = bytes;
         quarantined_other++;
     }
+}
+
+void __wrap_tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms);
+void __wrap_tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms)
+{
+    tag_quarantines++;
+    quarantined_until_ms = expires_ms;
 }
 
 void __wrap_wire_cancel(struct wire *w, struct wire_op *op);
@@ -100,7 +113,9 @@ static int setup(void **state)
     ids_init(&test_d.ids, 0x1234);
     memset(&rank, 0, sizeof(rank));
     memset(&told, 0, sizeof(told));
-    retired_ids = quarantined_other = 0;
+    retired_ids = quarantined_other = tag_quarantines = 0;
+    quarantined_tag_count = quarantined_until_ms = 0;
+    clock_ms = 0;
     retired_status = B10_OK;
     return 0;
 }
@@ -261,6 +276,43 @@ static void test_rank_gone_before_the_news(void **state)
     xfer_maybe_free(x);
 }
 
+/*
+ * A sender whose link never came up (no CONTROL went out): nothing to cancel
+ * at the receiver, its two reply tags (READY, RESULT) quarantined for the TTL
+ * with their count, its id retired, its rank told.
+ */
+static void test_send_fail_quarantines_its_tags(void **state)
+{
+    clock_ms = 5000;
+    test_d.cfg.quarantine_ttl_ms = 700;
+    struct xfer *x = new_xfer(XFER_SEND, 60000);
+    x->state = XFER_WAIT_LINK;
+    x->tags_registered = true;
+
+    xfer_fail(x, B10_ERR_PEER_UNREACHABLE, "no link to %s", "node-b");
+    assert_int_equal(tag_quarantines, 2);
+    assert_int_equal(quarantined_until_ms, 5700);
+    assert_int_equal(quarantined_tag_count, 2);
+    assert_int_equal(retired_ids, 1);
+    assert_int_equal(told.calls, 1);
+    assert_int_equal(told.status, B10_ERR_PEER_UNREACHABLE);
+    assert_int_equal(test_d.stats.xfers_failed, 1);
+    assert_int_equal(test_d.stats.xfers_received_failed, 0);
+}
+
+/* The same failure before any tag was registered quarantines no tag, only the id. */
+static void test_send_fail_without_tags(void **state)
+{
+    struct xfer *x = new_xfer(XFER_SEND, 60000);
+    x->state = XFER_WAIT_LINK;
+
+    xfer_fail(x, B10_ERR_PEER_UNREACHABLE, "no link");
+    assert_int_equal(tag_quarantines, 0);
+    assert_int_equal(quarantined_other, 0);
+    assert_int_equal(retired_ids, 1);
+    assert_int_equal(told.calls, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +322,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_deadline_names_the_stage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_finish_tells_the_rank, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rank_gone_before_the_news, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_send_fail_quarantines_its_tags, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_send_fail_without_tags, setup, teardown),
     };
     return cmocka_run_group_tests_name("xfer", tests, NULL, NULL);
 }
