@@ -294,7 +294,10 @@ static void config_usage(FILE *out)
 "      --admin-group GROUP    members of GROUP (a name or a gid) are operators: they see\n"
 "                             every rank's registrations and transfers, cancel any, drain.\n"
 "                             Root and the daemon's own user always are (default: none more)\n"
-"      --check-config         validate the options, print the effective configuration, exit\n"
+"      --check-config         run every check the start runs (options, the cluster keys:\n"
+"                             present, mode 0600 or 0400, owned by this user or root,\n"
+"                             64 hex digits), print the effective configuration, exit\n"
+"                             (0: it would start; 1: a key stops it; 2: an option does)\n"
 "  -h, --help                 this text\n"
 "      --version              the version\n"
 "\n"
@@ -544,7 +547,6 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },
     };
-    bool check_only = false;
     bool in_flight_set = false;
     int c;
 
@@ -592,7 +594,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
             }
             break;
         case OPT_CHECK:
-            check_only = true;
+            cfg->check_only = true;
             break;
         case OPT_CLUSTER_KEY:
             if (config_set_path(cfg->cluster_key, sizeof(cfg->cluster_key), "cluster-key", optarg) != 0)
@@ -703,22 +705,19 @@ int config_parse(struct config *cfg, int argc, char **argv)
     }
     if (cfg->gen_key[0] != '\0')
         return 0;   /* main makes the key; the other settings do not matter */
-    if (config_check(cfg) != 0)
-        return -1;
-    if (check_only) {
-        config_print(cfg);
-        return 1;
-    }
-    return 0;
+    return config_check(cfg);
 }
 
-void config_print(const struct config *cfg)
+void config_print(const struct config *cfg, const char *key_path, uint64_t key_id)
 {
     printf("socket %s\nname %s\nucx-err-mode %s\nprogress %s\n", cfg->socket_path, cfg->name,
            cfg->err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none",
            cfg->progress_spin ? "spin" : "event");
-    printf("cluster-key %s\ncluster-key-next %s\ninsecure %s\n",
-           cfg->cluster_key[0] ? cfg->cluster_key : "(default)",
+    if (key_path != NULL && key_path[0] != '\0')
+        printf("cluster-key %s (key %016" PRIx64 ")\n", key_path, key_id);
+    else
+        printf("cluster-key (none: remote daemons are refused, only this node's ranks served)\n");
+    printf("cluster-key-next %s\ninsecure %s\n",
            cfg->cluster_key_next[0] ? cfg->cluster_key_next : "(none)", cfg->insecure ? "yes" : "no");
     printf("trace %s\n", cfg->trace ? "yes" : "no");
     printf("verify-data %s\n", config_verify_name(cfg->verify_data));
@@ -733,6 +732,11 @@ void config_print(const struct config *cfg)
         const struct config_num *num = &config_nums[i];
         uint64_t v = num->width == 8 ? *(const uint64_t *)((const char *)cfg + num->offset)
                                      : *(const uint32_t *)((const char *)cfg + num->offset);
+        /* What the daemon will use, not the flag's "derive it" 0. */
+        if (num->opt == OPT_MAX_PEER_STAGING)
+            v = config_peer_staging(cfg);
+        else if (num->opt == OPT_PEER_QUARANTINE)
+            v = config_peer_quarantine(cfg);
         printf("%s %" PRIu64 "\n", num->name, v);
     }
 }

@@ -21,7 +21,7 @@ REQUIRED_CMDS=python3
 # This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
-all_scenarios="config units install notify activation ctl max_clients max_clients_uid permission tenants
+all_scenarios="config check_keys units install notify activation ctl max_clients max_clients_uid permission tenants
                tenants_paired fair drain sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
@@ -100,6 +100,53 @@ cleanup_extra() {
 }
 
 # ---------------------------------------------------------------- scenarios
+
+# --check-config runs the start's own key checks: each bad key stops both, with one message.
+scen_check_keys() {
+    _k=$(cluster_key)
+    "$B10D" --check-config --cluster-key "$_k" >"$D/good.out" 2>"$D/good.err" ||
+        die "--check-config with a good key exited $?: $(head -n 1 "$D/good.err")"
+    grep -q "^cluster-key $_k (key [0-9a-f]\{16\})\$" "$D/good.out" ||
+        die "--check-config does not name the key it read: $(grep cluster-key "$D/good.out")"
+    # Effective values, not the flags' "derive it" 0: a quarter of the 512M pool.
+    grep -q '^max-peer-staging 134217728$' "$D/good.out" ||
+        die "--check-config does not show the computed max-peer-staging: $(grep max-peer-staging "$D/good.out")"
+    "$B10D" --check-config --staging-bytes 64M --cluster-key "$_k" | grep -q '^max-peer-staging 33554432$' ||
+        die "max-peer-staging does not follow --staging-bytes 64M"
+    cp "$_k" "$D/k0400" && chmod 0400 "$D/k0400"
+    "$B10D" --check-config --cluster-key "$D/k0400" >/dev/null 2>&1 || die "a key of mode 0400 was refused"
+
+    cp "$_k" "$D/k0644" && chmod 0644 "$D/k0644"
+    cp "$_k" "$D/k0640" && chmod 0640 "$D/k0640"
+    printf 'not a key at all\n' >"$D/kgarbage" && chmod 0600 "$D/kgarbage"
+    : >"$D/kempty" && chmod 0600 "$D/kempty"
+    _cases="missing k0644 k0640 kgarbage kempty"
+    if [ "$(id -u)" = 0 ]; then
+        cp "$_k" "$D/kforeign" && chmod 0600 "$D/kforeign" && chown 65534 "$D/kforeign" &&
+            _cases="$_cases kforeign"
+    else
+        note "no foreign-owner case: it needs root to chown a key"
+    fi
+    for _c in $_cases; do
+        "$B10D" --check-config --cluster-key "$D/$_c" >"$D/$_c.out" 2>"$D/$_c.check"
+        _rc=$?
+        [ "$_rc" = 1 ] || die "--check-config with key $_c exited $_rc, not 1"
+        [ ! -s "$D/$_c.out" ] || die "--check-config with key $_c printed a configuration"
+        timeout -k 2 $(( 20 * SLOW )) "$B10D" --cluster-key "$D/$_c" --socket "$D/$_c.sock" \
+            >/dev/null 2>"$D/$_c.start"
+        _rc=$?
+        [ "$_rc" = 1 ] || die "b10d with key $_c exited $_rc, not 1"
+        _want=$(grep '^<3>' "$D/$_c.start")
+        [ -n "$_want" ] || die "b10d with key $_c said no error"
+        [ "$(grep '^<3>' "$D/$_c.check")" = "$_want" ] ||
+            die "--check-config with key $_c says '$(grep '^<3>' "$D/$_c.check")', the start '$_want'"
+    done
+    grep -q 'mode 0644' "$D/k0644.check" || die "key 0644: the mode is not named"
+    grep -q 'hex digits' "$D/kgarbage.check" || die "a garbage key: no reason given"
+    # The unit runs the check before the daemon.
+    grep -q '^ExecStartPre=.*--check-config' "$TOPDIR/systemd/b10d.service" ||
+        die "b10d.service does not run --check-config as ExecStartPre="
+}
 
 # Flags, their bounds, --check-config, the environment file; b10ctl's usage exit codes.
 scen_config() {
