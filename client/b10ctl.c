@@ -429,6 +429,29 @@ static void json_quarantine_value(bool *first, const char *key, const void *msg)
         jid(first, key, q->value);
 }
 
+/* A transfer's whole deadline, the daemon's effective one: its age and what is left, of one instant. */
+static uint64_t xfer_deadline_ms(const B10__AdminXfer *x)
+{
+    int64_t total = (int64_t)x->age_ms + x->deadline_in_ms;
+    return total > 0 ? (uint64_t)total : 0;
+}
+
+static void json_xfer_deadline(bool *first, const char *key, const void *msg)
+{
+    ju64(first, key, xfer_deadline_ms(msg));
+}
+
+/* "in 12.3 s of 30 s": what is left, of the deadline the daemon took (its default for 0). */
+static const char *cell_xfer_deadline(char *buf, size_t n, const void *row, const void *parent)
+{
+    const B10__AdminXfer *x = row;
+    char left[48], total[32];
+    fmt_until(left, sizeof(left), x->deadline_in_ms);
+    fmt_ms(total, sizeof(total), xfer_deadline_ms(x));
+    snprintf(buf, n, "%s of %s", left, total);
+    return buf;
+}
+
 static const char *cell_chunks(char *buf, size_t n, const void *row, const void *parent)
 {
     const B10__AdminXfer *x = row;
@@ -503,12 +526,13 @@ static const struct jfield xfer_json[] = {
     JF(id, J_ID), JF(role, J_STR), JF(state, J_STR), JF(peer, J_ID), JF(local_agent, J_STR),
     JF(remote_agent, J_STR), JF(bytes, J_U64), JF(chunks, J_U32), JF(chunks_done, J_U32),
     JF(age_ms, J_U64), JF(deadline_in_ms, J_I64),
+    { .key = "deadline_ms", .kind = J_FN, .fn = json_xfer_deadline },
 };
 static const struct column xfer_cols[] = {
     COL("lID", C_ID, id), COL("lROLE", C_STR, role), COL("lSTATE", C_STR, state),
     COL("lLOCAL", C_STR, local_agent), COL("lREMOTE", C_STR, remote_agent),
     COL("lPEER", C_ID, peer), COL("rBYTES", C_BYTES, bytes), COL_FN("rCHUNKS", cell_chunks),
-    COL("rAGE", C_MS, age_ms), COL("lDEADLINE", C_UNTIL, deadline_in_ms),
+    COL("rAGE", C_MS, age_ms), COL_FN("lDEADLINE", cell_xfer_deadline),
 };
 #undef MSG
 static const struct rows xfer_rows = {

@@ -292,9 +292,10 @@ static void xfer_local_landed(struct xfer *x)
     char pipe[256];
     xfer_pipe_describe(x, pipe, sizeof(pipe));
     log_info("local %s %016" PRIx64 " %s %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
-             " ms (checked and planned in %.1f ms before; %s)", x->local_read ? "read" : "write",
-             x->id, x->local_read ? "from" : "to", x->remote_agent, x->plan->total,
-             x->plan->nchunks, d->now_ms(d) - x->started_ms, x->plan_ms, pipe);
+             " ms of a %" PRIu64 " ms deadline (checked and planned in %.1f ms before; %s)",
+             x->local_read ? "read" : "write", x->id, x->local_read ? "from" : "to",
+             x->remote_agent, x->plan->total, x->plan->nchunks, d->now_ms(d) - x->started_ms,
+             x->deadline_ms - x->started_ms, x->plan_ms, pipe);
     /* The other rank hears the sync message once its bytes landed (or were read) first. */
     struct session *noticed = xfer_noticed(x);
     if (noticed != NULL && x->sync_length > 0)

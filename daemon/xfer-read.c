@@ -188,8 +188,8 @@ static void xfer_read_landed(struct xfer *x)
     struct b10d *d = x->d;
 
     d->stats.xfers_succeeded++;
-    log_info("read %016" PRIx64 " from %s landed: %" PRIu64 " ms", x->id, x->remote_agent,
-             d->now_ms(d) - x->started_ms);
+    log_info("read %016" PRIx64 " from %s landed: %" PRIu64 " ms of a %" PRIu64 " ms deadline",
+             x->id, x->remote_agent, d->now_ms(d) - x->started_ms, x->deadline_ms - x->started_ms);
     if (x->session != NULL)
         xfer_tell_rank(x);
 }

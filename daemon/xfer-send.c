@@ -349,9 +349,9 @@ b10_status_t xfer_send_new(struct session *s, struct peer *peer, const char *rem
         return B10_ERR_NO_MEMORY;
     }
     *xfer_p = x;
-    log_debug("transfer %016" PRIx64 ": %s %s %s, %zu spans, %" PRIu64 " bytes (%s)", x->id,
-              s->agent, role == XFER_READ ? "←" : "→", x->remote_agent, count, plan->total,
-              xfer_role_name(role));
+    log_debug("transfer %016" PRIx64 ": %s %s %s, %zu spans, %" PRIu64 " bytes (%s), deadline "
+              "%" PRIu64 " ms", x->id, s->agent, role == XFER_READ ? "←" : "→", x->remote_agent,
+              count, plan->total, xfer_role_name(role), x->deadline_ms - x->started_ms);
     return B10_OK;
 }
 
@@ -366,8 +366,9 @@ static void xfer_send_landed(struct xfer *x)
     char pipe[256];
     xfer_pipe_describe(x, pipe, sizeof(pipe));
     log_info("transfer %016" PRIx64 " to %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
-             " ms (checked and planned in %.1f ms before; READY after %" PRIu64 " ms; %s)",
-             x->id, x->remote_agent, x->plan->total, x->plan->nchunks, ms, x->plan_ms,
+             " ms of a %" PRIu64 " ms deadline (checked and planned in %.1f ms before; READY "
+             "after %" PRIu64 " ms; %s)", x->id, x->remote_agent, x->plan->total,
+             x->plan->nchunks, ms, x->deadline_ms - x->started_ms, x->plan_ms,
              x->ready_ms - x->started_ms, pipe);
     /* A write-back serving a READ: its bytes were read, the holding rank hears of it. */
     if (x->session != NULL && x->read_id != 0 && x->sync_length > 0)

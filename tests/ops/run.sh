@@ -21,7 +21,7 @@ REQUIRED_CMDS=python3
 # This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
-all_scenarios="config check_keys units install notify activation ctl max_clients max_clients_uid permission tenants
+all_scenarios="config check_keys deadline units install notify activation ctl max_clients max_clients_uid permission tenants
                tenants_paired fair drain sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
@@ -146,6 +146,38 @@ scen_check_keys() {
     # The unit runs the check before the daemon.
     grep -q '^ExecStartPre=.*--check-config' "$TOPDIR/systemd/b10d.service" ||
         die "b10d.service does not run --check-config as ExecStartPre="
+}
+
+# Deadlines: out of range refused by the Python adapter, above the cap by the daemon, each
+# with its reason; 0 is the daemon's default, and the deadline taken shows in its log and
+# in b10ctl transfers.
+scen_deadline() {
+    # The adapter loads libb10 into python3: an uninstrumented one (the plain build's).
+    _lib="$(cd "$BUILD/lib" && pwd)/libb10.so.1"
+    if grep -q __asan_init "$_lib" 2>/dev/null; then
+        _lib="$TOPDIR/build/lib/libb10.so.1"
+        [ -f "$_lib" ] && ! grep -q __asan_init "$_lib" ||
+            skip "python3 cannot load the sanitized libb10, and there is no plain build's"
+    fi
+    B10_TEST_COPY_DELAY_MS=$(( 1500 * SLOW )) KEYLESS=1 start_daemon A --max-deadline-ms 60000
+    B10_LIBRARY=$_lib PYTHONPATH="$TOPDIR/client/python" PYTHONDONTWRITEBYTECODE=1 \
+        timeout -k 2 $(( 120 * SLOW )) python3 "$TOPDIR/tests/ops/deadline.py" "$D/A.sock" \
+        "$D/held" >"$D/deadline.out" 2>&1 &
+    _py=$!
+    track $_py
+    while [ ! -e "$D/held" ]; do
+        kill -0 $_py 2>/dev/null || die "deadline.py: $(tail -n 1 "$D/deadline.out")"
+        sleep 0.1
+    done
+    ctl A transfers >"$D/xfers.txt" || die "b10ctl transfers exited $?"
+    grep -q 'of 30s' "$D/xfers.txt" || die "b10ctl transfers does not show the 30 s default deadline: $(tail -n 1 "$D/xfers.txt")"
+    ctl A --json transfers | json_get '[x["deadline_ms"] for x in d["transfers"]]' >"$D/xfers.json" ||
+        die "b10ctl --json transfers has no deadline_ms"
+    grep -q '30000' "$D/xfers.json" || die "b10ctl --json transfers: deadline_ms $(cat "$D/xfers.json"), not 30000"
+    wait $_py || die "deadline.py: $(tail -n 1 "$D/deadline.out")"
+    grep -q 'of a 5000 ms deadline' "$D/A.log" || die "the log does not show a transfer's own 5000 ms deadline"
+    grep -q 'of a 30000 ms deadline' "$D/A.log" || die "the log does not show the default 30000 ms deadline"
+    grep -q 'of a 60000 ms deadline' "$D/A.log" || die "the log does not show the capped 60000 ms deadline"
 }
 
 # Flags, their bounds, --check-config, the environment file; b10ctl's usage exit codes.
