@@ -985,135 +985,24 @@ static void show_stats(const B10__AdminReply *a)
 
 /* ---------------------------------------------------------------- Prometheus */
 
-static void prom_label(const char *v)
-{
-    putchar('"');
-    for (const char *p = v; *p; p++) {
-        if (*p == '\\' || *p == '"')
-            printf("\\%c", *p);
-        else if (*p == '\n')
-            fputs("\\n", stdout);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
-
-static void prom_family(const char *name, const char *type, const char *help)
-{
-    printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void prom_gauge(const char *name, const char *help, uint64_t v)
-{
-    prom_family(name, "gauge", help);
-    printf("%s %" PRIu64 "\n", name, v);
-}
-
-static void prom_seconds(const char *name, const char *help, double s)
-{
-    prom_family(name, "gauge", help);
-    printf("%s %.3f\n", name, s);
-}
-
-/* A gauge split by one label: its n values, in order. */
-static void prom_split(const char *name, const char *help, const char *label, size_t n,
-                       const char *const *values, const uint64_t *v)
-{
-    prom_family(name, "gauge", help);
-    for (size_t i = 0; i < n; i++)
-        printf("%s{%s=\"%s\"} %" PRIu64 "\n", name, label, values[i], v[i]);
-}
-
 static void prom_up(bool up)
 {
-    prom_gauge("b10d_up", "Whether b10ctl reached the daemon.", up);
+    printf("# HELP b10d_up Whether b10ctl reached the daemon.\n# TYPE b10d_up gauge\nb10d_up %d\n",
+           up);
 }
 
-/* Per peer, by its authenticated name: what it sent that was dropped or refused. */
-static void prom_peer_counters(const B10__AdminReply *a)
-{
-    static const struct {
-        const char *why;
-        size_t off;
-    } kinds[] = {
-        { "unauthenticated", offsetof(B10__AdminPeer, unauthenticated) },
-        { "replayed", offsetof(B10__AdminPeer, replayed) },
-        { "refused", offsetof(B10__AdminPeer, refused) },
-        { "corrupt", offsetof(B10__AdminPeer, corrupt) },
-    };
-
-    prom_family("b10d_peer_dropped_total", "counter",
-                "Messages and work of a remote daemon dropped or refused, by why (corrupt: DATA "
-                "chunks that failed their checksum).");
-    for (size_t i = 0; i < a->n_peers; i++)
-        for (size_t k = 0; k < N(kinds); k++) {
-            fputs("b10d_peer_dropped_total{peer=", stdout);
-            prom_label(a->peers[i]->name);
-            printf(",why=\"%s\"} %" PRIu64 "\n", kinds[k].why,
-                   *(const uint64_t *)((const char *)a->peers[i] + kinds[k].off));
-        }
-}
-
+/*
+ * The daemon renders its metrics (admin.c), the same text GET /metrics
+ * serves (--metrics-listen); b10ctl adds only whether it reached it.
+ */
 static void show_metrics(const B10__AdminReply *a)
 {
-    static const char *const states[] = { "serving", "draining", "drained", "stopping" };
-    const B10__AdminDaemon *m = reply_daemon(a);
-    const B10__AdminStaging *s = reply_staging(a);
-    uint64_t current[N(states)];
-    char id[17];
-
     prom_up(true);
-    prom_family("b10d_info", "gauge", "The daemon's version, name and id for this boot.");
-    fputs("b10d_info{version=", stdout);
-    prom_label(m->version);
-    fputs(",name=", stdout);
-    prom_label(m->name);
-    fputs(",daemon_id=", stdout);
-    prom_label(fmt_id(id, m->daemon_id));
-    fputs("} 1\n", stdout);
-    prom_seconds("b10d_uptime_seconds", "Seconds since the daemon started.",
-                 (double)m->uptime_ms / 1000);
-    for (size_t i = 0; i < N(states); i++)
-        current[i] = strcmp(m->state, states[i]) == 0;
-    prom_split("b10d_state", "The daemon's life-cycle state: 1 for the current one.", "state",
-               N(states), states, current);
-    prom_seconds("b10d_watchdog_seconds", "systemd watchdog interval, 0 without one.",
-                 (double)m->watchdog_usec / 1e6);
-    prom_gauge("b10d_connections", "Client connections, ranks and admin.", m->connections);
-    prom_gauge("b10d_clients", "Ranks connected (said Hello).", m->clients);
-    prom_gauge("b10d_peers", "Remote daemons known.", m->peers);
-    prom_family("b10d_trust", "gauge", "How the daemon trusts others: 1 for its mode.");
-    fputs("b10d_trust{mode=", stdout);
-    prom_label(m->key_id == 0 ? (m->insecure ? "insecure" : "local-only")
-                              : (m->insecure ? "cluster-key-and-insecure" : "cluster-key"));
-    fputs(",key_id=", stdout);
-    prom_label(m->key_id ? fmt_id(id, m->key_id) : "");
-    fputs("} 1\n", stdout);
-    prom_peer_counters(a);
-    prom_split("b10d_transfers_in_flight", "Transfers in flight, by role.", "role", 2,
-               (const char *const[]){ "send", "recv" },
-               (const uint64_t[]){ m->xfers_send, m->xfers_recv });
-    prom_gauge("b10d_quarantine_entries", "Quarantine entries (views, tags, ids, generations).",
-               m->quarantine_entries);
-    prom_gauge("b10d_quarantine_bytes", "Staging bytes in quarantine.", m->quarantine_bytes);
-    prom_gauge("b10d_quarantine_budget_bytes",
-               "Quarantined staging past which new transfers fail fast.", m->quarantine_budget);
-    prom_split("b10d_tags", "Registered UCX tags, live or quarantined.", "state", 2,
-               (const char *const[]){ "live", "quarantined" },
-               (const uint64_t[]){ m->tags_live, m->tags_quarantined });
-    prom_split("b10d_staging_views", "Staging views, by state.", "state", 3,
-               (const char *const[]){ "free", "busy", "quarantined" },
-               (const uint64_t[]){ s->free, s->busy, s->quarantined });
-    prom_gauge("b10d_staging_view_bytes", "Bytes of one staging view.", s->view_bytes);
-    prom_gauge("b10d_staging_configured_bytes", "The staging pool's configured size.",
-               s->configured_bytes);
-    for (size_t i = 0; i < a->n_counters; i++) {
-        char name[128];
-        snprintf(name, sizeof(name), "b10d_%s_total", a->counters[i]->name);
-        prom_family(name, "counter", a->counters[i]->help);
-        printf("%s %" PRIu64 "\n", name, a->counters[i]->value);
+    if (a->metrics_text == NULL || a->metrics_text[0] == '\0') {
+        fprintf(stderr, "b10ctl: the daemon sent no metrics: older than this b10ctl?\n");
+        return;
     }
+    fputs(a->metrics_text, stdout);
 }
 
 /* ---------------------------------------------------------------- requests */

@@ -363,6 +363,8 @@ static void xfer_send_landed(struct xfer *x)
 
     d->stats.xfers_succeeded++;
     uint64_t ms = d->now_ms(d) - x->started_ms;
+    stats_landed(&d->hists, x->role, (double)ms / 1e3, x->plan_ms / 1e3, x->plan->total,
+                 x->plan->npieces);
     char pipe[256];
     xfer_pipe_describe(x, pipe, sizeof(pipe));
     log_info("transfer %016" PRIx64 " to %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
@@ -384,6 +386,8 @@ static void xfer_send_landed(struct xfer *x)
 static void xfer_send_failed(struct xfer *x, b10_status_t status, enum xfer_state was)
 {
     bool gone = status == B10_ERR_PEER_LOST || status == B10_ERR_PEER_UNREACHABLE;
+
+    stats_failed(&x->d->hists, x->role, status);
 
     if (x->control_sent && !gone && was != XFER_WAIT_LINK) {
         B10__Peer__Cancel cancel = B10__PEER__CANCEL__INIT;

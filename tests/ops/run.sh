@@ -442,7 +442,7 @@ scen_ctl() {
         die "b10ctl peers shows no generation or transport"
     ctl A metrics >"$D/metrics.prom" || die "b10ctl metrics exited $?"
     python3 "$TOPDIR/tests/ops/promcheck.py" "$D/metrics.prom" --require b10d_up \
-        --require b10d_transfers_in_flight --require b10d_xfers_submitted_total >"$D/promcheck.log" ||
+        --require b10d_transfers_in_flight --require b10d_transfers_submitted_total --require process_start_time_seconds >"$D/promcheck.log" ||
         die "$(head -n 1 "$D/promcheck.log")"
     grep -q '^b10d_transfers_in_flight{role="send"} [1-9]' "$D/metrics.prom" ||
         die "metrics do not count the transfer in flight"
