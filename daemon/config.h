@@ -68,6 +68,10 @@ struct config {
     char net_devices[256];          /* --net-devices: UCX's NET_DEVICES; "": UCX_NET_DEVICES or all */
     bool trace;                     /* --trace: log every step of every transfer, in µs */
     bool check_only;                /* --check-config: run the start's checks, print, exit */
+    /* --metrics-listen (metrics.h): GET /metrics over HTTP. */
+    bool metrics_on;
+    char metrics_host[48];          /* a numeric IPv4 or IPv6 address; default 127.0.0.1 */
+    uint16_t metrics_port;          /* 0: one the kernel picks, logged */
     /* --verify-data (checksum.h): which DATA chunks are summed where they are gathered. */
     enum config_verify {
         CONFIG_VERIFY_OFF,          /* none, and sums that come are not checked */
