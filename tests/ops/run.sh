@@ -21,7 +21,7 @@ REQUIRED_CMDS=python3
 # This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
-all_scenarios="config check_keys deadline units install notify activation ctl max_clients max_clients_uid permission tenants
+all_scenarios="config check_keys deadline metrics_http units install notify activation ctl max_clients max_clients_uid permission tenants
                tenants_paired fair drain sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
@@ -178,6 +178,116 @@ scen_deadline() {
     grep -q 'of a 5000 ms deadline' "$D/A.log" || die "the log does not show a transfer's own 5000 ms deadline"
     grep -q 'of a 30000 ms deadline' "$D/A.log" || die "the log does not show the default 30000 ms deadline"
     grep -q 'of a 60000 ms deadline' "$D/A.log" || die "the log does not show the capped 60000 ms deadline"
+}
+
+# metrics_port DAEMON: the port its --metrics-listen ADDR:0 got, from its log.
+metrics_port() {
+    _mp=$(sed -n 's|.*metrics on http://[^ ]*:\([0-9][0-9]*\)/metrics.*|\1|p' "$D/$1.log" | tail -n 1)
+    [ -n "$_mp" ] || die "$1 does not log its metrics port"
+    echo "$_mp"
+}
+
+# scrape DAEMON FILE: GET /metrics into FILE, checked as Prometheus text.
+scrape() {
+    curl -sS --max-time $(( 10 * SLOW )) -o "$2" -w '%{http_code}' \
+        "http://127.0.0.1:$(metrics_port "$1")/metrics" >"$2.code" 2>"$2.err" ||
+        die "GET /metrics of $1: $(cat "$2.err")"
+    [ "$(cat "$2.code")" = 200 ] || die "GET /metrics of $1 answered $(cat "$2.code")"
+    python3 "$TOPDIR/tests/ops/promcheck.py" "$2" >"$2.check" 2>&1 || die "$2: $(head -n 1 "$2.check")"
+}
+
+# metric FILE SERIES: a sample's value (the series as written, labels included), or "".
+metric() {
+    awk -v s="$2" '$1 == s { print $2; exit }' "$1"
+}
+
+# GET /metrics of the daemon itself: histograms and failure counters that move during and
+# after transfers, per-peer load by name, the same text as b10ctl metrics, its bounds on
+# bad requests, and names promtool accepts where it can be had.
+scen_metrics_http() {
+    command -v curl >/dev/null 2>&1 || skip "no curl"
+    start_daemon A $HOLD_OPTS --metrics-listen 127.0.0.1:0
+    start_daemon B --metrics-listen 0
+    grep -q 'metrics on http://127.0.0.1:[0-9]*/metrics (this host only)' "$D/B.log" ||
+        die "a bare --metrics-listen port does not listen on 127.0.0.1 only"
+    scrape A "$D/m0.prom"
+    [ "$(metric "$D/m0.prom" 'b10d_transfers_duration_seconds_count{role="send"}')" = 0 ] ||
+        die "a fresh daemon's send histogram is not empty"
+
+    decode decode B --rounds 3 --req-blocks 8
+    prefill 0 A --req-blocks 8
+    expect_prefill 0 0
+    held_prefill 1 --req-blocks 8 --deadline-ms 60000 --expect B10_ERR_CANCELLED --expect-detail
+    in_flight A 1
+    # During: the round that landed is in the histograms, the held one in flight, by peer name.
+    scrape A "$D/m1.prom"
+    for _h in duration_seconds planning_seconds size_bytes pieces; do
+        [ "$(metric "$D/m1.prom" "b10d_transfers_${_h}_count{role=\"send\"}")" -ge 1 ] ||
+            die "b10d_transfers_${_h} did not count round 0"
+    done
+    [ "$(metric "$D/m1.prom" 'b10d_transfers_size_bytes_bucket{role="send",le="+Inf"}')" = \
+      "$(metric "$D/m1.prom" 'b10d_transfers_size_bytes_count{role="send"}')" ] ||
+        die "the +Inf bucket is not the count"
+    [ "$(metric "$D/m1.prom" 'b10d_peer_transfers_in_flight{peer="B"}')" -ge 1 ] ||
+        die "no transfer in flight with peer B: $(grep peer_transfers "$D/m1.prom")"
+    [ "$(metric "$D/m1.prom" 'b10d_peer_transfer_bytes_in_flight{peer="B"}')" -gt 0 ] ||
+        die "no bytes in flight with peer B"
+    [ "$(metric "$D/m1.prom" 'b10d_transfers_in_flight{role="send"}')" -ge 1 ] ||
+        die "b10d_transfers_in_flight does not count the held transfer"
+    # One renderer: b10ctl metrics is the same families, b10d_up besides.
+    ctl A metrics >"$D/ctl.prom" || die "b10ctl metrics exited $?"
+    grep '^# TYPE' "$D/ctl.prom" | grep -v ' b10d_up ' >"$D/ctl.types"
+    grep '^# TYPE' "$D/m1.prom" >"$D/http.types"
+    cmp -s "$D/ctl.types" "$D/http.types" || die "b10ctl metrics and GET /metrics differ in families"
+
+    ctl A cancel "$xid" >/dev/null || die "b10ctl cancel $xid exited $?"
+    kill -CONT "$(daemon_pid B)"
+    wait_exit $pp $(( 30 * SLOW ))
+    [ "$rc" = 0 ] || die "prefill round 1 exited $rc"
+    prefill 2 A --req-blocks 8
+    expect_prefill 2 0
+    finish_decode decode 0
+    # After: the failure by its status, one more landed; the receiver's side on B.
+    scrape A "$D/m2.prom"
+    [ "$(metric "$D/m2.prom" 'b10d_transfers_failed_by_status_total{role="send",status="B10_ERR_CANCELLED"}')" -ge 1 ] ||
+        die "the cancel is not counted by status: $(grep failed_by_status "$D/m2.prom")"
+    [ "$(metric "$D/m2.prom" 'b10d_transfers_duration_seconds_count{role="send"}')" -gt \
+      "$(metric "$D/m1.prom" 'b10d_transfers_duration_seconds_count{role="send"}')" ] ||
+        die "round 2 did not move the send duration histogram"
+    [ "$(metric "$D/m2.prom" 'b10d_transfers_failed_total')" -ge 1 ] || die "b10d_transfers_failed_total did not move"
+    [ "$(metric "$D/m2.prom" 'b10d_peer_transfers_in_flight{peer="B"}')" = 0 ] ||
+        die "transfers still in flight with B after the rounds"
+    scrape B "$D/b.prom"
+    [ "$(metric "$D/b.prom" 'b10d_transfers_duration_seconds_count{role="recv"}')" -ge 2 ] ||
+        die "B's recv histogram did not count rounds 0 and 2"
+    grep -q '^b10d_transfers_failed_by_status_total{role="recv",status="B10_ERR_' "$D/b.prom" ||
+        die "B does not count its side of the cancelled transfer by status"
+    for _n in process_start_time_seconds process_cpu_seconds_total process_resident_memory_bytes \
+              process_open_fds process_max_fds; do
+        [ -n "$(metric "$D/m2.prom" "$_n")" ] || die "no $_n"
+    done
+    ! grep -q 'b10d_cpu_us\|b10d_uptime\|b10d_xfers_' "$D/m2.prom" || die "old metric names are still there"
+
+    # Bad requests get their 4xx; the daemon still serves the scrape and its ranks.
+    python3 "$TOPDIR/tests/ops/httpcheck.py" "$(metrics_port A)" >"$D/http.log" 2>&1 ||
+        die "$(tail -n 1 "$D/http.log")"
+    scrape A "$D/m3.prom"
+    ctl A status >/dev/null || die "b10ctl status failed after the bad requests"
+
+    # promtool, where it can be had (Debian's prometheus package carries it).
+    if ! command -v promtool >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq --no-install-recommends \
+            prometheus >"$D/apt.log" 2>&1
+    fi
+    if command -v promtool >/dev/null 2>&1; then
+        for _f in m2 b; do
+            promtool check metrics <"$D/$_f.prom" >"$D/promtool.$_f" 2>&1 ||
+                die "promtool check metrics ($_f): $(head -n 1 "$D/promtool.$_f")"
+        done
+        note "promtool check metrics clean"
+    else
+        note "no promtool (prometheus package not installable here): promcheck.py only"
+    fi
 }
 
 # Flags, their bounds, --check-config, the environment file; b10ctl's usage exit codes.

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""GET /metrics's bounds, against a live daemon (tests/ops/run.sh, scenario metrics_http).
+
+    httpcheck.py PORT
+
+Each bad request gets its 4xx and the connection closes; a connection past the
+bound is closed unanswered while the others are held; then a scrape is served again.
+Exit 0, or 1 with the first finding.
+"""
+import socket
+import sys
+import time
+
+PORT = int(sys.argv[1])
+MAX_CONNECTIONS = 16        # METRICS_MAX_CONNECTIONS (daemon/metrics.h)
+
+
+def ask(raw: bytes, timeout: float = 10.0) -> bytes:
+    """The answer to raw. A request larger than the daemon reads is answered and closed
+    with bytes of it unread, and the kernel then resets the connection: the answer may
+    have come before the reset, or been lost to it (b"")."""
+    s = socket.create_connection(("127.0.0.1", PORT), timeout=timeout)
+    out = b""
+    try:
+        s.sendall(raw)
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+    except (ConnectionResetError, BrokenPipeError):
+        return out
+    finally:
+        s.close()
+
+
+def status(raw: bytes) -> str:
+    first = ask(raw).split(b"\r\n", 1)[0].decode(errors="replace")
+    return first
+
+
+def expect(raw: bytes, want: str, what: str, reset_ok: bool = False) -> None:
+    got = status(raw)
+    if reset_ok and got == "":
+        return
+    if not got.startswith("HTTP/1.0 " + want):
+        sys.exit(f"{what}: answered '{got}', not {want}")
+
+
+expect(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "200", "a scrape")
+expect(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n", "200", "a scrape with a query")
+expect(b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", "405", "POST")
+expect(b"HEAD /metrics HTTP/1.1\r\n\r\n", "405", "HEAD")
+expect(b"GET / HTTP/1.1\r\n\r\n", "404", "GET /")
+expect(b"GET /metricsx HTTP/1.1\r\n\r\n", "404", "GET /metricsx")
+expect(b"GET /../etc/passwd HTTP/1.1\r\n\r\n", "404", "a path outside")
+expect(b"garbage\r\n\r\n", "400", "garbage")
+expect(b"GET /metrics\r\n\r\n", "400", "HTTP/0.9")
+expect(b"GET /metrics HTTP/1.1\r\nX: \x00\r\n\r\n", "400", "a NUL byte")
+expect(b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n", "431", "a 20 kB header",
+       reset_ok=True)
+expect(b"GET /metrics HTTP/1.1\r\n" + b"X: y\r\n" * 100 + b"\r\n", "431", "100 header lines")
+
+# The connection bound: held ones count, one past them is closed unanswered.
+held = [socket.create_connection(("127.0.0.1", PORT), timeout=10) for _ in range(MAX_CONNECTIONS)]
+time.sleep(0.3)
+extra = socket.create_connection(("127.0.0.1", PORT), timeout=10)
+try:
+    extra.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+    if extra.recv(100) != b"":
+        sys.exit(f"a connection past {MAX_CONNECTIONS} open ones was answered")
+except ConnectionResetError:
+    pass
+extra.close()
+for s in held:
+    s.close()
+time.sleep(0.3)
+expect(b"GET /metrics HTTP/1.1\r\n\r\n", "200", "a scrape once the held connections closed")
+print("httpcheck: ok")
