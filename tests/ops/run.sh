@@ -274,6 +274,21 @@ scen_metrics_http() {
     scrape A "$D/m3.prom"
     ctl A status >/dev/null || die "b10ctl status failed after the bad requests"
 
+    # The dashboard asks only for metrics the daemon has.
+    python3 - "$TOPDIR/systemd/b10d-dashboard.json" "$D/m2.prom" >"$D/dash.log" 2>&1 <<'EOF' ||
+import json, re, sys
+dash = json.load(open(sys.argv[1]))
+have = {l.split()[2] for l in open(sys.argv[2]) if l.startswith("# TYPE ")}
+exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+assert exprs, "no queries"
+for e in exprs:
+    for name in re.findall(r"\b((?:b10d|process)_[a-z_]+)", e):
+        base = re.sub(r"_(bucket|count|sum)$", "", name)
+        assert name in have or base in have, f"the dashboard asks for {name}, which the daemon lacks"
+print(f"dashboard: {len(exprs)} queries, all on known metrics")
+EOF
+        die "$(tail -n 1 "$D/dash.log")"
+
     # promtool, where it can be had (Debian's prometheus package carries it).
     if ! command -v promtool >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq --no-install-recommends \
@@ -371,6 +386,12 @@ scen_units() {
     # The network drop-in, as an operator installs it once filled in: the unit verifies with it.
     mkdir -p "$D/units/b10d.service.d"
     cp "$TOPDIR/systemd/b10d-network.conf" "$D/units/b10d.service.d/network.conf"
+    cp "$TOPDIR/systemd/b10d-metrics.conf" "$D/units/b10d.service.d/metrics.conf"
+    # The metrics drop-in's options are valid ones.
+    _mopts=$(sed -n 's/^Environment=B10D_METRICS_OPTS=//p' "$TOPDIR/systemd/b10d-metrics.conf")
+    [ -n "$_mopts" ] || die "b10d-metrics.conf sets no B10D_METRICS_OPTS"
+    "$B10D" --check-config $_mopts >"$D/mopts.out" 2>&1 || die "b10d-metrics.conf's options: $(tail -n 1 "$D/mopts.out")"
+    grep -q '^metrics-listen 127.0.0.1:' "$D/mopts.out" || die "b10d-metrics.conf does not listen on 127.0.0.1"
     cp "$TOPDIR/daemon/b10d.8" "$TOPDIR/client/b10ctl.8" "$D/man/man8/"
     (cd "$D/units" && MANPATH=$D/man SYSTEMD_LOG_COLOR=0 \
         systemd-analyze verify ./b10d.service ./b10d.socket) >"$D/verify.log" 2>&1 ||
