@@ -345,6 +345,19 @@ scen_config() {
         die "an explicit --max-in-flight did not win over --wire-lanes"
     "$B10D" --check-config --staging-bytes 16M --wire-lanes 8 | grep -q '^max-in-flight 4$' ||
         die "--staging-bytes 16M --wire-lanes 8 did not start with 4 chunks in flight"
+    # --metrics-listen: off by default, a bare port on 127.0.0.1, an address named to expose it.
+    "$B10D" --check-config | grep -q '^metrics-listen (off)$' || die "--metrics-listen is not off by default"
+    "$B10D" --check-config --metrics-listen 9464 | grep -q '^metrics-listen 127.0.0.1:9464$' ||
+        die "a bare --metrics-listen port does not mean 127.0.0.1"
+    "$B10D" --check-config --metrics-listen 0.0.0.0:9464 | grep -q '^metrics-listen 0.0.0.0:9464$' ||
+        die "--metrics-listen 0.0.0.0:9464 is not taken"
+    "$B10D" --check-config --metrics-listen '[::1]:9464' | grep -q '^metrics-listen \[::1\]:9464$' ||
+        die "--metrics-listen [::1]:9464 is not taken"
+    for _bad in host:9464 127.0.0.1:65536 127.0.0.1: :9464 -1 '[::1]' 1.2.3:80; do
+        "$B10D" --check-config --metrics-listen "$_bad" >"$D/ml.out" 2>&1
+        [ $? = 2 ] || die "--metrics-listen '$_bad' was not refused with exit 2"
+        grep -q 'numeric address and a port' "$D/ml.out" || die "--metrics-listen '$_bad': no reason given"
+    done
     # The options the unit's environment file ships with are valid.
     B10D_OPTS=""
     . "$TOPDIR/systemd/b10d.env"
