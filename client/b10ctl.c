@@ -1366,8 +1366,17 @@ int main(int argc, char **argv)
                               : run_query(&conn, cmd, &o);
         conn_close(&conn);
     }
-    /* A scrape still gets an answer: the daemon is down. */
+    /*
+     * A scrape still gets an answer: the daemon is down, or it is up and
+     * refused this user the metrics (no operator), which is not "down".
+     */
     if ((!reached || rc == EXIT_UNREACHABLE) && cmd->op == B10__ADMIN_OP__ADMIN_METRICS && !o.json)
         prom_up(false);
+    else if (rc == EXIT_PERMISSION && cmd->op == B10__ADMIN_OP__ADMIN_METRICS && !o.json) {
+        prom_up(true);
+        printf("# HELP b10d_scrape_permitted Whether the daemon gave this user its metrics "
+               "(operators only: root, its user, --admin-group).\n"
+               "# TYPE b10d_scrape_permitted gauge\nb10d_scrape_permitted 0\n");
+    }
     return rc;
 }

@@ -724,6 +724,11 @@ scen_permission() {
         grep -q "B10_ERR_PERMISSION.*$_op is for operators" "$D/as.err" ||
             die "a non-operator was not told why $_op is refused: $(head -n 1 "$D/as.err")"
     done
+    # The refused scrape says the daemon is up, and that it was refused, not "down".
+    _as --regid=65534 --clear-groups -- metrics
+    grep -q '^b10d_up 1$' "$D/as.out" && grep -q '^b10d_scrape_permitted 0$' "$D/as.out" ||
+        die "a non-operator's metrics do not say b10d_up 1, b10d_scrape_permitted 0: $(cat "$D/as.out")"
+    python3 "$TOPDIR/tests/ops/promcheck.py" "$D/as.out" >"$D/as.check" 2>&1 || die "$(head -n 1 "$D/as.check")"
     grep -q 'admin: refusing uid 65534 .* drain' "$D/A.log" || die "the daemon did not log the refusal"
     _as --regid=4242 --clear-groups -- peers
     rc=$?
