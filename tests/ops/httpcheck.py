@@ -4,7 +4,8 @@
     httpcheck.py PORT
 
 Each bad request gets its 4xx and the connection closes; a connection past the
-bound is closed unanswered while the others are held; then a scrape is served again.
+bound is closed unanswered while the others are held; then a scrape is served again;
+a request left unfinished is closed at the time bound.
 Exit 0, or 1 with the first finding.
 """
 import socket
@@ -76,4 +77,21 @@ for s in held:
     s.close()
 time.sleep(0.3)
 expect(b"GET /metrics HTTP/1.1\r\n\r\n", "200", "a scrape once the held connections closed")
+
+# A request that never ends (slowloris) is closed at the bound, unanswered.
+TIMEOUT_S = 10              # METRICS_TIMEOUT_MS (daemon/metrics.h)
+slow = socket.create_connection(("127.0.0.1", PORT), timeout=TIMEOUT_S * 3)
+slow.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+t0 = time.monotonic()
+try:
+    got = slow.recv(100)
+except socket.timeout:
+    sys.exit(f"a request left unfinished was not closed in {TIMEOUT_S * 3} s")
+except ConnectionResetError:
+    got = b""
+took = time.monotonic() - t0
+slow.close()
+if got != b"" or not TIMEOUT_S - 1 <= took <= TIMEOUT_S * 2:
+    sys.exit(f"an unfinished request: {got!r} after {took:.1f} s, not closed at {TIMEOUT_S} s")
+expect(b"GET /metrics HTTP/1.1\r\n\r\n", "200", "a scrape after the slow one")
 print("httpcheck: ok")
