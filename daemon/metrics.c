@@ -25,9 +25,11 @@ struct metrics_conn {
     uv_tcp_t tcp;
     uv_timer_t timer;               /* METRICS_TIMEOUT_MS from accept */
     uv_write_t write;
+    uv_shutdown_t shutdown;
     int open_handles;               /* of tcp and timer, until their close callbacks */
     bool closing;
     bool answered;                  /* a response is written or being written */
+    bool draining;                  /* answered and shut down: what still comes is dropped */
     size_t length;                  /* bytes of request in buf */
     char buf[METRICS_MAX_REQUEST];
     char *response;                 /* malloc'd, freed once both handles closed */
@@ -66,10 +68,30 @@ static void metrics_on_timeout(uv_timer_t *timer)
     metrics_conn_close(timer->data);
 }
 
+static void metrics_on_shutdown(uv_shutdown_t *req, int status)
+{
+    if (status < 0)
+        metrics_conn_close(req->data);
+}
+
+static void metrics_on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf);
+static void metrics_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
+
 static void metrics_on_written(uv_write_t *req, int status)
 {
-    /* Sent or not, the connection is over: HTTP/1.0, one response each. */
-    metrics_conn_close(req->data);
+    struct metrics_conn *c = req->data;
+
+    /*
+     * HTTP/1.0, one response each. Closed with bytes of the request unread
+     * (an oversized one), the kernel would reset the connection and the
+     * client might lose the answer: send FIN, read and drop what still
+     * comes until the client closes, the time bound at the latest.
+     */
+    c->draining = true;
+    c->shutdown.data = c;
+    if (status < 0 || uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, metrics_on_shutdown) != 0 ||
+        uv_read_start((uv_stream_t *)&c->tcp, metrics_alloc, metrics_on_read) != 0)
+        metrics_conn_close(c);
 }
 
 /* Write status (and body, or a one-line reason) and close once written. */
@@ -142,6 +164,10 @@ static void metrics_answer(struct metrics_conn *c, const char *head_end)
 static void metrics_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
     struct metrics_conn *c = handle->data;
+    if (c->draining) {
+        *buf = uv_buf_init(c->buf, sizeof(c->buf));
+        return;
+    }
     /* One byte kept for the NUL that ends the head. */
     *buf = uv_buf_init(c->buf + c->length, (unsigned)(sizeof(c->buf) - 1 - c->length));
 }
@@ -155,7 +181,7 @@ static void metrics_on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
         return;
     }
     if (c->answered || c->closing)
-        return;
+        return;     /* dropped: a request's rest, after its answer */
     c->length += (size_t)n;
     c->buf[c->length] = '\0';
     if (memchr(c->buf, '\0', c->length) != NULL) {
