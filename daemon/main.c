@@ -7,6 +7,7 @@
 
 #include "auth.h"
 #include "b10d.h"
+#include "metrics.h"
 #include "peer.h"
 
 /* b10d --gen-key PATH: one fresh cluster key, for an operator to copy to every node. */
@@ -37,7 +38,8 @@ static uint64_t main_monotonic_ms(struct b10d *d)
  * b10d --check-config: the options were checked by config_parse; the keys
  * are loaded by the very code the start runs (peer_start), so that a key
  * that would stop the start stops the check with the same message. Then
- * the effective values. 0: it would start; 1: a key stops it.
+ * the effective values. 0: it would start; 1: a key or the metrics address
+ * stops it.
  */
 static int main_check_config(struct b10d *d)
 {
@@ -51,6 +53,9 @@ static int main_check_config(struct b10d *d)
     rc = peer_start(d, NULL);
     peer_stop(d);
     peer_free_all(d);
+    /* The metrics address binds, as the start will bind it (in use, not this host's, ...). */
+    if (rc == 0)
+        rc = metrics_start(d, NULL);
     uv_run(d->loop, UV_RUN_NOWAIT);
     if (rc != 0)
         return 1;

@@ -271,6 +271,10 @@ int metrics_start(struct b10d *d, struct metrics **m_p)
         uv_close((uv_handle_t *)&m->server, metrics_server_closed);
         return rc;
     }
+    if (m_p == NULL) {
+        metrics_stop(m);
+        return 0;
+    }
     /* The port the kernel gave, for --metrics-listen ADDR:0. */
     int len = sizeof(addr);
     unsigned port = cfg->metrics_port;

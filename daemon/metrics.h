@@ -27,6 +27,7 @@ struct metrics;
 /*
  * Listen on cfg.metrics_host:metrics_port when cfg.metrics_on; *m_p stays
  * NULL otherwise. 0, or a negative errno (logged) when it cannot listen.
+ * m_p NULL: only check that it could (--check-config), and close again.
  */
 int metrics_start(struct b10d *d, struct metrics **m_p);
 /* Stop listening and close every connection; m is freed once they are closed. NULL is fine. */

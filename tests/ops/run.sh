@@ -142,6 +142,19 @@ scen_check_keys() {
             die "--check-config with key $_c says '$(grep '^<3>' "$D/$_c.check")', the start '$_want'"
     done
     grep -q 'mode 0644' "$D/k0644.check" || die "key 0644: the mode is not named"
+    # The next key of a rotation is checked the same way.
+    "$B10D" --check-config --cluster-key "$_k" --cluster-key-next "$D/k0644" >/dev/null 2>"$D/next.check"
+    [ $? = 1 ] || die "--check-config with a --cluster-key-next of mode 0644 did not exit 1"
+    grep -q 'mode 0644' "$D/next.check" || die "--cluster-key-next 0644: the mode is not named"
+    # The unit's way: no --cluster-key, the credential systemd hands over.
+    mkdir -p "$D/creds"
+    cp "$D/k0644" "$D/creds/cluster-key" && chmod 0644 "$D/creds/cluster-key"
+    CREDENTIALS_DIRECTORY=$D/creds "$B10D" --check-config >/dev/null 2>"$D/cred.check"
+    [ $? = 1 ] || die "--check-config with a credential of mode 0644 did not exit 1"
+    grep -q "$D/creds/cluster-key: mode 0644" "$D/cred.check" || die "the credential's mode is not named: $(cat "$D/cred.check")"
+    chmod 0400 "$D/creds/cluster-key"
+    CREDENTIALS_DIRECTORY=$D/creds "$B10D" --check-config 2>/dev/null | grep -q "^cluster-key $D/creds/cluster-key (key " ||
+        die "--check-config does not name the credential it read"
     grep -q 'hex digits' "$D/kgarbage.check" || die "a garbage key: no reason given"
     # The unit runs the check before the daemon.
     grep -q '^ExecStartPre=.*--check-config' "$TOPDIR/systemd/b10d.service" ||
@@ -210,6 +223,15 @@ scen_metrics_http() {
     start_daemon B --metrics-listen 0
     grep -q 'metrics on http://127.0.0.1:[0-9]*/metrics (this host only)' "$D/B.log" ||
         die "a bare --metrics-listen port does not listen on 127.0.0.1 only"
+    # A port in use stops --check-config as it stops the start, with one message.
+    _port=$(metrics_port A)
+    "$B10D" --check-config --metrics-listen "127.0.0.1:$_port" >/dev/null 2>"$D/inuse.check"
+    [ $? = 1 ] || die "--check-config with a metrics port in use did not exit 1"
+    timeout -k 2 $(( 20 * SLOW )) "$B10D" --socket "$D/C.sock" --metrics-listen "127.0.0.1:$_port" \
+        >/dev/null 2>"$D/inuse.start"
+    [ $? = 1 ] || die "b10d with a metrics port in use did not exit 1"
+    [ "$(grep '^<3>' "$D/inuse.check")" = "$(grep '^<3>' "$D/inuse.start")" ] && grep -q 'in use' "$D/inuse.check" ||
+        die "--check-config says '$(grep '^<3>' "$D/inuse.check")' of a port in use, the start '$(grep '^<3>' "$D/inuse.start")'"
     scrape A "$D/m0.prom"
     [ "$(metric "$D/m0.prom" 'b10d_transfers_duration_seconds_count{role="send"}')" = 0 ] ||
         die "a fresh daemon's send histogram is not empty"
