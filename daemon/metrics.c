@@ -264,7 +264,7 @@ int metrics_start(struct b10d *d, struct metrics **m_p)
     m->server.data = m;
     m->listening = true;
     if ((rc = uv_tcp_bind(&m->server, (const struct sockaddr *)&addr, 0)) != 0 ||
-        (rc = uv_listen((uv_stream_t *)&m->server, 16, metrics_on_connection)) != 0) {
+        (rc = uv_listen((uv_stream_t *)&m->server, METRICS_BACKLOG, metrics_on_connection)) != 0) {
         log_err("cannot listen for metrics on %s%s%s:%u: %s", v6 ? "[" : "", cfg->metrics_host,
                 v6 ? "]" : "", (unsigned)cfg->metrics_port, uv_strerror(rc));
         m->stopping = true;

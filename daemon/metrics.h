@@ -20,6 +20,13 @@
 #define METRICS_MAX_REQUEST 8192u       /* request line and headers, bytes */
 #define METRICS_MAX_HEADERS 64u         /* header lines */
 #define METRICS_TIMEOUT_MS 10000u       /* from accept to the response written */
+/*
+ * The kernel's queue of connections not yet accepted: well above the bound,
+ * so that connections are accepted (and counted) in the order they came
+ * while the loop is busy; a full queue drops handshakes, and a client whose
+ * handshake the kernel completes later would be counted out of its turn.
+ */
+#define METRICS_BACKLOG 128
 
 struct b10d;
 struct metrics;
