@@ -621,7 +621,7 @@ static void admin_prom_histograms(FILE *f, const struct b10d *d)
             }
             fprintf(f, "%s_bucket{role=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", hists[h].name, role,
                     hist->count);
-            fprintf(f, "%s_sum{role=\"%s\"} %.9g\n", hists[h].name, role, hist->sum);
+            fprintf(f, "%s_sum{role=\"%s\"} %.15g\n", hists[h].name, role, hist->sum);
             fprintf(f, "%s_count{role=\"%s\"} %" PRIu64 "\n", hists[h].name, role, hist->count);
         }
     }

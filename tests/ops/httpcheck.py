@@ -61,9 +61,32 @@ expect(b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n", "431", "a 2
 expect(b"GET /metrics HTTP/1.1\r\nX: " + b"a" * (1 << 20), "431", "a 1 MB head, never ended")
 expect(b"GET /metrics HTTP/1.1\r\n" + b"X: y\r\n" * 100 + b"\r\n", "431", "100 header lines")
 
-# The connection bound: held ones count, one past them is closed unanswered.
-held = [socket.create_connection(("127.0.0.1", PORT), timeout=10) for _ in range(MAX_CONNECTIONS)]
-time.sleep(0.3)
+# The connection bound: held ones count, one past them is closed unanswered. The
+# connections of the requests above close a moment after their clients did (the daemon
+# reads their EOF): until then they count, and would take held ones' places. So the
+# held ones must all still be open before the one past them is tried.
+def closed(s: socket.socket) -> bool:
+    s.setblocking(False)
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+    finally:
+        s.setblocking(True)
+
+
+for attempt in range(5):
+    time.sleep(0.5)
+    held = [socket.create_connection(("127.0.0.1", PORT), timeout=10) for _ in range(MAX_CONNECTIONS)]
+    time.sleep(0.3)
+    if not any(closed(s) for s in held):
+        break
+    for s in held:
+        s.close()
+else:
+    sys.exit(f"{MAX_CONNECTIONS} connections could not be held open at once")
 extra = socket.create_connection(("127.0.0.1", PORT), timeout=10)
 try:
     extra.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
@@ -72,6 +95,8 @@ try:
 except ConnectionResetError:
     pass
 extra.close()
+if any(closed(s) for s in held):
+    sys.exit("a held connection was closed instead of the one past the bound")
 for s in held:
     s.close()
 time.sleep(0.3)
