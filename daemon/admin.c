@@ -588,6 +588,9 @@ static void admin_prom_peers(FILE *f, struct b10d *d)
     free(load);
 }
 
+/* stats.c counts by enum xfer_role, which it does not know: the two must agree. */
+_Static_assert(XFER_LOCAL + 1 == STATS_ROLES, "STATS_ROLES is not the number of transfer roles");
+
 /* The histograms of stats.c, by role, cumulative as Prometheus counts them. */
 static void admin_prom_histograms(FILE *f, const struct b10d *d)
 {
