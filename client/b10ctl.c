@@ -429,6 +429,29 @@ static void json_quarantine_value(bool *first, const char *key, const void *msg)
         jid(first, key, q->value);
 }
 
+/* A transfer's whole deadline, the daemon's effective one: its age and what is left, of one instant. */
+static uint64_t xfer_deadline_ms(const B10__AdminXfer *x)
+{
+    int64_t total = (int64_t)x->age_ms + x->deadline_in_ms;
+    return total > 0 ? (uint64_t)total : 0;
+}
+
+static void json_xfer_deadline(bool *first, const char *key, const void *msg)
+{
+    ju64(first, key, xfer_deadline_ms(msg));
+}
+
+/* "in 12.3 s of 30 s": what is left, of the deadline the daemon took (its default for 0). */
+static const char *cell_xfer_deadline(char *buf, size_t n, const void *row, const void *parent)
+{
+    const B10__AdminXfer *x = row;
+    char left[48], total[32];
+    fmt_until(left, sizeof(left), x->deadline_in_ms);
+    fmt_ms(total, sizeof(total), xfer_deadline_ms(x));
+    snprintf(buf, n, "%s of %s", left, total);
+    return buf;
+}
+
 static const char *cell_chunks(char *buf, size_t n, const void *row, const void *parent)
 {
     const B10__AdminXfer *x = row;
@@ -503,12 +526,13 @@ static const struct jfield xfer_json[] = {
     JF(id, J_ID), JF(role, J_STR), JF(state, J_STR), JF(peer, J_ID), JF(local_agent, J_STR),
     JF(remote_agent, J_STR), JF(bytes, J_U64), JF(chunks, J_U32), JF(chunks_done, J_U32),
     JF(age_ms, J_U64), JF(deadline_in_ms, J_I64),
+    { .key = "deadline_ms", .kind = J_FN, .fn = json_xfer_deadline },
 };
 static const struct column xfer_cols[] = {
     COL("lID", C_ID, id), COL("lROLE", C_STR, role), COL("lSTATE", C_STR, state),
     COL("lLOCAL", C_STR, local_agent), COL("lREMOTE", C_STR, remote_agent),
     COL("lPEER", C_ID, peer), COL("rBYTES", C_BYTES, bytes), COL_FN("rCHUNKS", cell_chunks),
-    COL("rAGE", C_MS, age_ms), COL("lDEADLINE", C_UNTIL, deadline_in_ms),
+    COL("rAGE", C_MS, age_ms), COL_FN("lDEADLINE", cell_xfer_deadline),
 };
 #undef MSG
 static const struct rows xfer_rows = {
@@ -961,135 +985,24 @@ static void show_stats(const B10__AdminReply *a)
 
 /* ---------------------------------------------------------------- Prometheus */
 
-static void prom_label(const char *v)
-{
-    putchar('"');
-    for (const char *p = v; *p; p++) {
-        if (*p == '\\' || *p == '"')
-            printf("\\%c", *p);
-        else if (*p == '\n')
-            fputs("\\n", stdout);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
-
-static void prom_family(const char *name, const char *type, const char *help)
-{
-    printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void prom_gauge(const char *name, const char *help, uint64_t v)
-{
-    prom_family(name, "gauge", help);
-    printf("%s %" PRIu64 "\n", name, v);
-}
-
-static void prom_seconds(const char *name, const char *help, double s)
-{
-    prom_family(name, "gauge", help);
-    printf("%s %.3f\n", name, s);
-}
-
-/* A gauge split by one label: its n values, in order. */
-static void prom_split(const char *name, const char *help, const char *label, size_t n,
-                       const char *const *values, const uint64_t *v)
-{
-    prom_family(name, "gauge", help);
-    for (size_t i = 0; i < n; i++)
-        printf("%s{%s=\"%s\"} %" PRIu64 "\n", name, label, values[i], v[i]);
-}
-
 static void prom_up(bool up)
 {
-    prom_gauge("b10d_up", "Whether b10ctl reached the daemon.", up);
+    printf("# HELP b10d_up Whether b10ctl reached the daemon.\n# TYPE b10d_up gauge\nb10d_up %d\n",
+           up);
 }
 
-/* Per peer, by its authenticated name: what it sent that was dropped or refused. */
-static void prom_peer_counters(const B10__AdminReply *a)
-{
-    static const struct {
-        const char *why;
-        size_t off;
-    } kinds[] = {
-        { "unauthenticated", offsetof(B10__AdminPeer, unauthenticated) },
-        { "replayed", offsetof(B10__AdminPeer, replayed) },
-        { "refused", offsetof(B10__AdminPeer, refused) },
-        { "corrupt", offsetof(B10__AdminPeer, corrupt) },
-    };
-
-    prom_family("b10d_peer_dropped_total", "counter",
-                "Messages and work of a remote daemon dropped or refused, by why (corrupt: DATA "
-                "chunks that failed their checksum).");
-    for (size_t i = 0; i < a->n_peers; i++)
-        for (size_t k = 0; k < N(kinds); k++) {
-            fputs("b10d_peer_dropped_total{peer=", stdout);
-            prom_label(a->peers[i]->name);
-            printf(",why=\"%s\"} %" PRIu64 "\n", kinds[k].why,
-                   *(const uint64_t *)((const char *)a->peers[i] + kinds[k].off));
-        }
-}
-
+/*
+ * The daemon renders its metrics (admin.c), the same text GET /metrics
+ * serves (--metrics-listen); b10ctl adds only whether it reached it.
+ */
 static void show_metrics(const B10__AdminReply *a)
 {
-    static const char *const states[] = { "serving", "draining", "drained", "stopping" };
-    const B10__AdminDaemon *m = reply_daemon(a);
-    const B10__AdminStaging *s = reply_staging(a);
-    uint64_t current[N(states)];
-    char id[17];
-
     prom_up(true);
-    prom_family("b10d_info", "gauge", "The daemon's version, name and id for this boot.");
-    fputs("b10d_info{version=", stdout);
-    prom_label(m->version);
-    fputs(",name=", stdout);
-    prom_label(m->name);
-    fputs(",daemon_id=", stdout);
-    prom_label(fmt_id(id, m->daemon_id));
-    fputs("} 1\n", stdout);
-    prom_seconds("b10d_uptime_seconds", "Seconds since the daemon started.",
-                 (double)m->uptime_ms / 1000);
-    for (size_t i = 0; i < N(states); i++)
-        current[i] = strcmp(m->state, states[i]) == 0;
-    prom_split("b10d_state", "The daemon's life-cycle state: 1 for the current one.", "state",
-               N(states), states, current);
-    prom_seconds("b10d_watchdog_seconds", "systemd watchdog interval, 0 without one.",
-                 (double)m->watchdog_usec / 1e6);
-    prom_gauge("b10d_connections", "Client connections, ranks and admin.", m->connections);
-    prom_gauge("b10d_clients", "Ranks connected (said Hello).", m->clients);
-    prom_gauge("b10d_peers", "Remote daemons known.", m->peers);
-    prom_family("b10d_trust", "gauge", "How the daemon trusts others: 1 for its mode.");
-    fputs("b10d_trust{mode=", stdout);
-    prom_label(m->key_id == 0 ? (m->insecure ? "insecure" : "local-only")
-                              : (m->insecure ? "cluster-key-and-insecure" : "cluster-key"));
-    fputs(",key_id=", stdout);
-    prom_label(m->key_id ? fmt_id(id, m->key_id) : "");
-    fputs("} 1\n", stdout);
-    prom_peer_counters(a);
-    prom_split("b10d_transfers_in_flight", "Transfers in flight, by role.", "role", 2,
-               (const char *const[]){ "send", "recv" },
-               (const uint64_t[]){ m->xfers_send, m->xfers_recv });
-    prom_gauge("b10d_quarantine_entries", "Quarantine entries (views, tags, ids, generations).",
-               m->quarantine_entries);
-    prom_gauge("b10d_quarantine_bytes", "Staging bytes in quarantine.", m->quarantine_bytes);
-    prom_gauge("b10d_quarantine_budget_bytes",
-               "Quarantined staging past which new transfers fail fast.", m->quarantine_budget);
-    prom_split("b10d_tags", "Registered UCX tags, live or quarantined.", "state", 2,
-               (const char *const[]){ "live", "quarantined" },
-               (const uint64_t[]){ m->tags_live, m->tags_quarantined });
-    prom_split("b10d_staging_views", "Staging views, by state.", "state", 3,
-               (const char *const[]){ "free", "busy", "quarantined" },
-               (const uint64_t[]){ s->free, s->busy, s->quarantined });
-    prom_gauge("b10d_staging_view_bytes", "Bytes of one staging view.", s->view_bytes);
-    prom_gauge("b10d_staging_configured_bytes", "The staging pool's configured size.",
-               s->configured_bytes);
-    for (size_t i = 0; i < a->n_counters; i++) {
-        char name[128];
-        snprintf(name, sizeof(name), "b10d_%s_total", a->counters[i]->name);
-        prom_family(name, "counter", a->counters[i]->help);
-        printf("%s %" PRIu64 "\n", name, a->counters[i]->value);
+    if (a->metrics_text == NULL || a->metrics_text[0] == '\0') {
+        fprintf(stderr, "b10ctl: the daemon sent no metrics: older than this b10ctl?\n");
+        return;
     }
+    fputs(a->metrics_text, stdout);
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -1453,8 +1366,17 @@ int main(int argc, char **argv)
                               : run_query(&conn, cmd, &o);
         conn_close(&conn);
     }
-    /* A scrape still gets an answer: the daemon is down. */
+    /*
+     * A scrape still gets an answer: the daemon is down, or it is up and
+     * refused this user the metrics (no operator), which is not "down".
+     */
     if ((!reached || rc == EXIT_UNREACHABLE) && cmd->op == B10__ADMIN_OP__ADMIN_METRICS && !o.json)
         prom_up(false);
+    else if (rc == EXIT_PERMISSION && cmd->op == B10__ADMIN_OP__ADMIN_METRICS && !o.json) {
+        prom_up(true);
+        printf("# HELP b10d_scrape_permitted Whether the daemon gave this user its metrics "
+               "(operators only: root, its user, --admin-group).\n"
+               "# TYPE b10d_scrape_permitted gauge\nb10d_scrape_permitted 0\n");
+    }
     return rc;
 }

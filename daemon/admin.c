@@ -1,6 +1,7 @@
 /* admin.c — see admin.h. */
 #include "admin.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -91,27 +92,31 @@ static bool admin_sees(const struct admin_answer *a, uid_t uid)
     return !a->scoped || uid == a->uid;
 }
 
-static void *admin_alloc(struct admin_answer *a, size_t n, size_t size)
+/* p (malloc'd, or NULL) freed with the answer; NULL and a failed answer when there is no room. */
+static void *admin_keep(struct admin_answer *a, void *p)
 {
-    if (a->failed || n == 0)
-        return NULL;
-    if (a->nallocs == a->cap) {
+    if (p != NULL && !a->failed && a->nallocs == a->cap) {
         size_t cap = a->cap ? a->cap * 2 : 16;
         void **allocs = realloc(a->allocs, cap * sizeof(*allocs));
-        if (allocs == NULL) {
-            a->failed = true;
-            return NULL;
+        if (allocs != NULL) {
+            a->allocs = allocs;
+            a->cap = cap;
         }
-        a->allocs = allocs;
-        a->cap = cap;
     }
-    void *p = calloc(n, size);
-    if (p == NULL) {
+    if (p == NULL || a->failed || a->nallocs == a->cap) {
+        free(p);
         a->failed = true;
         return NULL;
     }
     a->allocs[a->nallocs++] = p;
     return p;
+}
+
+static void *admin_alloc(struct admin_answer *a, size_t n, size_t size)
+{
+    if (a->failed || n == 0)
+        return NULL;
+    return admin_keep(a, calloc(n, size));
 }
 
 static void admin_answer_free(struct admin_answer *a)
@@ -415,6 +420,331 @@ static void admin_fill_counters(struct admin_answer *a)
     a->reply.n_counters = ADMIN_NCOUNTERS;
 }
 
+/* ---------------------------------------------------------------- Prometheus text */
+
+/*
+ * The one renderer of the metrics: `b10ctl metrics` prints what it makes
+ * (AdminReply.metrics_text), and GET /metrics (metrics.c) serves it. Names
+ * in base units (seconds, bytes), counters end in _total, the process_*
+ * family as Prometheus's client libraries write it.
+ */
+static void admin_prom_family(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void admin_prom_label(FILE *f, const char *v)
+{
+    fputc('"', f);
+    for (; *v != '\0'; v++) {
+        if (*v == '\\' || *v == '"')
+            fputc('\\', f);
+        if (*v == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*v, f);
+    }
+    fputc('"', f);
+}
+
+static void admin_prom_gauge(FILE *f, const char *name, const char *help, uint64_t v)
+{
+    admin_prom_family(f, name, "gauge", help);
+    fprintf(f, "%s %" PRIu64 "\n", name, v);
+}
+
+/* A gauge of one sample per label value. */
+static void admin_prom_split(FILE *f, const char *name, const char *help, const char *label,
+                             size_t n, const char *const *values, const uint64_t *v)
+{
+    admin_prom_family(f, name, "gauge", help);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s{%s=\"%s\"} %" PRIu64 "\n", name, label, values[i], v[i]);
+}
+
+/* The process_* family, from the kernel's account of this process. */
+static void admin_prom_process(FILE *f, const struct b10d *d)
+{
+    struct rusage ru;
+    struct rlimit rl;
+    unsigned long long vm = 0, rss = 0;
+    uint64_t fds = 0;
+    long page = sysconf(_SC_PAGESIZE);
+
+    admin_prom_family(f, "process_start_time_seconds", "gauge",
+                      "Start time of the process since unix epoch in seconds.");
+    fprintf(f, "process_start_time_seconds %.3f\n", (double)d->incarnation / 1e9);
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        admin_prom_family(f, "process_cpu_seconds_total", "counter",
+                          "Total user and system CPU time spent in seconds, all threads.");
+        fprintf(f, "process_cpu_seconds_total %.6f\n",
+                (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
+    }
+    FILE *statm = fopen("/proc/self/statm", "re");
+    if (statm != NULL) {
+        if (fscanf(statm, "%llu %llu", &vm, &rss) == 2 && page > 0) {
+            admin_prom_gauge(f, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                             (uint64_t)vm * (uint64_t)page);
+            admin_prom_gauge(f, "process_resident_memory_bytes", "Resident memory size in bytes.",
+                             (uint64_t)rss * (uint64_t)page);
+        }
+        fclose(statm);
+    }
+    DIR *dir = opendir("/proc/self/fd");
+    if (dir != NULL) {
+        struct dirent *e;
+        while ((e = readdir(dir)) != NULL)
+            fds += e->d_name[0] != '.';
+        closedir(dir);
+        admin_prom_gauge(f, "process_open_fds", "Number of open file descriptors.",
+                         fds > 0 ? fds - 1 : 0);   /* not the one reading them */
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        admin_prom_gauge(f, "process_max_fds", "Maximum number of open file descriptors.",
+                         rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur);
+}
+
+/* Transfers in flight with one remote daemon: gathered once, looked up per peer. */
+struct admin_peer_load {
+    const struct peer *peer;
+    uint64_t xfers, bytes;
+};
+
+static int admin_peer_load_cmp(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const struct admin_peer_load *)a)->peer;
+    uintptr_t y = (uintptr_t)((const struct admin_peer_load *)b)->peer;
+    return x < y ? -1 : x > y;
+}
+
+static void admin_prom_peers(FILE *f, struct b10d *d)
+{
+    static const struct {
+        const char *why;
+        size_t off;
+    } kinds[] = {
+        { "unauthenticated", offsetof(struct peer_counters, unauthenticated) },
+        { "replayed", offsetof(struct peer_counters, replayed) },
+        { "refused", offsetof(struct peer_counters, refused) },
+        { "corrupt", offsetof(struct peer_counters, corrupt) },
+    };
+    struct list *pos;
+    size_t n = 0, used = 0;
+
+    admin_prom_family(f, "b10d_peer_dropped_total", "counter",
+                      "Messages and work of a remote daemon dropped or refused, by why (corrupt: "
+                      "DATA chunks that failed their checksum).");
+    for (pos = d->peers.next; pos != &d->peers; pos = pos->next) {
+        const struct peer *p = list_entry(pos, struct peer, node);
+        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+            fputs("b10d_peer_dropped_total{peer=", f);
+            admin_prom_label(f, p->name);
+            fprintf(f, ",why=\"%s\"} %" PRIu64 "\n", kinds[k].why,
+                    *(const uint64_t *)((const char *)&p->counters + kinds[k].off));
+        }
+    }
+
+    for (pos = d->xfers.next; pos != &d->xfers; pos = pos->next)
+        n += list_entry(pos, struct xfer, node)->peer != NULL;
+    struct admin_peer_load *load = n > 0 ? calloc(n, sizeof(*load)) : NULL;
+    for (pos = d->xfers.next; load != NULL && pos != &d->xfers; pos = pos->next) {
+        const struct xfer *x = list_entry(pos, struct xfer, node);
+        if (x->peer == NULL)
+            continue;
+        load[used].peer = x->peer;
+        load[used].xfers = 1;
+        load[used++].bytes = x->plan != NULL ? x->plan->total : 0;
+    }
+    if (used > 0)
+        qsort(load, used, sizeof(*load), admin_peer_load_cmp);
+    /* Runs of one peer summed into their first entry. */
+    size_t runs = 0;
+    for (size_t i = 0; i < used; i++) {
+        if (runs > 0 && load[runs - 1].peer == load[i].peer) {
+            load[runs - 1].xfers++;
+            load[runs - 1].bytes += load[i].bytes;
+        } else {
+            load[runs++] = load[i];
+        }
+    }
+    static const char *const names[2] = { "b10d_peer_transfers_in_flight",
+                                          "b10d_peer_transfer_bytes_in_flight" };
+    static const char *const helps[2] = {
+        "Transfers in flight with a remote daemon (either direction), by its name.",
+        "Bytes of the transfers in flight with a remote daemon, by its name.",
+    };
+    for (int g = 0; g < 2; g++) {
+        admin_prom_family(f, names[g], "gauge", helps[g]);
+        for (pos = d->peers.next; pos != &d->peers; pos = pos->next) {
+            const struct peer *p = list_entry(pos, struct peer, node);
+            struct admin_peer_load key = { .peer = p }, *hit = NULL;
+            if (runs > 0)
+                hit = bsearch(&key, load, runs, sizeof(*load), admin_peer_load_cmp);
+            fprintf(f, "%s{peer=", names[g]);
+            admin_prom_label(f, p->name);
+            fprintf(f, "} %" PRIu64 "\n", hit == NULL ? 0 : g == 0 ? hit->xfers : hit->bytes);
+        }
+    }
+    free(load);
+}
+
+/* stats.c counts by enum xfer_role, which it does not know: the two must agree. */
+_Static_assert(XFER_LOCAL + 1 == STATS_ROLES, "STATS_ROLES is not the number of transfer roles");
+
+/* The histograms of stats.c, by role, cumulative as Prometheus counts them. */
+static void admin_prom_histograms(FILE *f, const struct b10d *d)
+{
+    static const struct {
+        enum stats_kind kind;
+        const char *name, *help;
+    } hists[] = {
+        { STATS_DURATION, "b10d_transfers_duration_seconds",
+          "Transfers that landed, by role: seconds from submission (recv: admission) to landed." },
+        { STATS_PLANNING, "b10d_transfers_planning_seconds",
+          "Transfers that landed, by role: seconds from submission to planned (checked, coalesced)." },
+        { STATS_SIZE, "b10d_transfers_size_bytes", "Transfers that landed, by role: their bytes." },
+        { STATS_PIECES, "b10d_transfers_pieces",
+          "Transfers that landed, by role: pieces moved (spans, contiguous runs merged)." },
+    };
+
+    for (size_t h = 0; h < sizeof(hists) / sizeof(hists[0]); h++) {
+        size_t nb;
+        const double *bounds = stats_bounds(hists[h].kind, &nb);
+        admin_prom_family(f, hists[h].name, "histogram", hists[h].help);
+        for (unsigned r = 0; r < STATS_ROLES; r++) {
+            const struct stats_hist *hist = &d->hists.hist[hists[h].kind][r];
+            const char *role = xfer_role_name((enum xfer_role)r);
+            uint64_t below = 0;
+            if (hists[h].kind == STATS_PLANNING && r == XFER_RECV)
+                continue;   /* a receiver plans nothing: the sender did */
+            for (size_t b = 0; b < nb; b++) {
+                below += hist->buckets[b];
+                fprintf(f, "%s_bucket{role=\"%s\",le=\"%.12g\"} %" PRIu64 "\n", hists[h].name,
+                        role, bounds[b], below);
+            }
+            fprintf(f, "%s_bucket{role=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", hists[h].name, role,
+                    hist->count);
+            fprintf(f, "%s_sum{role=\"%s\"} %.15g\n", hists[h].name, role, hist->sum);
+            fprintf(f, "%s_count{role=\"%s\"} %" PRIu64 "\n", hists[h].name, role, hist->count);
+        }
+    }
+    admin_prom_family(f, "b10d_transfers_failed_by_status_total", "counter",
+                      "Transfers that failed, by role and status (B10_ERR_...).");
+    for (unsigned r = 0; r < STATS_ROLES; r++)
+        for (unsigned c = 0; c < STATS_MAX_STATUS; c++)
+            if (d->hists.failed[r][c] != 0)
+                fprintf(f, "b10d_transfers_failed_by_status_total{role=\"%s\",status=\"%s\"} %" PRIu64
+                        "\n", xfer_role_name((enum xfer_role)r), b10_status_name((b10_status_t)c),
+                        d->hists.failed[r][c]);
+}
+
+static void admin_prom_render(FILE *f, struct b10d *d)
+{
+    static const char *const states[] = { "serving", "draining", "drained", "stopping" };
+    static const char *const roles[] = { "send", "recv", "read", "local" };
+    struct service_info si;
+    uint64_t current[4] = { 0 }, in_flight[4] = { 0 }, key_id = 0;
+    struct list *pos;
+    char id[17];
+
+    service_info(d->service, &si);
+    admin_prom_family(f, "b10d_info", "gauge", "The daemon's version, name and id for this boot.");
+    fputs("b10d_info{version=", f);
+    admin_prom_label(f, B10D_VERSION);
+    fputs(",name=", f);
+    admin_prom_label(f, d->cfg.name);
+    snprintf(id, sizeof(id), "%016" PRIx64, d->daemon_id);
+    fputs(",daemon_id=", f);
+    admin_prom_label(f, id);
+    fputs("} 1\n", f);
+    admin_prom_process(f, d);
+    for (size_t i = 0; i < 4; i++)
+        current[i] = strcmp(si.state, states[i]) == 0;
+    admin_prom_split(f, "b10d_state", "The daemon's life-cycle state: 1 for the current one.",
+                     "state", 4, states, current);
+    admin_prom_family(f, "b10d_watchdog_seconds", "gauge", "systemd watchdog interval, 0 without one.");
+    fprintf(f, "b10d_watchdog_seconds %.6f\n", (double)si.watchdog_usec / 1e6);
+    uint64_t clients = 0;
+    for (pos = d->sessions.next; pos != &d->sessions; pos = pos->next)
+        clients += list_entry(pos, struct session, node)->hello_done;
+    admin_prom_gauge(f, "b10d_connections", "Client connections, ranks and admin.", d->nsessions);
+    admin_prom_gauge(f, "b10d_clients", "Ranks connected (said Hello).", clients);
+    admin_prom_gauge(f, "b10d_peers", "Remote daemons known.", d->npeers);
+    for (unsigned i = 0; i < d->keys.count; i++)
+        if (d->keys.keys[i].kind == AUTH_KEY_CLUSTER && key_id == 0)
+            key_id = d->keys.keys[i].id;
+    admin_prom_family(f, "b10d_trust", "gauge", "How the daemon trusts others: 1 for its mode.");
+    fputs("b10d_trust{mode=", f);
+    admin_prom_label(f, key_id == 0 ? (d->cfg.insecure ? "insecure" : "local-only")
+                                    : (d->cfg.insecure ? "cluster-key-and-insecure" : "cluster-key"));
+    snprintf(id, sizeof(id), "%016" PRIx64, key_id);
+    fputs(",key_id=", f);
+    admin_prom_label(f, key_id != 0 ? id : "");
+    fputs("} 1\n", f);
+    admin_prom_peers(f, d);
+    for (pos = d->xfers.next; pos != &d->xfers; pos = pos->next) {
+        unsigned r = (unsigned)list_entry(pos, struct xfer, node)->role;
+        if (r < 4)
+            in_flight[r]++;
+    }
+    admin_prom_split(f, "b10d_transfers_in_flight", "Transfers in flight, by role.", "role", 4,
+                     roles, in_flight);
+    admin_prom_gauge(f, "b10d_quarantine_entries", "Quarantine entries (views, tags, ids, generations).",
+                     quarantine_count(d->quarantine));
+    admin_prom_gauge(f, "b10d_quarantine_bytes", "Staging bytes in quarantine.",
+                     quarantine_bytes(d->quarantine));
+    admin_prom_gauge(f, "b10d_quarantine_budget_bytes",
+                     "Quarantined staging past which new transfers fail fast.", d->cfg.quarantine_budget);
+    admin_prom_split(f, "b10d_tags", "Registered UCX tags, live or quarantined.", "state", 2,
+                     (const char *const[]){ "live", "quarantined" },
+                     (const uint64_t[]){ tags_live(d->tags), tags_quarantined(d->tags) });
+    uint32_t views = staging_views(d->staging), free_views = staging_free_views(d->staging);
+    uint32_t quarantined = staging_quarantined_views(d->staging);
+    admin_prom_split(f, "b10d_staging_views", "Staging views, by state.", "state", 3,
+                     (const char *const[]){ "free", "busy", "quarantined" },
+                     (const uint64_t[]){ free_views,
+                                         views > free_views + quarantined ? views - free_views - quarantined : 0,
+                                         quarantined });
+    admin_prom_gauge(f, "b10d_staging_view_bytes", "Bytes of one staging view.",
+                     staging_view_bytes(d->staging));
+    admin_prom_gauge(f, "b10d_staging_configured_bytes", "The staging pool's configured size.",
+                     d->cfg.staging_bytes);
+    /* The counters, xfers_ named transfers_ here; cpu_us is process_cpu_seconds_total. */
+    for (size_t i = 0; i < ADMIN_NCOUNTERS; i++) {
+        const char *field = admin_counters[i].name;
+        char name[128];
+        if (strcmp(field, "cpu_us") == 0)
+            continue;
+        if (strncmp(field, "xfers_", 6) == 0)
+            snprintf(name, sizeof(name), "b10d_transfers_%s_total", field + 6);
+        else
+            snprintf(name, sizeof(name), "b10d_%s_total", field);
+        admin_prom_family(f, name, "counter", admin_counters[i].help);
+        fprintf(f, "%s %" PRIu64 "\n", name,
+                *(const uint64_t *)((const char *)&d->stats + admin_counters[i].offset));
+    }
+    admin_prom_histograms(f, d);
+}
+
+int admin_metrics_text(struct b10d *d, char **text_p, size_t *length_p)
+{
+    char *text = NULL;
+    size_t length = 0;
+    FILE *f = open_memstream(&text, &length);
+
+    if (f == NULL)
+        return -1;
+    admin_prom_render(f, d);
+    if (fclose(f) != 0 || text == NULL) {
+        free(text);
+        return -1;
+    }
+    *text_p = text;
+    *length_p = length;
+    return 0;
+}
+
 static int admin_send(struct session *s, uint64_t seq, b10_status_t status, const char *detail,
                       B10__AdminReply *answer)
 {
@@ -620,11 +950,18 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
     case B10__ADMIN_OP__ADMIN_STATS:
         admin_fill_counters(&a);
         break;
-    case B10__ADMIN_OP__ADMIN_METRICS:
+    case B10__ADMIN_OP__ADMIN_METRICS: {
+        /* The rows too, for --json; the text is the metrics. */
         admin_fill_staging(&a);
         admin_fill_counters(&a);
         admin_fill_peers(&a);
+        size_t length;
+        char *text = NULL;
+        if (admin_metrics_text(d, &text, &length) != 0)
+            text = NULL;
+        a.reply.metrics_text = admin_keep(&a, text);
         break;
+    }
     default:
         status = B10_ERR_INVALID_ARG;
         snprintf(detail, sizeof(detail), "unknown admin request %d", (int)req->op);

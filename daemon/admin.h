@@ -18,6 +18,7 @@
 #ifndef B10D_ADMIN_H
 #define B10D_ADMIN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /*
@@ -30,6 +31,14 @@
 
 struct session;
 struct B10__AdminRequest;
+
+struct b10d;
+
+/*
+ * The metrics as Prometheus text (format 0.0.4), malloc'd into *text_p:
+ * what `b10ctl metrics` prints and GET /metrics serves. 0, or -1 without memory.
+ */
+int admin_metrics_text(struct b10d *d, char **text_p, size_t *length_p);
 
 /* One admin request on s's connection. Returns 0, or -1 to drop the connection. */
 int admin_on_request(struct session *s, uint64_t seq, const struct B10__AdminRequest *req);

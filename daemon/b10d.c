@@ -13,6 +13,7 @@
 #include "copy.h"
 #include "gpu.h"
 #include "ipc.h"
+#include "metrics.h"
 #include "names.h"
 #include "peer.h"
 #include "quarantine.h"
@@ -181,6 +182,8 @@ int b10d_start(struct b10d *d)
              d->cfg.verify_data == CONFIG_VERIFY_ON ? "on"
              : d->cfg.verify_data == CONFIG_VERIFY_AUTO ? "auto (the chunks a GPU gathers; --verify-data on: every chunk)"
                                                         : "off (--verify-data on checks every chunk)");
+    if ((rc = metrics_start(d, &d->metrics)) != 0)
+        return rc;
     peer_liveness_start(d);
     service_ready(d->service);
     return 0;
@@ -189,6 +192,8 @@ int b10d_start(struct b10d *d)
 void b10d_stop(struct b10d *d)
 {
     d->stopping = true;
+    metrics_stop(d->metrics);
+    d->metrics = NULL;
     peer_liveness_stop(d);
     peer_stop(d);
     service_destroy(d->service);

@@ -25,7 +25,9 @@
  *    ├── struct service                 systemd: activation, notify, watchdog; the drain
  *    │                                  (service.c); admin requests are answered by admin.c
  *    ├── struct gpu                     CUDA copiers per device, VRAM mappings (gpu.c)
- *    └── struct stats                   counters
+ *    ├── struct metrics                 GET /metrics on --metrics-listen (metrics.c)
+ *    ├── struct stats                   counters
+ *    └── struct stats_hists             how transfers ended, by role (stats.c)
  *
  * Other threads (the DRAM copy workers of copy.c, CUDA's host callbacks in
  * gpu.c, the data lanes of lane.c) never touch this state: they hand their
@@ -44,6 +46,7 @@
 #include "ids.h"
 #include "list.h"
 #include "log.h"
+#include "stats.h"
 #include "b10/b10.h"
 
 #define B10D_VERSION "0.1.0"
@@ -92,6 +95,7 @@ struct stats {
 };
 
 struct peer_hooks;
+struct metrics;
 struct rank_ops;
 struct gpu_hooks;
 
@@ -157,6 +161,8 @@ struct b10d {
     bool liveness_on;
 
     struct stats stats;
+    struct stats_hists hists;       /* fed where transfers end (xfer-*.c), read by admin.c */
+    struct metrics *metrics;        /* --metrics-listen's server, or NULL */
     uv_signal_t sigterm, sigint;
     bool stopping;                  /* draining or shutting down: no new transfers admitted */
 

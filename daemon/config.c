@@ -1,6 +1,7 @@
 /* config.c — see config.h. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
@@ -295,7 +296,15 @@ static void config_usage(FILE *out)
 "      --admin-group GROUP    members of GROUP (a name or a gid) are operators: they see\n"
 "                             every rank's registrations and transfers, cancel any, drain.\n"
 "                             Root and the daemon's own user always are (default: none more)\n"
-"      --check-config         validate the options, print the effective configuration, exit\n"
+"      --metrics-listen [ADDR:]PORT  serve GET /metrics (Prometheus text) over HTTP on\n"
+"                             ADDR:PORT ([ADDR6]:PORT); a bare PORT listens on 127.0.0.1\n"
+"                             only: name 0.0.0.0 or an interface's address to expose it\n"
+"                             (default: off). Unauthenticated: what b10ctl metrics shows\n"
+"      --check-config         run every check the start runs (options, the cluster keys:\n"
+"                             present, mode 0600 or 0400, owned by this user or root,\n"
+"                             64 hex digits; the --metrics-listen address binds), print\n"
+"                             the effective configuration, exit (0: it would start;\n"
+"                             1: a key or the metrics address stops it; 2: an option)\n"
 "  -h, --help                 this text\n"
 "      --version              the version\n"
 "\n"
@@ -313,7 +322,7 @@ enum {
     OPT_MAX_PEER_XFERS,
     OPT_MAX_PEER_STAGING, OPT_MAX_PEER_CONTROL, OPT_MIN_DEADLINE, OPT_PEER_QUARANTINE,
     OPT_PEER_IDLE, OPT_MAX_HELLOS, OPT_MAX_NOTICE, OPT_REMOTE_ACCESS, OPT_ADMIN_GROUP, OPT_SETTLE,
-    OPT_MAX_REGISTER, OPT_HELLO_TIMEOUT,
+    OPT_MAX_REGISTER, OPT_HELLO_TIMEOUT, OPT_METRICS_LISTEN,
 };
 
 /* A numeric option with its bounds: one table, so that help, parsing and checks agree. */
@@ -477,6 +486,46 @@ static bool config_net_devices_ok(const char *text)
     return true;
 }
 
+/*
+ * --metrics-listen: PORT, ADDR:PORT or [ADDR6]:PORT, numeric. A bare port
+ * listens on 127.0.0.1 only: exposing the metrics is a choice one writes out.
+ */
+static int config_set_metrics(struct config *cfg, const char *text)
+{
+    char host[sizeof(cfg->metrics_host)] = "127.0.0.1";
+    const char *port = text, *colon = strrchr(text, ':');
+    unsigned char addr[16];
+    char *end;
+
+    if (colon != NULL) {
+        const char *h = text;
+        size_t n = (size_t)(colon - text);
+        if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
+            h++;
+            n -= 2;
+        }
+        if (n == 0 || n >= sizeof(host))
+            goto bad;
+        memcpy(host, h, n);
+        host[n] = '\0';
+        port = colon + 1;
+        if (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1)
+            goto bad;
+    }
+    errno = 0;
+    unsigned long p = strtoul(port, &end, 10);
+    if (port[0] == '\0' || port[0] == '-' || *end != '\0' || errno != 0 || p > 65535)
+        goto bad;
+    snprintf(cfg->metrics_host, sizeof(cfg->metrics_host), "%s", host);
+    cfg->metrics_port = (uint16_t)p;
+    cfg->metrics_on = true;
+    return 0;
+bad:
+    fprintf(stderr, "b10d: --metrics-listen '%s': PORT (on 127.0.0.1), ADDR:PORT or [ADDR6]:PORT, "
+            "a numeric address and a port 0..65535 (0: any free one, logged)\n", text);
+    return -1;
+}
+
 /* A path option: 1..255 bytes. */
 static int config_set_path(char *dst, size_t size, const char *opt, const char *text)
 {
@@ -541,11 +590,11 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "settle-ms", required_argument, NULL, OPT_SETTLE },
         { "max-register-bytes", required_argument, NULL, OPT_MAX_REGISTER },
         { "hello-timeout-ms", required_argument, NULL, OPT_HELLO_TIMEOUT },
+        { "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },
     };
-    bool check_only = false;
     bool in_flight_set = false;
     int c;
 
@@ -593,7 +642,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
             }
             break;
         case OPT_CHECK:
-            check_only = true;
+            cfg->check_only = true;
             break;
         case OPT_CLUSTER_KEY:
             if (config_set_path(cfg->cluster_key, sizeof(cfg->cluster_key), "cluster-key", optarg) != 0)
@@ -661,6 +710,10 @@ int config_parse(struct config *cfg, int argc, char **argv)
             if (config_set_group(cfg, optarg) != 0)
                 return -1;
             break;
+        case OPT_METRICS_LISTEN:
+            if (config_set_metrics(cfg, optarg) != 0)
+                return -1;
+            break;
         case 'h':
             config_usage(stdout);
             return 1;
@@ -704,28 +757,31 @@ int config_parse(struct config *cfg, int argc, char **argv)
     }
     if (cfg->gen_key[0] != '\0')
         return 0;   /* main makes the key; the other settings do not matter */
-    if (config_check(cfg) != 0)
-        return -1;
-    if (check_only) {
-        config_print(cfg);
-        return 1;
-    }
-    return 0;
+    return config_check(cfg);
 }
 
-void config_print(const struct config *cfg)
+void config_print(const struct config *cfg, const char *key_path, uint64_t key_id)
 {
     printf("socket %s\nname %s\nucx-err-mode %s\nprogress %s\n", cfg->socket_path, cfg->name,
            cfg->err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none",
            cfg->progress_spin ? "spin" : "event");
-    printf("cluster-key %s\ncluster-key-next %s\ninsecure %s\n",
-           cfg->cluster_key[0] ? cfg->cluster_key : "(default)",
+    if (key_path != NULL && key_path[0] != '\0')
+        printf("cluster-key %s (key %016" PRIx64 ")\n", key_path, key_id);
+    else
+        printf("cluster-key (none: remote daemons are refused, only this node's ranks served)\n");
+    printf("cluster-key-next %s\ninsecure %s\n",
            cfg->cluster_key_next[0] ? cfg->cluster_key_next : "(none)", cfg->insecure ? "yes" : "no");
     printf("trace %s\n", cfg->trace ? "yes" : "no");
     printf("verify-data %s\n", config_verify_name(cfg->verify_data));
     printf("gpu-copy %s\n", config_gpu_copy_name(cfg->gpu_copy));
     printf("net-devices %s\n", cfg->net_devices[0] ? cfg->net_devices : "(UCX_NET_DEVICES, else all)");
     printf("remote-access %s\n", cfg->remote_access == CONFIG_REMOTE_PAIRED ? "paired" : "any");
+    if (cfg->metrics_on)
+        printf("metrics-listen %s%s%s:%u\n", strchr(cfg->metrics_host, ':') ? "[" : "",
+               cfg->metrics_host, strchr(cfg->metrics_host, ':') ? "]" : "",
+               (unsigned)cfg->metrics_port);
+    else
+        printf("metrics-listen (off)\n");
     if (cfg->admin_group_set)
         printf("admin-group %u\n", (unsigned)cfg->admin_gid);
     else
@@ -734,6 +790,11 @@ void config_print(const struct config *cfg)
         const struct config_num *num = &config_nums[i];
         uint64_t v = num->width == 8 ? *(const uint64_t *)((const char *)cfg + num->offset)
                                      : *(const uint32_t *)((const char *)cfg + num->offset);
+        /* What the daemon will use, not the flag's "derive it" 0. */
+        if (num->opt == OPT_MAX_PEER_STAGING)
+            v = config_peer_staging(cfg);
+        else if (num->opt == OPT_PEER_QUARANTINE)
+            v = config_peer_quarantine(cfg);
         printf("%s %" PRIu64 "\n", num->name, v);
     }
 }

@@ -67,6 +67,11 @@ struct config {
     bool insecure;                  /* --insecure: accept peers that prove nothing (a lab) */
     char net_devices[256];          /* --net-devices: UCX's NET_DEVICES; "": UCX_NET_DEVICES or all */
     bool trace;                     /* --trace: log every step of every transfer, in µs */
+    bool check_only;                /* --check-config: run the start's checks, print, exit */
+    /* --metrics-listen (metrics.h): GET /metrics over HTTP. */
+    bool metrics_on;
+    char metrics_host[48];          /* a numeric IPv4 or IPv6 address; default 127.0.0.1 */
+    uint16_t metrics_port;          /* 0: one the kernel picks, logged */
     /* --verify-data (checksum.h): which DATA chunks are summed where they are gathered. */
     enum config_verify {
         CONFIG_VERIFY_OFF,          /* none, and sums that come are not checked */
@@ -103,13 +108,18 @@ uint64_t config_peer_staging(const struct config *cfg);
 void config_defaults(struct config *cfg);
 
 /*
- * Parse argv into cfg. Returns 0 to run, 1 when the caller should exit 0
+ * Parse argv into cfg. Returns 0 to run (or, with cfg->check_only, to run
+ * the start's own checks and config_print), 1 when the caller should exit 0
  * (--help, --version printed), -1 on bad input (a message was printed).
  */
 int config_parse(struct config *cfg, int argc, char **argv);
 
-/* Print the effective configuration, one "key value" per line. */
-void config_print(const struct config *cfg);
+/*
+ * Print the effective configuration, one "key value" per line: computed
+ * values where an option's 0 means "derived" (max-peer-staging), and the
+ * cluster key file the start reads (key_path, "" for none) with its id.
+ */
+void config_print(const struct config *cfg, const char *key_path, uint64_t key_id);
 
 int config_parse_size(const char *text, uint64_t *bytes_p);
 

@@ -7,6 +7,8 @@
 
 #include "auth.h"
 #include "b10d.h"
+#include "metrics.h"
+#include "peer.h"
 
 /* b10d --gen-key PATH: one fresh cluster key, for an operator to copy to every node. */
 static int main_gen_key(const char *path)
@@ -27,6 +29,51 @@ static int main_gen_key(const char *path)
     return 0;
 }
 
+static uint64_t main_monotonic_ms(struct b10d *d)
+{
+    return uv_hrtime() / 1000000u;
+}
+
+/*
+ * b10d --check-config: the options were checked by config_parse; the keys
+ * are loaded by the very code the start runs (peer_start), so that a key
+ * that would stop the start stops the check with the same message. Then
+ * the effective values. 0: it would start; 1: a key or the metrics address
+ * stops it.
+ */
+static int main_check_config(struct b10d *d)
+{
+    char path[512] = "";
+    uint64_t id = 0;
+    int rc;
+
+    list_init(&d->peers);
+    d->loop = uv_default_loop();
+    d->now_ms = main_monotonic_ms;
+    rc = peer_start(d, NULL);
+    peer_stop(d);
+    peer_free_all(d);
+    /* The metrics address binds, as the start will bind it (in use, not this host's, ...). */
+    if (rc == 0)
+        rc = metrics_start(d, NULL);
+    uv_run(d->loop, UV_RUN_NOWAIT);
+    if (rc != 0)
+        return 1;
+    if (d->keys.count > 0 && d->keys.keys[0].kind == AUTH_KEY_CLUSTER) {
+        /* The file peer_start read: the same order as there. */
+        const char *creds = getenv("CREDENTIALS_DIRECTORY");
+        if (d->cfg.cluster_key[0] != '\0')
+            snprintf(path, sizeof(path), "%s", d->cfg.cluster_key);
+        else if (creds != NULL && creds[0] != '\0')
+            snprintf(path, sizeof(path), "%s/%s", creds, CONFIG_KEY_CREDENTIAL);
+        else
+            snprintf(path, sizeof(path), "%s", CONFIG_KEY_FILE_DEFAULT);
+        id = d->keys.keys[0].id;
+    }
+    config_print(&d->cfg, path, id);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct b10d d;
@@ -39,6 +86,8 @@ int main(int argc, char **argv)
     if (d.cfg.gen_key[0] != '\0')
         return main_gen_key(d.cfg.gen_key);
     log_setup(d.cfg.log_level, d.cfg.name);
+    if (d.cfg.check_only)
+        return main_check_config(&d);
     /*
      * The loop handles requests of megabytes back to back (82k spans are
      * 2.6 MB of tables, decoded, checked and planned in as much again).

@@ -289,12 +289,15 @@ static void xfer_local_landed(struct xfer *x)
     struct b10d *d = x->d;
 
     d->stats.xfers_succeeded++;
+    stats_landed(&d->hists, x->role, (double)(d->now_ms(d) - x->started_ms) / 1e3, x->plan_ms / 1e3,
+                 x->plan->total, x->plan->npieces);
     char pipe[256];
     xfer_pipe_describe(x, pipe, sizeof(pipe));
     log_info("local %s %016" PRIx64 " %s %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
-             " ms (checked and planned in %.1f ms before; %s)", x->local_read ? "read" : "write",
-             x->id, x->local_read ? "from" : "to", x->remote_agent, x->plan->total,
-             x->plan->nchunks, d->now_ms(d) - x->started_ms, x->plan_ms, pipe);
+             " ms of a %" PRIu64 " ms deadline (checked and planned in %.1f ms before; %s)",
+             x->local_read ? "read" : "write", x->id, x->local_read ? "from" : "to",
+             x->remote_agent, x->plan->total, x->plan->nchunks, d->now_ms(d) - x->started_ms,
+             x->deadline_ms - x->started_ms, x->plan_ms, pipe);
     /* The other rank hears the sync message once its bytes landed (or were read) first. */
     struct session *noticed = xfer_noticed(x);
     if (noticed != NULL && x->sync_length > 0)
@@ -306,6 +309,7 @@ static void xfer_local_landed(struct xfer *x)
 static void xfer_local_failed(struct xfer *x, b10_status_t status, enum xfer_state was)
 {
     x->d->stats.xfers_failed++;
+    stats_failed(&x->d->hists, x->role, status);
 }
 
 static void xfer_local_report(struct xfer *x, b10_status_t cause)

@@ -13,6 +13,7 @@
 
 #include "access.h"
 #include "peer.h"
+#include "plan.h"
 #include "rank.h"
 #include "session.h"
 
@@ -195,8 +196,10 @@ static void xfer_read_landed(struct xfer *x)
     struct b10d *d = x->d;
 
     d->stats.xfers_succeeded++;
-    log_info("read %016" PRIx64 " from %s landed: %" PRIu64 " ms", x->id, x->remote_agent,
-             d->now_ms(d) - x->started_ms);
+    stats_landed(&d->hists, x->role, (double)(d->now_ms(d) - x->started_ms) / 1e3, x->plan_ms / 1e3,
+                 x->plan != NULL ? x->plan->total : 0, x->plan != NULL ? x->plan->npieces : 0);
+    log_info("read %016" PRIx64 " from %s landed: %" PRIu64 " ms of a %" PRIu64 " ms deadline",
+             x->id, x->remote_agent, d->now_ms(d) - x->started_ms, x->deadline_ms - x->started_ms);
     if (x->session != NULL)
         xfer_tell_rank(x);
 }
@@ -204,6 +207,7 @@ static void xfer_read_landed(struct xfer *x)
 static void xfer_read_failed(struct xfer *x, b10_status_t status, enum xfer_state was)
 {
     x->d->stats.xfers_failed++;
+    stats_failed(&x->d->hists, x->role, status);
 }
 
 static void xfer_read_report(struct xfer *x, b10_status_t cause)

@@ -401,6 +401,8 @@ static void xfer_recv_landed(struct xfer *x)
     struct b10d *d = x->d;
 
     d->stats.xfers_received_landed++;
+    stats_landed(&d->hists, x->role, (double)(d->now_ms(d) - x->started_ms) / 1e3, -1,
+                 x->plan->total, x->plan->npieces);
     if (x->session != NULL && x->sync_length > 0)
         rank_notice(d, x->session, x->remote_agent, x->sync, x->sync_length);
     xfer_send_result(x, B10_OK, "");
@@ -421,6 +423,7 @@ static void xfer_recv_landed(struct xfer *x)
 static void xfer_recv_failed(struct xfer *x, b10_status_t status, enum xfer_state was)
 {
     x->d->stats.xfers_received_failed++;
+    stats_failed(&x->d->hists, x->role, status);
 }
 
 static void xfer_recv_report(struct xfer *x, b10_status_t cause)

@@ -352,9 +352,9 @@ b10_status_t xfer_send_new(struct session *s, struct peer *peer, const char *rem
         return B10_ERR_NO_MEMORY;
     }
     *xfer_p = x;
-    log_debug("transfer %016" PRIx64 ": %s %s %s, %zu spans, %" PRIu64 " bytes (%s)", x->id,
-              s->agent, role == XFER_READ ? "←" : "→", x->remote_agent, count, plan->total,
-              xfer_role_name(role));
+    log_debug("transfer %016" PRIx64 ": %s %s %s, %zu spans, %" PRIu64 " bytes (%s), deadline "
+              "%" PRIu64 " ms", x->id, s->agent, role == XFER_READ ? "←" : "→", x->remote_agent,
+              count, plan->total, xfer_role_name(role), x->deadline_ms - x->started_ms);
     return B10_OK;
 }
 
@@ -366,11 +366,14 @@ static void xfer_send_landed(struct xfer *x)
 
     d->stats.xfers_succeeded++;
     uint64_t ms = d->now_ms(d) - x->started_ms;
+    stats_landed(&d->hists, x->role, (double)ms / 1e3, x->plan_ms / 1e3, x->plan->total,
+                 x->plan->npieces);
     char pipe[256];
     xfer_pipe_describe(x, pipe, sizeof(pipe));
     log_info("transfer %016" PRIx64 " to %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
-             " ms (checked and planned in %.1f ms before; READY after %" PRIu64 " ms; %s)",
-             x->id, x->remote_agent, x->plan->total, x->plan->nchunks, ms, x->plan_ms,
+             " ms of a %" PRIu64 " ms deadline (checked and planned in %.1f ms before; READY "
+             "after %" PRIu64 " ms; %s)", x->id, x->remote_agent, x->plan->total,
+             x->plan->nchunks, ms, x->deadline_ms - x->started_ms, x->plan_ms,
              x->ready_ms - x->started_ms, pipe);
     /* A write-back serving a READ: its bytes were read, the holding rank hears of it. */
     if (x->session != NULL && x->read_id != 0 && x->sync_length > 0)
@@ -386,6 +389,8 @@ static void xfer_send_landed(struct xfer *x)
 static void xfer_send_failed(struct xfer *x, b10_status_t status, enum xfer_state was)
 {
     bool gone = status == B10_ERR_PEER_LOST || status == B10_ERR_PEER_UNREACHABLE;
+
+    stats_failed(&x->d->hists, x->role, status);
 
     if (x->control_sent && !gone && was != XFER_WAIT_LINK) {
         B10__Peer__Cancel cancel = B10__PEER__CANCEL__INIT;

@@ -875,6 +875,13 @@ b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct x
         snprintf(detail, detail_len, "span tables must be equal, non-empty lists of 16-byte spans");
         return B10_ERR_INVALID_ARG;
     }
+    /* Capped without a word, a deadline would change under the caller: refuse it instead. */
+    if (req->deadline_ms > s->d->cfg.max_deadline_ms) {
+        snprintf(detail, detail_len, "deadline_ms %u exceeds this daemon's --max-deadline-ms %u "
+                 "(0: its default, %u ms)", req->deadline_ms, s->d->cfg.max_deadline_ms,
+                 s->d->cfg.deadline_ms);
+        return B10_ERR_INVALID_ARG;
+    }
     if (req->sync_msg.len > B10_SYNC_MSG_MAX) {
         snprintf(detail, detail_len, "a sync message holds at most %d bytes", B10_SYNC_MSG_MAX);
         return B10_ERR_TOO_LARGE;

@@ -36,7 +36,7 @@ BASELINE = TOP / "scripts" / "layers.baseline"
 LAYERS: Dict[str, int] = {
     # 0: pure or leaf rooms
     "log": 0, "config": 0, "plan": 0, "wireaddr": 0, "checksum": 0,
-    "checksum-avx2": 0, "cpuload": 0, "ids": 0,
+    "checksum-avx2": 0, "cpuload": 0, "ids": 0, "stats": 0,
     # 1: foreign libraries, one room each, and the messages they carry
     "wire": 1, "lane": 1, "gpu": 1, "ipc": 1, "auth": 1, "hello": 1,
     # 2: memory and copies, and the node's registries keyed with auth's hash
@@ -48,7 +48,7 @@ LAYERS: Dict[str, int] = {
     "xfer": 4, "xfer-send": 4, "xfer-recv": 4, "xfer-read": 4, "xfer-local": 4,
     "xfer-trace": 4, "ask": 4, "access": 4,
     # 5: the node's clients and operators
-    "session": 5, "service": 5, "admin": 5,
+    "session": 5, "service": 5, "admin": 5, "metrics": 5,
     # 6: the daemon as a whole
     "b10d": 6, "main": 6,
 }

@@ -8,7 +8,8 @@ comment, blank, or a sample `name{label="value",...} value [timestamp]`;
 names and label names are legal; label values are quoted with only \\\\, \\"
 and \\n escapes; values parse as floats; # TYPE comes at most once per family,
 before its samples, with a known type; a family's samples are contiguous; no
-series repeats; counters end in _total; the text ends with a newline.
+series repeats; counters end in _total; histograms have cumulative buckets, a +Inf
+one equal to _count, and a _sum; the text ends with a newline.
 --require NAME: a sample of that name must be present. Exit 0 if valid, else
 1 with one line per problem.
 """
@@ -88,6 +89,47 @@ def parse_value(v):
         return False
 
 
+def check_histograms(samples):
+    """Each histogram series (its labels but le): buckets with a numeric or +Inf le,
+    cumulative (never fewer in a wider bucket), a +Inf bucket equal to _count, and a _sum."""
+    errors = []
+    series = {}
+    for fam, name, labels, value, where in samples:
+        rest = tuple(sorted((k, v) for k, v in labels if k != "le"))
+        s = series.setdefault((fam, rest), {"buckets": [], "count": None, "sum": None, "where": where})
+        if name == fam + "_bucket":
+            le = dict(labels).get("le")
+            if le is None:
+                errors.append(f"{where}: {name} without an le label")
+                continue
+            try:
+                bound = float("inf") if le == "+Inf" else float(le)
+            except ValueError:
+                errors.append(f"{where}: {name} le=\"{le}\" is not a number")
+                continue
+            s["buckets"].append((bound, value, where))
+        elif name == fam + "_count":
+            s["count"] = value
+        elif name == fam + "_sum":
+            s["sum"] = value
+        else:
+            errors.append(f"{where}: {name} in histogram {fam} is no _bucket, _count or _sum")
+    for (fam, rest), s in series.items():
+        what = f"{fam}{dict(rest)}"
+        buckets = sorted(s["buckets"])
+        if not buckets or buckets[-1][0] != float("inf"):
+            errors.append(f"{s['where']}: {what} has no le=\"+Inf\" bucket")
+            continue
+        for (b0, v0, _), (b1, v1, w1) in zip(buckets, buckets[1:]):
+            if v1 < v0:
+                errors.append(f"{w1}: {what} bucket le={b1} holds {v1}, fewer than le={b0}'s {v0}")
+        if s["count"] is None or s["sum"] is None:
+            errors.append(f"{s['where']}: {what} lacks _count or _sum")
+        elif buckets[-1][1] != s["count"]:
+            errors.append(f"{s['where']}: {what} +Inf bucket {buckets[-1][1]} is not _count {s['count']}")
+    return errors
+
+
 def check(text, required):
     errors = []
     types, helps = {}, set()
@@ -95,6 +137,7 @@ def check(text, required):
     closed = set()        # families whose samples ended
     current = None
     present = set()
+    samples = []          # of histograms: (family, name, labels, value, where)
     if text and not text.endswith("\n"):
         errors.append("the text does not end with a newline")
     for n, line in enumerate(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"), 1):
@@ -157,6 +200,9 @@ def check(text, required):
             errors.append(f"{where}: series {name}{dict(labels)} repeated")
         seen_series.add(series)
         present.add(name)
+        if types.get(fam) == "histogram":
+            samples.append((fam, name, labels, float(fields[0]) if fields[0] not in ("NaN",) else 0.0, where))
+    errors += check_histograms(samples)
     for r in required:
         if r not in present:
             errors.append(f"no sample of {r}")

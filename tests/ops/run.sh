@@ -21,7 +21,7 @@ REQUIRED_CMDS=python3
 # This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
-all_scenarios="config units install notify activation ctl max_clients max_clients_uid permission tenants
+all_scenarios="config check_keys deadline metrics_http units install notify activation ctl max_clients max_clients_uid permission tenants
                tenants_paired fair drain sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
@@ -101,6 +101,232 @@ cleanup_extra() {
 
 # ---------------------------------------------------------------- scenarios
 
+# --check-config runs the start's own key checks: each bad key stops both, with one message.
+scen_check_keys() {
+    _k=$(cluster_key)
+    "$B10D" --check-config --cluster-key "$_k" >"$D/good.out" 2>"$D/good.err" ||
+        die "--check-config with a good key exited $?: $(head -n 1 "$D/good.err")"
+    grep -q "^cluster-key $_k (key [0-9a-f]\{16\})\$" "$D/good.out" ||
+        die "--check-config does not name the key it read: $(grep cluster-key "$D/good.out")"
+    # Effective values, not the flags' "derive it" 0: a quarter of the 512M pool.
+    grep -q '^max-peer-staging 134217728$' "$D/good.out" ||
+        die "--check-config does not show the computed max-peer-staging: $(grep max-peer-staging "$D/good.out")"
+    "$B10D" --check-config --staging-bytes 64M --cluster-key "$_k" | grep -q '^max-peer-staging 33554432$' ||
+        die "max-peer-staging does not follow --staging-bytes 64M"
+    cp "$_k" "$D/k0400" && chmod 0400 "$D/k0400"
+    "$B10D" --check-config --cluster-key "$D/k0400" >/dev/null 2>&1 || die "a key of mode 0400 was refused"
+
+    cp "$_k" "$D/k0644" && chmod 0644 "$D/k0644"
+    cp "$_k" "$D/k0640" && chmod 0640 "$D/k0640"
+    printf 'not a key at all\n' >"$D/kgarbage" && chmod 0600 "$D/kgarbage"
+    : >"$D/kempty" && chmod 0600 "$D/kempty"
+    _cases="missing k0644 k0640 kgarbage kempty"
+    if [ "$(id -u)" = 0 ]; then
+        cp "$_k" "$D/kforeign" && chmod 0600 "$D/kforeign" && chown 65534 "$D/kforeign" &&
+            _cases="$_cases kforeign"
+    else
+        note "no foreign-owner case: it needs root to chown a key"
+    fi
+    for _c in $_cases; do
+        "$B10D" --check-config --cluster-key "$D/$_c" >"$D/$_c.out" 2>"$D/$_c.check"
+        _rc=$?
+        [ "$_rc" = 1 ] || die "--check-config with key $_c exited $_rc, not 1"
+        [ ! -s "$D/$_c.out" ] || die "--check-config with key $_c printed a configuration"
+        timeout -k 2 $(( 20 * SLOW )) "$B10D" --cluster-key "$D/$_c" --socket "$D/$_c.sock" \
+            >/dev/null 2>"$D/$_c.start"
+        _rc=$?
+        [ "$_rc" = 1 ] || die "b10d with key $_c exited $_rc, not 1"
+        _want=$(grep '^<3>' "$D/$_c.start")
+        [ -n "$_want" ] || die "b10d with key $_c said no error"
+        [ "$(grep '^<3>' "$D/$_c.check")" = "$_want" ] ||
+            die "--check-config with key $_c says '$(grep '^<3>' "$D/$_c.check")', the start '$_want'"
+    done
+    grep -q 'mode 0644' "$D/k0644.check" || die "key 0644: the mode is not named"
+    # The next key of a rotation is checked the same way.
+    "$B10D" --check-config --cluster-key "$_k" --cluster-key-next "$D/k0644" >/dev/null 2>"$D/next.check"
+    [ $? = 1 ] || die "--check-config with a --cluster-key-next of mode 0644 did not exit 1"
+    grep -q 'mode 0644' "$D/next.check" || die "--cluster-key-next 0644: the mode is not named"
+    # The unit's way: no --cluster-key, the credential systemd hands over.
+    mkdir -p "$D/creds"
+    cp "$D/k0644" "$D/creds/cluster-key" && chmod 0644 "$D/creds/cluster-key"
+    CREDENTIALS_DIRECTORY=$D/creds "$B10D" --check-config >/dev/null 2>"$D/cred.check"
+    [ $? = 1 ] || die "--check-config with a credential of mode 0644 did not exit 1"
+    grep -q "$D/creds/cluster-key: mode 0644" "$D/cred.check" || die "the credential's mode is not named: $(cat "$D/cred.check")"
+    chmod 0400 "$D/creds/cluster-key"
+    CREDENTIALS_DIRECTORY=$D/creds "$B10D" --check-config 2>/dev/null | grep -q "^cluster-key $D/creds/cluster-key (key " ||
+        die "--check-config does not name the credential it read"
+    grep -q 'hex digits' "$D/kgarbage.check" || die "a garbage key: no reason given"
+    # The unit runs the check before the daemon.
+    grep -q '^ExecStartPre=.*--check-config' "$TOPDIR/systemd/b10d.service" ||
+        die "b10d.service does not run --check-config as ExecStartPre="
+}
+
+# Deadlines: out of range refused by the Python adapter, above the cap by the daemon, each
+# with its reason; 0 is the daemon's default, and the deadline taken shows in its log and
+# in b10ctl transfers.
+scen_deadline() {
+    # The adapter loads libb10 into python3: an uninstrumented one (the plain build's).
+    _lib="$(cd "$BUILD/lib" && pwd)/libb10.so.1"
+    if grep -q __asan_init "$_lib" 2>/dev/null; then
+        _lib="$TOPDIR/build/lib/libb10.so.1"
+        [ -f "$_lib" ] && ! grep -q __asan_init "$_lib" ||
+            skip "python3 cannot load the sanitized libb10, and there is no plain build's"
+    fi
+    B10_TEST_COPY_DELAY_MS=$(( 1500 * SLOW )) KEYLESS=1 start_daemon A --max-deadline-ms 60000
+    B10_LIBRARY=$_lib PYTHONPATH="$TOPDIR/client/python" PYTHONDONTWRITEBYTECODE=1 \
+        timeout -k 2 $(( 120 * SLOW )) python3 "$TOPDIR/tests/ops/deadline.py" "$D/A.sock" \
+        "$D/held" >"$D/deadline.out" 2>&1 &
+    _py=$!
+    track $_py
+    while [ ! -e "$D/held" ]; do
+        kill -0 $_py 2>/dev/null || die "deadline.py: $(tail -n 1 "$D/deadline.out")"
+        sleep 0.1
+    done
+    ctl A transfers >"$D/xfers.txt" || die "b10ctl transfers exited $?"
+    grep -q 'of 30s' "$D/xfers.txt" || die "b10ctl transfers does not show the 30 s default deadline: $(tail -n 1 "$D/xfers.txt")"
+    ctl A --json transfers | json_get '[x["deadline_ms"] for x in d["transfers"]]' >"$D/xfers.json" ||
+        die "b10ctl --json transfers has no deadline_ms"
+    grep -q '30000' "$D/xfers.json" || die "b10ctl --json transfers: deadline_ms $(cat "$D/xfers.json"), not 30000"
+    wait $_py || die "deadline.py: $(tail -n 1 "$D/deadline.out")"
+    grep -q 'of a 5000 ms deadline' "$D/A.log" || die "the log does not show a transfer's own 5000 ms deadline"
+    grep -q 'of a 30000 ms deadline' "$D/A.log" || die "the log does not show the default 30000 ms deadline"
+    grep -q 'of a 60000 ms deadline' "$D/A.log" || die "the log does not show the capped 60000 ms deadline"
+}
+
+# metrics_port DAEMON: the port its --metrics-listen ADDR:0 got, from its log.
+metrics_port() {
+    _mp=$(sed -n 's|.*metrics on http://[^ ]*:\([0-9][0-9]*\)/metrics.*|\1|p' "$D/$1.log" | tail -n 1)
+    [ -n "$_mp" ] || die "$1 does not log its metrics port"
+    echo "$_mp"
+}
+
+# scrape DAEMON FILE: GET /metrics into FILE, checked as Prometheus text.
+scrape() {
+    curl -sS --max-time $(( 10 * SLOW )) -o "$2" -w '%{http_code}' \
+        "http://127.0.0.1:$(metrics_port "$1")/metrics" >"$2.code" 2>"$2.err" ||
+        die "GET /metrics of $1: $(cat "$2.err")"
+    [ "$(cat "$2.code")" = 200 ] || die "GET /metrics of $1 answered $(cat "$2.code")"
+    python3 "$TOPDIR/tests/ops/promcheck.py" "$2" >"$2.check" 2>&1 || die "$2: $(head -n 1 "$2.check")"
+}
+
+# metric FILE SERIES: a sample's value (the series as written, labels included), or "".
+metric() {
+    awk -v s="$2" '$1 == s { print $2; exit }' "$1"
+}
+
+# GET /metrics of the daemon itself: histograms and failure counters that move during and
+# after transfers, per-peer load by name, the same text as b10ctl metrics, its bounds on
+# bad requests, and names promtool accepts where it can be had.
+scen_metrics_http() {
+    command -v curl >/dev/null 2>&1 || skip "no curl"
+    start_daemon A $HOLD_OPTS --metrics-listen 127.0.0.1:0
+    start_daemon B --metrics-listen 0
+    grep -q 'metrics on http://127.0.0.1:[0-9]*/metrics (this host only)' "$D/B.log" ||
+        die "a bare --metrics-listen port does not listen on 127.0.0.1 only"
+    # A port in use stops --check-config as it stops the start, with one message.
+    _port=$(metrics_port A)
+    "$B10D" --check-config --metrics-listen "127.0.0.1:$_port" >/dev/null 2>"$D/inuse.check"
+    [ $? = 1 ] || die "--check-config with a metrics port in use did not exit 1"
+    timeout -k 2 $(( 20 * SLOW )) "$B10D" --socket "$D/C.sock" --metrics-listen "127.0.0.1:$_port" \
+        >/dev/null 2>"$D/inuse.start"
+    [ $? = 1 ] || die "b10d with a metrics port in use did not exit 1"
+    [ "$(grep '^<3>' "$D/inuse.check")" = "$(grep '^<3>' "$D/inuse.start")" ] && grep -q 'in use' "$D/inuse.check" ||
+        die "--check-config says '$(grep '^<3>' "$D/inuse.check")' of a port in use, the start '$(grep '^<3>' "$D/inuse.start")'"
+    scrape A "$D/m0.prom"
+    [ "$(metric "$D/m0.prom" 'b10d_transfers_duration_seconds_count{role="send"}')" = 0 ] ||
+        die "a fresh daemon's send histogram is not empty"
+
+    decode decode B --rounds 3 --req-blocks 8
+    prefill 0 A --req-blocks 8
+    expect_prefill 0 0
+    held_prefill 1 --req-blocks 8 --deadline-ms 60000 --expect B10_ERR_CANCELLED --expect-detail
+    in_flight A 1
+    # During: the round that landed is in the histograms, the held one in flight, by peer name.
+    scrape A "$D/m1.prom"
+    for _h in duration_seconds planning_seconds size_bytes pieces; do
+        [ "$(metric "$D/m1.prom" "b10d_transfers_${_h}_count{role=\"send\"}")" -ge 1 ] ||
+            die "b10d_transfers_${_h} did not count round 0"
+    done
+    [ "$(metric "$D/m1.prom" 'b10d_transfers_size_bytes_bucket{role="send",le="+Inf"}')" = \
+      "$(metric "$D/m1.prom" 'b10d_transfers_size_bytes_count{role="send"}')" ] ||
+        die "the +Inf bucket is not the count"
+    [ "$(metric "$D/m1.prom" 'b10d_peer_transfers_in_flight{peer="B"}')" -ge 1 ] ||
+        die "no transfer in flight with peer B: $(grep peer_transfers "$D/m1.prom")"
+    [ "$(metric "$D/m1.prom" 'b10d_peer_transfer_bytes_in_flight{peer="B"}')" -gt 0 ] ||
+        die "no bytes in flight with peer B"
+    [ "$(metric "$D/m1.prom" 'b10d_transfers_in_flight{role="send"}')" -ge 1 ] ||
+        die "b10d_transfers_in_flight does not count the held transfer"
+    # One renderer: b10ctl metrics is the same families, b10d_up besides.
+    ctl A metrics >"$D/ctl.prom" || die "b10ctl metrics exited $?"
+    grep '^# TYPE' "$D/ctl.prom" | grep -v ' b10d_up ' >"$D/ctl.types"
+    grep '^# TYPE' "$D/m1.prom" >"$D/http.types"
+    cmp -s "$D/ctl.types" "$D/http.types" || die "b10ctl metrics and GET /metrics differ in families"
+
+    ctl A cancel "$xid" >/dev/null || die "b10ctl cancel $xid exited $?"
+    kill -CONT "$(daemon_pid B)"
+    wait_exit $pp $(( 30 * SLOW ))
+    [ "$rc" = 0 ] || die "prefill round 1 exited $rc"
+    prefill 2 A --req-blocks 8
+    expect_prefill 2 0
+    finish_decode decode 0
+    # After: the failure by its status, one more landed; the receiver's side on B.
+    scrape A "$D/m2.prom"
+    [ "$(metric "$D/m2.prom" 'b10d_transfers_failed_by_status_total{role="send",status="B10_ERR_CANCELLED"}')" -ge 1 ] ||
+        die "the cancel is not counted by status: $(grep failed_by_status "$D/m2.prom")"
+    [ "$(metric "$D/m2.prom" 'b10d_transfers_duration_seconds_count{role="send"}')" -gt \
+      "$(metric "$D/m1.prom" 'b10d_transfers_duration_seconds_count{role="send"}')" ] ||
+        die "round 2 did not move the send duration histogram"
+    [ "$(metric "$D/m2.prom" 'b10d_transfers_failed_total')" -ge 1 ] || die "b10d_transfers_failed_total did not move"
+    [ "$(metric "$D/m2.prom" 'b10d_peer_transfers_in_flight{peer="B"}')" = 0 ] ||
+        die "transfers still in flight with B after the rounds"
+    scrape B "$D/b.prom"
+    [ "$(metric "$D/b.prom" 'b10d_transfers_duration_seconds_count{role="recv"}')" -ge 2 ] ||
+        die "B's recv histogram did not count rounds 0 and 2"
+    grep -q '^b10d_transfers_failed_by_status_total{role="recv",status="B10_ERR_' "$D/b.prom" ||
+        die "B does not count its side of the cancelled transfer by status"
+    for _n in process_start_time_seconds process_cpu_seconds_total process_resident_memory_bytes \
+              process_open_fds process_max_fds; do
+        [ -n "$(metric "$D/m2.prom" "$_n")" ] || die "no $_n"
+    done
+    ! grep -q 'b10d_cpu_us\|b10d_uptime\|b10d_xfers_' "$D/m2.prom" || die "old metric names are still there"
+
+    # Bad requests get their 4xx; the daemon still serves the scrape and its ranks.
+    python3 "$TOPDIR/tests/ops/httpcheck.py" "$(metrics_port A)" >"$D/http.log" 2>&1 ||
+        die "$(tail -n 1 "$D/http.log")"
+    scrape A "$D/m3.prom"
+    ctl A status >/dev/null || die "b10ctl status failed after the bad requests"
+
+    # The dashboard asks only for metrics the daemon has.
+    python3 - "$TOPDIR/systemd/b10d-dashboard.json" "$D/m2.prom" >"$D/dash.log" 2>&1 <<'EOF' ||
+import json, re, sys
+dash = json.load(open(sys.argv[1]))
+have = {l.split()[2] for l in open(sys.argv[2]) if l.startswith("# TYPE ")}
+exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+assert exprs, "no queries"
+for e in exprs:
+    for name in re.findall(r"\b((?:b10d|process)_[a-z_]+)", e):
+        base = re.sub(r"_(bucket|count|sum)$", "", name)
+        assert name in have or base in have, f"the dashboard asks for {name}, which the daemon lacks"
+print(f"dashboard: {len(exprs)} queries, all on known metrics")
+EOF
+        die "$(tail -n 1 "$D/dash.log")"
+
+    # promtool, where it can be had (Debian's prometheus package carries it).
+    if ! command -v promtool >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq --no-install-recommends \
+            prometheus >"$D/apt.log" 2>&1
+    fi
+    if command -v promtool >/dev/null 2>&1; then
+        for _f in m2 b; do
+            promtool check metrics <"$D/$_f.prom" >"$D/promtool.$_f" 2>&1 ||
+                die "promtool check metrics ($_f): $(head -n 1 "$D/promtool.$_f")"
+        done
+        note "promtool check metrics clean"
+    else
+        note "no promtool (prometheus package not installable here): promcheck.py only"
+    fi
+}
+
 # Flags, their bounds, --check-config, the environment file; b10ctl's usage exit codes.
 scen_config() {
     "$B10D" --check-config >"$D/cfg.out" 2>&1 || die "b10d --check-config exited $?"
@@ -141,6 +367,19 @@ scen_config() {
         die "an explicit --max-in-flight did not win over --wire-lanes"
     "$B10D" --check-config --staging-bytes 16M --wire-lanes 8 | grep -q '^max-in-flight 4$' ||
         die "--staging-bytes 16M --wire-lanes 8 did not start with 4 chunks in flight"
+    # --metrics-listen: off by default, a bare port on 127.0.0.1, an address named to expose it.
+    "$B10D" --check-config | grep -q '^metrics-listen (off)$' || die "--metrics-listen is not off by default"
+    "$B10D" --check-config --metrics-listen 9464 | grep -q '^metrics-listen 127.0.0.1:9464$' ||
+        die "a bare --metrics-listen port does not mean 127.0.0.1"
+    "$B10D" --check-config --metrics-listen 0.0.0.0:9464 | grep -q '^metrics-listen 0.0.0.0:9464$' ||
+        die "--metrics-listen 0.0.0.0:9464 is not taken"
+    "$B10D" --check-config --metrics-listen '[::1]:9464' | grep -q '^metrics-listen \[::1\]:9464$' ||
+        die "--metrics-listen [::1]:9464 is not taken"
+    for _bad in host:9464 127.0.0.1:65536 127.0.0.1: :9464 -1 '[::1]' 1.2.3:80; do
+        "$B10D" --check-config --metrics-listen "$_bad" >"$D/ml.out" 2>&1
+        [ $? = 2 ] || die "--metrics-listen '$_bad' was not refused with exit 2"
+        grep -q 'numeric address and a port' "$D/ml.out" || die "--metrics-listen '$_bad': no reason given"
+    done
     # The options the unit's environment file ships with are valid.
     B10D_OPTS=""
     . "$TOPDIR/systemd/b10d.env"
@@ -182,6 +421,12 @@ scen_units() {
     # The network drop-in, as an operator installs it once filled in: the unit verifies with it.
     mkdir -p "$D/units/b10d.service.d"
     cp "$TOPDIR/systemd/b10d-network.conf" "$D/units/b10d.service.d/network.conf"
+    cp "$TOPDIR/systemd/b10d-metrics.conf" "$D/units/b10d.service.d/metrics.conf"
+    # The metrics drop-in's options are valid ones.
+    _mopts=$(sed -n 's/^Environment=B10D_METRICS_OPTS=//p' "$TOPDIR/systemd/b10d-metrics.conf")
+    [ -n "$_mopts" ] || die "b10d-metrics.conf sets no B10D_METRICS_OPTS"
+    "$B10D" --check-config $_mopts >"$D/mopts.out" 2>&1 || die "b10d-metrics.conf's options: $(tail -n 1 "$D/mopts.out")"
+    grep -q '^metrics-listen 127.0.0.1:' "$D/mopts.out" || die "b10d-metrics.conf does not listen on 127.0.0.1"
     cp "$TOPDIR/daemon/b10d.8" "$TOPDIR/client/b10ctl.8" "$D/man/man8/"
     (cd "$D/units" && MANPATH=$D/man SYSTEMD_LOG_COLOR=0 \
         systemd-analyze verify ./b10d.service ./b10d.socket) >"$D/verify.log" 2>&1 ||
@@ -363,7 +608,7 @@ scen_ctl() {
         die "b10ctl peers shows no generation or transport"
     ctl A metrics >"$D/metrics.prom" || die "b10ctl metrics exited $?"
     python3 "$TOPDIR/tests/ops/promcheck.py" "$D/metrics.prom" --require b10d_up \
-        --require b10d_transfers_in_flight --require b10d_xfers_submitted_total >"$D/promcheck.log" ||
+        --require b10d_transfers_in_flight --require b10d_transfers_submitted_total --require process_start_time_seconds >"$D/promcheck.log" ||
         die "$(head -n 1 "$D/promcheck.log")"
     grep -q '^b10d_transfers_in_flight{role="send"} [1-9]' "$D/metrics.prom" ||
         die "metrics do not count the transfer in flight"
@@ -501,6 +746,11 @@ scen_permission() {
         grep -q "B10_ERR_PERMISSION.*$_op is for operators" "$D/as.err" ||
             die "a non-operator was not told why $_op is refused: $(head -n 1 "$D/as.err")"
     done
+    # The refused scrape says the daemon is up, and that it was refused, not "down".
+    _as --regid=65534 --clear-groups -- metrics
+    grep -q '^b10d_up 1$' "$D/as.out" && grep -q '^b10d_scrape_permitted 0$' "$D/as.out" ||
+        die "a non-operator's metrics do not say b10d_up 1, b10d_scrape_permitted 0: $(cat "$D/as.out")"
+    python3 "$TOPDIR/tests/ops/promcheck.py" "$D/as.out" >"$D/as.check" 2>&1 || die "$(head -n 1 "$D/as.check")"
     grep -q 'admin: refusing uid 65534 .* drain' "$D/A.log" || die "the daemon did not log the refusal"
     _as --regid=4242 --clear-groups -- peers
     rc=$?

@@ -388,7 +388,11 @@ typedef struct {
     const b10_span_t *remote;  /* required: spans in the remote rank's memory */
     size_t count;              /* required: entries in each list; local[i].length == remote[i].length */
     const char *remote_agent;  /* required: a loaded remote agent */
-    /* Milliseconds from submission; default and cap are the daemon's. */
+    /*
+     * Milliseconds from submission. 0 (or the bit unset): the daemon's
+     * default (--deadline-ms); above its --max-deadline-ms the submission
+     * is refused B10_ERR_INVALID_ARG, never capped.
+     */
     uint32_t deadline_ms;
     /*
      * A sync message (at most B10_SYNC_MSG_MAX bytes) for the remote rank,

@@ -28,6 +28,8 @@ log.addHandler(logging.NullHandler())   # a library never prints unless the appl
 
 # A blocking wait returns to Python this often, so that Ctrl-C and signal handlers run.
 _WAIT_SLICE_MS = 200
+# The largest deadline any daemon takes (its --max-deadline-ms is at most this).
+_DEADLINE_MAX_MS = 3_600_000
 _LOG_LEVELS = {
     _lib.B10_LOG_ERR: logging.ERROR,
     _lib.B10_LOG_WARNING: logging.WARNING,
@@ -229,8 +231,9 @@ class B10TransferAgent:
     name:               this rank's agent name, unique on its node
     socket_path:        the local b10d's socket (default $B10_SOCKET, else /run/b10d/b10d.sock)
     request_timeout_ms: bound of each request to the daemon (libb10's default: 30 s)
-    deadline_ms:        default transfer deadline (None: the daemon's); a request's own
-                        deadline_ms attribute wins
+    deadline_ms:        default transfer deadline, 0..3600000 ms (None or 0: the daemon's
+                        --deadline-ms); a request's own deadline_ms attribute wins; above
+                        the daemon's --max-deadline-ms it refuses the transfer
     library:            path of libb10.so.1 ($B10_LIBRARY, the package, build/lib, the loader)
     """
 
@@ -452,8 +455,17 @@ class B10TransferAgent:
         deadline = getattr(request, "deadline_ms", None)
         deadline = self.deadline_ms if deadline is None else deadline
         if deadline is not None:
+            # ctypes would wrap -1 into 4294967295 ms, which the daemon used to cap to its maximum.
+            try:
+                ms = int(deadline)
+            except (TypeError, ValueError):
+                ms = -1
+            if not 0 <= ms <= _DEADLINE_MAX_MS:
+                raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
+                                       f"deadline_ms {deadline!r} is not a number of ms in "
+                                       f"0..{_DEADLINE_MAX_MS} (0: the daemon's default)", what)
             params.field_mask |= _lib.B10_XFER_FIELD_DEADLINE
-            params.deadline_ms = int(deadline)
+            params.deadline_ms = ms
         sync = _msg_bytes(getattr(request, "sync_message", None))
         if sync:
             # An older libb10 would ignore the SYNC bit and drop the message silently.

@@ -1,0 +1,43 @@
+/*
+ * metrics.h — GET /metrics over HTTP (--metrics-listen): the Prometheus text
+ * admin.c renders for `b10ctl metrics`, for a scraper that cannot run b10ctl.
+ *
+ * Off unless asked; on 127.0.0.1 unless an address is named. It answers
+ * nothing but GET /metrics (404 for other paths, 405 for other methods,
+ * 400 for what is no HTTP/1.x request), one request per connection, then
+ * closes (HTTP/1.0 style). Every input is bounded, since anyone who reaches
+ * the port can send it anything: the request and its headers together, the
+ * header lines, the time a connection may stay open, and the connections
+ * open at once (past it, new ones are closed unanswered). No
+ * authentication: what it shows is what `b10ctl metrics` shows an operator
+ * (peers' names, counts), so expose it only to the network the scraper is on.
+ * Loop thread only; libuv handles freed in their close callbacks.
+ */
+#ifndef B10D_METRICS_H
+#define B10D_METRICS_H
+
+#define METRICS_MAX_CONNECTIONS 16u
+#define METRICS_MAX_REQUEST 8192u       /* request line and headers, bytes */
+#define METRICS_MAX_HEADERS 64u         /* header lines */
+#define METRICS_TIMEOUT_MS 10000u       /* from accept to the response written */
+/*
+ * The kernel's queue of connections not yet accepted: well above the bound,
+ * so that connections are accepted (and counted) in the order they came
+ * while the loop is busy; a full queue drops handshakes, and a client whose
+ * handshake the kernel completes later would be counted out of its turn.
+ */
+#define METRICS_BACKLOG 128
+
+struct b10d;
+struct metrics;
+
+/*
+ * Listen on cfg.metrics_host:metrics_port when cfg.metrics_on; *m_p stays
+ * NULL otherwise. 0, or a negative errno (logged) when it cannot listen.
+ * m_p NULL: only check that it could (--check-config), and close again.
+ */
+int metrics_start(struct b10d *d, struct metrics **m_p);
+/* Stop listening and close every connection; m is freed once they are closed. NULL is fine. */
+void metrics_stop(struct metrics *m);
+
+#endif

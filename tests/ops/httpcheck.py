@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""GET /metrics's bounds, against a live daemon (tests/ops/run.sh, scenario metrics_http).
+
+    httpcheck.py PORT
+
+Each bad request gets its 4xx and the connection closes; a connection past the
+bound is closed unanswered while the others are held; then a scrape is served again;
+a request left unfinished is closed at the time bound.
+Exit 0, or 1 with the first finding.
+"""
+import socket
+import sys
+import time
+
+PORT = int(sys.argv[1])
+MAX_CONNECTIONS = 16        # METRICS_MAX_CONNECTIONS (daemon/metrics.h)
+
+
+def ask(raw: bytes, timeout: float = 10.0) -> bytes:
+    """The answer to raw, read until the daemon closes (a reset ends it too: what came
+    before it is the answer)."""
+    s = socket.create_connection(("127.0.0.1", PORT), timeout=timeout)
+    out = b""
+    try:
+        s.sendall(raw)
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+    except (ConnectionResetError, BrokenPipeError):
+        return out
+    finally:
+        s.close()
+
+
+def status(raw: bytes) -> str:
+    first = ask(raw).split(b"\r\n", 1)[0].decode(errors="replace")
+    return first
+
+
+def expect(raw: bytes, want: str, what: str, reset_ok: bool = False) -> None:
+    got = status(raw)
+    if reset_ok and got == "":
+        return
+    if not got.startswith("HTTP/1.0 " + want):
+        sys.exit(f"{what}: answered '{got}', not {want}")
+
+
+expect(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "200", "a scrape")
+expect(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n", "200", "a scrape with a query")
+expect(b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", "405", "POST")
+expect(b"HEAD /metrics HTTP/1.1\r\n\r\n", "405", "HEAD")
+expect(b"GET / HTTP/1.1\r\n\r\n", "404", "GET /")
+expect(b"GET /metricsx HTTP/1.1\r\n\r\n", "404", "GET /metricsx")
+expect(b"GET /../etc/passwd HTTP/1.1\r\n\r\n", "404", "a path outside")
+expect(b"garbage\r\n\r\n", "400", "garbage")
+expect(b"GET /metrics\r\n\r\n", "400", "HTTP/0.9")
+expect(b"GET /metrics HTTP/1.1\r\nX: \x00\r\n\r\n", "400", "a NUL byte")
+expect(b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n", "431", "a 20 kB header")
+expect(b"GET /metrics HTTP/1.1\r\nX: " + b"a" * (1 << 20), "431", "a 1 MB head, never ended")
+expect(b"GET /metrics HTTP/1.1\r\n" + b"X: y\r\n" * 100 + b"\r\n", "431", "100 header lines")
+
+# The connection bound: held ones count, one past them is closed unanswered. The
+# connections of the requests above close a moment after their clients did (the daemon
+# reads their EOF): until then they count, and would take held ones' places. So the
+# held ones must all still be open before the one past them is tried.
+def closed(s: socket.socket) -> bool:
+    s.setblocking(False)
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+    finally:
+        s.setblocking(True)
+
+
+for attempt in range(5):
+    time.sleep(0.5)
+    held = [socket.create_connection(("127.0.0.1", PORT), timeout=10) for _ in range(MAX_CONNECTIONS)]
+    time.sleep(0.3)
+    if not any(closed(s) for s in held):
+        break
+    for s in held:
+        s.close()
+else:
+    sys.exit(f"{MAX_CONNECTIONS} connections could not be held open at once")
+extra = socket.create_connection(("127.0.0.1", PORT), timeout=10)
+try:
+    extra.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+    if extra.recv(100) != b"":
+        sys.exit(f"a connection past {MAX_CONNECTIONS} open ones was answered")
+except ConnectionResetError:
+    pass
+extra.close()
+if any(closed(s) for s in held):
+    sys.exit("a held connection was closed instead of the one past the bound")
+for s in held:
+    s.close()
+time.sleep(0.3)
+expect(b"GET /metrics HTTP/1.1\r\n\r\n", "200", "a scrape once the held connections closed")
+
+# A request that never ends (slowloris) is closed at the bound, unanswered.
+TIMEOUT_S = 10              # METRICS_TIMEOUT_MS (daemon/metrics.h)
+slow = socket.create_connection(("127.0.0.1", PORT), timeout=TIMEOUT_S * 3)
+slow.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+t0 = time.monotonic()
+try:
+    got = slow.recv(100)
+except socket.timeout:
+    sys.exit(f"a request left unfinished was not closed in {TIMEOUT_S * 3} s")
+except ConnectionResetError:
+    got = b""
+took = time.monotonic() - t0
+slow.close()
+if got != b"" or not TIMEOUT_S - 1 <= took <= TIMEOUT_S * 2:
+    sys.exit(f"an unfinished request: {got!r} after {took:.1f} s, not closed at {TIMEOUT_S} s")
+expect(b"GET /metrics HTTP/1.1\r\n\r\n", "200", "a scrape after the slow one")
+print("httpcheck: ok")
