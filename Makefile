@@ -257,6 +257,10 @@ install: $(B10D) $(LIB_SO) $(B10CTL)
 	install -d $(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d
 	install -m 0644 systemd/b10d-network.conf \
 		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/network.conf.example
+	install -m 0644 systemd/b10d-metrics.conf \
+		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/metrics.conf.example
+	install -d $(DESTDIR)$(PREFIX)/share/b10d
+	install -m 0644 systemd/b10d-dashboard.json $(DESTDIR)$(PREFIX)/share/b10d/grafana-dashboard.json
 	install -m 0644 systemd/b10d.sysusers $(DESTDIR)$(SYSUSERSDIR)/b10d.conf
 	[ -e $(DESTDIR)$(SYSCONFDIR)/default/b10d ] || \
 		install -m 0644 systemd/b10d.env $(DESTDIR)$(SYSCONFDIR)/default/b10d
@@ -267,7 +271,9 @@ uninstall:
 		$(DESTDIR)$(MANDIR)/man8/b10d.8 $(DESTDIR)$(MANDIR)/man8/b10ctl.8 \
 		$(DESTDIR)$(UNITDIR)/b10d.service $(DESTDIR)$(UNITDIR)/b10d.socket \
 		$(DESTDIR)$(SYSUSERSDIR)/b10d.conf \
-		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/network.conf.example
+		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/network.conf.example \
+		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/metrics.conf.example \
+		$(DESTDIR)$(PREFIX)/share/b10d/grafana-dashboard.json
 
 clean:
 	rm -rf build

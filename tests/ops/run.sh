@@ -468,7 +468,8 @@ scen_install() {
         usr/lib/pkgconfig/b10.pc usr/share/man/man8/b10d.8 usr/share/man/man8/b10ctl.8 \
         usr/lib/systemd/system/b10d.service usr/lib/systemd/system/b10d.socket \
         usr/lib/sysusers.d/b10d.conf etc/default/b10d \
-        etc/systemd/system/b10d.service.d/network.conf.example; do
+        etc/systemd/system/b10d.service.d/network.conf.example \
+        etc/systemd/system/b10d.service.d/metrics.conf.example usr/share/b10d/grafana-dashboard.json; do
         [ -e "$D/root/$f" ] || die "make install did not install /$f"
     done
     if command -v readelf >/dev/null 2>&1; then
