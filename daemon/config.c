@@ -216,6 +216,9 @@ static void config_usage(FILE *out)
 "      --max-regions N        registrations per client (default 4096, at most 1048576)\n"
 "      --max-register-bytes SIZE  memory one client may register, its regions together\n"
 "                             (default 4T, 1M..1P)\n"
+"      --max-host-bytes-per-uid SIZE  host memory (not VRAM) the ranks of one uid may\n"
+"                             register, together (default: the machine's memory), so\n"
+"                             that one user cannot make the daemon map it all\n"
 "      --hello-timeout-ms MS  a connection that sends neither Hello nor a b10ctl request\n"
 "                             within MS is dropped (default 10000, 100..600000); at most\n"
 "                             64 such wait at once, the oldest dropped for a new one\n"
@@ -313,7 +316,7 @@ static void config_usage(FILE *out)
 
 enum {
     OPT_NAME = 256, OPT_LOG_LEVEL, OPT_STAGING, OPT_VIEW, OPT_IN_FLIGHT, OPT_DEADLINE,
-    OPT_MAX_DEADLINE, OPT_CONNECT_TIMEOUT, OPT_PEER_TIMEOUT, OPT_TTL, OPT_BUDGET, OPT_ERR_MODE, OPT_MAX_CLIENTS, OPT_MAX_CLIENTS_UID,
+    OPT_MAX_DEADLINE, OPT_CONNECT_TIMEOUT, OPT_PEER_TIMEOUT, OPT_TTL, OPT_BUDGET, OPT_ERR_MODE, OPT_MAX_CLIENTS, OPT_MAX_CLIENTS_UID, OPT_MAX_HOST_UID,
     OPT_DRAIN_TIMEOUT, OPT_MAX_ADMIN_ROWS,
     OPT_MAX_REGIONS, OPT_MAX_AGENTS, OPT_MAX_XFERS, OPT_MAX_SPANS, OPT_MAX_FRAME, OPT_MAX_PEERS,
     OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_WIRE_LANES, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
@@ -353,6 +356,7 @@ static const struct config_num config_nums[] = {
     NUM(OPT_BUDGET, "quarantine-budget", true, 0, 1024 * GiB, quarantine_budget),
     NUM(OPT_MAX_CLIENTS, "max-clients", false, 1, 65536, max_clients),
     NUM(OPT_MAX_CLIENTS_UID, "max-clients-per-uid", false, 1, 65536, max_clients_per_uid),
+    NUM(OPT_MAX_HOST_UID, "max-host-bytes-per-uid", true, MiB, 1024 * 1024 * GiB, max_host_bytes_uid),
     NUM(OPT_MAX_REGIONS, "max-regions", false, 1, 1u << 20, max_regions),
     NUM(OPT_MAX_AGENTS, "max-agents", false, 1, 1u << 20, max_agents),
     NUM(OPT_MAX_XFERS, "max-xfers", false, 1, 65536, max_xfers),
@@ -557,6 +561,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "ucx-err-mode", required_argument, NULL, OPT_ERR_MODE },
         { "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
         { "max-clients-per-uid", required_argument, NULL, OPT_MAX_CLIENTS_UID },
+        { "max-host-bytes-per-uid", required_argument, NULL, OPT_MAX_HOST_UID },
         { "max-regions", required_argument, NULL, OPT_MAX_REGIONS },
         { "max-agents", required_argument, NULL, OPT_MAX_AGENTS },
         { "max-xfers", required_argument, NULL, OPT_MAX_XFERS },
@@ -751,6 +756,15 @@ int config_parse(struct config *cfg, int argc, char **argv)
         cfg->max_clients_per_uid = cfg->max_clients - cfg->max_clients / 4;
     if (cfg->max_clients_per_uid > cfg->max_clients)
         cfg->max_clients_per_uid = cfg->max_clients;
+    /*
+     * One uid's host memory: the daemon maps (and populates where written) what ranks
+     * register, so the default is what the machine has; VRAM is bounded by the GPU.
+     */
+    if (cfg->max_host_bytes_uid == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        cfg->max_host_bytes_uid = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page
+                                                        : 1024 * 1024 * GiB;
+    }
     if (optind < argc) {
         fprintf(stderr, "b10d: unexpected argument '%s'; try --help\n", argv[optind]);
         return -1;

@@ -89,6 +89,8 @@ struct config {
 
     uint32_t settle_ms;             /* a failure's news waits this long for its copies to end */
     uint64_t max_register_bytes;    /* memory one rank may register, all regions together */
+    uint64_t max_host_bytes_uid;    /* host memory one uid's ranks may register, together; 0 in
+                                       the flags: the machine's memory */
     uint32_t hello_timeout_ms;      /* a connection that says neither Hello nor an admin request goes */
 
     /* Trust on the node (access.h, admin.h). */

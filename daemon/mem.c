@@ -138,6 +138,7 @@ b10_status_t mem_table_insert(struct mem_table *t, struct region *r, char *detai
     t->regions[at] = r;
     t->count++;
     t->bytes += r->length;
+    t->host_bytes += r->kind != B10_MEM_VRAM ? r->length : 0;
     return B10_OK;
 }
 
@@ -168,6 +169,7 @@ struct region *mem_table_take(struct mem_table *t, uint64_t id)
         memmove(&t->regions[i], &t->regions[i + 1], (t->count - i - 1) * sizeof(*t->regions));
         t->count--;
         t->bytes -= r->length;
+        t->host_bytes -= r->kind != B10_MEM_VRAM ? r->length : 0;
         t->hint = 0;
         return r;
     }

@@ -83,6 +83,7 @@ struct mem_table {
     uint32_t capacity;
     uint32_t limit;
     uint64_t bytes;                     /* registered */
+    uint64_t host_bytes;                /* ... of it in host memory (not VRAM) */
     uint64_t max_bytes;                 /* --max-register-bytes */
     uint32_t hint;                      /* the region the last walk began in: a
                                            request's spans come a KV pool at a time */

@@ -541,6 +541,21 @@ static void session_reg_done(uv_work_t *work, int status)
     free(g);
 }
 
+/* Host memory the ranks of uid registered, and are registering off the loop now. */
+static uint64_t session_uid_host_bytes(struct b10d *d, uid_t uid)
+{
+    uint64_t bytes = 0;
+    for (struct list *pos = d->sessions.next; pos != &d->sessions; pos = pos->next) {
+        const struct session *o = list_entry(pos, struct session, node);
+        if (!o->hello_done || o->uid != uid)
+            continue;
+        bytes += o->mem.host_bytes;
+        if (o->reg != NULL && o->reg->req.kind != B10_MEM_VRAM)
+            bytes += o->reg->req.length;
+    }
+    return bytes;
+}
+
 /* Returns 1 when the registration went off the loop (the connection waits), else 0. */
 static int session_on_register(struct session *s, uint64_t seq, const B10__RegisterMem *req,
                                int *fd_p)
@@ -555,6 +570,18 @@ static int session_on_register(struct session *s, uint64_t seq, const B10__Regis
     };
     b10_status_t status = mem_table_check(&s->mem, &mr, detail, sizeof(detail));
     struct session_reg *g = NULL;
+
+    /* One user's ranks together: what they make the daemon map leaves room for the others'. */
+    if (status == B10_OK && mr.kind != B10_MEM_VRAM) {
+        uint64_t held = session_uid_host_bytes(s->d, s->uid);
+        if (held + mr.length < held || held + mr.length > s->d->cfg.max_host_bytes_uid) {
+            status = B10_ERR_TOO_LARGE;
+            snprintf(detail, sizeof(detail), "uid %u's ranks have %" PRIu64 " bytes of host memory "
+                     "registered: %" PRIu64 " more exceed --max-host-bytes-per-uid %" PRIu64,
+                     (unsigned)s->uid, held, mr.length, s->d->cfg.max_host_bytes_uid);
+            log_warning("refusing a registration of rank %s: %s", s->agent, detail);
+        }
+    }
 
     if (status == B10_OK && (strlen(req->pci_bus_id) >= sizeof(g->pci_bus_id) ||
                              req->cuda_ipc_handle.len > sizeof(g->ipc_handle))) {

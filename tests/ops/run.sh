@@ -21,7 +21,7 @@ REQUIRED_CMDS=python3
 # This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
-all_scenarios="config check_keys deadline metrics_http units install notify activation ctl max_clients max_clients_uid permission tenants
+all_scenarios="config check_keys deadline metrics_http units install notify activation ctl max_clients max_clients_uid max_host_uid permission tenants
                tenants_paired fair drain sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
@@ -719,6 +719,47 @@ scen_max_clients_uid() {
     fg 30 r4 $_as_b --name r4 --dir "$D/r4" $KV --wait-ms 200
     grep -q 'registered .* regions as r4' "$D/r4.log" ||
         die "uid $uid_b's rank was locked out by uid $uid_a's: $(tail -n 1 "$D/r4.log")"
+}
+
+# One uid's ranks together may register --max-host-bytes-per-uid of host memory: a
+# second rank of uid a that would pass it is refused, with the reason, while uid b's
+# rank registers as much; once a's first rank left, a's next one gets in.
+scen_max_host_uid() {
+    command -v setpriv >/dev/null 2>&1 || skip "no setpriv (util-linux)"
+    tenant_users
+    # A decode rank of $KV registers 8 layers x 2 pools x 64 blocks x 32 KiB = 32 MiB.
+    start_daemon A --max-host-bytes-per-uid 48M
+    public_ctl A
+    cp "$KVRANK" "$D/pub/bin/"
+    chmod -R a+rX "$D/pub"
+    for _r in r1 r2 r3 r4; do
+        mkdir -p "$D/$_r"
+    done
+    chown "$uid_a" "$D/r1" "$D/r2" "$D/r3"
+    chown "$uid_b" "$D/r4"
+    _as_a="setpriv --reuid=$uid_a --regid=$uid_a --clear-groups -- $D/pub/bin/b10-kvrank --role decode -s $D/A.sock"
+    _as_b="setpriv --reuid=$uid_b --regid=$uid_b --clear-groups -- $D/pub/bin/b10-kvrank --role decode -s $D/A.sock"
+    # shellcheck disable=SC2086
+    bg r1 $_as_a --name r1 --dir "$D/r1" $KV
+    wait_file "$D/r1/decode.desc" 30
+    # shellcheck disable=SC2086
+    fg 30 r2 $_as_a --name r2 --dir "$D/r2" $KV
+    [ "$rc" != 0 ] || die "a second 32 MiB rank of uid $uid_a got in past --max-host-bytes-per-uid 48M"
+    grep -q 'B10_ERR_TOO_LARGE' "$D/r2.log" || die "r2 was not refused as over a limit: $(tail -n 1 "$D/r2.log")"
+    grep -Eq "refusing a registration of rank r2: uid $uid_a's ranks have [0-9]+ bytes .*--max-host-bytes-per-uid" "$D/A.log" ||
+        die "A did not log why it refused r2's registration"
+    # shellcheck disable=SC2086
+    fg 30 r4 $_as_b --name r4 --dir "$D/r4" $KV --wait-ms 200
+    grep -q 'registered .* regions as r4' "$D/r4.log" ||
+        die "uid $uid_b's rank was refused for uid $uid_a's memory: $(tail -n 1 "$D/r4.log")"
+    # r1 leaves: its bytes are the uid's no more.
+    kill "$pid_r1" 2>/dev/null
+    wait_client r1 30 "r1, killed,"
+    wait_log "$D/A.log" "client r1 \(pid [0-9]+\) disconnected" 30
+    # shellcheck disable=SC2086
+    fg 30 r3 $_as_a --name r3 --dir "$D/r3" $KV --wait-ms 200
+    grep -q 'registered .* regions as r3' "$D/r3.log" ||
+        die "uid $uid_a's rank was refused after its first rank left: $(tail -n 1 "$D/r3.log")"
 }
 
 # Operators are root, the daemon's user and --admin-group: anyone else sees
