@@ -102,7 +102,11 @@ static int conn_open(struct conn *c, const char *path, int timeout_ms)
     c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         int err = errno;
-        fail("cannot reach b10d at %s: %s", path, strerror(err));
+        fail("cannot reach b10d at %s: %s (%s)", path, strerror(err),
+             err == ENOENT || err == ECONNREFUSED
+                 ? "is it running? systemctl status b10d; or name its socket: -s PATH or $B10_SOCKET"
+                 : err == EACCES ? "the socket is for its group (b10d) and operators"
+                                 : "see b10ctl --help");
         if (c->fd >= 0)
             close(c->fd);
         c->fd = -1;
@@ -1208,9 +1212,9 @@ static const struct command commands[] = {
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: b10ctl [OPTIONS] COMMAND [ARGS]\n"
+"usage: b10ctl [OPTIONS] [COMMAND [ARGS]]\n"
 "\n"
-"Inspect and steer the b10d of this node.\n"
+"Inspect and steer the b10d of this node. Without a command: status.\n"
 "\n"
 "Commands:\n");
     for (size_t i = 0; i < N(commands); i++) {
@@ -1333,13 +1337,13 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (optind >= argc) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    /* b10ctl alone is the question an operator asks first: is it up, and how is it doing. */
+    const char *name = optind < argc ? argv[optind] : "status";
+    if (optind >= argc)
+        argv[--optind] = (char *)name;     /* argv[0]'s slot: what follows counts as before */
     const struct command *cmd = NULL;
     for (size_t i = 0; i < N(commands); i++)
-        if (strcmp(argv[optind], commands[i].name) == 0)
+        if (strcmp(name, commands[i].name) == 0)
             cmd = &commands[i];
     if (cmd == NULL) {
         fail("unknown command '%s'; try --help", argv[optind]);

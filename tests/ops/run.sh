@@ -388,8 +388,10 @@ scen_config() {
 
     "$B10CTL" --version >/dev/null 2>&1 || die "b10ctl --version exited $?"
     "$B10CTL" --help | grep -q 'Exit status' || die "b10ctl --help does not document exit codes"
-    "$B10CTL" >/dev/null 2>&1
-    [ $? = 2 ] || die "b10ctl without a command did not exit 2"
+    "$B10CTL" -s "$D/none.sock" >/dev/null 2>"$D/alone.err"
+    [ $? = 3 ] || die "b10ctl without a command did not ask for status (exit 3 with no daemon)"
+    grep -q "is it running? systemctl status b10d" "$D/alone.err" ||
+        die "b10ctl against no daemon does not say what to try: $(head -n 1 "$D/alone.err")"
     "$B10CTL" frobnicate >/dev/null 2>&1
     [ $? = 2 ] || die "b10ctl frobnicate did not exit 2"
     "$B10CTL" -s "$D/none.sock" cancel zz >/dev/null 2>&1
@@ -408,6 +410,10 @@ scen_config() {
     B10_SOCKET=$D/A.sock "$B10CTL" -t $(( 5000 * SLOW )) status >"$D/env.out" 2>>"$D/ctl.log" ||
         die "b10ctl with B10_SOCKET exited $?"
     grep -q "socket *$D/A.sock" "$D/env.out" || die "b10ctl with B10_SOCKET did not reach A"
+    # b10ctl alone asks for status.
+    B10_SOCKET=$D/A.sock "$B10CTL" -t $(( 5000 * SLOW )) >"$D/alone.out" 2>>"$D/ctl.log" ||
+        die "b10ctl alone exited $?"
+    grep -q "socket *$D/A.sock" "$D/alone.out" || die "b10ctl alone did not print A's status"
 }
 
 # systemd-analyze verify on the units, with the man pages they name.
