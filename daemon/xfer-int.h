@@ -57,6 +57,16 @@ extern const struct xfer_role_ops xfer_local_role;    /* xfer-local.c */
 void xfer_pipe_describe(const struct xfer *x, char *out, size_t size);
 /* The rank hears how its transfer ended. */
 void xfer_tell_rank(struct xfer *x);
+/*
+ * The journal fields of x's entries (log.h): MESSAGE_ID, TRANSFER, ROLE, PEER
+ * (the remote daemon's name), STATUS and RANK, into f; returns how many.
+ */
+struct xfer_fields {
+    char xfer[32], role[16], peer[80], status[64], rank[272];
+    const char *v[6];
+};
+size_t xfer_fields(const struct xfer *x, b10_status_t status, const char *message_id,
+                   struct xfer_fields *f);
 /* The rank of this node a transfer's sync message is for (LOCAL: the other one), or NULL. */
 struct session *xfer_noticed(const struct xfer *x);
 /* R: the sender hears RESULT. */

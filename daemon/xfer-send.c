@@ -370,11 +370,13 @@ static void xfer_send_landed(struct xfer *x)
                  x->plan->npieces);
     char pipe[256];
     xfer_pipe_describe(x, pipe, sizeof(pipe));
-    log_info("transfer %016" PRIx64 " to %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
-             " ms of a %" PRIu64 " ms deadline (checked and planned in %.1f ms before; READY "
-             "after %" PRIu64 " ms; %s)", x->id, x->remote_agent, x->plan->total,
-             x->plan->nchunks, ms, x->deadline_ms - x->started_ms, x->plan_ms,
-             x->ready_ms - x->started_ms, pipe);
+    struct xfer_fields f;
+    size_t nf = xfer_fields(x, B10_OK, LOG_MESSAGE_ID_XFER_LANDED, &f);
+    log_fields_at(LOG_LEVEL_INFO, f.v, nf, "transfer %016" PRIx64 " to %s landed: %" PRIu64
+                  " bytes in %u chunks, %" PRIu64 " ms of a %" PRIu64 " ms deadline (checked "
+                  "and planned in %.1f ms before; READY after %" PRIu64 " ms; %s)", x->id,
+                  x->remote_agent, x->plan->total, x->plan->nchunks, ms,
+                  x->deadline_ms - x->started_ms, x->plan_ms, x->ready_ms - x->started_ms, pipe);
     /* A write-back serving a READ: its bytes were read, the holding rank hears of it. */
     if (x->session != NULL && x->read_id != 0 && x->sync_length > 0)
         rank_notice(d, x->session, x->remote_agent, x->sync, x->sync_length);

@@ -330,6 +330,24 @@ static void xfer_view_uncount(struct xfer *x, const struct view *view)
         x->peer->views_bytes -= view->bytes;
 }
 
+size_t xfer_fields(const struct xfer *x, b10_status_t status, const char *message_id,
+                   struct xfer_fields *f)
+{
+    size_t n = 0;
+    snprintf(f->xfer, sizeof(f->xfer), "TRANSFER=%016" PRIx64, x->id);
+    snprintf(f->role, sizeof(f->role), "ROLE=%s", xfer_role_name(x->role));
+    snprintf(f->peer, sizeof(f->peer), "PEER=%s", x->peer != NULL ? x->peer->name : "(this node)");
+    snprintf(f->status, sizeof(f->status), "STATUS=%s", b10_status_name(status));
+    snprintf(f->rank, sizeof(f->rank), "RANK=%s", x->local_agent);
+    f->v[n++] = message_id;
+    f->v[n++] = f->xfer;
+    f->v[n++] = f->role;
+    f->v[n++] = f->peer;
+    f->v[n++] = f->status;
+    f->v[n++] = f->rank;
+    return n;
+}
+
 void xfer_tell_rank(struct xfer *x)
 {
     xfer_trace(x, XS_TOLD);
@@ -473,9 +491,11 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
     x->state = XFER_DONE;
     xfer_detach(x);
     x->report_due = true;
-    log_warning("transfer %016" PRIx64 " (%s, %s %s) failed: %s: %s", x->id, xfer_role_name(x->role),
-                x->role == XFER_SEND ? "to" : "from", x->remote_agent, b10_status_name(status),
-                x->detail);
+    struct xfer_fields f;
+    size_t nf = xfer_fields(x, status, LOG_MESSAGE_ID_XFER_FAILED, &f);
+    log_fields_at(LOG_LEVEL_WARNING, f.v, nf, "transfer %016" PRIx64 " (%s, %s %s) failed: %s: %s",
+                  x->id, xfer_role_name(x->role), x->role == XFER_SEND ? "to" : "from",
+                  x->remote_agent, b10_status_name(status), x->detail);
 
     /*
      * A sender whose DATA went out waits for the receiver to say its copies

@@ -21,7 +21,7 @@ REQUIRED_CMDS=python3
 # This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
-all_scenarios="config check_keys deadline metrics_http units install notify activation ctl max_clients max_clients_uid max_host_uid permission tenants
+all_scenarios="config log_sinks check_keys deadline metrics_http units install notify activation ctl max_clients max_clients_uid max_host_uid permission tenants
                tenants_paired fair drain sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
@@ -417,6 +417,39 @@ scen_config() {
 }
 
 # systemd-analyze verify on the units, with the man pages they name.
+# The log as its reader wants it: plain "name: level:" lines on a terminal, "<N>"
+# prefixes on a pipe; with JOURNAL_STREAM naming stderr, native journal entries
+# with TRANSFER=, PEER=, STATUS=, MESSAGE_ID= fields where journald runs, and the
+# same stream lines where it does not (no line lost).
+scen_log_sinks() {
+    command -v script >/dev/null 2>&1 || skip "no script (util-linux) to give b10d a terminal"
+    # A terminal: b10d stops at the timeout's TERM; its lines have no "<N>" prefix.
+    script -qec "timeout -s TERM $(( 2 * SLOW )) $B10D --socket $D/T.sock --name tty-a" "$D/tty.out" \
+        >/dev/null 2>&1
+    grep -q '^tty-a: info: daemon tty-a .* listening on' "$D/tty.out" ||
+        die "b10d on a terminal did not write plain 'name: level:' lines: $(sed -n 2p "$D/tty.out")"
+    ! grep -q '<[0-9]>' "$D/tty.out" || die "b10d on a terminal wrote <N> prefixes"
+    # A pipe: the stream format, as before (every other scenario's logs are this).
+    start_daemon A
+    grep -q '^<6>A: daemon A .* listening on' "$D/A.log" || die "b10d on a pipe lost its <N> prefixes"
+    stop_daemons
+    # JOURNAL_STREAM naming stderr: the journal where it runs, else the stream still.
+    : >"$D/J.log"
+    _js=$(stat -c '%d:%i' "$D/J.log")
+    JOURNAL_STREAM=$_js timeout -s TERM $(( 2 * SLOW )) "$B10D" --socket "$D/J.sock" --name jrnl-a \
+        2>>"$D/J.log" >/dev/null
+    if [ -S /run/systemd/journal/socket ] && command -v journalctl >/dev/null 2>&1; then
+        journalctl --sync 2>/dev/null
+        journalctl -o verbose SYSLOG_IDENTIFIER=b10d --since=-60s 2>/dev/null | grep -q 'jrnl-a: daemon jrnl-a' ||
+            die "b10d with JOURNAL_STREAM wrote no journal entry"
+        note "journal entries checked"
+    else
+        grep -q '^<6>jrnl-a: daemon jrnl-a .* listening on' "$D/J.log" ||
+            die "b10d with JOURNAL_STREAM but no journald lost its lines: $(head -n 1 "$D/J.log")"
+        note "no journald here: the stream fallback checked, the journal entries not"
+    fi
+}
+
 scen_units() {
     command -v systemd-analyze >/dev/null 2>&1 || skip "systemd-analyze not installed (package systemd)"
     mkdir -p "$D/units" "$D/man/man8"
