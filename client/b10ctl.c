@@ -1131,6 +1131,32 @@ static int run_cancel(struct conn *c, const struct command *cmd, const struct op
     return rc;
 }
 
+/* End a drain; the state that comes back says it. */
+static int run_resume(struct conn *c, const struct command *cmd, const struct opts *o)
+{
+    B10__AdminRequest req = B10__ADMIN_REQUEST__INIT;
+    B10__DaemonMsg *msg = NULL;
+
+    req.op = cmd->op;
+    int rc = ask(c, &req, &msg);
+    if (msg == NULL)
+        return rc;
+    if (o->json) {
+        bool f = true;
+        putchar('{');
+        jbool(&f, "resumed", rc == EXIT_OK);
+        jstr(&f, "status", b10_status_name((b10_status_t)msg->reply->status));
+        jstr(&f, "detail", msg->reply->detail);
+        if (has_admin(msg))
+            json_object(&f, "daemon", daemon_json, N(daemon_json), reply_daemon(msg->reply->admin));
+        puts("}");
+    } else if (rc == EXIT_OK && has_admin(msg)) {
+        printf("%s: b10d admits transfers\n", reply_daemon(msg->reply->admin)->state);
+    }
+    b10__daemon_msg__free_unpacked(msg, NULL);
+    return rc;
+}
+
 /* Drain, then ask the status until it says drained or the daemon's bound has passed. */
 static int run_drain(struct conn *c, const struct command *cmd, const struct opts *o)
 {
@@ -1172,7 +1198,8 @@ static int run_drain(struct conn *c, const struct command *cmd, const struct opt
         char t[32];
         if (strcmp(m->state, "drained") == 0)
             printf("drained in %s: %u transfers were in flight; %" PRIu64 " sends landed, %" PRIu64
-                   " failed, %u failed at the bound. b10d admits no new transfers until it restarts.\n",
+                   " failed, %u failed at the bound. b10d admits no new transfers until b10ctl "
+                   "resume, or a restart.\n",
                    fmt_ms(t, sizeof(t), m->drain_ms), m->drain_in_flight, m->drain_succeeded,
                    m->drain_failed, m->drain_forced);
         else
@@ -1207,6 +1234,8 @@ static const struct command commands[] = {
       .help = "cancel transfer ID (as `transfers` shows it)" },
     { "drain", B10__ADMIN_OP__ADMIN_DRAIN, .act = run_drain,
       .help = "admit nothing new; wait for in-flight transfers to end" },
+    { "resume", B10__ADMIN_OP__ADMIN_RESUME, .act = run_resume,
+      .help = "end a drain: admit transfers again (not a stopping daemon's)" },
 };
 
 static void usage(FILE *f)

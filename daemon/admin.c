@@ -848,6 +848,7 @@ static const char *admin_operator_only(B10__AdminOp op)
 {
     switch (op) {
     case B10__ADMIN_OP__ADMIN_DRAIN: return "drain";
+    case B10__ADMIN_OP__ADMIN_RESUME: return "resume";
     case B10__ADMIN_OP__ADMIN_QUARANTINE: return "quarantine";
     case B10__ADMIN_OP__ADMIN_PEERS: return "peers";
     case B10__ADMIN_OP__ADMIN_METRICS: return "metrics";
@@ -923,6 +924,17 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
         service_drain(d->service, bound, false);
         break;
     }
+    case B10__ADMIN_OP__ADMIN_RESUME: {
+        int rc = service_resume(d->service);
+        log_notice("admin: uid %u (pid %d) asks to end the drain: %s", (unsigned)s->uid,
+                   (int)s->pid, rc > 0 ? "ended" : rc == 0 ? "none ran" : "refused, stopping");
+        if (rc < 0) {
+            status = B10_ERR_DRAINING;
+            snprintf(detail, sizeof(detail), "the daemon is stopping (a signal's drain): it "
+                     "cannot be resumed; start it again");
+        }
+        break;
+    }
     default:
         break;
     }
@@ -931,6 +943,7 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
     case B10__ADMIN_OP__ADMIN_STATUS:
     case B10__ADMIN_OP__ADMIN_CANCEL:
     case B10__ADMIN_OP__ADMIN_DRAIN:
+    case B10__ADMIN_OP__ADMIN_RESUME:
         break;
     case B10__ADMIN_OP__ADMIN_TRANSFERS:
         admin_fill_xfers(&a);

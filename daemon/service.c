@@ -278,6 +278,20 @@ void service_drain(struct service *svc, uint32_t bound_ms, bool stop)
     service_refresh(svc);
 }
 
+int service_resume(struct service *svc)
+{
+    if (svc->stop_when_drained)
+        return -EBUSY;
+    if (svc->drain == DRAIN_NONE)
+        return 0;
+    uv_timer_stop(&svc->drain_timer);
+    svc->drain = DRAIN_NONE;
+    svc->d->stopping = false;
+    log_notice("drain ended: admitting transfers again");
+    service_refresh(svc);
+    return 1;
+}
+
 void service_on_signal(struct service *svc, int signum)
 {
     if (svc->stop_when_drained) {

@@ -44,6 +44,12 @@ void service_ready(struct service *svc);
  * now. stop: stop the loop once drained (a signal's drain).
  */
 void service_drain(struct service *svc, uint32_t bound_ms, bool stop);
+/*
+ * End an operator's drain: transfers are admitted again, and those in flight
+ * are no longer failed at its bound. 1 when a drain ended, 0 when none ran,
+ * -EBUSY when the daemon is stopping (a signal's drain is not undone).
+ */
+int service_resume(struct service *svc);
 
 /* SIGTERM or SIGINT arrived. */
 void service_on_signal(struct service *svc, int signum);

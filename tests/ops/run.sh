@@ -22,7 +22,7 @@ REQUIRED_CMDS=python3
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
 all_scenarios="config log_sinks check_keys deadline metrics_http units install notify activation ctl max_clients max_clients_uid max_host_uid permission tenants
-               tenants_paired fair drain sigterm_finish sigterm_bound trust"
+               tenants_paired fair drain resume_stopping sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
 
@@ -820,7 +820,7 @@ scen_permission() {
     rc=$?
     [ "$rc" = 0 ] || die "a rank user's b10ctl status exited $rc: $(head -n 1 "$D/as.err")"
     grep -q "uid 65534, no operator" "$D/as.out" || die "status does not say the asker is no operator"
-    for _op in peers quarantine stats metrics drain; do
+    for _op in peers quarantine stats metrics drain resume; do
         _as --regid=65534 --clear-groups -- "$_op"
         rc=$?
         [ "$rc" = 5 ] || die "a non-operator's b10ctl $_op exited $rc, not 5 (not permitted): $(head -n 1 "$D/as.err")"
@@ -960,7 +960,7 @@ scen_tenants_paired() {
 scen_drain() {
     start_daemon A $HOLD_OPTS
     start_daemon B
-    decode decode B --rounds 3 --req-blocks 8
+    decode decode B --rounds 4 --req-blocks 8
     prefill 0 A --req-blocks 8
     expect_prefill 0 0
     held_prefill 1 --req-blocks 8 --deadline-ms 60000 --expect B10_ERR_DRAINING --expect-detail
@@ -983,7 +983,39 @@ scen_drain() {
     # Drained means nothing new is admitted.
     prefill 2 A --req-blocks 8 --expect B10_ERR_DRAINING --expect-detail
     expect_prefill 2 0
+    # Until an operator ends the drain: then a transfer lands again.
+    ctl A resume >"$D/resume.txt" || die "b10ctl resume exited $?"
+    grep -q '^serving: b10d admits transfers' "$D/resume.txt" || die "b10ctl resume said: $(cat "$D/resume.txt")"
+    ctl A status >"$D/status2.txt"
+    grep -q '^state  *serving' "$D/status2.txt" || die "b10ctl status after resume does not say serving"
+    grep -q 'drain ended: admitting transfers again' "$D/A.log" || die "A did not log the drain's end"
+    prefill 3 A --req-blocks 8
+    expect_prefill 3 0
     finish_decode decode 0
+}
+
+# A signal's drain stops the daemon: b10ctl resume cannot undo it, and says so.
+scen_resume_stopping() {
+    start_daemon A $HOLD_OPTS --drain-timeout-ms $(( 30000 * SLOW ))
+    start_daemon B
+    decode decode B --rounds 2 --req-blocks 16
+    prefill 0 A --req-blocks 16
+    expect_prefill 0 0
+    held_prefill 1 --req-blocks 16 --deadline-ms 60000
+    in_flight A 1
+    kill -TERM "$(daemon_pid A)"
+    wait_log "$D/A.log" "draining for at most" 10
+    ctl A resume >"$D/resume.out"
+    rc=$?
+    [ "$rc" = 1 ] || die "b10ctl resume of a stopping daemon exited $rc, not 1 (refused)"
+    grep -q "B10_ERR_DRAINING.*cannot be resumed" "$D/ctl.log" || die "the refusal does not say why"
+    kill -CONT "$(daemon_pid B)"
+    wait_exit $pp $(( 30 * SLOW ))
+    [ "$rc" = 0 ] || die "prefill round 1 exited $rc: $(grep -E 'FAIL|ended' "$D/prefill-r1.log" | tail -n 1)"
+    finish_decode decode 0
+    wait_exit "$(daemon_pid A)" $(( 30 * SLOW ))
+    [ "$rc" = 0 ] || die "A did not exit 0 after its drain: $rc"
+    forget_daemon A
 }
 
 # SIGTERM with transfers in flight that can finish: they land, then the daemon exits 0.
