@@ -1085,16 +1085,31 @@ static int run_watch(struct conn *c, const struct command *cmd, const struct opt
 }
 
 /* A transfer id as b10ctl and the logs show it: 16 hex digits, 0x allowed. */
+/*
+ * A transfer id as `b10ctl transfers` and the logs show it (16 hex digits, or
+ * 0x and hex), or in decimal as a program may print the u64 (all digits, and
+ * not 16 of them: 16 digits are the hex form).
+ */
 static int parse_xfer_id(const char *arg, uint64_t *id_p)
 {
     const char *hex = strncmp(arg, "0x", 2) == 0 || strncmp(arg, "0X", 2) == 0 ? arg + 2 : arg;
+    size_t len = strlen(arg);
     char *end;
 
+    errno = 0;
+    if (hex == arg && len > 0 && len != 16 && strspn(arg, "0123456789") == len) {
+        uint64_t id = strtoull(arg, &end, 10);
+        if (errno == 0 && *end == '\0') {
+            *id_p = id;
+            return 0;
+        }
+    }
     errno = 0;
     uint64_t id = strtoull(hex, &end, 16);
     if (hex[0] == '\0' || *end != '\0' || errno != 0 || strlen(hex) > 16 || hex[0] == '-' ||
         hex[0] == '+' || hex[0] == ' ') {
-        fail("cancel: '%s' is not a transfer id (16 hex digits, as `b10ctl transfers` shows)", arg);
+        fail("cancel: '%s' is not a transfer id (16 hex digits, as `b10ctl transfers` shows, "
+             "or its decimal value)", arg);
         return -1;
     }
     *id_p = id;

@@ -659,8 +659,11 @@ scen_ctl() {
         printf '%s' "$line" | python3 -m json.tool >/dev/null 2>&1 || die "a --watch line does not parse"
     done <"$D/watch.json"
 
-    # The forced failure: an operator's cancel, through the funnel.
-    ctl A cancel "$xid" >"$D/cancel.txt" || die "b10ctl cancel $xid exited $?"
+    # The forced failure: an operator's cancel, through the funnel, by the id in decimal
+    # (as a program prints the u64); the hex one then finds it gone.
+    _dec=$(python3 -c "print(int('$xid', 16))")
+    ctl A cancel "$_dec" >"$D/cancel.txt" || die "b10ctl cancel $_dec (decimal $xid) exited $?"
+    grep -q "transfer $xid cancelled" "$D/cancel.txt" || die "b10ctl cancel by decimal id said: $(cat "$D/cancel.txt")"
     ctl A cancel "$xid" >/dev/null
     [ $? = 4 ] || die "a second cancel of $xid did not exit 4 (no such transfer)"
     ctl A --json quarantine >"$D/quarantine.json" || die "b10ctl quarantine exited $?"

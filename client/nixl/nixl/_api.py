@@ -861,7 +861,7 @@ class nixl_agent:
         if code == _lib.B10_OK:
             return "DONE"
         raise nixlBind.async_error_class(code)(
-            code, st.detail, f"transfer {st.xfer_id} ({x.op} with {x.remote_name})")
+            code, st.detail, f"transfer {st.xfer_id:016x} ({x.op} with {x.remote_name})")
 
     def check_xfer_state(self, handle: nixl_xfer_handle) -> str:
         """"PROC" while running, "DONE" once every byte landed; a failure raises its NIXL
@@ -928,7 +928,7 @@ class nixl_agent:
                         pass        # a failure (cancelled, most likely): read below
                 code = st.code
                 if code == _lib.B10_ERR_UNSETTLED:
-                    raise nixlBind.error(code, st.detail, f"release of transfer {st.xfer_id}",
+                    raise nixlBind.error(code, st.detail, f"release of transfer {st.xfer_id:016x}",
                                          nixlBackendError)
                 st.release()
                 x.status = None

@@ -117,13 +117,13 @@ class TransferStatus:
             return self._final[0]
         if self._x is None:
             raise B10TransferError(_lib.B10_ERR_INVALID_ARG, "its handle was released",
-                                   f"transfer {self.xfer_id}", self.xfer_id)
+                                   f"transfer {self.xfer_id:016x}", self.xfer_id)
         return self._settle(self._agent._lib.b10_xfer_status(self._x))
 
     def _raise_if_failed(self, code: int) -> None:
         if code not in (_lib.B10_OK, _lib.B10_IN_PROGRESS):
             detail = self._final[1] if self._final else ""
-            raise B10TransferError(code, detail, f"transfer {self.xfer_id} to {self.remote_name}",
+            raise B10TransferError(code, detail, f"transfer {self.xfer_id:016x} to {self.remote_name}",
                                    self.xfer_id)
 
     @property
@@ -182,7 +182,7 @@ class TransferStatus:
             return
         st = self._agent._lib.b10_xfer_cancel(self._x)
         if st != _lib.B10_OK:
-            raise B10TransferError(st, "", f"cancel of transfer {self.xfer_id}", self.xfer_id)
+            raise B10TransferError(st, "", f"cancel of transfer {self.xfer_id:016x}", self.xfer_id)
 
     # -- lifetime
 
@@ -222,7 +222,7 @@ class TransferStatus:
             self._agent._dropped.append(x)
 
     def __repr__(self) -> str:
-        return f"<TransferStatus {self.xfer_id} to {self.remote_name}: {self.status}>"
+        return f"<TransferStatus {self.xfer_id:016x} to {self.remote_name}: {self.status}>"
 
 
 class B10TransferAgent:
