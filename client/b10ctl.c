@@ -498,6 +498,22 @@ static const char *cell_peer_in_gen(char *buf, size_t n, const void *row, const 
     return p->in_up ? fmt_id(buf, p->in_gen) : "-";
 }
 
+/*
+ * LINK: which of the two links is up, ours to it (out) and its to us (in): a
+ * receiver streamed into shows "in", not "down" (its own outbound link is);
+ * an outbound link being opened says "connecting", with "+in" if the other is up.
+ */
+static const char *cell_peer_link(char *buf, size_t n, const void *row, const void *parent)
+{
+    const B10__AdminPeer *p = row;
+    bool out = strcmp(p->state, "up") == 0, opening = strcmp(p->state, "connecting") == 0;
+    if (opening)
+        snprintf(buf, n, "connecting%s", p->in_up ? "+in" : "");
+    else
+        snprintf(buf, n, "%s", out && p->in_up ? "both" : out ? "out" : p->in_up ? "in" : "none");
+    return buf;
+}
+
 static const char *cell_region_agent(char *buf, size_t n, const void *row, const void *parent)
 {
     return ((const B10__AdminClient *)parent)->agent;
@@ -571,7 +587,7 @@ static const struct jfield peer_json[] = {
     JF(unauthenticated, J_U64), JF(replayed, J_U64), JF(refused, J_U64), JF(corrupt, J_U64),
 };
 static const struct column peer_cols[] = {
-    COL("lNAME", C_STR, name), COL("lDAEMON", C_ID, daemon_id), COL("lLINK", C_STR, state),
+    COL("lNAME", C_STR, name), COL("lDAEMON", C_ID, daemon_id), COL_FN("lLINK", cell_peer_link),
     COL("lOUT-GEN", C_ID_DASH, out_gen), COL_FN("lIN-GEN", cell_peer_in_gen),
     COL("lTRANSPORTS", C_STR_DASH, transports), COL("rXFERS", C_U32, xfers),
     COL("rWAITING", C_U32, waiting), COL("rSTAGING", C_BYTES, staging_bytes),

@@ -627,6 +627,10 @@ scen_ctl() {
     # A first round brings the link up, so that peers shows its generation.
     prefill 0 A --req-blocks 8
     expect_prefill 0 0
+    # The receiver shows the link A streamed in by as in (or both), never "down".
+    ctl B peers >"$D/peersB.txt" || die "b10ctl peers at B exited $?"
+    grep -Eq '^A  *[0-9a-f]{16}  *(in|both) ' "$D/peersB.txt" ||
+        die "B's peers does not show A's link as in or both: $(grep '^A ' "$D/peersB.txt")"
     held_prefill 1 --req-blocks 8 --deadline-ms 60000 --expect B10_ERR_CANCELLED --expect-detail
     in_flight A 1
     ctl A transfers >"$D/transfers.txt" || die "b10ctl transfers exited $?"
@@ -644,6 +648,7 @@ scen_ctl() {
     [ "$(json_get 'len([c for c in d["clients"] if c["agent"] == "prefill-r1"][0]["regions"])' <"$D/clients.json")" -ge 1 ] ||
         die "b10ctl clients shows no registration of prefill-r1"
     [ "$(json_get '[p["state"] for p in d["peers"]][0]' <"$D/peers.json")" = up ] || die "the peer's link is not up"
+    grep -Eq '^B  *[0-9a-f]{16}  *(out|both) ' "$D/peers.txt" || die "A's peers does not show B's link as out or both"
     [ "$(json_get '[p["out_gen"] != "0" * 16 and p["transports"] != "" for p in d["peers"]][0]' <"$D/peers.json")" = True ] ||
         die "b10ctl peers shows no generation or transport"
     ctl A metrics >"$D/metrics.prom" || die "b10ctl metrics exited $?"
