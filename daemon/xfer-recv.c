@@ -319,6 +319,10 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
     }
     uint32_t budget = control->deadline_ms < d->cfg.max_deadline_ms ? control->deadline_ms
                                                                     : d->cfg.max_deadline_ms;
+    /* Not silently: the sender's deadline was its daemon's to allow, the fence here is ours. */
+    if (budget < control->deadline_ms)
+        log_info("transfer %016" PRIx64 " from %s: its %u ms left are capped to this daemon's "
+                 "--max-deadline-ms %u", control->xfer_id, peer->name, control->deadline_ms, budget);
     struct xfer *x = xfer_new(d, XFER_RECV, control->xfer_id, budget ? budget : 1);
     if (x != NULL)
         xfer_trace_begin(x, arrived_ns);
