@@ -207,8 +207,9 @@ $(BENCH_BIN): $(BUILD)/tests/%: $(BUILD)/obj/tests/bench/%.o $(LIB_SO)
 
 # ---------------------------------------------------------------- jobs
 
+# Only what the demo runs: the daemon, libb10 and the rank program (not the tests).
 demo: deps
-	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory $(B10D) $(LIB_SO) $(B10CTL) $(BUILD)/bin/b10-kvrank
 	$(Q)BUILD=$(BUILD) sh scripts/demo.sh
 
 check: deps-test
