@@ -58,6 +58,7 @@ struct opts {
     int timeout_ms;
     uint32_t drain_timeout_ms;
     bool no_wait;
+    bool regions;               /* clients: each rank's registrations too */
     uint64_t xfer_id;           /* cancel's argument */
 };
 
@@ -878,8 +879,12 @@ static void show_json(const struct command *cmd, const B10__AdminReply *a)
     puts("}");
 }
 
-/* A list's table, its rows' own rows in a second one, and what the limit left out. */
-static void show_rows(const struct rows *r, const B10__AdminReply *a)
+/*
+ * A list's table, its rows' own rows in a second one when asked for (a rank's
+ * registrations: tens a rank, read when one is in question), and what the
+ * limit left out.
+ */
+static void show_rows(const struct rows *r, const B10__AdminReply *a, bool sub_rows)
 {
     struct table t;
 
@@ -894,7 +899,7 @@ static void show_rows(const struct rows *r, const B10__AdminReply *a)
     table_init(&t, r->cols, r->ncols);
     table_fill(&t, r, a);
     table_print(&t, true);
-    if (r->sub != NULL) {
+    if (r->sub != NULL && sub_rows) {
         table_init(&t, r->sub->cols, r->sub->ncols);
         for (size_t i = 0; i < rows_count(r, a); i++)
             table_fill(&t, r->sub, rows_item(r, a, i));
@@ -1059,7 +1064,7 @@ static int run_query(struct conn *c, const struct command *cmd, const struct opt
         } else if (cmd->text != NULL) {
             cmd->text(msg->reply->admin);
         } else {
-            show_rows(cmd->rows, msg->reply->admin);
+            show_rows(cmd->rows, msg->reply->admin, o->regions);
         }
     }
     b10__daemon_msg__free_unpacked(msg, NULL);
@@ -1295,6 +1300,7 @@ static void usage(FILE *f)
 "      --drain-timeout MS   drain: fail what is still in flight after MS\n"
 "                           (default: the daemon's --drain-timeout-ms)\n"
 "      --no-wait            drain: return once the daemon admits nothing new\n"
+"      --regions            clients: each rank's registrations too (JSON has them always)\n"
 "  -h, --help               this text\n"
 "      --version            the version\n"
 "\n"
@@ -1320,7 +1326,7 @@ static int parse_uint(const char *name, const char *text, uint64_t max, uint64_t
 
 int main(int argc, char **argv)
 {
-    enum { OPT_LIMIT = 256, OPT_DRAIN_TIMEOUT, OPT_NO_WAIT, OPT_VERSION };
+    enum { OPT_LIMIT = 256, OPT_DRAIN_TIMEOUT, OPT_NO_WAIT, OPT_REGIONS, OPT_VERSION };
     static const struct option longopts[] = {
         { "socket", required_argument, NULL, 's' },
         { "json", no_argument, NULL, 'j' },
@@ -1330,6 +1336,7 @@ int main(int argc, char **argv)
         { "timeout", required_argument, NULL, 't' },
         { "drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT },
         { "no-wait", no_argument, NULL, OPT_NO_WAIT },
+        { "regions", no_argument, NULL, OPT_REGIONS },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },
@@ -1385,6 +1392,9 @@ int main(int argc, char **argv)
             break;
         case OPT_NO_WAIT:
             o.no_wait = true;
+            break;
+        case OPT_REGIONS:
+            o.regions = true;
             break;
         case 'h':
             usage(stdout);

@@ -645,6 +645,11 @@ scen_ctl() {
     done
     [ "$(json_get 'd["daemon"]["xfers_send"]' <"$D/status.json")" -ge 1 ] || die "status shows no sending transfer"
     grep -q '^prefill-r1 ' "$D/clients.txt" || die "b10ctl clients does not list prefill-r1"
+    # A row a rank; its registrations (80 here) only with --regions.
+    ! grep -q '^AGENT  *REGION ' "$D/clients.txt" || die "b10ctl clients lists every region without --regions"
+    ctl A clients --regions >"$D/clients-regions.txt" || die "b10ctl clients --regions exited $?"
+    [ "$(grep -c '^prefill-r1  *[0-9]  *dram\|^prefill-r1  *[0-9][0-9]*  *dram' "$D/clients-regions.txt")" -ge 1 ] ||
+        die "b10ctl clients --regions shows no region of prefill-r1: $(tail -n 2 "$D/clients-regions.txt")"
     [ "$(json_get 'len([c for c in d["clients"] if c["agent"] == "prefill-r1"][0]["regions"])' <"$D/clients.json")" -ge 1 ] ||
         die "b10ctl clients shows no registration of prefill-r1"
     [ "$(json_get '[p["state"] for p in d["peers"]][0]' <"$D/peers.json")" = up ] || die "the peer's link is not up"
