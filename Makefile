@@ -260,6 +260,8 @@ install: $(B10D) $(LIB_SO) $(B10CTL)
 		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/network.conf.example
 	install -m 0644 systemd/b10d-metrics.conf \
 		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/metrics.conf.example
+	install -m 0644 systemd/b10d-devices.conf \
+		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/devices.conf.example
 	install -d $(DESTDIR)$(PREFIX)/share/b10d
 	install -m 0644 systemd/b10d-dashboard.json $(DESTDIR)$(PREFIX)/share/b10d/grafana-dashboard.json
 	install -m 0644 systemd/b10d.sysusers $(DESTDIR)$(SYSUSERSDIR)/b10d.conf
@@ -274,6 +276,7 @@ uninstall:
 		$(DESTDIR)$(SYSUSERSDIR)/b10d.conf \
 		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/network.conf.example \
 		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/metrics.conf.example \
+		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/devices.conf.example \
 		$(DESTDIR)$(PREFIX)/share/b10d/grafana-dashboard.json
 
 clean:

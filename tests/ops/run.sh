@@ -461,6 +461,7 @@ scen_units() {
     mkdir -p "$D/units/b10d.service.d"
     cp "$TOPDIR/systemd/b10d-network.conf" "$D/units/b10d.service.d/network.conf"
     cp "$TOPDIR/systemd/b10d-metrics.conf" "$D/units/b10d.service.d/metrics.conf"
+    cp "$TOPDIR/systemd/b10d-devices.conf" "$D/units/b10d.service.d/devices.conf"
     # The metrics drop-in's options are valid ones.
     _mopts=$(sed -n 's/^Environment=B10D_METRICS_OPTS=//p' "$TOPDIR/systemd/b10d-metrics.conf")
     [ -n "$_mopts" ] || die "b10d-metrics.conf sets no B10D_METRICS_OPTS"
@@ -471,8 +472,20 @@ scen_units() {
         systemd-analyze verify ./b10d.service ./b10d.socket) >"$D/verify.log" 2>&1 ||
         die "systemd-analyze verify: $(head -n 1 "$D/verify.log")"
     [ -s "$D/verify.log" ] && die "systemd-analyze verify warns: $(head -n 1 "$D/verify.log")"
+    # Hardened to an exposure of 2.0 or less, as systemd rates it (offline: no systemd running).
+    if systemd-analyze security --help 2>&1 | grep -q -- '--offline'; then
+        (cd "$D/units" && SYSTEMD_LOG_COLOR=0 systemd-analyze security --offline=true \
+            ./b10d.service) >"$D/security.log" 2>&1
+        _exp=$(sed -n 's/.*Overall exposure level for b10d.service: \([0-9.]*\).*/\1/p' "$D/security.log")
+        [ -n "$_exp" ] || die "systemd-analyze security gave no exposure: $(tail -n 1 "$D/security.log")"
+        awk -v e="$_exp" 'BEGIN { exit !(e <= 2.0) }' || die "b10d.service's exposure is $_exp, above 2.0"
+        note "systemd-analyze security: $_exp"
+    else
+        note "systemd-analyze has no --offline: the exposure is not rated here"
+    fi
     for k in Type=notify NotifyAccess=main WatchdogSec= Restart=on-failure LimitMEMLOCK=infinity \
-        EnvironmentFile= TimeoutStopSec= NoNewPrivileges=yes ProtectSystem=; do
+        EnvironmentFile= TimeoutStopSec= NoNewPrivileges=yes ProtectSystem= IPAddressDeny=any \
+        IPAddressAllow=localhost SystemCallFilter=; do
         grep -q "^$k" "$D/units/b10d.service" || die "b10d.service lacks $k"
     done
     for k in ListenStream= SocketMode=0660 SocketGroup=; do
@@ -508,7 +521,8 @@ scen_install() {
         usr/lib/systemd/system/b10d.service usr/lib/systemd/system/b10d.socket \
         usr/lib/sysusers.d/b10d.conf etc/default/b10d \
         etc/systemd/system/b10d.service.d/network.conf.example \
-        etc/systemd/system/b10d.service.d/metrics.conf.example usr/share/b10d/grafana-dashboard.json; do
+        etc/systemd/system/b10d.service.d/metrics.conf.example \
+        etc/systemd/system/b10d.service.d/devices.conf.example usr/share/b10d/grafana-dashboard.json; do
         [ -e "$D/root/$f" ] || die "make install did not install /$f"
     done
     if command -v readelf >/dev/null 2>&1; then
