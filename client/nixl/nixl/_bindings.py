@@ -65,6 +65,7 @@ class nixlError(B10Error):
 
     nixl_status = NIXL_ERR_UNKNOWN
     _default_code = _lib.B10_ERR_INTERNAL
+    _b10_action_classes = False     # NIXL's classes stay exactly NIXL's (b10.errors)
 
     def __init__(self, code: Any = None, detail: str = "", what: str = ""):
         if not isinstance(code, int):

@@ -44,7 +44,11 @@ _mixed: Dict[Tuple[type, type], type] = {}
 
 
 def _with_action(cls: type, code: object) -> type:
-    """cls, made also a subclass of code's action class (one class made per pair)."""
+    """cls, made also a subclass of code's action class (one class made per pair), unless
+    cls keeps its own identity (_b10_action_classes False: another API's classes, as the
+    nixl module's, whose users test them by identity)."""
+    if not getattr(cls, "_b10_action_classes", True):
+        return cls
     if not isinstance(code, int):
         code = getattr(cls, "_default_code", None)
     if not isinstance(code, int):
