@@ -58,6 +58,13 @@ void xfer_pipe_describe(const struct xfer *x, char *out, size_t size);
 /* The rank hears how its transfer ended. */
 void xfer_tell_rank(struct xfer *x);
 /*
+ * Parts the role tables share, for a transfer a rank of this node submitted
+ * (send, read, local): its failure counted, and its news told to that rank
+ * if it is still connected.
+ */
+void xfer_role_failed(struct xfer *x, b10_status_t status, enum xfer_state was);
+void xfer_role_report(struct xfer *x, b10_status_t cause);
+/*
  * The journal fields of x's entries (log.h): MESSAGE_ID, TRANSFER, ROLE, PEER
  * (the remote daemon's name), STATUS and RANK, into f; returns how many.
  */

@@ -306,18 +306,6 @@ static void xfer_local_landed(struct xfer *x)
         xfer_tell_rank(x);
 }
 
-static void xfer_local_failed(struct xfer *x, b10_status_t status, enum xfer_state was)
-{
-    x->d->stats.xfers_failed++;
-    stats_failed(&x->d->hists, x->role, status);
-}
-
-static void xfer_local_report(struct xfer *x, b10_status_t cause)
-{
-    if (x->session != NULL)
-        xfer_tell_rank(x);
-}
-
 /* A local transfer registers no tags: no wire. */
 static void xfer_local_each_tag(struct xfer *x, void (*fn)(struct xfer *x, uint64_t tag))
 {
@@ -331,8 +319,8 @@ static uint32_t xfer_local_ntags(const struct xfer *x)
 const struct xfer_role_ops xfer_local_role = {
     .name = "local",
     .landed = xfer_local_landed,
-    .failed = xfer_local_failed,
-    .report = xfer_local_report,
+    .failed = xfer_role_failed,
+    .report = xfer_role_report,
     .each_tag = xfer_local_each_tag,
     .ntags = xfer_local_ntags,
 };

@@ -204,18 +204,6 @@ static void xfer_read_landed(struct xfer *x)
         xfer_tell_rank(x);
 }
 
-static void xfer_read_failed(struct xfer *x, b10_status_t status, enum xfer_state was)
-{
-    x->d->stats.xfers_failed++;
-    stats_failed(&x->d->hists, x->role, status);
-}
-
-static void xfer_read_report(struct xfer *x, b10_status_t cause)
-{
-    if (x->session != NULL)
-        xfer_tell_rank(x);
-}
-
 /* RESULT: the write-back's end, or the refusal (xfer_read_link_up). */
 static void xfer_read_each_tag(struct xfer *x, void (*fn)(struct xfer *x, uint64_t tag))
 {
@@ -230,8 +218,8 @@ static uint32_t xfer_read_ntags(const struct xfer *x)
 const struct xfer_role_ops xfer_read_role = {
     .name = "read",
     .landed = xfer_read_landed,
-    .failed = xfer_read_failed,
-    .report = xfer_read_report,
+    .failed = xfer_role_failed,
+    .report = xfer_role_report,
     .each_tag = xfer_read_each_tag,
     .ntags = xfer_read_ntags,
 };

@@ -392,8 +392,6 @@ static void xfer_send_failed(struct xfer *x, b10_status_t status, enum xfer_stat
 {
     bool gone = status == B10_ERR_PEER_LOST || status == B10_ERR_PEER_UNREACHABLE;
 
-    stats_failed(&x->d->hists, x->role, status);
-
     if (x->control_sent && !gone && was != XFER_WAIT_LINK) {
         B10__Peer__Cancel cancel = B10__PEER__CANCEL__INIT;
         B10__Peer__Msg msg = B10__PEER__MSG__INIT;
@@ -404,7 +402,7 @@ static void xfer_send_failed(struct xfer *x, b10_status_t status, enum xfer_stat
         msg.cancel = &cancel;
         xfer_send_peer(x, TAG_KIND_CANCEL, &msg);
     }
-    x->d->stats.xfers_failed++;
+    xfer_role_failed(x, status, was);
 }
 
 static void xfer_send_report(struct xfer *x, b10_status_t cause)
@@ -412,8 +410,7 @@ static void xfer_send_report(struct xfer *x, b10_status_t cause)
     /* A write-back that failed tells the reading daemon, on the link the READ came by. */
     if (x->read_id != 0 && !xfer_peer_silent(cause))
         peer_send_result(x->peer, x->read_link.gen, x->read_id, x->status, x->detail);
-    if (x->session != NULL)
-        xfer_tell_rank(x);
+    xfer_role_report(x, cause);
 }
 
 /* READY and RESULT: the receiver's answers (xfer_link_up). */

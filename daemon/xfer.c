@@ -17,6 +17,7 @@
 #include "quarantine.h"
 #include "rank.h"
 #include "session.h"
+#include "stats.h"
 
 static const struct xfer_role_ops *const xfer_roles[] = {
     [XFER_SEND] = &xfer_send_role,
@@ -328,6 +329,18 @@ static void xfer_view_uncount(struct xfer *x, const struct view *view)
 {
     if (x->role == XFER_SEND && x->peer != NULL)
         x->peer->views_bytes -= view->bytes;
+}
+
+void xfer_role_failed(struct xfer *x, b10_status_t status, enum xfer_state was)
+{
+    x->d->stats.xfers_failed++;
+    stats_failed(&x->d->hists, x->role, status);
+}
+
+void xfer_role_report(struct xfer *x, b10_status_t cause)
+{
+    if (x->session != NULL)
+        xfer_tell_rank(x);
 }
 
 size_t xfer_fields(const struct xfer *x, b10_status_t status, const char *message_id,

@@ -293,6 +293,23 @@ class Daemons:
                 p.kill()
 
 
+def case_result(name: str, op: str, span: int, mem: str, flags: List[str], dec0: List[float],
+                pre0: List[float], dec1: List[float], pre1: List[float], rate0: float,
+                rate1: float) -> Dict[str, Any]:
+    """A case's row: the steps alone and meanwhile as ratios, the transfer's rates."""
+    return {
+        "case": name, "op": op, "span": span, "mover_mem": mem, "flags": flags,
+        "decode_alone_ms": [pct(dec0, 0.5) * 1e3, pct(dec0, 0.99) * 1e3],
+        "decode_during_ms": [pct(dec1, 0.5) * 1e3, pct(dec1, 0.99) * 1e3],
+        "prefill_alone_ms": pct(pre0, 0.5) * 1e3, "prefill_during_ms": pct(pre1, 0.5) * 1e3,
+        "decode_p50_x": pct(dec1, 0.5) / pct(dec0, 0.5),
+        "decode_p99_x": pct(dec1, 0.99) / pct(dec0, 0.99),
+        "prefill_p50_x": pct(pre1, 0.5) / pct(pre0, 0.5),
+        "rate_alone_gbs": rate0, "rate_during_gbs": rate1, "rate_x": rate1 / rate0,
+        "steps": [len(dec0), len(dec1)],
+    }
+
+
 def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, Any]:
     op, span, mem, flags = CASES[name]
     ctx = mp.get_context("spawn")
@@ -331,21 +348,12 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
         v_conn.send(None)
         model.join(60)
         mover.join(60)
-        rate0, rate1 = moved0 / t0 / 1e9, moved1 / t1 / 1e9
-        return {
-            "case": name, "op": op, "span": span, "mover_mem": mem, "flags": flags,
-            "decode_alone_ms": [pct(dec0, 0.5) * 1e3, pct(dec0, 0.99) * 1e3],
-            "decode_during_ms": [pct(dec1, 0.5) * 1e3, pct(dec1, 0.99) * 1e3],
-            "prefill_alone_ms": pct(pre0, 0.5) * 1e3, "prefill_during_ms": pct(pre1, 0.5) * 1e3,
-            "decode_p50_x": pct(dec1, 0.5) / pct(dec0, 0.5),
-            "decode_p99_x": pct(dec1, 0.99) / pct(dec0, 0.99),
-            "prefill_p50_x": pct(pre1, 0.5) / pct(pre0, 0.5),
-            "rate_alone_gbs": rate0, "rate_during_gbs": rate1, "rate_x": rate1 / rate0,
-            "request_p50_ms": pct(lat0, 0.5) * 1e3,
-            "cpu_s_per_gb": (c1 - c0) / (moved0 / 1e9),
-            "gpu_mib": {n: gpu_mem.get(p.pid) for n, p in d.procs.items()},
-            "steps": [len(dec0), len(dec1)],
-        }
+        r = case_result(name, op, span, mem, flags, dec0, pre0, dec1, pre1, moved0 / t0 / 1e9,
+                        moved1 / t1 / 1e9)
+        r.update({"request_p50_ms": pct(lat0, 0.5) * 1e3,
+                  "cpu_s_per_gb": (c1 - c0) / (moved0 / 1e9),
+                  "gpu_mib": {n: gpu_mem.get(p.pid) for n, p in d.procs.items()}})
+        return r
     finally:
         for p in (model, mover):
             if p is not None and p.is_alive():
@@ -367,19 +375,10 @@ def run_raw(d: "Daemons", model: Any, m_conn: Any, raw: RawMover, name: str, op:
     moved1, t1, _ = raw.result()
     m_conn.send(None)
     model.join(60)
-    rate0, rate1 = moved0 / t0 / 1e9, moved1 / t1 / 1e9
-    return {
-        "case": name, "op": op, "span": span, "mover_mem": mem, "flags": flags,
-        "decode_alone_ms": [pct(dec0, 0.5) * 1e3, pct(dec0, 0.99) * 1e3],
-        "decode_during_ms": [pct(dec1, 0.5) * 1e3, pct(dec1, 0.99) * 1e3],
-        "prefill_alone_ms": pct(pre0, 0.5) * 1e3, "prefill_during_ms": pct(pre1, 0.5) * 1e3,
-        "decode_p50_x": pct(dec1, 0.5) / pct(dec0, 0.5),
-        "decode_p99_x": pct(dec1, 0.99) / pct(dec0, 0.99),
-        "prefill_p50_x": pct(pre1, 0.5) / pct(pre0, 0.5),
-        "rate_alone_gbs": rate0, "rate_during_gbs": rate1, "rate_x": rate1 / rate0,
-        "request_p50_ms": float("nan"), "cpu_s_per_gb": float("nan"), "gpu_mib": {},
-        "steps": [len(dec0), len(dec1)],
-    }
+    r = case_result(name, op, span, mem, flags, dec0, pre0, dec1, pre1, moved0 / t0 / 1e9,
+                    moved1 / t1 / 1e9)
+    r.update({"request_p50_ms": float("nan"), "cpu_s_per_gb": float("nan"), "gpu_mib": {}})
+    return r
 
 
 def markdown(runs: List[tuple]) -> str:

@@ -77,6 +77,21 @@ public_ctl() {
     done
 }
 
+# tenant_ranks DAEMON: folders r1..r3 for $uid_a's decode ranks and r4 for $uid_b's, and
+# $_as_a / $_as_b, the command that starts one as that user against DAEMON.
+tenant_ranks() {
+    public_ctl "$1"
+    cp "$KVRANK" "$D/pub/bin/"
+    chmod -R a+rX "$D/pub"
+    for _r in r1 r2 r3 r4; do
+        mkdir -p "$D/$_r"
+    done
+    chown "$uid_a" "$D/r1" "$D/r2" "$D/r3"
+    chown "$uid_b" "$D/r4"
+    _as_a="setpriv --reuid=$uid_a --regid=$uid_a --clear-groups -- $D/pub/bin/b10-kvrank --role decode -s $D/$1.sock"
+    _as_b="setpriv --reuid=$uid_b --regid=$uid_b --clear-groups -- $D/pub/bin/b10-kvrank --role decode -s $D/$1.sock"
+}
+
 # tenant_users: two users of the scenario's own, $uid_a and $uid_b (cleanup_extra removes them).
 tenant_users() {
     [ "$(id -u)" = 0 ] || skip "needs root to make users and act as them"
@@ -759,16 +774,7 @@ scen_max_clients_uid() {
     command -v setpriv >/dev/null 2>&1 || skip "no setpriv (util-linux)"
     tenant_users
     start_daemon A --max-clients 4 --max-clients-per-uid 2
-    public_ctl A
-    cp "$KVRANK" "$D/pub/bin/"
-    chmod -R a+rX "$D/pub"
-    for _r in r1 r2 r3 r4; do
-        mkdir -p "$D/$_r"
-    done
-    chown "$uid_a" "$D/r1" "$D/r2" "$D/r3"
-    chown "$uid_b" "$D/r4"
-    _as_a="setpriv --reuid=$uid_a --regid=$uid_a --clear-groups -- $D/pub/bin/b10-kvrank --role decode -s $D/A.sock"
-    _as_b="setpriv --reuid=$uid_b --regid=$uid_b --clear-groups -- $D/pub/bin/b10-kvrank --role decode -s $D/A.sock"
+    tenant_ranks A
     # shellcheck disable=SC2086
     bg r1 $_as_a --name r1 --dir "$D/r1" $KV
     # shellcheck disable=SC2086
@@ -795,16 +801,7 @@ scen_max_host_uid() {
     tenant_users
     # A decode rank of $KV registers 8 layers x 2 pools x 64 blocks x 32 KiB = 32 MiB.
     start_daemon A --max-host-bytes-per-uid 48M
-    public_ctl A
-    cp "$KVRANK" "$D/pub/bin/"
-    chmod -R a+rX "$D/pub"
-    for _r in r1 r2 r3 r4; do
-        mkdir -p "$D/$_r"
-    done
-    chown "$uid_a" "$D/r1" "$D/r2" "$D/r3"
-    chown "$uid_b" "$D/r4"
-    _as_a="setpriv --reuid=$uid_a --regid=$uid_a --clear-groups -- $D/pub/bin/b10-kvrank --role decode -s $D/A.sock"
-    _as_b="setpriv --reuid=$uid_b --regid=$uid_b --clear-groups -- $D/pub/bin/b10-kvrank --role decode -s $D/A.sock"
+    tenant_ranks A
     # shellcheck disable=SC2086
     bg r1 $_as_a --name r1 --dir "$D/r1" $KV
     wait_file "$D/r1/decode.desc" 30
