@@ -76,15 +76,18 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The last failure said, for --json's error object; and whether an answer went out in JSON. */
+static char last_failure[512];
+static bool json_answered;
+
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("b10ctl: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(last_failure, sizeof(last_failure), fmt, ap);
     va_end(ap);
+    fprintf(stderr, "b10ctl: %s\n", last_failure);
 }
 
 /* ---------------------------------------------------------------- the connection */
@@ -319,10 +322,24 @@ static void jstr(bool *first, const char *key, const char *v)
     json_str(v != NULL ? v : "");
 }
 
+/* An id as 16 hex digits, or null for none (0 is no id b10d gives out). */
 static void jid(bool *first, const char *key, uint64_t v)
 {
     char id[17];
+    if (v == 0) {
+        jkey(first, key);
+        fputs("null", stdout);
+        return;
+    }
     jstr(first, key, fmt_id(id, v));
+}
+
+/* A u64 past 2^53 (an incarnation in ns) as a decimal string: JSON readers take numbers as doubles. */
+static void ju64s(bool *first, const char *key, uint64_t v)
+{
+    char text[24];
+    snprintf(text, sizeof(text), "%" PRIu64, v);
+    jstr(first, key, text);
 }
 
 static void ju64(bool *first, const char *key, uint64_t v)
@@ -357,10 +374,10 @@ struct rows;
 
 /*
  * How a JSON member shows its field: J_ID a uint64_t as a string of 16 hex
- * digits, J_BOOL a protobuf_c_boolean, J_ROWS a repeated message as an array
+ * digits (null for 0), J_U64S one as a decimal string (exact past 2^53), J_BOOL a protobuf_c_boolean, J_ROWS a repeated message as an array
  * (named by its rows), J_FN as fn writes it.
  */
-enum jkind { J_STR, J_ID, J_U32, J_U64, J_I64, J_BOOL, J_ROWS, J_FN };
+enum jkind { J_STR, J_ID, J_U32, J_U64, J_U64S, J_I64, J_BOOL, J_ROWS, J_FN };
 
 struct jfield {
     const char *key;
@@ -515,6 +532,29 @@ static const char *cell_peer_link(char *buf, size_t n, const void *row, const vo
     return buf;
 }
 
+/* A peer by its name, and its boot's id where the name is not known (or "-": none). */
+static const char *cell_peer_named(char *buf, size_t n, const char *name, uint64_t id)
+{
+    char hex[17];
+    if (name != NULL && name[0] != '\0')
+        snprintf(buf, n, "%s", name);
+    else
+        snprintf(buf, n, "%s", id != 0 ? fmt_id(hex, id) : "-");
+    return buf;
+}
+
+static const char *cell_xfer_peer(char *buf, size_t n, const void *row, const void *parent)
+{
+    const B10__AdminXfer *x = row;
+    return cell_peer_named(buf, n, x->peer_name, x->peer);
+}
+
+static const char *cell_quarantine_peer(char *buf, size_t n, const void *row, const void *parent)
+{
+    const B10__AdminQuarantine *q = row;
+    return cell_peer_named(buf, n, q->peer_name, q->peer);
+}
+
 static const char *cell_region_agent(char *buf, size_t n, const void *row, const void *parent)
 {
     return ((const B10__AdminClient *)parent)->agent;
@@ -544,7 +584,8 @@ static const struct jfield staging_json[] = {
 
 #define MSG B10__AdminXfer
 static const struct jfield xfer_json[] = {
-    JF(id, J_ID), JF(role, J_STR), JF(state, J_STR), JF(peer, J_ID), JF(local_agent, J_STR),
+    JF(id, J_ID), JF(role, J_STR), JF(state, J_STR), JF(peer, J_ID), JF(peer_name, J_STR),
+    JF(local_agent, J_STR),
     JF(remote_agent, J_STR), JF(bytes, J_U64), JF(chunks, J_U32), JF(chunks_done, J_U32),
     JF(age_ms, J_U64), JF(deadline_in_ms, J_I64),
     { .key = "deadline_ms", .kind = J_FN, .fn = json_xfer_deadline },
@@ -552,7 +593,7 @@ static const struct jfield xfer_json[] = {
 static const struct column xfer_cols[] = {
     COL("lID", C_ID, id), COL("lROLE", C_STR, role), COL("lSTATE", C_STR, state),
     COL("lLOCAL", C_STR, local_agent), COL("lREMOTE", C_STR, remote_agent),
-    COL("lPEER", C_ID, peer), COL("rBYTES", C_BYTES, bytes), COL_FN("rCHUNKS", cell_chunks),
+    COL_FN("lPEER", cell_xfer_peer), COL("rBYTES", C_BYTES, bytes), COL_FN("rCHUNKS", cell_chunks),
     COL("rAGE", C_MS, age_ms), COL_FN("lDEADLINE", cell_xfer_deadline),
 };
 #undef MSG
@@ -565,12 +606,12 @@ static const struct rows xfer_rows = {
 static const struct jfield quarantine_json[] = {
     JF(kind, J_STR), { .key = "value", .kind = J_FN, .fn = json_quarantine_value },
     JF(size, J_U64), JF(reason, J_STR), JF(reason_code, J_U32), JF(xfer_id, J_ID),
-    JF(peer, J_ID), JF(age_ms, J_U64), JF(expires_in_ms, J_I64),
+    JF(peer, J_ID), JF(peer_name, J_STR), JF(age_ms, J_U64), JF(expires_in_ms, J_I64),
 };
 static const struct column quarantine_cols[] = {
     COL("lKIND", C_STR, kind), COL_FN("lVALUE", cell_quarantine_value),
     COL_FN("rSIZE", cell_quarantine_size), COL("lREASON", C_STR, reason),
-    COL("lTRANSFER", C_ID_DASH, xfer_id), COL("lPEER", C_ID_DASH, peer),
+    COL("lTRANSFER", C_ID_DASH, xfer_id), COL_FN("lPEER", cell_quarantine_peer),
     COL("rAGE", C_MS, age_ms), COL_FN("lEXPIRES", cell_quarantine_expires),
 };
 #undef MSG
@@ -581,7 +622,7 @@ static const struct rows quarantine_rows = {
 
 #define MSG B10__AdminPeer
 static const struct jfield peer_json[] = {
-    JF(name, J_STR), JF(daemon_id, J_ID), JF(incarnation, J_U64), JF(state, J_STR),
+    JF(name, J_STR), JF(daemon_id, J_ID), JF(incarnation, J_U64S), JF(state, J_STR),
     JF(out_gen, J_ID), JF(in_up, J_BOOL), JF(in_gen, J_ID), JF(transports, J_STR),
     JF(xfers, J_U32), JF(waiting, J_U32), JF(in_xfers, J_U32), JF(staging_bytes, J_U64),
     JF(quarantined_bytes, J_U64), JF(control_bytes, J_U64), JF(refs, J_U32), JF(links, J_U64),
@@ -788,6 +829,7 @@ static void json_fields(const struct jfield *fields, size_t n, const void *msg)
         case J_ID: jid(&first, f->key, *(const uint64_t *)p); break;
         case J_U32: ju64(&first, f->key, *(const uint32_t *)p); break;
         case J_U64: ju64(&first, f->key, *(const uint64_t *)p); break;
+        case J_U64S: ju64s(&first, f->key, *(const uint64_t *)p); break;
         case J_I64: ji64(&first, f->key, *(const int64_t *)p); break;
         case J_BOOL: jbool(&first, f->key, *(const protobuf_c_boolean *)p); break;
         case J_ROWS: json_rows(&first, f->rows, msg); break;
@@ -864,6 +906,7 @@ static void show_json(const struct command *cmd, const B10__AdminReply *a)
 {
     bool f = true;
 
+    json_answered = true;
     putchar('{');
     json_object(&f, "daemon", daemon_json, N(daemon_json), reply_daemon(a));
     jbool(&f, "operator", a->operator_);
@@ -1152,6 +1195,7 @@ static int run_cancel(struct conn *c, const struct command *cmd, const struct op
         return rc;
     if (o->json) {
         bool f = true;
+        json_answered = true;
         putchar('{');
         jid(&f, "xfer_id", o->xfer_id);
         jbool(&f, "cancelled", rc == EXIT_OK);
@@ -1179,6 +1223,7 @@ static int run_resume(struct conn *c, const struct command *cmd, const struct op
         return rc;
     if (o->json) {
         bool f = true;
+        json_answered = true;
         putchar('{');
         jbool(&f, "resumed", rc == EXIT_OK);
         jstr(&f, "status", b10_status_name((b10_status_t)msg->reply->status));
@@ -1444,6 +1489,14 @@ int main(int argc, char **argv)
      * A scrape still gets an answer: the daemon is down, or it is up and
      * refused this user the metrics (no operator), which is not "down".
      */
+    /* --json answers every time: a failure with no answer of the daemon's is an error object. */
+    if (o.json && rc != EXIT_OK && !json_answered) {
+        bool f = true;
+        printf("{\"error\":{");
+        ju64(&f, "exit", (uint64_t)rc);
+        jstr(&f, "message", last_failure);
+        printf("}}\n");
+    }
     if ((!reached || rc == EXIT_UNREACHABLE) && cmd->op == B10__ADMIN_OP__ADMIN_METRICS && !o.json)
         prom_up(false);
     else if (rc == EXIT_PERMISSION && cmd->op == B10__ADMIN_OP__ADMIN_METRICS && !o.json) {

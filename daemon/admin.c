@@ -26,6 +26,17 @@
 
 #define ADMIN_MAX_DRAIN_MS 600000u
 
+/* The name of the daemon whose current boot is id, or "" when none known is. */
+static const char *admin_peer_name(const struct b10d *d, uint64_t id)
+{
+    for (const struct list *pos = d->peers.next; id != 0 && pos != &d->peers; pos = pos->next) {
+        const struct peer *p = list_entry(pos, struct peer, node);
+        if (p->daemon_id == id)
+            return p->name;
+    }
+    return "";
+}
+
 /* The counters of struct stats, with their help text: metrics and `b10ctl stats` read this. */
 #define ADMIN_COUNTERS(X)                                                                       \
     X(xfers_submitted, "transfers submitted by this node's ranks")                              \
@@ -226,6 +237,7 @@ static void admin_fill_xfers(struct admin_answer *a)
         r->role = (char *)xfer_role_name(x->role);
         r->state = (char *)xfer_state_name(x->state);
         r->peer = x->peer != NULL ? x->peer->daemon_id : 0;
+        r->peer_name = x->peer != NULL ? (char *)x->peer->name : "";
         r->local_agent = x->local_agent;
         r->remote_agent = x->remote_agent;
         r->bytes = x->plan != NULL ? x->plan->total : 0;
@@ -260,6 +272,7 @@ static void admin_fill_quarantine(struct admin_answer *a)
         r->reason_code = (uint32_t)e->reason;
         r->xfer_id = e->xfer_id;
         r->peer = e->peer_id;
+        r->peer_name = (char *)admin_peer_name(a->d, e->peer_id);
         r->age_ms = a->now - e->since_ms;
         r->expires_in_ms = (int64_t)e->expires_ms - (int64_t)a->now;
         ptrs[i++] = r;

@@ -683,7 +683,19 @@ scen_ctl() {
         die "b10ctl clients shows no registration of prefill-r1"
     [ "$(json_get '[p["state"] for p in d["peers"]][0]' <"$D/peers.json")" = up ] || die "the peer's link is not up"
     grep -Eq '^B  *[0-9a-f]{16}  *(out|both) ' "$D/peers.txt" || die "A's peers does not show B's link as out or both"
-    [ "$(json_get '[p["out_gen"] != "0" * 16 and p["transports"] != "" for p in d["peers"]][0]' <"$D/peers.json")" = True ] ||
+    # JSON: an incarnation (ns) as an exact decimal string, and no id of zero: null.
+    [ "$(json_get '[isinstance(p["incarnation"], str) and int(p["incarnation"]) > 1 << 53 for p in d["peers"]][0]' <"$D/peers.json")" = True ] ||
+        die "b10ctl --json peers does not give the incarnation as a decimal string"
+    [ "$(json_get '"0" * 16 not in json.dumps(d)' <"$D/status.json")" = True ] ||
+        die "b10ctl --json status still shows an id of zero as 16 zeros"
+    # The transfer's peer by its name, in the table and the JSON.
+    grep "^$xid " "$D/transfers.txt" | grep -q ' B  ' || die "b10ctl transfers does not name the peer B"
+    [ "$(json_get '[x["peer_name"] for x in d["transfers"]][0]' <"$D/transfers.json")" = B ] ||
+        die "b10ctl --json transfers has no peer_name B"
+    # --json answers a failure too: an error object on stdout.
+    "$B10CTL" -s "$D/none.sock" --json status >"$D/err.json" 2>/dev/null
+    [ "$(json_get 'd["error"]["exit"]' <"$D/err.json")" = 3 ] || die "b10ctl --json against no daemon gave no error object"
+    [ "$(json_get '[p["out_gen"] is not None and p["transports"] != "" for p in d["peers"]][0]' <"$D/peers.json")" = True ] ||
         die "b10ctl peers shows no generation or transport"
     ctl A metrics >"$D/metrics.prom" || die "b10ctl metrics exited $?"
     python3 "$TOPDIR/tests/ops/promcheck.py" "$D/metrics.prom" --require b10d_up \
