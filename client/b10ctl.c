@@ -79,6 +79,7 @@ static int64_t now_ms(void)
 /* The last failure said, for --json's error object; and whether an answer went out in JSON. */
 static char last_failure[512];
 static bool json_answered;
+static bool verbose;            /* -v: legends under the tables */
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void fail(const char *fmt, ...)
@@ -414,6 +415,7 @@ struct rows {
     int ncols;
     const char *empty;          /* the text when there are none and none were left out */
     const struct rows *sub;     /* each row's own rows, shown in a second table */
+    const char *legend;         /* -v: what the columns mean, one "COLUMN  meaning" a line */
 };
 
 #define ROWS(name, parent, member) .key = (name), .n_off = offsetof(parent, n_##member), \
@@ -600,6 +602,13 @@ static const struct column xfer_cols[] = {
 static const struct rows xfer_rows = {
     ROWS("transfers", B10__AdminReply, xfers), JSON(xfer_json), COLS(xfer_cols),
     .empty = "no transfers in flight",
+    .legend = "ID        the transfer's id (the sending daemon's), as logs and cancel take it\n"
+              "ROLE      send, recv (a remote daemon writes here), read, local (both ranks here)\n"
+              "STATE     wait-link, wait-ready (CONTROL sent), queued (for the peer's staging),\n"
+              "          running\n"
+              "LOCAL     this node's rank; REMOTE the other rank\n"
+              "PEER      the remote daemon by name (its boot's id when the name is not known)\n"
+              "CHUNKS    landed of all; AGE since submission; DEADLINE left of the one in effect\n",
 };
 
 #define MSG B10__AdminQuarantine
@@ -640,6 +649,15 @@ static const struct column peer_cols[] = {
 #undef MSG
 static const struct rows peer_rows = {
     ROWS("peers", B10__AdminReply, peers), JSON(peer_json), COLS(peer_cols), .empty = "no peers",
+    .legend = "LINK         out: ours to it is up; in: its to us; both; none; connecting\n"
+              "OUT-GEN      our link's endpoint generation (a new one per reconnection)\n"
+              "IN-GEN       its link's generation, as it told us\n"
+              "TRANSPORTS   what UCX chose for the link (a silent fallback to tcp shows here)\n"
+              "XFERS        our transfers with it; WAITING those waiting for the link\n"
+              "STAGING      views our transfers with it hold; QUARANTINED of its failed ones\n"
+              "UNAUTH       its messages dropped: they did not open under the link's keys\n"
+              "REPLAYED     its messages dropped as replays of earlier ones\n"
+              "REFUSED      its work refused for its limits; CORRUPT its chunks failing checksums\n",
 };
 
 #define MSG B10__AdminRegion
@@ -955,6 +973,8 @@ static void show_rows(const struct rows *r, const B10__AdminReply *a, bool sub_r
     }
     if (a->omitted > 0)
         printf("(%u rows left out: raise --limit, up to the daemon's --max-admin-rows)\n", a->omitted);
+    if (verbose && r->legend != NULL)
+        printf("\n%s", r->legend);
     if (!a->operator_)
         printf("(only the ranks of uid %u: b10ctl runs as no operator of this daemon)\n", a->uid);
 }
@@ -1346,6 +1366,7 @@ static void usage(FILE *f)
 "                           (default: the daemon's --drain-timeout-ms)\n"
 "      --no-wait            drain: return once the daemon admits nothing new\n"
 "      --regions            clients: each rank's registrations too (JSON has them always)\n"
+"  -v, --verbose            what the columns of transfers and peers mean, under them\n"
 "  -h, --help               this text\n"
 "      --version            the version\n"
 "\n"
@@ -1382,6 +1403,7 @@ int main(int argc, char **argv)
         { "drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT },
         { "no-wait", no_argument, NULL, OPT_NO_WAIT },
         { "regions", no_argument, NULL, OPT_REGIONS },
+        { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },
@@ -1392,8 +1414,11 @@ int main(int argc, char **argv)
     int c;
 
     o.socket_path = env != NULL && env[0] != '\0' ? env : SOCKET_DEFAULT;
-    while ((c = getopt_long(argc, argv, "s:jw::n:t:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:jw::n:t:hv", longopts, NULL)) != -1) {
         switch (c) {
+        case 'v':
+            verbose = true;
+            break;
         case 's':
             o.socket_path = optarg;
             break;

@@ -683,6 +683,10 @@ scen_ctl() {
         die "b10ctl clients shows no registration of prefill-r1"
     [ "$(json_get '[p["state"] for p in d["peers"]][0]' <"$D/peers.json")" = up ] || die "the peer's link is not up"
     grep -Eq '^B  *[0-9a-f]{16}  *(out|both) ' "$D/peers.txt" || die "A's peers does not show B's link as out or both"
+    ! grep -q '^OUT-GEN ' "$D/peers.txt" || die "b10ctl peers shows its legend without -v"
+    ctl A -v peers >"$D/peers-v.txt" || die "b10ctl -v peers exited $?"
+    grep -q '^OUT-GEN  *our link' "$D/peers-v.txt" && grep -q '^UNAUTH ' "$D/peers-v.txt" ||
+        die "b10ctl -v peers has no legend of its columns"
     # JSON: an incarnation (ns) as an exact decimal string, and no id of zero: null.
     [ "$(json_get '[isinstance(p["incarnation"], str) and int(p["incarnation"]) > 1 << 53 for p in d["peers"]][0]' <"$D/peers.json")" = True ] ||
         die "b10ctl --json peers does not give the incarnation as a decimal string"
