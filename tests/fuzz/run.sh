@@ -24,23 +24,24 @@ if ! clang -fsanitize=fuzzer -o "$out/probe" "$out/probe.c" >/dev/null 2>&1; the
     exit 77
 fi
 CFLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE
-        -I$top/proto -I$gen -I$top/client/include -I$top/daemon $(pkg-config --cflags libprotobuf-c libsodium libuv)"
-LIBS="$(pkg-config --libs libprotobuf-c libsodium)"
+        -I$top/proto -I$gen -I$top/client/include -I$top/daemon -I$top/daemon/base -I$top/daemon/io
+        -I$top/daemon/mem -I$top/daemon/link -I$top/daemon/engine -I$top/daemon/node $(pkg-config --cflags libprotobuf-c libsodium libuv)"
+LIBS="$(pkg-config --libs libprotobuf-c libsodium libsystemd)"
 common="$top/proto/frame.c $top/client/status.c $(ls "$gen"/*.pb-c.c | tr "\n" " ")"
 bad=0
 for src in "$top"/tests/fuzz/fuzz-*.c; do
     name=$(basename "$src" .c)
     extra=""
-    [ "$name" = fuzz-control ] && extra="$top/daemon/plan.c"
-    [ "$name" = fuzz-agentdesc ] && extra="$top/daemon/wireaddr.c"
-    [ "$name" = fuzz-hello ] && extra="$top/daemon/auth.c $top/daemon/hello.c $top/daemon/wireaddr.c
-        $top/daemon/config.c $top/daemon/log.c $top/daemon/tags.c"
+    [ "$name" = fuzz-control ] && extra="$top/daemon/base/plan.c"
+    [ "$name" = fuzz-agentdesc ] && extra="$top/daemon/base/wireaddr.c"
+    [ "$name" = fuzz-hello ] && extra="$top/daemon/io/auth.c $top/daemon/io/hello.c $top/daemon/base/wireaddr.c
+        $top/daemon/base/config.c $top/daemon/base/log.c $top/daemon/mem/tags.c"
     # checksum.c calls its AVX2 build where the CPU has one: that file alone is built for AVX2.
     if [ "$name" = fuzz-trailer ]; then
         # shellcheck disable=SC2086
-        clang $CFLAGS -mavx2 -c -o "$out/checksum-avx2.o" "$top/daemon/checksum-avx2.c" \
+        clang $CFLAGS -mavx2 -c -o "$out/checksum-avx2.o" "$top/daemon/base/checksum-avx2.c" \
             >"$out/$name.build.log" 2>&1
-        extra="$top/daemon/checksum.c $out/checksum-avx2.o -lxxhash"
+        extra="$top/daemon/base/checksum.c $out/checksum-avx2.o -lxxhash"
     fi
     # shellcheck disable=SC2086
     if ! clang $CFLAGS -o "$out/$name" "$src" $extra $common $LIBS >"$out/$name.build.log" 2>&1; then
