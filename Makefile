@@ -54,7 +54,11 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 GEN      := $(BUILD)/gen
 WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wmissing-prototypes
-BASEFLAGS = -std=gnu11 $(OPT) -fPIC -D_GNU_SOURCE -MMD -MP -Iproto -I$(GEN) -Iclient/include -Idaemon $(PKG_CFLAGS)
+# daemon/ has a folder a layer (scripts/layers.py): base io mem link engine node, the
+# daemon as a whole at the top. Headers are named without their folder.
+DAEMON_DIRS := daemon daemon/base daemon/io daemon/mem daemon/link daemon/engine daemon/node
+BASEFLAGS = -std=gnu11 $(OPT) -fPIC -D_GNU_SOURCE -MMD -MP -Iproto -I$(GEN) -Iclient/include \
+            $(addprefix -I,$(DAEMON_DIRS)) $(PKG_CFLAGS)
 CFLAGS_OURS = $(BASEFLAGS) $(WARN) $(EXTRA_CFLAGS)
 LDFLAGS_ALL = $(SANLD) $(EXTRA_LDFLAGS)
 
@@ -65,7 +69,7 @@ GEN_SRCS    := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
 GEN_HDRS    := $(GEN_SRCS:.c=.h)
 GEN_OBJS    := $(patsubst %.c,%.o,$(GEN_SRCS))
 COMMON_SRCS := proto/frame.c client/status.c
-DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+DAEMON_SRCS := $(filter-out daemon/main.c,$(foreach d,$(DAEMON_DIRS),$(wildcard $(d)/*.c)))
 LIB_SRCS    := client/libb10.c client/vram.c
 CTL_SRCS    := $(wildcard client/b10ctl.c)
 EXAMPLES    := $(wildcard client/examples/*.c)
@@ -136,7 +140,7 @@ $(BUILD)/obj/%.o: %.c | $(GEN_HDRS)
 
 # XXH3's AVX2 path, for the CPUs that have it (checksum.c asks at run time).
 ifeq ($(shell uname -m),x86_64)
-$(call obj,daemon/checksum-avx2.c): CFLAGS_OURS += -mavx2
+$(call obj,daemon/base/checksum-avx2.c): CFLAGS_OURS += -mavx2
 endif
 
 $(DAEMON_LIB): $(DAEMON_OBJS) $(CUDA_OBJS) $(COMMON_OBJS)

@@ -5,7 +5,7 @@
  * ClientMsg.admin requests of proto/admin.proto) on its own connection,
  * which never says Hello and so is never a rank. Operators (root, the
  * daemon's user, its --admin-group) see every rank; anyone else the socket
- * lets in sees only its own uid's transfers and ranks (daemon/admin.h).
+ * lets in sees only its own uid's transfers and ranks (daemon/node/admin.h).
  *
  * Output: aligned tables for people, --json (one object per line) for
  * scripts, Prometheus text for `metrics`. Exit status, for scripts:

@@ -120,7 +120,7 @@ typedef void gpu_copy_done_cb_t(void *arg);
 /*
  * Checksums on the GPU: XXH3-64 (the xxHash spec, seeded) of whole blocks of
  * GPU_COPY_SUM_BLOCK bytes, block i with seed + i: the blocks of
- * daemon/checksum.h, whose last, shorter block (if any) the caller sums
+ * daemon/base/checksum.h, whose last, shorter block (if any) the caller sums
  * itself. A kernel on the copier's stream sums them: after a gather's copy,
  * so that the sums are of the view it just wrote; before a scatter's, and
  * when the request gives the sums the blocks must have (`expect`), a block

@@ -3,8 +3,9 @@
 in a circle.
 
 Each file of daemon/ is a room (the file name is its functions' prefix), and each room has
-a layer (LAYERS below, the table of the house style): a room may call rooms of its own layer
-and below; news travels up through hooks the higher room installs. This script finds every
+a layer (LAYERS below, the table of the house style), whose folder it lives in (FOLDERS:
+daemon/base, io, mem, link, engine, node, and daemon/ itself for the whole): a room may call
+rooms of its own layer and below; news travels up through hooks the higher room installs. This script finds every
 call from one room to a function another room defines, and reports
 
   - upward calls: a room calling one of a higher layer, with the functions called;
@@ -53,6 +54,8 @@ LAYERS: Dict[str, int] = {
     "b10d": 6, "main": 6,
 }
 PACKAGES = {r: "xfer" for r in LAYERS if r.startswith("xfer")}
+# The folder of daemon/ each layer's rooms live in: the tree shows the layers.
+FOLDERS = {0: "base", 1: "io", 2: "mem", 3: "link", 4: "engine", 5: "node", 6: ""}
 
 COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
@@ -68,14 +71,20 @@ def self_test() -> int:
     global DAEMON
     with tempfile.TemporaryDirectory() as tmp:
         DAEMON = Path(tmp)
-        (DAEMON / "log.c").write_text("void log_line(int x)\n{\n    session_poke(x); /* wire_x() */\n}\n")
-        (DAEMON / "session.c").write_text(
+        for folder in ("base", "node", "link"):
+            (DAEMON / folder).mkdir()
+        (DAEMON / "base" / "log.c").write_text(
+            "void log_line(int x)\n{\n    session_poke(x); /* wire_x() */\n}\n")
+        (DAEMON / "node" / "session.c").write_text(
             "static int helper(void)\n{\n    return 0;\n}\n"
             "void session_poke(int x)\n{\n    log_line(x);\n    puts(\"peer_go()\");\n}\n")
-        (DAEMON / "peer.c").write_text("int peer_go(void)\n{\n    log_line(1);\n    return 0;\n}\n")
+        (DAEMON / "link" / "peer.c").write_text("int peer_go(void)\n{\n    log_line(1);\n    return 0;\n}\n")
         edges, _ = scan()
         up = {e for e in edges if LAYERS[e[0]] < LAYERS[e[1]]}
-        ok = up == {("log", "session")} and circles(edges) == [["log", "session"]]
+        placed = misplaced() == []
+        (DAEMON / "link" / "peer.c").rename(DAEMON / "node" / "peer.c")
+        ok = (up == {("log", "session")} and circles(edges) == [["log", "session"]] and placed
+              and misplaced() == ["peer: in daemon/node, layer 3's folder is daemon/link"])
     print(f"layers self-test: {'ok' if ok else 'FAILED'} (upward {sorted(up)})")
     return 0 if ok else 1
 
@@ -86,7 +95,7 @@ def source(path: Path) -> str:
 
 def scan() -> Tuple[Dict[Tuple[str, str], Set[str]], List[str]]:
     """(edges: (caller room, callee room) -> functions called, rooms without a layer)."""
-    rooms = {p.stem: source(p) for p in sorted(DAEMON.glob("*.c"))}
+    rooms = {p.stem: source(p) for p in sorted(DAEMON.rglob("*.c"))}
     owner: Dict[str, str] = {}
     for room, text in rooms.items():
         for m in DEFINITION.finditer(text):
@@ -99,6 +108,18 @@ def scan() -> Tuple[Dict[Tuple[str, str], Set[str]], List[str]]:
                 edges.setdefault((room, callee), set()).add(m.group(1))
     unknown = sorted(r for r in rooms if r not in LAYERS)
     return edges, unknown
+
+
+def misplaced() -> List[str]:
+    """Rooms whose folder is not their layer's (FOLDERS), as "room: in X, layer N's is Y"."""
+    out = []
+    for p in sorted(DAEMON.rglob("*.c")):
+        want = FOLDERS.get(LAYERS.get(p.stem, -1))
+        got = p.parent.relative_to(DAEMON).as_posix()
+        got = "" if got == "." else got
+        if want is not None and got != want:
+            out.append(f"{p.stem}: in daemon/{got}, layer {LAYERS[p.stem]}'s folder is daemon/{want}")
+    return out
 
 
 def circles(edges: Dict[Tuple[str, str], Set[str]]) -> List[List[str]]:
@@ -151,6 +172,11 @@ def main() -> int:
     edges, unknown = scan()
     if unknown:
         print(f"layers: rooms without a layer in scripts/layers.py: {', '.join(unknown)}")
+        return 1
+    wrong = misplaced()
+    for w in wrong:
+        print(f"layers: {w}")
+    if wrong and "--check" in args:
         return 1
     up = {e: fns for e, fns in edges.items() if LAYERS[e[0]] < LAYERS[e[1]]}
     calls = sum(len(f) for f in up.values())

@@ -1,7 +1,7 @@
 /*
  * b10-rogue — a hostile remote daemon, for the fault tests of b10d.
  *
- * It speaks the peer protocol (proto/peer.proto, daemon/auth.h, daemon/tags.h)
+ * It speaks the peer protocol (proto/peer.proto, daemon/io/auth.h, daemon/mem/tags.h)
  * over UCX to a victim b10d, and is at the same time a rank of that daemon:
  * it connects with libb10, registers a region of its own (host memory shared
  * with the daemon) and gets its agent descriptor, which carries the daemon's

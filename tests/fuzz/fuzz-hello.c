@@ -1,7 +1,7 @@
 /*
  * fuzz-hello — libFuzzer target for what reaches a daemon before it trusts
- * anyone: the authenticated envelope (daemon/auth.c) and the HELLO path
- * behind it (daemon/hello.c), the embedded worker address included.
+ * anyone: the authenticated envelope (daemon/io/auth.c) and the HELLO path
+ * behind it (daemon/io/hello.c), the embedded worker address included.
  *
  * The input is used three ways:
  *  - as an envelope off the wire: its header read, and opened as a HELLO,

@@ -1,6 +1,6 @@
 /*
  * fuzz-trailer — libFuzzer target for the checksum trailer of a DATA chunk
- * (daemon/checksum.c), the part of a peer's DATA message that b10d parses.
+ * (daemon/base/checksum.c), the part of a peer's DATA message that b10d parses.
  *
  * The first 4 input bytes choose the chunk's length and 8 more the seed;
  * the rest is the message, cut to exactly checksum_message_bytes(length)

@@ -13,7 +13,7 @@ import sys
 import time
 
 PORT = int(sys.argv[1])
-MAX_CONNECTIONS = 16        # METRICS_MAX_CONNECTIONS (daemon/metrics.h)
+MAX_CONNECTIONS = 16        # METRICS_MAX_CONNECTIONS (daemon/node/metrics.h)
 
 
 def ask(raw: bytes, timeout: float = 10.0) -> bytes:
@@ -103,7 +103,7 @@ time.sleep(0.3)
 expect(b"GET /metrics HTTP/1.1\r\n\r\n", "200", "a scrape once the held connections closed")
 
 # A request that never ends (slowloris) is closed at the bound, unanswered.
-TIMEOUT_S = 10              # METRICS_TIMEOUT_MS (daemon/metrics.h)
+TIMEOUT_S = 10              # METRICS_TIMEOUT_MS (daemon/node/metrics.h)
 slow = socket.create_connection(("127.0.0.1", PORT), timeout=TIMEOUT_S * 3)
 slow.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
 t0 = time.monotonic()

@@ -1,5 +1,5 @@
 /*
- * test-auth.c — daemon/auth.c: the cluster key file, the keys derived from
+ * test-auth.c — daemon/io/auth.c: the cluster key file, the keys derived from
  * it, the authenticated envelope, a link's keys and its replay window.
  *
  * The derivations are held to values computed outside libsodium (Python's

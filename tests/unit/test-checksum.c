@@ -1,5 +1,5 @@
 /*
- * test-checksum.c — daemon/checksum.c: the checksum every DATA chunk carries.
+ * test-checksum.c — daemon/base/checksum.c: the checksum every DATA chunk carries.
  *
  * Known answers first: XXH3-64 with seed 0 of the prefixes of a published
  * xorshift sequence, at lengths that cross every one of the algorithm's

@@ -1,5 +1,5 @@
 /*
- * test-config.c — daemon/config.c: the daemon's options, their bounds and
+ * test-config.c — daemon/base/config.c: the daemon's options, their bounds and
  * the relations between them.
  *
  * Every refusal is checked twice: config_parse returns -1 and says on

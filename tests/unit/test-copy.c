@@ -1,5 +1,5 @@
 /*
- * test-copy.c — daemon/copy.c: gathers and scatters between a rank's
+ * test-copy.c — daemon/mem/copy.c: gathers and scatters between a rank's
  * regions and a staging view, and the chunk checksum they make or check.
  *
  * Host memory is real: plain buffers as DRAM regions, this process's own

@@ -1,5 +1,5 @@
 /*
- * test-cpuload.c — daemon/cpuload.c: is the host's CPU oversubscribed?
+ * test-cpuload.c — daemon/base/cpuload.c: is the host's CPU oversubscribed?
  *
  * The answer comes from field 4 of /proc/loadavg ("runnable/total") against
  * the online CPUs. The file is the test's here (open and read are wrapped,

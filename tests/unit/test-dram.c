@@ -1,5 +1,5 @@
 /*
- * test-dram.c — daemon/dram.c: the DRAM backend that maps a rank's memfd,
+ * test-dram.c — daemon/mem/dram.c: the DRAM backend that maps a rank's memfd,
  * reached as the daemon reaches it, through mem.c's registration calls.
  *
  * Real memfds: the daemon's mapping must show the rank's bytes and the

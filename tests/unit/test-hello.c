@@ -1,5 +1,5 @@
 /*
- * test-hello.c — daemon/hello.c: what a HELLO and a HELLO_ACK must say
+ * test-hello.c — daemon/io/hello.c: what a HELLO and a HELLO_ACK must say
  * before peer.c uses any of it. Each field out of line is refused (and the
  * reason says which); the ACK's limits, which shape every plan sent on the
  * link, are held to their bounds; a refusal carries only its reason.

@@ -1,5 +1,5 @@
 /*
- * test-ids.c — daemon/ids.c: transfer ids and endpoint generations.
+ * test-ids.c — daemon/base/ids.c: transfer ids and endpoint generations.
  *
  * What the quarantine and the peers' replay windows rely on: a boot's
  * epoch in the high half of every value, a counter in the low half, no

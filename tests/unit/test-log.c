@@ -1,5 +1,5 @@
 /*
- * test-log.c — daemon/log.c: stderr lines with "<N>" priority prefixes.
+ * test-log.c — daemon/base/log.c: stderr lines with "<N>" priority prefixes.
  *
  * What journald and the operators rely on: the prefix is the level, then
  * the daemon's name; the level is checked before anything is formatted

@@ -1,5 +1,5 @@
 /*
- * test-mem.c — daemon/mem.c: mem_table_walk, the translation of a rank's
+ * test-mem.c — daemon/mem/mem.c: mem_table_walk, the translation of a rank's
  * addresses through its registrations that every check and copy goes through.
  *
  * The walk starts from the region the previous walk began in when that one

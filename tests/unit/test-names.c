@@ -1,5 +1,5 @@
 /*
- * test-names.c — daemon/names.c: an agent name is its first uid's, connected
+ * test-names.c — daemon/mem/names.c: an agent name is its first uid's, connected
  * or not; the table's bounds forget idle claims, a uid's own first, and
  * never a connected rank's.
  */

@@ -1,5 +1,5 @@
 /*
- * test-plan.c — daemon/plan.c: how a WRITE's spans become DATA chunks.
+ * test-plan.c — daemon/base/plan.c: how a WRITE's spans become DATA chunks.
  *
  * Fixed cases pin the rules (sorted by source, merged only when contiguous on
  * both sides, chunks filled to exactly max_chunk, pieces split at chunk

@@ -1,5 +1,5 @@
 /*
- * test-procmem.c — daemon/procmem.c: the process-memory backend, a rank's
+ * test-procmem.c — daemon/mem/procmem.c: the process-memory backend, a rank's
  * host memory reached through the /proc/self/mem descriptor it passed.
  *
  * This process plays the rank: it opens its own memory file as libb10

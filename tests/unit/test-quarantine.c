@@ -1,5 +1,5 @@
 /*
- * test-quarantine.c — daemon/quarantine.c: what failed transfers leave
+ * test-quarantine.c — daemon/mem/quarantine.c: what failed transfers leave
  * behind, held out of circulation for a TTL.
  *
  * Real components below it: a libuv loop, a real UCX wire (self and tcp on

@@ -1,5 +1,5 @@
 /*
- * test-service.c — daemon/service.c: what systemd hears, socket activation,
+ * test-service.c — daemon/node/service.c: what systemd hears, socket activation,
  * and the drain's state machine.
  *
  * Real components: a libuv loop, a real quarantine, and a datagram socket

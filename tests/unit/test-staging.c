@@ -1,5 +1,5 @@
 /*
- * test-staging.c — daemon/staging.c: the pool of registered host views.
+ * test-staging.c — daemon/mem/staging.c: the pool of registered host views.
  *
  * Real components, no mocks: a libuv loop and a real UCX wire (self and tcp
  * on loopback) register every view, as in the daemon. Each test makes its own

@@ -1,5 +1,5 @@
 /*
- * test-stats.c — daemon/stats.c: the histograms of how transfers ended.
+ * test-stats.c — daemon/base/stats.c: the histograms of how transfers ended.
  *
  * A value lands in the first bucket whose bound holds it (a bound is
  * inclusive, as Prometheus's le), one past the last bound only in the

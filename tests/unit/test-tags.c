@@ -1,5 +1,5 @@
 /*
- * test-tags.c — daemon/tags.c: SipHash-2-4, tag derivation, and the registry
+ * test-tags.c — daemon/mem/tags.c: SipHash-2-4, tag derivation, and the registry
  * (open addressing with backward-shift deletion).
  *
  * The hash is held to the SipHash authors' reference vectors. The registry

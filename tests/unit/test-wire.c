@@ -1,5 +1,5 @@
 /*
- * test-wire.c — daemon/wire.c and its data lanes (lane.c): tag messages
+ * test-wire.c — daemon/io/wire.c and its data lanes (lane.c): tag messages
  * between two real UCX workers of this process, over tcp on loopback.
  *
  * Two wires, A and B, on one libuv loop, each with two data lanes (worker

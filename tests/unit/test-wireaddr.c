@@ -1,5 +1,5 @@
 /*
- * test-wireaddr.c — daemon/wireaddr.c: the packed worker address a daemon
+ * test-wireaddr.c — daemon/base/wireaddr.c: the packed worker address a daemon
  * gives out, and the decoder a peer's copy of it goes through.
  *
  * One packing is spelled out byte by byte against the format in wireaddr.h.

@@ -1,5 +1,5 @@
 /*
- * test-xfer.c — daemon/xfer.c: the failure funnel and quiescence.
+ * test-xfer.c — daemon/engine/xfer.c: the failure funnel and quiescence.
  *
  * The doctrine in one room: a transfer's failure is reported once, and only
  * once nothing can still write for it; past --settle-ms it is reported
