@@ -438,9 +438,22 @@ scen_config() {
 # same stream lines where it does not (no line lost).
 scen_log_sinks() {
     command -v script >/dev/null 2>&1 || skip "no script (util-linux) to give b10d a terminal"
-    # A terminal: b10d stops at the timeout's TERM; its lines have no "<N>" prefix.
-    script -qec "timeout -s TERM $(( 2 * SLOW )) $B10D --socket $D/T.sock --name tty-a" "$D/tty.out" \
-        >/dev/null 2>&1
+    # until-up.sh LOG CMD...: run b10d, and stop it (TERM) once LOG shows its start line
+    # (it handles TERM from then on), bounded.
+    cat >"$D/until-up.sh" <<'EOF2'
+log=$1; shift
+"$@" & p=$!
+i=0
+while ! grep -q 'listening on' "$log" 2>/dev/null && [ $i -lt 1200 ] && kill -0 $p 2>/dev/null; do
+    sleep 0.05
+    i=$((i + 1))
+done
+kill -TERM $p 2>/dev/null
+wait $p
+EOF2
+    # A terminal: its lines have no "<N>" prefix.
+    timeout $(( 60 * SLOW )) script -qfec "sh $D/until-up.sh $D/tty.out $B10D --socket $D/T.sock --name tty-a" \
+        "$D/tty.out" >/dev/null 2>&1
     grep -q '^tty-a: info: daemon tty-a .* listening on' "$D/tty.out" ||
         die "b10d on a terminal did not write plain 'name: level:' lines: $(sed -n 2p "$D/tty.out")"
     ! grep -q '<[0-9]>' "$D/tty.out" || die "b10d on a terminal wrote <N> prefixes"
@@ -451,8 +464,8 @@ scen_log_sinks() {
     # JOURNAL_STREAM naming stderr: the journal where it runs, else the stream still.
     : >"$D/J.log"
     _js=$(stat -c '%d:%i' "$D/J.log")
-    JOURNAL_STREAM=$_js timeout -s TERM $(( 2 * SLOW )) "$B10D" --socket "$D/J.sock" --name jrnl-a \
-        2>>"$D/J.log" >/dev/null
+    JOURNAL_STREAM=$_js timeout $(( 60 * SLOW )) sh "$D/until-up.sh" "$D/J.log" "$B10D" \
+        --socket "$D/J.sock" --name jrnl-a 2>>"$D/J.log" >/dev/null
     if [ -S /run/systemd/journal/socket ] && command -v journalctl >/dev/null 2>&1; then
         journalctl --sync 2>/dev/null
         journalctl -o verbose SYSLOG_IDENTIFIER=b10d --since=-60s 2>/dev/null | grep -q 'jrnl-a: daemon jrnl-a' ||
