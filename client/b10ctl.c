@@ -1479,18 +1479,17 @@ int main(int argc, char **argv)
     }
     /* b10ctl alone is the question an operator asks first: is it up, and how is it doing. */
     const char *name = optind < argc ? argv[optind] : "status";
-    if (optind >= argc)
-        argv[--optind] = (char *)name;     /* argv[0]'s slot: what follows counts as before */
+    int nargs = optind < argc ? argc - optind - 1 : 0;
     const struct command *cmd = NULL;
     for (size_t i = 0; i < N(commands); i++)
         if (strcmp(name, commands[i].name) == 0)
             cmd = &commands[i];
     if (cmd == NULL) {
-        fail("unknown command '%s'; try --help", argv[optind]);
+        fail("unknown command '%s'; try --help", name);
         return EXIT_USAGE;
     }
     int want = cmd->arg != NULL ? 1 : 0;
-    if (argc - optind - 1 != want) {
+    if (nargs != want) {
         fail("%s takes %s", cmd->name, want ? "one argument, the transfer id" : "no arguments");
         return EXIT_USAGE;
     }
