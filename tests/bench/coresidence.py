@@ -13,7 +13,8 @@ the steps' p50 and p99 as ratios to alone, the transfer rate meanwhile as a rati
 alone, the daemons' CPU core-seconds per GB moved, and each daemon's GPU memory beside an
 empty CUDA context's, measured in the same run.
 
-    python3 tests/bench/coresidence.py BUILD OUT.json [--cases NAMES] [--seconds S]
+    python3 tests/bench/coresidence.py BUILD OUT.json [--cases NAMES] [--seconds S] [--keep DIR]
+        [--daemon-flags "FLAGS"]
     python3 tests/bench/coresidence.py --markdown LABEL=OUT.json...
 
 Run by scripts/bench-coresidence.sh (make bench on a GPU machine), which also runs it
@@ -69,6 +70,7 @@ CASES: Dict[str, tuple] = {
     "raw-write-4k": ("WRITE", 4 * KiB, "raw:batch,cb", []),
     "raw-read-4k": ("READ", 4 * KiB, "raw:batch,cb", []),
     "raw-write-32k": ("WRITE", 32 * KiB, "raw:batch,cb", []),
+    "raw-read-32k": ("READ", 32 * KiB, "raw:batch,cb", []),
     "raw-d2d-32k": ("D2D", 32 * KiB, "raw:batch,cb", []),
     # Variants that looked for the 4 KiB scatter's p99: not run unless named.
     "raw-write-4k-nocb": ("WRITE", 4 * KiB, "raw:batch,nocb", []),
@@ -78,10 +80,13 @@ CASES: Dict[str, tuple] = {
     "raw-d2d-4k": ("D2D", 4 * KiB, "raw:batch,cb", []),
     "raw-d2d-4k-memcpy": ("D2D", 4 * KiB, "raw:memcpy,cb", []),
     "raw-d2d-contig": ("D2D", 4 * MiB, "raw:batch,cb", []),
+    # Where a 4 KiB transfer's time goes against the wire's: the daemons' landed lines.
+    "write-4k-inflight16": ("WRITE", 4 * KiB, "dram", ["--max-in-flight", "16"]),
+    "read-4k-inflight16": ("READ", 4 * KiB, "dram", ["--max-in-flight", "16"]),
 }
 
 EXTRA = {"raw-write-4k-nocb", "raw-write-4k-depth2", "raw-write-4k-depth16", "raw-write-4k-memcpy",
-         "raw-d2d-4k", "raw-d2d-4k-memcpy", "raw-d2d-contig"}
+         "raw-d2d-4k", "raw-d2d-4k-memcpy", "raw-d2d-contig", "write-4k-inflight16", "read-4k-inflight16"}
 
 
 class RawMover:
@@ -121,6 +126,10 @@ def model_main(conn: Any, sock: str) -> None:
     pool = torch.zeros(POOL, dtype=torch.uint8, device="cuda")
     agent = b10.B10TransferAgent("model", sock)
     agent.register_memory(b10.MemoryDescs(b10.MemoryType.VRAM, [(pool.data_ptr(), POOL, 0)]))
+    # The same pool in host memory: the wire's ceiling at a span size is a transfer to it,
+    # the same spans through the same daemons with no GPU at either end.
+    host = b10.dram_alloc(POOL)
+    agent.register_memory(b10.MemoryDescs(b10.MemoryType.DRAM, [(host.ptr, POOL, 0)]))
     g = torch.Generator(device="cuda").manual_seed(1)
     w = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16, generator=g)
     x = torch.randn(64, 8192, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -138,7 +147,7 @@ def model_main(conn: Any, sock: str) -> None:
         decode()
         prefill()
     torch.cuda.synchronize()
-    conn.send((agent.get_local_agent_desc(), pool.data_ptr()))
+    conn.send((agent.get_local_agent_desc(), pool.data_ptr(), host.ptr))
     while True:
         msg = conn.recv()
         if msg is None:
@@ -163,8 +172,8 @@ def model_main(conn: Any, sock: str) -> None:
 
 # ---------------------------------------------------------------- the mover process
 
-def mover_main(conn: Any, sock: str, desc: bytes, model_ptr: int, op: str, span: int,
-               mem: str, seed: int) -> None:
+def mover_main(conn: Any, sock: str, desc: bytes, model_ptr: int, host_ptr: int, op: str,
+               span: int, mem: str, seed: int) -> None:
     import numpy as np
     import b10
     keep: List[Any] = []
@@ -182,25 +191,27 @@ def mover_main(conn: Any, sock: str, desc: bytes, model_ptr: int, op: str, span:
     agent.load_remote_agent("model", desc)
     n = REQUEST // span
     rng = random.Random(seed)
-    tables = []
+    tables: Dict[str, list] = {"gpu": [], "host": []}
     for _ in range(4):   # a few requests' places, cycled
         slots = np.array(rng.sample(range(POOL // span), n), dtype=np.int64)
         local = np.stack([base + np.arange(n, dtype=np.int64) * span,
                           np.full(n, span, dtype=np.int64), np.zeros(n, dtype=np.int64)], axis=1)
-        remote = np.stack([model_ptr + slots * span, np.full(n, span, dtype=np.int64),
-                           np.zeros(n, dtype=np.int64)], axis=1)
-        tables.append((b10.MemoryDescs(mtype, local), b10.MemoryDescs(b10.MemoryType.VRAM, remote)))
+        for target, ptr, rtype in (("gpu", model_ptr, b10.MemoryType.VRAM),
+                                   ("host", host_ptr, b10.MemoryType.DRAM)):
+            remote = np.stack([ptr + slots * span, np.full(n, span, dtype=np.int64),
+                               np.zeros(n, dtype=np.int64)], axis=1)
+            tables[target].append((b10.MemoryDescs(mtype, local), b10.MemoryDescs(rtype, remote)))
     conn.send("ready")
     while True:
         msg = conn.recv()
         if msg is None:
             break
-        seconds = msg
+        target, seconds = msg
         moved, i, lat = 0, 0, []
         t_start = time.perf_counter()
         end = time.monotonic() + seconds
         while time.monotonic() < end or i == 0:
-            src, dst = tables[i % len(tables)]
+            src, dst = tables[target][i % len(tables[target])]
             t0 = time.perf_counter()
             st = agent.submit_transfer_requests(b10.TransferRequest(op, src, dst, "model", None,
                                                                     120000))
@@ -321,25 +332,30 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
         model.start()
         if not m_conn.poll(300):
             raise RuntimeError("the model did not start")
-        desc, ptr = m_conn.recv()
+        desc, ptr, host_ptr = m_conn.recv()
         if mem.startswith("raw:"):
             return run_raw(d, model, m_conn, RawMover(build, op, span, mem[4:]), name, op, span,
                            mem, flags, seconds)
         v_conn, v_child = ctx.Pipe()
         mover = ctx.Process(target=mover_main, args=(v_child, d.sock["A" if mem == "local" else "B"],
-                                                     desc, ptr, op, span, mem, 7))
+                                                     desc, ptr, host_ptr, op, span, mem, 7))
         mover.start()
         if not v_conn.poll(300) or v_conn.recv() != "ready":
             raise RuntimeError("the mover did not start")
         m_conn.send(seconds)
         dec0, pre0 = m_conn.recv()
         c0 = d.cpu()
-        v_conn.send(seconds)
+        v_conn.send(("gpu", seconds))
         moved0, t0, lat0 = v_conn.recv()
         c1 = d.cpu()
         gpu_mem = gpu_memory_mib()
+        wire = float("nan")
+        if mem == "dram":   # the wire's ceiling: host memory at both ends, same spans
+            v_conn.send(("host", seconds))
+            moved_w, t_w, _ = v_conn.recv()
+            wire = moved_w / t_w / 1e9
         # Both at once: the mover runs through the model's whole measurement.
-        v_conn.send(seconds * 2 + 4)
+        v_conn.send(("gpu", seconds * 2 + 4))
         time.sleep(1.0)
         m_conn.send(seconds)
         dec1, pre1 = m_conn.recv()
@@ -351,7 +367,7 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
         r = case_result(name, op, span, mem, flags, dec0, pre0, dec1, pre1, moved0 / t0 / 1e9,
                         moved1 / t1 / 1e9)
         r.update({"request_p50_ms": pct(lat0, 0.5) * 1e3,
-                  "cpu_s_per_gb": (c1 - c0) / (moved0 / 1e9),
+                  "cpu_s_per_gb": (c1 - c0) / (moved0 / 1e9), "wire_gbs": wire,
                   "gpu_mib": {n: gpu_mem.get(p.pid) for n, p in d.procs.items()}})
         return r
     finally:
@@ -381,19 +397,40 @@ def run_raw(d: "Daemons", model: Any, m_conn: Any, raw: RawMover, name: str, op:
     return r
 
 
+def ceiling(r: Dict[str, Any], cases: List[Dict[str, Any]]) -> str:
+    """The rate alone against its ceiling in the same run: the lower of the wire's (the same
+    spans between host memory at both ends) and the copy engines' (b10-gpubench's hammer at
+    that span size and direction, a raw row), where the run measured them."""
+    parts = []
+    wire = r.get("wire_gbs", float("nan"))
+    if wire == wire:
+        parts.append(("wire", wire))
+    for c in cases:
+        if ("error" not in c and c["mover_mem"].startswith("raw:") and c["op"] == r["op"]
+                and c["span"] == r["span"]):
+            parts.append(("copy engines", c["rate_alone_gbs"]))
+            break
+    if not parts or r["mover_mem"].startswith("raw:"):
+        return "–"
+    name, low = min(parts, key=lambda p: p[1])
+    return (f"{r['rate_alone_gbs'] / low:.2f} of {low:.2f} ({name}; "
+            + ", ".join(f"{n} {v:.2f}" for n, v in parts) + ")")
+
+
 def markdown(runs: List[tuple]) -> str:
     """The results table: (label, results JSON path) for each run, its cases as rows."""
     rows = ["| layout | case | flags | decode p50 / p99 × alone (alone ms) | prefill p50 × | "
-            "transfer GB/s meanwhile / alone (×) | daemons' core-s per GB | daemon GPU MiB "
-            "(empty context) |", "|---|---|---|---|---|---|---|---|"]
+            "transfer GB/s meanwhile / alone (×) | alone ÷ ceiling (GB/s) | daemons' core-s per GB | "
+            "daemon GPU MiB (empty context) |", "|---|---|---|---|---|---|---|---|---|"]
     for label, path in runs:
         res = json.loads(Path(path).read_text())
         empty = res.get("empty_context_mib")
         for r in res["cases"]:
             if "error" in r:
-                rows.append(f"| {label} | {r['case']} | | failed: {r['error'][:80]} | | | | |")
+                rows.append(f"| {label} | {r['case']} | | failed: {r['error'][:80]} | | | | | |")
                 continue
-            mib = "/".join(str(v) for v in r["gpu_mib"].values()) or "no daemon"
+            mib = "/".join(str(v) for v in r["gpu_mib"].values() if v is not None) or (
+                "no daemon" if r["mover_mem"].startswith("raw:") else "not shown")
             cpu = r["cpu_s_per_gb"]
             cpu = f"{cpu:.2f}" if cpu == cpu else "–"   # NaN: no daemon moved it
             rows.append(
@@ -401,7 +438,7 @@ def markdown(runs: List[tuple]) -> str:
                 f"{' '.join(r['flags']) or 'defaults'} | {r['decode_p50_x']:.2f} / "
                 f"{r['decode_p99_x']:.2f} ({r['decode_alone_ms'][0]:.3f}) | {r['prefill_p50_x']:.2f} | "
                 f"{r['rate_during_gbs']:.2f} / {r['rate_alone_gbs']:.2f} ({r['rate_x']:.2f}) | "
-                f"{cpu} | {mib} ({empty}) |")
+                f"{ceiling(r, res['cases'])} | {cpu} | {mib} ({empty}) |")
     return "\n".join(rows) + "\n"
 
 
@@ -413,10 +450,18 @@ def main() -> int:
     build, out = Path(sys.argv[1]).resolve(), Path(sys.argv[2])
     names = [n for n in CASES if n not in EXTRA]
     seconds = 3.0
+    keep: Optional[Path] = None
     args = sys.argv[3:]
     while args:
         if args[0] == "--cases":
             names = args[1].split(",")
+            args = args[2:]
+        elif args[0] == "--daemon-flags":   # more flags for every case's daemons
+            more = args[1].split()
+            CASES.update({n: c[:3] + (c[3] + more,) for n, c in CASES.items()})
+            args = args[2:]
+        elif args[0] == "--keep":   # a folder for each case's daemon logs
+            keep = Path(args[1])
             args = args[2:]
         elif args[0] == "--seconds":
             seconds = float(args[1])
@@ -439,13 +484,17 @@ def main() -> int:
                     if f.exists():
                         r[f"log_{n}"] = f.read_text()[-1500:]
             results["cases"].append(r)
+            if keep is not None:
+                keep.mkdir(parents=True, exist_ok=True)
+                for log in case_dir.glob("*.log"):
+                    (keep / f"{name}-{log.name}").write_bytes(log.read_bytes())
             if "error" in r:
                 print(f"{name}: FAILED {r['error']}", flush=True)
             else:
                 print(f"{name}: decode p50 {r['decode_p50_x']:.2f} x / p99 {r['decode_p99_x']:.2f} x "
                       f"({r['decode_alone_ms'][0]:.3f} ms alone), prefill {r['prefill_p50_x']:.2f} x; "
                       f"transfer {r['rate_during_gbs']:.2f} GB/s meanwhile, {r['rate_alone_gbs']:.2f} "
-                      f"alone ({r['rate_x']:.2f} x); daemons {r['cpu_s_per_gb']:.2f} core-s/GB; "
+                      f"alone ({r['rate_x']:.2f} x), wire {r.get('wire_gbs', float('nan')):.2f}; daemons {r['cpu_s_per_gb']:.2f} core-s/GB; "
                       f"GPU MiB {r['gpu_mib']}", flush=True)
             out.write_text(json.dumps(results, indent=1))
     return 0
