@@ -189,6 +189,12 @@ $(BUILD)/tests/test-copy: UNIT_LDFLAGS := $(foreach f,present kernels one_submis
 # test-xfer watches the failure funnel retire ids and cancel wire operations.
 $(BUILD)/tests/test-xfer: UNIT_LDFLAGS := -Wl,--wrap=quarantine_add -Wl,--wrap=wire_cancel \
 	-Wl,--wrap=tags_quarantine
+# test-session drives session.c as a rank and as the engine do: the client socket, the UCX
+# address, the mapping of memory, remote daemons and the engine's entry points are its fakes.
+$(BUILD)/tests/test-session: UNIT_LDFLAGS := $(foreach f,ipc_send ipc_send_notice ipc_notice_bytes \
+	ipc_conn_take_fd ipc_conn_resume wire_address mem_region_open peer_get peer_ref peer_unref \
+	peer_ensure_link xfer_fail xfer_cancel xfer_forget_rank xfer_settle_forget ask_detach,\
+	-Wl,--wrap=$(f))
 
 # Integration test programs are clients of libb10 (or raw speakers of its protocols).
 $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)
