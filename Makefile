@@ -5,6 +5,7 @@
 #   make check      unit, integration and fault tests, then again under ASan+UBSan
 #                   (T=NAME: one of them: test-plan, integ/restart, python/test_x)
 #   make check-stress  the plain build's tests with two busy loops beside them
+#   make coverage  the unit tests' line coverage of daemon/, per file and in all (build/cov)
 #   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
 #   make fuzz-ucx   UCX's own wire, fuzzed against a keyed daemon (S=seconds)
 #   make python-wheel  the b10 package with libb10 inside, into build/python
@@ -109,11 +110,11 @@ ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAU
 
 # Keep intermediate objects and generated code: otherwise make deletes and rebuilds them every run.
 .SECONDARY:
-.PHONY: all deps deps-test demo check check-stress fuzz-ucx check-run check-san bench install uninstall clean help python-wheel
+.PHONY: all deps deps-test demo check check-stress coverage fuzz-ucx check-run check-san bench install uninstall clean help python-wheel
 all: $(ALL)
 
 help:
-	@sed -n '1,13p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,14p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	$(Q)sh scripts/deps.sh
@@ -189,6 +190,12 @@ $(BUILD)/tests/test-copy: UNIT_LDFLAGS := $(foreach f,present kernels one_submis
 # test-xfer watches the failure funnel retire ids and cancel wire operations.
 $(BUILD)/tests/test-xfer: UNIT_LDFLAGS := -Wl,--wrap=quarantine_add -Wl,--wrap=wire_cancel \
 	-Wl,--wrap=tags_quarantine
+# test-session drives session.c as a rank and as the engine do: the client socket, the UCX
+# address, the mapping of memory, remote daemons and the engine's entry points are its fakes.
+$(BUILD)/tests/test-session: UNIT_LDFLAGS := $(foreach f,ipc_send ipc_send_notice ipc_notice_bytes \
+	ipc_conn_take_fd ipc_conn_resume wire_address mem_region_open peer_get peer_ref peer_unref \
+	peer_ensure_link xfer_fail xfer_cancel xfer_forget_rank xfer_settle_forget ask_detach,\
+	-Wl,--wrap=$(f))
 
 # Integration test programs are clients of libb10 (or raw speakers of its protocols).
 $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)
@@ -225,6 +232,16 @@ check: deps-test
 check-stress: deps-test
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)B10_CHECK_HOG=2 B10_CHECK_ONLY=$(T) sh scripts/check.sh build
+
+# What the unit tests run of the daemon: the daemon and tests/unit built with gcov's
+# counters (-O0, so that a line is a line) into a folder of their own, the tests run
+# once, and the lines run printed per file of daemon/, per folder and in all.
+COV_BUILD := build/cov
+coverage: deps
+	$(Q)$(MAKE) --no-print-directory SAN=0 BUILD=$(COV_BUILD) OPT='-O0 -g --coverage' \
+		EXTRA_LDFLAGS=--coverage $(COV_BUILD)/bin/b10d \
+		$(patsubst tests/unit/%.c,$(COV_BUILD)/tests/%,$(UNIT_SRCS))
+	$(Q)sh scripts/coverage.sh $(COV_BUILD)
 
 # UCX's own wire, fuzzed (tests/fuzz/ucx-wire.py): not part of check, since no UCX at hand
 # survives it yet (README, "Security model"). S: seconds.
