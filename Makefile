@@ -190,6 +190,12 @@ $(BUILD)/tests/test-copy: UNIT_LDFLAGS := $(foreach f,present kernels one_submis
 $(BUILD)/tests/test-xfer: UNIT_LDFLAGS := -Wl,--wrap=quarantine_add -Wl,--wrap=wire_cancel \
 	-Wl,--wrap=tags_quarantine
 
+# The link rooms' tests run on a wire of fakes and count what the quarantine is given
+# (tests/unit/peer-fixture.h).
+PEER_WRAPS := $(foreach f,ep_create ep_close ep_set_user ep_transports ep_lanes address send_owned,\
+	-Wl,--wrap=wire_$(f)) -Wl,--wrap=quarantine_add -Wl,--wrap=staging_view_bytes
+$(addprefix $(BUILD)/tests/,test-peer test-peer-hello test-peer-liveness): UNIT_LDFLAGS := $(PEER_WRAPS)
+
 # Integration test programs are clients of libb10 (or raw speakers of its protocols).
 $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)
 	$(call say,LD,$@)
