@@ -197,6 +197,12 @@ $(BUILD)/tests/test-session: UNIT_LDFLAGS := $(foreach f,ipc_send ipc_send_notic
 	peer_ensure_link xfer_fail xfer_cancel xfer_forget_rank xfer_settle_forget ask_detach,\
 	-Wl,--wrap=$(f))
 
+# The link rooms' tests run on a wire of fakes and count what the quarantine is given
+# (tests/unit/peer-fixture.h).
+PEER_WRAPS := $(foreach f,ep_create ep_close ep_set_user ep_transports ep_lanes address send_owned,\
+	-Wl,--wrap=wire_$(f)) -Wl,--wrap=quarantine_add -Wl,--wrap=staging_view_bytes
+$(addprefix $(BUILD)/tests/,test-peer test-peer-hello test-peer-liveness): UNIT_LDFLAGS := $(PEER_WRAPS)
+
 # Integration test programs are clients of libb10 (or raw speakers of its protocols).
 $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)
 	$(call say,LD,$@)

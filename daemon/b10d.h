@@ -16,6 +16,9 @@
  *    │     └── struct lane ×N           a worker on a thread of its own, for DATA
  *    ├── struct peer ×N                 remote daemons by name: endpoint, links and their
  *    │                                  keys, their share of this daemon (peer.c)
+ *    ├── struct peer_handshakes         HELLOs answered, waiting; their budget (peer-hello.c)
+ *    ├── struct peer_dispatch           where a link's messages go up (peer-dispatch.c)
+ *    ├── struct peer_liveness           heartbeats, the stall clock (peer-liveness.c)
  *    ├── struct auth_keyring            the cluster keys held (auth.c: libsodium's room)
  *    ├── struct xfer ×N                 every transfer, both roles (xfer.c), each holding
  *    │                                  a struct plan (plan.c) and staging views
@@ -46,6 +49,9 @@
 #include "ids.h"
 #include "list.h"
 #include "log.h"
+#include "peer-dispatch.h"
+#include "peer-hello.h"
+#include "peer-liveness.h"
 #include "stats.h"
 #include "b10/b10.h"
 
@@ -94,7 +100,6 @@ struct stats {
     uint64_t cpu_us;                /* the daemon's CPU time, all threads (read when asked) */
 };
 
-struct peer_hooks;
 struct metrics;
 struct rank_ops;
 struct gpu_hooks;
@@ -125,25 +130,17 @@ struct b10d {
     struct list peers;              /* struct peer.node */
     uint32_t npeers;
     /*
-     * Trust between daemons (peer.c, auth.h): the keys this daemon holds (the
-     * first seals its HELLOs and descriptors), the handshakes it answered and
-     * waits to see confirmed, the MACs of recent HELLOs, and the HELLO budget.
+     * Trust between daemons (auth.h): the keys this daemon holds (the first
+     * seals its HELLOs and descriptors; peer-hello.c loads them).
      */
     struct auth_keyring keys;
-    struct list pending;            /* struct peer_pending.node */
-    uint32_t npending;
-    struct auth_seen *seen;
-    double hello_tokens;            /* --max-hellos-per-s, a token bucket */
-    uint64_t hello_tokens_ms;
-    uint64_t unauth_log_ms;         /* refusals of strangers log at most once a second */
-    uint64_t stale_log_ms;          /* ... and stray messages */
-    uint64_t unbound_inflight;      /* HELLO and heartbeat bytes being received (peer.c) */
     uint64_t control_held;          /* CONTROL bytes admitted transfers hold, all peers together */
-    uv_timer_t peer_sweep;          /* pending handshakes expire, idle peers go */
-    const struct peer_hooks *peer_hooks;    /* b10d.c's: where a link's messages go up */
+    /* The link rooms' own state (peer-int.h tells the rooms). */
+    struct peer_handshakes handshakes;  /* peer-hello.c: handshakes answered, HELLO budget, sweep */
+    struct peer_dispatch dispatch;      /* peer-dispatch.c: where a link's messages go up */
+    struct peer_liveness liveness;      /* peer-liveness.c: heartbeats, silence, stalls */
     const struct rank_ops *rank_ops;        /* session.c's: what the engine asks of ranks */
     const struct gpu_hooks *gpu_hooks;      /* copy.c's: where the GPU room hands parts back */
-    bool peer_sweep_on;
     struct list xfers;              /* struct xfer.node: every live transfer */
     uint32_t nxfers;
     struct list settling;           /* struct xfer.node: failed, news waiting for copies to end */
@@ -155,10 +152,6 @@ struct b10d {
     struct list copies_inline;
     uv_idle_t copies_idle;
     bool copies_inline_on;
-
-    uv_timer_t liveness;            /* peer heartbeats and silence checks (peer.c) */
-    uint64_t liveness_tick_ms;      /* when it last ran: a late tick means this daemon stalled */
-    bool liveness_on;
 
     struct stats stats;
     struct stats_hists hists;       /* fed where transfers end (xfer-*.c), read by admin.c */

@@ -10,7 +10,8 @@ call from one room to a function another room defines, and reports
 
   - upward calls: a room calling one of a higher layer, with the functions called;
   - circles: rooms that reach each other through calls (strongly connected), with the xfer
-    files counted as one package, since they share xfer-int.h.
+    files counted as one package, since they share xfer-int.h, and the peer files likewise
+    (peer-int.h).
 
     python3 scripts/layers.py            the report
     python3 scripts/layers.py --check    also compare with scripts/layers.baseline: exit 1 on
@@ -43,8 +44,8 @@ LAYERS: Dict[str, int] = {
     # 2: memory and copies, and the node's registries keyed with auth's hash
     "mem": 2, "dram": 2, "procmem": 2, "staging": 2, "copy": 2, "quarantine": 2,
     "tags": 2, "names": 2,
-    # 3: remote daemons
-    "peer": 3,
+    # 3: remote daemons: the table and links, the handshake, liveness, what arrives
+    "peer": 3, "peer-hello": 3, "peer-liveness": 3, "peer-dispatch": 3,
     # 4: the transfer engine
     "xfer": 4, "xfer-send": 4, "xfer-recv": 4, "xfer-read": 4, "xfer-local": 4,
     "xfer-trace": 4, "ask": 4, "access": 4,
@@ -53,7 +54,8 @@ LAYERS: Dict[str, int] = {
     # 6: the daemon as a whole
     "b10d": 6, "main": 6,
 }
-PACKAGES = {r: "xfer" for r in LAYERS if r.startswith("xfer")}
+# Rooms that share an internal header count as one package: xfer-int.h, peer-int.h.
+PACKAGES = {r: p for r in LAYERS for p in ("xfer", "peer") if r == p or r.startswith(p + "-")}
 # The folder of daemon/ each layer's rooms live in: the tree shows the layers.
 FOLDERS = {0: "base", 1: "io", 2: "mem", 3: "link", 4: "engine", 5: "node", 6: ""}
 

@@ -188,9 +188,9 @@ void auth_ack_tags(const struct auth_key *key, uint64_t sender_id, uint64_t rece
 /*
  * The MACs of recent handshake messages, to drop an exact replay before it
  * costs an endpoint: 1024 sets of 4, the oldest of a set making room. Fixed
- * size: an old replay may pass here (peer.c drops those of a known daemon's
- * boot by their generation), and then opens nothing (the handshake needs
- * the key to finish).
+ * size: an old replay may pass here (peer-hello.c drops those of a known
+ * daemon's boot by their generation), and then opens nothing (the
+ * handshake needs the key to finish).
  */
 #define AUTH_SEEN_SETS 1024
 #define AUTH_SEEN_WAYS 4

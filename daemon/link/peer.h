@@ -76,8 +76,8 @@ struct link_user {
 };
 
 /*
- * What arrives on a link's control tag for the rooms above: peer.c opens and
- * checks each message, then hands it to these (installed by b10d.c).
+ * What arrives on a link's control tag for the rooms above: peer-dispatch.c
+ * opens and checks each message, then hands it to these (installed by b10d.c).
  */
 struct peer_hooks {
     void (*on_control)(struct peer *peer, const struct B10__Peer__Control *control, size_t length);
@@ -153,7 +153,7 @@ struct peer {
     uint64_t refused_log_ms;        /* its refusals log at most once a second */
     bool unchecked_said;            /* logged that its chunks come without checksums */
     double refusal_tokens;          /* control messages still to be read this second only to */
-    uint64_t refusal_tokens_ms;     /* be refused (peer.c: PEER_REFUSED_READS_PER_S) */
+    uint64_t refusal_tokens_ms;     /* be refused (peer-int.h: PEER_REFUSED_READS_PER_S) */
 
     struct list xfers;              /* struct link_user.node: every transfer using the peer */
     struct list asks;               /* struct link_user.node: questions waiting or asked */
@@ -168,13 +168,13 @@ struct peer_desc {
     size_t address_length;
 };
 
-/* The hooks wire.c calls. */
+/* The hooks wire.c calls (peer-dispatch.c). */
 void *peer_take_control(void *arg, uint64_t tag, size_t length);
 void peer_on_control(void *arg, void *cookie, uint64_t tag, void *buf, size_t length);
 void peer_on_ep_error(void *arg, void *ep_user, b10_status_t status);
 bool peer_on_data(void *arg, uint64_t tag, size_t length);
 
-/* Start and stop the peer room: the keys, the handshake state, the idle sweep. */
+/* Start and stop the link rooms: where messages go up, the keys, the handshakes, the sweep. */
 int peer_start(struct b10d *d, const struct peer_hooks *hooks);
 void peer_stop(struct b10d *d);
 
@@ -211,7 +211,7 @@ bool peer_link_live(const struct peer *peer, uint64_t gen);
 /*
  * Is this the entry of this daemon itself (its ranks loaded descriptors of
  * ranks of their own node)? Only this daemon opens links under its own
- * boot (peer_on_hello checks the nonce), so what comes by it is local.
+ * boot (peer_hello_on_hello checks the nonce), so what comes by it is local.
  */
 bool peer_is_self(const struct peer *peer);
 

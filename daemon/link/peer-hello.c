@@ -1,0 +1,721 @@
+/*
+ * peer-hello.c — the handshake (peer.h tells it; the link rooms: peer-int.h):
+ * opening a link with HELLO, answering one with HELLO_ACK, the handshakes
+ * answered and waiting for their confirmation, their sweep, the HELLO
+ * budget and its refusals, and the keys it all goes under.
+ */
+#include "peer-int.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "staging.h"
+#include "wire.h"
+
+/* Handshakes answered and waiting for their confirmation, all openers together. */
+#define PEER_MAX_PENDING 256
+
+static void peer_hello_on_ack(void *arg, b10_status_t status, size_t length);
+
+/* ---------------------------------------------------------------- strangers */
+
+void peer_hello_stranger(struct b10d *d, uint64_t *counter, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    peer_say_dropped(d, LOG_LEVEL_WARNING, &d->handshakes.stranger_log_ms, counter, fmt, ap);
+    va_end(ap);
+}
+
+/* ---------------------------------------------------------------- pending handshakes */
+
+void peer_hello_pending_free(struct peer_pending *p)
+{
+    if (p->ep != NULL)
+        wire_ep_close(p->ep);
+    list_remove(&p->node);
+    p->d->handshakes.npending--;
+    free(p->address);
+    free(p);
+}
+
+/* peer_hello_on_hello keeps one a sender boot. */
+struct peer_pending *peer_hello_pending_of(struct b10d *d, uint64_t daemon_id)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &d->handshakes.pending) {
+        struct peer_pending *p = list_entry(pos, struct peer_pending, node);
+        if (p->daemon_id == daemon_id)
+            return p;
+    }
+    return NULL;
+}
+
+struct peer_pending *peer_hello_pending_by_tag(struct b10d *d, uint64_t tag)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &d->handshakes.pending) {
+        struct peer_pending *p = list_entry(pos, struct peer_pending, node);
+        if (!p->refused && p->control_tag == tag)
+            return p;
+    }
+    return NULL;
+}
+
+struct peer_pending *peer_hello_pending_by_user(struct b10d *d, const void *user)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &d->handshakes.pending) {
+        struct peer_pending *p = list_entry(pos, struct peer_pending, node);
+        if (p == user)
+            return p;
+    }
+    return NULL;
+}
+
+struct peer *peer_hello_adopt(struct peer_pending *pend)
+{
+    struct b10d *d = pend->d;
+    struct peer *peer = peer_find_name(d, pend->name);
+    b10_status_t status = B10_OK;
+
+    if (peer != NULL && peer->daemon_id != pend->daemon_id)
+        status = peer_replace(peer, pend->daemon_id, pend->incarnation, pend->address,
+                              pend->address_length);
+    else if (peer == NULL)
+        status = peer_new(d, pend->name, pend->daemon_id, pend->incarnation, pend->address,
+                          pend->address_length, &peer);
+    if (status != B10_OK) {
+        log_warning("peer %s: its inbound link is dropped: %s", pend->name,
+                    status == B10_ERR_TOO_LARGE ? "no room for another peer (--max-peers)"
+                                                : b10_status_str(status));
+        peer_hello_pending_free(pend);
+        return NULL;
+    }
+    if (pend->ep != NULL) {
+        if (peer->ep == NULL) {
+            wire_ep_set_user(pend->ep, peer);
+            peer->ep = pend->ep;
+            log_info("peer %s: endpoint open, transport %s, %u data lanes", peer->name,
+                     wire_ep_transports(peer->ep), wire_ep_lanes(peer->ep));
+        } else {
+            wire_ep_close(pend->ep);
+        }
+        pend->ep = NULL;
+    }
+    if (peer->in_up) {
+        /* A new generation from the same daemon retires the old link and its transfers. */
+        uint64_t old = peer->in.tags.gen;
+        peer_retire_in(peer, B10_ERR_PEER_LOST);
+        peer_fail_work(peer, old, B10_ERR_PEER_LOST,
+                       "the sending daemon reconnected with a new generation");
+    }
+    int rc = tags_register(d->tags, pend->control_tag, peer);
+    if (rc != 0) {
+        log_warning("peer %s: inbound link's control tag %016" PRIx64 ": %s", peer->name,
+                    pend->control_tag, tags_strerror(rc));
+        peer_hello_pending_free(pend);
+        return NULL;
+    }
+    peer->in = pend->link;
+    peer->in_control_tag = pend->control_tag;
+    peer->in_up = true;
+    if (pend->gen > peer->hello_gen_seen)
+        peer->hello_gen_seen = pend->gen;
+    peer->counters.links++;
+    d->stats.links_up++;
+    peer_heard(peer);
+    log_info("peer %s: inbound link, generation %016" PRIx64, peer->name, peer->in.tags.gen);
+    peer_hello_pending_free(pend);
+    return peer;
+}
+
+/* ---------------------------------------------------------------- the handshake: opening */
+
+static void peer_hello_on_connect_timeout(uv_timer_t *timer)
+{
+    struct peer *peer = timer->data;
+    char detail[160];
+
+    snprintf(detail, sizeof(detail), "remote daemon %s did not answer HELLO within %u ms (does it "
+             "hold this cluster's key?)", peer->name, peer->d->cfg.connect_timeout_ms);
+    peer_lost(peer, B10_ERR_PEER_UNREACHABLE, detail);
+}
+
+/*
+ * One handshake's HELLO_ACK receive and its buffer. Each attempt has its own:
+ * a receive of an attempt given up may still complete (cancelled, or with
+ * what raced the cancel) after the next attempt posted, and must neither
+ * write into the next one's buffer nor be taken for its answer.
+ */
+struct peer_ack {
+    struct peer *peer;
+    uint8_t buf[HELLO_ACK_MAX_BYTES];
+};
+
+static int peer_hello_post_ack(struct peer *peer)
+{
+    if (wire_recv(peer->d->wire, peer->ack_tag, peer->ack->buf, sizeof(peer->ack->buf), NULL,
+                  peer_hello_on_ack, peer->ack, &peer->ack_op) != 0)
+        return -1;
+    peer->acks_out++;
+    return 0;
+}
+
+/* The attempt's receive is done with: its buffer goes (a later completion of it finds no peer->ack). */
+void peer_hello_drop_ack(struct peer *peer)
+{
+    if (peer->ack_op != NULL)
+        wire_cancel(peer->d->wire, peer->ack_op);
+    else
+        free(peer->ack);
+    peer->ack = NULL;
+}
+
+/* The link is up at both ends once a message under its keys reached the other: say so now. */
+static void peer_hello_send_confirm(struct peer *peer)
+{
+    B10__Peer__Confirm confirm = B10__PEER__CONFIRM__INIT;
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+
+    confirm.gen = peer->out.tags.gen;
+    msg.body_case = B10__PEER__MSG__BODY_CONFIRM;
+    msg.confirm = &confirm;
+    if (peer_send(peer, peer->out.tags.gen, tags_derive(&peer->out.tags, 0, 0, TAG_KIND_CONTROL),
+                  &msg.base) != 0)
+        log_debug("peer %s: could not send CONFIRM", peer->name);
+}
+
+static void peer_hello_on_ack(void *arg, b10_status_t status, size_t length)
+{
+    struct peer_ack *pa = arg;
+    struct peer *peer = pa->peer;
+    struct b10d *d = peer->d;
+    struct auth_header hdr;
+    struct hello_ack ack;
+    const uint8_t *payload;
+    size_t payload_length;
+    char detail[256];
+
+    peer->acks_out--;
+    if (pa != peer->ack) {
+        free(pa);   /* an attempt given up: whoever gave it up failed what waited */
+        return;
+    }
+    peer->ack_op = NULL;
+    if (status == B10_ERR_CANCELLED || peer->state != PEER_CONNECTING) {
+        peer_hello_drop_ack(peer);
+        return;
+    }
+    if (status != B10_OK) {
+        snprintf(detail, sizeof(detail), "HELLO_ACK failed: %s", b10_status_str(status));
+        peer_lost(peer, status == B10_ERR_PEER_PROTOCOL ? status : B10_ERR_PEER_UNREACHABLE, detail);
+        return;
+    }
+    /*
+     * What is not the answer to our HELLO, from the daemon we asked, changes
+     * nothing: dropped, counted, and the real answer still awaited. That
+     * covers what does not open, and what a holder of the key sends that
+     * answers another HELLO or comes from another daemon (one that saw our
+     * HELLO go by could answer it, or reflect it to us, which we refuse).
+     */
+    enum auth_result r = auth_open(peer->out_key, AUTH_KIND_HELLO_ACK, pa->buf, length, &payload,
+                                   &payload_length);
+    b10_status_t decoded = B10_ERR_PEER_PROTOCOL;
+    ack.identified = false;
+    if (r == AUTH_OK && auth_peek(pa->buf, length, &hdr) == 0 && hdr.receiver_id == d->daemon_id)
+        decoded = hello_decode_ack(payload, payload_length, &hdr, &ack, detail, sizeof(detail));
+    bool ours = r == AUTH_OK && ack.identified &&
+                ack.gen == peer->out.tags.gen &&
+                auth_equal(ack.opener_nonce, peer->out_nonce, AUTH_NONCE_BYTES) &&
+                ack.daemon_id == peer->daemon_id && strcmp(ack.name, peer->name) == 0;
+    if (!ours) {
+        if (r == AUTH_OK)
+            log_warning("peer %s: dropping a HELLO_ACK that is not the answer to its HELLO%s%s",
+                        peer->name, decoded != B10_OK ? ": " : "", decoded != B10_OK ? detail : "");
+        peer_count_unopened(peer, r == AUTH_OK ? AUTH_MALFORMED : r);
+        if (peer_hello_post_ack(peer) != 0)
+            peer_lost(peer, B10_ERR_PEER_UNREACHABLE, "cannot post the HELLO_ACK receive again");
+        return;
+    }
+    peer_hello_drop_ack(peer);
+    if (decoded != B10_OK) {
+        /* The daemon asked, answering our HELLO with what no daemon may say (its limits). */
+        d->stats.peer_protocol_errors++;
+        peer_lost(peer, B10_ERR_PEER_PROTOCOL, detail);
+        return;
+    }
+    if (ack.status != B10_OK) {
+        b10_status_t why = ack.status;
+        snprintf(detail, sizeof(detail), "remote daemon refused the link: %.200s", ack.detail);
+        if (b10_status_action(why) == B10_ACTION_NONE)
+            why = B10_ERR_PEER_PROTOCOL;
+        peer_lost(peer, why, detail);
+        return;
+    }
+    if (ack.incarnation != peer->incarnation) {
+        snprintf(detail, sizeof(detail), "HELLO_ACK from boot %" PRIu64 " of daemon %s, not boot %"
+                 PRIu64 " that the descriptor names", ack.incarnation, peer->name, peer->incarnation);
+        d->stats.peer_protocol_errors++;
+        peer_lost(peer, B10_ERR_PEER_PROTOCOL, detail);
+        return;
+    }
+    uv_timer_stop(&peer->connect_timer);
+    tags_unregister(d->tags, peer->ack_tag);
+    auth_link_derive(peer->out_key, d->daemon_id, peer->daemon_id, peer->out.tags.gen,
+                     peer->out_nonce, ack.nonce, true, &peer->out);
+    peer->max_chunk = ack.max_chunk;
+    peer->max_control = ack.max_control;
+    peer->max_pieces = ack.max_pieces;
+    peer->state = PEER_UP;
+    peer->counters.links++;
+    d->stats.links_up++;
+    peer_heard(peer);
+    peer_hello_send_confirm(peer);
+    log_info("peer %s: link up, generation %016" PRIx64 ", transport %s", peer->name,
+             peer->out.tags.gen, wire_ep_transports(peer->ep));
+
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &peer->waiting) {
+        struct link_user *u = list_entry(pos, struct link_user, node);
+        list_remove(&u->node);
+        list_insert_tail(&peer->xfers, &u->node);
+        u->ops->up(u);
+    }
+    list_for_each_safe(pos, tmp, &peer->asks) {
+        struct link_user *u = list_entry(pos, struct link_user, node);
+        if (u->unsent)
+            u->ops->up(u);
+    }
+}
+
+/* Seal and send a handshake message (HELLO or HELLO_ACK) under key. */
+static int peer_hello_send_msg(struct b10d *d, struct wire_ep *ep, const struct auth_key *key,
+                               enum auth_kind kind, uint64_t receiver_id, uint64_t tag,
+                               const B10__Peer__Msg *msg)
+{
+    size_t length = b10__peer__msg__get_packed_size(msg);
+    uint8_t *buf = malloc(AUTH_OVERHEAD + length);
+
+    if (ep == NULL || buf == NULL) {
+        free(buf);
+        return -1;
+    }
+    b10__peer__msg__pack(msg, buf + AUTH_HEADER_BYTES);
+    auth_seal(key, kind, d->daemon_id, receiver_id, buf, length);
+    return wire_send_owned(ep, tag, buf, AUTH_OVERHEAD + length);
+}
+
+b10_status_t peer_hello_connect(struct peer *peer)
+{
+    struct b10d *d = peer->d;
+    const struct auth_key *key = &d->keys.keys[0];
+    struct tag_link ack;
+    const void *addr;
+    size_t addr_len;
+
+    if (peer_ensure_ep(peer) != 0)
+        return B10_ERR_PEER_UNREACHABLE;
+    memset(&peer->out, 0, sizeof(peer->out));
+    peer->out.tags.sender_id = d->daemon_id;
+    peer->out.tags.receiver_id = peer->daemon_id;
+    peer->out.tags.gen = ids_new_generation(&d->ids);
+    peer->out_key = key;
+    auth_random(peer->out_nonce, sizeof(peer->out_nonce));
+    auth_ack_tags(key, d->daemon_id, peer->daemon_id, peer->out.tags.gen, peer->out_nonce, &ack);
+    peer->ack_tag = tags_derive(&ack, 0, 0, TAG_KIND_HELLO_ACK);
+    int rc = tags_register(d->tags, peer->ack_tag, peer);
+    if (rc != 0) {
+        log_warning("peer %s: HELLO_ACK tag: %s", peer->name, tags_strerror(rc));
+        return tags_status(rc);
+    }
+    if ((peer->ack = calloc(1, sizeof(*peer->ack))) == NULL) {
+        tags_unregister(d->tags, peer->ack_tag);
+        return B10_ERR_NO_MEMORY;
+    }
+    peer->ack->peer = peer;
+    if (peer_hello_post_ack(peer) != 0) {
+        peer_hello_drop_ack(peer);
+        tags_unregister(d->tags, peer->ack_tag);
+        return B10_ERR_PEER_UNREACHABLE;
+    }
+    peer->state = PEER_CONNECTING;
+
+    wire_address(d->wire, &addr, &addr_len);
+    B10__Peer__Hello hello = B10__PEER__HELLO__INIT;
+    hello.version = B10_PEER_PROTOCOL_VERSION;
+    hello.daemon_id = d->daemon_id;
+    hello.to_daemon_id = peer->daemon_id;
+    hello.gen = peer->out.tags.gen;
+    hello.nonce = (ProtobufCBinaryData){ sizeof(peer->out_nonce), peer->out_nonce };
+    hello.worker_address = (ProtobufCBinaryData){ addr_len, (uint8_t *)addr };
+    hello.name = d->cfg.name;
+    hello.incarnation = d->incarnation;
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    msg.body_case = B10__PEER__MSG__BODY_HELLO;
+    msg.hello = &hello;
+    if (peer_hello_send_msg(d, peer->ep, key, AUTH_KIND_HELLO, peer->daemon_id, TAG_HELLO, &msg) != 0) {
+        peer_retire_out(peer, B10_ERR_PEER_UNREACHABLE);
+        return B10_ERR_PEER_UNREACHABLE;
+    }
+    uv_timer_start(&peer->connect_timer, peer_hello_on_connect_timeout, d->cfg.connect_timeout_ms, 0);
+    log_debug("peer %s: HELLO sent, generation %016" PRIx64 ", key %016" PRIx64, peer->name,
+              peer->out.tags.gen, key->id);
+    return B10_OK;
+}
+
+
+/* ---------------------------------------------------------------- the handshake: answering */
+
+/* HELLOs answered, all openers together: a token bucket of one second's worth. */
+static bool peer_hello_budget(struct b10d *d)
+{
+    uint64_t now = d->now_ms(d);
+    double rate = d->cfg.max_hellos_per_s;
+
+    d->handshakes.tokens += (double)(now - d->handshakes.tokens_ms) * rate / 1000.0;
+    if (d->handshakes.tokens > rate)
+        d->handshakes.tokens = rate;
+    d->handshakes.tokens_ms = now;
+    if (d->handshakes.tokens < 1.0)
+        return false;
+    d->handshakes.tokens -= 1.0;
+    return true;
+}
+
+/* Answer a HELLO on ep: acceptance (nonce is ours for the link) or a refusal (nonce NULL). */
+static void peer_hello_send_ack(struct b10d *d, struct wire_ep *ep, const struct auth_key *key,
+                                const struct hello *h, const uint8_t *nonce, b10_status_t status,
+                                const char *detail)
+{
+    B10__Peer__HelloAck ack = B10__PEER__HELLO_ACK__INIT;
+    B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    struct tag_link tags;
+
+    ack.version = B10_PEER_PROTOCOL_VERSION;
+    ack.daemon_id = d->daemon_id;
+    ack.gen = h->gen;
+    ack.status = (B10__Status)status;
+    ack.detail = (char *)detail;
+    ack.opener_nonce = (ProtobufCBinaryData){ AUTH_NONCE_BYTES, (uint8_t *)h->nonce };
+    ack.name = d->cfg.name;
+    ack.incarnation = d->incarnation;
+    if (nonce != NULL) {
+        ack.nonce = (ProtobufCBinaryData){ AUTH_NONCE_BYTES, (uint8_t *)nonce };
+        ack.max_chunk_bytes = staging_view_bytes(d->staging);
+        ack.max_control_bytes = d->cfg.max_control_bytes;
+        ack.max_pieces = d->cfg.max_control_bytes / 16;
+    }
+    msg.body_case = B10__PEER__MSG__BODY_HELLO_ACK;
+    msg.hello_ack = &ack;
+    auth_ack_tags(key, h->daemon_id, d->daemon_id, h->gen, h->nonce, &tags);
+    if (peer_hello_send_msg(d, ep, key, AUTH_KIND_HELLO_ACK, h->daemon_id,
+                            tags_derive(&tags, 0, 0, TAG_KIND_HELLO_ACK), &msg) != 0)
+        log_warning("peer %s: could not send HELLO_ACK", h->name);
+}
+
+/* Why a HELLO that authenticated is still refused, or NULL. */
+static const char *peer_hello_refusal(struct b10d *d, const struct hello *h, const struct peer *known,
+                                      b10_status_t *status_p, char *detail, size_t detail_len)
+{
+    if (h->incarnation > peer_incarnation_bound(d)) {
+        *status_p = B10_ERR_PEER_PROTOCOL;
+        snprintf(detail, detail_len, "its boot %" PRIu64 " lies more than a day ahead of this "
+                 "daemon's clock", h->incarnation);
+        return detail;
+    }
+    if (strcmp(h->name, d->cfg.name) == 0 && h->daemon_id != d->daemon_id) {
+        *status_p = B10_ERR_PEER_PROTOCOL;
+        snprintf(detail, detail_len, "daemon %016" PRIx64 " is named '%s' as this one is: every "
+                 "node's b10d needs a name of its own (--name)", h->daemon_id, h->name);
+        return detail;
+    }
+    if (known == NULL && d->npeers >= d->cfg.max_peers) {
+        struct list *pos, *tmp;
+        bool room = false;
+        list_for_each_safe(pos, tmp, &d->peers)
+            room |= !peer_in_use(list_entry(pos, struct peer, node));
+        if (!room) {
+            *status_p = B10_ERR_TOO_LARGE;
+            snprintf(detail, detail_len, "no room for another peer (--max-peers %u)", d->cfg.max_peers);
+            return detail;
+        }
+    }
+    if (known != NULL && known->daemon_id != h->daemon_id && h->incarnation < known->incarnation &&
+        peer_has_link(known)) {
+        *status_p = B10_ERR_PEER_LOST;
+        snprintf(detail, detail_len, "a later boot of daemon %s is linked already", h->name);
+        return detail;
+    }
+    return NULL;
+}
+
+
+/*
+ * A HELLO: nothing of it is read before its envelope opened under a key
+ * this daemon holds; it must be for this boot of this daemon (a HELLO
+ * recorded on its way elsewhere, or reflected back to its opener, is not),
+ * and newer than any link its opener's boot opened here or has pending:
+ * generations only grow within a boot, so a replay, however old, is
+ * dropped before it costs the HELLO budget, an endpoint or a slot. Only
+ * then is an endpoint made to its address, to answer. The link it asks for
+ * waits as pending (above).
+ */
+void peer_hello_on_hello(struct b10d *d, const uint8_t *buf, size_t length)
+{
+    struct auth_header hdr;
+    const struct auth_key *key;
+    const uint8_t *payload;
+    size_t payload_length;
+    B10__Peer__Msg *msg = NULL;
+    struct hello h;
+    char detail[256];
+
+    if (auth_peek(buf, length, &hdr) != 0 || hdr.kind != AUTH_KIND_HELLO) {
+        peer_hello_stranger(d, &d->stats.hellos_unauthenticated, "dropping a HELLO that is no envelope");
+        return;
+    }
+    if ((key = auth_keyring_find(&d->keys, hdr.key_id)) == NULL) {
+        peer_hello_stranger(d, &d->stats.hellos_unauthenticated,
+                            "dropping a HELLO from %016" PRIx64 " under key %016" PRIx64 ", which this "
+                            "daemon does not hold%s", hdr.sender_id, hdr.key_id,
+                            d->keys.keys[0].kind == AUTH_KEY_LOCAL ? " (it has no --cluster-key)" : "");
+        return;
+    }
+    if (auth_open(key, AUTH_KIND_HELLO, buf, length, &payload, &payload_length) != AUTH_OK) {
+        peer_hello_stranger(d, &d->stats.hellos_unauthenticated, "dropping a HELLO from %016" PRIx64
+                            " that does not authenticate under key %016" PRIx64, hdr.sender_id, key->id);
+        return;
+    }
+    if (hdr.receiver_id != d->daemon_id) {
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %016" PRIx64 " for daemon "
+                            "%016" PRIx64 ": not this boot (a stale descriptor, or a HELLO sent elsewhere "
+                            "and replayed here)", hdr.sender_id, hdr.receiver_id);
+        return;
+    }
+    if (auth_seen_check(d->handshakes.seen, buf, length)) {
+        peer_hello_stranger(d, &d->stats.hellos_replayed, "dropping a replayed HELLO from %016" PRIx64,
+                            hdr.sender_id);
+        return;
+    }
+    if (hello_decode(payload, payload_length, &hdr, &msg, &h, detail, sizeof(detail)) != B10_OK) {
+        d->stats.peer_protocol_errors++;
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %016" PRIx64 ": %s",
+                            hdr.sender_id, detail);
+        return;
+    }
+    struct peer *of_boot = peer_find(d, h.daemon_id);
+    struct peer_pending *earlier = peer_hello_pending_of(d, h.daemon_id);
+    if ((of_boot != NULL && h.gen <= of_boot->hello_gen_seen) || (earlier != NULL && h.gen <= earlier->gen)) {
+        peer_hello_stranger(d, &d->stats.hellos_replayed, "dropping a HELLO from %s for generation %016"
+                            PRIx64 ": not newer than its last (a replay)", h.name, h.gen);
+        goto out;
+    }
+    /*
+     * This daemon's own boot id opens a link here only in the HELLO this
+     * daemon sent itself, whose nonce never left the process: a key holder
+     * that claims it is refused, so a message on the link to itself is a
+     * local rank's (access.h), never a remote one posing as local.
+     */
+    if (h.daemon_id == d->daemon_id &&
+        (of_boot == NULL || !peer_is_self(of_boot) || of_boot->state != PEER_CONNECTING ||
+         h.gen != of_boot->out.tags.gen || !auth_equal(h.nonce, of_boot->out_nonce, AUTH_NONCE_BYTES))) {
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO that claims this daemon's own "
+                            "boot %016" PRIx64 " but is not the one it sent itself", h.daemon_id);
+        goto out;
+    }
+    if (!peer_hello_budget(d)) {
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: past "
+                            "--max-hellos-per-s %u", h.name, d->cfg.max_hellos_per_s);
+        goto out;
+    }
+    if (earlier != NULL)
+        peer_hello_pending_free(earlier);   /* its opener moved on to a newer generation */
+    if (d->handshakes.npending >= PEER_MAX_PENDING) {
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: %u handshakes are "
+                            "waiting already", h.name, d->handshakes.npending);
+        goto out;
+    }
+    struct peer_pending *pend = calloc(1, sizeof(*pend));
+    if (pend == NULL || (pend->address = malloc(h.address_length)) == NULL) {
+        free(pend);
+        log_err("no memory to answer a HELLO");
+        goto out;
+    }
+    pend->d = d;
+    snprintf(pend->name, sizeof(pend->name), "%s", h.name);
+    pend->daemon_id = h.daemon_id;
+    pend->incarnation = h.incarnation;
+    pend->gen = h.gen;
+    memcpy(pend->address, h.address, h.address_length);
+    pend->address_length = h.address_length;
+    pend->expires_ms = d->now_ms(d) + d->cfg.connect_timeout_ms;
+    list_insert_tail(&d->handshakes.pending, &pend->node);
+    d->handshakes.npending++;
+
+    /* The endpoint to answer on: the known peer's of this boot, or one made for the answer. */
+    struct peer *known = peer_find_name(d, h.name);
+    struct wire_ep *ep = NULL;
+    if (known != NULL && known->daemon_id == h.daemon_id && peer_ensure_ep(known) == 0)
+        ep = known->ep;
+    else if (wire_ep_create(d->wire, pend->address, pend->address_length, pend, &pend->ep) == 0)
+        ep = pend->ep;
+    if (ep == NULL) {
+        log_warning("peer %s: no endpoint to answer its HELLO", h.name);
+        peer_hello_pending_free(pend);
+        goto out;
+    }
+    b10_status_t status = B10_OK;
+    const char *why = peer_hello_refusal(d, &h, known, &status, detail, sizeof(detail));
+    if (why != NULL) {
+        pend->refused = true;
+        log_warning("peer %s: refusing its link: %s", h.name, why);
+        peer_hello_send_ack(d, ep, key, &h, NULL, status, why);
+        goto out;
+    }
+    uint8_t nonce[AUTH_NONCE_BYTES];
+    auth_random(nonce, sizeof(nonce));
+    auth_link_derive(key, h.daemon_id, d->daemon_id, h.gen, h.nonce, nonce, false, &pend->link);
+    pend->control_tag = tags_derive(&pend->link.tags, 0, 0, TAG_KIND_CONTROL);
+    peer_hello_send_ack(d, ep, key, &h, nonce, B10_OK, "");
+    /* Answered: a replay of it, even once its handshake expired unconfirmed, is dropped. */
+    if (of_boot != NULL && h.gen > of_boot->hello_gen_seen)
+        of_boot->hello_gen_seen = h.gen;
+    log_debug("peer %s: HELLO for generation %016" PRIx64 " answered, key %016" PRIx64, h.name,
+              h.gen, key->id);
+out:
+    b10__peer__msg__free_unpacked(msg, NULL);
+}
+
+/* ---------------------------------------------------------------- the sweep, start, stop */
+
+void peer_hello_sweep(struct b10d *d)
+{
+    uint64_t now = d->now_ms(d);
+    struct list *pos, *tmp;
+
+    list_for_each_safe(pos, tmp, &d->handshakes.pending) {
+        struct peer_pending *p = list_entry(pos, struct peer_pending, node);
+        if (p->expires_ms <= now) {
+            if (!p->refused)
+                log_info("peer %s: its handshake for generation %016" PRIx64 " was never confirmed "
+                         "(a replayed HELLO, or an opener that left)", p->name, p->gen);
+            peer_hello_pending_free(p);
+        }
+    }
+    peer_evict_idle(d, now);
+}
+
+static void peer_hello_on_sweep(uv_timer_t *timer)
+{
+    peer_hello_sweep(timer->data);
+}
+
+/* The keys: --cluster-key, else systemd's credential, else the default file, else none. */
+static int peer_hello_load_keys(struct b10d *d)
+{
+    struct config *cfg = &d->cfg;
+    struct auth_key key;
+    char path[512], err[512];
+    const char *creds = getenv("CREDENTIALS_DIRECTORY");
+    bool named = cfg->cluster_key[0] != '\0';
+
+    if (named)
+        snprintf(path, sizeof(path), "%s", cfg->cluster_key);
+    else if (creds != NULL && creds[0] != '\0')
+        snprintf(path, sizeof(path), "%s/%s", creds, CONFIG_KEY_CREDENTIAL);
+    else
+        snprintf(path, sizeof(path), "%s", CONFIG_KEY_FILE_DEFAULT);
+    if (named || access(path, F_OK) == 0) {
+        if (auth_key_load(path, &key, err, sizeof(err)) != 0) {
+            log_err("%s", err);
+            return -1;
+        }
+        auth_keyring_add(&d->keys, &key);
+        log_info("cluster key %016" PRIx64 " from %s", key.id, path);
+    }
+    if (cfg->cluster_key_next[0] != '\0') {
+        if (auth_key_load(cfg->cluster_key_next, &key, err, sizeof(err)) != 0) {
+            log_err("%s", err);
+            return -1;
+        }
+        if (d->keys.count == 0) {
+            log_err("--cluster-key-next needs a --cluster-key beside it");
+            return -1;
+        }
+        if (auth_keyring_add(&d->keys, &key) != 0) {
+            log_err("--cluster-key-next holds the same key as the cluster key");
+            return -1;
+        }
+        log_info("next cluster key %016" PRIx64 " from %s, accepted too", key.id, cfg->cluster_key_next);
+    }
+    if (cfg->insecure) {
+        auth_key_insecure(&key);
+        auth_keyring_add(&d->keys, &key);
+        log_warning("--insecure: daemons that prove nothing are accepted; anyone who reaches this "
+                    "daemon over the network can read and write every rank's registered memory");
+    }
+    if (d->keys.count == 0) {
+        auth_key_local(&key);
+        auth_keyring_add(&d->keys, &key);
+        log_warning("no cluster key (--cluster-key, or %s): remote daemons are refused, only this "
+                    "node's ranks are served", CONFIG_KEY_FILE_DEFAULT);
+    }
+    auth_key_wipe(&key);
+    if (auth_keyring_lock(&d->keys) != 0)
+        log_notice("the keys could not be locked in memory (RLIMIT_MEMLOCK): they may reach swap");
+    return 0;
+}
+
+int peer_hello_start(struct b10d *d)
+{
+    struct peer_handshakes *hs = &d->handshakes;
+
+    list_init(&hs->pending);
+    if (auth_init() != 0) {
+        log_err("libsodium could not start");
+        return -1;
+    }
+    if (peer_hello_load_keys(d) != 0)
+        return -1;
+    if ((hs->seen = calloc(1, sizeof(*hs->seen))) == NULL)
+        return -1;
+    hs->tokens = d->cfg.max_hellos_per_s;
+    hs->tokens_ms = d->now_ms(d);
+    uint64_t every = d->cfg.connect_timeout_ms / 4;
+    every = every < 50 ? 50 : every > 1000 ? 1000 : every;
+    uv_timer_init(d->loop, &hs->sweep);
+    hs->sweep.data = d;
+    uv_timer_start(&hs->sweep, peer_hello_on_sweep, every, every);
+    uv_unref((uv_handle_t *)&hs->sweep);
+    hs->sweep_on = true;
+    return 0;
+}
+
+void peer_hello_stop(struct b10d *d)
+{
+    if (d->handshakes.sweep_on) {
+        d->handshakes.sweep_on = false;
+        uv_close((uv_handle_t *)&d->handshakes.sweep, NULL);
+    }
+}
+
+void peer_hello_close(struct b10d *d)
+{
+    struct list *pending = &d->handshakes.pending;
+
+    if (pending->next != NULL)
+        while (!list_empty(pending))
+            peer_hello_pending_free(list_entry(pending->next, struct peer_pending, node));
+}
+
+void peer_hello_free(struct b10d *d)
+{
+    free(d->handshakes.seen);
+    d->handshakes.seen = NULL;
+}

@@ -1,0 +1,31 @@
+/*
+ * peer-hello.h — the handshake room's state (peer-hello.c), embedded in
+ * struct b10d: the handshakes this daemon answered and waits to see
+ * confirmed, the MACs of recent HELLOs, the HELLO budget and the sweep that
+ * expires what was never confirmed. Only the link rooms touch it; the rest
+ * of the daemon sees peer.h.
+ */
+#ifndef B10D_PEER_HELLO_H
+#define B10D_PEER_HELLO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "list.h"
+
+struct auth_seen;
+
+struct peer_handshakes {
+    struct list pending;            /* struct peer_pending.node (peer-int.h) */
+    uint32_t npending;
+    struct auth_seen *seen;         /* recent HELLOs' MACs: a replay of one is dropped */
+    double tokens;                  /* --max-hellos-per-s, a token bucket of one second */
+    uint64_t tokens_ms;             /* when it was last filled */
+    uint64_t stranger_log_ms;       /* what strangers send logs at most once a second */
+    uv_timer_t sweep;               /* pending handshakes expire, idle peers go */
+    bool sweep_on;
+};
+
+#endif
