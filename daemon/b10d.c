@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "copy.h"
+#include "door.h"
+#include "gate.h"
 #include "gpu.h"
 #include "ipc.h"
 #include "metrics.h"
@@ -63,6 +65,40 @@ static void b10d_on_signal(uv_signal_t *handle, int signum)
     /* The first drains (bounded by --drain-timeout-ms) and then stops; a second stops at once. */
     if (d->service != NULL)
         service_on_signal(d->service, signum);
+}
+
+/*
+ * A keyed daemon's UCX listeners take packets only from addresses that
+ * proved the key at a door (gate.h, door.h): the doors open, their places
+ * go into the worker address, and the gate closes on UCX's listeners,
+ * which wire_create opened, before anything else can reach them.
+ */
+static int b10d_open_doors(struct b10d *d)
+{
+    const char *env = getenv("UCX_NET_DEVICES");
+    struct door_config dc = {
+        .name = d->cfg.name, .daemon_id = d->daemon_id,
+        .devices = d->cfg.net_devices[0] ? d->cfg.net_devices : env != NULL ? env : "",
+        .port = (uint16_t)d->cfg.door_port, .timeout_ms = d->cfg.connect_timeout_ms,
+        .knocks_per_s = d->cfg.max_hellos_per_s,
+    };
+    struct wireaddr_door doors[WIREADDR_MAX_DOORS];
+    char detail[256];
+
+    if ((d->gate = gate_create()) == NULL)
+        return -ENOMEM;
+    b10_status_t st = door_create(d->loop, &d->keys, d->gate, &dc, &d->door, detail, sizeof(detail));
+    if (st == B10_OK && wire_set_doors(d->wire, doors, door_endpoints(d->door, doors)) != 0)
+        return -ENOMEM;
+    if (st == B10_OK)
+        st = door_seal(d->door, detail, sizeof(detail));
+    if (st != B10_OK) {
+        log_err("%s", detail);
+        return -EIO;
+    }
+    log_notice("gate: %u UCX listener%s take packets only from daemons let in at a door",
+               gate_listeners(d->gate), gate_listeners(d->gate) == 1 ? "" : "s");
+    return 0;
 }
 
 int b10d_start(struct b10d *d)
@@ -146,6 +182,8 @@ int b10d_start(struct b10d *d)
     bool network = d->keys.keys[0].kind != AUTH_KEY_LOCAL;
     if ((rc = wire_create(d, &hooks, network, &d->wire)) != 0)
         return rc;
+    if (network && (rc = b10d_open_doors(d)) != 0)
+        return rc;
     copy_start(d);
     if ((rc = gpu_start(d, &copy_gpu_hooks)) != 0)
         return rc;
@@ -214,6 +252,8 @@ void b10d_stop(struct b10d *d)
     while (!list_empty(&d->settling))
         uv_run(d->loop, UV_RUN_ONCE);
     peer_close_all(d);
+    door_destroy(d->door);          /* after the peers: none is knocking now */
+    d->door = NULL;
     /* Let copies and UCX requests settle, bounded: nothing may be freed under them. */
     for (int i = 0; d->wire != NULL && i < 2000 && wire_outstanding(d->wire) > 0; i++)
         uv_run(d->loop, UV_RUN_NOWAIT);
@@ -234,6 +274,8 @@ void b10d_stop(struct b10d *d)
     staging_destroy(d->staging);
     wire_destroy(d->wire);
     d->wire = NULL;
+    gate_destroy(d->gate);
+    d->gate = NULL;
     tags_destroy(d->tags);
     names_destroy(d->names);
     d->names = NULL;

@@ -267,6 +267,9 @@ static void config_usage(FILE *out)
 "      --net-devices LIST     the network devices UCX may listen and send on, as UCX names\n"
 "                             them (eth0,mlx5_0:1; \"all\"); default: UCX_NET_DEVICES, else\n"
 "                             all. Logged at start. A daemon without a key opens none\n"
+"      --door-port PORT       the TCP port of this daemon's doors, where another daemon\n"
+"                             proves it holds the cluster key before its packets may reach\n"
+"                             UCX (default 0: one the kernel picks, named in descriptors)\n"
 "      --insecure             also accept daemons that prove nothing (a well-known key):\n"
 "                             for a lab only, logged at warning\n"
 "      --trace                log every step of every transfer (plan, CONTROL, READY, each\n"
@@ -321,7 +324,7 @@ enum {
     OPT_MAX_REGIONS, OPT_MAX_AGENTS, OPT_MAX_XFERS, OPT_MAX_SPANS, OPT_MAX_FRAME, OPT_MAX_PEERS,
     OPT_MAX_CONTROL, OPT_MAX_XFER_BYTES, OPT_GPU_MAX_CTAS, OPT_WIRE_LANES, OPT_PROGRESS, OPT_CHECK, OPT_VERSION,
     OPT_CLUSTER_KEY, OPT_CLUSTER_KEY_NEXT, OPT_GEN_KEY, OPT_INSECURE, OPT_TRACE, OPT_VERIFY_DATA, OPT_GPU_COPY,
-    OPT_NET_DEVICES,
+    OPT_NET_DEVICES, OPT_DOOR_PORT,
     OPT_MAX_PEER_XFERS,
     OPT_MAX_PEER_STAGING, OPT_MAX_PEER_CONTROL, OPT_MIN_DEADLINE, OPT_PEER_QUARANTINE,
     OPT_PEER_IDLE, OPT_MAX_HELLOS, OPT_MAX_NOTICE, OPT_REMOTE_ACCESS, OPT_ADMIN_GROUP, OPT_SETTLE,
@@ -377,6 +380,7 @@ static const struct config_num config_nums[] = {
     NUM(OPT_SETTLE, "settle-ms", false, 10, 600000, settle_ms),
     NUM(OPT_MAX_REGISTER, "max-register-bytes", true, MiB, 1024 * 1024 * GiB, max_register_bytes),
     NUM(OPT_HELLO_TIMEOUT, "hello-timeout-ms", false, 100, 600000, hello_timeout_ms),
+    NUM(OPT_DOOR_PORT, "door-port", false, 0, 65535, door_port),
 };
 
 static int config_set_num(struct config *cfg, const struct config_num *num, const char *text)
@@ -582,6 +586,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         { "verify-data", required_argument, NULL, OPT_VERIFY_DATA },
         { "gpu-copy", required_argument, NULL, OPT_GPU_COPY },
         { "net-devices", required_argument, NULL, OPT_NET_DEVICES },
+        { "door-port", required_argument, NULL, OPT_DOOR_PORT },
         { "max-peer-xfers", required_argument, NULL, OPT_MAX_PEER_XFERS },
         { "max-peer-staging", required_argument, NULL, OPT_MAX_PEER_STAGING },
         { "max-peer-control", required_argument, NULL, OPT_MAX_PEER_CONTROL },

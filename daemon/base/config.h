@@ -66,6 +66,7 @@ struct config {
     char gen_key[256];              /* --gen-key: write a fresh key here and exit */
     bool insecure;                  /* --insecure: accept peers that prove nothing (a lab) */
     char net_devices[256];          /* --net-devices: UCX's NET_DEVICES; "": UCX_NET_DEVICES or all */
+    uint32_t door_port;             /* --door-port: the doors' TCP port; 0: the kernel picks (door.h) */
     bool trace;                     /* --trace: log every step of every transfer, in µs */
     bool check_only;                /* --check-config: run the start's checks, print, exit */
     /* --metrics-listen (metrics.h): GET /metrics over HTTP. */

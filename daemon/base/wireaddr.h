@@ -2,8 +2,10 @@
  * wireaddr.h — the worker address a daemon gives out (in agent descriptors
  * and HELLOs): its loop worker's UCX address, then each data lane's.
  *
- *   "b10w", version 1, lane count, two zero bytes,
- *   then 1 + lanes times: a 32-bit little-endian length and that many bytes.
+ *   "b10w", version 1, lane count, door count, a zero byte,
+ *   then 1 + lanes times: a 32-bit little-endian length and that many bytes,
+ *   then each door (door.h): a family byte (4 or 6), 16 address bytes (an
+ *   IPv4 address in the first 4, the rest zero) and a little-endian port.
  *
  * No UCX here: the format is ours, and a peer's copy of it is hostile input.
  */
@@ -15,6 +17,15 @@
 
 /* Data lanes a daemon may have. */
 #define WIREADDR_MAX_LANES 8
+/* Doors a daemon may name: where another knocks before its UCX may connect. */
+#define WIREADDR_MAX_DOORS 8
+#define WIREADDR_DOOR_BYTES 19
+
+struct wireaddr_door {
+    uint8_t family;         /* 4 or 6 */
+    uint8_t addr[16];       /* network order; IPv4 in the first 4 bytes */
+    uint16_t port;
+};
 
 /* The packed size of count (1 + lanes) worker addresses. */
 size_t wireaddr_size(unsigned count, const size_t *lengths);
@@ -27,5 +38,15 @@ void wireaddr_pack(uint8_t *out, unsigned count, const void *const *addrs, const
  * addrs and lengths hold 1 + WIREADDR_MAX_LANES entries.
  */
 int wireaddr_unpack(const uint8_t *p, size_t length, const uint8_t **addrs, size_t *lengths);
+
+/*
+ * Append doors to a packed address of packed_length bytes, which has
+ * WIREADDR_DOOR_BYTES × n bytes of room after it (at most
+ * WIREADDR_MAX_DOORS); its new length.
+ */
+size_t wireaddr_add_doors(uint8_t *packed, size_t packed_length, const struct wireaddr_door *doors,
+                          unsigned n);
+/* The doors of a packed address (WIREADDR_MAX_DOORS of room): how many, or -1 when malformed. */
+int wireaddr_doors(const uint8_t *p, size_t length, struct wireaddr_door *doors);
 
 #endif

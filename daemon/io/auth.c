@@ -227,7 +227,7 @@ int auth_peek(const uint8_t *buf, size_t length, struct auth_header *h_p)
     struct auth_header h;
 
     if (length < AUTH_OVERHEAD || buf[0] != AUTH_VERSION || buf[1] < AUTH_KIND_HELLO ||
-        buf[1] > AUTH_KIND_DESC || buf[3] != 0 || buf[4] | buf[5] | buf[6] | buf[7])
+        buf[1] > AUTH_KIND_KNOCK_ACK || buf[3] != 0 || buf[4] | buf[5] | buf[6] | buf[7])
         return -1;
     h.kind = (enum auth_kind)buf[1];
     h.dir = buf[2];

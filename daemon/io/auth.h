@@ -20,11 +20,11 @@
  * The envelope, little-endian:
  *
  *   0   u8   version (1)
- *   1   u8   kind: HELLO, HELLO_ACK, LINK, DESC
+ *   1   u8   kind: HELLO, HELLO_ACK, LINK, DESC, KNOCK, KNOCK_ACK
  *   2   u8   LINK: direction (0: from the daemon that opened the link)
  *   3   u8   0
  *   4   u32  0
- *   8   u64  HELLO, HELLO_ACK, DESC: the cluster key's id; LINK: the link's generation
+ *   8   u64  LINK: the link's generation; the others: the cluster key's id
  *   16  u64  sender daemon id
  *   24  u64  receiver daemon id (0 in a descriptor)
  *   32  24B  nonce: random for HELLO, HELLO_ACK, DESC; for LINK the direction
@@ -62,6 +62,8 @@ enum auth_kind {
     AUTH_KIND_HELLO_ACK = 2,
     AUTH_KIND_LINK = 3,
     AUTH_KIND_DESC = 4,
+    AUTH_KIND_KNOCK = 5,        /* at the door (door.h), sealed as HELLO is */
+    AUTH_KIND_KNOCK_ACK = 6,
 };
 
 enum auth_key_kind {

@@ -32,9 +32,10 @@ struct B10__Peer__Msg;
  * chunk's checksum (checksum.h); 7: chunks above 256 KiB summed by blocks,
  * and the trailer's word that says whether a sum is there; 8: blocks of
  * 16 KiB, which a GPU sums in parallel; 9: the trailer carries each
- * block's sum too, from an 8-aligned offset.
+ * block's sum too, from an 8-aligned offset; 10: worker addresses name the
+ * daemon's doors (door.h), where a daemon knocks before its first HELLO.
  */
-#define B10_PEER_PROTOCOL_VERSION 9
+#define B10_PEER_PROTOCOL_VERSION 10
 
 #define HELLO_NAME_MAX CONFIG_NAME_MAX
 #define HELLO_MAX_ADDRESS ((1 + WIREADDR_MAX_LANES) * 4096)

@@ -606,6 +606,16 @@ void wire_destroy(struct wire *wire)
     free(wire);
 }
 
+int wire_set_doors(struct wire *wire, const struct wireaddr_door *doors, unsigned n)
+{
+    uint8_t *packed = realloc(wire->packed, wire->packed_length + n * WIREADDR_DOOR_BYTES);
+    if (packed == NULL)
+        return -ENOMEM;
+    wire->packed = packed;
+    wire->packed_length = wireaddr_add_doors(packed, wire->packed_length, doors, n);
+    return 0;
+}
+
 void wire_address(struct wire *wire, const void **addr_p, size_t *length_p)
 {
     *addr_p = wire->packed;

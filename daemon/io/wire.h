@@ -73,6 +73,9 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, st
 /* Close every endpoint, cancel what is posted, and wait (bounded) for it to settle. */
 void wire_destroy(struct wire *wire);
 
+/* Name this daemon's doors (door.h) in its address: once, at the start. */
+struct wireaddr_door;
+int wire_set_doors(struct wire *wire, const struct wireaddr_door *doors, unsigned n);
 /* This worker's address, for the agent descriptor. */
 void wire_address(struct wire *wire, const void **addr_p, size_t *length_p);
 

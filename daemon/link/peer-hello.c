@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "door.h"
 #include "staging.h"
 #include "wire.h"
 
@@ -311,14 +312,47 @@ static int peer_hello_send_msg(struct b10d *d, struct wire_ep *ep, const struct 
     return wire_send_owned(ep, tag, buf, AUTH_OVERHEAD + length);
 }
 
+static void peer_hello_on_knocked(void *user, b10_status_t status, const char *detail)
+{
+    struct peer *peer = user;
+    char why[320];
+
+    peer->knock = NULL;
+    peer->state = PEER_DOWN;
+    if (status == B10_OK) {
+        peer->knocked = true;
+        if ((status = peer_hello_connect(peer)) == B10_OK)
+            return;
+        detail = "the HELLO after its door let this daemon in could not be sent";
+    }
+    snprintf(why, sizeof(why), "at its door: %s", detail);
+    peer_give_up(peer, status, why, true);
+}
+
 b10_status_t peer_hello_connect(struct peer *peer)
 {
     struct b10d *d = peer->d;
     const struct auth_key *key = &d->keys.keys[0];
+    struct wireaddr_door doors[WIREADDR_MAX_DOORS];
     struct tag_link ack;
     const void *addr;
     size_t addr_len;
+    int ndoors;
 
+    /*
+     * Its UCX drops this daemon's packets until its door let this daemon
+     * in (gate.h): knock first, then HELLO. Once a link, once a knock.
+     */
+    if (d->door != NULL && !peer->knocked && !peer_is_self(peer) &&
+        (ndoors = wireaddr_doors(peer->address, peer->address_length, doors)) > 0) {
+        if ((peer->knock = door_knock(d->door, doors, (unsigned)ndoors, peer,
+                                      peer_hello_on_knocked)) == NULL)
+            return B10_ERR_NO_MEMORY;
+        peer->state = PEER_KNOCKING;
+        log_debug("peer %s: knocking at its door", peer->name);
+        return B10_OK;
+    }
+    peer->knocked = false;
     if (peer_ensure_ep(peer) != 0)
         return B10_ERR_PEER_UNREACHABLE;
     memset(&peer->out, 0, sizeof(peer->out));

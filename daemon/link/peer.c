@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "door.h"
 #include "quarantine.h"
 #include "wire.h"
 
@@ -510,6 +511,13 @@ void peer_retire_out(struct peer *peer, b10_status_t why)
     if (peer->state == PEER_DOWN)
         return;
     uv_timer_stop(&peer->connect_timer);
+    if (peer->state == PEER_KNOCKING) {
+        /* Nothing of a link yet: no generation or tag to quarantine. */
+        door_knock_cancel(peer->knock);
+        peer->knock = NULL;
+        peer->state = PEER_DOWN;
+        return;
+    }
     if (peer->ack != NULL)
         peer_hello_drop_ack(peer);   /* the peer stays while its receive is out (acks_out) */
     if (peer->state == PEER_CONNECTING) {
@@ -603,6 +611,11 @@ void peer_close_all(struct b10d *d)
     list_for_each_safe(pos, tmp, &d->peers) {
         struct peer *p = list_entry(pos, struct peer, node);
         uv_timer_stop(&p->connect_timer);
+        if (p->state == PEER_KNOCKING) {
+            door_knock_cancel(p->knock);
+            p->knock = NULL;
+            p->state = PEER_DOWN;
+        }
         if (p->ack != NULL)
             peer_hello_drop_ack(p);
         if (p->ep != NULL) {

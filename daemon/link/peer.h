@@ -88,6 +88,7 @@ struct peer_hooks {
 
 enum peer_state {
     PEER_DOWN,          /* no outbound link */
+    PEER_KNOCKING,      /* at its door (door.h), before a HELLO can reach its UCX */
     PEER_CONNECTING,    /* HELLO sent, waiting for HELLO_ACK */
     PEER_UP,
 };
@@ -115,6 +116,8 @@ struct peer {
     uint64_t reload_link_ms;        /* a rank's reload last asked for a link (session.c) */
 
     enum peer_state state;
+    struct door_knock *knock;       /* KNOCKING: at its door */
+    bool knocked;                   /* let in: the next HELLO goes straight to its UCX */
     struct auth_link out;           /* our link to it: its keys once PEER_UP */
     const struct auth_key *out_key; /* the cluster key our HELLO went under */
     uint8_t out_nonce[AUTH_NONCE_BYTES];

@@ -301,6 +301,7 @@ static const char *admin_peer_state(enum peer_state state)
 {
     switch (state) {
     case PEER_DOWN: return "down";
+    case PEER_KNOCKING: return "knocking";
     case PEER_CONNECTING: return "connecting";
     case PEER_UP: return "up";
     }

@@ -868,4 +868,14 @@ scen_fuzz() {
     note "$(grep '^ok' "$D/fuzz.log" | tr '\n' ';')"
 }
 
+# UCX's own wire from a stranger: the gate drops it all before UCX reads a byte
+# (tests/fuzz/ucx-wire.py; make fuzz-ucx sends the same as a key holder would).
+scen_ucx_wire() {
+    [ "$SLOW" = 1 ] || skip "the UCX wire fuzzer runs once, with the plain build"
+    [ "$(id -u)" = 0 ] || skip "capturing the conversation needs root (an AF_PACKET socket)"
+    python3 "$TOPDIR/tests/fuzz/ucx-wire.py" "$BUILD" "${B10_UCX_WIRE_S:-10}" stranger \
+        >"$D/ucx-wire.log" 2>&1 || die "$(grep -m1 FAIL "$D/ucx-wire.log" || tail -n 2 "$D/ucx-wire.log")"
+    note "$(grep '^ucx-wire' "$D/ucx-wire.log" | tr '\n' ';')"
+}
+
 run_suite "$@"

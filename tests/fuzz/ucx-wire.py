@@ -5,9 +5,16 @@ Two keyed daemons on loopback move one request between two ranks while this scri
 the TCP conversations to daemon B's UCX listeners (an AF_PACKET socket on lo; root). Then it
 opens connections to B's listeners and replays those conversations cut short, with bytes
 flipped, or whole, counting the connections B survived and the times it died (B is started
-again after each death). Exit 0 when B survived every connection, 1 when it died.
+again after each death, and A knocks at its door again so that 127.0.0.1 is let in).
 
-    python3 tests/fuzz/ucx-wire.py BUILD [SECONDS]      (make fuzz-ucx; default 30 s)
+    python3 tests/fuzz/ucx-wire.py BUILD [SECONDS] [stranger|holder]
+
+stranger (make check, the default): the connections come from 127.0.0.2, an address no
+daemon let in at its door (daemon/io/door.h): B's gate must drop every one before UCX sees a
+byte, while a connection from 127.0.0.1, which A's knock let in, is taken. Exit 0 when no
+stranger's connection was established, B never died and the real transfer landed.
+holder (make fuzz-ucx): from 127.0.0.1, as a daemon that holds the key would send; UCX
+parses all of it. Exit 0 when B survived every connection, 1 when it died.
 
 UCX_LIBRARY_PATH=DIR runs the daemons on another UCX's libraries (a newer UCX's lib/ folder)
 for comparison. Every connection goes to 127.0.0.1 and to ports this script's own daemon
@@ -26,13 +33,29 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 
-def listen_ports(pid: int) -> List[int]:
+def listen_ports(pid: int, log: Path) -> List[int]:
+    """UCX's TCP listeners of a daemon on loopback: its listening ports, less its doors."""
     out = subprocess.run(["ss", "-Htlnp"], capture_output=True, text=True).stdout
-    return [int(line.split()[3].rsplit(":", 1)[1]) for line in out.splitlines()
-            if f"pid={pid}," in line and line.split()[3].startswith("127.")]
+    doors = {int(p) for p in re.findall(r"door at 127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))}
+    return [port for port in (int(line.split()[3].rsplit(":", 1)[1]) for line in out.splitlines()
+                              if f"pid={pid}," in line and line.split()[3].startswith("127."))
+            if port not in doors]
+
+
+def connect_from(source: str, port: int, timeout: float) -> Optional[socket.socket]:
+    """A TCP connection from source to 127.0.0.1:port, or None when not established in time."""
+    s = socket.socket()
+    s.bind((source, 0))
+    s.settimeout(timeout)
+    try:
+        s.connect(("127.0.0.1", port))
+        return s
+    except OSError:
+        s.close()
+        return None
 
 
 def alive(pid: int) -> bool:
@@ -59,7 +82,7 @@ class Daemon:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=self.env)
         end = time.monotonic() + 30
-        while not (self.sock.exists() and listen_ports(self.proc.pid)):
+        while not (self.sock.exists() and self.log.exists() and listen_ports(self.proc.pid, self.log)):
             if self.proc.poll() is not None or time.monotonic() > end:
                 raise RuntimeError(f"b10d did not start: {self.log.read_text()[-1500:]}")
             time.sleep(0.05)
@@ -101,12 +124,38 @@ def capture(ports: List[int], seconds: float, out: List[Tuple[int, bytes]], read
             out.append((sport, data))
 
 
+def transfer(build: Path, folder: Path, a: Daemon, b: Daemon) -> bool:
+    """A prefill rank on A writes one request to a decode rank on B, which checks its bytes."""
+    kv = [str(build / "bin" / "b10-kvrank"), "--layers", "2", "--blocks", "16"]
+    folder.mkdir()
+    dec = subprocess.Popen(kv + ["--role", "decode", "--name", "d", "-s", str(b.sock), "--dir",
+                                 str(folder), "--wait-ms", "30000"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.monotonic() + 30
+    while not (folder / "decode.desc").exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    pre = subprocess.run(kv + ["--role", "prefill", "--name", "p", "-s", str(a.sock), "--dir",
+                               str(folder), "--round", "0", "--req-blocks", "4"],
+                         capture_output=True, timeout=60)
+    try:
+        dec.wait(60)
+    except subprocess.TimeoutExpired:
+        dec.kill()
+        dec.wait()
+    return pre.returncode == 0 and dec.returncode == 0
+
+
 def main() -> int:
     if len(sys.argv) < 2:
         print(__doc__.strip().splitlines()[0])
         return 2
     build = Path(sys.argv[1]).resolve()
     seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 30.0
+    mode_name = sys.argv[3] if len(sys.argv) > 3 else "stranger"
+    if mode_name not in ("stranger", "holder"):
+        print(__doc__.strip().splitlines()[0])
+        return 2
+    source = "127.0.0.2" if mode_name == "stranger" else "127.0.0.1"
     if os.geteuid() != 0:
         print("SKIP ucx-wire (capturing the conversation needs root: an AF_PACKET socket)")
         return 0
@@ -124,40 +173,33 @@ def main() -> int:
             # A real conversation: a prefill rank on A writes to a decode rank on B.
             segs: List[Tuple[int, bytes]] = []
             ready = threading.Event()
-            t = threading.Thread(target=capture, args=(listen_ports(b.proc.pid), 6.0, segs, ready))
+            t = threading.Thread(target=capture, args=(listen_ports(b.proc.pid, b.log), 6.0, segs,
+                                                       ready))
             t.start()
             ready.wait(5)
-            kv = [str(build / "bin" / "b10-kvrank"), "--layers", "2", "--blocks", "16"]
-            (folder / "x").mkdir()
-            dec = subprocess.Popen(kv + ["--role", "decode", "--name", "d", "-s", str(b.sock), "--dir",
-                                         str(folder / "x"), "--wait-ms", "30000"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            end = time.monotonic() + 30
-            while not (folder / "x" / "decode.desc").exists() and time.monotonic() < end:
-                time.sleep(0.05)
-            pre = subprocess.run(kv + ["--role", "prefill", "--name", "p", "-s", str(a.sock), "--dir",
-                                       str(folder / "x"), "--round", "0", "--req-blocks", "4"],
-                                 capture_output=True, timeout=60)
-            try:
-                dec.wait(60)
-            except subprocess.TimeoutExpired:
-                dec.kill()
-                dec.wait()
+            landed = transfer(build, folder / "x", a, b)
             t.join()
             streams: Dict[int, List[bytes]] = {}
             for port, data in segs:
                 streams.setdefault(port, []).append(data)
             convs = [v for v in streams.values() if v]
-            if pre.returncode != 0 or not convs:
-                print(f"FAIL ucx-wire (no conversation to replay: prefill exited {pre.returncode}, "
-                      f"{len(segs)} segments seen)")
+            if not landed or not convs:
+                print(f"FAIL ucx-wire (no conversation to replay: the transfer "
+                      f"{'landed' if landed else 'failed'}, {len(segs)} segments seen)")
                 return 1
-            a.stop()
-            daemons = [b]
+            # The gate lets in what knocked: A's address, and no other.
+            ports = listen_ports(b.proc.pid, b.log)
+            took = [p for p in ports if (c := connect_from("127.0.0.1", p, 2.0)) and (c.close() or True)]
+            dropped = [p for p in ports if connect_from("127.0.0.2", p, 0.5) is None]
+            print(f"ucx-wire: B's {len(ports)} UCX listeners took {len(took)} connections from "
+                  f"127.0.0.1 (let in at its door) and dropped {len(dropped)} from 127.0.0.2")
+            if mode_name == "stranger" and (len(took) != len(ports) or len(dropped) != len(ports)):
+                print("FAIL ucx-wire (the gate let a stranger in, or kept out the knocked)")
+                return 1
 
             # The fuzz: each connection carries a captured conversation, cut, flipped or whole.
             rng = random.Random(int(os.environ.get("B10_FUZZ_SEED", "1")))
-            conns = deaths = 0
+            conns = deaths = established = 0
             why: Dict[str, int] = {}
             stop = time.monotonic() + seconds
             def died() -> None:
@@ -170,9 +212,12 @@ def main() -> int:
                 b.proc.wait()
                 b.log.write_text("")
                 b.start()
+                # A new boot's gate is closed: A knocks again with a transfer (holder mode).
+                if mode_name == "holder":
+                    transfer(build, folder / f"x{deaths}", a, b)
 
             while time.monotonic() < stop:
-                ports = listen_ports(b.proc.pid)
+                ports = listen_ports(b.proc.pid, b.log)
                 if not ports or not alive(b.proc.pid):
                     time.sleep(0.05)
                     if not alive(b.proc.pid):
@@ -192,13 +237,16 @@ def main() -> int:
                 for _ in range(rng.randint(0, 8)):
                     if tail:
                         tail[rng.randrange(len(tail))] = rng.getrandbits(8)
-                try:
-                    with socket.create_connection(("127.0.0.1", rng.choice(ports)), timeout=1) as s:
+                s = connect_from(source, rng.choice(ports), 0.2 if mode_name == "stranger" else 1.0)
+                if s is not None:
+                    established += 1
+                    try:
                         s.sendall(first)
                         time.sleep(0.002)
                         s.sendall(bytes(tail))
-                except OSError:
-                    pass
+                    except OSError:
+                        pass
+                    s.close()
                 conns += 1
                 if conns % 10 == 0:
                     time.sleep(0.05)
@@ -214,10 +262,14 @@ def main() -> int:
                 info = ""
             m = re.search(r"[Vv]ersion:? *([0-9][0-9.]*)", info)
             ver = f"{m.group(1) if m else '?'}, {lib}"
-            print(f"ucx-wire: {conns} connections in {seconds:.0f} s to b10d's UCX tcp listeners "
-                  f"(UCX {ver}), {deaths} deaths")
+            print(f"ucx-wire ({mode_name}, from {source}): {conns} connections in {seconds:.0f} s "
+                  f"to b10d's UCX tcp listeners (UCX {ver}), {established} established, "
+                  f"{deaths} deaths")
             for k, n in sorted(why.items(), key=lambda kv: -kv[1]):
                 print(f"  {n} x {k}")
+            if mode_name == "stranger" and established:
+                print("FAIL ucx-wire (a stranger's connection reached UCX)")
+                return 1
             return 1 if deaths else 0
         finally:
             for d in daemons:

@@ -1,0 +1,717 @@
+/* door.c — see door.h. */
+#include "door.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "knock.h"
+#include "list.h"
+#include "log.h"
+
+struct door_listener {
+    uv_tcp_t tcp;
+    struct wireaddr_door where;
+};
+
+struct door {
+    uv_loop_t *loop;
+    const struct auth_keyring *keys;
+    struct gate *gate;
+    struct door_config cfg;
+    char name[CONFIG_NAME_MAX];
+    struct door_listener *listeners[WIREADDR_MAX_DOORS];
+    unsigned nlisteners;
+    struct gate_addr own[KNOCK_MAX_ADDRS];      /* the addresses this daemon claims */
+    unsigned nown;
+    struct list conns;          /* struct door_conn.node: knocks being answered */
+    unsigned nconns;
+    struct list knocks;         /* struct door_knock.node: this daemon's knocks in flight */
+    double tokens;              /* knocks answered: a token bucket of one second's worth */
+    uint64_t tokens_ms;
+    uint64_t log_ms;            /* when a dropped connection was last logged */
+    uint64_t unlogged;
+    struct door_stats stats;
+};
+
+/* One connection at a door: one KNOCK in, at most one KNOCK_ACK out. */
+struct door_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_write_t write;
+    struct door *door;
+    struct list node;
+    struct gate_addr from;
+    unsigned open_handles;
+    bool done;                  /* answered or dropped: reads no more */
+    size_t have;
+    uint8_t in[KNOCK_MAX_BYTES];
+    uint8_t out[KNOCK_MAX_BYTES];
+};
+
+/* One try at one of the other daemon's doors. */
+struct door_try {
+    uv_tcp_t tcp;
+    uv_connect_t connect;
+    uv_write_t write;
+    struct door_knock *k;       /* NULL once the knock ended */
+    size_t have;
+    uint8_t in[KNOCK_MAX_BYTES];
+    uint8_t out[KNOCK_MAX_BYTES];
+};
+
+struct door_knock {
+    struct door *door;
+    struct list node;
+    uv_timer_t timer;
+    struct door_try *now;
+    struct wireaddr_door targets[WIREADDR_MAX_DOORS];
+    unsigned ntargets, next;
+    uint8_t nonce[KNOCK_NONCE_BYTES];
+    void *user;
+    door_knock_cb cb;
+    char detail[192];           /* why the last door tried did not let this daemon in */
+};
+
+static uint64_t door_now_ms(const struct door *door)
+{
+    return uv_now(door->loop);
+}
+
+static uint64_t door_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void door_sockaddr(const struct wireaddr_door *w, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (w->family == 4) {
+        struct sockaddr_in *in = (struct sockaddr_in *)ss;
+        in->sin_family = AF_INET;
+        memcpy(&in->sin_addr, w->addr, 4);
+        in->sin_port = htons(w->port);
+    } else {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+        in6->sin6_family = AF_INET6;
+        memcpy(&in6->sin6_addr, w->addr, 16);
+        in6->sin6_port = htons(w->port);
+    }
+}
+
+static const char *door_where(const struct wireaddr_door *w, char *buf, size_t size)
+{
+    char ip[INET6_ADDRSTRLEN];
+    struct gate_addr a = { .family = w->family };
+    memcpy(a.bytes, w->addr, 16);
+    snprintf(buf, size, w->family == 6 ? "[%s]:%u" : "%s:%u", gate_addr_str(&a, ip, sizeof(ip)),
+             w->port);
+    return buf;
+}
+
+b10_status_t door_seal(struct door *door, char *detail, size_t detail_len)
+{
+    int fds[WIREADDR_MAX_DOORS];
+    unsigned n = door_fds(door, fds, WIREADDR_MAX_DOORS);
+    return gate_seal(door->gate, fds, n, detail, detail_len);
+}
+
+/* Put addresses on the gate, and seal it again if that changed it. */
+static b10_status_t door_let_in(struct door *door, const struct gate_addr *addrs, unsigned n,
+                                char *detail, size_t detail_len)
+{
+    if (!gate_allow(door->gate, addrs, n))
+        return B10_OK;
+    return door_seal(door, detail, detail_len);
+}
+
+/* ---------------------------------------------------------------- answering */
+
+static void door_conn_closed(uv_handle_t *h)
+{
+    struct door_conn *c = h->data;
+    if (--c->open_handles == 0)
+        free(c);
+}
+
+static void door_conn_close(struct door_conn *c)
+{
+    if (uv_is_closing((uv_handle_t *)&c->tcp))
+        return;
+    c->done = true;
+    list_remove(&c->node);
+    c->door->nconns--;
+    uv_close((uv_handle_t *)&c->timer, door_conn_closed);
+    uv_close((uv_handle_t *)&c->tcp, door_conn_closed);
+}
+
+/* Unanswered: a stranger, a malformed or slow knock, one too many. Logged once a second. */
+static void door_drop(struct door_conn *c, const char *why)
+{
+    struct door *door = c->door;
+    char ip[INET6_ADDRSTRLEN];
+    uint64_t now = door_now_ms(door);
+
+    door->stats.dropped++;
+    if (now - door->log_ms >= 1000) {
+        log_notice("door: dropped a connection from %s: %s%s", gate_addr_str(&c->from, ip, sizeof(ip)),
+                   why, door->unlogged ? " (and others since the last such line)" : "");
+        door->log_ms = now;
+        door->unlogged = 0;
+    } else {
+        door->unlogged++;
+    }
+    door_conn_close(c);
+}
+
+static void door_on_answered(uv_write_t *w, int status)
+{
+    (void)status;
+    door_conn_close(w->data);
+}
+
+static void door_answer(struct door_conn *c, const struct knock *knock, b10_status_t status,
+                        const char *detail)
+{
+    struct door *door = c->door;
+    struct knock ack = { .ack = true, .sender_id = door->cfg.daemon_id, .status = status };
+
+    snprintf(ack.name, sizeof(ack.name), "%s", door->name);
+    snprintf(ack.detail, sizeof(ack.detail), "%s", detail);
+    memcpy(ack.nonce, knock->nonce, KNOCK_NONCE_BYTES);
+    if (status == B10_OK) {
+        memcpy(ack.addrs, door->own, door->nown * sizeof(door->own[0]));
+        ack.naddrs = door->nown;
+    }
+    size_t n = knock_pack(&door->keys->keys[0], &ack, c->out, sizeof(c->out));
+    uv_buf_t buf = uv_buf_init((char *)c->out, (unsigned)n);
+    c->done = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->write.data = c;
+    if (n == 0 || uv_write(&c->write, (uv_stream_t *)&c->tcp, &buf, 1, door_on_answered) != 0)
+        door_conn_close(c);
+}
+
+static bool door_budget(struct door *door)
+{
+    uint64_t now = door_now_ms(door);
+    double rate = door->cfg.knocks_per_s;
+
+    door->tokens += (double)(now - door->tokens_ms) * rate / 1000.0;
+    if (door->tokens > rate)
+        door->tokens = rate;
+    door->tokens_ms = now;
+    if (door->tokens < 1.0)
+        return false;
+    door->tokens -= 1.0;
+    return true;
+}
+
+static void door_judge(struct door_conn *c, size_t length)
+{
+    struct door *door = c->door;
+    struct knock k;
+    bool authenticated;
+    char detail[KNOCK_DETAIL_MAX], ip[INET6_ADDRSTRLEN];
+
+    if (!door_budget(door)) {
+        door_drop(c, "more knocks than --max-hellos-per-s");
+        return;
+    }
+    b10_status_t st = knock_open(door->keys, false, c->in, length, &k, &authenticated, detail,
+                                 sizeof(detail));
+    if (!authenticated) {
+        door_drop(c, detail);
+        return;
+    }
+    if (st == B10_OK) {
+        uint64_t wall = door_wall_ms();
+        uint64_t skew = wall > k.sent_ms ? wall - k.sent_ms : k.sent_ms - wall;
+        bool claimed = false;
+        for (unsigned i = 0; i < k.naddrs; i++)
+            claimed |= gate_addr_eq(&k.addrs[i], &c->from);
+        if (skew > KNOCK_FRESH_MS) {
+            snprintf(detail, sizeof(detail), "the knock's clock is %" PRIu64 " ms from this "
+                     "daemon's (a minute at most)", skew);
+            st = B10_ERR_UNAUTHENTICATED;
+        } else if (!claimed) {
+            snprintf(detail, sizeof(detail), "it knocks from %s, which it does not list as its "
+                     "own", gate_addr_str(&c->from, ip, sizeof(ip)));
+            st = B10_ERR_UNAUTHENTICATED;
+        } else {
+            st = door_let_in(door, k.addrs, k.naddrs, detail, sizeof(detail));
+        }
+    }
+    if (st != B10_OK) {
+        door->stats.refused++;
+        log_warning("door: refused a knock of %s from %s: %s", k.name[0] ? k.name : "?",
+                    gate_addr_str(&c->from, ip, sizeof(ip)), detail);
+        door_answer(c, &k, st, detail);
+        return;
+    }
+    door->stats.let_in++;
+    log_info("door: let %s in from %s (%u addresses; %u on the gate)", k.name,
+             gate_addr_str(&c->from, ip, sizeof(ip)), k.naddrs, gate_count(door->gate));
+    door_answer(c, &k, B10_OK, "");
+}
+
+static void door_conn_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    struct door_conn *c = h->data;
+    (void)hint;
+    *buf = uv_buf_init((char *)c->in + c->have, (unsigned)(sizeof(c->in) - c->have));
+}
+
+static void door_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct door_conn *c = s->data;
+    (void)buf;
+
+    if (c->done || nread == 0)
+        return;
+    if (nread < 0) {
+        door_drop(c, nread == UV_EOF ? "it hung up before its knock was whole" : uv_strerror((int)nread));
+        return;
+    }
+    c->have += (size_t)nread;
+    size_t want = knock_frame_length(c->in, c->have);
+    if (want == SIZE_MAX || (want != 0 && c->have > want)) {
+        door_drop(c, "not a knock (its length, or bytes after it)");
+        return;
+    }
+    if (want != 0 && c->have == want)
+        door_judge(c, want);
+    else if (c->have == sizeof(c->in))
+        door_drop(c, "not a knock");
+}
+
+static void door_conn_timeout(uv_timer_t *t)
+{
+    door_drop(t->data, "no whole knock within --connect-timeout-ms");
+}
+
+static void door_on_connection(uv_stream_t *server, int status)
+{
+    struct door *door = server->data;
+    struct door_conn *c;
+
+    if (status != 0)
+        return;
+    if ((c = calloc(1, sizeof(*c))) == NULL) {
+        uv_tcp_t *tmp = malloc(sizeof(*tmp));
+        /* Accept and close at once, so the backlog does not hold it; without memory, leave it. */
+        if (tmp != NULL && uv_tcp_init(door->loop, tmp) == 0) {
+            if (uv_accept(server, (uv_stream_t *)tmp) == 0)
+                door->stats.dropped++;
+            uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
+        } else {
+            free(tmp);
+        }
+        return;
+    }
+    c->door = door;
+    uv_tcp_init(door->loop, &c->tcp);
+    uv_timer_init(door->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->open_handles = 2;
+    list_insert_tail(&door->conns, &c->node);
+    door->nconns++;
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 ||
+        uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0 ||
+        !gate_addr_of((struct sockaddr *)&ss, &c->from)) {
+        door->stats.dropped++;
+        door_conn_close(c);
+        return;
+    }
+    if (door->nconns > DOOR_MAX_CONNS) {
+        door_drop(c, "too many knocks at once");
+        return;
+    }
+    uv_timer_start(&c->timer, door_conn_timeout, door->cfg.timeout_ms, 0);
+    if (uv_read_start((uv_stream_t *)&c->tcp, door_conn_alloc, door_conn_read) != 0)
+        door_drop(c, "cannot read");
+}
+
+/* ---------------------------------------------------------------- knocking */
+
+static void door_try_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void door_try_end(struct door_try *t)
+{
+    if (t->k != NULL && t->k->now == t)
+        t->k->now = NULL;
+    t->k = NULL;
+    if (!uv_is_closing((uv_handle_t *)&t->tcp))
+        uv_close((uv_handle_t *)&t->tcp, door_try_closed);
+}
+
+static void door_knock_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+/* The knock is over: its callback once (none when cancelled), then it goes. */
+static void door_knock_end(struct door_knock *k, b10_status_t status, const char *detail)
+{
+    door_knock_cb cb = k->cb;
+    void *user = k->user;
+
+    if (k->now != NULL)
+        door_try_end(k->now);
+    list_remove(&k->node);
+    uv_close((uv_handle_t *)&k->timer, door_knock_closed);
+    if (status == B10_OK)
+        k->door->stats.knocked++;
+    else
+        k->door->stats.knock_failed++;
+    if (cb != NULL)
+        cb(user, status, detail);
+}
+
+static void door_knock_next(struct door_knock *k);
+
+/* This door did not let us in: the next, or the end with its reason. */
+static void door_try_failed(struct door_try *t, const char *fmt, const char *what)
+{
+    struct door_knock *k = t->k;
+    char where[64];
+
+    if (k == NULL)
+        return;
+    snprintf(k->detail, sizeof(k->detail), fmt, door_where(&k->targets[k->next - 1], where,
+                                                           sizeof(where)), what);
+    door_try_end(t);
+    door_knock_next(k);
+}
+
+static void door_try_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    struct door_try *t = h->data;
+    (void)hint;
+    *buf = uv_buf_init((char *)t->in + t->have, (unsigned)(sizeof(t->in) - t->have));
+}
+
+static void door_try_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct door_try *t = s->data;
+    struct door_knock *k = t->k;
+    (void)buf;
+
+    if (k == NULL || nread == 0)
+        return;
+    if (nread < 0) {
+        door_try_failed(t, "the door at %s hung up: %s", nread == UV_EOF
+                        ? "no answer (a key this daemon does not share, or too many knocks)"
+                        : uv_strerror((int)nread));
+        return;
+    }
+    t->have += (size_t)nread;
+    size_t want = knock_frame_length(t->in, t->have);
+    if (want == SIZE_MAX || (want != 0 && t->have > want)) {
+        door_try_failed(t, "the door at %s answered %s", "what is no KNOCK_ACK");
+        return;
+    }
+    if (want == 0 || t->have < want)
+        return;
+    struct knock ack;
+    bool authenticated;
+    char detail[KNOCK_DETAIL_MAX];
+    b10_status_t st = knock_open(k->door->keys, true, t->in, want, &ack, &authenticated, detail,
+                                 sizeof(detail));
+    if (st != B10_OK) {
+        door_try_failed(t, "the door at %s answered: %s", detail);
+        return;
+    }
+    if (memcmp(ack.nonce, k->nonce, KNOCK_NONCE_BYTES) != 0) {
+        door_try_failed(t, "the door at %s answered %s", "another knock");
+        return;
+    }
+    if (ack.status != B10_OK) {
+        char why[KNOCK_DETAIL_MAX + CONFIG_NAME_MAX + 16];
+        snprintf(why, sizeof(why), "%s refused: %s", ack.name, ack.detail);
+        door_knock_end(k, ack.status, why);
+        return;
+    }
+    /* The door's own address may be one it does not list (a NAT'd view): it is let in too. */
+    struct gate_addr theirs[KNOCK_MAX_ADDRS + 1];
+    memcpy(theirs, ack.addrs, ack.naddrs * sizeof(ack.addrs[0]));
+    theirs[ack.naddrs] = (struct gate_addr){ .family = k->targets[k->next - 1].family };
+    memcpy(theirs[ack.naddrs].bytes, k->targets[k->next - 1].addr, 16);
+    st = door_let_in(k->door, theirs, ack.naddrs + 1, detail, sizeof(detail));
+    door_knock_end(k, st, st == B10_OK ? "" : detail);
+}
+
+static void door_try_wrote(uv_write_t *w, int status)
+{
+    struct door_try *t = w->data;
+    if (status != 0 && t->k != NULL)
+        door_try_failed(t, "the door at %s: %s", uv_strerror(status));
+}
+
+static void door_try_connected(uv_connect_t *req, int status)
+{
+    struct door_try *t = req->data;
+    struct door_knock *k = t->k;
+    struct door *door;
+
+    if (k == NULL)
+        return;
+    door = k->door;
+    if (status != 0) {
+        door_try_failed(t, "the door at %s: %s", uv_strerror(status));
+        return;
+    }
+    /* Claim this daemon's addresses and the one this connection comes from. */
+    struct knock knock = { .sender_id = door->cfg.daemon_id, .sent_ms = door_wall_ms() };
+    struct sockaddr_storage ss;
+    struct gate_addr mine;
+    int len = sizeof(ss);
+    snprintf(knock.name, sizeof(knock.name), "%s", door->name);
+    memcpy(knock.nonce, k->nonce, KNOCK_NONCE_BYTES);
+    memcpy(knock.addrs, door->own, door->nown * sizeof(door->own[0]));
+    knock.naddrs = door->nown;
+    if (uv_tcp_getsockname(&t->tcp, (struct sockaddr *)&ss, &len) == 0 &&
+        gate_addr_of((struct sockaddr *)&ss, &mine)) {
+        bool listed = false;
+        for (unsigned i = 0; i < knock.naddrs; i++)
+            listed |= gate_addr_eq(&knock.addrs[i], &mine);
+        if (!listed && knock.naddrs < KNOCK_MAX_ADDRS)
+            knock.addrs[knock.naddrs++] = mine;
+    }
+    size_t n = knock_pack(&door->keys->keys[0], &knock, t->out, sizeof(t->out));
+    uv_buf_t buf = uv_buf_init((char *)t->out, (unsigned)n);
+    t->write.data = t;
+    if (n == 0 || uv_write(&t->write, (uv_stream_t *)&t->tcp, &buf, 1, door_try_wrote) != 0 ||
+        uv_read_start((uv_stream_t *)&t->tcp, door_try_alloc, door_try_read) != 0)
+        door_try_failed(t, "the door at %s: %s", "cannot send the knock");
+}
+
+static void door_knock_next(struct door_knock *k)
+{
+    struct door *door = k->door;
+
+    if (k->next == k->ntargets) {
+        door_knock_end(k, B10_ERR_PEER_UNREACHABLE, k->detail);
+        return;
+    }
+    struct door_try *t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        door_knock_end(k, B10_ERR_NO_MEMORY, "no memory to knock");
+        return;
+    }
+    struct sockaddr_storage ss;
+    door_sockaddr(&k->targets[k->next++], &ss);
+    uv_tcp_init(door->loop, &t->tcp);
+    t->tcp.data = t->connect.data = t;
+    t->k = k;
+    k->now = t;
+    int rc = uv_tcp_connect(&t->connect, &t->tcp, (struct sockaddr *)&ss, door_try_connected);
+    if (rc != 0)
+        door_try_failed(t, "the door at %s: %s", uv_strerror(rc));
+}
+
+static void door_knock_timeout(uv_timer_t *timer)
+{
+    struct door_knock *k = timer->data;
+    char why[256];
+    snprintf(why, sizeof(why), "no door let this daemon in within --connect-timeout-ms%s%s",
+             k->detail[0] ? "; " : "", k->detail);
+    door_knock_end(k, B10_ERR_PEER_UNREACHABLE, why);
+}
+
+struct door_knock *door_knock(struct door *door, const struct wireaddr_door *doors, unsigned n,
+                              void *user, door_knock_cb cb)
+{
+    struct door_knock *k = calloc(1, sizeof(*k));
+
+    if (k == NULL || n == 0) {
+        free(k);
+        return NULL;
+    }
+    k->door = door;
+    k->user = user;
+    k->cb = cb;
+    k->ntargets = n < WIREADDR_MAX_DOORS ? n : WIREADDR_MAX_DOORS;
+    memcpy(k->targets, doors, k->ntargets * sizeof(doors[0]));
+    auth_random(k->nonce, sizeof(k->nonce));
+    uv_timer_init(door->loop, &k->timer);
+    k->timer.data = k;
+    list_insert_tail(&door->knocks, &k->node);
+    uv_timer_start(&k->timer, door_knock_timeout, door->cfg.timeout_ms, 0);
+    door_knock_next(k);
+    return k;
+}
+
+void door_knock_cancel(struct door_knock *k)
+{
+    if (k == NULL)
+        return;
+    k->cb = NULL;
+    door_knock_end(k, B10_ERR_CANCELLED, "cancelled");
+}
+
+/* ---------------------------------------------------------------- the doors themselves */
+
+/* Is a device named in the list (commas; "" or "all": every device but loopback)? */
+static bool door_device_named(const char *devices, const char *name, bool loopback)
+{
+    if (devices == NULL || devices[0] == '\0' || strcmp(devices, "all") == 0)
+        return !loopback;
+    size_t len = strlen(name);
+    for (const char *p = devices; *p != '\0';) {
+        const char *end = strchr(p, ',');
+        size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+        if (n == len && strncmp(p, name, n) == 0)
+            return true;
+        p += n + (end != NULL);
+    }
+    return false;
+}
+
+static b10_status_t door_listen(struct door *door, const struct ifaddrs *ifa, char *detail,
+                                size_t detail_len)
+{
+    struct door_listener *l = calloc(1, sizeof(*l));
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    char where[64];
+
+    if (l == NULL)
+        return B10_ERR_NO_MEMORY;
+    memset(&ss, 0, sizeof(ss));
+    memcpy(&ss, ifa->ifa_addr, ifa->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                                    : sizeof(struct sockaddr_in6));
+    if (ss.ss_family == AF_INET)
+        ((struct sockaddr_in *)&ss)->sin_port = htons(door->cfg.port);
+    else
+        ((struct sockaddr_in6 *)&ss)->sin6_port = htons(door->cfg.port);
+    uv_tcp_init(door->loop, &l->tcp);
+    l->tcp.data = door;
+    door->listeners[door->nlisteners++] = l;
+    int rc = uv_tcp_bind(&l->tcp, (struct sockaddr *)&ss, ss.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&l->tcp, 64, door_on_connection);
+    if (rc == 0)
+        rc = uv_tcp_getsockname(&l->tcp, (struct sockaddr *)&ss, &len);
+    struct gate_addr a;
+    gate_addr_of((struct sockaddr *)&ss, &a);
+    l->where.family = a.family;
+    memcpy(l->where.addr, a.bytes, 16);
+    l->where.port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                                  : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    if (rc != 0) {
+        snprintf(detail, detail_len, "cannot open a door at %s (%s): %s",
+                 door_where(&l->where, where, sizeof(where)), ifa->ifa_name, uv_strerror(rc));
+        return B10_ERR_INTERNAL;
+    }
+    log_info("door at %s (%s)", door_where(&l->where, where, sizeof(where)), ifa->ifa_name);
+    return B10_OK;
+}
+
+b10_status_t door_create(uv_loop_t *loop, const struct auth_keyring *keys, struct gate *gate,
+                         const struct door_config *cfg, struct door **door_p, char *detail,
+                         size_t detail_len)
+{
+    struct door *door = calloc(1, sizeof(*door));
+    struct ifaddrs *ifs = NULL;
+    b10_status_t st = B10_OK;
+
+    if (door == NULL)
+        return B10_ERR_NO_MEMORY;
+    door->loop = loop;
+    door->keys = keys;
+    door->gate = gate;
+    door->cfg = *cfg;
+    snprintf(door->name, sizeof(door->name), "%s", cfg->name);
+    door->cfg.name = door->name;
+    door->cfg.devices = NULL;
+    door->tokens = cfg->knocks_per_s;
+    door->tokens_ms = uv_now(loop);
+    list_init(&door->conns);
+    list_init(&door->knocks);
+    *door_p = door;
+    if (getifaddrs(&ifs) != 0) {
+        snprintf(detail, detail_len, "cannot list the network devices: %s", strerror(errno));
+        return B10_ERR_INTERNAL;
+    }
+    for (struct ifaddrs *i = ifs; i != NULL && st == B10_OK; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || (i->ifa_addr->sa_family != AF_INET &&
+                                    i->ifa_addr->sa_family != AF_INET6) ||
+            !(i->ifa_flags & IFF_UP) ||
+            !door_device_named(cfg->devices, i->ifa_name, (i->ifa_flags & IFF_LOOPBACK) != 0))
+            continue;
+        /* A link-local IPv6 address needs its device's scope, which a door's address cannot carry. */
+        if (i->ifa_addr->sa_family == AF_INET6 &&
+            IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr))
+            continue;
+        if (door->nlisteners == WIREADDR_MAX_DOORS || door->nown == KNOCK_MAX_ADDRS) {
+            log_notice("door: more than %u addresses on the network devices; the rest have no "
+                       "door (--net-devices names fewer)", WIREADDR_MAX_DOORS);
+            break;
+        }
+        gate_addr_of(i->ifa_addr, &door->own[door->nown++]);
+        st = door_listen(door, i, detail, detail_len);
+    }
+    freeifaddrs(ifs);
+    if (st == B10_OK && door->nlisteners == 0)
+        log_notice("door: the network devices (%s) have no IP address: no door, and no TCP "
+                   "listener of UCX's to guard", cfg->devices && cfg->devices[0] ? cfg->devices : "all");
+    return st;
+}
+
+static void door_listener_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+void door_destroy(struct door *door)
+{
+    struct list *pos, *tmp;
+
+    if (door == NULL)
+        return;
+    list_for_each_safe(pos, tmp, &door->knocks)
+        door_knock_cancel(list_entry(pos, struct door_knock, node));
+    list_for_each_safe(pos, tmp, &door->conns)
+        door_conn_close(list_entry(pos, struct door_conn, node));
+    for (unsigned i = 0; i < door->nlisteners; i++)
+        uv_close((uv_handle_t *)&door->listeners[i]->tcp, door_listener_closed);
+    free(door);
+}
+
+unsigned door_endpoints(const struct door *door, struct wireaddr_door *out)
+{
+    for (unsigned i = 0; i < door->nlisteners; i++)
+        out[i] = door->listeners[i]->where;
+    return door->nlisteners;
+}
+
+unsigned door_fds(const struct door *door, int *fds, unsigned max)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < door->nlisteners && n < max; i++) {
+        uv_os_fd_t fd;
+        if (uv_fileno((const uv_handle_t *)&door->listeners[i]->tcp, &fd) == 0)
+            fds[n++] = fd;
+    }
+    return n;
+}
+
+const struct door_stats *door_stats(const struct door *door)
+{
+    return &door->stats;
+}

@@ -1,0 +1,66 @@
+/*
+ * knock.h — the two messages at the door (door.h), framed, sealed and
+ * checked. A KNOCK says who knocks, when, and from which addresses; a
+ * KNOCK_ACK answers that knock (it echoes its nonce) with the answering
+ * daemon's addresses. Both travel in the envelope of auth.h under a
+ * cluster key, as HELLO does, after a 32-bit little-endian length.
+ *
+ * Pure: no sockets, no tables, so that the fuzzer drives it
+ * (tests/fuzz/fuzz-knock.c). What passes here is bounded: at most
+ * KNOCK_MAX_ADDRS addresses, each IPv4 or IPv6, a valid name.
+ */
+#ifndef B10D_KNOCK_H
+#define B10D_KNOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "b10/b10.h"
+#include "config.h"
+#include "gate.h"
+
+#define KNOCK_VERSION 1
+#define KNOCK_NONCE_BYTES 16
+#define KNOCK_MAX_ADDRS 16
+/* A framed message, at most: its length word and envelope. */
+#define KNOCK_MAX_BYTES 2048
+/* A knock's clock may be this far from the answering daemon's, either way. */
+#define KNOCK_FRESH_MS 60000
+#define KNOCK_DETAIL_MAX 160
+
+struct knock {
+    bool ack;                   /* KNOCK_ACK, not KNOCK */
+    uint64_t sender_id;         /* the sending daemon's boot (the envelope's sender) */
+    uint64_t key_id;            /* the cluster key it is sealed under */
+    char name[CONFIG_NAME_MAX];
+    uint64_t sent_ms;           /* KNOCK: the knocker's wall clock */
+    uint8_t nonce[KNOCK_NONCE_BYTES];   /* KNOCK: its nonce; KNOCK_ACK: the knock's, echoed */
+    b10_status_t status;        /* KNOCK_ACK */
+    char detail[KNOCK_DETAIL_MAX];
+    struct gate_addr addrs[KNOCK_MAX_ADDRS];
+    unsigned naddrs;
+};
+
+/* The message, sealed under key and framed, in out; its bytes, or 0 when it does not fit. */
+size_t knock_pack(const struct auth_key *key, const struct knock *k, uint8_t *out, size_t cap);
+
+/*
+ * How long the framed message that buf begins is, once its length word is
+ * in (have >= 4): 0 before that; a length outside the bounds reads as
+ * SIZE_MAX, and the connection is dropped.
+ */
+size_t knock_frame_length(const uint8_t *buf, size_t have);
+
+/*
+ * Open a whole framed message of the kind expected (ack or not) under the
+ * keys of ring and decode it into out. B10_OK, or why not in detail:
+ * *authenticated says whether it opened under a key (a refusal is answered
+ * then, and only then: a stranger learns nothing).
+ */
+b10_status_t knock_open(const struct auth_keyring *ring, bool ack, const uint8_t *buf,
+                        size_t length, struct knock *out, bool *authenticated, char *detail,
+                        size_t detail_len);
+
+#endif
