@@ -125,6 +125,34 @@ b10_status_t door_seal(struct door *door, char *detail, size_t detail_len)
     return gate_seal(door->gate, fds, n, detail, detail_len);
 }
 
+static const struct gate_addr door_loopback[2] = {
+    { .family = 4, .bytes = { 127, 0, 0, 1 } },
+    { .family = 6, .bytes = { [15] = 1 } },
+};
+
+static bool door_is_loopback(const struct gate_addr *a)
+{
+    static const uint8_t v6[16] = { [15] = 1 };
+    return a->family == 4 ? a->bytes[0] == 127 : memcmp(a->bytes, v6, 16) == 0;
+}
+
+/*
+ * Is an address this host's: a loopback one, or one of its devices'? A knock
+ * from this host's own address comes from this host (no one off it can
+ * complete a TCP handshake from there), so its loopback addresses, by which
+ * a UCX of this host may connect, are let in too; from anywhere else they
+ * would let in whatever runs on this node.
+ */
+static bool door_is_local(const struct door *door, const struct gate_addr *a)
+{
+    if (door_is_loopback(a))
+        return true;
+    for (unsigned i = 0; i < door->nown; i++)
+        if (gate_addr_eq(&door->own[i], a))
+            return true;
+    return false;
+}
+
 /* Put addresses on the gate, and seal it again if that changed it. */
 static b10_status_t door_let_in(struct door *door, const struct gate_addr *addrs, unsigned n,
                                 char *detail, size_t detail_len)
@@ -248,7 +276,12 @@ static void door_judge(struct door_conn *c, size_t length)
                      "own", gate_addr_str(&c->from, ip, sizeof(ip)));
             st = B10_ERR_UNAUTHENTICATED;
         } else {
-            st = door_let_in(door, k.addrs, k.naddrs, detail, sizeof(detail));
+            struct gate_addr in[KNOCK_MAX_ADDRS];
+            unsigned n = 0;
+            for (unsigned i = 0; i < k.naddrs; i++)
+                if (!door_is_loopback(&k.addrs[i]) || door_is_local(door, &c->from))
+                    in[n++] = k.addrs[i];
+            st = door_let_in(door, in, n, detail, sizeof(detail));
         }
     }
     if (st != B10_OK) {
@@ -446,12 +479,26 @@ static void door_try_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         door_knock_end(k, ack.status, why);
         return;
     }
-    /* The door's own address may be one it does not list (a NAT'd view): it is let in too. */
-    struct gate_addr theirs[KNOCK_MAX_ADDRS + 1];
-    memcpy(theirs, ack.addrs, ack.naddrs * sizeof(ack.addrs[0]));
-    theirs[ack.naddrs] = (struct gate_addr){ .family = k->targets[k->next - 1].family };
-    memcpy(theirs[ack.naddrs].bytes, k->targets[k->next - 1].addr, 16);
-    st = door_let_in(k->door, theirs, ack.naddrs + 1, detail, sizeof(detail));
+    /*
+     * The door's own address may be one it does not list (a NAT'd view): it
+     * is let in too; and where that door is on this host, the loopback ones
+     * (as door_judge does). Loopback addresses the door lists are not taken
+     * from a door elsewhere.
+     */
+    struct gate_addr theirs[KNOCK_MAX_ADDRS + 3];
+    unsigned n = 0;
+    struct gate_addr at = { .family = k->targets[k->next - 1].family };
+    memcpy(at.bytes, k->targets[k->next - 1].addr, 16);
+    bool local = door_is_local(k->door, &at);
+    for (unsigned i = 0; i < ack.naddrs; i++)
+        if (!door_is_loopback(&ack.addrs[i]) || local)
+            theirs[n++] = ack.addrs[i];
+    theirs[n++] = at;
+    if (local) {
+        theirs[n++] = door_loopback[0];
+        theirs[n++] = door_loopback[1];
+    }
+    st = door_let_in(k->door, theirs, n, detail, sizeof(detail));
     door_knock_end(k, st, st == B10_OK ? "" : detail);
 }
 
@@ -484,13 +531,18 @@ static void door_try_connected(uv_connect_t *req, int status)
     memcpy(knock.nonce, k->nonce, KNOCK_NONCE_BYTES);
     memcpy(knock.addrs, door->own, door->nown * sizeof(door->own[0]));
     knock.naddrs = door->nown;
+    /* Loopback ones too: a door of this host lets those in (door_is_local), others drop them. */
+    struct gate_addr claims[3] = { door_loopback[0], door_loopback[1] };
+    unsigned nclaims = 2;
     if (uv_tcp_getsockname(&t->tcp, (struct sockaddr *)&ss, &len) == 0 &&
-        gate_addr_of((struct sockaddr *)&ss, &mine)) {
+        gate_addr_of((struct sockaddr *)&ss, &mine))
+        claims[nclaims++] = mine;
+    for (unsigned c = 0; c < nclaims; c++) {
         bool listed = false;
         for (unsigned i = 0; i < knock.naddrs; i++)
-            listed |= gate_addr_eq(&knock.addrs[i], &mine);
+            listed |= gate_addr_eq(&knock.addrs[i], &claims[c]);
         if (!listed && knock.naddrs < KNOCK_MAX_ADDRS)
-            knock.addrs[knock.naddrs++] = mine;
+            knock.addrs[knock.naddrs++] = claims[c];
     }
     size_t n = knock_pack(&door->keys->keys[0], &knock, t->out, sizeof(t->out));
     uv_buf_t buf = uv_buf_init((char *)t->out, (unsigned)n);
