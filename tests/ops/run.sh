@@ -513,7 +513,7 @@ scen_units() {
     fi
     for k in Type=notify NotifyAccess=main WatchdogSec= Restart=on-failure LimitMEMLOCK=infinity \
         EnvironmentFile= TimeoutStopSec= NoNewPrivileges=yes ProtectSystem= IPAddressDeny=any \
-        IPAddressAllow=localhost SystemCallFilter=; do
+        IPAddressAllow=localhost SystemCallFilter= MemoryMax=; do
         grep -q "^$k" "$D/units/b10d.service" || die "b10d.service lacks $k"
     done
     for k in ListenStream= SocketMode=0660 SocketGroup=; do
