@@ -90,6 +90,12 @@ static int b10d_open_doors(struct b10d *d)
     b10_status_t st = door_create(d->loop, &d->keys, d->gate, &dc, &d->door, detail, sizeof(detail));
     if (st == B10_OK && wire_set_doors(d->wire, doors, door_endpoints(d->door, doors)) != 0)
         return -ENOMEM;
+    if (st == B10_OK) {
+        const void *addr;
+        size_t addr_len;
+        wire_address(d->wire, &addr, &addr_len);
+        door_set_boot(d->door, addr, addr_len, d->incarnation);
+    }
     if (st == B10_OK)
         st = door_seal(d->door, detail, sizeof(detail));
     if (st != B10_OK) {

@@ -36,6 +36,9 @@ struct door {
     struct list knocks;         /* struct door_knock.node: this daemon's knocks in flight */
     double tokens;              /* knocks answered: a token bucket of one second's worth */
     uint64_t tokens_ms;
+    const uint8_t *address;     /* this boot's worker address and incarnation, for KNOCK_ACKs */
+    size_t address_length;
+    uint64_t incarnation;
     uint64_t log_ms;            /* when a dropped connection was last logged */
     uint64_t unlogged;
     struct door_stats stats;
@@ -53,7 +56,7 @@ struct door_conn {
     bool done;                  /* answered or dropped: reads no more */
     size_t have;
     uint8_t in[KNOCK_MAX_BYTES];
-    uint8_t out[KNOCK_MAX_BYTES];
+    uint8_t *out;               /* the KNOCK_ACK, while it is written */
 };
 
 /* One try at one of the other daemon's doors. */
@@ -63,7 +66,7 @@ struct door_try {
     uv_write_t write;
     struct door_knock *k;       /* NULL once the knock ended */
     size_t have;
-    uint8_t in[KNOCK_MAX_BYTES];
+    uint8_t in[KNOCK_ACK_MAX_BYTES];
     uint8_t out[KNOCK_MAX_BYTES];
 };
 
@@ -167,8 +170,10 @@ static b10_status_t door_let_in(struct door *door, const struct gate_addr *addrs
 static void door_conn_closed(uv_handle_t *h)
 {
     struct door_conn *c = h->data;
-    if (--c->open_handles == 0)
+    if (--c->open_handles == 0) {
+        free(c->out);
         free(c);
+    }
 }
 
 static void door_conn_close(struct door_conn *c)
@@ -219,8 +224,13 @@ static void door_answer(struct door_conn *c, const struct knock *knock, b10_stat
     if (status == B10_OK) {
         memcpy(ack.addrs, door->own, door->nown * sizeof(door->own[0]));
         ack.naddrs = door->nown;
+        ack.incarnation = door->incarnation;
+        ack.address = (uint8_t *)door->address;
+        ack.address_length = door->address_length;
     }
-    size_t n = knock_pack(&door->keys->keys[0], &ack, c->out, sizeof(c->out));
+    size_t n = 0;
+    if ((c->out = malloc(KNOCK_ACK_MAX_BYTES)) != NULL)
+        n = knock_pack(&door->keys->keys[0], &ack, c->out, KNOCK_ACK_MAX_BYTES);
     uv_buf_t buf = uv_buf_init((char *)c->out, (unsigned)n);
     c->done = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
@@ -316,7 +326,7 @@ static void door_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->have += (size_t)nread;
-    size_t want = knock_frame_length(c->in, c->have);
+    size_t want = knock_frame_length(c->in, c->have, false);
     if (want == SIZE_MAX || (want != 0 && c->have > want)) {
         door_drop(c, "not a knock (its length, or bytes after it)");
         return;
@@ -398,7 +408,8 @@ static void door_knock_closed(uv_handle_t *h)
 }
 
 /* The knock is over: its callback once (none when cancelled), then it goes. */
-static void door_knock_end(struct door_knock *k, b10_status_t status, const char *detail)
+static void door_knock_end_ack(struct door_knock *k, b10_status_t status, const char *detail,
+                               const struct knock *ack)
 {
     door_knock_cb cb = k->cb;
     void *user = k->user;
@@ -412,7 +423,12 @@ static void door_knock_end(struct door_knock *k, b10_status_t status, const char
     else
         k->door->stats.knock_failed++;
     if (cb != NULL)
-        cb(user, status, detail);
+        cb(user, status, detail, ack);
+}
+
+static void door_knock_end(struct door_knock *k, b10_status_t status, const char *detail)
+{
+    door_knock_end_ack(k, status, detail, NULL);
 }
 
 static void door_knock_next(struct door_knock *k);
@@ -453,7 +469,7 @@ static void door_try_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     t->have += (size_t)nread;
-    size_t want = knock_frame_length(t->in, t->have);
+    size_t want = knock_frame_length(t->in, t->have, true);
     if (want == SIZE_MAX || (want != 0 && t->have > want)) {
         door_try_failed(t, "the door at %s answered %s", "what is no KNOCK_ACK");
         return;
@@ -477,6 +493,7 @@ static void door_try_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         char why[KNOCK_DETAIL_MAX + CONFIG_NAME_MAX + 16];
         snprintf(why, sizeof(why), "%s refused: %s", ack.name, ack.detail);
         door_knock_end(k, ack.status, why);
+        knock_release(&ack);
         return;
     }
     /*
@@ -499,7 +516,8 @@ static void door_try_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         theirs[n++] = door_loopback[1];
     }
     st = door_let_in(k->door, theirs, n, detail, sizeof(detail));
-    door_knock_end(k, st, st == B10_OK ? "" : detail);
+    door_knock_end_ack(k, st, st == B10_OK ? "" : detail, st == B10_OK ? &ack : NULL);
+    knock_release(&ack);
 }
 
 static void door_try_wrote(uv_write_t *w, int status)
@@ -761,6 +779,13 @@ unsigned door_fds(const struct door *door, int *fds, unsigned max)
             fds[n++] = fd;
     }
     return n;
+}
+
+void door_set_boot(struct door *door, const void *address, size_t length, uint64_t incarnation)
+{
+    door->address = address;
+    door->address_length = length;
+    door->incarnation = incarnation;
 }
 
 const struct door_stats *door_stats(const struct door *door)

@@ -10,8 +10,10 @@
  * key, the clock within a minute, the connection's source among the listed
  * addresses), puts those addresses on its gate, and answers with a
  * KNOCK_ACK that lists its own, which the knocker puts on its gate in turn
- * (the answering daemon's UCX connects back). What does not open under a
- * key is dropped unanswered.
+ * (the answering daemon's UCX connects back), with its boot and worker
+ * address: a door at a fixed port (--door-port) so answers for whichever
+ * boot of its node runs now, and a descriptor of an earlier boot still
+ * reaches the node. What does not open under a key is dropped unanswered.
  *
  * Bounded: DOOR_MAX_CONNS connections at once, each for --connect-timeout-ms
  * at most, one framed message of KNOCK_MAX_BYTES in and one out, knocks
@@ -50,7 +52,14 @@ struct door_stats {
 
 struct door;
 struct door_knock;
-typedef void (*door_knock_cb)(void *user, b10_status_t status, const char *detail);
+struct knock;
+/*
+ * A knock's end. On B10_OK, ack is the door's answer (knock.h): the name,
+ * boot (sender_id, incarnation) and worker address of the daemon that
+ * answers there now, good for the callback's length.
+ */
+typedef void (*door_knock_cb)(void *user, b10_status_t status, const char *detail,
+                              const struct knock *ack);
 
 /*
  * Listen at the addresses of cfg->devices and keep gate's list. B10_OK
@@ -77,6 +86,9 @@ const struct door_stats *door_stats(const struct door *door);
 struct door_knock *door_knock(struct door *door, const struct wireaddr_door *doors, unsigned n,
                               void *user, door_knock_cb cb);
 void door_knock_cancel(struct door_knock *k);
+
+/* What this daemon's doors answer: its boot's worker address (kept, not copied) and incarnation. */
+void door_set_boot(struct door *door, const void *address, size_t length, uint64_t incarnation);
 
 /* Seal the gate again (the list changed): UCX's listeners get the list as it is now. */
 b10_status_t door_seal(struct door *door, char *detail, size_t detail_len);

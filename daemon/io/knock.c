@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "peer.pb-c.h"
@@ -37,8 +38,10 @@ size_t knock_pack(const struct auth_key *key, const struct knock *k, uint8_t *ou
         m.name = (char *)k->name;
         m.n_addresses = n;
         m.addresses = addrs;
+        m.incarnation = k->incarnation;
+        m.worker_address = (ProtobufCBinaryData){ k->address_length, k->address };
         body = b10__peer__knock_ack__get_packed_size(&m);
-        if (4 + AUTH_OVERHEAD + body > cap || 4 + AUTH_OVERHEAD + body > KNOCK_MAX_BYTES)
+        if (4 + AUTH_OVERHEAD + body > cap || 4 + AUTH_OVERHEAD + body > KNOCK_ACK_MAX_BYTES)
             return 0;
         b10__peer__knock_ack__pack(&m, out + 4 + AUTH_HEADER_BYTES);
     }
@@ -49,14 +52,21 @@ size_t knock_pack(const struct auth_key *key, const struct knock *k, uint8_t *ou
     return 4 + len;
 }
 
-size_t knock_frame_length(const uint8_t *buf, size_t have)
+size_t knock_frame_length(const uint8_t *buf, size_t have, bool ack)
 {
     if (have < 4)
         return 0;
     size_t len = (size_t)buf[0] | (size_t)buf[1] << 8 | (size_t)buf[2] << 16 | (size_t)buf[3] << 24;
-    if (len < AUTH_OVERHEAD || 4 + len > KNOCK_MAX_BYTES)
+    if (len < AUTH_OVERHEAD || 4 + len > (ack ? KNOCK_ACK_MAX_BYTES : KNOCK_MAX_BYTES))
         return SIZE_MAX;
     return 4 + len;
+}
+
+void knock_release(struct knock *k)
+{
+    free(k->address);
+    k->address = NULL;
+    k->address_length = 0;
 }
 
 static b10_status_t knock_refuse(char *detail, size_t detail_len, const char *why)
@@ -105,6 +115,8 @@ static const char *knock_decode(bool ack, const uint8_t *p, size_t len, struct k
         b10__peer__knock__free_unpacked(m, NULL);
         return why;
     }
+    const uint8_t *lanes[1 + WIREADDR_MAX_LANES];
+    size_t lengths[1 + WIREADDR_MAX_LANES];
     B10__Peer__KnockAck *m = b10__peer__knock_ack__unpack(NULL, len, p);
     if (m == NULL)
         return "not a KNOCK_ACK";
@@ -116,15 +128,30 @@ static const char *knock_decode(bool ack, const uint8_t *p, size_t len, struct k
         why = "nonce of the wrong size";
     else if (m->status == B10__STATUS__OK && !knock_addrs(out, m->n_addresses, m->addresses))
         why = "no addresses, too many, or one neither IPv4 nor IPv6";
+    else if (m->status == B10__STATUS__OK &&
+             (m->incarnation == 0 || m->worker_address.len == 0 ||
+              m->worker_address.len > KNOCK_MAX_ADDRESS ||
+              wireaddr_unpack(m->worker_address.data, m->worker_address.len, lanes, lengths) < 1))
+        why = "no boot, or a malformed worker address";
+    else if (m->status == B10__STATUS__OK &&
+             (out->address = malloc(m->worker_address.len)) == NULL)
+        why = "no memory for its worker address";
     if (why == NULL) {
         snprintf(out->name, sizeof(out->name), "%s", m->name);
         memcpy(out->nonce, m->knock_nonce.data, KNOCK_NONCE_BYTES);
         out->status = (b10_status_t)m->status;
+        out->incarnation = m->incarnation;
+        if (out->address != NULL) {
+            memcpy(out->address, m->worker_address.data, m->worker_address.len);
+            out->address_length = m->worker_address.len;
+        }
         snprintf(out->detail, sizeof(out->detail), "%s", m->detail != NULL ? m->detail : "");
         if (strcmp(b10_status_name(out->status), "B10_UNKNOWN") == 0 ||
             out->status == B10_IN_PROGRESS)
             why = "an unknown status";
     }
+    if (why != NULL)
+        knock_release(out);
     b10__peer__knock_ack__free_unpacked(m, NULL);
     return why;
 }
@@ -140,7 +167,7 @@ b10_status_t knock_open(const struct auth_keyring *ring, bool ack, const uint8_t
 
     *authenticated = false;
     memset(out, 0, sizeof(*out));
-    if (length < 4 || knock_frame_length(buf, length) != length || auth_peek(buf + 4, length - 4, &hdr) != 0 ||
+    if (length < 4 || knock_frame_length(buf, length, ack) != length || auth_peek(buf + 4, length - 4, &hdr) != 0 ||
         hdr.kind != kind)
         return knock_refuse(detail, detail_len, "not a knock");
     const struct auth_key *key = auth_keyring_find(ring, hdr.key_id);

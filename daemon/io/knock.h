@@ -20,12 +20,16 @@
 #include "b10/b10.h"
 #include "config.h"
 #include "gate.h"
+#include "wireaddr.h"
 
 #define KNOCK_VERSION 1
 #define KNOCK_NONCE_BYTES 16
 #define KNOCK_MAX_ADDRS 16
-/* A framed message, at most: its length word and envelope. */
+/* A framed KNOCK, at most: its length word and envelope. */
 #define KNOCK_MAX_BYTES 2048
+/* A KNOCK_ACK's worker address, at most (hello.h's bound), and the framed ACK. */
+#define KNOCK_MAX_ADDRESS ((1 + WIREADDR_MAX_LANES) * 4096)
+#define KNOCK_ACK_MAX_BYTES (KNOCK_MAX_BYTES + KNOCK_MAX_ADDRESS)
 /* A knock's clock may be this far from the answering daemon's, either way. */
 #define KNOCK_FRESH_MS 60000
 #define KNOCK_DETAIL_MAX 160
@@ -41,17 +45,23 @@ struct knock {
     char detail[KNOCK_DETAIL_MAX];
     struct gate_addr addrs[KNOCK_MAX_ADDRS];
     unsigned naddrs;
+    uint64_t incarnation;       /* KNOCK_ACK: the answering boot's */
+    uint8_t *address;           /* KNOCK_ACK: its worker address (wireaddr.h; knock_open's copy) */
+    size_t address_length;
 };
 
 /* The message, sealed under key and framed, in out; its bytes, or 0 when it does not fit. */
 size_t knock_pack(const struct auth_key *key, const struct knock *k, uint8_t *out, size_t cap);
+
+/* What knock_open allocated (a KNOCK_ACK's address). */
+void knock_release(struct knock *k);
 
 /*
  * How long the framed message that buf begins is, once its length word is
  * in (have >= 4): 0 before that; a length outside the bounds reads as
  * SIZE_MAX, and the connection is dropped.
  */
-size_t knock_frame_length(const uint8_t *buf, size_t have);
+size_t knock_frame_length(const uint8_t *buf, size_t have, bool ack);
 
 /*
  * Open a whole framed message of the kind expected (ack or not) under the

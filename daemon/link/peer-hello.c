@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "door.h"
+#include "knock.h"
 #include "staging.h"
 #include "wire.h"
 
@@ -312,14 +313,54 @@ static int peer_hello_send_msg(struct b10d *d, struct wire_ep *ep, const struct 
     return wire_send_owned(ep, tag, buf, AUTH_OVERHEAD + length);
 }
 
-static void peer_hello_on_knocked(void *user, b10_status_t status, const char *detail)
+/*
+ * The door answers for the boot of its node that runs now. Where that is a
+ * later boot than the entry's (a descriptor outlives its daemon's restart),
+ * the link goes to it: what waits for the link was sent nowhere yet, and
+ * waits on; what the earlier boot had fails as at any restart.
+ */
+static b10_status_t peer_hello_take_boot(struct peer *peer, const struct knock *ack, char *why,
+                                         size_t why_len)
+{
+    struct list waiting;
+
+    if (strcmp(ack->name, peer->name) != 0) {
+        snprintf(why, why_len, "its door answers as daemon %s", ack->name);
+        return B10_ERR_PEER_PROTOCOL;
+    }
+    if (ack->sender_id == peer->daemon_id)
+        return B10_OK;
+    if (ack->incarnation <= peer->incarnation || ack->incarnation > peer_incarnation_bound(peer->d)) {
+        snprintf(why, why_len, "its door answers for boot %016" PRIx64 ", which did not start "
+                 "after boot %016" PRIx64 " (or starts a day ahead of this daemon's clock)",
+                 ack->sender_id, peer->daemon_id);
+        return B10_ERR_PEER_PROTOCOL;
+    }
+    log_info("peer %s: its door answers for boot %016" PRIx64 ", later than boot %016" PRIx64
+             " that this daemon knew: the link goes to the later", peer->name, ack->sender_id,
+             peer->daemon_id);
+    list_init(&waiting);
+    list_splice_tail(&waiting, &peer->waiting);
+    b10_status_t st = peer_replace(peer, ack->sender_id, ack->incarnation, ack->address,
+                                   ack->address_length);
+    list_splice_tail(&peer->waiting, &waiting);
+    peer->d->stats.descriptors_resolved++;
+    if (st != B10_OK)
+        snprintf(why, why_len, "no memory for its new boot's address");
+    return st;
+}
+
+static void peer_hello_on_knocked(void *user, b10_status_t status, const char *detail,
+                                  const struct knock *ack)
 {
     struct peer *peer = user;
-    char why[320];
+    char why[320], took[256];
 
     peer->knock = NULL;
     peer->state = PEER_DOWN;
-    if (status == B10_OK) {
+    if (status == B10_OK && (status = peer_hello_take_boot(peer, ack, took, sizeof(took))) != B10_OK)
+        detail = took;
+    else if (status == B10_OK) {
         peer->knocked = true;
         if ((status = peer_hello_connect(peer)) == B10_OK)
             return;

@@ -55,6 +55,16 @@ static void check(const struct knock *k, bool ack)
             abort();
     if (memchr(k->detail, '\0', sizeof(k->detail)) == NULL)
         abort();
+    /* An answer that lets in names the boot that answers, with a worker address that unpacks. */
+    const uint8_t *lanes[1 + WIREADDR_MAX_LANES];
+    size_t lengths[1 + WIREADDR_MAX_LANES];
+    if (ack && k->status == B10_OK &&
+        (k->incarnation == 0 || k->address == NULL || k->address_length == 0 ||
+         k->address_length > KNOCK_MAX_ADDRESS ||
+         wireaddr_unpack(k->address, k->address_length, lanes, lengths) < 1))
+        abort();
+    if (!(ack && k->status == B10_OK) && k->address != NULL)
+        abort();
 }
 
 /* The input as it arrives: a stranger's bytes open under no key. */
@@ -64,9 +74,12 @@ static void as_wire(const uint8_t *data, size_t size)
     bool authenticated;
     char detail[KNOCK_DETAIL_MAX];
 
-    size_t want = knock_frame_length(data, size);
-    if (want != 0 && want != SIZE_MAX && (want < 4 + AUTH_OVERHEAD || want > KNOCK_MAX_BYTES))
-        abort();
+    for (int ack = 0; ack < 2; ack++) {
+        size_t want = knock_frame_length(data, size, ack);
+        if (want != 0 && want != SIZE_MAX &&
+            (want < 4 + AUTH_OVERHEAD || want > (ack ? KNOCK_ACK_MAX_BYTES : KNOCK_MAX_BYTES)))
+            abort();
+    }
     for (int ack = 0; ack < 2; ack++) {
         if (knock_open(&strangers, ack, data, size, &k, &authenticated, detail, sizeof(detail)) == B10_OK)
             abort();
@@ -78,12 +91,12 @@ static void as_wire(const uint8_t *data, size_t size)
 /* The input as a key holder's payload, sealed as a KNOCK and as a KNOCK_ACK. */
 static void as_payload(const uint8_t *data, size_t size)
 {
-    uint8_t buf[KNOCK_MAX_BYTES];
+    static uint8_t buf[KNOCK_ACK_MAX_BYTES];
     struct knock k;
     bool authenticated;
     char detail[KNOCK_DETAIL_MAX];
 
-    if (4 + AUTH_OVERHEAD + size > sizeof(buf))
+    if (4 + AUTH_OVERHEAD + size > KNOCK_MAX_BYTES)
         return;
     for (int ack = 0; ack < 2; ack++) {
         uint32_t len = (uint32_t)(AUTH_OVERHEAD + size);
@@ -97,6 +110,7 @@ static void as_payload(const uint8_t *data, size_t size)
             abort();
         if (st == B10_OK)
             check(&k, ack);
+        knock_release(&k);
         /* Sealed as one kind, it never opens as the other. */
         if (knock_open(&ring, !ack, buf, 4 + len, &k, &authenticated, detail, sizeof(detail)) == B10_OK)
             abort();

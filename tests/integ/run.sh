@@ -446,6 +446,40 @@ scen_restart() {
     [ "$(peers_named A B)" = "$_new" ] || die "A forgot B within its idle time (peers: '$(peers_named A B)')"
 }
 
+# A descriptor outlives its daemon's restart by the door (daemon/io/door.h):
+# B's door keeps its port (--door-port) across a restart, so a daemon that
+# never knew B's new boot (A, restarted too) knocks there with a descriptor
+# of B's first boot and is answered by the second, to which it links.
+scen_door_new_boot() {
+    _port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    start_daemon A
+    start_daemon B --door-port "$_port"
+    write_round A B first
+    _old=$(daemon_field B daemon_id)
+    for _x in B A; do
+        kill -TERM "$(daemon_pid $_x)"
+        wait_exit "$(daemon_pid $_x)" $(( 15 * SLOW ))
+        forget_daemon "$_x"
+        mv "$D/$_x.log" "$D/$_x-boot1.log"
+    done
+    start_daemon B --door-port "$_port"
+    start_daemon A
+    _new=$(daemon_field B daemon_id)
+    [ -n "$_new" ] && [ "$_new" != "$_old" ] || die "B's new boot has id '$_new' (old $_old)"
+    # The first round's descriptor names B's first boot; its rank is gone with it, so the
+    # WRITE is refused by B's second boot, which it reached: not unreachable.
+    fg 60 pold "$KVRANK" --role prefill --name pold -s "$D/A.sock" --dir "$D/first" --round 0 \
+        $KV --req-blocks 8
+    [ "$(peers_named A B)" = "$_new" ] || die "A's peers named B: '$(peers_named A B)', not $_new"
+    grep -q "peer B: its door answers for boot $_new" "$D/A.log" ||
+        die "A did not link to B's new boot by its door: $(grep -m1 'peer B' "$D/A.log")"
+    grep -q "door: let A in" "$D/B.log" || die "B's door did not let A in"
+    ! grep -q PEER_UNREACHABLE "$D/pold.log" ||
+        die "the WRITE did not reach B's new boot: $(grep -m1 PEER_UNREACHABLE "$D/pold.log")"
+    # And a rank of the new boot is written to as any.
+    write_round A B second
+}
+
 # until_file PATH PID SECONDS WHAT: PATH exists, or die (also when PID ended first).
 until_file() {
     _n=$(( $3 * 10 * SLOW ))
