@@ -737,6 +737,14 @@ b10_status_t door_create(uv_loop_t *loop, const struct auth_keyring *keys, struc
         st = door_listen(door, i, detail, detail_len);
     }
     freeifaddrs(ifs);
+    /*
+     * This host's own addresses are in from the start: a daemon's link to
+     * itself (the notices and checks between its own ranks) goes through its
+     * UCX, from them. So are this node's other processes, which reach them
+     * too; the gate keeps out other hosts.
+     */
+    gate_allow(door->gate, door->own, door->nown);
+    gate_allow(door->gate, door_loopback, 2);
     if (st == B10_OK && door->nlisteners == 0)
         log_notice("door: the network devices (%s) have no IP address: no door, and no TCP "
                    "listener of UCX's to guard", cfg->devices && cfg->devices[0] ? cfg->devices : "all");
