@@ -150,6 +150,7 @@ struct loaded {
     char name[256];
     uint8_t *desc;                 /* owned */
     size_t length;
+    uint32_t grants;               /* B10_GRANT_* */
 };
 
 /* This rank's descriptor of an earlier daemon boot: a caller may still hold the pointer. */
@@ -1833,6 +1834,12 @@ static b10_status_t agent_name_reject(b10_conn_t *conn)
 b10_status_t b10_agent_load(b10_conn_t *conn, const char *name, const void *desc,
                             size_t length)
 {
+    return b10_agent_pair(conn, name, desc, length, 0);
+}
+
+b10_status_t b10_agent_pair(b10_conn_t *conn, const char *name, const void *desc,
+                            size_t length, uint32_t grants)
+{
     B10__LoadAgent la = B10__LOAD_AGENT__INIT;
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
 
@@ -1842,7 +1849,11 @@ b10_status_t b10_agent_load(b10_conn_t *conn, const char *name, const void *desc
         return agent_name_reject(conn);
     if (desc == NULL || length == 0)
         return conn_reject(conn, B10_ERR_INVALID_ARG, "empty agent descriptor");
+    if (grants & ~(uint32_t)(B10_GRANT_WRITE | B10_GRANT_READ))
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "grants 0x%x: only B10_GRANT_WRITE and "
+                           "B10_GRANT_READ are known", grants);
     la.name = (char *)name;
+    la.grants = grants;
     la.desc.data = (uint8_t *)desc;
     la.desc.len = length;
     msg.body_case = B10__CLIENT_MSG__BODY_LOAD_AGENT;
@@ -1855,6 +1866,7 @@ b10_status_t b10_agent_load(b10_conn_t *conn, const char *name, const void *desc
     snprintf(l->name, sizeof(l->name), "%s", name);
     memcpy(l->desc, desc, length);
     l->length = length;
+    l->grants = grants;
     pthread_mutex_lock(&conn->lock);
     b10_status_t status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
     /* Kept for a restarted daemon, which knows nothing a rank loaded: the newest per name. */
@@ -2117,6 +2129,7 @@ static void conn_revive(b10_conn_t *conn)
         la.name = l->name;
         la.desc = (ProtobufCBinaryData){ l->length, l->desc };
         la.reload = true;
+        la.grants = l->grants;
         msg.body_case = B10__CLIENT_MSG__BODY_LOAD_AGENT;
         msg.load_agent = &la;
         status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);

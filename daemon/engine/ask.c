@@ -300,7 +300,7 @@ void ask_on_check(struct peer *peer, const B10__Peer__Check *check)
     /* Even whether memory is registered is the target's to tell only to ranks it admits. */
     struct access_origin origin;
     access_origin(&origin, peer, check->src_agent);
-    if (access_spans(target, &origin, check->spans.data, count, false, NULL, detail,
+    if (access_spans(target, &origin, ACCESS_CHECK, check->spans.data, count, false, NULL, detail,
                      sizeof(detail)) != B10_OK) {
         ask_answer(peer, check->check_id, B10_ERR_PERMISSION, detail);
         return;
@@ -343,7 +343,7 @@ void ask_on_notify(struct peer *peer, const B10__Peer__Notify *notify)
     struct access_origin origin;
     access_origin(&origin, peer, notify->src_agent);
     if (strnlen(notify->src_agent, 256) == 0 ||
-        access_grant(target, &origin, false, detail, sizeof(detail)) == ACCESS_REFUSED) {
+        access_grant(target, &origin, ACCESS_NOTIFY, detail, sizeof(detail)) == ACCESS_REFUSED) {
         if (notify->src_agent[0] == '\0')
             snprintf(detail, sizeof(detail), "a notice names no sending rank");
         ask_answer(peer, notify->notify_id, B10_ERR_PERMISSION, detail);

@@ -224,8 +224,8 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
         return status;
     /* The other rank's leave, as its daemon would ask it of a rank of another node. */
     access_origin(&origin, self, s->agent);
-    status = access_spans(other, &origin, theirs, count, req->sync_msg.len > 0, &grant, detail,
-                          detail_len);
+    status = access_spans(other, &origin, read ? ACCESS_READ : ACCESS_WRITE, theirs, count,
+                          req->sync_msg.len > 0, &grant, detail, detail_len);
     if (status != B10_OK)
         return status;
     if (req->sync_msg.len > 0 && !rank_notice_room(d, other, req->sync_msg.len)) {

@@ -140,8 +140,8 @@ void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req, size_
     struct access_origin origin;
     access_origin(&origin, peer, req->dst_agent);
     enum access_grant grant;
-    if (access_spans(holder, &origin, req->src_spans.data, count, req->sync_msg.len > 0, &grant,
-                     detail, sizeof(detail)) != B10_OK) {
+    if (access_spans(holder, &origin, ACCESS_READ, req->src_spans.data, count,
+                     req->sync_msg.len > 0, &grant, detail, sizeof(detail)) != B10_OK) {
         xfer_read_refuse(peer, req->read_id, B10_ERR_PERMISSION, detail);
         return;
     }

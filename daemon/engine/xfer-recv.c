@@ -260,7 +260,7 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
     enum access_grant grant = ACCESS_FULL;
     access_origin(&origin, peer, control->src_agent);
     if (parent == NULL &&
-        ((grant = access_grant(target, &origin, true, detail, sizeof(detail))) == ACCESS_REFUSED ||
+        ((grant = access_grant(target, &origin, ACCESS_WRITE, detail, sizeof(detail))) == ACCESS_REFUSED ||
          (grant == ACCESS_OPEN_ONLY && control->sync_msg.len > 0 &&
           access_notice_refused(target, &origin, detail, sizeof(detail)) != B10_OK))) {
         xfer_recv_refuse(peer, control, B10_ERR_PERMISSION, detail);

@@ -728,6 +728,11 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
         session_reply(s, seq, B10_ERR_INVALID_ARG, "agent descriptor empty or too large", NULL);
         return;
     }
+    if (req->grants & ~(uint32_t)(B10_GRANT_WRITE | B10_GRANT_READ)) {
+        session_reply(s, seq, B10_ERR_INVALID_ARG, "unknown grants: only B10_GRANT_WRITE and "
+                      "B10_GRANT_READ are", NULL);
+        return;
+    }
     b10_status_t status = session_open_desc(s, req->desc.data, req->desc.len, &desc, detail,
                                             sizeof(detail));
     if (status != B10_OK) {
@@ -778,6 +783,7 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
             peer_ref(peer);
             session_agent_owner(s, a);
             session_load_owner(a, desc, earlier_self);
+            a->grants = req->grants;
             session_reply(s, seq, B10_OK, "", NULL);
             if (req->reload)
                 session_reload_link(s, a);
@@ -798,6 +804,7 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
     peer_ref(peer);
     session_agent_owner(s, a);
     session_load_owner(a, desc, earlier_self);
+    a->grants = req->grants;
     list_insert_tail(&s->agents, &a->node);
     s->nagents++;
     session_reply(s, seq, B10_OK, "", NULL);

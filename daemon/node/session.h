@@ -26,6 +26,7 @@ struct remote_agent {
     bool uid_known;
     uid_t uid;
     bool reload_linked;             /* its reload asked for a link to its node (once a session) */
+    uint32_t grants;                /* what the rank let it do to its memory (B10_GRANT_*, access.h) */
 };
 
 struct session {

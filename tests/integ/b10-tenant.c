@@ -11,7 +11,9 @@
  *   - b (another uid) is refused READ, WRITE, CHECK and NOTIFY against a
  *     with B10_ERR_PERMISSION, and a's bytes stay as they were; through a
  *     region a opened to the node, b's WRITE, READ and CHECK succeed (a
- *     NOTIFY still needs pairing); once a loaded b's descriptor, all four
+ *     NOTIFY still needs pairing); loading b's descriptor grants b nothing;
+ *     granted WRITE (b10_agent_pair), b WRITEs, CHECKs and NOTIFYs but does
+ *     not READ; granted READ, the other way round; granted both, all four
  *     succeed. a2, of a's uid, needs no pairing.
  *   - b cannot take a's name, neither while a is connected nor after it
  *     left; a2 (a's uid) takes it back.
@@ -21,8 +23,8 @@
  *   - r, on the other daemon: without --paired (the daemon admits any
  *     authenticated remote rank) its WRITE lands unpaired; with --paired
  *     (the daemon runs --remote-access paired) all four are refused, an
- *     open region does not help, and after a loaded r's descriptor all
- *     four succeed.
+ *     open region does not help, loading r grants it nothing, granted WRITE
+ *     it WRITEs but does not READ, and granted both all four succeed.
  *
  * Prints "ok …" per check, "FAIL …" on the first failure; exits 0 or 1.
  */
@@ -243,7 +245,9 @@ static void rank_do(struct rank_state *s, const struct req *q, struct resp *r)
         break;
     }
     case OP_LOAD:
-        st = b10_agent_load(s->conn, q->name, q->data, q->len);
+        /* a: the grants (B10_GRANT_*); none is b10_agent_load. */
+        st = q->a == 0 ? b10_agent_load(s->conn, q->name, q->data, q->len)
+                       : b10_agent_pair(s->conn, q->name, q->data, q->len, (uint32_t)q->a);
         say(r, st, "%s", st == B10_OK ? "" : b10_conn_detail(s->conn));
         break;
     case OP_XFER:
@@ -416,13 +420,19 @@ static void desc(struct rank *k)
     k->desc_len = R.len;
 }
 
-static void load(struct rank *k, const struct rank *of)
+static void pair(struct rank *k, const struct rank *of, uint32_t grants)
 {
     char what[300];
     memcpy(Q.data, of->desc, of->desc_len);
     Q.len = of->desc_len;
     snprintf(what, sizeof(what), "%s loads %s's descriptor", k->name, of->name);
-    expect(what, call(k, OP_LOAD, of->name, 0, 0, 0, 0, 0), B10_OK);
+    expect(what, call(k, OP_LOAD, of->name, grants, 0, 0, 0, 0), B10_OK);
+}
+
+/* k learns of (to send to it or read from it): that grants of nothing. */
+static void load(struct rank *k, const struct rank *of)
+{
+    pair(k, of, 0);
 }
 
 /*
@@ -553,8 +563,29 @@ int main(int argc, char **argv)
         four(&a2, &a, a.addr[0], B10_OK, "the same uid");
         expect("a2's bytes landed in a", verify(&a, 0, 0, 0xd1), B10_OK);
 
-        /* Paired: a loaded b's descriptor. */
+        /* Loading b's descriptor (to send to b) grants b nothing. */
         load(&a, &b);
+        four(&b, &a, a.addr[0], B10_ERR_PERMISSION, "another uid, loaded but granted nothing");
+        expect("a's region 0 is as a2 left it after b's refused WRITE", verify(&a, 0, 0, 0xd1),
+               B10_OK);
+        /* Granted WRITE: b WRITEs, CHECKs and NOTIFYs, but does not READ. */
+        pair(&a, &b, B10_GRANT_WRITE);
+        expect("b READs from a (granted WRITE only)", xfer(&b, &a, true, a.addr[0] + PIECE),
+               B10_ERR_PERMISSION);
+        expect_word("b READs from a (granted WRITE only)", "B10_GRANT_READ");
+        expect("b WRITEs into a (granted WRITE)", xfer(&b, &a, false, a.addr[0]), B10_OK);
+        expect("b NOTIFYs a (granted WRITE)", call(&b, OP_NOTIFY, a.name, 0, 0, 0, 0, 0), B10_OK);
+        /* Granted READ alone: b READs and CHECKs, no longer WRITEs or NOTIFYs. */
+        pair(&a, &b, B10_GRANT_READ);
+        expect("b WRITEs into a (granted READ only)", xfer(&b, &a, false, a.addr[0]),
+               B10_ERR_PERMISSION);
+        expect("b NOTIFYs a (granted READ only)", call(&b, OP_NOTIFY, a.name, 0, 0, 0, 0, 0),
+               B10_ERR_PERMISSION);
+        expect("b READs from a (granted READ)", xfer(&b, &a, true, a.addr[0] + PIECE), B10_OK);
+        expect("b CHECKs a's span (granted READ)", call(&b, OP_CHECK, a.name, a.addr[0], PIECE, 0, 0, 0),
+               B10_OK);
+        /* Paired with both: all four. */
+        pair(&a, &b, B10_GRANT_WRITE | B10_GRANT_READ);
         four(&b, &a, a.addr[0], B10_OK, "another uid, paired");
         expect("b's bytes landed in a once paired", verify(&a, 0, 0, 0xb1), B10_OK);
         expect("a heard b's notice", call(&a, OP_NOTICES, NULL, 1, 0, 0, 0, 0), B10_OK);
@@ -639,6 +670,12 @@ int main(int argc, char **argv)
         load(&a2, &a);
         expect("a2 (a's uid) WRITEs into a", xfer(&a2, &a, false, a.addr[0] + 8 * PIECE), B10_OK);
         load(&a, &r);
+        four(&r, &a, a.addr[0], B10_ERR_PERMISSION, "a remote rank, loaded but granted nothing");
+        pair(&a, &r, B10_GRANT_WRITE);
+        expect("r READs from a (granted WRITE only)", xfer(&r, &a, true, a.addr[0] + PIECE),
+               B10_ERR_PERMISSION);
+        expect("r WRITEs into a (granted WRITE)", xfer(&r, &a, false, a.addr[0]), B10_OK);
+        pair(&a, &r, B10_GRANT_WRITE | B10_GRANT_READ);
         four(&r, &a, a.addr[0], B10_OK, "a remote rank, paired");
         expect("r's bytes landed in a once paired", verify(&a, 0, 0, 0xc1), B10_OK);
     }

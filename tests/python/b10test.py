@@ -289,6 +289,21 @@ def load(r: Any, name: str, agent_desc: bytes) -> None:
     r.agent.load_remote_agent(name, agent_desc)
 
 
+def load_granting(r: Any, name: str, agent_desc: bytes, grants: int) -> None:
+    r.agent.load_remote_agent(name, agent_desc, grants=grants)
+
+
+def outcome(r: Any, op: str, remote_addr: int, remote_name: str) -> Tuple[str, str]:
+    """A 64 KiB op between r's "kv" and remote_addr: its status and reason, once ended."""
+    xid = submit(r, op, [("kv", 0, 65536)], [(remote_addr, 65536)], remote_name,
+                 None, 30000)
+    try:
+        r.xfers[xid].wait(60000)
+    except b10.B10Error as e:
+        return e.status, e.detail
+    return "B10_OK", ""
+
+
 def read(r: Any, key: str, offset: int = 0, length: Optional[int] = None) -> bytes:
     view = r.bufs[key].view
     return bytes(view[offset:None if length is None else offset + length])

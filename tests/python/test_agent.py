@@ -27,7 +27,7 @@ from b10 import descs as bdescs
 from b10test import (SLOW, TOP, Rank, alloc, await_messages, check, close_agent, fill, is_completed,
                      notifications, notify, pair, pattern, read, submit, submit_arrays,
                      threaded_writes, wait, watch_sync, xfer_state)
-from b10test import build_dir
+from b10test import Daemon, build_dir, load, load_granting, outcome
 from b10test import desc as b10test_desc
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -654,3 +654,42 @@ def test_sparse_registration_costs_the_daemon_nothing(daemons) -> None:
     finally:
         tx.shutdown()
         dst.shutdown()
+
+
+# ---------------------------------------------------------------- pairing grants only what it says
+
+def test_pairing_grants_only_what_it_says(ranks, tmp_path: Path) -> None:
+    """Under --remote-access paired, loading a rank's descriptor (to send to it) lets
+    it do nothing here; grants=b10.GRANT_WRITE lets it WRITE but not READ, and
+    b10.GRANT_READ the other way round."""
+    a = Daemon("GA", tmp_path, "--remote-access", "paired")
+    b = Daemon("GB", tmp_path)
+    try:
+        t, o = ranks("target", a), ranks("origin", b)
+        t_addr = t.run(alloc, "kv", 4 * MiB, 31)
+        o.run(alloc, "kv", 4 * MiB, 32)
+        o.run(load, t.name, t.run(b10test_desc))
+        o_desc = o.run(b10test_desc)
+
+        t.run(load, o.name, o_desc)                               # loaded: grants nothing
+        for op in ("WRITE", "READ"):
+            status, detail = o.run(outcome, op, t_addr, t.name)
+            assert status == "B10_ERR_PERMISSION" and "has not paired" not in detail, (op, detail)
+        assert t.run(read, "kv") == pattern(31, 4 * MiB)          # nothing landed
+
+        t.run(load_granting, o.name, o_desc, b10.GRANT_WRITE)
+        status, detail = o.run(outcome, "READ", t_addr, t.name)
+        assert status == "B10_ERR_PERMISSION" and "B10_GRANT_READ" in detail, detail
+        assert o.run(outcome, "WRITE", t_addr, t.name)[0] == "B10_OK"
+        assert t.run(read, "kv", 0, 64 * KiB) == pattern(32, 4 * MiB)[:64 * KiB]
+
+        t.run(load_granting, o.name, o_desc, b10.GRANT_READ)
+        status, detail = o.run(outcome, "WRITE", t_addr, t.name)
+        assert status == "B10_ERR_PERMISSION" and "B10_GRANT_WRITE" in detail, detail
+        assert o.run(outcome, "READ", t_addr, t.name)[0] == "B10_OK"
+
+        with pytest.raises(Exception, match="only b10.GRANT_WRITE and b10.GRANT_READ"):
+            t.run(load_granting, o.name, o_desc, 4)     # a ValueError in the rank
+    finally:
+        problems = a.stop() + b.stop()
+        assert not problems, problems

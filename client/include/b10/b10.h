@@ -228,8 +228,8 @@ enum {
     /*
      * Any rank of this node may write into and read from the region, also
      * ranks of other users that this rank did not pair with. Without it a
-     * rank of another uid reaches the region only after this rank loaded
-     * its descriptor (b10_agent_load); ranks of this rank's own uid always
+     * rank of another uid reaches the region only as this rank granted it
+     * (b10_agent_pair); ranks of this rank's own uid always
      * may, and ranks of other nodes as the daemon's --remote-access says.
      */
     B10_MEM_OPEN_TO_NODE = 1u << 0,
@@ -309,14 +309,33 @@ typedef struct {
 b10_status_t b10_agent_desc(b10_conn_t *conn, const void **desc_p, size_t *length_p);
 
 /*
- * Learn a remote rank. name must be the agent name inside desc. Loading is
- * also pairing: a rank of another user on this node (or, under the daemon's
- * --remote-access paired, of any node) may write into this rank's memory,
- * read it, check it and notify it only once this rank loaded its
- * descriptor; until then those requests fail with B10_ERR_PERMISSION.
+ * Learn a remote rank, to send to it or read from it. name must be the
+ * agent name inside desc. Loading lets the remote rank do nothing to this
+ * rank's memory: a rank of another user on this node (or, under the
+ * daemon's --remote-access paired, of any node) reaches it only as
+ * b10_agent_pair() grants; until then its requests fail with
+ * B10_ERR_PERMISSION, naming the grant it lacks.
  */
 b10_status_t b10_agent_load(b10_conn_t *conn, const char *name, const void *desc,
                             size_t length);
+
+/* b10_agent_pair() grants */
+enum {
+    B10_GRANT_WRITE = 1u << 0,  /* WRITE into this rank's memory, NOTIFY it, CHECK its spans */
+    B10_GRANT_READ = 1u << 1,   /* READ this rank's memory, CHECK its spans */
+};
+
+/*
+ * Load a remote rank as b10_agent_load() does, and grant it what grants
+ * says (B10_GRANT_*; 0 takes back what an earlier pairing granted). A
+ * decode rank that a prefill rank of another tenant writes into grants it
+ * B10_GRANT_WRITE; a prefill rank whose KV a decode rank pulls grants it
+ * B10_GRANT_READ. Ranks of this rank's own uid, and remote ranks under the
+ * default --remote-access any, need no grant. Reloaded with its grants
+ * after the local daemon restarted.
+ */
+b10_status_t b10_agent_pair(b10_conn_t *conn, const char *name, const void *desc,
+                            size_t length, uint32_t grants);
 
 /*
  * Descriptors loaded are loaded again after the local daemon restarted,

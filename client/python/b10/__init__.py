@@ -6,7 +6,7 @@ Pure Python (ctypes): libb10.so.1 is found through $B10_LIBRARY, then beside
 this package, then the source tree's build/lib, then the system loader. It is
 loaded on first use, so importing b10 needs neither libb10 nor TensorRT-LLM.
 """
-from .agent import B10TransferAgent, TransferStatus
+from .agent import GRANT_READ, GRANT_WRITE, B10TransferAgent, TransferStatus
 from .descs import (MemoryDesc, MemoryDescs, MemoryType, RegMemoryDescs, TransferOp,
                     TransferRequest)
 from .dram import DramBuffer, dram_alloc
@@ -17,7 +17,7 @@ from ._lib import status_action, status_name, status_str
 __version__ = "0.1.0"
 
 __all__ = [
-    "B10TransferAgent", "TransferStatus", "MemoryDesc", "MemoryDescs", "MemoryType",
+    "B10TransferAgent", "TransferStatus", "GRANT_WRITE", "GRANT_READ", "MemoryDesc", "MemoryDescs", "MemoryType",
     "RegMemoryDescs", "TransferOp", "TransferRequest", "DramBuffer", "dram_alloc",
     "B10Error", "B10TransferError", "FixError", "RetryableError", "PeerError", "ReopenError",
     "Status", "status_name", "status_str", "status_action",

@@ -126,6 +126,7 @@ _PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
     "b10_dram_free": (None, [c_void_p]),
     "b10_agent_desc": (_st, [c_void_p, _P(c_void_p), _P(c_size_t)]),
     "b10_agent_load": (_st, [c_void_p, c_char_p, c_void_p, c_size_t]),
+    "b10_agent_pair": (_st, [c_void_p, c_char_p, c_void_p, c_size_t, c_uint32]),
     "b10_agent_invalidate": (_st, [c_void_p, c_char_p]),
     "b10_agent_check": (_st, [c_void_p, c_char_p, _P(Span), c_size_t]),
     "b10_agent_notify": (_st, [c_void_p, c_char_p, c_void_p, c_size_t]),

@@ -90,6 +90,11 @@ def _log_sink(agent_ref: "weakref.ref[B10TransferAgent]") -> LogSink:
     return sink
 
 
+
+# load_remote_agent(grants=): what the loaded rank may do to this rank's memory (b10.h).
+GRANT_WRITE = 1 << 0
+GRANT_READ = 1 << 1
+
 class TransferStatus:
     """A submitted transfer. Poll with is_completed(), block with wait().
 
@@ -371,11 +376,24 @@ class B10TransferAgent:
         self._call("b10_agent_desc", "get_local_agent_desc", byref(ptr), byref(length))
         return ctypes.string_at(ptr.value or 0, length.value)
 
-    def load_remote_agent(self, name: str, agent_desc: Union[bytes, bytearray, memoryview]) -> None:
+    def load_remote_agent(self, name: str, agent_desc: Union[bytes, bytearray, memoryview],
+                          *, grants: int = 0) -> None:
+        """Learn a remote rank, to send to it or read from it.
+
+        Loading lets it do nothing to this rank's memory. A rank of another user
+        on this node (or any rank under the daemon's --remote-access paired)
+        reaches it only as grants say: b10.GRANT_WRITE (WRITE into it, notify
+        it, check its spans), b10.GRANT_READ (READ it, check its spans), both
+        or'ed; ranks of this rank's uid, and remote ones under the default
+        --remote-access any, need none. Loading the name again replaces them.
+        """
         if isinstance(agent_desc, str):
             raise TypeError("agent_desc must be the bytes of get_local_agent_desc(), not str")
+        if grants & ~(GRANT_WRITE | GRANT_READ):
+            raise ValueError(f"grants {grants:#x}: only b10.GRANT_WRITE and b10.GRANT_READ")
         desc = bytes(agent_desc)
-        self._call("b10_agent_load", f"load_remote_agent {name}", name.encode(), desc, len(desc))
+        self._call("b10_agent_pair", f"load_remote_agent {name}", name.encode(), desc, len(desc),
+                   grants)
 
     def invalidate_remote_agent(self, name: str) -> None:
         self._call("b10_agent_invalidate", f"invalidate_remote_agent {name}", name.encode())
