@@ -155,18 +155,23 @@ def model_main(conn: Any, sock: str) -> None:
         seconds = msg
         dec: List[float] = []
         pre: List[float] = []
+        gpu: List[float] = []
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             t0 = time.perf_counter()
+            ev0.record()
             decode()
+            ev1.record()
             torch.cuda.synchronize()
             dec.append(time.perf_counter() - t0)
+            gpu.append(ev0.elapsed_time(ev1) / 1e3)
         for _ in range(max(10, int(seconds * 40))):
             t0 = time.perf_counter()
             prefill()
             torch.cuda.synchronize()
             pre.append(time.perf_counter() - t0)
-        conn.send((dec, pre))
+        conn.send((dec, pre, gpu))
     agent.shutdown()
 
 
@@ -321,6 +326,14 @@ def case_result(name: str, op: str, span: int, mem: str, flags: List[str], dec0:
     }
 
 
+def gpu_steps(gpu0: List[float], gpu1: List[float]) -> Dict[str, float]:
+    '''The decode steps' own GPU time (CUDA events) meanwhile against alone: near 1 with a
+    wall-clock ratio above it, the step waited (for the GPU's time slice, or for its CPU
+    thread) rather than ran slower.'''
+    return {"decode_gpu_p50_x": pct(gpu1, 0.5) / pct(gpu0, 0.5),
+            "decode_gpu_p99_x": pct(gpu1, 0.99) / pct(gpu0, 0.99)}
+
+
 def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, Any]:
     op, span, mem, flags = CASES[name]
     ctx = mp.get_context("spawn")
@@ -343,7 +356,7 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
         if not v_conn.poll(300) or v_conn.recv() != "ready":
             raise RuntimeError("the mover did not start")
         m_conn.send(seconds)
-        dec0, pre0 = m_conn.recv()
+        dec0, pre0, gpu0 = m_conn.recv()
         c0 = d.cpu()
         v_conn.send(("gpu", seconds))
         moved0, t0, lat0 = v_conn.recv()
@@ -358,7 +371,7 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
         v_conn.send(("gpu", seconds * 2 + 4))
         time.sleep(1.0)
         m_conn.send(seconds)
-        dec1, pre1 = m_conn.recv()
+        dec1, pre1, gpu1 = m_conn.recv()
         moved1, t1, lat1 = v_conn.recv()
         m_conn.send(None)
         v_conn.send(None)
@@ -366,6 +379,7 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
         mover.join(60)
         r = case_result(name, op, span, mem, flags, dec0, pre0, dec1, pre1, moved0 / t0 / 1e9,
                         moved1 / t1 / 1e9)
+        r.update(gpu_steps(gpu0, gpu1))
         r.update({"request_p50_ms": pct(lat0, 0.5) * 1e3,
                   "cpu_s_per_gb": (c1 - c0) / (moved0 / 1e9), "wire_gbs": wire,
                   "gpu_mib": {n: gpu_mem.get(p.pid) for n, p in d.procs.items()}})
@@ -381,18 +395,19 @@ def run_raw(d: "Daemons", model: Any, m_conn: Any, raw: RawMover, name: str, op:
             mem: str, flags: List[str], seconds: float) -> Dict[str, Any]:
     """run_case with the copy engines driven directly: the model alone, the mover alone, both."""
     m_conn.send(seconds)
-    dec0, pre0 = m_conn.recv()
+    dec0, pre0, gpu0 = m_conn.recv()
     raw.start(seconds)
     moved0, t0, _ = raw.result()
     raw.start(seconds * 2 + 4)
     time.sleep(1.0)
     m_conn.send(seconds)
-    dec1, pre1 = m_conn.recv()
+    dec1, pre1, gpu1 = m_conn.recv()
     moved1, t1, _ = raw.result()
     m_conn.send(None)
     model.join(60)
     r = case_result(name, op, span, mem, flags, dec0, pre0, dec1, pre1, moved0 / t0 / 1e9,
                     moved1 / t1 / 1e9)
+    r.update(gpu_steps(gpu0, gpu1))
     r.update({"request_p50_ms": float("nan"), "cpu_s_per_gb": float("nan"), "gpu_mib": {}})
     return r
 
@@ -492,7 +507,9 @@ def main() -> int:
                 print(f"{name}: FAILED {r['error']}", flush=True)
             else:
                 print(f"{name}: decode p50 {r['decode_p50_x']:.2f} x / p99 {r['decode_p99_x']:.2f} x "
-                      f"({r['decode_alone_ms'][0]:.3f} ms alone), prefill {r['prefill_p50_x']:.2f} x; "
+                      f"(GPU time {r.get('decode_gpu_p50_x', float('nan')):.2f} / "
+                      f"{r.get('decode_gpu_p99_x', float('nan')):.2f}; "
+                      f"{r['decode_alone_ms'][0]:.3f} ms alone), prefill {r['prefill_p50_x']:.2f} x; "
                       f"transfer {r['rate_during_gbs']:.2f} GB/s meanwhile, {r['rate_alone_gbs']:.2f} "
                       f"alone ({r['rate_x']:.2f} x), wire {r.get('wire_gbs', float('nan')):.2f}; daemons {r['cpu_s_per_gb']:.2f} core-s/GB; "
                       f"GPU MiB {r['gpu_mib']}", flush=True)
