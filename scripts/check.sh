@@ -31,6 +31,24 @@ while [ "$i" -lt "${B10_CHECK_HOG:-0}" ]; do
 done
 [ -n "$hogs" ] && echo "check: $i busy loops run beside the tests"
 passed=0 failed=0 skipped=0 failures=""
+now_ms() {
+    echo $(( $(date +%s%N) / 1000000 ))
+}
+start_ms=$(now_ms)
+
+# The slowest tests (B10_CHECK_TOP of them, 15), from the times the runners
+# measured (a scenario's or a unit binary's wall time), their sum, and this
+# run's wall time: what to look at first when check grows slow.
+report_times() {
+    [ -s "$log/times" ] || return 0
+    sort -rn "$log/times" | awk -v top="${B10_CHECK_TOP:-15}" -v wall="$(( $(now_ms) - start_ms ))" '
+        { sum += $1; n++; if (n <= top) line[n] = sprintf("  %7.1f s  %s", $1 / 1000, $2) }
+        END {
+            printf "check: the %d slowest of %d timed tests\n", (n < top ? n : top), n
+            for (i = 1; i <= n && i <= top; i++) print line[i]
+            printf "check: %.0f s of tests, %.0f s of wall time\n", sum / 1000, wall / 1000
+        }'
+}
 
 record() {  # record STATUS NAME [WHY]
     case $1 in
@@ -66,7 +84,8 @@ run_suite() {
     [ -n "${4:-}" ] && { [ "$1" = python ] && _one="-k $4" || _one=$4; }
     # shellcheck disable=SC2086
     sh "$runner" "$2" $_one 2>"$log/$1-$3.err" |
-        sed -n "s/^\(PASS\|FAIL\|SKIP\) \([A-Za-z0-9_.-]*\)\( (.*)\)\{0,1\}\$/\1 $3\/$1\/\2\3/p"
+        sed -n -e "s/^\(PASS\|FAIL\|SKIP\) \([A-Za-z0-9_.-]*\)\( (.*)\)\{0,1\}\$/\1 $3\/$1\/\2\3/p" \
+            -e "s/^TIME \([A-Za-z0-9_.-]*\) \([0-9]*\)\$/TIME $3\/$1\/\1 \2/p"
     tail -n 200 "$log/$1-$3.err" >&2
 }
 
@@ -104,8 +123,10 @@ for build in "$@"; do
             wanted unit "$(basename "$t")" || continue
             name="$tag/$(basename "$t")"
             out="$log/$(echo "$name" | tr / _).log"
+            t0=$(now_ms)
             UCX_NET_DEVICES=lo timeout 600 "$t" >"$out" 2>&1
             rc=$?
+            echo "TIME $name $(( $(now_ms) - t0 ))"
             if grep -q '^SKIP' "$out"; then
                 echo "SKIP $name ($(grep -m1 '^SKIP' "$out" | cut -c6-))"
             elif [ $rc -eq 0 ]; then
@@ -123,6 +144,10 @@ for build in "$@"; do
     while IFS= read -r line; do
         status=${line%% *}
         rest=${line#* }
+        if [ "$status" = TIME ]; then
+            echo "${rest#* } ${rest%% *}" >>"$log/times"
+            continue
+        fi
         name=${rest%% (*}
         why=""
         case $rest in *" ("*) why=${rest#* (}; why=${why%)} ;; esac
@@ -131,6 +156,7 @@ for build in "$@"; do
 done
 
 echo
+report_times
 [ -n "$failures" ] && echo "failed:$failures"
 echo "check: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -26,10 +26,6 @@ all_scenarios="config log_sinks check_keys deadline metrics_http units install n
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
 
-now_ms() {
-    echo $(( $(date +%s%N) / 1000000 ))
-}
-
 # ctl DAEMON ARGS...: b10ctl against $D/DAEMON.sock; its stderr goes to ctl.log.
 ctl() {
     _cs=$1
