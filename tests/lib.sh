@@ -343,7 +343,18 @@ cleanup_one() {
         for _p in $(cat "$D/pids"); do
             alive "$_p" && kill -CONT "$_p" 2>/dev/null && kill -TERM "$_p" 2>/dev/null && _left="$_left $_p"
         done
-        [ -n "$_left" ] && sleep 1
+        # What TERM has not ended within a second is killed: each second of every
+        # scenario's end counts, so the second is polled, not slept.
+        _n=10
+        while [ -n "$_left" ] && [ "$_n" -gt 0 ]; do
+            sleep 0.1
+            _still=""
+            for _p in $_left; do
+                alive "$_p" && _still="$_still $_p"
+            done
+            _left=$_still
+            _n=$(( _n - 1 ))
+        done
         for _p in $_left; do
             alive "$_p" && kill -KILL "$_p" 2>/dev/null
         done

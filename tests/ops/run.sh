@@ -1090,7 +1090,7 @@ scen_sigterm_finish() {
     held_prefill 1 --req-blocks 16 --xfers 4 --deadline-ms 60000
     in_flight A 4
     kill -TERM "$(daemon_pid A)"
-    sleep 0.5
+    wait_log "$D/A.log" "draining for at most" 10 "A did not start to drain on SIGTERM"
     alive "$(daemon_pid A)" || die "A exited at SIGTERM with transfers in flight instead of draining"
     ctl A --json status >"$D/status.json" || die "b10ctl during the drain exited $?"
     [ "$(json_get 'd["daemon"]["state"]' <"$D/status.json")" = stopping ] || die "A does not say it is stopping"
