@@ -3,7 +3,8 @@
 #   make            build everything into build/ (SAN=1: into build/san with ASan+UBSan)
 #   make demo       two daemons move one request's KV between two ranks
 #   make check      unit, integration and fault tests, then again under ASan+UBSan
-#                   (T=NAME: one of them: test-plan, integ/restart, python/test_x)
+#                   (T=NAME: one of them: test-plan, integ/restart, python/test_x;
+#                   J=N: N tests at once, 3 by default)
 #   make check-stress  the plain build's tests with two busy loops beside them
 #   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
 #   make fuzz-ucx   UCX's own wire, fuzzed against a keyed daemon (S=seconds)
@@ -113,7 +114,7 @@ ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAU
 all: $(ALL)
 
 help:
-	@sed -n '1,13p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,14p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	$(Q)sh scripts/deps.sh
@@ -216,15 +217,18 @@ demo: deps
 	$(Q)$(MAKE) --no-print-directory $(B10D) $(LIB_SO) $(B10CTL) $(BUILD)/bin/b10-kvrank
 	$(Q)BUILD=$(BUILD) sh scripts/demo.sh
 
+# J: how many tests run at once (scripts/check.sh, B10_CHECK_JOBS).
+CHECK_JOBS = $(if $(J),B10_CHECK_JOBS=$(J))
+
 check: deps-test
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory SAN=1 all
-	$(Q)B10_CHECK_ONLY=$(T) sh scripts/check.sh build build/san
+	$(Q)$(CHECK_JOBS) B10_CHECK_ONLY=$(T) sh scripts/check.sh build build/san
 
 # The suite on a loaded machine: what passes only when the cores are idle fails here.
 check-stress: deps-test
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)B10_CHECK_HOG=2 B10_CHECK_ONLY=$(T) sh scripts/check.sh build
+	$(Q)$(CHECK_JOBS) B10_CHECK_HOG=2 B10_CHECK_ONLY=$(T) sh scripts/check.sh build
 
 # UCX's own wire, fuzzed (tests/fuzz/ucx-wire.py): not part of check, since no UCX at hand
 # survives it yet (README, "Security model"). S: seconds.
