@@ -6,6 +6,7 @@
 #                   (T=NAME: one of them: test-plan, integ/restart, python/test_x;
 #                   J=N: N tests at once, 3 by default)
 #   make check-stress  the plain build's tests with two busy loops beside them
+#   make soak       the long runs kept out of check (S=seconds of faults, 60)
 #   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
 #   make fuzz-ucx   UCX's own wire, fuzzed against a keyed daemon (S=seconds)
 #   make python-wheel  the b10 package with libb10 inside, into build/python
@@ -110,11 +111,11 @@ ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAU
 
 # Keep intermediate objects and generated code: otherwise make deletes and rebuilds them every run.
 .SECONDARY:
-.PHONY: all deps deps-test demo check check-stress fuzz-ucx check-run check-san bench install uninstall clean help python-wheel
+.PHONY: all deps deps-test demo check check-stress soak fuzz-ucx check-run check-san bench install uninstall clean help python-wheel
 all: $(ALL)
 
 help:
-	@sed -n '1,14p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,15p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	$(Q)sh scripts/deps.sh
@@ -229,6 +230,11 @@ check: deps-test
 check-stress: deps-test
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(CHECK_JOBS) B10_CHECK_HOG=2 B10_CHECK_ONLY=$(T) sh scripts/check.sh build
+
+# The soaks (each runner's soak_scenarios), too long for check: on the plain build.
+soak: deps-test
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(CHECK_JOBS) B10_CHECK_SOAK=1 B10_SOAK_S=$(or $(S),60) sh scripts/check.sh build
 
 # UCX's own wire, fuzzed (tests/fuzz/ucx-wire.py): not part of check, since no UCX at hand
 # survives it yet (README, "Security model"). S: seconds.

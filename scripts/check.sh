@@ -22,6 +22,9 @@
 # binary (test-plan), a scenario of a suite (integ/restart, fault/floods,
 # ops/ctl) or a Python test (python/test_span_tables_as_arrays); the layer
 # check is "layers".
+#
+# B10_CHECK_SOAK=1 (make soak) runs the suites' soak scenarios instead, those
+# too long for check (soak_scenarios in each runner).
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -182,35 +185,50 @@ first="fault/fuzz integ/settle integ/settle_local fault/floods fault/rogue integ
 add() {  # add KIND BUILD NAME
     echo "$1 $2 $3" >>"$log/jobs"
 }
-scenarios() {  # scenarios SUITE: the names its runner runs in check
-    [ -f "tests/$1/run.sh" ] && sh "tests/$1/run.sh" --list
+scenarios() {  # scenarios SUITE: the names its runner runs in check (make soak: its soaks)
+    [ -f "tests/$1/run.sh" ] || return 0
+    if [ "${B10_CHECK_SOAK:-0}" = 1 ]; then
+        sh "tests/$1/run.sh" --list-soak
+    else
+        sh "tests/$1/run.sh" --list
+    fi
 }
-wanted layers && add layers - layers
-for build in "$@"; do
-    [ -d "$build" ] || { record FAIL "$build" "no such build folder"; continue; }
-    for t in "$build"/tests/test-*; do
-        [ -x "$t" ] || continue
-        wanted unit "$(basename "$t")" && add unit "$build" "$(basename "$t")"
-    done
-    for suite in integ ops fault; do
-        wanted "$suite" || continue
-        if [ -n "$only" ]; then
-            add "$suite" "$build" "${only#*/}"
-        else
+if [ "${B10_CHECK_SOAK:-0}" = 1 ]; then
+    for build in "$@"; do
+        for suite in integ ops fault; do
             for s in $(scenarios "$suite"); do
                 add "$suite" "$build" "$s"
             done
+        done
+    done
+else
+    wanted layers && add layers - layers
+    for build in "$@"; do
+        [ -d "$build" ] || { record FAIL "$build" "no such build folder"; continue; }
+        for t in "$build"/tests/test-*; do
+            [ -x "$t" ] || continue
+            wanted unit "$(basename "$t")" && add unit "$build" "$(basename "$t")"
+        done
+        for suite in integ ops fault; do
+            wanted "$suite" || continue
+            if [ -n "$only" ]; then
+                add "$suite" "$build" "${only#*/}"
+            else
+                for s in $(scenarios "$suite"); do
+                    add "$suite" "$build" "$s"
+                done
+            fi
+        done
+        wanted gpu && [ -f tests/gpu/run.sh ] && add gpu "$build" gpu
+        if [ -n "$only" ]; then
+            wanted python && add python "$build" "-k ${only#*/}"
+        else
+            for m in tests/python/test_*.py; do
+                add python "$build" "$m"
+            done
         fi
     done
-    wanted gpu && [ -f tests/gpu/run.sh ] && add gpu "$build" gpu
-    if [ -n "$only" ]; then
-        wanted python && add python "$build" "-k ${only#*/}"
-    else
-        for m in tests/python/test_*.py; do
-            add python "$build" "$m"
-        done
-    fi
-done
+fi
 # The lone ones and the long ones to the front, keeping the rest in order.
 {
     for f in $alone $first; do

@@ -10,9 +10,9 @@
 #   run_suite "$@"
 #
 # run_suite is the runner: `sh tests/SUITE/run.sh [BUILD_DIR [SCENARIO...]]`
-# runs every scenario of all_scenarios (or those named) in its own shell
-# (the runner again, with --one), bounded by timeout(1), in its own
-# temporary directory $D; the scenario
+# runs every scenario of all_scenarios (or those named, soak_scenarios too)
+# in its own shell (the runner again, with --one), bounded by timeout(1), in
+# its own temporary directory $D; the scenario
 # starts its own daemons and clients and everything it started is killed
 # when it ends. One line per scenario on stdout: "PASS name (Ns[; notes])",
 # "FAIL name (reason)" or "SKIP name (reason)" (scripts/check.sh parses
@@ -30,6 +30,7 @@
 SUITE=tests                 # names the temporary directories: b10-SUITE.XXXXXX
 SUITE_TITLE=                # the summary line's name (SUITE if empty)
 all_scenarios=""            # what the runner runs when named none (make check)
+soak_scenarios=""           # what runs only when named (make soak): long, and not in check
 REQUIRED="bin/b10d bin/b10-kvrank"  # paths in BUILD that must be executable
 REQUIRED_CMDS=""            # commands that must be installed
 LIMIT_S=120                 # each scenario's bound, times SLOW (see scenario_limit)
@@ -411,11 +412,12 @@ sweep() {
 }
 
 # run_suite "$@": the runner's command line (or, inside, --one NAME BUILD D SLOW TOPDIR;
-# or --list: the scenario names, for scripts/check.sh).
+# or --list, --list-soak: the scenario names, for scripts/check.sh).
 run_suite() {
     self=$0
     case ${1:-} in
     --list) echo $all_scenarios; exit 0 ;;
+    --list-soak) echo $soak_scenarios; exit 0 ;;
     esac
     if [ "${1:-}" = "--one" ]; then
         # shellcheck disable=SC2034  # each runner uses some of these
