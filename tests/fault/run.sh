@@ -21,8 +21,8 @@
 # resources (the daemons' "quarantine:" log lines at debug level).
 #
 # The fuzzers run on a plain build only (they are built with their own
-# sanitizers), and so does the soak, which only make soak runs (named:
-# `sh tests/fault/run.sh build soak`).
+# sanitizers), and so do the network namespace scenarios (netns_*) and the
+# soak, which only make soak runs (named: `sh tests/fault/run.sh build soak`).
 # Environment: B10_KEEP=1 keeps the logs; B10_SOAK_S (60 s of faults) and
 # B10_FUZZ_S (12 s per target; longer by hand) bound them.
 set -u
@@ -641,8 +641,12 @@ scen_budget() {
 
 # ---------------------------------------------------------------- network namespaces
 
-# Two namespaces joined by a veth pair, addresses only inside them.
+# Two namespaces joined by a veth pair, addresses only inside them. Their
+# scenarios shape the kernel's network (a link down, loss, a rate), which the
+# daemon meets through failures the sanitized build sees in sigstop_late,
+# silent_recv, silent_send_none and kill9_*: they run on the plain build only.
 ns_setup() {
+    [ "$SLOW" = 1 ] || skip "the network's shapes run on the plain build; its failures run here in other scenarios"
     command -v ip >/dev/null 2>&1 || skip "no ip(8)"
     _id=$$
     NSA=b10f-$_id-a
