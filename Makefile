@@ -3,9 +3,11 @@
 #   make            build everything into build/ (SAN=1: into build/san with ASan+UBSan)
 #   make demo       two daemons move one request's KV between two ranks
 #   make check      unit, integration and fault tests, then again under ASan+UBSan
-#                   (T=NAME: one of them: test-plan, integ/restart, python/test_x)
+#                   (T=NAME: one of them: test-plan, integ/restart, python/test_x;
+#                   J=N: N tests at once, 3 by default)
 #   make check-stress  the plain build's tests with two busy loops beside them
 #   make coverage  the unit tests' line coverage of daemon/, per file and in all (build/cov)
+#   make soak       the long runs kept out of check (S=seconds of faults, 60)
 #   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
 #   make fuzz-ucx   UCX's own wire, fuzzed as a key holder (S=seconds)
 #   make python-wheel  the b10 package with libb10 inside, into build/python
@@ -110,11 +112,11 @@ ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAU
 
 # Keep intermediate objects and generated code: otherwise make deletes and rebuilds them every run.
 .SECONDARY:
-.PHONY: all deps deps-test demo check check-stress coverage fuzz-ucx check-run check-san bench install uninstall clean help python-wheel
+.PHONY: all deps deps-test demo check check-stress coverage soak fuzz-ucx check-run check-san bench install uninstall clean help python-wheel
 all: $(ALL)
 
 help:
-	@sed -n '1,14p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,16p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	$(Q)sh scripts/deps.sh
@@ -229,15 +231,23 @@ demo: deps
 	$(Q)$(MAKE) --no-print-directory $(B10D) $(LIB_SO) $(B10CTL) $(BUILD)/bin/b10-kvrank
 	$(Q)BUILD=$(BUILD) sh scripts/demo.sh
 
+# J: how many tests run at once (scripts/check.sh, B10_CHECK_JOBS).
+CHECK_JOBS = $(if $(J),B10_CHECK_JOBS=$(J))
+
 check: deps-test
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory SAN=1 all
-	$(Q)B10_CHECK_ONLY=$(T) sh scripts/check.sh build build/san
+	$(Q)$(CHECK_JOBS) B10_CHECK_ONLY=$(T) sh scripts/check.sh build build/san
 
 # The suite on a loaded machine: what passes only when the cores are idle fails here.
 check-stress: deps-test
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)B10_CHECK_HOG=2 B10_CHECK_ONLY=$(T) sh scripts/check.sh build
+	$(Q)$(CHECK_JOBS) B10_CHECK_HOG=2 B10_CHECK_ONLY=$(T) sh scripts/check.sh build
+
+# The soaks (each runner's soak_scenarios), too long for check: on the plain build.
+soak: deps-test
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(CHECK_JOBS) B10_CHECK_SOAK=1 B10_SOAK_S=$(or $(S),60) sh scripts/check.sh build
 
 # What the unit tests run of the daemon: the daemon and tests/unit built with gcov's
 # counters (-O0, so that a line is a line) into a folder of their own, the tests run

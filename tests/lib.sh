@@ -10,8 +10,9 @@
 #   run_suite "$@"
 #
 # run_suite is the runner: `sh tests/SUITE/run.sh [BUILD_DIR [SCENARIO...]]`
-# runs every scenario in its own shell (the runner again, with --one),
-# bounded by timeout(1), in its own temporary directory $D; the scenario
+# runs every scenario of all_scenarios (or those named, soak_scenarios too)
+# in its own shell (the runner again, with --one), bounded by timeout(1), in
+# its own temporary directory $D; the scenario
 # starts its own daemons and clients and everything it started is killed
 # when it ends. One line per scenario on stdout: "PASS name (Ns[; notes])",
 # "FAIL name (reason)" or "SKIP name (reason)" (scripts/check.sh parses
@@ -28,6 +29,8 @@
 
 SUITE=tests                 # names the temporary directories: b10-SUITE.XXXXXX
 SUITE_TITLE=                # the summary line's name (SUITE if empty)
+all_scenarios=""            # what the runner runs when named none (make check)
+soak_scenarios=""           # what runs only when named (make soak): long, and not in check
 REQUIRED="bin/b10d bin/b10-kvrank"  # paths in BUILD that must be executable
 REQUIRED_CMDS=""            # commands that must be installed
 LIMIT_S=120                 # each scenario's bound, times SLOW (see scenario_limit)
@@ -76,6 +79,11 @@ note() {
 
 track() {
     echo "$1" >>"$D/pids"
+}
+
+# The clock in ms (scenarios that measure a bound, and the runner's times).
+now_ms() {
+    echo $(( $(date +%s%N) / 1000000 ))
 }
 
 # Is pid $1 still running (not gone, not a zombie)?
@@ -338,7 +346,18 @@ cleanup_one() {
         for _p in $(cat "$D/pids"); do
             alive "$_p" && kill -CONT "$_p" 2>/dev/null && kill -TERM "$_p" 2>/dev/null && _left="$_left $_p"
         done
-        [ -n "$_left" ] && sleep 1
+        # What TERM has not ended within a second is killed: each second of every
+        # scenario's end counts, so the second is polled, not slept.
+        _n=10
+        while [ -n "$_left" ] && [ "$_n" -gt 0 ]; do
+            sleep 0.1
+            _still=""
+            for _p in $_left; do
+                alive "$_p" && _still="$_still $_p"
+            done
+            _left=$_still
+            _n=$(( _n - 1 ))
+        done
         for _p in $_left; do
             alive "$_p" && kill -KILL "$_p" 2>/dev/null
         done
@@ -392,9 +411,14 @@ sweep() {
     cleanup_extra
 }
 
-# run_suite "$@": the runner's command line (or, inside, --one NAME BUILD D SLOW TOPDIR).
+# run_suite "$@": the runner's command line (or, inside, --one NAME BUILD D SLOW TOPDIR;
+# or --list, --list-soak: the scenario names, for scripts/check.sh).
 run_suite() {
     self=$0
+    case ${1:-} in
+    --list) echo $all_scenarios; exit 0 ;;
+    --list-soak) echo $soak_scenarios; exit 0 ;;
+    esac
     if [ "${1:-}" = "--one" ]; then
         # shellcheck disable=SC2034  # each runner uses some of these
         BUILD=$3
@@ -454,10 +478,13 @@ run_suite() {
         D=$TOP/$s
         mkdir -p "$D"
         limit=$(scenario_limit "$s")
-        s0=$(date +%s)
+        s0=$(now_ms)
         timeout -k 10 "$limit" sh "$self" --one "$s" "$BUILD" "$D" "$SLOW" "$TOPDIR" >"$D/scenario.log" 2>&1
         rc=$?
-        secs=$(( $(date +%s) - s0 ))
+        ms=$(( $(now_ms) - s0 ))
+        secs=$(( (ms + 500) / 1000 ))
+        # Its wall time in ms, for scripts/check.sh's list of the slowest.
+        echo "TIME $s $ms"
         sweep
         notes=""
         [ -f "$D/notes" ] && notes=$(tr '\n' ';' <"$D/notes" | sed 's/;$//')

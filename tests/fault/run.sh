@@ -20,9 +20,11 @@
 # a fresh WRITE still completes; the quarantine took the failed transfer's
 # resources (the daemons' "quarantine:" log lines at debug level).
 #
-# The soak and the fuzzers run on a plain build only (they cost minutes and
-# gain nothing from running twice). Environment: B10_KEEP=1 keeps the logs;
-# B10_SOAK_S (60) and B10_FUZZ_S (12 per target; longer by hand) bound them.
+# The fuzzers run on a plain build only (they are built with their own
+# sanitizers), and so do the network namespace scenarios (netns_*) and the
+# soak, which only make soak runs (named: `sh tests/fault/run.sh build soak`).
+# Environment: B10_KEEP=1 keeps the logs; B10_SOAK_S (60 s of faults) and
+# B10_FUZZ_S (12 s per target; longer by hand) bound them.
 set -u
 
 # shellcheck source=tests/lib.sh
@@ -33,7 +35,8 @@ REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue
 LIMIT_S=150
 all_scenarios="kill9_recv kill9_send sigstop_late silent_recv silent_send_none client_kill_send
                client_kill_recv local_kill rogue floods bad_ack bad_frames budget netns_linkdown netns_loss
-               netns_rate soak fuzz"
+               netns_rate fuzz"
+soak_scenarios="soak"
 
 # The checks read the daemons' "quarantine:" lines: debug level, whatever B10_LOG_LEVEL says.
 LOG_LEVEL=debug
@@ -638,8 +641,12 @@ scen_budget() {
 
 # ---------------------------------------------------------------- network namespaces
 
-# Two namespaces joined by a veth pair, addresses only inside them.
+# Two namespaces joined by a veth pair, addresses only inside them. Their
+# scenarios shape the kernel's network (a link down, loss, a rate), which the
+# daemon meets through failures the sanitized build sees in sigstop_late,
+# silent_recv, silent_send_none and kill9_*: they run on the plain build only.
 ns_setup() {
+    [ "$SLOW" = 1 ] || skip "the network's shapes run on the plain build; its failures run here in other scenarios"
     command -v ip >/dev/null 2>&1 || skip "no ip(8)"
     _id=$$
     NSA=b10f-$_id-a
@@ -795,8 +802,12 @@ anon_kb() {
     sed -n 's/^RssAnon:[^0-9]*\([0-9]*\).*/\1/p' "/proc/$1/status" 2>/dev/null
 }
 
-# Many concurrent transfers with random faults for a bounded time: every
-# round of two pairs is verified byte for byte, the daemons' memory stays bounded.
+# Many concurrent transfers with random faults for a bounded time (make soak,
+# not check): every round of two pairs is verified byte for byte, the daemons'
+# memory stays bounded. A pair's pools hold 40 rounds (each takes its own
+# blocks), so the soak runs pairs of 40 rounds one after another until
+# B10_SOAK_S (60) seconds of faults have passed; the rest of the last pair's
+# rounds run without faults.
 scen_soak() {
     [ "$SLOW" = 1 ] || skip "the soak runs on the plain build only"
     _limit=${B10_SOAK_S:-60}
@@ -804,52 +815,59 @@ scen_soak() {
     start_daemon B --max-in-flight 2
     _rounds=40
     SOAK="--layers 4 --blocks 160 --wait-ms 60000"
-    decode dx B "$D/x" $SOAK --rounds $_rounds
-    decode dy A "$D/y" $SOAK --rounds $_rounds
     _t0=$(date +%s)
-    _r=0 _faults=0 _rss0_a="" _rss0_b=""
+    _g=0 _faults=0 _rss0_a="" _rss0_b=""
     _seed=$$
-    while [ $_r -lt $_rounds ]; do
-        _elapsed=$(( $(date +%s) - _t0 ))
-        _seed=$(( (_seed * 1103515245 + 12345) % 2147483648 ))
-        _f=$(( _seed / 65536 % 7 ))
-        [ "$_elapsed" -ge "$_limit" ] && _f=9   # out of time: plain rounds to the end
-        _opts="--req-blocks 4 --xfers 4"
-        case $_f in
-        1) _opts="$_opts --deadline-ms 40" ;;
-        2) _opts="$_opts --cancel-after-ms $(( _seed % 20 ))" ;;
-        3) _opts="$_opts --deadline-ms 300" ;;
-        esac
-        prefill_bg sx A "$D/x" $_r $SOAK $_opts
-        prefill_bg sy B "$D/y" $_r $SOAK $_opts --span-bytes 4096 --span-gap 100
-        case $_f in
-        3) sleep 0.05; kill -STOP "$(daemon_pid B)"; sleep 0.4; kill -CONT "$(daemon_pid B)" ;;
-        4) "$RAWCLIENT" -t 3000 "$D/A.sock" junk truncated >>"$D/soak-raw.log" 2>&1 ;;
-        5) sleep 0.0$(( _seed % 9 )); kill -KILL "$pid_sx" 2>/dev/null; wait "$pid_sx" 2>/dev/null
-           [ -e "$D/x/done.$_r" ] || fake_done "$D/x" $_r 4 4 B10_ERR_CLIENT_GONE ;;
-        esac
-        [ "$_f" -ge 1 ] && [ "$_f" -le 5 ] && _faults=$(( _faults + 1 ))
-        for _c in sx sy; do
-            _p=$(eval "echo \$pid_$_c")
-            wait_exit "$_p" 60
-            [ "$rc" = 124 ] && die "soak round $_r: $_c did not finish"
-            [ "$rc" -le 1 ] || [ "$_f" = 5 ] || die "soak round $_r: $_c exited $rc: $(tail -n 1 "$D/$_c.log")"
+    while :; do
+        _x=$D/x$_g _y=$D/y$_g
+        decode dx B "$_x" $SOAK --rounds $_rounds
+        decode dy A "$_y" $SOAK --rounds $_rounds
+        _r=0
+        while [ $_r -lt $_rounds ]; do
+            _elapsed=$(( $(date +%s) - _t0 ))
+            _seed=$(( (_seed * 1103515245 + 12345) % 2147483648 ))
+            _f=$(( _seed / 65536 % 7 ))
+            [ "$_elapsed" -ge "$_limit" ] && _f=9   # out of time: plain rounds to the end
+            _opts="--req-blocks 4 --xfers 4"
+            case $_f in
+            1) _opts="$_opts --deadline-ms 40" ;;
+            2) _opts="$_opts --cancel-after-ms $(( _seed % 20 ))" ;;
+            3) _opts="$_opts --deadline-ms 300" ;;
+            esac
+            prefill_bg sx A "$_x" $_r $SOAK $_opts
+            prefill_bg sy B "$_y" $_r $SOAK $_opts --span-bytes 4096 --span-gap 100
+            case $_f in
+            3) sleep 0.05; kill -STOP "$(daemon_pid B)"; sleep 0.4; kill -CONT "$(daemon_pid B)" ;;
+            4) "$RAWCLIENT" -t 3000 "$D/A.sock" junk truncated >>"$D/soak-raw.log" 2>&1 ;;
+            5) sleep 0.0$(( _seed % 9 )); kill -KILL "$pid_sx" 2>/dev/null; wait "$pid_sx" 2>/dev/null
+               [ -e "$_x/done.$_r" ] || fake_done "$_x" $_r 4 4 B10_ERR_CLIENT_GONE ;;
+            esac
+            [ "$_f" -ge 1 ] && [ "$_f" -le 5 ] && _faults=$(( _faults + 1 ))
+            for _c in sx sy; do
+                _p=$(eval "echo \$pid_$_c")
+                wait_exit "$_p" 60
+                [ "$rc" = 124 ] && die "soak pair $_g round $_r: $_c did not finish"
+                [ "$rc" -le 1 ] || [ "$_f" = 5 ] || die "soak pair $_g round $_r: $_c exited $rc: $(tail -n 1 "$D/$_c.log")"
+            done
+            for _dir in "$_x" "$_y"; do
+                wait_file "$_dir/verified.$_r" 30
+                grep -q pass "$_dir/verified.$_r" ||
+                    die "soak pair $_g round $_r ($(basename "$_dir"), fault $_f): verification failed"
+            done
+            if [ $_g = 0 ] && [ $_r = 4 ]; then
+                _rss0_a=$(rss_kb "$pid_A")
+                _rss0_b=$(rss_kb "$pid_B")
+            fi
+            _r=$(( _r + 1 ))
         done
-        for _dir in x y; do
-            wait_file "$D/$_dir/verified.$_r" 30
-            grep -q pass "$D/$_dir/verified.$_r" || die "soak round $_r ($_dir, fault $_f): verification failed"
-        done
-        if [ $_r = 4 ]; then
-            _rss0_a=$(rss_kb "$pid_A")
-            _rss0_b=$(rss_kb "$pid_B")
-        fi
-        _r=$(( _r + 1 ))
+        finish dx 0
+        finish dy 0
+        _g=$(( _g + 1 ))
+        [ $(( $(date +%s) - _t0 )) -lt "$_limit" ] || break
     done
-    finish dx 0
-    finish dy 0
     _rss1_a=$(rss_kb "$pid_A")
     _rss1_b=$(rss_kb "$pid_B")
-    note "soak: $_rounds rounds x 2 pairs, $_faults with faults, $(( $(date +%s) - _t0 )) s; RSS A ${_rss0_a}->${_rss1_a} kB, B ${_rss0_b}->${_rss1_b} kB"
+    note "soak: $_g x $_rounds rounds x 2 pairs, $_faults with faults, $(( $(date +%s) - _t0 )) s; RSS A ${_rss0_a}->${_rss1_a} kB, B ${_rss0_b}->${_rss1_b} kB"
     for _x in "$_rss0_a $_rss1_a A" "$_rss0_b $_rss1_b B"; do
         set -- $_x
         [ "$2" -le $(( $1 + 65536 )) ] || die "daemon $3 grew from $1 to $2 kB RSS during the soak"

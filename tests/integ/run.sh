@@ -21,8 +21,8 @@ SUITE=integ
 SUITE_TITLE=integration
 REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
 all_scenarios="cli fragmented same_node same_node_staged process_mem concurrent8 lanes large out_of_bounds deadline cancel corrupt
-               bad_input corrupt_data agentops settle restart rank_restart_initiator
-               rank_restart_target rank_restart_data rank_restart_term
+               bad_input corrupt_data agentops settle settle_local settle_unsettled restart
+               rank_restart_initiator rank_restart_target rank_restart_data rank_restart_term
                rank_restart_takeover rank_restart_dropped"
 
 transport_logged() {
@@ -157,34 +157,56 @@ scen_process_mem() {
 # Quiescence before news (tests/integ/b10-settle.c): B delays every scatter
 # (B10_TEST_COPY_DELAY_MS), and failures and a deregistration must wait for
 # those copies; with --settle-ms below the delay, B10_ERR_UNSETTLED says so.
+# Each case waits out the delay (4.5 s under ASan) and then as long again to
+# see that nothing lands late, so the cases are three scenarios that run side
+# by side: A to B (settle), both ranks on B, a local transfer with no wire
+# (settle_local), and --settle-ms both ways (settle_unsettled).
+SETTLE_DELAY_MS=1500
+
+# settle_b [B's options]: B, whose every scatter waits SETTLE_DELAY_MS (scaled).
+settle_b() {
+    export B10_TEST_COPY_DELAY_MS=$(( SETTLE_DELAY_MS * SLOW ))
+    start_daemon B "$@"
+    unset B10_TEST_COPY_DELAY_MS
+    grep -q "test hook: every scatter .* waits $(( SETTLE_DELAY_MS * SLOW )) ms" "$D/B.log" ||
+        die "B did not log its test hook"
+}
+
+# settle_cases SRC CASE...: b10-settle's cases from a rank on SRC into one on B.
+settle_cases() {
+    _src=$1
+    shift
+    for _c in "$@"; do
+        fg 60 "settle-$_src-$_c" "$BUILD/tests/b10-settle" "$D/$_src.sock" "$D/B.sock" \
+            $(( SETTLE_DELAY_MS * SLOW )) "$_c"
+        [ "$rc" = 0 ] || die "$_c ($_src to B): $(grep -m1 '^FAIL' "$D/settle-$_src-$_c.log" || tail -n 1 "$D/settle-$_src-$_c.log")"
+    done
+}
+
+# settle_procmem SRC: a rank reached through /proc/self/mem is killed while a scatter into it waits.
+settle_procmem() {
+    fg 60 "procmem-$1" "$BUILD/tests/b10-procmem" "$D/$1.sock" "$D/B.sock" $(( SETTLE_DELAY_MS * SLOW ))
+    [ "$rc" = 0 ] || die "procmem ($1 to B): $(grep -m1 '^FAIL' "$D/procmem-$1.log" || tail -n 1 "$D/procmem-$1.log")"
+}
+
 scen_settle() {
-    _delay=$(( 1500 * SLOW ))
     start_daemon A
-    export B10_TEST_COPY_DELAY_MS=$_delay
-    start_daemon B
-    unset B10_TEST_COPY_DELAY_MS
-    grep -q "test hook: every scatter .* waits $_delay ms" "$D/B.log" || die "B did not log its test hook"
-    # Between A and B, then both ranks on B: a local transfer, no wire.
-    for _src in A B; do
-        for _c in deadline read dereg leave; do
-            fg 60 "settle-$_src-$_c" "$BUILD/tests/b10-settle" "$D/$_src.sock" "$D/B.sock" "$_delay" "$_c"
-            [ "$rc" = 0 ] || die "$_c ($_src to B): $(grep -m1 '^FAIL' "$D/settle-$_src-$_c.log" || tail -n 1 "$D/settle-$_src-$_c.log")"
-        done
-        # A rank reached through /proc/self/mem is killed while a scatter into it waits.
-        fg 60 "procmem-$_src" "$BUILD/tests/b10-procmem" "$D/$_src.sock" "$D/B.sock" "$_delay"
-        [ "$rc" = 0 ] || die "procmem ($_src to B): $(grep -m1 '^FAIL' "$D/procmem-$_src.log" || tail -n 1 "$D/procmem-$_src.log")"
-    done
-    stop_daemons
+    settle_b
+    settle_cases A deadline read dereg leave
+    settle_procmem A
+}
+
+scen_settle_local() {
+    settle_b
+    settle_cases B deadline read dereg leave
+    settle_procmem B
+}
+
+scen_settle_unsettled() {
     start_daemon A
-    export B10_TEST_COPY_DELAY_MS=$_delay
-    start_daemon B --settle-ms $(( 200 * SLOW ))
-    unset B10_TEST_COPY_DELAY_MS
-    for _src in A B; do
-        for _c in unsettled read_unsettled; do
-            fg 60 "settle-$_src-$_c" "$BUILD/tests/b10-settle" "$D/$_src.sock" "$D/B.sock" "$_delay" "$_c"
-            [ "$rc" = 0 ] || die "$_c ($_src to B): $(grep -m1 '^FAIL' "$D/settle-$_src-$_c.log" || tail -n 1 "$D/settle-$_src-$_c.log")"
-        done
-    done
+    settle_b --settle-ms $(( 200 * SLOW ))
+    settle_cases A unsettled read_unsettled
+    settle_cases B unsettled read_unsettled
     grep -q "late scatter of chunk 0 ended" "$D/B.log" || die "B did not log the end of the late scatter"
 }
 

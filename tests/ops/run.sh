@@ -22,13 +22,9 @@ REQUIRED_CMDS=python3
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
 all_scenarios="config log_sinks check_keys deadline metrics_http units install notify activation ctl max_clients max_clients_uid max_host_uid permission tenants
-               tenants_paired fair drain resume_stopping sigterm_finish sigterm_bound trust"
+               tenants_paired fair idle_clients drain resume_stopping sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
-
-now_ms() {
-    echo $(( $(date +%s%N) / 1000000 ))
-}
 
 # ctl DAEMON ARGS...: b10ctl against $D/DAEMON.sock; its stderr goes to ctl.log.
 ctl() {
@@ -910,10 +906,11 @@ scen_tenants() {
 }
 
 # One loop serves every client (tests/integ/b10-fair.c): b10ctl answers while a
-# rank streams requests, a large registration does not hold up a small
-# transfer, and idle connections lock out neither ranks nor b10ctl.
+# rank streams requests, and a large registration does not hold up a small
+# transfer. It measures the daemon's pace against itself: scripts/check.sh runs
+# it with no other test beside it.
 scen_fair() {
-    start_daemon A --hello-timeout-ms $(( 2000 * SLOW ))
+    start_daemon A
     start_daemon B
     bg flood "$FAIR" flood "$D/A.sock" 4
     # b10ctl status, again and again while the flood lasts: each must be answered, and
@@ -960,26 +957,38 @@ PY
     # regdelay itself holds that transfers ran meanwhile at a tenth of their pace alone at
     # least; their p99 delay is noted (a figure of the machine's load as much as of b10d).
     note "$(grep 'registering' "$D/regdelay.log" | sed 's/^ok //')"
+}
 
-    # 300 connections that say nothing: a rank and b10ctl still get in; past the timeout they go.
+# 300 connections that say nothing: a rank and b10ctl still get in; past
+# --hello-timeout-ms the daemon drops them all (polled until it has, within
+# twice the timeout).
+scen_idle_clients() {
+    start_daemon A --hello-timeout-ms $(( 2000 * SLOW ))
     python3 - "$D/A.sock" 300 $(( 4 * SLOW )) >"$D/idle.log" 2>&1 <<'PY' &
 import socket, sys, time
 conns = []
 for _ in range(int(sys.argv[2])):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(sys.argv[1])
+    s.setblocking(False)
     conns.append(s)
 print("opened %d" % len(conns), flush=True)
-time.sleep(float(sys.argv[3]))
+end = time.monotonic() + float(sys.argv[3])
 closed = 0
-for s in conns:
-    s.settimeout(0.01)
-    try:
-        closed += s.recv(1) == b""
-    except (socket.timeout, BlockingIOError):
-        pass
-    except OSError:
-        closed += 1
+while conns and time.monotonic() < end:
+    time.sleep(0.1)
+    left = []
+    for s in conns:
+        try:
+            if s.recv(1) == b"":
+                closed += 1
+            else:
+                left.append(s)
+        except BlockingIOError:
+            left.append(s)
+        except OSError:
+            closed += 1
+    conns = left
 print("closed by the daemon %d" % closed, flush=True)
 PY
     _idle=$!
@@ -1081,7 +1090,7 @@ scen_sigterm_finish() {
     held_prefill 1 --req-blocks 16 --xfers 4 --deadline-ms 60000
     in_flight A 4
     kill -TERM "$(daemon_pid A)"
-    sleep 0.5
+    wait_log "$D/A.log" "draining for at most" 10 "A did not start to drain on SIGTERM"
     alive "$(daemon_pid A)" || die "A exited at SIGTERM with transfers in flight instead of draining"
     ctl A --json status >"$D/status.json" || die "b10ctl during the drain exited $?"
     [ "$(json_get 'd["daemon"]["state"]' <"$D/status.json")" = stopping ] || die "A does not say it is stopping"

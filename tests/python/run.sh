@@ -91,6 +91,8 @@ for case in root.iter("testcase"):
         print(f"SKIP {name} ({first_line(skipped)})")
     else:
         print(f"PASS {name} ({float(case.get('time', 0)):.1f}s)")
+    # Its wall time in ms (setup and teardown included), for scripts/check.sh's list.
+    print(f"TIME {name} {round(float(case.get('time', 0)) * 1000)}")
 EOF
 cat "$out/lines"
 
