@@ -9,13 +9,16 @@
 #define B10_TEST_SOCK_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* How long an allowed connect may take, and how long a refused one is watched. */
@@ -138,6 +141,27 @@ static inline unsigned sock_filter_length(int fd)
     if (getsockopt(fd, SOL_SOCKET, SO_GET_FILTER, NULL, &len) != 0)
         return 0;
     return (unsigned)len;
+}
+
+/*
+ * Close every socket of the process: a test's teardown, so that a test that
+ * failed halfway leaves no listener to the next one's first seal (a gate
+ * takes every TCP listener of the process then).
+ */
+static inline void sock_close_all(void)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    struct dirent *e;
+    struct stat st;
+
+    if (dir == NULL)
+        return;
+    while ((e = readdir(dir)) != NULL) {
+        int fd = atoi(e->d_name);
+        if (fd > 2 && fd != dirfd(dir) && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode))
+            close(fd);
+    }
+    closedir(dir);
 }
 
 #endif

@@ -28,9 +28,7 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <dirent.h>
 #include <linux/filter.h>
-#include <sys/stat.h>
 
 #include "rng.h"
 #include "sock.h"
@@ -470,24 +468,10 @@ static void check_refused(int listener, const char *src, const char *dst, uint16
     assert_int_equal(sock_accept(listener, 0), -1);
 }
 
-/*
- * After a test of real listeners: its sockets, closed even when it failed
- * halfway, so that the next test's first seal does not find them.
- */
+/* After a test of real listeners: its sockets, closed even when it failed halfway. */
 static int close_sockets(void **state)
 {
-    DIR *dir = opendir("/proc/self/fd");
-    struct dirent *e;
-    struct stat st;
-
-    if (dir == NULL)
-        return -1;
-    while ((e = readdir(dir)) != NULL) {
-        int fd = atoi(e->d_name);
-        if (fd > 2 && fd != dirfd(dir) && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode))
-            close(fd);
-    }
-    closedir(dir);
+    sock_close_all();
     return 0;
 }
 
