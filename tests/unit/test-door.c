@@ -379,6 +379,55 @@ static void test_knock_times_out(void **state)
     side_close(&sides[0]);
 }
 
+/*
+ * Doors no connect can even start to (multicast addresses, which a peer's
+ * worker address may name: the kernel refuses them at once). The knock
+ * still ends from the loop, after door_knock returned: its handle is the
+ * caller's until then, to keep or to cancel.
+ */
+static void test_knock_fails_later(void **state)
+{
+    struct side sides[2];
+    struct side *a = &sides[0], *b = &sides[1];
+    const struct wireaddr_door nowhere[2] = {
+        { 4, { 224, 0, 0, 1 }, 9 },
+        { 6, { 0xff, 0x02, [15] = 1 }, 9 },
+    };
+    struct knocked r = { 0 };
+
+    open_pair(sides);
+    struct door_knock *k = door_knock(a->door, nowhere, 2, &r, on_knocked);
+    assert_non_null(k);
+    assert_int_equal(r.calls, 0);
+    assert_true(run_until(called, &r, 5000));
+    assert_int_equal(r.status, B10_ERR_PEER_UNREACHABLE);
+    assert_non_null(strstr(r.detail, "[ff02::1]:9"));
+    run_for(20);
+    assert_int_equal(r.calls, 1);
+
+    /* Cancelled before the loop ran: no call at all. */
+    memset(&r, 0, sizeof(r));
+    k = door_knock(a->door, nowhere, 2, &r, on_knocked);
+    assert_int_equal(r.calls, 0);
+    door_knock_cancel(k);
+    run_for(20);
+    assert_int_equal(r.calls, 0);
+
+    /* An unreachable door, then a good one: let in. */
+    struct wireaddr_door at[1 + WIREADDR_MAX_DOORS] = { nowhere[0] };
+    memcpy(at + 1, b->at, b->nat * sizeof(b->at[0]));
+    struct knocked ok;
+    knock_and_wait(a, at, 1 + b->nat, &ok);
+    assert_int_equal(ok.status, B10_OK);
+
+    /* The door destroyed before the loop ran: no call either. */
+    memset(&r, 0, sizeof(r));
+    assert_non_null(door_knock(a->door, nowhere, 2, &r, on_knocked));
+    side_close(a);
+    assert_int_equal(r.calls, 0);
+    side_close(b);
+}
+
 /* Cancelled at any step before it ends, a knock never calls back. */
 static void test_knock_cancel(void **state)
 {
@@ -782,6 +831,7 @@ int main(void)
         cmocka_unit_test_teardown(test_knock_other_key, close_leftovers),
         cmocka_unit_test_teardown(test_knock_dead_door, close_leftovers),
         cmocka_unit_test_teardown(test_knock_times_out, close_leftovers),
+        cmocka_unit_test_teardown(test_knock_fails_later, close_leftovers),
         cmocka_unit_test_teardown(test_knock_cancel, close_leftovers),
         cmocka_unit_test_teardown(test_destroy_in_flight, close_leftovers),
         cmocka_unit_test_teardown(test_knocker_checks_answer, close_leftovers),
