@@ -80,6 +80,8 @@ struct door_knock {
     uint8_t nonce[KNOCK_NONCE_BYTES];
     void *user;
     door_knock_cb cb;
+    bool starting;              /* inside door_knock: an end now is told from the loop */
+    b10_status_t status;        /* the end told from the loop */
     char detail[192];           /* why the last door tried did not let this daemon in */
 };
 
@@ -407,6 +409,14 @@ static void door_knock_closed(uv_handle_t *h)
     free(h->data);
 }
 
+static void door_knock_end(struct door_knock *k, b10_status_t status, const char *detail);
+
+static void door_knock_told(uv_timer_t *timer)
+{
+    struct door_knock *k = timer->data;
+    door_knock_end(k, k->status, k->detail);
+}
+
 /* The knock is over: its callback once (none when cancelled), then it goes. */
 static void door_knock_end_ack(struct door_knock *k, b10_status_t status, const char *detail,
                                const struct knock *ack)
@@ -414,6 +424,20 @@ static void door_knock_end_ack(struct door_knock *k, b10_status_t status, const 
     door_knock_cb cb = k->cb;
     void *user = k->user;
 
+    /*
+     * Over before door_knock returned (every door refused by the kernel at
+     * once: a multicast address in a peer's worker address, no route, no
+     * descriptor left): the caller does not hold the handle yet, and would
+     * keep it after a callback had ended it, to cancel it later. The end is
+     * told from the loop instead, on the knock's timer.
+     */
+    if (k->starting) {
+        k->status = status;
+        if (detail != k->detail)
+            snprintf(k->detail, sizeof(k->detail), "%s", detail);
+        uv_timer_start(&k->timer, door_knock_told, 0, 0);
+        return;
+    }
     if (k->now != NULL)
         door_try_end(k->now);
     list_remove(&k->node);
@@ -622,7 +646,9 @@ struct door_knock *door_knock(struct door *door, const struct wireaddr_door *doo
     k->timer.data = k;
     list_insert_tail(&door->knocks, &k->node);
     uv_timer_start(&k->timer, door_knock_timeout, door->cfg.timeout_ms, 0);
+    k->starting = true;
     door_knock_next(k);
+    k->starting = false;
     return k;
 }
 

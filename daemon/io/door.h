@@ -80,8 +80,9 @@ const struct door_stats *door_stats(const struct door *door);
 
 /*
  * Knock at another daemon's doors (tried in turn until one answers) and
- * call cb once: B10_OK when it let this daemon in and its addresses are on
- * this gate. The handle is good until cb runs or door_knock_cancel.
+ * call cb once, from the loop, never before door_knock returned: B10_OK
+ * when it let this daemon in and its addresses are on this gate. The
+ * handle is good until cb runs or door_knock_cancel.
  */
 struct door_knock *door_knock(struct door *door, const struct wireaddr_door *doors, unsigned n,
                               void *user, door_knock_cb cb);

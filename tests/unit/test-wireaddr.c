@@ -11,6 +11,11 @@
  * over-read shows under ASan. Last, random packings over many seeds round
  * trip, and random single-byte mutations of them never make unpack hand out
  * an address outside the buffer.
+ *
+ * The doors after the workers (a daemon's door.c listeners): spelled out,
+ * round trips of none to WIREADDR_MAX_DOORS of both families, the workers
+ * still found behind them, and every way a door section can be wrong
+ * refused by both decoders, with their outputs untouched.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -582,6 +587,188 @@ static void test_random(void **state)
     assert_true(refused > 0);
 }
 
+/* ---------------------------------------------------------------- doors */
+
+static const struct wireaddr_door some_doors[WIREADDR_MAX_DOORS + 1] = {
+    { 4, { 127, 0, 0, 1 }, 7001 },
+    { 6, { 0x20, 0x01, 0x0d, 0xb8, [15] = 1 }, 65535 },
+    { 4, { 192, 0, 2, 9 }, 1 },
+    { 6, { [15] = 1 }, 0x1234 },
+    { 4, { 10, 0, 0, 2 }, 443 },
+    { 6, { 0xfd, [7] = 0x77, [15] = 0xff }, 0x8001 },
+    { 4, { 255, 255, 255, 255 }, 65535 },
+    { 6, { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+           0xff, 0xff }, 2 },
+    { 4, { 198, 51, 100, 1 }, 9 },      /* one more than a daemon may name */
+};
+
+/* The three addresses of three_lengths packed, and n of some_doors after them. */
+static uint8_t *pack_doors(struct addrs *a, unsigned n, size_t *length_p)
+{
+    size_t plain;
+    addrs_make(a, 3, three_lengths);
+    uint8_t *p = addrs_pack(a, &plain);
+    p = realloc(p, plain + n * WIREADDR_DOOR_BYTES);
+    assert_non_null(p);
+    *length_p = wireaddr_add_doors(p, plain, some_doors, n);
+    assert_int_equal(*length_p, plain + n * WIREADDR_DOOR_BYTES);
+    return p;
+}
+
+/* Both decoders refuse p (n bytes, from a buffer of exactly n), and write nothing. */
+static void refuse_doors(const uint8_t *p, size_t n, const char *what)
+{
+    struct wireaddr_door doors[WIREADDR_MAX_DOORS + 8];
+    uint8_t *q = dup_exact(p, n);
+    memset(doors, POISON, sizeof(doors));
+    int got = wireaddr_doors(q, n, doors);
+    if (got != -1)
+        fail_msg("%s: wireaddr_doors of %zu bytes returned %d, want -1", what, n, got);
+    for (size_t i = 0; i < sizeof(doors); i++)
+        if (((uint8_t *)doors)[i] != POISON)
+            fail_msg("%s: wireaddr_doors wrote its output on a refusal", what);
+    free(q);
+    refuse(p, n, what);
+}
+
+static void test_doors_spelled_out(void **state)
+{
+    const uint8_t a0[1] = { 0x42 };
+    const void *addrs[1] = { a0 };
+    const size_t lengths[1] = { 1 };
+    const struct wireaddr_door doors[2] = {
+        { 4, { 192, 0, 2, 1 }, 0x1234 },
+        { 6, { 0x20, 0x01, 0x0d, 0xb8, [15] = 0x0a }, 0xfe01 },
+    };
+    const uint8_t want[] = {
+        'b', '1', '0', 'w', 1, 0, 2, 0,
+        1, 0, 0, 0, 0x42,
+        4, 192, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x34, 0x12,
+        6, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a, 0x01, 0xfe,
+    };
+    uint8_t out[sizeof(want) + SLACK];
+
+    memset(out, POISON, sizeof(out));
+    wireaddr_pack(out, 1, addrs, lengths);
+    assert_int_equal(wireaddr_add_doors(out, 13, doors, 2), sizeof(want));
+    assert_memory_equal(out, want, sizeof(want));
+    for (size_t i = sizeof(want); i < sizeof(out); i++)
+        assert_int_equal(out[i], POISON);
+
+    /* An IPv4 door's 12 bytes behind its address are written as zeros, whatever it held there. */
+    struct wireaddr_door dirty = doors[0];
+    memset(dirty.addr + 4, 0xee, 12);
+    wireaddr_pack(out, 1, addrs, lengths);
+    wireaddr_add_doors(out, 13, &dirty, 1);
+    assert_memory_equal(out + 13, want + 13, WIREADDR_DOOR_BYTES);
+}
+
+static void test_doors_round_trip(void **state)
+{
+    for (unsigned n = 0; n <= WIREADDR_MAX_DOORS; n++) {
+        struct addrs a;
+        size_t len;
+        uint8_t *p = pack_doors(&a, n, &len);
+        uint8_t *q = dup_exact(p, len);
+
+        struct wireaddr_door doors[WIREADDR_MAX_DOORS];
+        assert_int_equal(wireaddr_doors(q, len, doors), n);
+        for (unsigned i = 0; i < n; i++) {
+            assert_int_equal(doors[i].family, some_doors[i].family);
+            assert_memory_equal(doors[i].addr, some_doors[i].addr, 16);
+            assert_int_equal(doors[i].port, some_doors[i].port);
+        }
+
+        /* The workers are where they were, and end where the doors begin. */
+        const uint8_t *out[MAX_COUNT];
+        size_t out_lengths[MAX_COUNT];
+        assert_int_equal(wireaddr_unpack(q, len, out, out_lengths), 3);
+        check_inside(q, len - n * WIREADDR_DOOR_BYTES, 3, out, out_lengths, "before the doors");
+        for (unsigned i = 0; i < 3; i++)
+            assert_memory_equal(out[i], a.bytes[i], a.lengths[i]);
+        free(q);
+        free(p);
+        addrs_free(&a);
+    }
+}
+
+static void test_doors_refused(void **state)
+{
+    struct addrs a;
+    size_t len;
+    uint8_t *p = pack_doors(&a, 2, &len);
+    size_t at = len - 2 * WIREADDR_DOOR_BYTES;      /* the first door */
+
+    /* A door count above the most, each door there: add_doors writes what it is given. */
+    struct addrs more;
+    size_t more_len;
+    uint8_t *many = pack_doors(&more, WIREADDR_MAX_DOORS + 1, &more_len);
+    assert_int_equal(many[6], WIREADDR_MAX_DOORS + 1);
+    refuse_doors(many, more_len, "more than WIREADDR_MAX_DOORS doors");
+    many[6] = 0xff;
+    refuse_doors(many, more_len, "255 doors");
+    free(many);
+    addrs_free(&more);
+
+    /* A door count that disagrees with the bytes: one more, one fewer. */
+    uint8_t *q = dup_exact(p, len);
+    q[6] = 3;
+    refuse_doors(q, len, "a door count one above the doors");
+    q[6] = 1;
+    refuse_doors(q, len, "a door count one below the doors");
+    free(q);
+
+    /* A trailing byte (zero or not), and every length short of the whole. */
+    q = malloc(len + 1);
+    assert_non_null(q);
+    memcpy(q, p, len);
+    q[len] = 0;
+    refuse_doors(q, len + 1, "a byte after the doors");
+    q[len] = 4;
+    refuse_doors(q, len + 1, "a byte after the doors");
+    free(q);
+    for (size_t n = at; n < len; n++)
+        refuse_doors(p, n, "a door cut short");
+
+    /* A family neither 4 nor 6, on either door. */
+    const uint8_t families[] = { 0, 2, 5, 10, 0x44, 0xff };
+    for (size_t f = 0; f < sizeof(families); f++) {
+        for (unsigned d = 0; d < 2; d++) {
+            q = dup_exact(p, len);
+            q[at + d * WIREADDR_DOOR_BYTES] = families[f];
+            refuse_doors(q, len, "a family neither 4 nor 6");
+            free(q);
+        }
+    }
+    /* Port 0. */
+    for (unsigned d = 0; d < 2; d++) {
+        q = dup_exact(p, len);
+        q[at + d * WIREADDR_DOOR_BYTES + 17] = 0;
+        q[at + d * WIREADDR_DOOR_BYTES + 18] = 0;
+        refuse_doors(q, len, "port 0");
+        free(q);
+    }
+    /* The first door is IPv4: each of the 12 bytes behind its address must be zero. */
+    assert_int_equal(p[at], 4);
+    for (size_t b = 5; b < 17; b++) {
+        q = dup_exact(p, len);
+        q[at + b] = 0x01;
+        refuse_doors(q, len, "nonzero padding after an IPv4 address");
+        free(q);
+    }
+    /* (The same bytes of an IPv6 door are its address: the round trips hold all 0xff.) */
+    /* A door with only one of its port bytes set is a port. */
+    struct wireaddr_door doors[WIREADDR_MAX_DOORS];
+    q = dup_exact(p, len);
+    q[at + 17] = 0;
+    q[at + 18] = 1;
+    assert_int_equal(wireaddr_doors(q, len, doors), 2);
+    assert_int_equal(doors[0].port, 256);
+    free(q);
+    free(p);
+    addrs_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -598,6 +785,9 @@ int main(void)
         cmocka_unit_test(test_refuse_trailing_bytes),
         cmocka_unit_test(test_refuse_every_truncation),
         cmocka_unit_test(test_random),
+        cmocka_unit_test(test_doors_spelled_out),
+        cmocka_unit_test(test_doors_round_trip),
+        cmocka_unit_test(test_doors_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,843 @@
+/*
+ * test-door.c — daemon/io/door.c: doors on a real libuv loop, on 127.0.0.1
+ * (and ::1 where the host has it), knocking at each other.
+ *
+ * Two doors of one cluster key: a knock lets the knocker in (its addresses
+ * on the other's gate, and a listener that gate guards takes it from then
+ * on) and the answer lets the other in on the knocker's gate. A door of
+ * another key drops the knock unanswered: the knock fails
+ * B10_ERR_PEER_UNREACHABLE after every endpoint, both gates stay empty. A
+ * door where nothing listens is passed for the next; one that never answers
+ * ends the knock at its timeout. A cancelled knock, and a door destroyed at
+ * each step of a knock on either side, never call back after and leave
+ * nothing behind (the SAN=1 build checks).
+ *
+ * Then each side played by hand. As a door: the knocker believes only an
+ * answer to its own knock under its key, and a refusal ends the knock with
+ * the door's status. As a knocker: the door answers a key holder's refusals
+ * (a source it does not list, a clock a minute off), drops a stranger's, a
+ * malformed, a cut or a slow knock (at once, or at its timeout), and what
+ * comes above its rate.
+ *
+ * Each gate's first seal is made keeping every door: all doors live in this
+ * one process, and a gate seals every TCP listener of the process it does
+ * not keep at its first seal.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <uv.h>
+
+#include "keys.h"
+#include "sock.h"
+
+#include "door.h"
+#include "knock.h"
+
+static uv_loop_t loop;
+static uv_timer_t deadline;
+static bool deadline_passed;
+static struct auth_key key, other_key;
+static struct auth_keyring ring, other_ring;    /* the cluster's key; another cluster's */
+
+/* ---------------------------------------------------------------- the loop */
+
+static void on_deadline(uv_timer_t *t)
+{
+    deadline_passed = true;
+}
+
+/* Run the loop until done(arg), or for ms at most; whether done came. */
+static bool run_until(bool (*done)(const void *arg), const void *arg, uint64_t ms)
+{
+    deadline_passed = false;
+    uv_timer_start(&deadline, on_deadline, ms, 0);
+    while ((done == NULL || !done(arg)) && !deadline_passed)
+        uv_run(&loop, UV_RUN_ONCE);
+    uv_timer_stop(&deadline);
+    return done != NULL && done(arg);
+}
+
+static void run_for(uint64_t ms)
+{
+    run_until(NULL, NULL, ms);
+}
+
+static int group_setup(void **state)
+{
+    if (keys_setup() != 0 || keys_make("cluster.key", &key) != 0 ||
+        keys_make("other.key", &other_key) != 0 || auth_keyring_add(&ring, &key) != 0 ||
+        auth_keyring_add(&other_ring, &other_key) != 0 || uv_loop_init(&loop) != 0 ||
+        uv_timer_init(&loop, &deadline) != 0)
+        return -1;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    uv_close((uv_handle_t *)&deadline, NULL);
+    for (int i = 0; i < 100 && uv_loop_alive(&loop); i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    /* Every handle of every door closed: the loop closes. */
+    if (uv_loop_close(&loop) != 0) {
+        fprintf(stderr, "the loop still has handles\n");
+        return -1;
+    }
+    return keys_teardown();
+}
+
+/* ---------------------------------------------------------------- doors */
+
+struct side {
+    struct gate *gate;
+    struct door *door;
+    struct wireaddr_door at[WIREADDR_MAX_DOORS];
+    unsigned nat;
+};
+
+struct knocked {
+    int calls;
+    b10_status_t status;
+    char detail[256];
+};
+
+static void on_knocked(void *user, b10_status_t status, const char *detail)
+{
+    struct knocked *r = user;
+    r->calls++;
+    r->status = status;
+    snprintf(r->detail, sizeof(r->detail), "%s", detail);
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static bool called(const void *arg)
+{
+    return ((const struct knocked *)arg)->calls > 0;
+}
+
+/* The doors a test opened and has not closed: a failed test leaves them to its teardown. */
+static struct {
+    struct door *door;
+    struct gate *gate;
+} open_doors[4];
+
+/* A door on the loopback's addresses, knocks answered at rate a second, taking timeout_ms. */
+static void side_open_at(struct side *s, const char *name, uint64_t id,
+                         const struct auth_keyring *keys, double rate, uint32_t timeout_ms)
+{
+    struct door_config cfg = {
+        .name = name, .daemon_id = id, .devices = "lo", .port = 0, .timeout_ms = timeout_ms,
+        .knocks_per_s = rate,
+    };
+    char detail[256] = "";
+    unsigned slot = 0;
+
+    while (slot < 4 && open_doors[slot].gate != NULL)
+        slot++;
+    assert_true(slot < 4);
+    memset(s, 0, sizeof(*s));
+    s->gate = gate_create();
+    assert_non_null(s->gate);
+    b10_status_t st = door_create(&loop, keys, s->gate, &cfg, &s->door, detail, sizeof(detail));
+    open_doors[slot].door = s->door;
+    open_doors[slot].gate = s->gate;
+    if (st != B10_OK)
+        fail_msg("door_create: %s: %s", b10_status_name(st), detail);
+    s->nat = door_endpoints(s->door, s->at);
+    assert_true(s->nat >= 1);
+    assert_int_equal(s->at[0].family, 4);       /* 127.0.0.1 first: getifaddrs lists IPv4 first */
+    assert_memory_equal(s->at[0].addr, ((uint8_t[]){ 127, 0, 0, 1 }), 4);
+    assert_int_not_equal(s->at[0].port, 0);
+}
+
+static void side_open(struct side *s, const char *name, uint64_t id, const struct auth_keyring *keys)
+{
+    side_open_at(s, name, id, keys, 1000, 2000);
+}
+
+/*
+ * The first seal of s's gate, keeping every door of sides: what it seals is
+ * what listens in this process now but the doors. How many.
+ */
+static unsigned first_seal(struct side *s, struct side *sides, unsigned n)
+{
+    int fds[4 * WIREADDR_MAX_DOORS];
+    unsigned nfds = 0;
+    char detail[256] = "";
+
+    for (unsigned i = 0; i < n; i++)
+        nfds += door_fds(sides[i].door, fds + nfds, WIREADDR_MAX_DOORS);
+    assert_true(nfds >= n);
+    b10_status_t st = gate_seal(s->gate, fds, nfds, detail, sizeof(detail));
+    if (st != B10_OK)
+        fail_msg("gate_seal: %s: %s", b10_status_name(st), detail);
+    return gate_listeners(s->gate);
+}
+
+/* Two doors of the cluster's key, their gates sealing nothing yet. */
+static void open_pair(struct side sides[2])
+{
+    side_open(&sides[0], "node-a", 0xa1, &ring);
+    side_open(&sides[1], "node-b", 0xb1, &ring);
+    assert_int_equal(first_seal(&sides[0], sides, 2), 0);
+    assert_int_equal(first_seal(&sides[1], sides, 2), 0);
+}
+
+/* Close the door, let its handles close, and free its gate. */
+static void side_close(struct side *s)
+{
+    for (unsigned i = 0; i < 4; i++)
+        if (open_doors[i].gate == s->gate)
+            open_doors[i].door = NULL, open_doors[i].gate = NULL;
+    door_destroy(s->door);
+    s->door = NULL;
+    run_for(20);
+    gate_destroy(s->gate);
+    s->gate = NULL;
+}
+
+/* After each test: what a failed one left open, so that the next starts as bare. */
+static int close_leftovers(void **state)
+{
+    for (unsigned i = 0; i < 4; i++) {
+        if (open_doors[i].gate != NULL) {
+            door_destroy(open_doors[i].door);
+            gate_destroy(open_doors[i].gate);
+            open_doors[i].door = NULL, open_doors[i].gate = NULL;
+        }
+    }
+    run_for(20);
+    sock_close_all();
+    return 0;
+}
+
+static bool gate_has(const struct gate *g, const struct wireaddr_door *w)
+{
+    struct gate_addr a = { .family = w->family };
+    memcpy(a.bytes, w->addr, 16);
+    return gate_allows(g, &a);
+}
+
+static bool gate_has_ip(const struct gate *g, const char *text)
+{
+    struct wireaddr_door w = { .family = strchr(text, ':') ? 6 : 4 };
+    assert_int_equal(inet_pton(w.family == 4 ? AF_INET : AF_INET6, text, w.addr), 1);
+    return gate_has(g, &w);
+}
+
+/* Knock from a at these doors and wait for the end: it calls back once. */
+static void knock_and_wait(struct side *a, const struct wireaddr_door *at, unsigned n,
+                           struct knocked *r)
+{
+    memset(r, 0, sizeof(*r));
+    assert_non_null(door_knock(a->door, at, n, r, on_knocked));
+    if (!run_until(called, r, 5000))
+        fail_msg("the knock did not end within 5 s");
+    run_for(20);                                /* and never again */
+    assert_int_equal(r->calls, 1);
+}
+
+/* ---------------------------------------------------------------- knocks */
+
+/*
+ * A knocks at B: B's gate takes A's addresses, and the listener it guards
+ * (B's UCX) takes A's connections from then on; A's gate takes B's.
+ */
+static void test_knock_lets_in(void **state)
+{
+    struct side sides[2];
+    struct side *a = &sides[0], *b = &sides[1];
+    struct knocked r;
+
+    side_open(a, "node-a", 0xa1, &ring);
+    side_open(b, "node-b", 0xb1, &ring);
+    assert_int_equal(first_seal(a, sides, 2), 0);
+    uint16_t ucx_port;
+    int ucx = sock_bound("127.0.0.1", true, false, &ucx_port);
+    assert_true(ucx >= 0);
+    assert_int_equal(first_seal(b, sides, 2), 1);
+    assert_false(sock_reaches("127.0.0.1", "127.0.0.1", ucx_port, SOCK_REFUSED_MS));
+
+    knock_and_wait(a, b->at, b->nat, &r);
+    if (r.status != B10_OK)
+        fail_msg("the knock: %s: %s", b10_status_name(r.status), r.detail);
+    for (unsigned i = 0; i < a->nat; i++)
+        assert_true(gate_has(b->gate, &a->at[i]));
+    for (unsigned i = 0; i < b->nat; i++)
+        assert_true(gate_has(a->gate, &b->at[i]));
+    assert_true(gate_has_ip(b->gate, "127.0.0.1"));
+    assert_false(gate_has_ip(b->gate, "127.0.0.2"));
+    assert_int_equal(door_stats(b->door)->let_in, 1);
+    assert_int_equal(door_stats(b->door)->refused, 0);
+    assert_int_equal(door_stats(b->door)->dropped, 0);
+    assert_int_equal(door_stats(a->door)->knocked, 1);
+    assert_int_equal(door_stats(a->door)->knock_failed, 0);
+
+    /* B's UCX takes A now, and still no one else. */
+    assert_true(sock_reaches("127.0.0.1", "127.0.0.1", ucx_port, SOCK_ALLOWED_MS));
+    int s = sock_accept(ucx, SOCK_ALLOWED_MS);
+    assert_true(s >= 0);
+    close(s);
+    assert_false(sock_reaches("127.0.0.2", "127.0.0.1", ucx_port, SOCK_REFUSED_MS));
+
+    /* Knocking again changes no gate, and is let in again. */
+    knock_and_wait(a, b->at, b->nat, &r);
+    assert_int_equal(r.status, B10_OK);
+    assert_int_equal(door_stats(b->door)->let_in, 2);
+    close(ucx);
+    side_close(a);
+    side_close(b);
+}
+
+/* A door of another cluster drops the knock at each of its endpoints; no gate changes. */
+static void test_knock_other_key(void **state)
+{
+    struct side sides[2];
+    struct side *a = &sides[0], *c = &sides[1];
+    struct knocked r;
+
+    side_open(a, "node-a", 0xa1, &ring);
+    side_open(c, "node-c", 0xc1, &other_ring);
+    assert_int_equal(first_seal(a, sides, 2), 0);
+    assert_int_equal(first_seal(c, sides, 2), 0);
+
+    knock_and_wait(a, c->at, c->nat, &r);
+    assert_int_equal(r.status, B10_ERR_PEER_UNREACHABLE);
+    assert_non_null(strstr(r.detail, "hung up"));
+    assert_int_equal(door_stats(c->door)->dropped, c->nat);
+    assert_int_equal(door_stats(c->door)->let_in, 0);
+    assert_int_equal(door_stats(c->door)->refused, 0);
+    assert_int_equal(gate_count(c->gate), 0);
+    assert_int_equal(gate_count(a->gate), 0);
+    assert_int_equal(door_stats(a->door)->knock_failed, 1);
+    assert_int_equal(door_stats(a->door)->knocked, 0);
+    side_close(a);
+    side_close(c);
+}
+
+/* Where nothing listens, the knock says so and goes on to the next door. */
+static void test_knock_dead_door(void **state)
+{
+    struct side sides[2];
+    struct side *a = &sides[0], *b = &sides[1];
+    struct knocked r;
+    char want[64];
+
+    open_pair(sides);
+    uint16_t dead_port;
+    int dead = sock_bound("127.0.0.1", false, false, &dead_port);   /* bound, never listening */
+    assert_true(dead >= 0);
+    struct wireaddr_door at[1 + WIREADDR_MAX_DOORS] = { { 4, { 127, 0, 0, 1 }, dead_port } };
+
+    knock_and_wait(a, at, 1, &r);
+    assert_int_equal(r.status, B10_ERR_PEER_UNREACHABLE);
+    snprintf(want, sizeof(want), "127.0.0.1:%u", dead_port);
+    if (strstr(r.detail, want) == NULL || strstr(r.detail, "refused") == NULL)
+        fail_msg("the reason names neither the door nor its refusal: %s", r.detail);
+
+    memcpy(at + 1, b->at, b->nat * sizeof(b->at[0]));
+    knock_and_wait(a, at, 1 + b->nat, &r);
+    assert_int_equal(r.status, B10_OK);
+    assert_int_equal(door_stats(b->door)->let_in, 1);
+    assert_true(gate_has_ip(a->gate, "127.0.0.1"));
+    close(dead);
+    side_close(a);
+    side_close(b);
+}
+
+/* A door that takes the connection and never answers: the knock ends at its timeout. */
+static void test_knock_times_out(void **state)
+{
+    struct side sides[1];
+    struct knocked r;
+
+    side_open_at(&sides[0], "node-a", 0xa1, &ring, 1000, 300);
+    assert_int_equal(first_seal(&sides[0], sides, 1), 0);
+    uint16_t port;
+    int mute = sock_bound("127.0.0.1", true, false, &port);    /* listens, never reads */
+    assert_true(mute >= 0);
+    const struct wireaddr_door at = { 4, { 127, 0, 0, 1 }, port };
+
+    uint64_t start = wall_ms();
+    knock_and_wait(&sides[0], &at, 1, &r);
+    assert_int_equal(r.status, B10_ERR_PEER_UNREACHABLE);
+    assert_non_null(strstr(r.detail, "within --connect-timeout-ms"));
+    assert_true(wall_ms() - start >= 300);
+    close(mute);
+    side_close(&sides[0]);
+}
+
+/*
+ * Doors no connect can even start to (multicast addresses, which a peer's
+ * worker address may name: the kernel refuses them at once). The knock
+ * still ends from the loop, after door_knock returned: its handle is the
+ * caller's until then, to keep or to cancel.
+ */
+static void test_knock_fails_later(void **state)
+{
+    struct side sides[2];
+    struct side *a = &sides[0], *b = &sides[1];
+    const struct wireaddr_door nowhere[2] = {
+        { 4, { 224, 0, 0, 1 }, 9 },
+        { 6, { 0xff, 0x02, [15] = 1 }, 9 },
+    };
+    struct knocked r = { 0 };
+
+    open_pair(sides);
+    struct door_knock *k = door_knock(a->door, nowhere, 2, &r, on_knocked);
+    assert_non_null(k);
+    assert_int_equal(r.calls, 0);
+    assert_true(run_until(called, &r, 5000));
+    assert_int_equal(r.status, B10_ERR_PEER_UNREACHABLE);
+    assert_non_null(strstr(r.detail, "[ff02::1]:9"));
+    run_for(20);
+    assert_int_equal(r.calls, 1);
+
+    /* Cancelled before the loop ran: no call at all. */
+    memset(&r, 0, sizeof(r));
+    k = door_knock(a->door, nowhere, 2, &r, on_knocked);
+    assert_int_equal(r.calls, 0);
+    door_knock_cancel(k);
+    run_for(20);
+    assert_int_equal(r.calls, 0);
+
+    /* An unreachable door, then a good one: let in. */
+    struct wireaddr_door at[1 + WIREADDR_MAX_DOORS] = { nowhere[0] };
+    memcpy(at + 1, b->at, b->nat * sizeof(b->at[0]));
+    struct knocked ok;
+    knock_and_wait(a, at, 1 + b->nat, &ok);
+    assert_int_equal(ok.status, B10_OK);
+
+    /* The door destroyed before the loop ran: no call either. */
+    memset(&r, 0, sizeof(r));
+    assert_non_null(door_knock(a->door, nowhere, 2, &r, on_knocked));
+    side_close(a);
+    assert_int_equal(r.calls, 0);
+    side_close(b);
+}
+
+/* Cancelled at any step before it ends, a knock never calls back. */
+static void test_knock_cancel(void **state)
+{
+    struct side sides[2];
+    struct side *a = &sides[0];
+    int cancelled = 0;
+
+    open_pair(sides);
+    for (int steps = 0; steps < 16; steps++) {
+        struct knocked r = { 0 };
+        struct door_knock *k = door_knock(a->door, sides[1].at, sides[1].nat, &r, on_knocked);
+        assert_non_null(k);
+        for (int i = 0; i < steps && r.calls == 0; i++)
+            uv_run(&loop, UV_RUN_ONCE);
+        if (r.calls > 0)
+            break;                      /* it ended first: so will every later step */
+        door_knock_cancel(k);
+        cancelled++;
+        run_for(50);
+        assert_int_equal(r.calls, 0);
+    }
+    print_message("cancelled %d times\n", cancelled);
+    assert_true(cancelled >= 2);        /* before it connected, and after */
+    door_knock_cancel(NULL);
+    side_close(&sides[0]);
+    side_close(&sides[1]);
+}
+
+/*
+ * Either door destroyed at any step of a knock: the knocker's never calls
+ * back after, the knocked-at one's end fails the knock (or it was let in
+ * already), and nothing is left (the SAN=1 build's leak check).
+ */
+static void test_destroy_in_flight(void **state)
+{
+    int before_end = 0;
+
+    for (int steps = 0; steps < 6; steps++) {
+        for (int which = 0; which < 2; which++) {
+            struct side sides[2];
+            struct knocked r = { 0 };
+
+            open_pair(sides);
+            assert_non_null(door_knock(sides[0].door, sides[1].at, sides[1].nat, &r, on_knocked));
+            for (int i = 0; i < steps && r.calls == 0; i++)
+                uv_run(&loop, UV_RUN_ONCE);
+            int calls = r.calls;
+            before_end += calls == 0;
+            side_close(&sides[which]);
+            if (which == 0) {
+                run_for(50);
+                assert_int_equal(r.calls, calls);
+            } else {
+                assert_true(run_until(called, &r, 5000));
+                if (r.status != B10_OK && r.status != B10_ERR_PEER_UNREACHABLE)
+                    fail_msg("the knock: %s", b10_status_name(r.status));
+                assert_int_equal(r.calls, 1);
+            }
+            side_close(&sides[!which]);
+        }
+    }
+    print_message("destroyed before the end %d of 12 times\n", before_end);
+    assert_true(before_end >= 2);
+    door_destroy(NULL);
+}
+
+/* ---------------------------------------------------------------- knocks by hand */
+
+/* A framed KNOCK of node-x under key k, listing addr, its clock skew_ms off. */
+static size_t knock_msg(const struct auth_key *k, const char *addr, int64_t skew_ms,
+                        struct knock *kn, uint8_t *out)
+{
+    memset(kn, 0, sizeof(*kn));
+    kn->sender_id = 0x77;
+    snprintf(kn->name, sizeof(kn->name), "node-x");
+    kn->sent_ms = (uint64_t)((int64_t)wall_ms() + skew_ms);
+    auth_random(kn->nonce, sizeof(kn->nonce));
+    kn->addrs[0].family = strchr(addr, ':') ? 6 : 4;
+    assert_int_equal(inet_pton(kn->addrs[0].family == 4 ? AF_INET : AF_INET6, addr,
+                               kn->addrs[0].bytes), 1);
+    kn->naddrs = 1;
+    size_t n = knock_pack(k, kn, out, KNOCK_MAX_BYTES);
+    assert_true(n > 0);
+    return n;
+}
+
+/* How long the last exchange took, from connect to the door's hanging up. */
+static uint64_t exchange_ms;
+
+/*
+ * Send n bytes from src to the door at 127.0.0.1:port (then shut this side
+ * when hang_up) and read what comes back until the door hangs up, running
+ * the loop meanwhile: how many bytes.
+ */
+static size_t exchange_then(const char *src, uint16_t port, const uint8_t *msg, size_t n,
+                            bool hang_up, uint8_t *answer)
+{
+    uint64_t start = wall_ms();
+    int fd = sock_connect(src, "127.0.0.1", port, SOCK_ALLOWED_MS);
+    size_t have = 0;
+
+    assert_true(fd >= 0);
+    if (n > 0)
+        assert_int_equal(write(fd, msg, n), (ssize_t)n);
+    if (hang_up)
+        assert_int_equal(shutdown(fd, SHUT_WR), 0);
+    for (int i = 0; i < 500; i++) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        uv_run(&loop, UV_RUN_NOWAIT);
+        if (poll(&p, 1, 10) != 1)
+            continue;
+        ssize_t got = read(fd, answer + have, KNOCK_MAX_BYTES - have);
+        if (got <= 0)
+            break;
+        have += (size_t)got;
+    }
+    close(fd);
+    exchange_ms = wall_ms() - start;
+    return have;
+}
+
+static size_t exchange(const char *src, uint16_t port, const uint8_t *msg, size_t n,
+                       uint8_t *answer)
+{
+    return exchange_then(src, port, msg, n, false, answer);
+}
+
+/* The door's answer to kn: its status (and the answer in ack). */
+static b10_status_t answer_of(const uint8_t *answer, size_t n, const struct knock *kn,
+                              struct knock *ack)
+{
+    bool authenticated;
+    char detail[KNOCK_DETAIL_MAX];
+
+    assert_true(n > 0);
+    assert_int_equal(knock_open(&ring, true, answer, n, ack, &authenticated, detail,
+                                sizeof(detail)), B10_OK);
+    assert_memory_equal(ack->nonce, kn->nonce, KNOCK_NONCE_BYTES);
+    assert_string_equal(ack->name, "node-b");
+    assert_int_equal(ack->sender_id, 0xb1);
+    return ack->status;
+}
+
+/* A key holder's knock is answered: let in from where it lists, else refused and told why. */
+static void test_door_answers(void **state)
+{
+    struct side sides[2];
+    struct side *b = &sides[1];
+    uint8_t msg[KNOCK_MAX_BYTES], answer[KNOCK_MAX_BYTES];
+    struct knock kn, ack;
+
+    open_pair(sides);
+    uint16_t port = b->at[0].port;
+
+    /* From 127.0.0.2, listing it: let in, and told B's addresses. */
+    size_t n = knock_msg(&key, "127.0.0.2", 0, &kn, msg);
+    size_t got = exchange("127.0.0.2", port, msg, n, answer);
+    assert_int_equal(answer_of(answer, got, &kn, &ack), B10_OK);
+    assert_int_equal(ack.naddrs, b->nat);
+    assert_true(gate_has_ip(b->gate, "127.0.0.2"));
+    assert_int_equal(gate_count(b->gate), 1);
+    assert_int_equal(door_stats(b->door)->let_in, 1);
+
+    /* From 127.0.0.1, listing another: refused, the source named. */
+    n = knock_msg(&key, "192.0.2.1", 0, &kn, msg);
+    got = exchange("127.0.0.1", port, msg, n, answer);
+    assert_int_equal(answer_of(answer, got, &kn, &ack), B10_ERR_UNAUTHENTICATED);
+    assert_non_null(strstr(ack.detail, "127.0.0.1"));
+    assert_int_equal(ack.naddrs, 0);
+    assert_false(gate_has_ip(b->gate, "192.0.2.1"));
+    assert_false(gate_has_ip(b->gate, "127.0.0.1"));
+
+    /* A clock a minute and more off, either way: refused. Within it: let in. */
+    const int64_t skews[] = { -KNOCK_FRESH_MS - 1000, KNOCK_FRESH_MS + 1000 };
+    for (size_t i = 0; i < 2; i++) {
+        n = knock_msg(&key, "127.0.0.3", skews[i], &kn, msg);
+        got = exchange("127.0.0.3", port, msg, n, answer);
+        assert_int_equal(answer_of(answer, got, &kn, &ack), B10_ERR_UNAUTHENTICATED);
+        assert_non_null(strstr(ack.detail, "clock"));
+        assert_false(gate_has_ip(b->gate, "127.0.0.3"));
+    }
+    assert_int_equal(door_stats(b->door)->refused, 3);
+    n = knock_msg(&key, "127.0.0.3", -KNOCK_FRESH_MS + 5000, &kn, msg);
+    got = exchange("127.0.0.3", port, msg, n, answer);
+    assert_int_equal(answer_of(answer, got, &kn, &ack), B10_OK);
+    assert_true(gate_has_ip(b->gate, "127.0.0.3"));
+    assert_int_equal(door_stats(b->door)->dropped, 0);
+    side_close(&sides[0]);
+    side_close(b);
+}
+
+/* The door at b drops these bytes unanswered: at once, or at its timeout (1 s). */
+static void dropped(struct side *b, const uint8_t *msg, size_t n, bool hang_up, bool at_once)
+{
+    uint8_t answer[KNOCK_MAX_BYTES];
+    uint64_t before = door_stats(b->door)->dropped;
+
+    assert_int_equal(exchange_then("127.0.0.1", b->at[0].port, msg, n, hang_up, answer), 0);
+    assert_int_equal(door_stats(b->door)->dropped, before + 1);
+    if (at_once ? exchange_ms >= 500 : exchange_ms < 900)
+        fail_msg("dropped after %llu ms, not %s", (unsigned long long)exchange_ms,
+                 at_once ? "at once" : "at the door's timeout");
+}
+
+/* What does not open under the key, or is no whole knock, goes unanswered. */
+static void test_door_drops(void **state)
+{
+    struct side sides[2];
+    struct side *b = &sides[1];
+    uint8_t msg[KNOCK_MAX_BYTES + 1];
+    struct knock kn;
+
+    side_open(&sides[0], "node-a", 0xa1, &ring);
+    side_open_at(b, "node-b", 0xb1, &ring, 1000, 1000);
+    assert_int_equal(first_seal(&sides[0], sides, 2), 0);
+    assert_int_equal(first_seal(b, sides, 2), 0);
+
+    /* Another cluster's key. */
+    size_t n = knock_msg(&other_key, "127.0.0.1", 0, &kn, msg);
+    dropped(b, msg, n, false, true);
+
+    /* A KNOCK_ACK at a door. */
+    kn.ack = true;
+    kn.status = B10_OK;
+    n = knock_pack(&key, &kn, msg, sizeof(msg));
+    dropped(b, msg, n, false, true);
+
+    /* A length word past KNOCK_MAX_BYTES, and one below an envelope. */
+    const uint8_t too_long[4] = { 0x00, 0x10, 0, 0 }, too_short[4] = { 8, 0, 0, 0 };
+    dropped(b, too_long, 4, false, true);
+    dropped(b, too_short, 4, false, true);
+
+    /* A good knock and a byte after it. */
+    n = knock_msg(&key, "127.0.0.1", 0, &kn, msg);
+    msg[n] = 0;
+    dropped(b, msg, n + 1, false, true);
+
+    /* Half a knock, or none, and the knocker hangs up. */
+    dropped(b, msg, n / 2, true, true);
+    dropped(b, msg, 0, true, true);
+
+    /* Half a knock, or none, and silence: dropped at the door's timeout. */
+    dropped(b, msg, n / 2, false, false);
+    dropped(b, msg, 0, false, false);
+
+    assert_int_equal(door_stats(b->door)->let_in, 0);
+    assert_int_equal(door_stats(b->door)->refused, 0);
+    assert_int_equal(gate_count(b->gate), 0);
+    side_close(&sides[0]);
+    side_close(b);
+}
+
+/* Knocks beyond the door's rate go unanswered, until the rate allows again. */
+static void test_door_rate(void **state)
+{
+    struct side sides[2];
+    struct side *b = &sides[1];
+    uint8_t msg[KNOCK_MAX_BYTES], answer[KNOCK_MAX_BYTES];
+    struct knock kn, ack;
+
+    side_open(&sides[0], "node-a", 0xa1, &ring);
+    side_open_at(b, "node-b", 0xb1, &ring, 2, 2000);
+    assert_int_equal(first_seal(&sides[0], sides, 2), 0);
+    assert_int_equal(first_seal(b, sides, 2), 0);
+    uint16_t port = b->at[0].port;
+
+    for (int i = 0; i < 2; i++) {
+        size_t n = knock_msg(&key, "127.0.0.2", 0, &kn, msg);
+        size_t got = exchange("127.0.0.2", port, msg, n, answer);
+        assert_int_equal(answer_of(answer, got, &kn, &ack), B10_OK);
+    }
+    size_t n = knock_msg(&key, "127.0.0.2", 0, &kn, msg);
+    assert_int_equal(exchange("127.0.0.2", port, msg, n, answer), 0);
+    assert_int_equal(door_stats(b->door)->dropped, 1);
+    run_for(600);
+    n = knock_msg(&key, "127.0.0.2", 0, &kn, msg);
+    size_t got = exchange("127.0.0.2", port, msg, n, answer);
+    assert_int_equal(answer_of(answer, got, &kn, &ack), B10_OK);
+    assert_int_equal(door_stats(b->door)->let_in, 3);
+    side_close(&sides[0]);
+    side_close(b);
+}
+
+/* ---------------------------------------------------------------- a door played by hand */
+
+/* Run the loop until fd is readable: a connection on a listener, bytes or an end on a socket. */
+static void wait_readable(int fd)
+{
+    for (int i = 0; i < 500; i++) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        uv_run(&loop, UV_RUN_NOWAIT);
+        if (poll(&p, 1, 10) == 1)
+            return;
+    }
+    fail_msg("nothing came within 5 s");
+}
+
+/*
+ * Knock from a at the door played on listener fake (127.0.0.1:port): take
+ * the KNOCK, and answer it with ack sealed under k (its nonce the knock's
+ * when echo), or hang up unanswered when ack is NULL. The knock's end in r.
+ */
+static void fake_answer(struct side *a, int fake, uint16_t port, const struct auth_key *k,
+                        struct knock *ack, bool echo, struct knocked *r)
+{
+    const struct wireaddr_door at = { 4, { 127, 0, 0, 1 }, port };
+    uint8_t in[KNOCK_MAX_BYTES], out[KNOCK_MAX_BYTES];
+    size_t have = 0, want = 0;
+    struct knock kn;
+    bool authenticated;
+    char detail[KNOCK_DETAIL_MAX];
+
+    memset(r, 0, sizeof(*r));
+    assert_non_null(door_knock(a->door, &at, 1, r, on_knocked));
+    wait_readable(fake);
+    int c = accept4(fake, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(c >= 0);
+    while (want == 0 || have < want) {
+        wait_readable(c);
+        ssize_t got = read(c, in + have, sizeof(in) - have);
+        assert_true(got > 0);
+        have += (size_t)got;
+        want = knock_frame_length(in, have);
+        assert_true(want != SIZE_MAX && (want == 0 || have <= want));
+    }
+    assert_int_equal(knock_open(&ring, false, in, have, &kn, &authenticated, detail,
+                                sizeof(detail)), B10_OK);
+    assert_int_equal(kn.sender_id, 0xa1);
+    assert_string_equal(kn.name, "node-a");
+    if (ack != NULL) {
+        if (echo)
+            memcpy(ack->nonce, kn.nonce, KNOCK_NONCE_BYTES);
+        size_t n = knock_pack(k, ack, out, sizeof(out));
+        assert_true(n > 0);
+        assert_int_equal(write(c, out, n), (ssize_t)n);
+    }
+    close(c);
+    if (!run_until(called, r, 5000))
+        fail_msg("the knock did not end within 5 s");
+    assert_int_equal(r->calls, 1);
+}
+
+/*
+ * The knocker believes only an answer to its own knock under its key: let
+ * in, it lets in the door's addresses and the door's own; a refusal ends
+ * the knock with the door's status and words; another knock's answer,
+ * another key's, or none, fail it.
+ */
+static void test_knocker_checks_answer(void **state)
+{
+    struct side sides[1];
+    struct side *a = &sides[0];
+    struct knocked r;
+    struct knock ack = { .ack = true, .sender_id = 0xf1, .status = B10_OK, .naddrs = 1 };
+
+    side_open(a, "node-a", 0xa1, &ring);
+    assert_int_equal(first_seal(a, sides, 1), 0);
+    uint16_t port;
+    int fake = sock_bound("127.0.0.1", true, false, &port);
+    assert_true(fake >= 0);
+    snprintf(ack.name, sizeof(ack.name), "node-f");
+    ack.addrs[0] = (struct gate_addr){ .family = 4, .bytes = { 127, 0, 0, 9 } };
+
+    fake_answer(a, fake, port, &key, &ack, true, &r);
+    assert_int_equal(r.status, B10_OK);
+    assert_true(gate_has_ip(a->gate, "127.0.0.9"));
+    assert_true(gate_has_ip(a->gate, "127.0.0.1"));
+    assert_int_equal(gate_count(a->gate), 2);
+
+    /* From here on each answer names 127.0.0.10, which must never get on the gate. */
+    ack.addrs[0].bytes[3] = 10;
+    fake_answer(a, fake, port, &key, &ack, false, &r);
+    assert_int_equal(r.status, B10_ERR_PEER_UNREACHABLE);
+    assert_non_null(strstr(r.detail, "another knock"));
+
+    fake_answer(a, fake, port, &other_key, &ack, true, &r);
+    assert_int_equal(r.status, B10_ERR_PEER_UNREACHABLE);
+    assert_non_null(strstr(r.detail, "does not hold"));
+
+    fake_answer(a, fake, port, &key, NULL, true, &r);
+    assert_int_equal(r.status, B10_ERR_PEER_UNREACHABLE);
+    assert_non_null(strstr(r.detail, "hung up"));
+
+    ack.status = B10_ERR_UNAUTHENTICATED;
+    snprintf(ack.detail, sizeof(ack.detail), "your clock is off");
+    fake_answer(a, fake, port, &key, &ack, true, &r);
+    assert_int_equal(r.status, B10_ERR_UNAUTHENTICATED);
+    assert_non_null(strstr(r.detail, "node-f refused: your clock is off"));
+
+    assert_false(gate_has_ip(a->gate, "127.0.0.10"));
+    assert_int_equal(door_stats(a->door)->knocked, 1);
+    assert_int_equal(door_stats(a->door)->knock_failed, 4);
+    close(fake);
+    side_close(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_knock_lets_in, close_leftovers),
+        cmocka_unit_test_teardown(test_knock_other_key, close_leftovers),
+        cmocka_unit_test_teardown(test_knock_dead_door, close_leftovers),
+        cmocka_unit_test_teardown(test_knock_times_out, close_leftovers),
+        cmocka_unit_test_teardown(test_knock_fails_later, close_leftovers),
+        cmocka_unit_test_teardown(test_knock_cancel, close_leftovers),
+        cmocka_unit_test_teardown(test_destroy_in_flight, close_leftovers),
+        cmocka_unit_test_teardown(test_knocker_checks_answer, close_leftovers),
+        cmocka_unit_test_teardown(test_door_answers, close_leftovers),
+        cmocka_unit_test_teardown(test_door_drops, close_leftovers),
+        cmocka_unit_test_teardown(test_door_rate, close_leftovers),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
