@@ -227,8 +227,10 @@ static void door_answer(struct door_conn *c, const struct knock *knock, b10_stat
         memcpy(ack.addrs, door->own, door->nown * sizeof(door->own[0]));
         ack.naddrs = door->nown;
         ack.incarnation = door->incarnation;
-        ack.address = (uint8_t *)door->address;
-        ack.address_length = door->address_length;
+        if (door->address_length <= sizeof(ack.address)) {
+            memcpy(ack.address, door->address, door->address_length);
+            ack.address_length = door->address_length;
+        }
     }
     size_t n = 0;
     if ((c->out = malloc(KNOCK_ACK_MAX_BYTES)) != NULL)
@@ -517,7 +519,6 @@ static void door_try_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         char why[KNOCK_DETAIL_MAX + CONFIG_NAME_MAX + 16];
         snprintf(why, sizeof(why), "%s refused: %s", ack.name, ack.detail);
         door_knock_end(k, ack.status, why);
-        knock_release(&ack);
         return;
     }
     /*
@@ -541,7 +542,6 @@ static void door_try_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     st = door_let_in(k->door, theirs, n, detail, sizeof(detail));
     door_knock_end_ack(k, st, st == B10_OK ? "" : detail, st == B10_OK ? &ack : NULL);
-    knock_release(&ack);
 }
 
 static void door_try_wrote(uv_write_t *w, int status)
@@ -763,14 +763,6 @@ b10_status_t door_create(uv_loop_t *loop, const struct auth_keyring *keys, struc
         st = door_listen(door, i, detail, detail_len);
     }
     freeifaddrs(ifs);
-    /*
-     * This host's own addresses are in from the start: a daemon's link to
-     * itself (the notices and checks between its own ranks) goes through its
-     * UCX, from them. So are this node's other processes, which reach them
-     * too; the gate keeps out other hosts.
-     */
-    gate_allow(door->gate, door->own, door->nown);
-    gate_allow(door->gate, door_loopback, 2);
     if (st == B10_OK && door->nlisteners == 0)
         log_notice("door: the network devices (%s) have no IP address: no door, and no TCP "
                    "listener of UCX's to guard", cfg->devices && cfg->devices[0] ? cfg->devices : "all");
@@ -813,6 +805,12 @@ unsigned door_fds(const struct door *door, int *fds, unsigned max)
             fds[n++] = fd;
     }
     return n;
+}
+
+void door_admit_host(struct door *door)
+{
+    gate_allow(door->gate, door->own, door->nown);
+    gate_allow(door->gate, door_loopback, 2);
 }
 
 void door_set_boot(struct door *door, const void *address, size_t length, uint64_t incarnation)

@@ -39,7 +39,7 @@ size_t knock_pack(const struct auth_key *key, const struct knock *k, uint8_t *ou
         m.n_addresses = n;
         m.addresses = addrs;
         m.incarnation = k->incarnation;
-        m.worker_address = (ProtobufCBinaryData){ k->address_length, k->address };
+        m.worker_address = (ProtobufCBinaryData){ k->address_length, (uint8_t *)k->address };
         body = b10__peer__knock_ack__get_packed_size(&m);
         if (4 + AUTH_OVERHEAD + body > cap || 4 + AUTH_OVERHEAD + body > KNOCK_ACK_MAX_BYTES)
             return 0;
@@ -62,12 +62,6 @@ size_t knock_frame_length(const uint8_t *buf, size_t have, bool ack)
     return 4 + len;
 }
 
-void knock_release(struct knock *k)
-{
-    free(k->address);
-    k->address = NULL;
-    k->address_length = 0;
-}
 
 static b10_status_t knock_refuse(char *detail, size_t detail_len, const char *why)
 {
@@ -133,15 +127,12 @@ static const char *knock_decode(bool ack, const uint8_t *p, size_t len, struct k
               m->worker_address.len > KNOCK_MAX_ADDRESS ||
               wireaddr_unpack(m->worker_address.data, m->worker_address.len, lanes, lengths) < 1))
         why = "no boot, or a malformed worker address";
-    else if (m->status == B10__STATUS__OK &&
-             (out->address = malloc(m->worker_address.len)) == NULL)
-        why = "no memory for its worker address";
     if (why == NULL) {
         snprintf(out->name, sizeof(out->name), "%s", m->name);
         memcpy(out->nonce, m->knock_nonce.data, KNOCK_NONCE_BYTES);
         out->status = (b10_status_t)m->status;
         out->incarnation = m->incarnation;
-        if (out->address != NULL) {
+        if (m->status == B10__STATUS__OK) {
             memcpy(out->address, m->worker_address.data, m->worker_address.len);
             out->address_length = m->worker_address.len;
         }
@@ -150,8 +141,6 @@ static const char *knock_decode(bool ack, const uint8_t *p, size_t len, struct k
             out->status == B10_IN_PROGRESS)
             why = "an unknown status";
     }
-    if (why != NULL)
-        knock_release(out);
     b10__peer__knock_ack__free_unpacked(m, NULL);
     return why;
 }

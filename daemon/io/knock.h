@@ -46,15 +46,12 @@ struct knock {
     struct gate_addr addrs[KNOCK_MAX_ADDRS];
     unsigned naddrs;
     uint64_t incarnation;       /* KNOCK_ACK: the answering boot's */
-    uint8_t *address;           /* KNOCK_ACK: its worker address (wireaddr.h; knock_open's copy) */
-    size_t address_length;
+    size_t address_length;      /* KNOCK_ACK: its worker address (wireaddr.h) */
+    uint8_t address[KNOCK_MAX_ADDRESS];
 };
 
 /* The message, sealed under key and framed, in out; its bytes, or 0 when it does not fit. */
 size_t knock_pack(const struct auth_key *key, const struct knock *k, uint8_t *out, size_t cap);
-
-/* What knock_open allocated (a KNOCK_ACK's address). */
-void knock_release(struct knock *k);
 
 /*
  * How long the framed message that buf begins is, once its length word is

@@ -38,6 +38,7 @@
 #include "sock.h"
 
 #include "door.h"
+#include "wireaddr.h"
 #include "knock.h"
 
 static uv_loop_t loop;
@@ -99,6 +100,8 @@ struct side {
     struct door *door;
     struct wireaddr_door at[WIREADDR_MAX_DOORS];
     unsigned nat;
+    uint8_t address[64];        /* the worker address its door answers with */
+    size_t address_length;
 };
 
 struct knocked {
@@ -107,9 +110,13 @@ struct knocked {
     char detail[256];
 };
 
-static void on_knocked(void *user, b10_status_t status, const char *detail)
+static void on_knocked(void *user, b10_status_t status, const char *detail,
+                       const struct knock *ack)
 {
     struct knocked *r = user;
+    /* Let in: the answer names the door's boot, with a worker address. */
+    if (status == B10_OK && (ack == NULL || ack->incarnation == 0 || ack->address_length == 0))
+        fail_msg("a knock let in without the answering boot");
     r->calls++;
     r->status = status;
     snprintf(r->detail, sizeof(r->detail), "%s", detail);
@@ -155,6 +162,12 @@ static void side_open_at(struct side *s, const char *name, uint64_t id,
     open_doors[slot].gate = s->gate;
     if (st != B10_OK)
         fail_msg("door_create: %s: %s", b10_status_name(st), detail);
+    /* What its answers name: a boot and a worker address of one worker. */
+    const void *w[1] = { name };
+    size_t wl[1] = { strlen(name) };
+    s->address_length = wireaddr_size(1, wl);
+    wireaddr_pack(s->address, 1, w, wl);
+    door_set_boot(s->door, s->address, s->address_length, id);
     s->nat = door_endpoints(s->door, s->at);
     assert_true(s->nat >= 1);
     assert_int_equal(s->at[0].family, 4);       /* 127.0.0.1 first: getifaddrs lists IPv4 first */
@@ -750,7 +763,7 @@ static void fake_answer(struct side *a, int fake, uint16_t port, const struct au
         ssize_t got = read(c, in + have, sizeof(in) - have);
         assert_true(got > 0);
         have += (size_t)got;
-        want = knock_frame_length(in, have);
+        want = knock_frame_length(in, have, false);
         assert_true(want != SIZE_MAX && (want == 0 || have <= want));
     }
     assert_int_equal(knock_open(&ring, false, in, have, &kn, &authenticated, detail,
@@ -790,12 +803,19 @@ static void test_knocker_checks_answer(void **state)
     assert_true(fake >= 0);
     snprintf(ack.name, sizeof(ack.name), "node-f");
     ack.addrs[0] = (struct gate_addr){ .family = 4, .bytes = { 127, 0, 0, 9 } };
+    ack.incarnation = 1;
+    const void *w[1] = { "node-f" };
+    size_t wl[1] = { 6 };
+    ack.address_length = wireaddr_size(1, wl);
+    wireaddr_pack(ack.address, 1, w, wl);
 
     fake_answer(a, fake, port, &key, &ack, true, &r);
     assert_int_equal(r.status, B10_OK);
     assert_true(gate_has_ip(a->gate, "127.0.0.9"));
     assert_true(gate_has_ip(a->gate, "127.0.0.1"));
-    assert_int_equal(gate_count(a->gate), 2);
+    /* A door of this host: its loopback addresses are let in too (door_is_local). */
+    assert_true(gate_has_ip(a->gate, "::1"));
+    assert_int_equal(gate_count(a->gate), 3);
 
     /* From here on each answer names 127.0.0.10, which must never get on the gate. */
     ack.addrs[0].bytes[3] = 10;
