@@ -165,7 +165,8 @@ $(LIB_SO): $(call obj,$(LIB_SRCS)) $(COMMON_OBJS) client/libb10.sym
 
 LINK_LIBB10 = -L$(BUILD)/lib -lb10 -Wl,-rpath,'$$ORIGIN/../lib'
 
-$(BUILD)/bin/b10ctl: $(call obj,$(CTL_SRCS)) $(LIB_SO) $(COMMON_OBJS)
+# b10ctl writes its --help and man page entries as b10d does (daemon/base/optdoc.c).
+$(BUILD)/bin/b10ctl: $(call obj,$(CTL_SRCS) daemon/base/optdoc.c) $(LIB_SO) $(COMMON_OBJS)
 	$(call say,LD,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $(filter %.o,$^) $(LDFLAGS_ALL) $(LINK_LIBB10) -lprotobuf-c
