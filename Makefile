@@ -11,6 +11,7 @@
 #   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
 #   make fuzz-ucx   UCX's own wire, fuzzed as a key holder (S=seconds)
 #   make python-wheel  the b10 package with libb10 inside, into build/python
+#   make man        the man pages' option and command lists, from the programs' tables
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, library, header, pkg-config,
 #                   man pages, systemd units, sysusers.d, /etc/default/b10d)
 #   V=1             show the commands
@@ -112,11 +113,11 @@ ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAU
 
 # Keep intermediate objects and generated code: otherwise make deletes and rebuilds them every run.
 .SECONDARY:
-.PHONY: all deps deps-test demo check check-stress coverage soak fuzz-ucx check-run check-san bench install uninstall clean help python-wheel
+.PHONY: all deps deps-test demo check check-stress coverage soak fuzz-ucx check-run check-san bench install uninstall clean help python-wheel man
 all: $(ALL)
 
 help:
-	@sed -n '1,16p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,17p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	$(Q)sh scripts/deps.sh
@@ -271,6 +272,11 @@ check-run: all
 
 python-wheel: all
 	$(Q)BUILD=$(BUILD) sh scripts/python-wheel.sh
+
+# b10d(8)'s OPTIONS and b10ctl(8)'s COMMANDS and OPTIONS are what the option tables say
+# (daemon/base/config-table.c, client/b10ctl.c): rewritten here, checked by ops/man_options.
+man: $(B10D) $(B10CTL)
+	$(Q)python3 scripts/man-sections.py $(B10D) $(B10CTL)
 
 bench: deps-test
 	$(Q)$(MAKE) --no-print-directory all
