@@ -205,7 +205,8 @@ $(BUILD)/tests/test-session: UNIT_LDFLAGS := $(foreach f,ipc_send ipc_send_notic
 # (tests/unit/peer-fixture.h).
 PEER_WRAPS := $(foreach f,ep_create ep_close ep_set_user ep_transports ep_lanes address send_owned,\
 	-Wl,--wrap=wire_$(f)) -Wl,--wrap=quarantine_add -Wl,--wrap=staging_view_bytes
-$(addprefix $(BUILD)/tests/,test-peer test-peer-hello test-peer-liveness): UNIT_LDFLAGS := $(PEER_WRAPS)
+$(addprefix $(BUILD)/tests/,test-peer test-peer-hello test-peer-liveness test-peer-dispatch): \
+	UNIT_LDFLAGS := $(PEER_WRAPS)
 
 # Integration test programs are clients of libb10 (or raw speakers of its protocols).
 $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)

@@ -603,6 +603,7 @@ int peer_start(struct b10d *d, const struct peer_hooks *hooks)
 void peer_stop(struct b10d *d)
 {
     peer_hello_stop(d);
+    peer_dispatch_stop(d);
 }
 
 void peer_close_all(struct b10d *d)
