@@ -11,6 +11,7 @@
 #   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
 #   make fuzz-ucx   UCX's own wire, fuzzed as a key holder (S=seconds)
 #   make python-wheel  the b10 package with libb10 inside, into build/python
+#   make man        the man pages' option and command lists, from the programs' tables
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, library, header, pkg-config,
 #                   man pages, systemd units, sysusers.d, /etc/default/b10d)
 #   V=1             show the commands
@@ -112,11 +113,11 @@ ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAU
 
 # Keep intermediate objects and generated code: otherwise make deletes and rebuilds them every run.
 .SECONDARY:
-.PHONY: all deps deps-test demo check check-stress coverage soak fuzz-ucx check-run check-san bench install uninstall clean help python-wheel
+.PHONY: all deps deps-test demo check check-stress coverage soak fuzz-ucx check-run check-san bench install uninstall clean help python-wheel man
 all: $(ALL)
 
 help:
-	@sed -n '1,16p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,17p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	$(Q)sh scripts/deps.sh
@@ -165,7 +166,8 @@ $(LIB_SO): $(call obj,$(LIB_SRCS)) $(COMMON_OBJS) client/libb10.sym
 
 LINK_LIBB10 = -L$(BUILD)/lib -lb10 -Wl,-rpath,'$$ORIGIN/../lib'
 
-$(BUILD)/bin/b10ctl: $(call obj,$(CTL_SRCS)) $(LIB_SO) $(COMMON_OBJS)
+# b10ctl writes its --help and man page entries as b10d does (daemon/base/optdoc.c).
+$(BUILD)/bin/b10ctl: $(call obj,$(CTL_SRCS) daemon/base/optdoc.c) $(LIB_SO) $(COMMON_OBJS)
 	$(call say,LD,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $(filter %.o,$^) $(LDFLAGS_ALL) $(LINK_LIBB10) -lprotobuf-c
@@ -203,7 +205,8 @@ $(BUILD)/tests/test-session: UNIT_LDFLAGS := $(foreach f,ipc_send ipc_send_notic
 # (tests/unit/peer-fixture.h).
 PEER_WRAPS := $(foreach f,ep_create ep_close ep_set_user ep_transports ep_lanes address send_owned,\
 	-Wl,--wrap=wire_$(f)) -Wl,--wrap=quarantine_add -Wl,--wrap=staging_view_bytes
-$(addprefix $(BUILD)/tests/,test-peer test-peer-hello test-peer-liveness): UNIT_LDFLAGS := $(PEER_WRAPS)
+$(addprefix $(BUILD)/tests/,test-peer test-peer-hello test-peer-liveness test-peer-dispatch): \
+	UNIT_LDFLAGS := $(PEER_WRAPS)
 
 # Integration test programs are clients of libb10 (or raw speakers of its protocols).
 $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)
@@ -270,6 +273,11 @@ check-run: all
 
 python-wheel: all
 	$(Q)BUILD=$(BUILD) sh scripts/python-wheel.sh
+
+# b10d(8)'s OPTIONS and b10ctl(8)'s COMMANDS and OPTIONS are what the option tables say
+# (daemon/base/config-table.c, client/b10ctl.c): rewritten here, checked by ops/man_options.
+man: $(B10D) $(B10CTL)
+	$(Q)python3 scripts/man-sections.py $(B10D) $(B10CTL)
 
 bench: deps-test
 	$(Q)$(MAKE) --no-print-directory all

@@ -34,6 +34,7 @@
 
 #include "b10.pb-c.h"
 #include "frame.h"
+#include "optdoc.h"
 
 #define B10CTL_VERSION "0.1.0"
 #define SOCKET_DEFAULT "/run/b10d/b10d.sock"
@@ -905,6 +906,7 @@ struct command {
      * and --watch repeats. */
     int (*act)(struct conn *c, const struct command *cmd, const struct opts *o);
     const char *help;
+    const char *man;                                /* b10ctl(8)'s words (optdoc.h); NULL: help's */
 };
 
 static const B10__AdminDaemon *reply_daemon(const B10__AdminReply *a)
@@ -1316,28 +1318,144 @@ out:
 
 static const struct command commands[] = {
     { "status", B10__ADMIN_OP__ADMIN_STATUS, .text = show_status,
-      .help = "the daemon: state, clients, transfers, quarantine" },
+      .help = "the daemon: state, clients, transfers, quarantine",
+      .man = "(also `b10ctl` without a command) The daemon: id, version, state (serving, draining, "
+             "drained, stopping), uptime, socket, watchdog, clients, peers, transfers in flight, "
+             "quarantine, tags, the current or last drain, and its trust: the ids of the cluster "
+             "keys it holds (two during a rotation), \"no cluster key: local ranks only, no network "
+             "transport\", or \"insecure\"." },
     { "transfers", B10__ADMIN_OP__ADMIN_TRANSFERS, .rows = &xfer_rows,
-      .help = "transfers in flight" },
+      .help = "transfers in flight",
+      .man = "Transfers in flight: id, role (send, recv, read, or local: both ranks on this "
+             "daemon), state, local and remote agent, remote daemon, bytes, chunks done, age, and "
+             "the deadline: the time left of the deadline the daemon took (`in 12 s of 30 s`; a "
+             "rank's 0 is the daemon's --deadline-ms). --json gives both, `deadline_in_ms` and "
+             "`deadline_ms`." },
     { "quarantine", B10__ADMIN_OP__ADMIN_QUARANTINE, .rows = &quarantine_rows,
-      .help = "quarantine entries, their reason and expiry" },
+      .help = "quarantine entries, their reason and expiry",
+      .man = "Quarantine entries: kind (view, tags, xfer-id, generation), value, size, reason (the "
+             "status that failed the transfer), transfer, remote daemon, age and expiry. An entry "
+             "whose time has come but whose memory an outstanding request may still write shows "
+             "\"due, still held\"." },
     { "staging", B10__ADMIN_OP__ADMIN_STAGING, .also = ALSO_STAGING, .text = show_staging,
-      .help = "the staging pool" },
+      .help = "the staging pool",
+      .man = "The staging pool: views, free, busy with a transfer, quarantined, and the "
+             "quarantined bytes against the budget." },
     { "peers", B10__ADMIN_OP__ADMIN_PEERS, .rows = &peer_rows,
-      .help = "remote daemons: links, endpoint generations, transports" },
+      .help = "remote daemons: links, endpoint generations, transports",
+      .man = "Remote daemons, by the name each proved with the cluster key: LINK says which links "
+             "are up (`out`: ours to it; `in`: its to us, as on a daemon that is only streamed "
+             "into; `both`; `none`; `connecting` while ours opens), OUT-GEN our endpoint's "
+             "generation, IN-GEN that of its link to us, the UCX transports of the endpoint (a "
+             "silent fallback to tcp shows here), their transfers, the staging held and "
+             "quarantined for them, and how many of their messages were dropped (they did not open "
+             "under their link's keys, or replayed earlier ones) and how much of their work was "
+             "refused for their limits." },
     { "clients", B10__ADMIN_OP__ADMIN_CLIENTS, .rows = &client_rows,
-      .help = "connected ranks and their registered memory" },
+      .help = "connected ranks and their registered memory",
+      .man = "Connected ranks, one row each: pid, uid, registrations and registered bytes, remote "
+             "agents, transfers sending and receiving. With --regions, then every registered "
+             "region (--json always has them)." },
     { "stats", B10__ADMIN_OP__ADMIN_STATS, .also = ALSO_COUNTERS, .text = show_stats,
-      .help = "counters" },
+      .help = "counters",
+      .man = "The daemon's counters, with what each counts; then its core-seconds per GB moved: "
+             "its CPU time (`cpu_us`, all threads) over the bytes it sent and landed, what moving "
+             "them cost the node's cores." },
     { "metrics", B10__ADMIN_OP__ADMIN_METRICS, .also = ALSO_STAGING | ALSO_COUNTERS,
-      .text = show_metrics, .help = "status, staging and counters as Prometheus text" },
+      .text = show_metrics, .help = "status, staging and counters as Prometheus text",
+      .man = "The daemon's metrics in the Prometheus text exposition format, the text its "
+             "`GET /metrics` serves (`b10d --metrics-listen`), with `b10d_up 1` in front: status, "
+             "staging, counters, histograms of landed transfers by role (duration, planning, size, "
+             "pieces), failures by status, transfers and bytes in flight by peer, each peer's "
+             "dropped messages and refused work, the trust mode and the `process_*` family. For a "
+             "node exporter's textfile collector (see EXAMPLES: write a temporary file and rename "
+             "it, so a scrape never reads half a file). When the daemon cannot be reached it "
+             "prints `b10d_up 0` and exits 3; when it refuses a user who is no operator, `b10d_up 1` "
+             "and `b10d_scrape_permitted 0`, and exits 5." },
     { "cancel", B10__ADMIN_OP__ADMIN_CANCEL, .arg = "ID", .act = run_cancel,
-      .help = "cancel transfer ID (as `transfers` shows it)" },
+      .help = "cancel transfer ID (as `transfers` shows it)",
+      .man = "Fail transfer <ID> (16 hex digits, as `transfers` shows it) with B10_ERR_CANCELLED, "
+             "on whichever side this daemon is: its resources go into the quarantine and the "
+             "other daemon is told." },
     { "drain", B10__ADMIN_OP__ADMIN_DRAIN, .act = run_drain,
-      .help = "admit nothing new; wait for in-flight transfers to end" },
+      .help = "admit nothing new; wait for in-flight transfers to end",
+      .man = "Stop admitting transfers (submissions and incoming requests fail with "
+             "B10_ERR_DRAINING), wait until those in flight finished or failed, and report how "
+             "many landed and failed. What is still in flight at the bound fails with "
+             "B10_ERR_DRAINING. The daemon keeps answering `b10ctl` but admits nothing until "
+             "`resume` or a restart." },
     { "resume", B10__ADMIN_OP__ADMIN_RESUME, .act = run_resume,
-      .help = "end a drain: admit transfers again (not a stopping daemon's)" },
+      .help = "end a drain: admit transfers again (not a stopping daemon's)",
+      .man = "End an operator's drain: transfers are admitted again, and those still in flight "
+             "are no longer failed at its bound. A daemon stopping on a signal cannot be resumed "
+             "(B10_ERR_DRAINING, exit 1)." },
 };
+
+/* ---------------------------------------------------------------- options */
+
+enum { OPT_LIMIT = 256, OPT_DRAIN_TIMEOUT, OPT_NO_WAIT, OPT_REGIONS, OPT_VERSION, OPT_MAN };
+
+/* b10ctl's options, in --help's order: getopt_long, --help and b10ctl(8) all read them here. */
+static const struct optdoc ctl_opts[] = {
+    { "socket", 's', required_argument, "PATH",
+      "the daemon's socket (default: $B10_SOCKET, else " SOCKET_DEFAULT ")",
+      "The daemon's socket (default: `$B10_SOCKET`, else <" SOCKET_DEFAULT ">)." },
+    { "json", 'j', no_argument, NULL,
+      "one JSON object per answer, on one line",
+      "One JSON object per answer, on one line: `\"daemon\"` and the command's section. Ids are "
+      "strings of 16 hex digits, `null` for none; an incarnation (nanoseconds) is a decimal "
+      "string, exact past 2^53; times are milliseconds; a peer's `\"peer_name\"` stands beside "
+      "its id. A failure with no answer from the daemon prints "
+      "`{\"error\":{\"exit\":N,\"message\":...}}`." },
+    { "watch", 'w', optional_argument, "SECONDS",
+      "ask again every SECONDS (default 2) until interrupted",
+      "Ask again every <SECONDS> (default 2) until interrupted; on a terminal the screen is "
+      "redrawn, with --json one line per answer." },
+    { "count", 'n', required_argument, "N",
+      "with --watch: stop after N answers",
+      "With --watch, stop after <N> answers." },
+    { "limit", OPT_LIMIT, required_argument, "N",
+      "most rows of a list (default and cap: the daemon's --max-admin-rows)",
+      "The most rows of a list; the daemon's --max-admin-rows is the default and the cap. Rows "
+      "left out are counted." },
+    { "timeout", 't', required_argument, "MS",
+      "how long to wait for an answer (default 5000)", NULL },
+    { "drain-timeout", OPT_DRAIN_TIMEOUT, required_argument, "MS",
+      "drain: fail what is still in flight after MS\n"
+      "(default: the daemon's --drain-timeout-ms)",
+      "For `drain`: fail what is still in flight after <MS> (default: the daemon's "
+      "--drain-timeout-ms)." },
+    { "no-wait", OPT_NO_WAIT, no_argument, NULL,
+      "drain: return once the daemon admits nothing new",
+      "For `drain`: return as soon as the daemon admits nothing new." },
+    { "regions", OPT_REGIONS, no_argument, NULL,
+      "clients: each rank's registrations too (JSON has them always)",
+      "`clients`: each rank's registered regions too, after the ranks." },
+    { "verbose", 'v', no_argument, NULL,
+      "what the columns of transfers and peers mean, under them",
+      "Under `transfers` and `peers`, what each column means." },
+    { "help", 'h', no_argument, NULL, "this text", "Print the commands and options, and exit." },
+    { "version", OPT_VERSION, no_argument, NULL, "the version", "Print the version, and exit." },
+    /* `make man` asks for b10ctl(8)'s entries of both tables (scripts/man-sections.py). */
+    { "man", OPT_MAN, required_argument, "SECTION", NULL, NULL },
+};
+
+/* --man=commands or --man=options: the entries of b10ctl(8)'s COMMANDS or OPTIONS, as troff. */
+static int man_section(const char *section)
+{
+    if (strcmp(section, "commands") == 0) {
+        for (size_t i = 0; i < N(commands); i++)
+            optdoc_man_item(stdout, commands[i].name, commands[i].arg,
+                            commands[i].man != NULL ? commands[i].man : commands[i].help);
+    } else if (strcmp(section, "options") == 0) {
+        for (size_t i = 0; i < N(ctl_opts); i++)
+            optdoc_man(stdout, &ctl_opts[i]);
+    } else {
+        fail("--man: '%s' is not commands or options", section);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
 
 static void usage(FILE *f)
 {
@@ -1353,22 +1471,10 @@ static void usage(FILE *f)
                  commands[i].arg ? commands[i].arg : "");
         fprintf(f, "  %-12s %s\n", name, commands[i].help);
     }
+    fprintf(f, "\nOptions:\n");
+    for (size_t i = 0; i < N(ctl_opts); i++)
+        optdoc_help(f, &ctl_opts[i], 27);
     fprintf(f,
-"\n"
-"Options:\n"
-"  -s, --socket PATH        the daemon's socket (default: $B10_SOCKET, else " SOCKET_DEFAULT ")\n"
-"  -j, --json               one JSON object per answer, on one line\n"
-"  -w, --watch[=SECONDS]    ask again every SECONDS (default 2) until interrupted\n"
-"  -n, --count N            with --watch: stop after N answers\n"
-"      --limit N            most rows of a list (default and cap: the daemon's --max-admin-rows)\n"
-"  -t, --timeout MS         how long to wait for an answer (default 5000)\n"
-"      --drain-timeout MS   drain: fail what is still in flight after MS\n"
-"                           (default: the daemon's --drain-timeout-ms)\n"
-"      --no-wait            drain: return once the daemon admits nothing new\n"
-"      --regions            clients: each rank's registrations too (JSON has them always)\n"
-"  -v, --verbose            what the columns of transfers and peers mean, under them\n"
-"  -h, --help               this text\n"
-"      --version            the version\n"
 "\n"
 "Exit status: 0 done; 1 the daemon refused or failed the request; 2 usage;\n"
 "3 daemon unreachable or the connection broke; 4 no such transfer; 5 not\n"
@@ -1392,29 +1498,19 @@ static int parse_uint(const char *name, const char *text, uint64_t max, uint64_t
 
 int main(int argc, char **argv)
 {
-    enum { OPT_LIMIT = 256, OPT_DRAIN_TIMEOUT, OPT_NO_WAIT, OPT_REGIONS, OPT_VERSION };
-    static const struct option longopts[] = {
-        { "socket", required_argument, NULL, 's' },
-        { "json", no_argument, NULL, 'j' },
-        { "watch", optional_argument, NULL, 'w' },
-        { "count", required_argument, NULL, 'n' },
-        { "limit", required_argument, NULL, OPT_LIMIT },
-        { "timeout", required_argument, NULL, 't' },
-        { "drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT },
-        { "no-wait", no_argument, NULL, OPT_NO_WAIT },
-        { "regions", no_argument, NULL, OPT_REGIONS },
-        { "verbose", no_argument, NULL, 'v' },
-        { "help", no_argument, NULL, 'h' },
-        { "version", no_argument, NULL, OPT_VERSION },
-        { NULL, 0, NULL, 0 },
-    };
+    struct option longopts[N(ctl_opts) + 1];
+    char shorts[3 * N(ctl_opts) + 1] = "";
+    size_t n = 0;
     struct opts o = { .watch_s = 2, .timeout_ms = 5000 };
     const char *env = getenv("B10_SOCKET");
     uint64_t v;
     int c;
 
     o.socket_path = env != NULL && env[0] != '\0' ? env : SOCKET_DEFAULT;
-    while ((c = getopt_long(argc, argv, "s:jw::n:t:hv", longopts, NULL)) != -1) {
+    for (size_t i = 0; i < N(ctl_opts); i++)
+        n += optdoc_getopt(&ctl_opts[i], &longopts[n], shorts);
+    longopts[n] = (struct option){ NULL, 0, NULL, 0 };
+    while ((c = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
         switch (c) {
         case 'v':
             verbose = true;
@@ -1472,6 +1568,8 @@ int main(int argc, char **argv)
         case OPT_VERSION:
             printf("b10ctl %s (protocol %d)\n", B10CTL_VERSION, 1);
             return EXIT_OK;
+        case OPT_MAN:
+            return man_section(optarg);
         default:
             usage(stderr);
             return EXIT_USAGE;

@@ -17,7 +17,8 @@
  *    ├── struct peer ×N                 remote daemons by name: endpoint, links and their
  *    │                                  keys, their share of this daemon (peer.c)
  *    ├── struct peer_handshakes         HELLOs answered, waiting; their budget (peer-hello.c)
- *    ├── struct peer_dispatch           where a link's messages go up (peer-dispatch.c)
+ *    ├── struct peer_dispatch           where a link's messages go up; strays, by sender
+ *    │                                  and burst (peer-dispatch.c)
  *    ├── struct peer_liveness           heartbeats, the stall clock (peer-liveness.c)
  *    ├── struct auth_keyring            the cluster keys held (auth.c: libsodium's room)
  *    ├── struct xfer ×N                 every transfer, both roles (xfer.c), each holding

@@ -51,7 +51,8 @@ static void ask_finish(struct ask *a, b10_status_t status, const char *detail)
         if (status == B10_OK || a->op == NULL)
             tags_unregister(a->d->tags, tag);
         else
-            tags_quarantine(a->d->tags, tag, a->d->now_ms(a->d) + a->d->cfg.quarantine_ttl_ms);
+            tags_quarantine(a->d->tags, tag, a->d->now_ms(a->d) + a->d->cfg.quarantine_ttl_ms,
+                            a->peer->daemon_id);
     }
     if (status != B10_OK)
         log_info("%s %016" PRIx64 " to daemon %016" PRIx64 ": %s: %s", a->what, a->id,

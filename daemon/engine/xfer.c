@@ -240,7 +240,8 @@ static void xfer_tag_unregister(struct xfer *x, uint64_t tag)
 
 static void xfer_tag_quarantine(struct xfer *x, uint64_t tag)
 {
-    tags_quarantine(x->d->tags, tag, x->d->now_ms(x->d) + x->d->cfg.quarantine_ttl_ms);
+    tags_quarantine(x->d->tags, tag, x->d->now_ms(x->d) + x->d->cfg.quarantine_ttl_ms,
+                    x->peer != NULL ? x->peer->daemon_id : 0);
 }
 
 /* The rank its sync message goes to: the other one of a local transfer, else its own. */

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "wire.h"
 
@@ -23,17 +24,133 @@ void peer_dispatch_start(struct b10d *d, const struct peer_hooks *hooks)
     d->dispatch.hooks = hooks;
 }
 
-/* A message of no live link or transfer (late, or someone's guess) was dropped: info. */
-static void peer_dispatch_stale(struct b10d *d, uint64_t *counter, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* ---------------------------------------------------------------- stray messages */
 
-static void peer_dispatch_stale(struct b10d *d, uint64_t *counter, const char *fmt, ...)
+/* A sender's burst of strays ends when none came from it for this long, ms. */
+#define PEER_STRAY_QUIET_MS 2000
+/* A burst that does not end is summed up this often all the same, ms. */
+#define PEER_STRAY_LONGEST_MS 60000
+
+static const char *const peer_stray_words[PEER_STRAY_KINDS] = {
+    [PEER_STRAY_LATE] = "on quarantined tags",
+    [PEER_STRAY_UNKNOWN] = "on unknown tags",
+    [PEER_STRAY_CONTROL] = "control of no live link",
+};
+
+/* The burst from's strays go to: its open one, else a free one, else the one of the rest. */
+static struct peer_stray_burst *peer_dispatch_burst(struct b10d *d, uint64_t from)
 {
+    struct peer_stray_burst *free_one = NULL;
+
+    for (size_t i = 0; i < PEER_STRAY_SENDERS; i++) {
+        struct peer_stray_burst *b = &d->dispatch.strays[i];
+        if (b->open && b->from == from)
+            return b;
+        if (!b->open && free_one == NULL)
+            free_one = b;
+    }
+    return free_one != NULL ? free_one : &d->dispatch.strays_more;
+}
+
+/* Who sent it, as far as the tag tells: the daemon its quarantine names, by name while known. */
+static void peer_dispatch_who(struct b10d *d, uint64_t from, char *who, size_t size)
+{
+    struct peer *p = from != 0 ? peer_find(d, from) : NULL;
+
+    if (p != NULL)
+        snprintf(who, size, "peer %s", p->name);
+    else if (from != 0)
+        snprintf(who, size, "daemon %016" PRIx64, from);
+    else
+        snprintf(who, size, "an unknown sender");
+}
+
+/*
+ * A message of no live link or transfer was dropped: one that came late
+ * (after a cancel or a failure, the sender's chunks in flight keep landing
+ * on quarantined tags for a while), or someone's guess. Counted in *counter
+ * as ever; in the log, the first of a sender's burst with what it was, and
+ * the rest only when the burst is over (peer_dispatch_sweep): a flood of
+ * them is two lines, not one a second for as long as it lasts.
+ */
+static void peer_dispatch_stray(struct b10d *d, uint64_t *counter, enum peer_stray_kind kind,
+                                uint64_t tag, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static void peer_dispatch_stray(struct b10d *d, uint64_t *counter, enum peer_stray_kind kind,
+                                uint64_t tag, const char *fmt, ...)
+{
+    uint64_t now = d->now_ms(d), from = tags_quarantined_from(d->tags, tag);
+    struct peer_stray_burst *b = peer_dispatch_burst(d, from);
+    char what[192];
     va_list ap;
 
+    (*counter)++;
+    b->count[kind]++;
+    b->last_ms = now;
+    if (b->open)
+        return;
+    b->open = true;
+    b->from = from;
+    b->first_ms = b->since_ms = now;
+    if (b == &d->dispatch.strays_more)
+        snprintf(b->who, sizeof(b->who), "more peers than %d", PEER_STRAY_SENDERS);
+    else
+        peer_dispatch_who(d, from, b->who, sizeof(b->who));
+    /* One first line a second, all senders together; a burst unsaid is summed up all the same. */
+    b->said = LOG_LEVEL_INFO <= log_max_level &&
+              (d->dispatch.stray_said_ms == 0 || now - d->dispatch.stray_said_ms >= 1000);
+    if (!b->said)
+        return;
+    d->dispatch.stray_said_ms = now;
     va_start(ap, fmt);
-    peer_say_dropped(d, LOG_LEVEL_INFO, &d->dispatch.stale_log_ms, counter, fmt, ap);
+    vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
+    log_info("%s from %s; more are summed up once they stop", what, b->who);
+}
+
+/* One line for the burst's strays since it began or was last summed up; still: it goes on. */
+static void peer_dispatch_sum_up(struct peer_stray_burst *b, bool still)
+{
+    uint64_t total = 0;
+    char kinds[160];
+    size_t n = 0;
+
+    kinds[0] = '\0';
+    for (int k = 0; k < PEER_STRAY_KINDS; k++) {
+        total += b->count[k];
+        if (b->count[k] != 0 && n < sizeof(kinds))
+            n += (size_t)snprintf(kinds + n, sizeof(kinds) - n, "%s%" PRIu64 " %s", n ? ", " : "",
+                                  b->count[k], peer_stray_words[k]);
+    }
+    /* A burst of one that was logged as it came has nothing more to say. */
+    if (total != 0 && (total > 1 || b->since_ms != b->first_ms || !b->said))
+        log_info("%" PRIu64 " stray message%s from %s over %.1f s (kinds: %s)%s", total,
+                 total == 1 ? "" : "s", b->who, (double)(b->last_ms - b->since_ms) / 1000.0, kinds,
+                 still ? "; more still coming" : "");
+    memset(b->count, 0, sizeof(b->count));
+}
+
+void peer_dispatch_sweep(struct b10d *d, uint64_t now)
+{
+    for (size_t i = 0; i <= PEER_STRAY_SENDERS; i++) {
+        struct peer_stray_burst *b = i < PEER_STRAY_SENDERS ? &d->dispatch.strays[i]
+                                                             : &d->dispatch.strays_more;
+        if (!b->open)
+            continue;
+        if (now - b->last_ms >= PEER_STRAY_QUIET_MS) {
+            peer_dispatch_sum_up(b, false);
+            b->open = false;
+        } else if (now - b->since_ms >= PEER_STRAY_LONGEST_MS) {
+            peer_dispatch_sum_up(b, true);
+            b->since_ms = now;
+        }
+    }
+}
+
+void peer_dispatch_stop(struct b10d *d)
+{
+    peer_dispatch_sweep(d, UINT64_MAX);
 }
 
 /* ---------------------------------------------------------------- control-class messages */
@@ -111,8 +228,8 @@ void *peer_take_control(void *arg, uint64_t tag, size_t length)
         d->dispatch.unbound_inflight += length;
         return &d->dispatch.unbound_inflight;
     }
-    peer_dispatch_stale(d, &d->stats.stale_messages, "dropping a %zu-byte control message on a tag of no "
-                        "live link", length);
+    peer_dispatch_stray(d, &d->stats.stale_messages, PEER_STRAY_CONTROL, tag,
+                        "dropping a %zu-byte control message on a tag of no live link", length);
     return NULL;
 }
 
@@ -129,7 +246,7 @@ static void peer_dispatch_link_control(struct b10d *d, uint64_t tag, const uint8
     } else {
         struct peer_pending *pend = peer_hello_pending_by_tag(d, tag);
         if (pend == NULL) {
-            peer_dispatch_stale(d, &d->stats.stale_messages,
+            peer_dispatch_stray(d, &d->stats.stale_messages, PEER_STRAY_CONTROL, tag,
                                 "dropping a control message on a tag of no live link");
             return;
         }
@@ -213,7 +330,8 @@ bool peer_on_data(void *arg, uint64_t tag, size_t length)
     if (tags_lookup(d->tags, tag) != NULL)
         return false;   /* its receive is posted or about to be */
     bool late = tags_is_quarantined(d->tags, tag);
-    peer_dispatch_stale(d, late ? &d->stats.late_completions : &d->stats.stale_messages,
+    peer_dispatch_stray(d, late ? &d->stats.late_completions : &d->stats.stale_messages,
+                        late ? PEER_STRAY_LATE : PEER_STRAY_UNKNOWN, tag,
                         "dropping a stray %zu-byte message on %s tag %016" PRIx64, length,
                         late ? "the quarantined" : "an unknown", tag);
     return true;

@@ -684,6 +684,7 @@ void peer_hello_sweep(struct b10d *d)
         }
     }
     peer_evict_idle(d, now);
+    peer_dispatch_sweep(d, now);
 }
 
 static void peer_hello_on_sweep(uv_timer_t *timer)

@@ -24,7 +24,7 @@ struct peer_handshakes {
     double tokens;                  /* --max-hellos-per-s, a token bucket of one second */
     uint64_t tokens_ms;             /* when it was last filled */
     uint64_t stranger_log_ms;       /* what strangers send logs at most once a second */
-    uv_timer_t sweep;               /* pending handshakes expire, idle peers go */
+    uv_timer_t sweep;               /* pending handshakes expire, idle peers go, strays summed up */
     bool sweep_on;
 };
 

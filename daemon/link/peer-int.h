@@ -119,7 +119,10 @@ void peer_hello_stop(struct b10d *d);
 /* Drop the handshakes still pending (shutdown); peer_hello_free() once the wire is gone. */
 void peer_hello_close(struct b10d *d);
 void peer_hello_free(struct b10d *d);
-/* One pass of the sweep (its timer calls it): pending handshakes expire, idle peers go. */
+/*
+ * One pass of the sweep (its timer calls it): pending handshakes expire, idle
+ * peers go, bursts of stray messages that stopped are summed up.
+ */
 void peer_hello_sweep(struct b10d *d);
 
 /* Open the outbound link: a new generation and nonce, HELLO, then wait for HELLO_ACK. */
@@ -158,5 +161,13 @@ void peer_liveness_tick(struct b10d *d);
 
 /* Where a link's messages go up, from now on. */
 void peer_dispatch_start(struct b10d *d, const struct peer_hooks *hooks);
+/*
+ * The sweep's share (peer_hello_sweep): a sender's burst of stray messages
+ * that has been quiet for PEER_STRAY_QUIET_MS is summed up in one line, one
+ * still going after PEER_STRAY_LONGEST_MS so far.
+ */
+void peer_dispatch_sweep(struct b10d *d, uint64_t now);
+/* Shutdown: the bursts still open are summed up. */
+void peer_dispatch_stop(struct b10d *d);
 
 #endif

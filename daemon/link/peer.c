@@ -521,7 +521,8 @@ void peer_retire_out(struct peer *peer, b10_status_t why)
     if (peer->ack != NULL)
         peer_hello_drop_ack(peer);   /* the peer stays while its receive is out (acks_out) */
     if (peer->state == PEER_CONNECTING) {
-        tags_quarantine(d->tags, peer->ack_tag, d->now_ms(d) + d->cfg.quarantine_ttl_ms);
+        tags_quarantine(d->tags, peer->ack_tag, d->now_ms(d) + d->cfg.quarantine_ttl_ms,
+                        peer->daemon_id);
     } else {
         peer->out_old = peer->out;
         peer->out_old_valid = true;
@@ -537,7 +538,8 @@ void peer_retire_in(struct peer *peer, b10_status_t why)
 
     if (!peer->in_up)
         return;
-    tags_quarantine(d->tags, peer->in_control_tag, d->now_ms(d) + d->cfg.quarantine_ttl_ms);
+    tags_quarantine(d->tags, peer->in_control_tag, d->now_ms(d) + d->cfg.quarantine_ttl_ms,
+                    peer->daemon_id);
     quarantine_add(d->quarantine, QUARANTINE_GENERATION, peer->in.tags.gen, 0, why, 0,
                    peer->daemon_id, NULL, NULL);
     peer->in_old = peer->in;
@@ -601,6 +603,7 @@ int peer_start(struct b10d *d, const struct peer_hooks *hooks)
 void peer_stop(struct b10d *d)
 {
     peer_hello_stop(d);
+    peer_dispatch_stop(d);
 }
 
 void peer_close_all(struct b10d *d)

@@ -41,8 +41,15 @@ uint64_t tags_derive(const struct tag_link *link, uint64_t xfer_id, uint32_t chu
  */
 struct tag_entry {
     uint64_t tag;          /* 0: empty slot */
-    void *owner;           /* live: the transfer or link; NULL when quarantined */
-    uint64_t expires_ms;   /* quarantined: when it may leave */
+    union {
+        void *owner;       /* live: the transfer or link */
+        uint64_t from;     /* quarantined: the daemon whose messages it carried, 0: none */
+    };
+    /*
+     * 0: live. Quarantined: when it may leave, plus one, so that a quarantine
+     * until 0 is told from a live tag without a field more in every slot.
+     */
+    uint64_t leaves_ms;
 };
 
 struct tags {
@@ -143,7 +150,7 @@ int tags_register(struct tags *tags, uint64_t tag, void *owner)
     if (entries + 1 > (tags->mask + 1) / 2 && tags->mask + 1 < tags->max_slots &&
         tags_grow(tags) != 0)
         return -ENOMEM;
-    tags_place(tags, &(struct tag_entry){ tag, owner, 0 });
+    tags_place(tags, &(struct tag_entry){ .tag = tag, .owner = owner });
     tags->live++;
     return 0;
 }
@@ -181,25 +188,25 @@ static void tags_delete(struct tags *tags, struct tag_entry *e)
             hole = j;
         }
     }
-    tags->slots[hole] = (struct tag_entry){ 0, NULL, 0 };
+    tags->slots[hole] = (struct tag_entry){ .tag = 0 };
 }
 
 void tags_unregister(struct tags *tags, uint64_t tag)
 {
     struct tag_entry *e = tags_find(tags, tag);
-    if (e == NULL || e->owner == NULL)
+    if (e == NULL || e->leaves_ms != 0)
         return;
     tags->live--;
     tags_delete(tags, e);
 }
 
-void tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms)
+void tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms, uint64_t from)
 {
     struct tag_entry *e = tags_find(tags, tag);
-    if (e == NULL || e->owner == NULL)
+    if (e == NULL || e->leaves_ms != 0)
         return;
-    e->owner = NULL;
-    e->expires_ms = expires_ms;
+    e->from = from;
+    e->leaves_ms = expires_ms < UINT64_MAX ? expires_ms + 1 : UINT64_MAX;
     tags->live--;
     tags->quarantined++;
 }
@@ -207,13 +214,19 @@ void tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms)
 void *tags_lookup(const struct tags *tags, uint64_t tag)
 {
     struct tag_entry *e = tags_find(tags, tag);
-    return e != NULL ? e->owner : NULL;
+    return e != NULL && e->leaves_ms == 0 ? e->owner : NULL;
 }
 
 bool tags_is_quarantined(const struct tags *tags, uint64_t tag)
 {
     struct tag_entry *e = tags_find(tags, tag);
-    return e != NULL && e->owner == NULL;
+    return e != NULL && e->leaves_ms != 0;
+}
+
+uint64_t tags_quarantined_from(const struct tags *tags, uint64_t tag)
+{
+    struct tag_entry *e = tags_find(tags, tag);
+    return e != NULL && e->leaves_ms != 0 ? e->from : 0;
 }
 
 uint32_t tags_sweep(struct tags *tags, uint64_t now_ms)
@@ -224,7 +237,7 @@ uint32_t tags_sweep(struct tags *tags, uint64_t now_ms)
         return 0;
     for (uint32_t i = 0; i <= tags->mask;) {
         struct tag_entry *e = &tags->slots[i];
-        if (e->tag != 0 && e->owner == NULL && e->expires_ms <= now_ms) {
+        if (e->tag != 0 && e->leaves_ms != 0 && e->leaves_ms - 1 <= now_ms) {
             tags->quarantined--;
             dropped++;
             tags_delete(tags, e);

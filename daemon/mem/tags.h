@@ -77,11 +77,17 @@ b10_status_t tags_status(int rc);
 const char *tags_strerror(int rc);
 /* Forget a live tag (its transfer finished cleanly). */
 void tags_unregister(struct tags *tags, uint64_t tag);
-/* Keep tag out of circulation until expires_ms (a failed transfer's tags). */
-void tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms);
+/*
+ * Keep tag out of circulation until expires_ms (a failed transfer's tags).
+ * from: the remote daemon (its id) whose messages the tag carried, 0 for
+ * none, so that what still arrives on it can be put down to that daemon.
+ */
+void tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms, uint64_t from);
 /* The owner of a live tag; NULL for an unknown or quarantined one. */
 void *tags_lookup(const struct tags *tags, uint64_t tag);
 bool tags_is_quarantined(const struct tags *tags, uint64_t tag);
+/* The daemon a quarantined tag's messages came from (tags_quarantine's from); else 0. */
+uint64_t tags_quarantined_from(const struct tags *tags, uint64_t tag);
 /* Drop quarantined tags whose time has come; returns how many. */
 uint32_t tags_sweep(struct tags *tags, uint64_t now_ms);
 

@@ -21,7 +21,7 @@ REQUIRED_CMDS=python3
 # This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
-all_scenarios="config log_sinks check_keys deadline metrics_http units install notify activation ctl max_clients max_clients_uid max_host_uid permission tenants
+all_scenarios="config log_sinks check_keys deadline metrics_http units man_options install notify activation ctl max_clients max_clients_uid max_host_uid permission tenants
                tenants_paired fair idle_clients drain resume_stopping sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
@@ -530,6 +530,34 @@ scen_units() {
         systemd-sysusers --dry-run "$TOPDIR/systemd/b10d.sysusers" >"$D/sysusers.log" 2>&1 ||
             die "systemd-sysusers rejects systemd/b10d.sysusers: $(head -n 1 "$D/sysusers.log")"
     fi
+}
+
+# The man pages' option and command lists are what the programs' tables print (make man):
+# an option added, or its words changed, without the page following fails here.
+scen_man_options() {
+    python3 "$TOPDIR/scripts/man-sections.py" --check "$B10D" "$B10CTL" >"$D/man.diff" 2>&1 ||
+        die "$(tail -n 1 "$D/man.diff"); the difference: $(grep -m1 '^[-+][^-+]' "$D/man.diff")"
+    # The check sees a page one entry behind, and says which.
+    mkdir -p "$D/top/daemon" "$D/top/client"
+    cp "$TOPDIR/client/b10ctl.8" "$D/top/client/"
+    sed '/^\.BI \\-\\-view\\-bytes/{n;s/^One staging view/One view/;}' "$TOPDIR/daemon/b10d.8" \
+        >"$D/top/daemon/b10d.8"
+    cmp -s "$TOPDIR/daemon/b10d.8" "$D/top/daemon/b10d.8" && die "the test could not change b10d.8's copy"
+    if python3 "$TOPDIR/scripts/man-sections.py" --check --top "$D/top" "$B10D" "$B10CTL" \
+        >"$D/behind.diff" 2>&1; then
+        die "a b10d.8 behind its table passed the check"
+    fi
+    grep -q 'daemon/b10d.8 is behind its table: make man' "$D/behind.diff" ||
+        die "the check did not name the page behind: $(tail -n 1 "$D/behind.diff")"
+    grep -q '^+One staging view' "$D/behind.diff" || die "the check did not show the entry's words"
+    # Every option getopt takes is in the page, and no option only in the page.
+    for _p in "$B10D:$TOPDIR/daemon/b10d.8" "$B10CTL:$TOPDIR/client/b10ctl.8"; do
+        "${_p%%:*}" --help | sed -n 's/^  \(-., \|    \)--\([a-z0-9-]*\).*/\2/p' | sort >"$D/help.names"
+        sed -n 's/^\.B[IR]\{0,1\} .*\\-\\-\([a-z0-9\\-]*\).*/\1/p' "${_p#*:}" | sed 's/\\-/-/g' |
+            sort -u >"$D/man.names"
+        cmp -s "$D/help.names" "$D/man.names" ||
+            die "$(basename "${_p#*:}") and --help name other options: $(diff "$D/help.names" "$D/man.names" | grep '^[<>]' | head -n 3 | tr '\n' ' ')"
+    done
 }
 
 # make install into a staging root: files, soname, pkg-config, a program built against it.

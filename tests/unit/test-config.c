@@ -8,6 +8,7 @@
  * help, the parser and this table must agree; values are read back through
  * config_print, which also proves each option lands in its own field.
  */
+#include <ctype.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -20,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "config-table.h"
 #include "config.h"
 #include "log.h"
 
@@ -375,6 +377,105 @@ static void test_help(void **state)
     assert_non_null(strstr(out_text, "(protocol "));
 }
 
+/*
+ * A number in the help's words, "512M", "4T", "30000", at text: its value
+ * into *v_p and where it ends; NULL when text holds no number.
+ */
+static const char *help_number(const char *text, uint64_t *v_p)
+{
+    char *end;
+    uint64_t v = strtoull(text, &end, 10);
+
+    if (end == text || text[0] < '0' || text[0] > '9')
+        return NULL;
+    switch (*end) {
+    case 'K': v <<= 10; end++; break;
+    case 'M': v <<= 20; end++; break;
+    case 'G': v <<= 30; end++; break;
+    case 'T': v <<= 40; end++; break;
+    case 'P': v <<= 50; end++; break;
+    }
+    *v_p = v;
+    return end;
+}
+
+/*
+ * What --help says of a number is what the daemon does: the default it
+ * names is config_defaults()'s (a default in words, "a quarter of
+ * --staging-bytes", is one the start derives from a 0), and the bounds it
+ * names ("at most 1T", "4M..1T") are the parser's.
+ */
+static void test_help_says_defaults_and_bounds(void **state)
+{
+    unsigned checked = 0;
+
+    config_defaults(&cfg);
+    for (size_t i = 0; i < config_table_count; i++) {
+        const struct config_opt *o = &config_table[i];
+        const char *help = o->doc.help, *at;
+        uint64_t v, lo, hi;
+
+        if (!o->num)
+            continue;
+        uint64_t dflt = o->width == 8 ? *(const uint64_t *)((const char *)&cfg + o->offset)
+                                      : *(const uint32_t *)((const char *)&cfg + o->offset);
+        if ((at = strstr(help, "default")) == NULL)
+            fail_msg("--%s: its help names no default", o->doc.name);
+        at += strlen("default");
+        at += strspn(at, " :\n");
+        if (help_number(at, &v) != NULL) {
+            if (v != dflt)
+                fail_msg("--%s: the help says default %llu, config_defaults %llu", o->doc.name,
+                         (unsigned long long)v, (unsigned long long)dflt);
+        } else if (dflt != 0) {
+            fail_msg("--%s: a default in words, but config_defaults sets %llu", o->doc.name,
+                     (unsigned long long)dflt);
+        }
+        if ((at = strstr(help, "at most ")) != NULL && help_number(at + 8, &hi) != NULL &&
+            hi != o->max)
+            fail_msg("--%s: the help says at most %llu, the parser %llu", o->doc.name,
+                     (unsigned long long)hi, (unsigned long long)o->max);
+        for (at = help; (at = strstr(at, "..")) != NULL; at += 2) {
+            const char *from = at;
+            while (from > help && (isalnum((unsigned char)from[-1])))
+                from--;
+            if (help_number(from, &lo) != at || help_number(at + 2, &hi) == NULL)
+                continue;
+            /* "200..600000; 0: off": 0 stands apart from the range (config_check). */
+            bool off = strstr(help, "0: off") != NULL;
+            if (hi != o->max || (lo != o->min && !(off && o->min == 0)))
+                fail_msg("--%s: the help says %llu..%llu, the parser %llu..%llu", o->doc.name,
+                         (unsigned long long)lo, (unsigned long long)hi,
+                         (unsigned long long)o->min, (unsigned long long)o->max);
+        }
+        checked++;
+    }
+    /* Every number: those of bounds[], and --max-host-bytes-per-uid and --door-port. */
+    assert_int_equal(checked, sizeof(bounds) / sizeof(bounds[0]) + 2);
+}
+
+/* --man=options: an entry for each option --help lists; another section is refused. */
+static void test_man_entries(void **state)
+{
+    char opt[80];
+
+    config_defaults(&cfg);
+    assert_int_equal(PARSE(&cfg, "--man=options"), 1);
+    assert_string_equal(err_text, "");
+    for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
+        snprintf(opt, sizeof(opt), ".BI \\-\\-");
+        for (const char *c = bounds[i].name; *c != '\0'; c++)
+            snprintf(opt + strlen(opt), sizeof(opt) - strlen(opt), *c == '-' ? "\\-" : "%c", *c);
+        if (strstr(out_text, opt) == NULL)
+            fail_msg("--man=options has no entry %s", opt);
+    }
+    assert_non_null(strstr(out_text, ".BR \\-s \", \" \\-\\-socket \" \\fIPATH\\fR\"\n"));
+    assert_non_null(strstr(out_text, ".B \\-\\-check\\-config\n"));
+    assert_non_null(strstr(out_text, ".SS \"Trust between daemons\"\n"));
+    assert_null(strstr(out_text, "\\-\\-man"));        /* it documents no one */
+    refused(FRESH("--man=everything"), "--man");
+}
+
 /* ---------------------------------------------------------------- words */
 
 static void test_word_options(void **state)
@@ -616,6 +717,8 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_numeric_bounds),
         cmocka_unit_test(test_help),
+        cmocka_unit_test(test_help_says_defaults_and_bounds),
+        cmocka_unit_test(test_man_entries),
         cmocka_unit_test(test_word_options),
         cmocka_unit_test(test_string_options),
         cmocka_unit_test(test_net_devices),

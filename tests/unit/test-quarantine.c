@@ -386,8 +386,8 @@ static void test_sweep_expires_tags(void **state)
     assert_int_equal(tags_register(tags, 0x1111, &owner), 0);
     assert_int_equal(tags_register(tags, 0x2222, &owner), 0);
     assert_int_equal(tags_register(tags, 0x3333, &owner), 0);
-    tags_quarantine(tags, 0x1111, T0 + TTL_MS);
-    tags_quarantine(tags, 0x2222, T0 + 2 * TTL_MS);
+    tags_quarantine(tags, 0x1111, T0 + TTL_MS, 0);
+    tags_quarantine(tags, 0x2222, T0 + 2 * TTL_MS, 0);
     quarantine_add(test_d.quarantine, QUARANTINE_TAGS, 9, 2, B10_ERR_DEADLINE, 9, 1, NULL, NULL);
     assert_int_equal(tags_quarantined(tags), 2);
 

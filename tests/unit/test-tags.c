@@ -365,10 +365,14 @@ static void test_collision_with_quarantined_tag(void **state)
 
     assert_int_equal(tags_register(tags, t, OWNER(1)), 0);
     assert_int_equal(tags_register(tags, u, OWNER(2)), 0);
-    tags_quarantine(tags, t, 1000);
+    tags_quarantine(tags, t, 1000, 0xb1);
     assert_null(tags_lookup(tags, t));
     assert_true(tags_is_quarantined(tags, t));
     assert_false(tags_is_quarantined(tags, u));
+    /* Whose messages it carried: the quarantine's, never a live tag's owner. */
+    assert_int_equal(tags_quarantined_from(tags, t), 0xb1);
+    assert_int_equal(tags_quarantined_from(tags, u), 0);
+    assert_int_equal(tags_quarantined_from(tags, tag_at(9, 0)), 0);
     assert_int_equal(tags_live(tags), 1);
     assert_int_equal(tags_quarantined(tags), 1);
 
@@ -377,15 +381,16 @@ static void test_collision_with_quarantined_tag(void **state)
     tags_unregister(tags, t);
     assert_true(tags_is_quarantined(tags, t));
     assert_int_equal(tags_register(tags, t, OWNER(3)), -EEXIST);
-    /* Quarantining again does not count twice nor move the expiry. */
-    tags_quarantine(tags, t, 5000);
+    /* Quarantining again does not count twice nor move the expiry, nor change whose it was. */
+    tags_quarantine(tags, t, 5000, 0xc1);
     assert_int_equal(tags_quarantined(tags), 1);
+    assert_int_equal(tags_quarantined_from(tags, t), 0xb1);
     assert_int_equal(tags_sweep(tags, 1000), 1);
     assert_false(tags_is_quarantined(tags, t));
     assert_int_equal(tags_register(tags, t, OWNER(3)), 0);
     assert_ptr_equal(tags_lookup(tags, t), OWNER(3));
     /* Quarantining an unknown tag registers nothing. */
-    tags_quarantine(tags, tag_at(9, 0), 10);
+    tags_quarantine(tags, tag_at(9, 0), 10, 0);
     assert_false(tags_is_quarantined(tags, tag_at(9, 0)));
     assert_int_equal(tags_quarantined(tags), 0);
     assert_ptr_equal(tags_lookup(tags, u), OWNER(2));
@@ -404,7 +409,7 @@ static void test_sweep_only_expired(void **state)
     for (int i = 0; i < 2; i++)
         assert_int_equal(tags_register(tags, live[i], OWNER(10 + i)), 0);
     for (int i = 0; i < 4; i++)
-        tags_quarantine(tags, q[i], expires[i]);
+        tags_quarantine(tags, q[i], expires[i], 0);
     assert_int_equal(tags_quarantined(tags), 4);
     assert_int_equal(tags_live(tags), 2);
 
@@ -439,7 +444,7 @@ static void test_full_registry(void **state)
     assert_null(tags_lookup(tags, tag_at(1, 100)));
     /* A duplicate is still a collision, not "full". */
     assert_int_equal(tags_register(tags, tag_at(0, 0), OWNER(100)), -EEXIST);
-    tags_quarantine(tags, tag_at(0, 0), 50);
+    tags_quarantine(tags, tag_at(0, 0), 50, 0);
     assert_int_equal(tags_register(tags, tag_at(1, 100), OWNER(100)), -ENOSPC);
     tags_unregister(tags, tag_at(3, 1));
     assert_int_equal(tags_register(tags, tag_at(1, 100), OWNER(100)), 0);
@@ -487,8 +492,8 @@ static void test_wrapping_cluster(void **state)
     /* Again, deleting from the middle and quarantining across the wrap, then sweeping. */
     for (size_t i = 0; i < n; i++)
         assert_int_equal(tags_register(tags, t[i], OWNER(i)), 0);
-    tags_quarantine(tags, t[1], 10);
-    tags_quarantine(tags, t[4], 10);
+    tags_quarantine(tags, t[1], 10, 0);
+    tags_quarantine(tags, t[4], 10, 0);
     tags_unregister(tags, t[3]);
     assert_int_equal(tags_sweep(tags, 10), 2);
     const size_t kept[] = { 0, 2, 5, 6 };
@@ -590,7 +595,7 @@ static void stress(uint64_t seed, uint32_t capacity, uint32_t slots, bool crowde
             break;
         case 5: case 6: {
             uint64_t expires = now + rng_next() % 50;
-            tags_quarantine(tags, e->tag, expires);
+            tags_quarantine(tags, e->tag, expires, 0);
             if (e->state == M_LIVE) {
                 e->state = M_QUARANTINED;
                 e->expires = expires;
@@ -662,7 +667,7 @@ static void test_growth_keeps_every_tag(void **state)
         t[i] = (UINT64_C(0x9e3779b97f4a7c15) * (i + 1)) | 1;
         assert_int_equal(tags_register(tags, t[i], BIG_OWNER(i)), 0);
         if (i % 3 == 0)
-            tags_quarantine(tags, t[i], i);
+            tags_quarantine(tags, t[i], i, 0);
         /* At each doubling, everything so far is still there. */
         if ((i & (i + 1)) == 0)
             for (uint32_t j = 0; j <= i; j++) {
@@ -712,7 +717,7 @@ static void test_growth_without_memory(void **state)
     assert_non_null(tags);
     for (uint32_t i = 0; i < 8; i++)
         assert_int_equal(tags_register(tags, tag_at(i, i), OWNER(i)), 0);
-    tags_quarantine(tags, tag_at(0, 0), 10);
+    tags_quarantine(tags, tag_at(0, 0), 10, 0);
 
     calloc_fails = true;
     assert_int_equal(tags_register(tags, tag_at(8, 8), OWNER(8)), -ENOMEM);

@@ -80,8 +80,8 @@ void __wrap_quarantine_add(struct quarantine *q, enum quarantine_kind kind, uint
     }
 }
 
-void __wrap_tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms);
-void __wrap_tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms)
+void __wrap_tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms, uint64_t from);
+void __wrap_tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms, uint64_t from)
 {
     tag_quarantines++;
     quarantined_until_ms = expires_ms;
