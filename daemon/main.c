@@ -80,9 +80,10 @@ int main(int argc, char **argv)
 
     memset(&d, 0, sizeof(d));
     config_defaults(&d.cfg);
-    int rc = config_parse(&d.cfg, argc, argv);
-    if (rc != 0)
-        return rc > 0 ? 0 : 2;
+    if (config_parse(&d.cfg, argc, argv) != B10_OK)
+        return 2;
+    if (d.cfg.info_only)
+        return 0;
     if (d.cfg.gen_key[0] != '\0')
         return main_gen_key(d.cfg.gen_key);
     log_setup(d.cfg.log_level, d.cfg.name);

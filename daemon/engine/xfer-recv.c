@@ -67,13 +67,11 @@ static void xfer_recv_on_data(void *arg, b10_status_t status, size_t length)
                   checksum_message_bytes(want) - want);
         return;
     }
-    int sum = checksum_trailer_get(slot->view->base, want, checksum_seed(x->id, slot->chunk),
-                                   &slot->sum);
-    if (sum < 0) {
+    if (checksum_trailer_get(slot->view->base, want, checksum_seed(x->id, slot->chunk),
+                             &slot->sum, &slot->has_sum) != B10_OK) {
         xfer_chunk_corrupt(x, slot->chunk, "came with a damaged checksum trailer");
         return;
     }
-    slot->has_sum = sum > 0;
     if (!slot->has_sum && x->d->cfg.verify_data == CONFIG_VERIFY_ON && !x->peer->unchecked_said) {
         x->peer->unchecked_said = true;
         log_notice("peer %s sends its chunks without checksums (--verify-data off there, or "

@@ -259,8 +259,9 @@ void xfer_link_up(struct xfer *x)
                          &x->result_op, "RESULT"))
         return;
 
-    if (plan_encode(x->plan, &chunk_pieces, &chunk_len, &pieces, &pieces_len) != 0) {
-        xfer_fail(x, B10_ERR_NO_MEMORY, "encoding CONTROL");
+    b10_status_t st = plan_encode(x->plan, &chunk_pieces, &chunk_len, &pieces, &pieces_len);
+    if (st != B10_OK) {
+        xfer_fail(x, st, "encoding CONTROL");
         return;
     }
     uint64_t now = d->now_ms(d);

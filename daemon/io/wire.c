@@ -684,8 +684,8 @@ int wire_ep_create(struct wire *wire, const void *addr, size_t length, void *use
 {
     const uint8_t *addrs[1 + WIRE_MAX_LANES];
     size_t lengths[1 + WIRE_MAX_LANES];
-    int count = wireaddr_unpack(addr, length, addrs, lengths);
-    if (count < 0) {
+    unsigned count;
+    if (wireaddr_unpack(addr, length, addrs, lengths, &count) != B10_OK) {
         log_warning("a peer's worker address is malformed (%zu bytes)", length);
         return -EINVAL;
     }
@@ -711,7 +711,7 @@ int wire_ep_create(struct wire *wire, const void *addr, size_t length, void *use
         return -EIO;
     }
     /* Lane i talks to the peer's lane i; both ends use the lanes they both have. */
-    unsigned nlanes = (unsigned)count - 1 < wire->nlanes ? (unsigned)count - 1 : wire->nlanes;
+    unsigned nlanes = count - 1 < wire->nlanes ? count - 1 : wire->nlanes;
     for (unsigned i = 0; i < nlanes; i++) {
         wep->lanes[i] = lane_ep_new(wire->lanes[i], wep, addrs[1 + i], lengths[1 + i]);
         if (wep->lanes[i] == NULL) {

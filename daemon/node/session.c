@@ -628,6 +628,7 @@ static b10_status_t session_open_desc(struct session *s, const uint8_t *bytes, s
     size_t body_len;
     const uint8_t *addrs[1 + WIREADDR_MAX_LANES];
     size_t lengths[1 + WIREADDR_MAX_LANES];
+    unsigned workers;
 
     if (auth_peek(bytes, length, &hdr) != 0 || hdr.kind != AUTH_KIND_DESC) {
         snprintf(detail, detail_len, "not a b10 agent descriptor of this version");
@@ -654,7 +655,8 @@ static b10_status_t session_open_desc(struct session *s, const uint8_t *bytes, s
         desc->daemon_id != hdr.sender_id || !config_name_ok(desc->daemon_name) ||
         desc->incarnation == 0 || desc->worker_address.len == 0 ||
         desc->worker_address.len > HELLO_MAX_ADDRESS ||
-        wireaddr_unpack(desc->worker_address.data, desc->worker_address.len, addrs, lengths) < 1) {
+        wireaddr_unpack(desc->worker_address.data, desc->worker_address.len, addrs, lengths,
+                        &workers) != B10_OK) {
         if (desc != NULL)
             b10__agent_desc__free_unpacked(desc, NULL);
         snprintf(detail, detail_len, "an authenticated descriptor that is malformed");

@@ -308,8 +308,8 @@ static int ucx_setup(void)
     /* The victim's loop worker: the first of its address. */
     const uint8_t *theirs[1 + WIREADDR_MAX_LANES];
     size_t theirs_len[1 + WIREADDR_MAX_LANES];
-    int workers = wireaddr_unpack(g.victim_addr, g.victim_addr_len, theirs, theirs_len);
-    if (workers < 1)
+    unsigned workers;
+    if (wireaddr_unpack(g.victim_addr, g.victim_addr_len, theirs, theirs_len, &workers) != B10_OK)
         return -1;
     g.lane_addr = workers > 1 ? theirs[1] : NULL;
     ucp_ep_params_t ep = {
