@@ -211,8 +211,7 @@ int b10d_start(struct b10d *d)
         /* The activated socket is the one clients reach, whatever --socket said. */
         snprintf(d->cfg.socket_path, sizeof(d->cfg.socket_path), "%s", ipc_path(d->ipc));
     } else if ((rc = ipc_create(d, d->cfg.socket_path, &session_ipc_hooks, &d->ipc)) != 0) {
-        log_err("cannot listen on %s: %s", d->cfg.socket_path, strerror(-rc));
-        return rc;
+        return rc;      /* ipc_create said why */
     }
     uv_signal_init(d->loop, &d->sigterm);
     uv_signal_init(d->loop, &d->sigint);

@@ -759,8 +759,8 @@ int admin_metrics_text(struct b10d *d, char **text_p, size_t *length_p)
     return 0;
 }
 
-static int admin_send(struct session *s, uint64_t seq, b10_status_t status, const char *detail,
-                      B10__AdminReply *answer)
+static b10_status_t admin_send(struct session *s, uint64_t seq, b10_status_t status,
+                               const char *detail, B10__AdminReply *answer)
 {
     B10__Reply reply = B10__REPLY__INIT;
     B10__DaemonMsg msg = B10__DAEMON_MSG__INIT;
@@ -778,7 +778,7 @@ static int admin_send(struct session *s, uint64_t seq, b10_status_t status, cons
     msg.reply = &reply;
     if (frame_encode(&msg.base, s->d->cfg.max_frame, &frame, &length) != 0) {
         if (answer == NULL)
-            return -1;
+            return B10_ERR_NO_MEMORY;
         return admin_send(s, seq, B10_ERR_TOO_LARGE,
                           "the answer exceeds --max-frame: ask for fewer rows (--limit)", NULL);
     }
@@ -871,7 +871,7 @@ static const char *admin_operator_only(B10__AdminOp op)
     }
 }
 
-int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *req)
+b10_status_t admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *req)
 {
     struct b10d *d = s->d;
     struct admin_answer a;
@@ -892,7 +892,7 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
                      "are open (at most %u), %u of uid %u (at most %u)", d->admin_connections,
                      ADMIN_MAX_CONNECTIONS, mine, (unsigned)s->uid, ADMIN_MAX_CONNECTIONS_PER_UID);
             admin_send(s, seq, B10_ERR_BUSY, detail, NULL);
-            return -1;
+            return B10_ERR_BUSY;
         }
         s->admin = true;
         if (!operator) {
@@ -909,7 +909,7 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
         snprintf(detail, sizeof(detail), "%s is for operators (%s); uid %u gid %u is none", only,
                  ops, (unsigned)s->uid, (unsigned)s->gid);
         admin_send(s, seq, B10_ERR_PERMISSION, detail, NULL);
-        return 0;
+        return B10_OK;
     }
     memset(&a, 0, sizeof(a));
     a.d = d;
@@ -1000,5 +1000,5 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
     }
     admin_send(s, seq, status, detail, status == B10_OK || status == B10_ERR_NOT_FOUND ? &a.reply : NULL);
     admin_answer_free(&a);
-    return 0;
+    return B10_OK;
 }
