@@ -182,8 +182,8 @@ int b10d_start(struct b10d *d)
     if ((d->names = names_create()) == NULL)
         return -ENOMEM;
     d->tags = tags_create(1u << 20, 0);
-    if (d->tags == NULL || tags_register(d->tags, TAG_HELLO, d) != 0 ||
-        tags_register(d->tags, TAG_HEARTBEAT, d) != 0)
+    if (d->tags == NULL || tags_register(d->tags, TAG_HELLO, d) != B10_OK ||
+        tags_register(d->tags, TAG_HEARTBEAT, d) != B10_OK)
         return -ENOMEM;
     /* No key, no remote daemon: nothing on the network to listen for. */
     bool network = d->keys.keys[0].kind != AUTH_KEY_LOCAL;

@@ -29,9 +29,9 @@ void xfer_read_link_up(struct xfer *x)
 
     x->link = x->peer->out.tags;
     uint64_t result_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT);
-    int rc = tags_register(d->tags, result_tag, x);
-    if (rc != 0) {
-        xfer_fail(x, tags_status(rc), "RESULT tag %016" PRIx64 ": %s", result_tag, tags_strerror(rc));
+    b10_status_t st = tags_register(d->tags, result_tag, x);
+    if (st != B10_OK) {
+        xfer_fail(x, st, "RESULT tag %016" PRIx64 ": %s", result_tag, tags_strerror(st));
         return;
     }
     x->tags_registered = true;

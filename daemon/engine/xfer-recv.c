@@ -369,20 +369,20 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
 
     /* Register every tag before posting any receive: a collision fails the transfer loudly. */
     uint64_t cancel_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_CANCEL);
-    int rc = tags_register(d->tags, cancel_tag, x);
+    b10_status_t st = tags_register(d->tags, cancel_tag, x);
     uint32_t registered = 0;
-    while (rc == 0 && registered < plan->nchunks) {
-        rc = tags_register(d->tags, tags_derive(&x->link, x->id, registered, TAG_KIND_DATA), x);
-        if (rc == 0)
+    while (st == B10_OK && registered < plan->nchunks) {
+        st = tags_register(d->tags, tags_derive(&x->link, x->id, registered, TAG_KIND_DATA), x);
+        if (st == B10_OK)
             registered++;
     }
-    if (rc != 0) {
+    if (st != B10_OK) {
         /* Undo ours; the colliding tag is someone else's and stays. */
         for (uint32_t c = 0; c < registered; c++)
             tags_unregister(d->tags, tags_derive(&x->link, x->id, c, TAG_KIND_DATA));
         if (tags_lookup(d->tags, cancel_tag) == x)
             tags_unregister(d->tags, cancel_tag);
-        xfer_fail(x, tags_status(rc), "registering the transfer's tags: %s", tags_strerror(rc));
+        xfer_fail(x, st, "registering the transfer's tags: %s", tags_strerror(st));
         return;
     }
     x->tags_registered = true;

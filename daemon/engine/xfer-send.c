@@ -242,14 +242,14 @@ void xfer_link_up(struct xfer *x)
     }
     uint64_t ready_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_READY);
     uint64_t result_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT);
-    int rc = tags_register(d->tags, ready_tag, x);
-    if (rc != 0) {
-        xfer_fail(x, tags_status(rc), "READY tag %016" PRIx64 ": %s", ready_tag, tags_strerror(rc));
+    b10_status_t st = tags_register(d->tags, ready_tag, x);
+    if (st != B10_OK) {
+        xfer_fail(x, st, "READY tag %016" PRIx64 ": %s", ready_tag, tags_strerror(st));
         return;
     }
-    if ((rc = tags_register(d->tags, result_tag, x)) != 0) {
+    if ((st = tags_register(d->tags, result_tag, x)) != B10_OK) {
         tags_unregister(d->tags, ready_tag);
-        xfer_fail(x, tags_status(rc), "RESULT tag %016" PRIx64 ": %s", result_tag, tags_strerror(rc));
+        xfer_fail(x, st, "RESULT tag %016" PRIx64 ": %s", result_tag, tags_strerror(st));
         return;
     }
     x->tags_registered = true;
@@ -259,8 +259,7 @@ void xfer_link_up(struct xfer *x)
                          &x->result_op, "RESULT"))
         return;
 
-    b10_status_t st = plan_encode(x->plan, &chunk_pieces, &chunk_len, &pieces, &pieces_len);
-    if (st != B10_OK) {
+    if ((st = plan_encode(x->plan, &chunk_pieces, &chunk_len, &pieces, &pieces_len)) != B10_OK) {
         xfer_fail(x, st, "encoding CONTROL");
         return;
     }

@@ -403,24 +403,22 @@ static b10_status_t session_on_hello(struct session *s, uint64_t seq, const B10_
     }
     /* A name is its first uid's for good: another user's rank cannot take it over. */
     uid_t holder = 0;
-    int claimed = names_claim(d->names, hello->agent_name, s->uid, &holder);
-    if (claimed != 0) {
-        b10_status_t status = B10_ERR_NO_MEMORY;
-        if (claimed == -EPERM) {
-            status = B10_ERR_PERMISSION;
+    b10_status_t status = names_claim(d->names, hello->agent_name, s->uid, &holder);
+    if (status != B10_OK) {
+        if (status == B10_ERR_PERMISSION) {
             snprintf(detail, sizeof(detail), "agent name '%s' is held by uid %u: another user's "
                      "rank took it first", hello->agent_name, (unsigned)holder);
             log_warning("refusing rank %.64s of uid %u (pid %d): the name is held by uid %u",
                         hello->agent_name, (unsigned)s->uid, (int)s->pid, (unsigned)holder);
-        } else if (claimed == -EEXIST) {
-            status = B10_ERR_EXISTS;
+        } else if (status == B10_ERR_EXISTS) {
             snprintf(detail, sizeof(detail), "agent '%s' is already connected to this daemon",
                      hello->agent_name);
-        } else if (claimed == -ENOSPC) {
-            status = B10_ERR_TOO_LARGE;
+        } else if (status == B10_ERR_TOO_LARGE) {
             snprintf(detail, sizeof(detail), "%u agent names are held by connected ranks",
                      names_count(d->names));
         } else {
+            /* session_name_ok let only names through that the registry takes. */
+            status = B10_ERR_NO_MEMORY;
             snprintf(detail, sizeof(detail), "no memory for the agent name");
         }
         session_reply(s, seq, status, detail, NULL);
@@ -458,7 +456,7 @@ static b10_status_t session_on_hello(struct session *s, uint64_t seq, const B10_
     B10__Reply reply = B10__REPLY__INIT;
     reply.body_case = B10__REPLY__BODY_HELLO;
     reply.hello = &hr;
-    b10_status_t status = session_reply(s, seq, B10_OK, "", &reply);
+    status = session_reply(s, seq, B10_OK, "", &reply);
     free(packed);
     log_info("client %s (pid %d, uid %u) connected", s->agent, (int)s->pid, (unsigned)s->uid);
     return status;

@@ -10,7 +10,6 @@
  * sees any view the quarantine loses.
  */
 #include <setjmp.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -110,12 +109,12 @@ static int test_setup(void **state)
     clock_ms = T0;
     calloc_fails = false;
     memset(&test_d.stats, 0, sizeof(test_d.stats));
-    if (staging_create(&test_d, (uint64_t)VIEWS * VIEW_BYTES, VIEW_BYTES, &test_d.staging) != 0)
+    if (staging_create(&test_d, (uint64_t)VIEWS * VIEW_BYTES, VIEW_BYTES, &test_d.staging) != B10_OK)
         return -1;
     test_d.tags = tags_create(1024, 16);
     if (test_d.tags == NULL)
         return -1;
-    return quarantine_create(&test_d, &test_d.quarantine) == 0 ? 0 : -1;
+    return quarantine_create(&test_d, &test_d.quarantine) == B10_OK ? 0 : -1;
 }
 
 /* The quarantine's timer closes on the loop: run it once so its memory goes. */
@@ -395,7 +394,7 @@ static void test_sweep_expires_tags(void **state)
     quarantine_sweep(test_d.quarantine);
     assert_int_equal(tags_quarantined(tags), 2);
     /* A quarantined tag is still a collision for a new transfer. */
-    assert_int_equal(tags_register(tags, 0x1111, &owner), -EEXIST);
+    assert_int_equal(tags_register(tags, 0x1111, &owner), B10_ERR_TAG_COLLISION);
 
     clock_ms = T0 + TTL_MS;
     quarantine_sweep(test_d.quarantine);

@@ -69,7 +69,7 @@ static int group_setup(void **state)
     test_d.tags = tags_create(1024, 0);
     if (test_d.tags == NULL)
         return -1;
-    return quarantine_create(&test_d, &test_d.quarantine);
+    return quarantine_create(&test_d, &test_d.quarantine) == B10_OK ? 0 : -1;
 }
 
 static int group_teardown(void **state)
