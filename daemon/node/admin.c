@@ -741,22 +741,22 @@ static void admin_prom_render(FILE *f, struct b10d *d)
     admin_prom_histograms(f, d);
 }
 
-int admin_metrics_text(struct b10d *d, char **text_p, size_t *length_p)
+b10_status_t admin_metrics_text(struct b10d *d, char **text_p, size_t *length_p)
 {
     char *text = NULL;
     size_t length = 0;
     FILE *f = open_memstream(&text, &length);
 
     if (f == NULL)
-        return -1;
+        return B10_ERR_NO_MEMORY;
     admin_prom_render(f, d);
     if (fclose(f) != 0 || text == NULL) {
         free(text);
-        return -1;
+        return B10_ERR_NO_MEMORY;
     }
     *text_p = text;
     *length_p = length;
-    return 0;
+    return B10_OK;
 }
 
 static b10_status_t admin_send(struct session *s, uint64_t seq, b10_status_t status,
@@ -939,11 +939,12 @@ b10_status_t admin_on_request(struct session *s, uint64_t seq, const B10__AdminR
         break;
     }
     case B10__ADMIN_OP__ADMIN_RESUME: {
-        int rc = service_resume(d->service);
+        bool ended = false;
+        b10_status_t st = service_resume(d->service, &ended);
         log_notice("admin: uid %u (pid %d) asks to end the drain: %s", (unsigned)s->uid,
-                   (int)s->pid, rc > 0 ? "ended" : rc == 0 ? "none ran" : "refused, stopping");
-        if (rc < 0) {
-            status = B10_ERR_DRAINING;
+                   (int)s->pid, st != B10_OK ? "refused, stopping" : ended ? "ended" : "none ran");
+        if (st != B10_OK) {
+            status = st;
             snprintf(detail, sizeof(detail), "the daemon is stopping (a signal's drain): it "
                      "cannot be resumed; start it again");
         }
@@ -984,7 +985,7 @@ b10_status_t admin_on_request(struct session *s, uint64_t seq, const B10__AdminR
         admin_fill_peers(&a);
         size_t length;
         char *text = NULL;
-        if (admin_metrics_text(d, &text, &length) != 0)
+        if (admin_metrics_text(d, &text, &length) != B10_OK)
             text = NULL;
         a.reply.metrics_text = admin_keep(&a, text);
         break;

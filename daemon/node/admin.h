@@ -38,9 +38,10 @@ struct b10d;
 
 /*
  * The metrics as Prometheus text (format 0.0.4), malloc'd into *text_p:
- * what `b10ctl metrics` prints and GET /metrics serves. 0, or -1 without memory.
+ * what `b10ctl metrics` prints and GET /metrics serves. B10_ERR_NO_MEMORY
+ * without memory for it.
  */
-int admin_metrics_text(struct b10d *d, char **text_p, size_t *length_p);
+b10_status_t admin_metrics_text(struct b10d *d, char **text_p, size_t *length_p);
 
 /*
  * One admin request on s's connection, answered. B10_OK; the refusal's
