@@ -48,8 +48,8 @@ void b10d_random(void *buf, size_t len)
 
 /* What a link brings for the transfer engine: the peer room opens it, these act on it. */
 static const struct peer_hooks b10d_peer_hooks = {
-    .on_control = xfer_admit,
-    .on_read = xfer_serve_read,
+    .on_control = xfer_recv_admit,
+    .on_read = xfer_read_serve,
     .on_check = ask_on_check,
     .on_notify = ask_on_notify,
 };

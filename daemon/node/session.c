@@ -181,7 +181,7 @@ static void session_destroy(struct session *s)
         s->reg->s = NULL;           /* its work closes what it opens */
     session_fail_list(&s->xfers, "the submitting rank disconnected");
     session_fail_list(&s->targets, "the destination rank disconnected");
-    xfer_forget_rank(s);
+    xfer_local_forget_rank(s);
     xfer_settle_forget(s->d, s);
     list_for_each_safe(pos, tmp, &s->asks)
         ask_detach(list_entry(pos, struct ask, session_node));

@@ -319,8 +319,8 @@ void __wrap_xfer_cancel(struct xfer *x)
     cancelled = x;
 }
 
-void __wrap_xfer_forget_rank(struct session *s);
-void __wrap_xfer_forget_rank(struct session *s)
+void __wrap_xfer_local_forget_rank(struct session *s);
+void __wrap_xfer_local_forget_rank(struct session *s)
 {
     forgotten_rank = s;
 }
