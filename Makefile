@@ -198,7 +198,7 @@ $(BUILD)/tests/test-xfer: UNIT_LDFLAGS := -Wl,--wrap=quarantine_add -Wl,--wrap=w
 # address, the mapping of memory, remote daemons and the engine's entry points are its fakes.
 $(BUILD)/tests/test-session: UNIT_LDFLAGS := $(foreach f,ipc_send ipc_send_notice ipc_notice_bytes \
 	ipc_conn_take_fd ipc_conn_resume wire_address mem_region_open peer_get peer_ref peer_unref \
-	peer_ensure_link xfer_fail xfer_cancel xfer_forget_rank xfer_settle_forget ask_detach,\
+	peer_ensure_link xfer_fail xfer_cancel xfer_local_forget_rank xfer_settle_forget ask_detach,\
 	-Wl,--wrap=$(f))
 
 # The link rooms' tests run on a wire of fakes and count what the quarantine is given

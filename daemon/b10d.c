@@ -48,8 +48,8 @@ void b10d_random(void *buf, size_t len)
 
 /* What a link brings for the transfer engine: the peer room opens it, these act on it. */
 static const struct peer_hooks b10d_peer_hooks = {
-    .on_control = xfer_admit,
-    .on_read = xfer_serve_read,
+    .on_control = xfer_recv_admit,
+    .on_read = xfer_read_serve,
     .on_check = ask_on_check,
     .on_notify = ask_on_notify,
 };
@@ -73,7 +73,7 @@ static void b10d_on_signal(uv_signal_t *handle, int signum)
  * go into the worker address, and the gate closes on UCX's listeners,
  * which wire_create opened, before anything else can reach them.
  */
-static int b10d_open_doors(struct b10d *d)
+static b10_status_t b10d_open_doors(struct b10d *d)
 {
     const char *env = getenv("UCX_NET_DEVICES");
     struct door_config dc = {
@@ -86,10 +86,10 @@ static int b10d_open_doors(struct b10d *d)
     char detail[256];
 
     if ((d->gate = gate_create()) == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     b10_status_t st = door_create(d->loop, &d->keys, d->gate, &dc, &d->door, detail, sizeof(detail));
-    if (st == B10_OK && wire_set_doors(d->wire, doors, door_endpoints(d->door, doors)) != 0)
-        return -ENOMEM;
+    if (st == B10_OK && wire_set_doors(d->wire, doors, door_endpoints(d->door, doors)) != B10_OK)
+        return B10_ERR_NO_MEMORY;
     if (st == B10_OK) {
         const void *addr;
         size_t addr_len;
@@ -101,14 +101,14 @@ static int b10d_open_doors(struct b10d *d)
         st = door_seal(d->door, detail, sizeof(detail));
     if (st != B10_OK) {
         log_err("%s", detail);
-        return -EIO;
+        return st;
     }
     log_notice("gate: %u UCX listener%s take packets only from daemons let in at a door",
                gate_listeners(d->gate), gate_listeners(d->gate) == 1 ? "" : "s");
-    return 0;
+    return B10_OK;
 }
 
-int b10d_start(struct b10d *d)
+b10_status_t b10d_start(struct b10d *d)
 {
     struct wire_hooks hooks = {
         .arg = d,
@@ -117,7 +117,7 @@ int b10d_start(struct b10d *d)
         .on_ep_error = peer_on_ep_error,
         .on_data = peer_on_data,
     };
-    int rc;
+    b10_status_t rc;
 
     list_init(&d->sessions);
     list_init(&d->peers);
@@ -145,7 +145,7 @@ int b10d_start(struct b10d *d)
         unsigned long ms = strtoul(delay, &end, 10);
         if (*end != '\0' || ms > 600000) {
             log_err("B10_TEST_COPY_DELAY_MS='%s' is not a number of ms up to 600000", delay);
-            return -EINVAL;
+            return B10_ERR_INVALID_ARG;
         }
         d->test_copy_delay_ms = (uint32_t)ms;
         log_warning("test hook: every scatter into a rank's memory waits %lu ms first "
@@ -167,7 +167,7 @@ int b10d_start(struct b10d *d)
         unsigned long every = strtoul(flip, &end, 10);
         if (*end != '\0' || every == 0 || every > UINT32_MAX) {
             log_err("B10D_FAULT_FLIP_DATA='%s' is not a count of chunks from 1 up", flip);
-            return -EINVAL;
+            return B10_ERR_INVALID_ARG;
         }
         d->fault_flip_every = (uint32_t)every;
         log_warning("fault hook: one byte of every %lu%s chunk sent is flipped after its "
@@ -175,43 +175,47 @@ int b10d_start(struct b10d *d)
                     every == 1 ? "" : every == 2 ? "nd" : every == 3 ? "rd" : "th");
     }
 
-    /* The keys first: a daemon that cannot read its key must not start half trusted. */
-    if ((rc = peer_start(d, &b10d_peer_hooks)) != 0)
-        return rc;
+    /*
+     * The keys first: a daemon that cannot read its key must not start half
+     * trusted. peer_start says why in the log and answers only -1.
+     */
+    if (peer_start(d, &b10d_peer_hooks) != 0)
+        return B10_ERR_INTERNAL;
 
     if ((d->names = names_create()) == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     d->tags = tags_create(1u << 20, 0);
-    if (d->tags == NULL || tags_register(d->tags, TAG_HELLO, d) != 0 ||
-        tags_register(d->tags, TAG_HEARTBEAT, d) != 0)
-        return -ENOMEM;
+    if (d->tags == NULL)
+        return B10_ERR_NO_MEMORY;
+    if ((rc = tags_register(d->tags, TAG_HELLO, d)) != B10_OK ||
+        (rc = tags_register(d->tags, TAG_HEARTBEAT, d)) != B10_OK)
+        return rc;
     /* No key, no remote daemon: nothing on the network to listen for. */
     bool network = d->keys.keys[0].kind != AUTH_KEY_LOCAL;
-    if ((rc = wire_create(d, &hooks, network, &d->wire)) != 0)
+    if ((rc = wire_create(d, &hooks, network, &d->wire)) != B10_OK)
         return rc;
-    if (network && (rc = b10d_open_doors(d)) != 0)
+    if (network && (rc = b10d_open_doors(d)) != B10_OK)
         return rc;
     copy_start(d);
-    if ((rc = gpu_start(d, &copy_gpu_hooks)) != 0)
+    if ((rc = gpu_start(d, &copy_gpu_hooks)) != B10_OK)
         return rc;
-    if ((rc = staging_create(d, d->cfg.staging_bytes, d->cfg.view_bytes, &d->staging)) != 0)
+    if ((rc = staging_create(d, d->cfg.staging_bytes, d->cfg.view_bytes, &d->staging)) != B10_OK)
         return rc;
-    if ((rc = quarantine_create(d, &d->quarantine)) != 0)
+    if ((rc = quarantine_create(d, &d->quarantine)) != B10_OK)
         return rc;
-    if ((rc = service_create(d, &d->service)) != 0)
+    if ((rc = service_create(d, &d->service)) != B10_OK)
         return rc;
     int listen_fd;
-    if ((rc = service_listen_fd(d->service, &listen_fd)) != 0)
+    if ((rc = service_listen_fd(d->service, &listen_fd)) != B10_OK)
         return rc;
     if (listen_fd >= 0) {
-        if ((rc = ipc_adopt(d, listen_fd, &session_ipc_hooks, &d->ipc)) != 0) {
+        if ((rc = ipc_adopt(d, listen_fd, &session_ipc_hooks, &d->ipc)) != B10_OK) {
             close(listen_fd);
             return rc;
         }
         /* The activated socket is the one clients reach, whatever --socket said. */
         snprintf(d->cfg.socket_path, sizeof(d->cfg.socket_path), "%s", ipc_path(d->ipc));
-    } else if ((rc = ipc_create(d, d->cfg.socket_path, &session_ipc_hooks, &d->ipc)) != 0) {
-        log_err("cannot listen on %s: %s", d->cfg.socket_path, strerror(-rc));
+    } else if ((rc = ipc_create(d, d->cfg.socket_path, &session_ipc_hooks, &d->ipc)) != B10_OK) {
         return rc;
     }
     uv_signal_init(d->loop, &d->sigterm);
@@ -227,11 +231,11 @@ int b10d_start(struct b10d *d)
              d->cfg.verify_data == CONFIG_VERIFY_ON ? "on"
              : d->cfg.verify_data == CONFIG_VERIFY_AUTO ? "auto (the chunks a GPU gathers; --verify-data on: every chunk)"
                                                         : "off (--verify-data on checks every chunk)");
-    if ((rc = metrics_start(d, &d->metrics)) != 0)
+    if ((rc = metrics_start(d, &d->metrics)) != B10_OK)
         return rc;
     peer_liveness_start(d);
     service_ready(d->service);
-    return 0;
+    return B10_OK;
 }
 
 void b10d_stop(struct b10d *d)

@@ -166,8 +166,12 @@ struct b10d {
     uint64_t (*now_ms)(struct b10d *d);
 };
 
-/* Start every room; on failure the caller still calls b10d_stop(). */
-int b10d_start(struct b10d *d);
+/*
+ * Start every room. On failure the room that failed said why in the log,
+ * the status says what kind of failure it was, and the caller still calls
+ * b10d_stop().
+ */
+b10_status_t b10d_start(struct b10d *d);
 /* Fail what is in flight, close everything, free everything (accepts a half-started daemon). */
 void b10d_stop(struct b10d *d);
 

@@ -16,11 +16,11 @@ static int main_gen_key(const char *path)
     char err[512];
     uint64_t id;
 
-    if (auth_init() != 0) {
+    if (auth_init() != B10_OK) {
         fprintf(stderr, "b10d: libsodium could not start\n");
         return 1;
     }
-    if (auth_key_generate(path, &id, err, sizeof(err)) != 0) {
+    if (auth_key_generate(path, &id, err, sizeof(err)) != B10_OK) {
         fprintf(stderr, "b10d: %s\n", err);
         return 1;
     }
@@ -45,19 +45,18 @@ static int main_check_config(struct b10d *d)
 {
     char path[512] = "";
     uint64_t id = 0;
-    int rc;
 
     list_init(&d->peers);
     d->loop = uv_default_loop();
     d->now_ms = main_monotonic_ms;
-    rc = peer_start(d, NULL);
+    bool ok = peer_start(d, NULL) == 0;     /* peer.c: -1, and why in the log */
     peer_stop(d);
     peer_free_all(d);
     /* The metrics address binds, as the start will bind it (in use, not this host's, ...). */
-    if (rc == 0)
-        rc = metrics_start(d, NULL);
+    if (ok)
+        ok = metrics_start(d, NULL) == B10_OK;
     uv_run(d->loop, UV_RUN_NOWAIT);
-    if (rc != 0)
+    if (!ok)
         return 1;
     if (d->keys.count > 0 && d->keys.keys[0].kind == AUTH_KEY_CLUSTER) {
         /* The file peer_start read: the same order as there. */
@@ -80,9 +79,10 @@ int main(int argc, char **argv)
 
     memset(&d, 0, sizeof(d));
     config_defaults(&d.cfg);
-    int rc = config_parse(&d.cfg, argc, argv);
-    if (rc != 0)
-        return rc > 0 ? 0 : 2;
+    if (config_parse(&d.cfg, argc, argv) != B10_OK)
+        return 2;
+    if (d.cfg.info_only)
+        return 0;
     if (d.cfg.gen_key[0] != '\0')
         return main_gen_key(d.cfg.gen_key);
     log_setup(d.cfg.log_level, d.cfg.name);
@@ -101,7 +101,7 @@ int main(int argc, char **argv)
         log_warning("mallopt refused the heap thresholds: large requests fault their buffers in");
     d.loop = uv_default_loop();
 
-    if (b10d_start(&d) != 0) {
+    if (b10d_start(&d) != B10_OK) {
         b10d_stop(&d);
         return 1;
     }

@@ -137,16 +137,21 @@ void checksum_trailer_put(uint8_t *chunk, size_t length, const uint64_t *block_s
     frame_put_u64(at + table + 8, present ? CHECKSUM_PRESENT : CHECKSUM_ABSENT);
 }
 
-int checksum_trailer_get(const uint8_t *chunk, size_t length, uint64_t seed, uint64_t *sum_p)
+b10_status_t checksum_trailer_get(const uint8_t *chunk, size_t length, uint64_t seed,
+                                  uint64_t *sum_p, bool *present_p)
 {
     const uint8_t *at = chunk + checksum_trailer_at(length);
     size_t table = table_bytes(length);
     uint64_t sum = frame_get_u64(at + table), flags = frame_get_u64(at + table + 8);
-    *sum_p = sum;
-    if (flags == CHECKSUM_PRESENT) {
-        /* The table, as little-endian words, is the very input of the chunk's sum. */
-        return table == 0 || XXH3_64bits_withSeed(at, table, seed) == sum ? 1 : -1;
-    }
+    bool present = flags == CHECKSUM_PRESENT;
+
+    /* The table, as little-endian words, is the very input of the chunk's sum. */
+    if (present && table != 0 && XXH3_64bits_withSeed(at, table, seed) != sum)
+        return B10_ERR_DATA_CORRUPT;
     /* Anything but the two words, or a sum beside "none": the trailer itself changed. */
-    return flags == CHECKSUM_ABSENT && sum == 0 ? 0 : -1;
+    if (!present && (flags != CHECKSUM_ABSENT || sum != 0))
+        return B10_ERR_DATA_CORRUPT;
+    *sum_p = sum;
+    *present_p = present;
+    return B10_OK;
 }

@@ -36,6 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "b10/b10.h"
+
 #define CHECKSUM_PRESENT 0x5355534430316235ull    /* "5b10DSUS" */
 #define CHECKSUM_ABSENT  (~CHECKSUM_PRESENT)
 #define CHECKSUM_BLOCK (16u << 10)
@@ -59,9 +61,14 @@ size_t checksum_message_bytes(size_t length);
  * when present and the chunk has more than one block. */
 void checksum_trailer_put(uint8_t *chunk, size_t length, const uint64_t *block_sums, uint64_t sum,
                           bool present);
-/* Read it: 1 and *sum_p when the sender put a sum there, 0 when it said none, -1 when damaged. */
-int checksum_trailer_get(const uint8_t *chunk, size_t length, uint64_t seed, uint64_t *sum_p);
-/* A chunk of more than one block whose trailer read 1: block i's sum, as the sender had it, and
+/*
+ * Read it: B10_OK, *present_p whether the sender put a sum there and *sum_p
+ * that sum (0 without one); B10_ERR_DATA_CORRUPT when the trailer itself
+ * changed on the way (the outputs are then untouched).
+ */
+b10_status_t checksum_trailer_get(const uint8_t *chunk, size_t length, uint64_t seed,
+                                  uint64_t *sum_p, bool *present_p);
+/* A chunk of more than one block whose trailer has a sum: block i's sum, as the sender had it, and
  * the table of them (little-endian words, 8-aligned). */
 uint64_t checksum_trailer_block(const uint8_t *chunk, size_t length, uint32_t i);
 const uint8_t *checksum_trailer_table(const uint8_t *chunk, size_t length);

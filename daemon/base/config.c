@@ -142,7 +142,7 @@ const char *config_gpu_copy_name(enum config_gpu_copy c)
     return c == CONFIG_GPU_COPY_ENGINE ? "engine" : c == CONFIG_GPU_COPY_KERNEL ? "kernel" : "auto";
 }
 
-int config_parse_size(const char *text, uint64_t *bytes_p)
+b10_status_t config_parse_size(const char *text, uint64_t *bytes_p)
 {
     char *end;
     errno = 0;
@@ -151,20 +151,20 @@ int config_parse_size(const char *text, uint64_t *bytes_p)
 
     /* Digits first: strtoull would take blanks and a sign, and turn "-1" into 2^64 - 1. */
     if (errno != 0 || end == text || !isdigit((unsigned char)text[0]))
-        return -1;
+        return B10_ERR_INVALID_ARG;
     switch (*end) {
     case 'k': case 'K': unit = KiB; end++; break;
     case 'm': case 'M': unit = MiB; end++; break;
     case 'g': case 'G': unit = GiB; end++; break;
     case '\0': break;
-    default: return -1;
+    default: return B10_ERR_INVALID_ARG;
     }
     if (*end == 'i' || *end == 'B')   /* accept "8MiB", "8MB" */
         end += (end[0] == 'i' && end[1] == 'B') ? 2 : 1;
     if (*end != '\0' || v > UINT64_MAX / unit)
-        return -1;
+        return B10_ERR_INVALID_ARG;
     *bytes_p = v * unit;
-    return 0;
+    return B10_OK;
 }
 
 static void config_usage(FILE *out)
@@ -183,24 +183,24 @@ static void config_usage(FILE *out)
 }
 
 /* --man=options: the entries of b10d(8)'s OPTIONS, as troff (make man). */
-static int config_man(const char *section)
+static b10_status_t config_man(const char *section)
 {
     if (strcmp(section, "options") != 0) {
         fprintf(stderr, "b10d: --man: '%s' is not options\n", section);
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
     for (size_t i = 0; i < config_table_count; i++)
         optdoc_man(stdout, &config_table[i].doc);
-    return 1;
+    return B10_OK;
 }
 
-static int config_set_num(struct config *cfg, const struct config_opt *num, const char *text)
+static b10_status_t config_set_num(struct config *cfg, const struct config_opt *num, const char *text)
 {
     uint64_t v;
     char *end;
 
     if (num->size) {
-        if (config_parse_size(text, &v) != 0)
+        if (config_parse_size(text, &v) != B10_OK)
             goto bad;
     } else {
         errno = 0;
@@ -211,68 +211,68 @@ static int config_set_num(struct config *cfg, const struct config_opt *num, cons
     if (v < num->min || v > num->max) {
         fprintf(stderr, "b10d: --%s %s is out of range [%" PRIu64 ", %" PRIu64 "]\n", num->doc.name,
                 text, num->min, num->max);
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
     if (num->width == 8)
         *(uint64_t *)((char *)cfg + num->offset) = v;
     else
         *(uint32_t *)((char *)cfg + num->offset) = (uint32_t)v;
-    return 0;
+    return B10_OK;
 bad:
     fprintf(stderr, "b10d: --%s: '%s' is not a %s\n", num->doc.name, text,
             num->size ? "size (like 512M)" : "number");
-    return -1;
+    return B10_ERR_INVALID_ARG;
 }
 
 /* Relations between settings that no single bound expresses. */
-static int config_check(const struct config *cfg)
+static b10_status_t config_check(const struct config *cfg)
 {
     if (cfg->view_bytes > cfg->staging_bytes / 2) {
         fprintf(stderr, "b10d: --view-bytes must be at most half of --staging-bytes "
                         "(a pool needs views for sending and for receiving)\n");
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
     if (cfg->view_bytes % 4096 != 0) {
         fprintf(stderr, "b10d: --view-bytes must be a multiple of 4096\n");
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
     if (cfg->peer_timeout_ms != 0 && cfg->peer_timeout_ms < 200) {
         fprintf(stderr, "b10d: --peer-timeout-ms must be 0 (off) or at least 200\n");
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
     if (cfg->deadline_ms > cfg->max_deadline_ms) {
         fprintf(stderr, "b10d: --deadline-ms exceeds --max-deadline-ms\n");
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
     if (cfg->min_deadline_ms > cfg->deadline_ms) {
         fprintf(stderr, "b10d: --min-deadline-ms exceeds --deadline-ms\n");
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
     if (cfg->max_peer_control < cfg->max_control_bytes) {
         fprintf(stderr, "b10d: --max-peer-control must be at least --max-control-bytes "
                         "(one peer could send no CONTROL of the largest size)\n");
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
     if (config_peer_staging(cfg) < cfg->view_bytes * cfg->max_in_flight ||
         config_peer_staging(cfg) > cfg->staging_bytes) {
         fprintf(stderr, "b10d: --max-peer-staging must lie between one transfer's window "
                         "(--view-bytes x --max-in-flight) and --staging-bytes\n");
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
     if (cfg->cluster_key_next[0] != '\0' && strcmp(cfg->cluster_key_next, cfg->cluster_key) == 0) {
         fprintf(stderr, "b10d: --cluster-key-next names the same file as --cluster-key\n");
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
     if (!config_name_ok(cfg->name)) {
         fprintf(stderr, "b10d: --name '%s': 1..%d letters, digits, '.', '_' or '-' (other daemons "
                         "know this daemon by it)\n", cfg->name, CONFIG_NAME_MAX - 1);
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
-    return 0;
+    return B10_OK;
 }
 
 /* --admin-group: a group name, or a gid; a name must resolve now, at start. */
-static int config_set_group(struct config *cfg, const char *text)
+static b10_status_t config_set_group(struct config *cfg, const char *text)
 {
     char *end;
     errno = 0;
@@ -284,12 +284,12 @@ static int config_set_group(struct config *cfg, const char *text)
         struct group *gr = getgrnam(text);
         if (gr == NULL) {
             fprintf(stderr, "b10d: --admin-group: no group '%s'\n", text);
-            return -1;
+            return B10_ERR_INVALID_ARG;
         }
         cfg->admin_gid = (uint32_t)gr->gr_gid;
     }
     cfg->admin_group_set = true;
-    return 0;
+    return B10_OK;
 }
 
 /* UCX's device list: names of letters, digits and _-.: between commas, none empty. */
@@ -309,7 +309,7 @@ static bool config_net_devices_ok(const char *text)
  * --metrics-listen: PORT, ADDR:PORT or [ADDR6]:PORT, numeric. A bare port
  * listens on 127.0.0.1 only: exposing the metrics is a choice one writes out.
  */
-static int config_set_metrics(struct config *cfg, const char *text)
+static b10_status_t config_set_metrics(struct config *cfg, const char *text)
 {
     char host[sizeof(cfg->metrics_host)] = "127.0.0.1";
     const char *port = text, *colon = strrchr(text, ':');
@@ -338,25 +338,25 @@ static int config_set_metrics(struct config *cfg, const char *text)
     snprintf(cfg->metrics_host, sizeof(cfg->metrics_host), "%s", host);
     cfg->metrics_port = (uint16_t)p;
     cfg->metrics_on = true;
-    return 0;
+    return B10_OK;
 bad:
     fprintf(stderr, "b10d: --metrics-listen '%s': PORT (on 127.0.0.1), ADDR:PORT or [ADDR6]:PORT, "
             "a numeric address and a port 0..65535 (0: any free one, logged)\n", text);
-    return -1;
+    return B10_ERR_INVALID_ARG;
 }
 
 /* A path option: 1..255 bytes. */
-static int config_set_path(char *dst, size_t size, const char *opt, const char *text)
+static b10_status_t config_set_path(char *dst, size_t size, const char *opt, const char *text)
 {
     if (strlen(text) == 0 || strlen(text) >= size) {
         fprintf(stderr, "b10d: --%s must be 1..%zu bytes\n", opt, size - 1);
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
     snprintf(dst, size, "%s", text);
-    return 0;
+    return B10_OK;
 }
 
-int config_parse(struct config *cfg, int argc, char **argv)
+b10_status_t config_parse(struct config *cfg, int argc, char **argv)
 {
     struct option longopts[config_table_count + 1];
     char shorts[3 * config_table_count + 1];
@@ -375,21 +375,21 @@ int config_parse(struct config *cfg, int argc, char **argv)
         case 's':
             if (strlen(optarg) == 0 || strlen(optarg) >= sizeof(cfg->socket_path)) {
                 fprintf(stderr, "b10d: --socket must be 1..%zu bytes\n", sizeof(cfg->socket_path) - 1);
-                return -1;
+                return B10_ERR_INVALID_ARG;
             }
             snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", optarg);
             break;
         case OPT_NAME:
             if (strlen(optarg) == 0 || strlen(optarg) >= sizeof(cfg->name)) {
                 fprintf(stderr, "b10d: --name must be 1..%zu bytes\n", sizeof(cfg->name) - 1);
-                return -1;
+                return B10_ERR_INVALID_ARG;
             }
             snprintf(cfg->name, sizeof(cfg->name), "%s", optarg);
             break;
         case OPT_LOG_LEVEL:
-            if ((cfg->log_level = log_level_parse(optarg)) < 0) {
+            if (log_level_parse(optarg, &cfg->log_level) != B10_OK) {
                 fprintf(stderr, "b10d: --log-level: '%s' is not err, warning, notice, info or debug\n", optarg);
-                return -1;
+                return B10_ERR_INVALID_ARG;
             }
             break;
         case OPT_ERR_MODE:
@@ -399,7 +399,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
                 cfg->err_mode = CONFIG_ERR_MODE_NONE;
             else {
                 fprintf(stderr, "b10d: --ucx-err-mode: '%s' is not peer or none\n", optarg);
-                return -1;
+                return B10_ERR_INVALID_ARG;
             }
             break;
         case OPT_PROGRESS:
@@ -409,26 +409,29 @@ int config_parse(struct config *cfg, int argc, char **argv)
                 cfg->progress_spin = sysconf(_SC_NPROCESSORS_ONLN) >= 8;
             else {
                 fprintf(stderr, "b10d: --progress: '%s' is not auto, spin or event\n", optarg);
-                return -1;
+                return B10_ERR_INVALID_ARG;
             }
             break;
         case OPT_CHECK:
             cfg->check_only = true;
             break;
         case OPT_MAN:
-            return config_man(optarg);
+            if (config_man(optarg) != B10_OK)
+                return B10_ERR_INVALID_ARG;
+            cfg->info_only = true;
+            return B10_OK;
         case OPT_CLUSTER_KEY:
-            if (config_set_path(cfg->cluster_key, sizeof(cfg->cluster_key), "cluster-key", optarg) != 0)
-                return -1;
+            if (config_set_path(cfg->cluster_key, sizeof(cfg->cluster_key), "cluster-key", optarg) != B10_OK)
+                return B10_ERR_INVALID_ARG;
             break;
         case OPT_CLUSTER_KEY_NEXT:
             if (config_set_path(cfg->cluster_key_next, sizeof(cfg->cluster_key_next),
-                                "cluster-key-next", optarg) != 0)
-                return -1;
+                                "cluster-key-next", optarg) != B10_OK)
+                return B10_ERR_INVALID_ARG;
             break;
         case OPT_GEN_KEY:
-            if (config_set_path(cfg->gen_key, sizeof(cfg->gen_key), "gen-key", optarg) != 0)
-                return -1;
+            if (config_set_path(cfg->gen_key, sizeof(cfg->gen_key), "gen-key", optarg) != B10_OK)
+                return B10_ERR_INVALID_ARG;
             break;
         case OPT_INSECURE:
             cfg->insecure = true;
@@ -445,7 +448,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
                 cfg->verify_data = CONFIG_VERIFY_OFF;
             } else {
                 fprintf(stderr, "b10d: --verify-data: '%s' is not on, auto or off\n", optarg);
-                return -1;
+                return B10_ERR_INVALID_ARG;
             }
             break;
         case OPT_NET_DEVICES:
@@ -453,7 +456,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
                 fprintf(stderr, "b10d: --net-devices '%s': a comma-separated list of device names "
                         "(letters, digits, '_', '-', '.', ':'), or all; at most %zu bytes\n", optarg,
                         sizeof(cfg->net_devices) - 1);
-                return -1;
+                return B10_ERR_INVALID_ARG;
             }
             snprintf(cfg->net_devices, sizeof(cfg->net_devices), "%s", optarg);
             break;
@@ -466,7 +469,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
                 cfg->gpu_copy = CONFIG_GPU_COPY_AUTO;
             } else {
                 fprintf(stderr, "b10d: --gpu-copy: '%s' is not engine, kernel or auto\n", optarg);
-                return -1;
+                return B10_ERR_INVALID_ARG;
             }
             break;
         case OPT_REMOTE_ACCESS:
@@ -476,31 +479,33 @@ int config_parse(struct config *cfg, int argc, char **argv)
                 cfg->remote_access = CONFIG_REMOTE_PAIRED;
             else {
                 fprintf(stderr, "b10d: --remote-access: '%s' is not any or paired\n", optarg);
-                return -1;
+                return B10_ERR_INVALID_ARG;
             }
             break;
         case OPT_ADMIN_GROUP:
-            if (config_set_group(cfg, optarg) != 0)
-                return -1;
+            if (config_set_group(cfg, optarg) != B10_OK)
+                return B10_ERR_INVALID_ARG;
             break;
         case OPT_METRICS_LISTEN:
-            if (config_set_metrics(cfg, optarg) != 0)
-                return -1;
+            if (config_set_metrics(cfg, optarg) != B10_OK)
+                return B10_ERR_INVALID_ARG;
             break;
         case 'h':
             config_usage(stdout);
-            return 1;
+            cfg->info_only = true;
+            return B10_OK;
         case OPT_VERSION:
             printf("b10d %s (protocol %d)\n", B10D_VERSION, B10_PROTOCOL_VERSION);
-            return 1;
+            cfg->info_only = true;
+            return B10_OK;
         default: {
             const struct config_opt *num = config_table_find(c);
             if (num == NULL || !num->num) {
                 fprintf(stderr, "b10d: try --help\n");
-                return -1;
+                return B10_ERR_INVALID_ARG;
             }
-            if (config_set_num(cfg, num, optarg) != 0)
-                return -1;
+            if (config_set_num(cfg, num, optarg) != B10_OK)
+                return B10_ERR_INVALID_ARG;
             in_flight_set |= c == OPT_IN_FLIGHT;
         }
         }
@@ -532,10 +537,10 @@ int config_parse(struct config *cfg, int argc, char **argv)
     }
     if (optind < argc) {
         fprintf(stderr, "b10d: unexpected argument '%s'; try --help\n", argv[optind]);
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
     if (cfg->gen_key[0] != '\0')
-        return 0;   /* main makes the key; the other settings do not matter */
+        return B10_OK;   /* main makes the key; the other settings do not matter */
     return config_check(cfg);
 }
 

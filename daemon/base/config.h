@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "b10/b10.h"
+
 #define B10D_SOCKET_DEFAULT "/run/b10d/b10d.sock"
 #define CONFIG_KEY_FILE_DEFAULT "/etc/b10d/cluster.key"
 #define CONFIG_KEY_CREDENTIAL "cluster-key"     /* its name under $CREDENTIALS_DIRECTORY */
@@ -69,6 +71,7 @@ struct config {
     uint32_t door_port;             /* --door-port: the doors' TCP port; 0: the kernel picks (door.h) */
     bool trace;                     /* --trace: log every step of every transfer, in µs */
     bool check_only;                /* --check-config: run the start's checks, print, exit */
+    bool info_only;                 /* --help, --version or --man: printed, nothing to run */
     /* --metrics-listen (metrics.h): GET /metrics over HTTP. */
     bool metrics_on;
     char metrics_host[48];          /* a numeric IPv4 or IPv6 address; default 127.0.0.1 */
@@ -111,11 +114,12 @@ uint64_t config_peer_staging(const struct config *cfg);
 void config_defaults(struct config *cfg);
 
 /*
- * Parse argv into cfg. Returns 0 to run (or, with cfg->check_only, to run
- * the start's own checks and config_print), 1 when the caller should exit 0
- * (--help, --version printed), -1 on bad input (a message was printed).
+ * Parse argv into cfg. B10_OK to run (or, with cfg->check_only, to run the
+ * start's own checks and config_print; with cfg->info_only, --help,
+ * --version or --man was printed and the caller exits 0), B10_ERR_INVALID_ARG on
+ * bad input (a message was printed to stderr: the log is not set up yet).
  */
-int config_parse(struct config *cfg, int argc, char **argv);
+b10_status_t config_parse(struct config *cfg, int argc, char **argv);
 
 /*
  * Print the effective configuration, one "key value" per line: computed
@@ -124,7 +128,8 @@ int config_parse(struct config *cfg, int argc, char **argv);
  */
 void config_print(const struct config *cfg, const char *key_path, uint64_t key_id);
 
-int config_parse_size(const char *text, uint64_t *bytes_p);
+/* "512M", "8MiB", "4096": bytes into *bytes_p; B10_ERR_INVALID_ARG for anything else. */
+b10_status_t config_parse_size(const char *text, uint64_t *bytes_p);
 
 /* "on", "auto" or "off". */
 const char *config_verify_name(enum config_verify v);

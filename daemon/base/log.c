@@ -61,7 +61,7 @@ static const char *log_level_word(int level)
     }
 }
 
-int log_level_parse(const char *word)
+b10_status_t log_level_parse(const char *word, int *level_p)
 {
     static const struct {
         const char *word;
@@ -71,9 +71,11 @@ int log_level_parse(const char *word)
         { "notice", LOG_LEVEL_NOTICE }, { "info", LOG_LEVEL_INFO }, { "debug", LOG_LEVEL_DEBUG },
     };
     for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
-        if (strcasecmp(word, levels[i].word) == 0)
-            return levels[i].level;
-    return -1;
+        if (strcasecmp(word, levels[i].word) == 0) {
+            *level_p = levels[i].level;
+            return B10_OK;
+        }
+    return B10_ERR_INVALID_ARG;
 }
 
 /* The line, to the sink; fields ("KEY=value", at most LOG_MAX_FIELDS) go to the journal only. */

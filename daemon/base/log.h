@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "b10/b10.h"
+
 /* The most fields one entry carries besides its message, priority and identifier. */
 #define LOG_MAX_FIELDS 8
 /*
@@ -33,7 +35,8 @@ enum log_level {
 extern int log_max_level;
 
 void log_setup(int max_level, const char *name);
-int log_level_parse(const char *word);
+/* A level's word (err, warning, notice, info, debug; any case) into *level_p. */
+b10_status_t log_level_parse(const char *word, int *level_p);
 void log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A line with journal fields ("KEY=value"): the other sinks show the message alone. */
 void log_write_fields(int level, const char *const *fields, size_t nfields, const char *fmt, ...)

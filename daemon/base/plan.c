@@ -1,7 +1,6 @@
 /* plan.c — see plan.h. */
 #include "plan.h"
 
-#include <errno.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -394,8 +393,8 @@ b10_status_t plan_rechunk(struct plan *plan, uint64_t max_chunk)
     return B10_OK;
 }
 
-int plan_encode(const struct plan *plan, uint8_t **chunk_pieces_p, size_t *chunk_len_p,
-                uint8_t **pieces_p, size_t *pieces_len_p)
+b10_status_t plan_encode(const struct plan *plan, uint8_t **chunk_pieces_p, size_t *chunk_len_p,
+                         uint8_t **pieces_p, size_t *pieces_len_p)
 {
     size_t chunk_len = (size_t)plan->nchunks * 4;
     size_t pieces_len = (size_t)plan->npieces * SPAN_BYTES;
@@ -405,7 +404,7 @@ int plan_encode(const struct plan *plan, uint8_t **chunk_pieces_p, size_t *chunk
     if (chunk_pieces == NULL || pieces == NULL) {
         free(chunk_pieces);
         free(pieces);
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     }
     for (uint32_t c = 0; c < plan->nchunks; c++)
         frame_put_u32(chunk_pieces + 4 * c, plan->chunks[c].count);
@@ -417,7 +416,7 @@ int plan_encode(const struct plan *plan, uint8_t **chunk_pieces_p, size_t *chunk
     *chunk_len_p = chunk_len;
     *pieces_p = pieces;
     *pieces_len_p = pieces_len;
-    return 0;
+    return B10_OK;
 }
 
 b10_status_t plan_decode(const uint8_t *chunk_pieces, size_t chunk_len, const uint8_t *pieces,

@@ -47,10 +47,11 @@ b10_status_t plan_build(const uint8_t *src_spans, const uint8_t *dst_spans, size
 
 /*
  * Encode the destination side for CONTROL: chunk_pieces (u32 per chunk) and
- * pieces (u64 dst, u64 len per piece), both malloc'd.
+ * pieces (u64 dst, u64 len per piece), both malloc'd. B10_ERR_NO_MEMORY
+ * without them.
  */
-int plan_encode(const struct plan *plan, uint8_t **chunk_pieces_p, size_t *chunk_len_p,
-                uint8_t **pieces_p, size_t *pieces_len_p);
+b10_status_t plan_encode(const struct plan *plan, uint8_t **chunk_pieces_p, size_t *chunk_len_p,
+                         uint8_t **pieces_p, size_t *pieces_len_p);
 
 /*
  * Rebuild the receiver's plan from CONTROL's tables, trusting nothing:

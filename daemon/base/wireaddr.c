@@ -72,9 +72,13 @@ static size_t wireaddr_walk(const uint8_t *p, size_t length, const uint8_t **add
     return at;
 }
 
-int wireaddr_unpack(const uint8_t *p, size_t length, const uint8_t **addrs, size_t *lengths)
+b10_status_t wireaddr_unpack(const uint8_t *p, size_t length, const uint8_t **addrs,
+                             size_t *lengths, unsigned *count_p)
 {
-    return wireaddr_walk(p, length, addrs, lengths) == 0 ? -1 : 1 + p[5];
+    if (wireaddr_walk(p, length, addrs, lengths) == 0)
+        return B10_ERR_INVALID_ARG;
+    *count_p = 1u + p[5];
+    return B10_OK;
 }
 
 size_t wireaddr_add_doors(uint8_t *packed, size_t packed_length, const struct wireaddr_door *doors,

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "b10/b10.h"
+
 /* Data lanes a daemon may have. */
 #define WIREADDR_MAX_LANES 8
 /* Doors a daemon may name: where another knocks before its UCX may connect. */
@@ -32,12 +34,14 @@ size_t wireaddr_size(unsigned count, const size_t *lengths);
 /* Pack them into out, wireaddr_size() bytes. */
 void wireaddr_pack(uint8_t *out, unsigned count, const void *const *addrs, const size_t *lengths);
 /*
- * Split a packed address into its workers' addresses (pointers into p);
- * returns how many (1 + lanes), or -1 when anything about it is malformed
- * (addrs and lengths are then untouched).
- * addrs and lengths hold 1 + WIREADDR_MAX_LANES entries.
+ * Split a packed address into its workers' addresses (pointers into p) and
+ * how many there are (1 + lanes) in *count_p. B10_ERR_INVALID_ARG when
+ * anything about it is malformed: addrs, lengths and *count_p are then
+ * untouched, and the caller says what the bytes were (a peer's HELLO, a
+ * rank's descriptor). addrs and lengths hold 1 + WIREADDR_MAX_LANES entries.
  */
-int wireaddr_unpack(const uint8_t *p, size_t length, const uint8_t **addrs, size_t *lengths);
+b10_status_t wireaddr_unpack(const uint8_t *p, size_t length, const uint8_t **addrs,
+                             size_t *lengths, unsigned *count_p);
 
 /*
  * Append doors to a packed address of packed_length bytes, which has

@@ -126,7 +126,8 @@ static void ask_post_answer(struct ask *a)
 {
     uint64_t tag = tags_derive(&a->link, a->id, 0, TAG_KIND_RESULT);
 
-    if (wire_recv(a->d->wire, tag, a->buf, sizeof(a->buf), NULL, ask_on_result, a, &a->op) != 0) {
+    if (wire_recv(a->d->wire, tag, a->buf, sizeof(a->buf), NULL, ask_on_result, a, &a->op) !=
+        B10_OK) {
         ask_finish(a, B10_ERR_INTERNAL, "posting the answer's receive failed");
         return;
     }
@@ -140,11 +141,11 @@ void ask_link_up(struct ask *a)
 
     a->link = peer->out.tags;
     uint64_t tag = tags_derive(&a->link, a->id, 0, TAG_KIND_RESULT);
-    int rc = tags_register(d->tags, tag, a);
-    if (rc != 0) {
+    b10_status_t st = tags_register(d->tags, tag, a);
+    if (st != B10_OK) {
         char detail[96];
-        snprintf(detail, sizeof(detail), "the answer's tag: %s", tags_strerror(rc));
-        ask_finish(a, tags_status(rc), detail);
+        snprintf(detail, sizeof(detail), "the answer's tag: %s", tags_strerror(st));
+        ask_finish(a, st, detail);
         return;
     }
     a->registered = true;
@@ -154,7 +155,7 @@ void ask_link_up(struct ask *a)
     uint8_t *out = a->out;
     a->out = NULL;
     a->peer_user.unsent = false;
-    rc = peer_send_packed(peer, a->link.gen, tags_derive(&a->link, 0, 0, TAG_KIND_CONTROL), out,
+    int rc = peer_send_packed(peer, a->link.gen, tags_derive(&a->link, 0, 0, TAG_KIND_CONTROL), out,
                           a->out_length);
     free(out);
     if (rc != 0)

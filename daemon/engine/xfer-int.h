@@ -76,8 +76,6 @@ size_t xfer_fields(const struct xfer *x, b10_status_t status, const char *messag
                    struct xfer_fields *f);
 /* The rank of this node a transfer's sync message is for (LOCAL: the other one), or NULL. */
 struct session *xfer_noticed(const struct xfer *x);
-/* R: the sender hears RESULT. */
-void xfer_send_result(struct xfer *x, b10_status_t status, const char *detail);
 /* A failure the other daemon cannot hear of, or that it caused by falling silent. */
 bool xfer_peer_silent(b10_status_t status);
 
@@ -111,7 +109,8 @@ void xfer_finish(struct xfer *x);
 void xfer_settle_check(struct xfer *x);
 void xfer_report(struct xfer *x, b10_status_t status);
 
-void xfer_send_peer(struct xfer *x, enum tag_kind kind, B10__Peer__Msg *msg);
+/* A message of x's for the other daemon, on x's link (READY, CANCEL); best effort. */
+void xfer_tell_peer(struct xfer *x, enum tag_kind kind, B10__Peer__Msg *msg);
 b10_status_t xfer_decode_reply(struct xfer *x, const uint8_t *buf, size_t length,
                                B10__Peer__Msg__BodyCase want, B10__Peer__Msg **msg_p);
 /* Post the receive of a small message of the peer's for x (its tag registered); false: x failed. */
@@ -132,9 +131,11 @@ bool xfer_slot_op_done(struct xfer_slot *slot);
  * chunk goes on the main worker: a lane gains it nothing and costs a
  * thread handoff each way at each end (60 of 280 us of a small WRITE on
  * two cores). Others go on lane chunk mod lanes. Both ends decide alike,
- * from the chunk count CONTROL carries (peer protocol 5).
+ * from the chunk count CONTROL carries (peer protocol 5). The wire's status:
+ * when not B10_OK nothing was posted, and the caller fails x with the
+ * status its role reports for it.
  */
-int xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb);
+b10_status_t xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb);
 
 /* Copies between a slot's view and a rank's memory. */
 b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *done);
@@ -196,6 +197,8 @@ b10_status_t xfer_send_new(struct session *s, struct peer *peer, const char *rem
                            size_t sync_length, struct xfer **xfer_p, char *detail,
                            size_t detail_len);
 void xfer_send_pump(struct xfer *x);
+/* The outbound link of x's peer is up (now, or once peer_use's wait ended): CONTROL goes. */
+void xfer_send_link_up(struct xfer *x);
 /* The RESULT of a WRITE or a READ (wire_done_cb). */
 void xfer_send_on_result(void *arg, b10_status_t status, size_t length);
 

@@ -269,7 +269,7 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
     return B10_OK;
 }
 
-void xfer_forget_rank(struct session *s)
+void xfer_local_forget_rank(struct session *s)
 {
     while (!list_empty(&s->locals)) {
         struct xfer *x = list_entry(s->locals.next, struct xfer, other_node);

@@ -20,18 +20,18 @@
 /*
  * READ: ask the daemon holding the bytes to write them back. Its refusal or
  * failure comes as a Result on (link, id); success as the write-back itself,
- * a CONTROL whose read_id names this transfer (xfer_admit).
+ * a CONTROL whose read_id names this transfer (xfer_recv_admit).
  */
 void xfer_read_link_up(struct xfer *x)
 {
     struct b10d *d = x->d;
-    size_t table = x->read_spans_length / 2;
+    size_t table = x->read.spans_length / 2;
 
     x->link = x->peer->out.tags;
     uint64_t result_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT);
-    int rc = tags_register(d->tags, result_tag, x);
-    if (rc != 0) {
-        xfer_fail(x, tags_status(rc), "RESULT tag %016" PRIx64 ": %s", result_tag, tags_strerror(rc));
+    b10_status_t st = tags_register(d->tags, result_tag, x);
+    if (st != B10_OK) {
+        xfer_fail(x, st, "RESULT tag %016" PRIx64 ": %s", result_tag, tags_strerror(st));
         return;
     }
     x->tags_registered = true;
@@ -44,8 +44,8 @@ void xfer_read_link_up(struct xfer *x)
     rr.src_agent = x->remote_agent;
     rr.dst_agent = x->local_agent;
     rr.deadline_ms = (uint32_t)(x->deadline_ms > now ? x->deadline_ms - now : 1);
-    rr.src_spans = (ProtobufCBinaryData){ table, x->read_spans };
-    rr.dst_spans = (ProtobufCBinaryData){ table, x->read_spans + table };
+    rr.src_spans = (ProtobufCBinaryData){ table, x->read.spans };
+    rr.dst_spans = (ProtobufCBinaryData){ table, x->read.spans + table };
     rr.sync_msg = (ProtobufCBinaryData){ x->sync_length, x->sync };
     rr.src_uid_known = rank_agent_uid(d, x->session, x->remote_agent, &rr.src_uid);
     B10__Peer__Msg msg = B10__PEER__MSG__INIT;
@@ -78,13 +78,13 @@ b10_status_t xfer_read_new(struct session *s, struct peer *peer, const char *rem
     if (status != B10_OK)
         return status;
     /* The request carries both tables to the daemon that holds the bytes. */
-    if ((x->read_spans = malloc(2 * table)) == NULL) {
+    if ((x->read.spans = malloc(2 * table)) == NULL) {
         xfer_discard(x);
         return B10_ERR_NO_MEMORY;
     }
-    memcpy(x->read_spans, req->remote_spans.data, table);
-    memcpy(x->read_spans + table, req->local_spans.data, table);
-    x->read_spans_length = 2 * table;
+    memcpy(x->read.spans, req->remote_spans.data, table);
+    memcpy(x->read.spans + table, req->local_spans.data, table);
+    x->read.spans_length = 2 * table;
     *xfer_p = x;
     return B10_OK;
 }
@@ -96,7 +96,7 @@ struct xfer *xfer_read_waiting(struct b10d *d, struct peer *peer, struct session
     list_for_each_safe(pos, tmp, &s->xfers) {
         struct xfer *x = list_entry(pos, struct xfer, session_node);
         if (x->role == XFER_READ && x->id == read_id && x->peer == peer &&
-            x->state == XFER_WAIT_READY && x->read_child == NULL)
+            x->state == XFER_WAIT_READY && x->read.child == NULL)
             return x;
     }
     return NULL;
@@ -111,7 +111,7 @@ static void xfer_read_refuse(struct peer *peer, uint64_t read_id, b10_status_t s
     peer_send_result(peer, peer->in.tags.gen, read_id, status, detail);
 }
 
-void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req, size_t length)
+void xfer_read_serve(struct peer *peer, const B10__Peer__ReadRequest *req, size_t length)
 {
     struct b10d *d = peer->d;
     char detail[256] = "";
@@ -182,8 +182,8 @@ void xfer_serve_read(struct peer *peer, const B10__Peer__ReadRequest *req, size_
     d->control_held += length;
     x->notice_reserved = req->sync_msg.len;
     rank_notice_reserve(d, holder, x->notice_reserved);
-    x->read_id = req->read_id;
-    x->read_link = peer->in.tags;
+    x->read.id = req->read_id;
+    x->read.link = peer->in.tags;
     log_debug("READ %016" PRIx64 " served by write-back %016" PRIx64 " from %s", req->read_id, x->id,
               req->src_agent);
     xfer_start(x);

@@ -67,13 +67,11 @@ static void xfer_recv_on_data(void *arg, b10_status_t status, size_t length)
                   checksum_message_bytes(want) - want);
         return;
     }
-    int sum = checksum_trailer_get(slot->view->base, want, checksum_seed(x->id, slot->chunk),
-                                   &slot->sum);
-    if (sum < 0) {
+    if (checksum_trailer_get(slot->view->base, want, checksum_seed(x->id, slot->chunk),
+                             &slot->sum, &slot->has_sum) != B10_OK) {
         xfer_chunk_corrupt(x, slot->chunk, "came with a damaged checksum trailer");
         return;
     }
-    slot->has_sum = sum > 0;
     if (!slot->has_sum && x->d->cfg.verify_data == CONFIG_VERIFY_ON && !x->peer->unchecked_said) {
         x->peer->unchecked_said = true;
         log_notice("peer %s sends its chunks without checksums (--verify-data off there, or "
@@ -100,7 +98,7 @@ static bool xfer_recv_post(struct xfer *x, struct xfer_slot *slot, struct view *
         xfer_fail(x, B10_ERR_PEER_LOST, "no endpoint to the sender for chunk %u", slot->chunk);
         return false;
     }
-    if (xfer_data_post(slot, false, xfer_recv_on_data) != 0) {
+    if (xfer_data_post(slot, false, xfer_recv_on_data) != B10_OK) {
         xfer_slot_release(slot);
         xfer_fail(x, B10_ERR_INTERNAL, "posting the receive of chunk %u failed", slot->chunk);
         return false;
@@ -176,7 +174,7 @@ void xfer_recv_begin(struct xfer *x)
     ready.xfer_id = x->id;
     msg.body_case = B10__PEER__MSG__BODY_READY;
     msg.ready = &ready;
-    xfer_send_peer(x, TAG_KIND_READY, &msg);
+    xfer_tell_peer(x, TAG_KIND_READY, &msg);
     xfer_trace(x, XS_READY);
 }
 
@@ -219,7 +217,7 @@ static void xfer_recv_refuse(struct peer *peer, const B10__Peer__Control *contro
     peer_send_result(peer, peer->in.tags.gen, control->xfer_id, status, detail);
 }
 
-void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t length)
+void xfer_recv_admit(struct peer *peer, const B10__Peer__Control *control, size_t length)
 {
     struct b10d *d = peer->d;
     struct plan *plan = NULL;
@@ -352,9 +350,9 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
     x->state = XFER_QUEUED;
     d->stats.xfers_received++;
     if (parent != NULL) {
-        x->read_id = control->read_id;
-        x->read_parent = parent;
-        parent->read_child = x;
+        x->read.id = control->read_id;
+        x->read.parent = parent;
+        parent->read.child = x;
     } else if (control->sync_msg.len > 0) {
         if (control->sync_msg.len > B10_SYNC_MSG_MAX) {
             d->stats.peer_protocol_errors++;
@@ -371,20 +369,20 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
 
     /* Register every tag before posting any receive: a collision fails the transfer loudly. */
     uint64_t cancel_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_CANCEL);
-    int rc = tags_register(d->tags, cancel_tag, x);
+    b10_status_t st = tags_register(d->tags, cancel_tag, x);
     uint32_t registered = 0;
-    while (rc == 0 && registered < plan->nchunks) {
-        rc = tags_register(d->tags, tags_derive(&x->link, x->id, registered, TAG_KIND_DATA), x);
-        if (rc == 0)
+    while (st == B10_OK && registered < plan->nchunks) {
+        st = tags_register(d->tags, tags_derive(&x->link, x->id, registered, TAG_KIND_DATA), x);
+        if (st == B10_OK)
             registered++;
     }
-    if (rc != 0) {
+    if (st != B10_OK) {
         /* Undo ours; the colliding tag is someone else's and stays. */
         for (uint32_t c = 0; c < registered; c++)
             tags_unregister(d->tags, tags_derive(&x->link, x->id, c, TAG_KIND_DATA));
         if (tags_lookup(d->tags, cancel_tag) == x)
             tags_unregister(d->tags, cancel_tag);
-        xfer_fail(x, tags_status(rc), "registering the transfer's tags: %s", tags_strerror(rc));
+        xfer_fail(x, st, "registering the transfer's tags: %s", tags_strerror(st));
         return;
     }
     x->tags_registered = true;
@@ -399,6 +397,12 @@ void xfer_admit(struct peer *peer, const B10__Peer__Control *control, size_t len
 
 /* ---------------------------------------------------------------- its end (xfer_role_ops) */
 
+/* The sender hears RESULT. */
+static void xfer_recv_result(struct xfer *x, b10_status_t status, const char *detail)
+{
+    peer_send_result(x->peer, x->link.gen, x->id, status, detail);
+}
+
 /* Landed: the target hears the sync message before the sender hears RESULT. */
 static void xfer_recv_landed(struct xfer *x)
 {
@@ -409,17 +413,17 @@ static void xfer_recv_landed(struct xfer *x)
                  x->plan->total, x->plan->npieces);
     if (x->session != NULL && x->sync_length > 0)
         rank_notice(d, x->session, x->remote_agent, x->sync, x->sync_length);
-    xfer_send_result(x, B10_OK, "");
+    xfer_recv_result(x, B10_OK, "");
     xfer_trace(x, XS_RESULT);
     char pipe[256];
     xfer_pipe_describe(x, pipe, sizeof(pipe));
     log_debug("transfer %016" PRIx64 " from %s landed in %s: %" PRIu64 " bytes in %u chunks, "
               "%" PRIu64 " ms (%s)", x->id, x->remote_agent, x->local_agent,
               x->plan->total, x->plan->nchunks, d->now_ms(d) - x->started_ms, pipe);
-    if (x->read_parent != NULL) {
-        struct xfer *parent = x->read_parent;
-        parent->read_child = NULL;
-        x->read_parent = NULL;
+    if (x->read.parent != NULL) {
+        struct xfer *parent = x->read.parent;
+        parent->read.child = NULL;
+        x->read.parent = NULL;
         xfer_finish(parent);
     }
 }
@@ -434,11 +438,11 @@ static void xfer_recv_report(struct xfer *x, b10_status_t cause)
 {
     /* A sender that broke the protocol can still hear why: it fails now, not at its deadline. */
     if ((!xfer_peer_silent(cause) || cause == B10_ERR_PEER_PROTOCOL) && !x->quiet)
-        xfer_send_result(x, x->status, x->detail);
-    if (x->settle_parent != NULL) {
-        struct xfer *parent = x->settle_parent;
-        x->settle_parent = NULL;
-        parent->settling--;
+        xfer_recv_result(x, x->status, x->detail);
+    if (x->read.settle_parent != NULL) {
+        struct xfer *parent = x->read.settle_parent;
+        x->read.settle_parent = NULL;
+        parent->read.settling--;
         parent->holds--;
         /* Its copy outlived the bound: so does the READ's news. */
         if (x->status == B10_ERR_UNSETTLED && parent->report_due)
@@ -449,7 +453,7 @@ static void xfer_recv_report(struct xfer *x, b10_status_t cause)
     }
 }
 
-/* The CANCEL's, and one a chunk's DATA (xfer_admit). */
+/* The CANCEL's, and one a chunk's DATA (xfer_recv_admit). */
 static void xfer_recv_each_tag(struct xfer *x, void (*fn)(struct xfer *x, uint64_t tag))
 {
     fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_CANCEL));

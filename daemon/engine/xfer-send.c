@@ -44,7 +44,7 @@ static void xfer_send_on_gathered(struct copy_job *job, b10_status_t status)
     if (!xfer_copy_ended(slot, job, status))
         return;
     xfer_chunk_seal(slot, job);
-    if (x->peer->ep == NULL || xfer_data_post(slot, true, xfer_send_on_sent) != 0) {
+    if (x->peer->ep == NULL || xfer_data_post(slot, true, xfer_send_on_sent) != B10_OK) {
         xfer_fail(x, B10_ERR_PEER_LOST, "sending DATA chunk %u failed", slot->chunk);
         return;
     }
@@ -216,7 +216,7 @@ static void xfer_send_on_ack(struct xfer *x, b10_status_t status, size_t length)
 }
 
 /* The link is up: register the reply tags, post their receives, send CONTROL. */
-void xfer_link_up(struct xfer *x)
+void xfer_send_link_up(struct xfer *x)
 {
     struct b10d *d = x->d;
     struct peer *peer = x->peer;
@@ -242,14 +242,14 @@ void xfer_link_up(struct xfer *x)
     }
     uint64_t ready_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_READY);
     uint64_t result_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT);
-    int rc = tags_register(d->tags, ready_tag, x);
-    if (rc != 0) {
-        xfer_fail(x, tags_status(rc), "READY tag %016" PRIx64 ": %s", ready_tag, tags_strerror(rc));
+    b10_status_t st = tags_register(d->tags, ready_tag, x);
+    if (st != B10_OK) {
+        xfer_fail(x, st, "READY tag %016" PRIx64 ": %s", ready_tag, tags_strerror(st));
         return;
     }
-    if ((rc = tags_register(d->tags, result_tag, x)) != 0) {
+    if ((st = tags_register(d->tags, result_tag, x)) != B10_OK) {
         tags_unregister(d->tags, ready_tag);
-        xfer_fail(x, tags_status(rc), "RESULT tag %016" PRIx64 ": %s", result_tag, tags_strerror(rc));
+        xfer_fail(x, st, "RESULT tag %016" PRIx64 ": %s", result_tag, tags_strerror(st));
         return;
     }
     x->tags_registered = true;
@@ -259,8 +259,8 @@ void xfer_link_up(struct xfer *x)
                          &x->result_op, "RESULT"))
         return;
 
-    if (plan_encode(x->plan, &chunk_pieces, &chunk_len, &pieces, &pieces_len) != 0) {
-        xfer_fail(x, B10_ERR_NO_MEMORY, "encoding CONTROL");
+    if ((st = plan_encode(x->plan, &chunk_pieces, &chunk_len, &pieces, &pieces_len)) != B10_OK) {
+        xfer_fail(x, st, "encoding CONTROL");
         return;
     }
     uint64_t now = d->now_ms(d);
@@ -274,12 +274,12 @@ void xfer_link_up(struct xfer *x)
     control.total_bytes = x->plan->total;
     control.chunk_pieces = (ProtobufCBinaryData){ chunk_len, chunk_pieces };
     control.pieces = (ProtobufCBinaryData){ pieces_len, pieces };
-    control.read_id = x->read_id;
+    control.read_id = x->read.id;
     /* A write-back's destination is the asking daemon's own READ: its name is not checked. */
-    if (x->read_id == 0)
+    if (x->read.id == 0)
         control.dst_uid_known = rank_agent_uid(d, x->session, x->remote_agent, &control.dst_uid);
     /* A write-back's sync message is for its own rank, after the read: not sent. */
-    if (x->read_id == 0)
+    if (x->read.id == 0)
         control.sync_msg = (ProtobufCBinaryData){ x->sync_length, x->sync };
     B10__Peer__Msg msg = B10__PEER__MSG__INIT;
     msg.body_case = B10__PEER__MSG__BODY_CONTROL;
@@ -378,7 +378,7 @@ static void xfer_send_landed(struct xfer *x)
                   x->remote_agent, x->plan->total, x->plan->nchunks, ms,
                   x->deadline_ms - x->started_ms, x->plan_ms, x->ready_ms - x->started_ms, pipe);
     /* A write-back serving a READ: its bytes were read, the holding rank hears of it. */
-    if (x->session != NULL && x->read_id != 0 && x->sync_length > 0)
+    if (x->session != NULL && x->read.id != 0 && x->sync_length > 0)
         rank_notice(d, x->session, x->remote_agent, x->sync, x->sync_length);
     else if (x->session != NULL)
         xfer_tell_rank(x);
@@ -400,7 +400,7 @@ static void xfer_send_failed(struct xfer *x, b10_status_t status, enum xfer_stat
         cancel.want_result = x->await_ack;
         msg.body_case = B10__PEER__MSG__BODY_CANCEL;
         msg.cancel = &cancel;
-        xfer_send_peer(x, TAG_KIND_CANCEL, &msg);
+        xfer_tell_peer(x, TAG_KIND_CANCEL, &msg);
     }
     xfer_role_failed(x, status, was);
 }
@@ -408,12 +408,12 @@ static void xfer_send_failed(struct xfer *x, b10_status_t status, enum xfer_stat
 static void xfer_send_report(struct xfer *x, b10_status_t cause)
 {
     /* A write-back that failed tells the reading daemon, on the link the READ came by. */
-    if (x->read_id != 0 && !xfer_peer_silent(cause))
-        peer_send_result(x->peer, x->read_link.gen, x->read_id, x->status, x->detail);
+    if (x->read.id != 0 && !xfer_peer_silent(cause))
+        peer_send_result(x->peer, x->read.link.gen, x->read.id, x->status, x->detail);
     xfer_role_report(x, cause);
 }
 
-/* READY and RESULT: the receiver's answers (xfer_link_up). */
+/* READY and RESULT: the receiver's answers (xfer_send_link_up). */
 static void xfer_send_each_tag(struct xfer *x, void (*fn)(struct xfer *x, uint64_t tag))
 {
     fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_READY));

@@ -117,7 +117,7 @@ static void xfer_on_timer_closed(uv_handle_t *handle)
     plan_free(x->plan);
     free(x->slots);
     free(x->sync);
-    free(x->read_spans);
+    free(x->read.spans);
     free(x);
 }
 
@@ -163,7 +163,7 @@ bool xfer_past_deadline(struct xfer *x)
 /* The peer's news of a sending transfer's link: it came up, or the transfer fails. */
 static void xfer_on_link_up(struct link_user *u)
 {
-    xfer_link_up(list_entry(u, struct xfer, peer_user));
+    xfer_send_link_up(list_entry(u, struct xfer, peer_user));
 }
 
 static void xfer_on_link_lost(struct link_user *u, b10_status_t status, const char *detail)
@@ -292,15 +292,10 @@ static void xfer_cancel_posted(struct xfer *x)
     wire_cancel(x->d->wire, x->cancel_op);
 }
 
-void xfer_send_peer(struct xfer *x, enum tag_kind kind, B10__Peer__Msg *msg)
+void xfer_tell_peer(struct xfer *x, enum tag_kind kind, B10__Peer__Msg *msg)
 {
     if (peer_send(x->peer, x->link.gen, tags_derive(&x->link, x->id, 0, kind), &msg->base) != 0)
         log_debug("transfer %016" PRIx64 ": could not send a message to the peer", x->id);
-}
-
-void xfer_send_result(struct xfer *x, b10_status_t status, const char *detail)
-{
-    peer_send_result(x->peer, x->link.gen, x->id, status, detail);
 }
 
 /*
@@ -401,7 +396,7 @@ bool xfer_peer_silent(b10_status_t status)
  */
 static bool xfer_unsettled(const struct xfer *x)
 {
-    return x->scatters > 0 || x->await_ack || x->settling > 0;
+    return x->scatters > 0 || x->await_ack || x->read.settling > 0;
 }
 
 void xfer_report(struct xfer *x, b10_status_t status)
@@ -482,8 +477,8 @@ void xfer_settle_all(struct b10d *d)
 /* A READ and its write-back fail together; the READ's news waits for the write-back's copies. */
 static void xfer_settle_link(struct xfer *write_back, struct xfer *read)
 {
-    write_back->settle_parent = read;
-    read->settling++;
+    write_back->read.settle_parent = read;
+    read->read.settling++;
     read->holds++;
 }
 
@@ -553,17 +548,17 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
 
     x->ops->failed(x, status, was);
     /* A READ and its write-back fail together: whichever failed first, with its reason. */
-    if (x->read_child != NULL) {
-        struct xfer *child = x->read_child;
-        x->read_child = NULL;
-        child->read_parent = NULL;
+    if (x->read.child != NULL) {
+        struct xfer *child = x->read.child;
+        x->read.child = NULL;
+        child->read.parent = NULL;
         xfer_settle_link(child, x);
         xfer_fail(child, B10_ERR_CANCELLED, "the READ it served failed: %s", x->detail);
     }
-    if (x->read_parent != NULL) {
-        struct xfer *parent = x->read_parent;
-        x->read_parent = NULL;
-        parent->read_child = NULL;
+    if (x->read.parent != NULL) {
+        struct xfer *parent = x->read.parent;
+        x->read.parent = NULL;
+        parent->read.child = NULL;
         xfer_settle_link(x, parent);
         xfer_fail(parent, status, "%s", x->detail);
     }
@@ -770,7 +765,7 @@ b10_status_t xfer_decode_reply(struct xfer *x, const uint8_t *buf, size_t length
 bool xfer_post_reply(struct xfer *x, uint64_t tag, uint8_t *buf, size_t length,
                             wire_done_cb *cb, struct wire_op **op_p, const char *what)
 {
-    if (wire_recv(x->d->wire, tag, buf, length, NULL, cb, x, op_p) != 0) {
+    if (wire_recv(x->d->wire, tag, buf, length, NULL, cb, x, op_p) != B10_OK) {
         xfer_fail(x, B10_ERR_INTERNAL, "posting the %s receive failed", what);
         return false;
     }
@@ -945,12 +940,12 @@ void xfer_start(struct xfer *x)
     }
     b10_status_t status = peer_use(x->peer, &x->peer_user);
     if (status == B10_OK)
-        xfer_link_up(x);
+        xfer_send_link_up(x);
     else if (status != B10_IN_PROGRESS)
         xfer_fail(x, status, "cannot reach the remote daemon of '%.200s'", x->remote_agent);
 }
 
-int xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb)
+b10_status_t xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb)
 {
     struct xfer *x = slot->x;
     struct view *view = slot->view;

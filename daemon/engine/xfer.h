@@ -67,6 +67,26 @@ struct xfer_slot {
 };
 
 /*
+ * A READ's part of a transfer. A READ is three transfers on two daemons:
+ * the READ itself on the asking daemon, which sends the request and waits;
+ * the write-back serving it on the holding daemon (a SEND); and the
+ * receiver of that write-back back on the asking daemon (a RECV), which
+ * lands the bytes for the READ. Each uses the fields its role names; the
+ * others stay zero.
+ */
+struct xfer_read {
+    uint8_t *spans;                 /* READ: the request's span tables (remote source, then local destination) */
+    size_t spans_length;
+    uint64_t id;                    /* write-back: the READ it serves; RECV: CONTROL's read_id */
+    struct tag_link link;           /* write-back: the asking link, to report its failure on */
+    struct xfer *parent;            /* RECV: the READ this write-back lands for */
+    struct xfer *child;             /* READ: the write-back landing for it */
+    /* Quiescence (xfer_fail): a failed READ's news waits for its write-back's copies. */
+    uint32_t settling;              /* READ: its write-back's copies still run */
+    struct xfer *settle_parent;     /* RECV: the READ whose news waits for it */
+};
+
+/*
  * Where a transfer's time went, for its "landed" log line: the summed
  * durations of its chunks' copies and DATA operations, and how long no DATA
  * operation of it was in flight while it ran (the wire waiting on the copies).
@@ -140,13 +160,7 @@ struct xfer {
      */
     uint8_t *sync;
     size_t sync_length;
-    /* READ: the request's span tables (remote source, then local destination). */
-    uint8_t *read_spans;
-    size_t read_spans_length;
-    uint64_t read_id;               /* write-back (S): the READ it serves; R: CONTROL's read_id */
-    struct tag_link read_link;      /* write-back: the asking link, to report its failure on */
-    struct xfer *read_parent;       /* R: the READ this write-back lands for */
-    struct xfer *read_child;        /* READ: the write-back landing for it */
+    struct xfer_read read;          /* a READ, its write-back and their receiver (above) */
 
     /* What it holds of its peer's share (peer.h): admitted from the peer, with its CONTROL. */
     bool admitted;
@@ -164,8 +178,6 @@ struct xfer {
     bool report_due;                /* failed, its news not given yet (in b10d.settling) */
     bool await_ack;                 /* S: waits for the receiver's RESULT: its copies are over */
     bool peer_settled;              /* S: failed by the receiver's RESULT: nothing runs there */
-    uint32_t settling;              /* READ: its write-back's copies still run */
-    struct xfer *settle_parent;     /* R write-back: the READ whose news waits for it */
     bool quiet;                     /* R: the sender's CANCEL asked for no RESULT */
 
     struct xfer_trace *trace;       /* --trace: its steps so far (xfer-trace.c) */
@@ -184,11 +196,9 @@ b10_status_t xfer_submit(struct session *s, const struct B10__SubmitXfer *req,
 void xfer_start(struct xfer *x);
 /* The daemon that holds a READ's bytes: write them back to the asker. */
 struct B10__Peer__ReadRequest;
-void xfer_serve_read(struct peer *peer, const struct B10__Peer__ReadRequest *req, size_t length);
-/* S: the outbound link of x's peer came up. */
-void xfer_link_up(struct xfer *x);
+void xfer_read_serve(struct peer *peer, const struct B10__Peer__ReadRequest *req, size_t length);
 /* R: a CONTROL (of length bytes, its envelope included) arrived on an inbound link of peer. */
-void xfer_admit(struct peer *peer, const struct B10__Peer__Control *control, size_t length);
+void xfer_recv_admit(struct peer *peer, const struct B10__Peer__Control *control, size_t length);
 
 /*
  * The failure funnel (see above). Idempotent: a transfer fails once, and
@@ -208,7 +218,7 @@ void xfer_cancel_admin(struct xfer *x, const char *who);
 /* Shutting down: give the news of every failed transfer still settling, as it stands. */
 void xfer_settle_all(struct b10d *d);
 /* Rank s is gone: the local transfers of others through its memory fail and let go of it. */
-void xfer_forget_rank(struct session *s);
+void xfer_local_forget_rank(struct session *s);
 /* Rank s is gone: the news of transfers still settling no longer goes to it. */
 void xfer_settle_forget(struct b10d *d, const struct session *s);
 

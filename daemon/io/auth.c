@@ -10,6 +10,8 @@
 
 #include <sodium.h>
 
+#include "status.h"
+
 #define AUTH_VERSION 1
 #define AUTH_KEY_HEX (2 * AUTH_KEY_BYTES)
 
@@ -34,9 +36,9 @@ static uint64_t auth_get64(const uint8_t *p)
     return v;
 }
 
-int auth_init(void)
+b10_status_t auth_init(void)
 {
-    return sodium_init() < 0 ? -1 : 0;
+    return sodium_init() < 0 ? B10_ERR_INTERNAL : B10_OK;
 }
 
 void auth_random(void *buf, size_t length)
@@ -104,32 +106,36 @@ void auth_key_insecure(struct auth_key *key)
     auth_key_from(everyones, AUTH_KEY_INSECURE, key);
 }
 
-int auth_key_load(const char *path, struct auth_key *key, char *err, size_t err_len)
+b10_status_t auth_key_load(const char *path, struct auth_key *key, char *detail,
+                           size_t detail_len)
 {
     char text[AUTH_KEY_HEX + 8];
     uint8_t secret[AUTH_KEY_BYTES];
     struct stat st;
     size_t bin_len = 0;
     const char *end = NULL;
-    int rc = -1;
+    b10_status_t status = B10_ERR_INVALID_ARG;
 
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(err, err_len, "cluster key %s: %s", path, strerror(errno));
-        return -1;
+        int err = errno;
+        snprintf(detail, detail_len, "cluster key %s: %s", path, strerror(err));
+        return status_from_errno(err);
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, err_len, "cluster key %s: not a regular file", path);
+        snprintf(detail, detail_len, "cluster key %s: not a regular file", path);
         goto out;
     }
     if ((st.st_mode & 077) != 0) {
-        snprintf(err, err_len, "cluster key %s: mode %04o lets group or others at it "
+        snprintf(detail, detail_len, "cluster key %s: mode %04o lets group or others at it "
                  "(chmod 600 it)", path, (unsigned)(st.st_mode & 07777));
+        status = B10_ERR_PERMISSION;
         goto out;
     }
     if (st.st_uid != geteuid() && st.st_uid != 0) {
-        snprintf(err, err_len, "cluster key %s: owned by uid %u, not by this user or root",
+        snprintf(detail, detail_len, "cluster key %s: owned by uid %u, not by this user or root",
                  path, (unsigned)st.st_uid);
+        status = B10_ERR_PERMISSION;
         goto out;
     }
     ssize_t n = read(fd, text, sizeof(text));
@@ -138,20 +144,20 @@ int auth_key_load(const char *path, struct auth_key *key, char *err, size_t err_
     if (n != AUTH_KEY_HEX ||
         sodium_hex2bin(secret, sizeof(secret), text, AUTH_KEY_HEX, NULL, &bin_len, &end) != 0 ||
         bin_len != AUTH_KEY_BYTES || end != text + AUTH_KEY_HEX) {
-        snprintf(err, err_len, "cluster key %s: not %d hex digits (b10d --gen-key makes one)", path,
-                 AUTH_KEY_HEX);
+        snprintf(detail, detail_len, "cluster key %s: not %d hex digits (b10d --gen-key makes one)",
+                 path, AUTH_KEY_HEX);
         goto out;
     }
     auth_key_from(secret, AUTH_KEY_CLUSTER, key);
-    rc = 0;
+    status = B10_OK;
 out:
     sodium_memzero(text, sizeof(text));
     sodium_memzero(secret, sizeof(secret));
     close(fd);
-    return rc;
+    return status;
 }
 
-int auth_key_generate(const char *path, uint64_t *id_p, char *err, size_t err_len)
+b10_status_t auth_key_generate(const char *path, uint64_t *id_p, char *detail, size_t detail_len)
 {
     uint8_t secret[AUTH_KEY_BYTES];
     char text[AUTH_KEY_HEX + 2];
@@ -159,24 +165,29 @@ int auth_key_generate(const char *path, uint64_t *id_p, char *err, size_t err_le
 
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
-        snprintf(err, err_len, "%s: %s", path,
-                 errno == EEXIST ? "exists already: a key is never overwritten" : strerror(errno));
-        return -1;
+        int err = errno;
+        snprintf(detail, detail_len, "%s: %s", path,
+                 err == EEXIST ? "exists already: a key is never overwritten" : strerror(err));
+        return status_from_errno(err);
     }
     randombytes_buf(secret, sizeof(secret));
     sodium_bin2hex(text, sizeof(text), secret, sizeof(secret));
     text[AUTH_KEY_HEX] = '\n';
-    int rc = 0;
+    b10_status_t status = B10_OK;
+    /* A short write sets no errno: an i/o error then, as status_from_errno(0) says. */
+    errno = 0;
     if (fchmod(fd, 0600) != 0 || write(fd, text, AUTH_KEY_HEX + 1) != AUTH_KEY_HEX + 1 ||
         fsync(fd) != 0) {
-        snprintf(err, err_len, "%s: %s", path, strerror(errno));
-        rc = -1;
+        int err = errno;
+        snprintf(detail, detail_len, "%s: %s", path, err != 0 ? strerror(err) : "short write");
+        status = status_from_errno(err);
     }
-    if (close(fd) != 0 && rc == 0) {
-        snprintf(err, err_len, "%s: %s", path, strerror(errno));
-        rc = -1;
+    if (close(fd) != 0 && status == B10_OK) {
+        int err = errno;
+        snprintf(detail, detail_len, "%s: %s", path, strerror(err));
+        status = status_from_errno(err);
     }
-    if (rc != 0) {
+    if (status != B10_OK) {
         unlink(path);
     } else {
         auth_key_from(secret, AUTH_KEY_CLUSTER, &key);
@@ -185,20 +196,22 @@ int auth_key_generate(const char *path, uint64_t *id_p, char *err, size_t err_le
     }
     sodium_memzero(secret, sizeof(secret));
     sodium_memzero(text, sizeof(text));
-    return rc;
+    return status;
 }
 
-int auth_keyring_add(struct auth_keyring *ring, const struct auth_key *key)
+b10_status_t auth_keyring_add(struct auth_keyring *ring, const struct auth_key *key)
 {
-    if (ring->count == AUTH_MAX_KEYS || auth_keyring_find(ring, key->id) != NULL)
-        return -1;
+    if (auth_keyring_find(ring, key->id) != NULL)
+        return B10_ERR_EXISTS;
+    if (ring->count == AUTH_MAX_KEYS)
+        return B10_ERR_TOO_LARGE;
     ring->keys[ring->count++] = *key;
-    return 0;
+    return B10_OK;
 }
 
-int auth_keyring_lock(struct auth_keyring *ring)
+b10_status_t auth_keyring_lock(struct auth_keyring *ring)
 {
-    return sodium_mlock(ring, sizeof(*ring));
+    return sodium_mlock(ring, sizeof(*ring)) == 0 ? B10_OK : status_from_errno(errno);
 }
 
 const struct auth_key *auth_keyring_find(const struct auth_keyring *ring, uint64_t id)
@@ -222,13 +235,13 @@ const char *auth_result_name(enum auth_result r)
     return "?";
 }
 
-int auth_peek(const uint8_t *buf, size_t length, struct auth_header *h_p)
+b10_status_t auth_peek(const uint8_t *buf, size_t length, struct auth_header *h_p)
 {
     struct auth_header h;
 
     if (length < AUTH_OVERHEAD || buf[0] != AUTH_VERSION || buf[1] < AUTH_KIND_HELLO ||
         buf[1] > AUTH_KIND_KNOCK_ACK || buf[3] != 0 || buf[4] | buf[5] | buf[6] | buf[7])
-        return -1;
+        return B10_ERR_PEER_PROTOCOL;
     h.kind = (enum auth_kind)buf[1];
     h.dir = buf[2];
     h.key_id = auth_get64(buf + 8);
@@ -238,16 +251,16 @@ int auth_peek(const uint8_t *buf, size_t length, struct auth_header *h_p)
     if (h.kind == AUTH_KIND_LINK) {
         /* A link's nonce is its direction and counter, nothing else. */
         if (h.dir > 1 || buf[32] != h.dir)
-            return -1;
+            return B10_ERR_PEER_PROTOCOL;
         for (int i = 33; i < 48; i++)
             if (buf[i] != 0)
-                return -1;
+                return B10_ERR_PEER_PROTOCOL;
         h.counter = auth_get64(buf + 48);
     } else if (h.dir != 0) {
-        return -1;
+        return B10_ERR_PEER_PROTOCOL;
     }
     *h_p = h;
-    return 0;
+    return B10_OK;
 }
 
 static void auth_put_header(uint8_t *buf, enum auth_kind kind, uint8_t dir, uint64_t key_id,
@@ -303,7 +316,7 @@ enum auth_result auth_open(const struct auth_key *key, enum auth_kind kind, cons
 {
     struct auth_header h;
 
-    if (kind == AUTH_KIND_LINK || auth_peek(buf, length, &h) != 0 || h.kind != kind ||
+    if (kind == AUTH_KIND_LINK || auth_peek(buf, length, &h) != B10_OK || h.kind != kind ||
         h.key_id != key->id)
         return AUTH_MALFORMED;
     if (!auth_mac_ok(auth_static_key(key, kind), buf, length))
@@ -356,12 +369,12 @@ static uint64_t auth_link_from(const struct auth_link *link, uint8_t dir)
     return dir == 0 ? link->tags.sender_id : link->tags.receiver_id;
 }
 
-int auth_link_seal(struct auth_link *link, uint8_t *buf, size_t payload_length)
+b10_status_t auth_link_seal(struct auth_link *link, uint8_t *buf, size_t payload_length)
 {
     uint8_t dir = link->send_dir;
 
     if (link->send_counter == UINT64_MAX)
-        return -1;
+        return B10_ERR_PEER_LOST;
     uint64_t counter = ++link->send_counter;
     auth_put_header(buf, AUTH_KIND_LINK, dir, link->tags.gen, auth_link_from(link, dir),
                     auth_link_from(link, dir ^ 1));
@@ -369,7 +382,7 @@ int auth_link_seal(struct auth_link *link, uint8_t *buf, size_t payload_length)
     buf[32] = dir;
     auth_put64(buf + 48, counter);
     auth_mac(link->send_key, buf, payload_length);
-    return 0;
+    return B10_OK;
 }
 
 static bool auth_window_seen(const struct auth_link *link, uint64_t c)
@@ -402,7 +415,7 @@ enum auth_result auth_link_open(struct auth_link *link, const uint8_t *buf, size
     struct auth_header h;
     uint8_t dir = link->send_dir ^ 1;
 
-    if (auth_peek(buf, length, &h) != 0 || h.kind != AUTH_KIND_LINK || h.dir != dir ||
+    if (auth_peek(buf, length, &h) != B10_OK || h.kind != AUTH_KIND_LINK || h.dir != dir ||
         h.key_id != link->tags.gen || h.sender_id != auth_link_from(link, dir) ||
         h.receiver_id != auth_link_from(link, dir ^ 1) || h.counter == 0)
         return AUTH_MALFORMED;

@@ -43,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "b10/b10.h"
 #include "tags.h"
 
 #define AUTH_KEY_BYTES 32
@@ -87,8 +88,8 @@ struct auth_keyring {
     unsigned count;
 };
 
-/* 0, or -1 when libsodium cannot start (no entropy source, say). */
-int auth_init(void);
+/* B10_OK, or B10_ERR_INTERNAL when libsodium cannot start (no entropy source, say). */
+b10_status_t auth_init(void);
 
 /* What the keyring trusts, in words (b10ctl status, the metrics, the start line). insecure:
  * --insecure beside a cluster key. */
@@ -97,11 +98,17 @@ const char *auth_keyring_trust(const struct auth_keyring *ring, bool insecure);
 /*
  * Read a cluster key file: a regular file of 64 hex digits (a newline may
  * follow), owned by this user or root, with no permission for group or
- * others. On failure err says why, with the path.
+ * others. On failure detail says why, with the path, for the caller to log
+ * or print: B10_ERR_NOT_FOUND, B10_ERR_PERMISSION (the file's mode or
+ * owner, or ours), B10_ERR_INVALID_ARG (not a key), B10_ERR_IO.
  */
-int auth_key_load(const char *path, struct auth_key *key, char *err, size_t err_len);
-/* Write a fresh key to path (which must not exist), mode 0600; its id in *id_p. */
-int auth_key_generate(const char *path, uint64_t *id_p, char *err, size_t err_len);
+b10_status_t auth_key_load(const char *path, struct auth_key *key, char *detail,
+                           size_t detail_len);
+/*
+ * Write a fresh key to path, mode 0600; its id in *id_p. B10_ERR_EXISTS
+ * when path exists (a key is never overwritten); others as open(2) says.
+ */
+b10_status_t auth_key_generate(const char *path, uint64_t *id_p, char *detail, size_t detail_len);
 /* The key of this boot alone, and the well-known key of --insecure. */
 void auth_key_local(struct auth_key *key);
 void auth_key_insecure(struct auth_key *key);
@@ -109,9 +116,13 @@ const char *auth_key_kind_name(enum auth_key_kind kind);
 /* Zero a key that is done with (a copy on the stack, say). */
 void auth_key_wipe(struct auth_key *key);
 
-int auth_keyring_add(struct auth_keyring *ring, const struct auth_key *key);
-/* Keep the keyring out of swap and core dumps (best effort: 0, or -1 when refused). */
-int auth_keyring_lock(struct auth_keyring *ring);
+/* B10_ERR_EXISTS: a key of that id is held already; B10_ERR_TOO_LARGE: AUTH_MAX_KEYS are. */
+b10_status_t auth_keyring_add(struct auth_keyring *ring, const struct auth_key *key);
+/*
+ * Keep the keyring out of swap and core dumps. Best effort: the status of
+ * the refusal (B10_ERR_NO_MEMORY past RLIMIT_MEMLOCK) for the caller to say.
+ */
+b10_status_t auth_keyring_lock(struct auth_keyring *ring);
 /* The key with this id, or NULL: what a receiver uses to open a HELLO or a descriptor. */
 const struct auth_key *auth_keyring_find(const struct auth_keyring *ring, uint64_t id);
 
@@ -126,8 +137,12 @@ struct auth_header {
     uint64_t counter;           /* LINK */
 };
 
-/* The fixed header of an envelope, read without a key: 0, or -1 when buf is no envelope. */
-int auth_peek(const uint8_t *buf, size_t length, struct auth_header *h_p);
+/*
+ * The fixed header of an envelope, read without a key: B10_OK, or
+ * B10_ERR_PEER_PROTOCOL when buf is no envelope (what a caller tells its
+ * sender is its own to say: a rank's descriptor is its invalid argument).
+ */
+b10_status_t auth_peek(const uint8_t *buf, size_t length, struct auth_header *h_p);
 
 enum auth_result {
     AUTH_OK,
@@ -172,8 +187,11 @@ void auth_link_derive(const struct auth_key *key, uint64_t sender_id, uint64_t r
                       uint64_t gen, const uint8_t sender_nonce[AUTH_NONCE_BYTES],
                       const uint8_t receiver_nonce[AUTH_NONCE_BYTES], bool opener,
                       struct auth_link *link);
-/* Seal in place (as auth_seal) with the next counter: 0, or -1 once 2^64 are spent. */
-int auth_link_seal(struct auth_link *link, uint8_t *buf, size_t payload_length);
+/*
+ * Seal in place (as auth_seal) with the next counter. B10_ERR_PEER_LOST once
+ * 2^64 are spent: nothing more goes on this link, the peer needs a new one.
+ */
+b10_status_t auth_link_seal(struct auth_link *link, uint8_t *buf, size_t payload_length);
 /* Open a LINK envelope of the other direction; on success its counter counts as seen. */
 enum auth_result auth_link_open(struct auth_link *link, const uint8_t *buf, size_t length,
                                 const uint8_t **payload_p, size_t *payload_length_p);

@@ -218,12 +218,15 @@ static gpu_copier_t *gpu_copier(struct gpu *gpu, int device)
     return gpu->copiers[device];
 }
 
-/* Submit a part; 1 when every slot is taken (it waits in pending), 0 done, <0 failed. */
-static int gpu_submit(struct gpu *gpu, struct gpu_part *part)
+/*
+ * Submit a part: B10_OK, B10_ERR_BUSY when every slot is taken (it waits in
+ * pending), B10_ERR_INTERNAL when CUDA refused it (logged).
+ */
+static b10_status_t gpu_submit(struct gpu *gpu, struct gpu_part *part)
 {
     gpu_copier_t *copier = gpu_copier(gpu, part->device);
     if (copier == NULL)
-        return -1;
+        return B10_ERR_INTERNAL;
     /* A checked scatter: the trailer's table gates the copy (copy_check_gated). */
     gpu_copy_sum_t sum = { .bytes = part->job->view, .nblocks = part->sum_blocks,
                            .seed = part->job->seed,
@@ -241,11 +244,11 @@ static int gpu_submit(struct gpu *gpu, struct gpu_part *part)
     };
     int rc = gpu_copy_submit(copier, &req, &part->op);
     if (rc == GPU_COPY_E_BUSY)
-        return 1;
+        return B10_ERR_BUSY;
     if (rc != GPU_COPY_OK) {
         log_err("gpu: submitting a copy of %zu pieces on device %d: %s: %s", part->npieces,
                 part->device, gpu_copy_strstatus(rc), gpu_copy_last_error(copier));
-        return -1;
+        return B10_ERR_INTERNAL;
     }
     gpu->inflight++;
     gpu->callbacks++;
@@ -255,7 +258,7 @@ static int gpu_submit(struct gpu *gpu, struct gpu_part *part)
         part->polled = true;
         gpu_poll_update(gpu);
     }
-    return 0;
+    return B10_OK;
 }
 
 static void gpu_submit_pending(struct gpu *gpu)
@@ -265,13 +268,13 @@ static void gpu_submit_pending(struct gpu *gpu)
         struct gpu_part *part = list_entry(pos, struct gpu_part, node);
         /* Off the list first: once submitted, a CUDA thread may link it into done. */
         list_remove(&part->node);
-        int rc = gpu_submit(gpu, part);
-        if (rc > 0) {
+        b10_status_t st = gpu_submit(gpu, part);
+        if (st == B10_ERR_BUSY) {
             list_insert_tail(tmp, &part->node);     /* back in its place, before tmp */
             continue;   /* this device is still full; another may not be */
         }
-        if (rc < 0) {
-            gpu->d->gpu_hooks->part_done(part->job, B10_ERR_INTERNAL);
+        if (st != B10_OK) {
+            gpu->d->gpu_hooks->part_done(part->job, st);
             free(part->pieces);
             free(part);
         }
@@ -280,13 +283,13 @@ static void gpu_submit_pending(struct gpu *gpu)
 
 static void gpu_queue(struct gpu *gpu, struct gpu_part *part)
 {
-    int rc = list_empty(&gpu->pending) ? gpu_submit(gpu, part) : 1;
-    if (rc > 0) {
+    b10_status_t st = list_empty(&gpu->pending) ? gpu_submit(gpu, part) : B10_ERR_BUSY;
+    if (st == B10_ERR_BUSY) {
         list_insert_tail(&gpu->pending, &part->node);   /* in order behind earlier waiters */
         return;
     }
-    if (rc < 0) {
-        gpu->d->gpu_hooks->part_done(part->job, B10_ERR_INTERNAL);
+    if (st != B10_OK) {
+        gpu->d->gpu_hooks->part_done(part->job, st);
         free(part->pieces);
         free(part);
     }
@@ -379,14 +382,14 @@ void gpu_sum_job(struct b10d *d, struct copy_job *job, uint32_t nblocks)
     gpu_queue(gpu, part);
 }
 
-int gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
+b10_status_t gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
 {
     const char *why = "";
     struct gpu *gpu = calloc(1, sizeof(*gpu));
 
     d->gpu_hooks = hooks;
     if (gpu == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     gpu->d = d;
     list_init(&gpu->done);
     list_init(&gpu->pending);
@@ -395,7 +398,7 @@ int gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
     if (gpu->ndevices == 0) {
         log_info("gpu: no CUDA device (%s): DRAM regions only", why);
         free(gpu);
-        return 0;
+        return B10_OK;
     }
     /* The kernels read and write staging views by their host pointers (registered memory). */
     for (int dev = 0; d->cfg.gpu_copy == CONFIG_GPU_COPY_KERNEL && dev < gpu->ndevices; dev++)
@@ -404,12 +407,12 @@ int gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
                     "(cudaDevAttrCanUseHostPointerForRegisteredMem): --gpu-copy kernel is not "
                     "possible here; use engine", dev);
             free(gpu);
-            return -ENOTSUP;
+            return B10_ERR_UNSUPPORTED;
         }
     gpu->copiers = calloc((size_t)gpu->ndevices, sizeof(*gpu->copiers));
     if (gpu->copiers == NULL) {
         free(gpu);
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     }
     pthread_mutex_init(&gpu->lock, NULL);
     uv_async_init(d->loop, &gpu->async, gpu_on_async);
@@ -444,7 +447,7 @@ int gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
                             "by a kernel"
                           : "the copy engines alone, chunk sums by the CPU",
              config_gpu_copy_name(mode));
-    return 0;
+    return B10_OK;
 }
 
 static void gpu_on_closed(uv_handle_t *handle)
@@ -482,16 +485,16 @@ void gpu_stop(struct b10d *d)
     uv_close((uv_handle_t *)&gpu->async, gpu_on_closed);
 }
 
-int gpu_host_register(struct b10d *d, int device, void *addr, size_t length)
+b10_status_t gpu_host_register(struct b10d *d, int device, void *addr, size_t length)
 {
     if (!gpu_present(d) || device < 0 || device >= d->gpu->ndevices)
-        return -ENOTSUP;
+        return B10_ERR_UNSUPPORTED;
     int rc = gpu_copy_host_register(device, addr, length);
     if (rc != GPU_COPY_OK) {
         log_err("gpu: cudaHostRegister of %zu bytes: %s", length, gpu_copy_strstatus(rc));
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     }
-    return 0;
+    return B10_OK;
 }
 
 void gpu_host_unregister(struct b10d *d, void *addr)
@@ -587,20 +590,20 @@ bool gpu_kernels(const struct b10d *d)
     return false;
 }
 
-int gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
+b10_status_t gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
 {
     d->gpu_hooks = hooks;
     log_info("gpu: this b10d was built without CUDA: DRAM regions only");
-    return 0;
+    return B10_OK;
 }
 
 void gpu_stop(struct b10d *d)
 {
 }
 
-int gpu_host_register(struct b10d *d, int device, void *addr, size_t length)
+b10_status_t gpu_host_register(struct b10d *d, int device, void *addr, size_t length)
 {
-    return -ENOTSUP;
+    return B10_ERR_UNSUPPORTED;
 }
 
 void gpu_host_unregister(struct b10d *d, void *addr)

@@ -36,8 +36,12 @@ struct gpu_hooks {
     void (*part_done)(struct copy_job *job, b10_status_t status);
 };
 
-/* Find the devices; a daemon without any goes on without the GPU room. */
-int gpu_start(struct b10d *d, const struct gpu_hooks *hooks);
+/*
+ * Find the devices; a daemon without any goes on without the GPU room.
+ * B10_ERR_UNSUPPORTED: --gpu-copy kernel on a device that cannot run it
+ * (logged); B10_ERR_NO_MEMORY.
+ */
+b10_status_t gpu_start(struct b10d *d, const struct gpu_hooks *hooks);
 /* Wait (bounded) for copies in flight, then free everything. */
 void gpu_stop(struct b10d *d);
 bool gpu_present(const struct b10d *d);
@@ -58,9 +62,10 @@ extern const struct mem_backend vram_backend;
  * the copy engines and kernels of every device read and write it directly: a
  * staging view, at its first copy with device, whose context registers it. Done then, not at start, because
  * it makes a CUDA context, and a context on a GPU where no rank registered
- * memory is memory the model on it never gets back. -ENOTSUP without a GPU.
+ * memory is memory the model on it never gets back. B10_ERR_UNSUPPORTED
+ * without that GPU; B10_ERR_NO_MEMORY when CUDA refuses (logged with its reason).
  */
-int gpu_host_register(struct b10d *d, int device, void *addr, size_t length);
+b10_status_t gpu_host_register(struct b10d *d, int device, void *addr, size_t length);
 void gpu_host_unregister(struct b10d *d, void *addr);
 
 /*

@@ -19,6 +19,7 @@ b10_status_t hello_decode(const uint8_t *payload, size_t length, const struct au
 {
     const uint8_t *addrs[1 + WIREADDR_MAX_LANES];
     size_t lengths[1 + WIREADDR_MAX_LANES];
+    unsigned workers;
     B10__Peer__Msg *msg = b10__peer__msg__unpack(NULL, length, payload);
     const char *why = NULL;
 
@@ -39,7 +40,8 @@ b10_status_t hello_decode(const uint8_t *payload, size_t length, const struct au
     else if (m->incarnation == 0)
         why = "no incarnation";
     else if (m->worker_address.len == 0 || m->worker_address.len > HELLO_MAX_ADDRESS ||
-             wireaddr_unpack(m->worker_address.data, m->worker_address.len, addrs, lengths) < 1)
+             wireaddr_unpack(m->worker_address.data, m->worker_address.len, addrs, lengths,
+                             &workers) != B10_OK)
         why = "malformed worker address";
     if (why != NULL)
         goto bad;

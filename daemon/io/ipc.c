@@ -13,6 +13,7 @@
 
 #include "admin.h"
 #include "frame.h"
+#include "status.h"
 
 #define IPC_READ_BYTES   (64 * 1024)
 #define IPC_MAX_FDS      4            /* descriptors waiting for their frame */
@@ -105,7 +106,7 @@ static void ipc_conn_on_closed(uv_handle_t *handle)
     free(c);
 }
 
-static int ipc_conn_flush(struct ipc_conn *c);
+static b10_status_t ipc_conn_flush(struct ipc_conn *c);
 
 static void ipc_conn_unfresh(struct ipc_conn *c)
 {
@@ -152,7 +153,7 @@ static void ipc_conn_events(struct ipc_conn *c)
 }
 
 /* Write what the socket takes now; the rest waits for POLLOUT. */
-static int ipc_conn_flush(struct ipc_conn *c)
+static b10_status_t ipc_conn_flush(struct ipc_conn *c)
 {
     while (!list_empty(&c->out)) {
         struct ipc_out *o = list_entry(c->out.next, struct ipc_out, node);
@@ -162,7 +163,7 @@ static int ipc_conn_flush(struct ipc_conn *c)
                 break;
             if (errno == EINTR)
                 continue;
-            return -1;
+            return B10_ERR_CLIENT_GONE;
         }
         o->done += (size_t)n;
         if (o->done < o->length)
@@ -175,7 +176,7 @@ static int ipc_conn_flush(struct ipc_conn *c)
         free(o);
     }
     ipc_conn_events(c);
-    return 0;
+    return B10_OK;
 }
 
 static void ipc_on_reap(uv_idle_t *handle)
@@ -201,7 +202,7 @@ int ipc_conn_take_fd(struct ipc_conn *c)
     return fd;
 }
 
-static int ipc_queue(struct ipc_conn *c, uint8_t *frame, size_t length, bool notice)
+static b10_status_t ipc_queue(struct ipc_conn *c, uint8_t *frame, size_t length, bool notice)
 {
     struct ipc_out *o;
 
@@ -229,15 +230,15 @@ static int ipc_queue(struct ipc_conn *c, uint8_t *frame, size_t length, bool not
     return ipc_conn_flush(c);
 drop:
     free(frame);
-    return -1;
+    return B10_ERR_CLIENT_GONE;
 }
 
-int ipc_send(struct ipc_conn *c, uint8_t *frame, size_t length)
+b10_status_t ipc_send(struct ipc_conn *c, uint8_t *frame, size_t length)
 {
     return ipc_queue(c, frame, length, false);
 }
 
-int ipc_send_notice(struct ipc_conn *c, uint8_t *frame, size_t length)
+b10_status_t ipc_send_notice(struct ipc_conn *c, uint8_t *frame, size_t length)
 {
     return ipc_queue(c, frame, length, true);
 }
@@ -313,13 +314,13 @@ static int ipc_conn_feed(struct ipc_conn *c, const uint8_t *buf, size_t n, struc
         }
         uint32_t length;
         uint8_t *frame = frame_reader_take(&c->reader, &length);
-        int rc = c->ipc->hooks->on_frame(c->user, frame, length);
+        b10_status_t st = c->ipc->hooks->on_frame(c->user, frame, length);
         free(frame);
         b->frames--;
         b->bytes -= length < b->bytes ? length : b->bytes;
-        if (rc < 0 || c->closing || c->doomed)
+        if ((st != B10_OK && st != B10_IN_PROGRESS) || c->closing || c->doomed)
             return -1;
-        if (rc > 0)
+        if (st == B10_IN_PROGRESS)
             c->paused = true;           /* until ipc_conn_resume */
         if (c->ipc->hooks->introduced(c->user))
             ipc_conn_unfresh(c);
@@ -432,7 +433,7 @@ static void ipc_conn_on_poll(uv_poll_t *handle, int status, int events)
 {
     struct ipc_conn *c = handle->data;
 
-    if (status < 0 || ((events & UV_WRITABLE) && ipc_conn_flush(c) != 0) ||
+    if (status < 0 || ((events & UV_WRITABLE) && ipc_conn_flush(c) != B10_OK) ||
         ((events & UV_READABLE) && ipc_conn_read(c) != 0)) {
         /* Let queued error replies out before dropping, as far as the socket takes them now. */
         if (!c->closing)
@@ -592,22 +593,34 @@ static void ipc_start(struct ipc *ipc)
     uv_timer_start(&ipc->sweep, ipc_on_sweep, every, every);
 }
 
-int ipc_create(struct b10d *d, const char *path, const struct ipc_hooks *hooks, struct ipc **ipc_p)
+/* A call on the listening socket failed: said once, with the path; errno's status. */
+static b10_status_t ipc_listen_failed(const char *path, const char *call)
+{
+    int err = errno;
+    log_err("cannot listen on %s: %s: %s", path, call, strerror(err));
+    return status_from_errno(err);
+}
+
+b10_status_t ipc_create(struct b10d *d, const char *path, const struct ipc_hooks *hooks,
+                        struct ipc **ipc_p)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct stat st;
+    b10_status_t status;
     struct ipc *ipc = calloc(1, sizeof(*ipc));
 
     if (ipc == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     ipc->d = d;
     ipc->hooks = hooks;
     ipc_lists_init(ipc);
     snprintf(ipc->path, sizeof(ipc->path), "%s", path);
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
     ipc->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (ipc->fd < 0)
+    if (ipc->fd < 0) {
+        status = ipc_listen_failed(path, "socket");
         goto err;
+    }
     /*
      * A socket left by an earlier run goes. One that answers belongs to a
      * daemon still running, and anything else at the path is not ours.
@@ -615,7 +628,7 @@ int ipc_create(struct b10d *d, const char *path, const struct ipc_hooks *hooks, 
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
             log_err("%s exists and is not a socket", path);
-            errno = EEXIST;
+            status = B10_ERR_EXISTS;
             goto err;
         }
         int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -624,40 +637,38 @@ int ipc_create(struct b10d *d, const char *path, const struct ipc_hooks *hooks, 
             close(probe);
         if (live) {
             log_err("%s is in use by a running daemon", path);
-            errno = EADDRINUSE;
+            status = B10_ERR_EXISTS;
             goto err;
         }
         unlink(path);
     }
     if (bind(ipc->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        log_err("bind %s: %s", path, strerror(errno));
+        status = ipc_listen_failed(path, "bind");
         goto err;
     }
     if (chmod(path, 0660) != 0) {
-        log_err("chmod %s: %s", path, strerror(errno));
+        status = ipc_listen_failed(path, "chmod");
         goto err;
     }
     if (listen(ipc->fd, 128) != 0) {
-        log_err("listen %s: %s", path, strerror(errno));
+        status = ipc_listen_failed(path, "listen");
         goto err;
     }
     ipc_start(ipc);
     *ipc_p = ipc;
-    return 0;
-err: {
-    int err = errno;
+    return B10_OK;
+err:
     if (ipc->fd >= 0)
         close(ipc->fd);
     free(ipc);
-    return -err;
-}
+    return status;
 }
 
 /*
  * A listening socket systemd passed (socket activation). Its path, for the
  * logs and the admin check, is what it is bound to, whatever --socket says.
  */
-int ipc_adopt(struct b10d *d, int fd, const struct ipc_hooks *hooks, struct ipc **ipc_p)
+b10_status_t ipc_adopt(struct b10d *d, int fd, const struct ipc_hooks *hooks, struct ipc **ipc_p)
 {
     struct sockaddr_un sa;
     socklen_t len = sizeof(sa);
@@ -665,7 +676,7 @@ int ipc_adopt(struct b10d *d, int fd, const struct ipc_hooks *hooks, struct ipc 
     int flags;
 
     if (ipc == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     memset(&sa, 0, sizeof(sa));
     errno = 0;
     if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0 || sa.sun_family != AF_UNIX ||
@@ -674,7 +685,7 @@ int ipc_adopt(struct b10d *d, int fd, const struct ipc_hooks *hooks, struct ipc 
         int err = errno ? errno : EINVAL;
         log_err("socket activation: descriptor %d: %s", fd, strerror(err));
         free(ipc);
-        return -err;
+        return status_from_errno(err);
     }
     ipc->d = d;
     ipc->hooks = hooks;
@@ -689,7 +700,7 @@ int ipc_adopt(struct b10d *d, int fd, const struct ipc_hooks *hooks, struct ipc 
         snprintf(ipc->path, sizeof(ipc->path), "(unnamed)");
     ipc_start(ipc);
     *ipc_p = ipc;
-    return 0;
+    return B10_OK;
 }
 
 const char *ipc_path(const struct ipc *ipc)

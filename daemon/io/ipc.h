@@ -26,17 +26,27 @@ struct ipc_hooks {
     void *(*open)(struct b10d *d, struct ipc_conn *conn, pid_t pid, uid_t uid, gid_t gid);
     /* The connection is gone: the user's last call. */
     void (*close)(void *user);
-    /* One frame: 0; 1 to feed no more until ipc_conn_resume(); -1 to drop the connection. */
-    int (*on_frame)(void *user, const uint8_t *buf, size_t length);
+    /*
+     * One frame. B10_OK: feed the next; B10_IN_PROGRESS: feed no more until
+     * ipc_conn_resume() (work off the loop it must wait for); any other
+     * status: drop the connection (what was queued for it goes out first).
+     */
+    b10_status_t (*on_frame)(void *user, const uint8_t *buf, size_t length);
     /* Has it said who it is? Until then it counts among the fresh connections. */
     bool (*introduced)(const void *user);
     /* Its name in log lines, "?" until it said one. */
     const char *(*name)(const void *user);
 };
 
-int ipc_create(struct b10d *d, const char *path, const struct ipc_hooks *hooks, struct ipc **ipc_p);
+/*
+ * Listen on a Unix socket at path. Why not is logged here, with the path;
+ * the status says what to do (B10_ERR_EXISTS: a running daemon holds it, or
+ * the path is not a socket; B10_ERR_PERMISSION; as errno says otherwise).
+ */
+b10_status_t ipc_create(struct b10d *d, const char *path, const struct ipc_hooks *hooks,
+                        struct ipc **ipc_p);
 /* Listen on a socket systemd passed; it is left in place at the end. */
-int ipc_adopt(struct b10d *d, int fd, const struct ipc_hooks *hooks, struct ipc **ipc_p);
+b10_status_t ipc_adopt(struct b10d *d, int fd, const struct ipc_hooks *hooks, struct ipc **ipc_p);
 /* The socket's path, as bound. */
 const char *ipc_path(const struct ipc *ipc);
 /* Was gid among the connecting process's groups? */
@@ -44,10 +54,14 @@ bool ipc_conn_in_group(struct ipc_conn *conn, gid_t gid);
 /* Stop listening, drop every connection (their sessions are destroyed). */
 void ipc_destroy(struct ipc *ipc);
 
-/* Queue a frame to the client; takes ownership of frame. */
-int ipc_send(struct ipc_conn *conn, uint8_t *frame, size_t length);
+/*
+ * Queue a frame to the client; takes ownership of frame. B10_ERR_CLIENT_GONE
+ * when the connection is closing, is being dropped (it let too much queue up
+ * unread, said in the log) or its socket failed: the frame is freed unsent.
+ */
+b10_status_t ipc_send(struct ipc_conn *conn, uint8_t *frame, size_t length);
 /* The same for a notice, whose bytes ipc_notice_bytes() counts until they are written. */
-int ipc_send_notice(struct ipc_conn *conn, uint8_t *frame, size_t length);
+b10_status_t ipc_send_notice(struct ipc_conn *conn, uint8_t *frame, size_t length);
 size_t ipc_notice_bytes(const struct ipc_conn *conn);
 /* The oldest descriptor the client sent and no frame took yet, or -1; the caller owns it. */
 int ipc_conn_take_fd(struct ipc_conn *conn);

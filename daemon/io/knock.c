@@ -111,6 +111,7 @@ static const char *knock_decode(bool ack, const uint8_t *p, size_t len, struct k
     }
     const uint8_t *lanes[1 + WIREADDR_MAX_LANES];
     size_t lengths[1 + WIREADDR_MAX_LANES];
+    unsigned workers;
     B10__Peer__KnockAck *m = b10__peer__knock_ack__unpack(NULL, len, p);
     if (m == NULL)
         return "not a KNOCK_ACK";
@@ -125,7 +126,8 @@ static const char *knock_decode(bool ack, const uint8_t *p, size_t len, struct k
     else if (m->status == B10__STATUS__OK &&
              (m->incarnation == 0 || m->worker_address.len == 0 ||
               m->worker_address.len > KNOCK_MAX_ADDRESS ||
-              wireaddr_unpack(m->worker_address.data, m->worker_address.len, lanes, lengths) < 1))
+              wireaddr_unpack(m->worker_address.data, m->worker_address.len, lanes, lengths,
+                              &workers) != B10_OK))
         why = "no boot, or a malformed worker address";
     if (why == NULL) {
         snprintf(out->name, sizeof(out->name), "%s", m->name);

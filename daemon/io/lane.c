@@ -15,6 +15,7 @@
 
 #include "cpuload.h"
 #include "log.h"
+#include "status.h"
 #include "tags.h"
 
 struct lane_ep {
@@ -475,13 +476,15 @@ static void *lane_main(void *arg)
 
 /* ---- the loop thread ---- */
 
-int lane_create(ucp_context_h context, const struct lane_params *params, struct lane **lane_p)
+b10_status_t lane_create(ucp_context_h context, const struct lane_params *params,
+                         struct lane **lane_p)
 {
     struct lane *lane = calloc(1, sizeof(*lane));
+    b10_status_t status = B10_ERR_IO;
     ucs_status_t st;
 
     if (lane == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     lane->index = params->index;
     lane->spin = params->spin;
     lane->err_mode_peer = params->err_mode_peer;
@@ -503,21 +506,24 @@ int lane_create(ucp_context_h context, const struct lane_params *params, struct 
     if (st != UCS_OK) {
         log_err("lane %u: ucp_worker_create: %s", lane->index, ucs_status_string(st));
         lane->worker = NULL;
-        goto err;
+        goto err_ucx;
     }
     if ((st = ucp_worker_get_address(lane->worker, &lane->address, &lane->address_length)) != UCS_OK ||
         (st = ucp_worker_get_efd(lane->worker, &lane->worker_fd)) != UCS_OK) {
         log_err("lane %u: worker address or event fd: %s", lane->index, ucs_status_string(st));
-        goto err;
+        goto err_ucx;
     }
     lane->cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (lane->cmd_fd < 0) {
-        log_err("lane %u: eventfd: %s", lane->index, strerror(errno));
+        int err = errno;
+        log_err("lane %u: eventfd: %s", lane->index, strerror(err));
+        status = status_from_errno(err);
         goto err;
     }
     int rc = pthread_create(&lane->thread, NULL, lane_main, lane);
     if (rc != 0) {
         log_err("lane %u: pthread_create: %s", lane->index, strerror(rc));
+        status = status_from_errno(rc);
         goto err;
     }
     char name[16];
@@ -525,11 +531,13 @@ int lane_create(ucp_context_h context, const struct lane_params *params, struct 
     pthread_setname_np(lane->thread, name);
     lane->started = true;
     *lane_p = lane;
-    return 0;
+    return B10_OK;
 
+err_ucx:
+    status = st == UCS_ERR_NO_MEMORY ? B10_ERR_NO_MEMORY : B10_ERR_IO;
 err:
     lane_destroy(lane, NULL);
-    return -EIO;
+    return status;
 }
 
 bool lane_destroy(struct lane *lane, struct list *reports)

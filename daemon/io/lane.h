@@ -39,7 +39,9 @@ struct lane_params {
     uv_async_t *wake;           /* sent when reports are waiting */
 };
 
-int lane_create(ucp_context_h context, const struct lane_params *params, struct lane **lane_p);
+/* A worker on a thread of its own. B10_ERR_NO_MEMORY or B10_ERR_IO when not (logged). */
+b10_status_t lane_create(ucp_context_h context, const struct lane_params *params,
+                         struct lane **lane_p);
 /*
  * Stop the thread and free the lane; the reports it still had, and every
  * operation still in flight (reported cancelled), are appended to reports

@@ -1,7 +1,6 @@
 /* wire.c — see wire.h. */
 #include "wire.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +62,7 @@ struct wire {
     size_t packed_length;
 };
 
+/* What an operation's UCX status means for its transfer (wire_done_cb). */
 static b10_status_t wire_status(ucs_status_t st)
 {
     switch (st) {
@@ -71,6 +71,16 @@ static b10_status_t wire_status(ucs_status_t st)
     case UCS_ERR_MESSAGE_TRUNCATED: return B10_ERR_PEER_PROTOCOL;
     case UCS_ERR_NO_MEMORY: return B10_ERR_NO_MEMORY;
     default: return B10_ERR_PEER_LOST;
+    }
+}
+
+/* ... and what it means for this daemon's own setup: a context, a worker, a registration. */
+static b10_status_t wire_local_status(ucs_status_t st)
+{
+    switch (st) {
+    case UCS_ERR_NO_MEMORY: return B10_ERR_NO_MEMORY;
+    case UCS_ERR_INVALID_PARAM: return B10_ERR_INVALID_ARG;
+    default: return B10_ERR_IO;
     }
 }
 
@@ -135,15 +145,16 @@ static void wire_deliver(struct wire *wire)
  * means in flight unless the callback already ran inline, an error means
  * refused.
  */
-static int wire_posted(struct wire *wire, struct wire_op *op, ucs_status_ptr_t sp,
-                       size_t immediate_length, uint64_t immediate_tag, struct wire_op **op_p)
+static b10_status_t wire_posted(struct wire *wire, struct wire_op *op, ucs_status_ptr_t sp,
+                                size_t immediate_length, uint64_t immediate_tag,
+                                struct wire_op **op_p)
 {
     if (UCS_PTR_IS_ERR(sp)) {
         log_warning("ucx refused an operation: %s", ucs_status_string(UCS_PTR_STATUS(sp)));
         if (op->done)
             list_remove(&op->node);
         free(op);
-        return -EIO;
+        return wire_status(UCS_PTR_STATUS(sp));
     }
     if (sp == NULL)
         wire_op_finish(op, NULL, UCS_OK, immediate_length, immediate_tag);
@@ -153,7 +164,7 @@ static int wire_posted(struct wire *wire, struct wire_op *op, ucs_status_ptr_t s
     wire->outstanding_main++;
     if (op_p != NULL)
         *op_p = op;
-    return 0;
+    return B10_OK;
 }
 
 static struct wire_op *wire_op_new(struct wire *wire, enum wire_op_kind kind, wire_done_cb *cb,
@@ -243,7 +254,7 @@ static void wire_probe(struct wire *wire)
         op->claimed = length;
         op->probed_tag = tag;
         ucs_status_ptr_t sp = wire_msg_recv(wire, msg, buf, length, op, &info);
-        if (wire_posted(wire, op, sp, length, tag, NULL) != 0) {
+        if (wire_posted(wire, op, sp, length, tag, NULL) != B10_OK) {
             free(buf);
             wire->hooks.on_control(wire->hooks.arg, cookie, tag, NULL, length);
         }
@@ -417,7 +428,7 @@ static void wire_on_lane_wake(uv_async_t *handle)
 }
 
 /* The address a peer gets: every worker's, the loop's first (wireaddr.h). */
-static int wire_pack_address(struct wire *wire)
+static b10_status_t wire_pack_address(struct wire *wire)
 {
     const void *addrs[1 + WIRE_MAX_LANES];
     size_t lengths[1 + WIRE_MAX_LANES];
@@ -429,19 +440,21 @@ static int wire_pack_address(struct wire *wire)
     wire->packed_length = wireaddr_size(1 + wire->nlanes, lengths);
     wire->packed = malloc(wire->packed_length);
     if (wire->packed == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     wireaddr_pack(wire->packed, 1 + wire->nlanes, addrs, lengths);
-    return 0;
+    return B10_OK;
 }
 
-int wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, struct wire **wire_p)
+b10_status_t wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network,
+                         struct wire **wire_p)
 {
     ucp_config_t *config = NULL;
     ucs_status_t st;
+    b10_status_t status;
     struct wire *wire = calloc(1, sizeof(*wire));
 
     if (wire == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     wire->d = d;
     wire->hooks = *hooks;
     list_init(&wire->completed);
@@ -450,17 +463,20 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, st
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK) {
         log_err("ucp_config_read: %s", ucs_status_string(st));
+        status = wire_local_status(st);
         goto err_free;
     }
     if (!network && (st = ucp_config_modify(config, "TLS", "self")) != UCS_OK) {
         log_err("ucp_config_modify TLS=self: %s", ucs_status_string(st));
         ucp_config_release(config);
+        status = wire_local_status(st);
         goto err_free;
     }
     if (network && d->cfg.net_devices[0] != '\0' &&
         (st = ucp_config_modify(config, "NET_DEVICES", d->cfg.net_devices)) != UCS_OK) {
         log_err("--net-devices %s: %s", d->cfg.net_devices, ucs_status_string(st));
         ucp_config_release(config);
+        status = wire_local_status(st);
         goto err_free;
     }
     if (network) {
@@ -483,6 +499,7 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, st
     ucp_config_release(config);
     if (st != UCS_OK) {
         log_err("ucp_init: %s", ucs_status_string(st));
+        status = wire_local_status(st);
         goto err_free;
     }
     ucp_worker_params_t wparams = {
@@ -492,16 +509,19 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, st
     st = ucp_worker_create(wire->context, &wparams, &wire->worker);
     if (st != UCS_OK) {
         log_err("ucp_worker_create: %s", ucs_status_string(st));
+        status = wire_local_status(st);
         goto err_cleanup;
     }
     st = ucp_worker_get_address(wire->worker, &wire->address, &wire->address_length);
     if (st != UCS_OK) {
         log_err("ucp_worker_get_address: %s", ucs_status_string(st));
+        status = wire_local_status(st);
         goto err_worker;
     }
     st = ucp_worker_get_efd(wire->worker, &wire->efd);
     if (st != UCS_OK) {
         log_err("ucp_worker_get_efd: %s", ucs_status_string(st));
+        status = wire_local_status(st);
         goto err_address;
     }
     /* Lanes share the context's registrations across threads: only a thread-safe one will do. */
@@ -521,11 +541,11 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, st
             .err_mode_peer = d->cfg.err_mode == CONFIG_ERR_MODE_PEER,
             .wake = &wire->lane_wake,
         };
-        if (lane_create(wire->context, &lp, &wire->lanes[i]) != 0)
+        if ((status = lane_create(wire->context, &lp, &wire->lanes[i])) != B10_OK)
             goto err_lanes;
         wire->nlanes++;
     }
-    if (wire_pack_address(wire) != 0)
+    if ((status = wire_pack_address(wire)) != B10_OK)
         goto err_lanes;
     uv_poll_init(d->loop, &wire->poll, wire->efd);
     uv_prepare_init(d->loop, &wire->prepare);
@@ -535,7 +555,7 @@ int wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, st
     uv_poll_start(&wire->poll, UV_READABLE, wire_on_poll);
     uv_prepare_start(&wire->prepare, wire_on_prepare);
     *wire_p = wire;
-    return 0;
+    return B10_OK;
 
 err_lanes:
     while (wire->nlanes > 0)
@@ -550,7 +570,7 @@ err_cleanup:
     ucp_cleanup(wire->context);
 err_free:
     free(wire);
-    return -EIO;
+    return status;
 }
 
 static void wire_close_handle_done(uv_handle_t *handle)
@@ -606,14 +626,14 @@ void wire_destroy(struct wire *wire)
     free(wire);
 }
 
-int wire_set_doors(struct wire *wire, const struct wireaddr_door *doors, unsigned n)
+b10_status_t wire_set_doors(struct wire *wire, const struct wireaddr_door *doors, unsigned n)
 {
     uint8_t *packed = realloc(wire->packed, wire->packed_length + n * WIREADDR_DOOR_BYTES);
     if (packed == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     wire->packed = packed;
     wire->packed_length = wireaddr_add_doors(packed, wire->packed_length, doors, n);
-    return 0;
+    return B10_OK;
 }
 
 void wire_address(struct wire *wire, const void **addr_p, size_t *length_p)
@@ -679,19 +699,19 @@ static void wire_ep_describe(struct wire_ep *wep)
     free(text);
 }
 
-int wire_ep_create(struct wire *wire, const void *addr, size_t length, void *user,
-                   struct wire_ep **ep_p)
+b10_status_t wire_ep_create(struct wire *wire, const void *addr, size_t length, void *user,
+                            struct wire_ep **ep_p)
 {
     const uint8_t *addrs[1 + WIRE_MAX_LANES];
     size_t lengths[1 + WIRE_MAX_LANES];
-    int count = wireaddr_unpack(addr, length, addrs, lengths);
-    if (count < 0) {
+    unsigned count;
+    if (wireaddr_unpack(addr, length, addrs, lengths, &count) != B10_OK) {
         log_warning("a peer's worker address is malformed (%zu bytes)", length);
-        return -EINVAL;
+        return B10_ERR_INVALID_ARG;
     }
     struct wire_ep *wep = calloc(1, sizeof(*wep));
     if (wep == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     wep->wire = wire;
     wep->user = user;
 
@@ -708,10 +728,10 @@ int wire_ep_create(struct wire *wire, const void *addr, size_t length, void *use
     if (st != UCS_OK) {
         log_warning("ucp_ep_create: %s", ucs_status_string(st));
         free(wep);
-        return -EIO;
+        return st == UCS_ERR_NO_MEMORY ? B10_ERR_NO_MEMORY : B10_ERR_PEER_UNREACHABLE;
     }
     /* Lane i talks to the peer's lane i; both ends use the lanes they both have. */
-    unsigned nlanes = (unsigned)count - 1 < wire->nlanes ? (unsigned)count - 1 : wire->nlanes;
+    unsigned nlanes = count - 1 < wire->nlanes ? count - 1 : wire->nlanes;
     for (unsigned i = 0; i < nlanes; i++) {
         wep->lanes[i] = lane_ep_new(wire->lanes[i], wep, addrs[1 + i], lengths[1 + i]);
         if (wep->lanes[i] == NULL) {
@@ -719,7 +739,7 @@ int wire_ep_create(struct wire *wire, const void *addr, size_t length, void *use
             while (i > 0)
                 lane_ep_free(wep->lanes[--i]);
             wire_ep_close(wep);
-            return -ENOMEM;
+            return B10_ERR_NO_MEMORY;
         }
     }
     wep->nlanes = wep->lanes_open = nlanes;
@@ -727,7 +747,7 @@ int wire_ep_create(struct wire *wire, const void *addr, size_t length, void *use
         lane_ep_open(wire->lanes[i], wep->lanes[i]);
     wire_ep_describe(wep);
     *ep_p = wep;
-    return 0;
+    return B10_OK;
 }
 
 static void wire_close_done(void *request, ucs_status_t st, void *user_data)
@@ -775,7 +795,7 @@ unsigned wire_ep_lanes(const struct wire_ep *wep)
     return wep->nlanes;
 }
 
-int wire_mem_map(struct wire *wire, void *addr, size_t length, void **memh_p)
+b10_status_t wire_mem_map(struct wire *wire, void *addr, size_t length, void **memh_p)
 {
     ucp_mem_map_params_t params = {
         .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
@@ -786,10 +806,10 @@ int wire_mem_map(struct wire *wire, void *addr, size_t length, void **memh_p)
     ucs_status_t st = ucp_mem_map(wire->context, &params, &memh);
     if (st != UCS_OK) {
         log_err("ucp_mem_map of %zu bytes: %s", length, ucs_status_string(st));
-        return -EIO;
+        return wire_local_status(st);
     }
     *memh_p = memh;
-    return 0;
+    return B10_OK;
 }
 
 void wire_mem_unmap(struct wire *wire, void *memh)
@@ -798,13 +818,13 @@ void wire_mem_unmap(struct wire *wire, void *memh)
         ucp_mem_unmap(wire->context, memh);
 }
 
-static int wire_send_full(struct wire_ep *wep, uint64_t tag, const void *buf, size_t length,
-                          void *memh, wire_done_cb *cb, void *arg, void *owned,
-                          struct wire_op **op_p)
+static b10_status_t wire_send_full(struct wire_ep *wep, uint64_t tag, const void *buf,
+                                   size_t length, void *memh, wire_done_cb *cb, void *arg,
+                                   void *owned, struct wire_op **op_p)
 {
     struct wire_op *op = wire_op_new(wep->wire, WIRE_OP_SEND, cb, arg, owned);
     if (op == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     ucp_request_param_t param = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                         (memh != NULL ? UCP_OP_ATTR_FIELD_MEMH : 0),
@@ -816,27 +836,27 @@ static int wire_send_full(struct wire_ep *wep, uint64_t tag, const void *buf, si
     return wire_posted(wep->wire, op, sp, 0, 0, op_p);
 }
 
-int wire_send(struct wire_ep *wep, uint64_t tag, const void *buf, size_t length, void *memh,
-              wire_done_cb *cb, void *arg, struct wire_op **op_p)
+b10_status_t wire_send(struct wire_ep *wep, uint64_t tag, const void *buf, size_t length,
+                       void *memh, wire_done_cb *cb, void *arg, struct wire_op **op_p)
 {
     return wire_send_full(wep, tag, buf, length, memh, cb, arg, NULL, op_p);
 }
 
-int wire_send_owned(struct wire_ep *wep, uint64_t tag, void *buf, size_t length)
+b10_status_t wire_send_owned(struct wire_ep *wep, uint64_t tag, void *buf, size_t length)
 {
-    int rc = wire_send_full(wep, tag, buf, length, NULL, NULL, NULL, buf, NULL);
-    if (rc != 0)
+    b10_status_t status = wire_send_full(wep, tag, buf, length, NULL, NULL, NULL, buf, NULL);
+    if (status != B10_OK)
         free(buf);
-    return rc;
+    return status;
 }
 
-int wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *memh,
-              wire_done_cb *cb, void *arg, struct wire_op **op_p)
+b10_status_t wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *memh,
+                       wire_done_cb *cb, void *arg, struct wire_op **op_p)
 {
     struct wire_op *op = wire_op_new(wire, WIRE_OP_RECV, cb, arg, NULL);
 
     if (op == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     /*
      * Immediate completion is denied: UCX 1.13 does not fill recv_info when
      * a receive completes at once, and the length is what a receiver checks.
@@ -854,18 +874,18 @@ int wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *m
 }
 
 /* Hand a bulk operation to lane key % nlanes: the same key picks the same lane at both ends. */
-static int wire_post_bulk(struct wire_ep *wep, uint32_t key, enum wire_op_kind kind, uint64_t tag,
-                          void *buf, size_t length, void *memh, wire_done_cb *cb, void *arg,
-                          struct wire_op **op_p)
+static b10_status_t wire_post_bulk(struct wire_ep *wep, uint32_t key, enum wire_op_kind kind,
+                                   uint64_t tag, void *buf, size_t length, void *memh,
+                                   wire_done_cb *cb, void *arg, struct wire_op **op_p)
 {
     struct wire *wire = wep->wire;
     unsigned i = key % wep->nlanes;
 
     if (wire->lanes_gone)
-        return -EIO;
+        return B10_ERR_CANCELLED;
     struct wire_op *op = wire_op_new(wire, kind, cb, arg, NULL);
     if (op == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     op->tag = tag;
     op->buf = buf;
     op->size = length;
@@ -875,19 +895,21 @@ static int wire_post_bulk(struct wire_ep *wep, uint32_t key, enum wire_op_kind k
     lane_post(wire->lanes[i], op);
     if (op_p != NULL)
         *op_p = op;
-    return 0;
+    return B10_OK;
 }
 
-int wire_send_bulk(struct wire_ep *wep, uint32_t key, uint64_t tag, const void *buf,
-                   size_t length, void *memh, wire_done_cb *cb, void *arg, struct wire_op **op_p)
+b10_status_t wire_send_bulk(struct wire_ep *wep, uint32_t key, uint64_t tag, const void *buf,
+                            size_t length, void *memh, wire_done_cb *cb, void *arg,
+                            struct wire_op **op_p)
 {
     if (wep->nlanes == 0)
         return wire_send(wep, tag, buf, length, memh, cb, arg, op_p);
     return wire_post_bulk(wep, key, WIRE_OP_SEND, tag, (void *)buf, length, memh, cb, arg, op_p);
 }
 
-int wire_recv_bulk(struct wire_ep *wep, uint32_t key, uint64_t tag, void *buf, size_t length,
-                   void *memh, wire_done_cb *cb, void *arg, struct wire_op **op_p)
+b10_status_t wire_recv_bulk(struct wire_ep *wep, uint32_t key, uint64_t tag, void *buf,
+                            size_t length, void *memh, wire_done_cb *cb, void *arg,
+                            struct wire_op **op_p)
 {
     if (wep->nlanes == 0)
         return wire_recv(wep->wire, tag, buf, length, memh, cb, arg, op_p);

@@ -68,19 +68,25 @@ struct wire_hooks {
  * says, and no data lanes. A daemon that serves only its own node's ranks then
  * opens no socket for anyone to reach: UCX parses a connection request before
  * b10d can check anything, so a listener nobody may use is attack surface only.
+ * B10_ERR_NO_MEMORY, or B10_ERR_IO when UCX would not start (logged with its reason).
  */
-int wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, struct wire **wire_p);
+b10_status_t wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, struct wire **wire_p);
 /* Close every endpoint, cancel what is posted, and wait (bounded) for it to settle. */
 void wire_destroy(struct wire *wire);
 
-/* Name this daemon's doors (door.h) in its address: once, at the start. */
+/* Name this daemon's doors (door.h) in its address: once, at the start. B10_ERR_NO_MEMORY. */
 struct wireaddr_door;
-int wire_set_doors(struct wire *wire, const struct wireaddr_door *doors, unsigned n);
+b10_status_t wire_set_doors(struct wire *wire, const struct wireaddr_door *doors, unsigned n);
 /* This worker's address, for the agent descriptor. */
 void wire_address(struct wire *wire, const void **addr_p, size_t *length_p);
 
-int wire_ep_create(struct wire *wire, const void *addr, size_t length, void *user,
-                   struct wire_ep **ep_p);
+/*
+ * An endpoint to the worker address a peer gave out (wireaddr.h).
+ * B10_ERR_INVALID_ARG: the address is malformed; B10_ERR_PEER_UNREACHABLE:
+ * UCX could not make an endpoint of it (logged); B10_ERR_NO_MEMORY.
+ */
+b10_status_t wire_ep_create(struct wire *wire, const void *addr, size_t length, void *user,
+                            struct wire_ep **ep_p);
 /*
  * Close an endpoint. Outstanding operations on it complete with an error;
  * the memory they touch stays the caller's problem until they do.
@@ -93,27 +99,37 @@ const char *wire_ep_transports(struct wire_ep *ep);
 /* Data lanes shared with the peer (0: bulk data goes with everything else). */
 unsigned wire_ep_lanes(const struct wire_ep *ep);
 
-int wire_mem_map(struct wire *wire, void *addr, size_t length, void **memh_p);
+/* Register memory with UCX. B10_ERR_NO_MEMORY or B10_ERR_IO when it refused (logged). */
+b10_status_t wire_mem_map(struct wire *wire, void *addr, size_t length, void **memh_p);
 void wire_mem_unmap(struct wire *wire, void *memh);
 
-/* memh may be NULL. The buffer must stay untouched until the callback ran. */
-int wire_send(struct wire_ep *ep, uint64_t tag, const void *buf, size_t length, void *memh,
-              wire_done_cb *cb, void *arg, struct wire_op **op_p);
-/* Send buf and free() it on completion: the caller hands it over. */
-int wire_send_owned(struct wire_ep *ep, uint64_t tag, void *buf, size_t length);
+/*
+ * Posting an operation: B10_OK, after which the callback runs once; or why
+ * it was not posted, and no callback comes: B10_ERR_NO_MEMORY, what UCX's
+ * refusal means (as wire_done_cb's statuses, logged), or B10_ERR_CANCELLED
+ * once the wire is being destroyed.
+ *
+ * memh may be NULL. The buffer must stay untouched until the callback ran.
+ */
+b10_status_t wire_send(struct wire_ep *ep, uint64_t tag, const void *buf, size_t length,
+                       void *memh, wire_done_cb *cb, void *arg, struct wire_op **op_p);
+/* Send buf and free() it on completion: the caller hands it over (freed now when refused). */
+b10_status_t wire_send_owned(struct wire_ep *ep, uint64_t tag, void *buf, size_t length);
 /* Receive the message with exactly this tag. */
-int wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *memh,
-              wire_done_cb *cb, void *arg, struct wire_op **op_p);
+b10_status_t wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *memh,
+                       wire_done_cb *cb, void *arg, struct wire_op **op_p);
 /*
  * Bulk data, spread over the data lanes shared with the endpoint's peer: the
  * same key at both ends (a chunk's index, say) picks the same lane. Without
  * lanes, wire_send and wire_recv. Unlike those, a refusal by UCX arrives
  * through the callback, as the lane thread posts later.
  */
-int wire_send_bulk(struct wire_ep *ep, uint32_t key, uint64_t tag, const void *buf, size_t length,
-                   void *memh, wire_done_cb *cb, void *arg, struct wire_op **op_p);
-int wire_recv_bulk(struct wire_ep *ep, uint32_t key, uint64_t tag, void *buf, size_t length,
-                   void *memh, wire_done_cb *cb, void *arg, struct wire_op **op_p);
+b10_status_t wire_send_bulk(struct wire_ep *ep, uint32_t key, uint64_t tag, const void *buf,
+                            size_t length, void *memh, wire_done_cb *cb, void *arg,
+                            struct wire_op **op_p);
+b10_status_t wire_recv_bulk(struct wire_ep *ep, uint32_t key, uint64_t tag, void *buf,
+                            size_t length, void *memh, wire_done_cb *cb, void *arg,
+                            struct wire_op **op_p);
 /*
  * Ask UCX to cancel op. Its callback still runs, later, with whatever
  * status it ends with: the caller must keep the buffer until then.

@@ -1,7 +1,6 @@
 /* names.c — see names.h. */
 #include "names.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,39 +115,39 @@ static struct name_entry *names_victim(struct names *n, uid_t uid, bool uid_full
                                             : list_entry(n->idle.next, struct name_entry, idle_node);
 }
 
-int names_claim(struct names *n, const char *name, uid_t uid, uid_t *holder_p)
+b10_status_t names_claim(struct names *n, const char *name, uid_t uid, uid_t *holder_p)
 {
     size_t len = strnlen(name, NAMES_NAME_MAX);
     struct name_entry **p, *e;
 
     if (len == 0 || len >= NAMES_NAME_MAX)
-        return -EINVAL;
+        return B10_ERR_INVALID_ARG;
     p = names_slot(n, name);
     if ((e = *p) != NULL) {
         if (e->uid != uid) {
             *holder_p = e->uid;
-            return -EPERM;
+            return B10_ERR_PERMISSION;
         }
         if (e->connected)
-            return -EEXIST;
+            return B10_ERR_EXISTS;
         e->connected = true;
         list_remove(&e->idle_node);
-        return 0;
+        return B10_OK;
     }
     struct uid_count *u = names_uid(n, uid, true);
     if (u == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     bool uid_full = u->count >= NAMES_PER_UID;
     if (uid_full || n->count >= NAMES_MAX) {
         struct name_entry *victim = names_victim(n, uid, uid_full);
         if (victim == NULL)
-            return -ENOSPC;
+            return B10_ERR_TOO_LARGE;
         names_forget(n, victim);
         p = names_slot(n, name);      /* the chain may have changed */
         u = names_uid(n, uid, false);
     }
     if ((e = calloc(1, sizeof(*e))) == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     memcpy(e->name, name, len + 1);
     e->uid = uid;
     e->connected = true;
@@ -156,7 +155,7 @@ int names_claim(struct names *n, const char *name, uid_t uid, uid_t *holder_p)
     *p = e;
     u->count++;
     n->count++;
-    return 0;
+    return B10_OK;
 }
 
 void names_release(struct names *n, const char *name)

@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "b10/b10.h"
+
 #define NAMES_PER_UID 1024u
 #define NAMES_MAX 65536u
 
@@ -32,12 +34,13 @@ struct names *names_create(void);
 void names_destroy(struct names *n);
 
 /*
- * A rank of uid says Hello as name. 0: it holds the name now (connected).
- * -EPERM: another uid holds it (*holder_p says which). -EEXIST: a rank of
- * this uid is connected under it already. -ENOSPC: every claim that could
- * go is of a connected rank. -ENOMEM.
+ * A rank of uid says Hello as name. B10_OK: it holds the name now
+ * (connected). B10_ERR_PERMISSION: another uid holds it (*holder_p says
+ * which). B10_ERR_EXISTS: a rank of this uid is connected under it already.
+ * B10_ERR_TOO_LARGE: every claim that could go is of a connected rank.
+ * B10_ERR_INVALID_ARG: an empty name or one too long; B10_ERR_NO_MEMORY.
  */
-int names_claim(struct names *n, const char *name, uid_t uid, uid_t *holder_p);
+b10_status_t names_claim(struct names *n, const char *name, uid_t uid, uid_t *holder_p);
 /* The rank that held name disconnected: its uid keeps the name. */
 void names_release(struct names *n, const char *name);
 /* The uid holding name, connected or not; false if nobody does. */

@@ -1,7 +1,6 @@
 /* quarantine.c — see quarantine.h. */
 #include "quarantine.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 
@@ -32,11 +31,11 @@ static void quarantine_on_timer(uv_timer_t *timer)
     quarantine_sweep(timer->data);
 }
 
-int quarantine_create(struct b10d *d, struct quarantine **q_p)
+b10_status_t quarantine_create(struct b10d *d, struct quarantine **q_p)
 {
     struct quarantine *q = calloc(1, sizeof(*q));
     if (q == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     q->d = d;
     list_init(&q->entries);
     uv_timer_init(d->loop, &q->sweep);
@@ -47,7 +46,7 @@ int quarantine_create(struct b10d *d, struct quarantine **q_p)
     uv_timer_start(&q->sweep, quarantine_on_timer, every, every);
     uv_unref((uv_handle_t *)&q->sweep);
     *q_p = q;
-    return 0;
+    return B10_OK;
 }
 
 static void quarantine_on_close(uv_handle_t *handle)

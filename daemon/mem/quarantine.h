@@ -40,7 +40,8 @@ struct quarantine_entry {
 
 struct quarantine;
 
-int quarantine_create(struct b10d *d, struct quarantine **q_p);
+/* B10_OK, or B10_ERR_NO_MEMORY. */
+b10_status_t quarantine_create(struct b10d *d, struct quarantine **q_p);
 /* Frees entries; views go back to staging through staging_drop. */
 void quarantine_destroy(struct quarantine *q);
 

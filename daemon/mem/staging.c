@@ -52,7 +52,7 @@ static struct view *staging_view_alloc(struct staging *s)
                     strerror(errno));
     }
     v->base = base;
-    if (wire_mem_map(s->d->wire, base, bytes, &v->memh) != 0) {
+    if (wire_mem_map(s->d->wire, base, bytes, &v->memh) != B10_OK) {
         staging_view_release_memory(s, v);
         free(v);
         return NULL;
@@ -69,7 +69,7 @@ b10_status_t staging_pin(struct staging *s, struct view *v, int device)
 {
     if (v->cuda)
         return B10_OK;
-    if (gpu_host_register(s->d, device, v->base, checksum_message_bytes(s->view_bytes)) != 0)
+    if (gpu_host_register(s->d, device, v->base, checksum_message_bytes(s->view_bytes)) != B10_OK)
         return B10_ERR_INTERNAL;        /* logged with CUDA's reason by gpu.c */
     v->cuda = true;
     return B10_OK;
@@ -83,12 +83,12 @@ static void staging_view_free(struct staging *s, struct view *v)
     free(v);
 }
 
-int staging_create(struct b10d *d, uint64_t total_bytes, uint64_t view_bytes,
-                   struct staging **staging_p)
+b10_status_t staging_create(struct b10d *d, uint64_t total_bytes, uint64_t view_bytes,
+                            struct staging **staging_p)
 {
     struct staging *s = calloc(1, sizeof(*s));
     if (s == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     s->d = d;
     s->view_bytes = view_bytes;
     s->target = (uint32_t)(total_bytes / view_bytes);
@@ -99,14 +99,14 @@ int staging_create(struct b10d *d, uint64_t total_bytes, uint64_t view_bytes,
         struct view *v = staging_view_alloc(s);
         if (v == NULL) {
             staging_destroy(s);
-            return -ENOMEM;
+            return B10_ERR_NO_MEMORY;
         }
         list_insert_tail(&s->free_views, &v->node);
         s->nfree++;
     }
     log_info("staging: %u views of %lu KiB", s->target, (unsigned long)(view_bytes >> 10));
     *staging_p = s;
-    return 0;
+    return B10_OK;
 }
 
 void staging_destroy(struct staging *s)

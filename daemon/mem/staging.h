@@ -46,8 +46,12 @@ struct staging_waiter {
 
 struct staging;
 
-int staging_create(struct b10d *d, uint64_t total_bytes, uint64_t view_bytes,
-                   struct staging **staging_p);
+/*
+ * A pool of total_bytes / view_bytes views, each mapped, locked (best effort)
+ * and registered with the wire. B10_ERR_NO_MEMORY when one cannot be had.
+ */
+b10_status_t staging_create(struct b10d *d, uint64_t total_bytes, uint64_t view_bytes,
+                            struct staging **staging_p);
 void staging_destroy(struct staging *s);
 
 struct view *staging_get(struct staging *s, enum view_use use);

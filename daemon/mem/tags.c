@@ -1,7 +1,6 @@
 /* tags.c — see tags.h. */
 #include "tags.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,57 +121,47 @@ static void tags_place(struct tags *tags, const struct tag_entry *e)
  * thousands of entries in one call (tens of milliseconds on the loop), once
  * in the daemon's life.
  */
-static int tags_grow(struct tags *tags)
+static b10_status_t tags_grow(struct tags *tags)
 {
     uint32_t old_slots = tags->mask + 1;
     struct tag_entry *old = tags->slots;
     struct tag_entry *slots = calloc((size_t)old_slots * 2, sizeof(*slots));
     if (slots == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     tags->slots = slots;
     tags->mask = old_slots * 2 - 1;
     for (uint32_t i = 0; i < old_slots; i++)
         if (old[i].tag != 0)
             tags_place(tags, &old[i]);
     free(old);
-    return 0;
+    return B10_OK;
 }
 
-int tags_register(struct tags *tags, uint64_t tag, void *owner)
+b10_status_t tags_register(struct tags *tags, uint64_t tag, void *owner)
 {
     if (tag == 0 || owner == NULL)
-        return -EINVAL;
+        return B10_ERR_INTERNAL;
     if (tags_find(tags, tag) != NULL)
-        return -EEXIST;
+        return B10_ERR_TAG_COLLISION;
     uint32_t entries = tags->live + tags->quarantined;
     if (entries >= tags->limit)
-        return -ENOSPC;
+        return B10_ERR_BUSY;
     if (entries + 1 > (tags->mask + 1) / 2 && tags->mask + 1 < tags->max_slots &&
-        tags_grow(tags) != 0)
-        return -ENOMEM;
+        tags_grow(tags) != B10_OK)
+        return B10_ERR_NO_MEMORY;
     tags_place(tags, &(struct tag_entry){ .tag = tag, .owner = owner });
     tags->live++;
-    return 0;
+    return B10_OK;
 }
 
-b10_status_t tags_status(int rc)
+const char *tags_strerror(b10_status_t status)
 {
-    switch (rc) {
-    case -EEXIST: return B10_ERR_TAG_COLLISION;
-    case -ENOSPC: return B10_ERR_BUSY;
-    case -ENOMEM: return B10_ERR_NO_MEMORY;
+    switch (status) {
+    case B10_ERR_TAG_COLLISION: return "already registered";
+    case B10_ERR_BUSY: return "the tag registry is full";
+    case B10_ERR_NO_MEMORY: return "no memory to grow the tag registry";
+    default: return "invalid tag";
     }
-    return B10_ERR_INTERNAL;
-}
-
-const char *tags_strerror(int rc)
-{
-    switch (rc) {
-    case -EEXIST: return "already registered";
-    case -ENOSPC: return "the tag registry is full";
-    case -ENOMEM: return "no memory to grow the tag registry";
-    }
-    return "invalid tag";
 }
 
 static void tags_delete(struct tags *tags, struct tag_entry *e)

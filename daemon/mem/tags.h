@@ -64,17 +64,24 @@ struct tags *tags_create(uint32_t capacity, uint32_t first_slots);
 void tags_destroy(struct tags *tags);
 
 /*
- * Register tag as live, owned by owner. Returns 0, -EEXIST on a collision
- * (live or quarantined), -ENOSPC when the registry is full, -ENOMEM when
- * its table could not grow.
+ * Register tag as live, owned by owner. B10_OK; B10_ERR_TAG_COLLISION when
+ * it is present (live or quarantined); B10_ERR_BUSY when the registry is
+ * full; B10_ERR_NO_MEMORY when its table could not grow; B10_ERR_INTERNAL
+ * for tag 0 or no owner (the caller's bug). What each means for the
+ * transfer that asked is its own status.
  */
-int tags_register(struct tags *tags, uint64_t tag, void *owner);
+b10_status_t tags_register(struct tags *tags, uint64_t tag, void *owner);
+/* A tags_register failure in words, for the log and a transfer's detail. */
+const char *tags_strerror(b10_status_t status);
 /*
- * What a tags_register failure means for the transfer (collision, busy, no
- * memory), and in words.
+ * The status of a tags_register failure: the status itself. Kept only for
+ * daemon/link/peer-hello.c, which still calls it; it goes once that file
+ * uses tags_register's status as it is.
  */
-b10_status_t tags_status(int rc);
-const char *tags_strerror(int rc);
+static inline b10_status_t tags_status(b10_status_t status)
+{
+    return status;
+}
 /* Forget a live tag (its transfer finished cleanly). */
 void tags_unregister(struct tags *tags, uint64_t tag);
 /*

@@ -741,26 +741,26 @@ static void admin_prom_render(FILE *f, struct b10d *d)
     admin_prom_histograms(f, d);
 }
 
-int admin_metrics_text(struct b10d *d, char **text_p, size_t *length_p)
+b10_status_t admin_metrics_text(struct b10d *d, char **text_p, size_t *length_p)
 {
     char *text = NULL;
     size_t length = 0;
     FILE *f = open_memstream(&text, &length);
 
     if (f == NULL)
-        return -1;
+        return B10_ERR_NO_MEMORY;
     admin_prom_render(f, d);
     if (fclose(f) != 0 || text == NULL) {
         free(text);
-        return -1;
+        return B10_ERR_NO_MEMORY;
     }
     *text_p = text;
     *length_p = length;
-    return 0;
+    return B10_OK;
 }
 
-static int admin_send(struct session *s, uint64_t seq, b10_status_t status, const char *detail,
-                      B10__AdminReply *answer)
+static b10_status_t admin_send(struct session *s, uint64_t seq, b10_status_t status,
+                               const char *detail, B10__AdminReply *answer)
 {
     B10__Reply reply = B10__REPLY__INIT;
     B10__DaemonMsg msg = B10__DAEMON_MSG__INIT;
@@ -778,7 +778,7 @@ static int admin_send(struct session *s, uint64_t seq, b10_status_t status, cons
     msg.reply = &reply;
     if (frame_encode(&msg.base, s->d->cfg.max_frame, &frame, &length) != 0) {
         if (answer == NULL)
-            return -1;
+            return B10_ERR_NO_MEMORY;
         return admin_send(s, seq, B10_ERR_TOO_LARGE,
                           "the answer exceeds --max-frame: ask for fewer rows (--limit)", NULL);
     }
@@ -871,7 +871,7 @@ static const char *admin_operator_only(B10__AdminOp op)
     }
 }
 
-int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *req)
+b10_status_t admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *req)
 {
     struct b10d *d = s->d;
     struct admin_answer a;
@@ -892,7 +892,7 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
                      "are open (at most %u), %u of uid %u (at most %u)", d->admin_connections,
                      ADMIN_MAX_CONNECTIONS, mine, (unsigned)s->uid, ADMIN_MAX_CONNECTIONS_PER_UID);
             admin_send(s, seq, B10_ERR_BUSY, detail, NULL);
-            return -1;
+            return B10_ERR_BUSY;
         }
         s->admin = true;
         if (!operator) {
@@ -909,7 +909,7 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
         snprintf(detail, sizeof(detail), "%s is for operators (%s); uid %u gid %u is none", only,
                  ops, (unsigned)s->uid, (unsigned)s->gid);
         admin_send(s, seq, B10_ERR_PERMISSION, detail, NULL);
-        return 0;
+        return B10_OK;
     }
     memset(&a, 0, sizeof(a));
     a.d = d;
@@ -939,11 +939,12 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
         break;
     }
     case B10__ADMIN_OP__ADMIN_RESUME: {
-        int rc = service_resume(d->service);
+        bool ended = false;
+        b10_status_t st = service_resume(d->service, &ended);
         log_notice("admin: uid %u (pid %d) asks to end the drain: %s", (unsigned)s->uid,
-                   (int)s->pid, rc > 0 ? "ended" : rc == 0 ? "none ran" : "refused, stopping");
-        if (rc < 0) {
-            status = B10_ERR_DRAINING;
+                   (int)s->pid, st != B10_OK ? "refused, stopping" : ended ? "ended" : "none ran");
+        if (st != B10_OK) {
+            status = st;
             snprintf(detail, sizeof(detail), "the daemon is stopping (a signal's drain): it "
                      "cannot be resumed; start it again");
         }
@@ -984,7 +985,7 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
         admin_fill_peers(&a);
         size_t length;
         char *text = NULL;
-        if (admin_metrics_text(d, &text, &length) != 0)
+        if (admin_metrics_text(d, &text, &length) != B10_OK)
             text = NULL;
         a.reply.metrics_text = admin_keep(&a, text);
         break;
@@ -1000,5 +1001,5 @@ int admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *r
     }
     admin_send(s, seq, status, detail, status == B10_OK || status == B10_ERR_NOT_FOUND ? &a.reply : NULL);
     admin_answer_free(&a);
-    return 0;
+    return B10_OK;
 }

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "b10/b10.h"
+
 /*
  * b10ctl connections of users who are no operators, all together and of
  * one uid; past either a new one is answered B10_ERR_BUSY. Operators' are
@@ -36,11 +38,16 @@ struct b10d;
 
 /*
  * The metrics as Prometheus text (format 0.0.4), malloc'd into *text_p:
- * what `b10ctl metrics` prints and GET /metrics serves. 0, or -1 without memory.
+ * what `b10ctl metrics` prints and GET /metrics serves. B10_ERR_NO_MEMORY
+ * without memory for it.
  */
-int admin_metrics_text(struct b10d *d, char **text_p, size_t *length_p);
+b10_status_t admin_metrics_text(struct b10d *d, char **text_p, size_t *length_p);
 
-/* One admin request on s's connection. Returns 0, or -1 to drop the connection. */
-int admin_on_request(struct session *s, uint64_t seq, const struct B10__AdminRequest *req);
+/*
+ * One admin request on s's connection, answered. B10_OK; the refusal's
+ * status (B10_ERR_BUSY: too many b10ctl connections) when the connection
+ * must be dropped.
+ */
+b10_status_t admin_on_request(struct session *s, uint64_t seq, const struct B10__AdminRequest *req);
 
 #endif

@@ -1,7 +1,6 @@
 /* metrics.c — see metrics.h. */
 #include "metrics.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +8,7 @@
 
 #include "admin.h"
 #include "b10d.h"
+#include "status.h"
 
 struct metrics {
     struct b10d *d;
@@ -153,7 +153,7 @@ static void metrics_answer(struct metrics_conn *c, const char *head_end)
     }
     char *text;
     size_t length;
-    if (admin_metrics_text(c->m->d, &text, &length) != 0) {
+    if (admin_metrics_text(c->m->d, &text, &length) != B10_OK) {
         metrics_error(c, "503 Service Unavailable", "");
         return;
     }
@@ -239,7 +239,7 @@ static void metrics_server_closed(uv_handle_t *handle)
     metrics_maybe_free(m);
 }
 
-int metrics_start(struct b10d *d, struct metrics **m_p)
+b10_status_t metrics_start(struct b10d *d, struct metrics **m_p)
 {
     const struct config *cfg = &d->cfg;
     struct sockaddr_storage addr;
@@ -249,15 +249,15 @@ int metrics_start(struct b10d *d, struct metrics **m_p)
     int rc;
 
     if (!cfg->metrics_on)
-        return 0;
+        return B10_OK;
     rc = v6 ? uv_ip6_addr(cfg->metrics_host, cfg->metrics_port, (struct sockaddr_in6 *)&addr)
             : uv_ip4_addr(cfg->metrics_host, cfg->metrics_port, (struct sockaddr_in *)&addr);
     if (rc != 0) {
         log_err("--metrics-listen %s: %s", cfg->metrics_host, uv_strerror(rc));
-        return rc;
+        return B10_ERR_INVALID_ARG;
     }
     if ((m = calloc(1, sizeof(*m))) == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     m->d = d;
     list_init(&m->conns);
     uv_tcp_init(d->loop, &m->server);
@@ -269,11 +269,11 @@ int metrics_start(struct b10d *d, struct metrics **m_p)
                 v6 ? "]" : "", (unsigned)cfg->metrics_port, uv_strerror(rc));
         m->stopping = true;
         uv_close((uv_handle_t *)&m->server, metrics_server_closed);
-        return rc;
+        return status_from_errno(-rc);      /* libuv's errors are -errno on Unix */
     }
     if (m_p == NULL) {
         metrics_stop(m);
-        return 0;
+        return B10_OK;
     }
     /* The port the kernel gave, for --metrics-listen ADDR:0. */
     int len = sizeof(addr);
@@ -286,7 +286,7 @@ int metrics_start(struct b10d *d, struct metrics **m_p)
              strcmp(cfg->metrics_host, "127.0.0.1") == 0 || strcmp(cfg->metrics_host, "::1") == 0
                  ? " (this host only)" : "");
     *m_p = m;
-    return 0;
+    return B10_OK;
 }
 
 void metrics_stop(struct metrics *m)

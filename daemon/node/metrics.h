@@ -16,6 +16,8 @@
 #ifndef B10D_METRICS_H
 #define B10D_METRICS_H
 
+#include "b10/b10.h"
+
 #define METRICS_MAX_CONNECTIONS 16u
 #define METRICS_MAX_REQUEST 8192u       /* request line and headers, bytes */
 #define METRICS_MAX_HEADERS 64u         /* header lines */
@@ -33,10 +35,12 @@ struct metrics;
 
 /*
  * Listen on cfg.metrics_host:metrics_port when cfg.metrics_on; *m_p stays
- * NULL otherwise. 0, or a negative errno (logged) when it cannot listen.
+ * NULL otherwise. When it cannot listen, libuv's reason is logged and the
+ * status says what to do (B10_ERR_EXISTS: the port is in use;
+ * B10_ERR_INVALID_ARG: not an address of this host; ...).
  * m_p NULL: only check that it could (--check-config), and close again.
  */
-int metrics_start(struct b10d *d, struct metrics **m_p);
+b10_status_t metrics_start(struct b10d *d, struct metrics **m_p);
 /* Stop listening and close every connection; m is freed once they are closed. NULL is fine. */
 void metrics_stop(struct metrics *m);
 

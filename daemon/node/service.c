@@ -1,7 +1,6 @@
 /* service.c — see service.h. */
 #include "service.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "quarantine.h"
+#include "status.h"
 #include "xfer.h"
 
 #define SERVICE_TICK_MS       1000   /* STATUS= refresh; the watchdog may need it faster */
@@ -109,13 +109,13 @@ static void service_on_tick(uv_timer_t *timer)
     service_refresh(svc);
 }
 
-int service_create(struct b10d *d, struct service **service_p)
+b10_status_t service_create(struct b10d *d, struct service **service_p)
 {
     struct service *svc = calloc(1, sizeof(*svc));
     uint64_t usec = 0;
 
     if (svc == NULL)
-        return -ENOMEM;
+        return B10_ERR_NO_MEMORY;
     svc->d = d;
     svc->started_ms = d->now_ms(d);
     /* Unset nothing: NOTIFY_SOCKET is needed for every later message. */
@@ -128,7 +128,7 @@ int service_create(struct b10d *d, struct service **service_p)
     uv_unref((uv_handle_t *)&svc->tick);
     uv_unref((uv_handle_t *)&svc->drain_timer);
     *service_p = svc;
-    return 0;
+    return B10_OK;
 }
 
 static void service_on_closed(uv_handle_t *handle)
@@ -151,18 +151,18 @@ void service_destroy(struct service *svc)
     uv_close((uv_handle_t *)&svc->drain_timer, service_on_closed);
 }
 
-int service_listen_fd(struct service *svc, int *fd_p)
+b10_status_t service_listen_fd(struct service *svc, int *fd_p)
 {
     /* Unset LISTEN_*: nothing this process starts may think the socket is its own. */
     int n = sd_listen_fds(1);
 
     if (n < 0) {
         log_err("socket activation: %s", strerror(-n));
-        return n;
+        return status_from_errno(-n);
     }
     if (n == 0) {
         *fd_p = -1;
-        return 0;
+        return B10_OK;
     }
     for (int i = 1; i < n; i++) {
         log_warning("socket activation: closing descriptor %d: b10d listens on one socket",
@@ -173,11 +173,11 @@ int service_listen_fd(struct service *svc, int *fd_p)
     if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
         log_err("socket activation: descriptor %d is not a listening Unix stream socket", fd);
         close(fd);
-        return -EINVAL;
+        return B10_ERR_INVALID_ARG;
     }
     svc->activated = true;
     *fd_p = fd;
-    return 0;
+    return B10_OK;
 }
 
 void service_ready(struct service *svc)
@@ -278,18 +278,19 @@ void service_drain(struct service *svc, uint32_t bound_ms, bool stop)
     service_refresh(svc);
 }
 
-int service_resume(struct service *svc)
+b10_status_t service_resume(struct service *svc, bool *ended_p)
 {
     if (svc->stop_when_drained)
-        return -EBUSY;
+        return B10_ERR_DRAINING;
+    *ended_p = svc->drain != DRAIN_NONE;
     if (svc->drain == DRAIN_NONE)
-        return 0;
+        return B10_OK;
     uv_timer_stop(&svc->drain_timer);
     svc->drain = DRAIN_NONE;
     svc->d->stopping = false;
     log_notice("drain ended: admitting transfers again");
     service_refresh(svc);
-    return 1;
+    return B10_OK;
 }
 
 void service_on_signal(struct service *svc, int signum)

@@ -25,16 +25,18 @@
 
 struct service;
 
-int service_create(struct b10d *d, struct service **service_p);
+/* B10_OK, or B10_ERR_NO_MEMORY. */
+b10_status_t service_create(struct b10d *d, struct service **service_p);
 /* Says STOPPING=1 if nothing did yet; closes the timers. Accepts NULL. */
 void service_destroy(struct service *svc);
 
 /*
  * The listening socket systemd passed (LISTEN_FDS) in *fd_p, or -1 there
- * when not socket activated; the caller owns it. -errno when what was
- * passed is not one listening Unix stream socket.
+ * when not socket activated; the caller owns it. B10_ERR_INVALID_ARG when
+ * what was passed is not one listening Unix stream socket, or what
+ * sd_listen_fds' errno says (both logged).
  */
-int service_listen_fd(struct service *svc, int *fd_p);
+b10_status_t service_listen_fd(struct service *svc, int *fd_p);
 
 /* Listening and serving: READY=1 with the first STATUS=. */
 void service_ready(struct service *svc);
@@ -46,10 +48,11 @@ void service_ready(struct service *svc);
 void service_drain(struct service *svc, uint32_t bound_ms, bool stop);
 /*
  * End an operator's drain: transfers are admitted again, and those in flight
- * are no longer failed at its bound. 1 when a drain ended, 0 when none ran,
- * -EBUSY when the daemon is stopping (a signal's drain is not undone).
+ * are no longer failed at its bound. B10_OK, *ended_p saying whether one
+ * ran; B10_ERR_DRAINING when the daemon is stopping (a signal's drain is
+ * not undone).
  */
-int service_resume(struct service *svc);
+b10_status_t service_resume(struct service *svc, bool *ended_p);
 
 /* SIGTERM or SIGINT arrived. */
 void service_on_signal(struct service *svc, int signum);

@@ -88,8 +88,8 @@ struct session_dereg {
     uv_timer_t timer;
 };
 
-static int session_reply(struct session *s, uint64_t seq, b10_status_t status, const char *detail,
-                         struct B10__Reply *reply);
+static b10_status_t session_reply(struct session *s, uint64_t seq, b10_status_t status,
+                                  const char *detail, struct B10__Reply *reply);
 
 static void session_dereg_closed(uv_handle_t *handle)
 {
@@ -181,7 +181,7 @@ static void session_destroy(struct session *s)
         s->reg->s = NULL;           /* its work closes what it opens */
     session_fail_list(&s->xfers, "the submitting rank disconnected");
     session_fail_list(&s->targets, "the destination rank disconnected");
-    xfer_forget_rank(s);
+    xfer_local_forget_rank(s);
     xfer_settle_forget(s->d, s);
     list_for_each_safe(pos, tmp, &s->asks)
         ask_detach(list_entry(pos, struct ask, session_node));
@@ -217,22 +217,24 @@ struct session *session_find(struct b10d *d, const char *agent)
     return NULL;
 }
 
-static int session_send(struct session *s, B10__DaemonMsg *msg)
+/* B10_ERR_CLIENT_GONE when the rank is (being) disconnected: nothing was sent. */
+static b10_status_t session_send(struct session *s, B10__DaemonMsg *msg)
 {
     uint8_t *frame;
     size_t length;
 
     if (s->conn == NULL)
-        return -1;
-    if (frame_encode(&msg->base, s->d->cfg.max_frame, &frame, &length) != 0) {
-        log_err("client %s: could not encode a reply", s->agent);
-        return -1;
+        return B10_ERR_CLIENT_GONE;
+    int rc = frame_encode(&msg->base, s->d->cfg.max_frame, &frame, &length);
+    if (rc != 0) {
+        log_err("client %s: could not encode a reply: %s", s->agent, strerror(-rc));
+        return rc == -EMSGSIZE ? B10_ERR_TOO_LARGE : B10_ERR_NO_MEMORY;
     }
     return ipc_send(s->conn, frame, length);
 }
 
-static int session_reply(struct session *s, uint64_t seq, b10_status_t status, const char *detail,
-                         struct B10__Reply *reply)
+static b10_status_t session_reply(struct session *s, uint64_t seq, b10_status_t status,
+                                  const char *detail, struct B10__Reply *reply)
 {
     B10__Reply plain = B10__REPLY__INIT;
     B10__DaemonMsg msg = B10__DAEMON_MSG__INIT;
@@ -358,7 +360,11 @@ static bool session_name_ok(const char *name)
     return true;
 }
 
-static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *hello)
+/*
+ * A rank says who it is. B10_OK once it is connected under its name; a
+ * refusal (its status, already replied) drops the connection.
+ */
+static b10_status_t session_on_hello(struct session *s, uint64_t seq, const B10__Hello *hello)
 {
     struct b10d *d = s->d;
     char detail[256];
@@ -369,19 +375,19 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
         snprintf(detail, sizeof(detail), "client speaks protocol %u, daemon %d", hello->version,
                  B10_PROTOCOL_VERSION);
         session_reply(s, seq, B10_ERR_VERSION, detail, NULL);
-        return -1;
+        return B10_ERR_VERSION;
     }
     if (!session_name_ok(hello->agent_name)) {
         session_reply(s, seq, B10_ERR_INVALID_ARG,
                       "agent name must be 1..255 bytes of printable ASCII without spaces", NULL);
-        return -1;
+        return B10_ERR_INVALID_ARG;
     }
     if (d->nranks >= d->cfg.max_clients) {
         snprintf(detail, sizeof(detail), "%u ranks are connected to this daemon (--max-clients)",
                  d->nranks);
         log_warning("refusing rank %.64s (pid %d): %s", hello->agent_name, (int)s->pid, detail);
         session_reply(s, seq, B10_ERR_TOO_LARGE, detail, NULL);
-        return -1;
+        return B10_ERR_TOO_LARGE;
     }
     uint32_t own = 0;
     for (struct list *pos = d->sessions.next; pos != &d->sessions; pos = pos->next) {
@@ -393,32 +399,30 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
                  "(--max-clients-per-uid)", (unsigned)s->uid, own);
         log_warning("refusing rank %.64s (pid %d): %s", hello->agent_name, (int)s->pid, detail);
         session_reply(s, seq, B10_ERR_TOO_LARGE, detail, NULL);
-        return -1;
+        return B10_ERR_TOO_LARGE;
     }
     /* A name is its first uid's for good: another user's rank cannot take it over. */
     uid_t holder = 0;
-    int claimed = names_claim(d->names, hello->agent_name, s->uid, &holder);
-    if (claimed != 0) {
-        b10_status_t status = B10_ERR_NO_MEMORY;
-        if (claimed == -EPERM) {
-            status = B10_ERR_PERMISSION;
+    b10_status_t status = names_claim(d->names, hello->agent_name, s->uid, &holder);
+    if (status != B10_OK) {
+        if (status == B10_ERR_PERMISSION) {
             snprintf(detail, sizeof(detail), "agent name '%s' is held by uid %u: another user's "
                      "rank took it first", hello->agent_name, (unsigned)holder);
             log_warning("refusing rank %.64s of uid %u (pid %d): the name is held by uid %u",
                         hello->agent_name, (unsigned)s->uid, (int)s->pid, (unsigned)holder);
-        } else if (claimed == -EEXIST) {
-            status = B10_ERR_EXISTS;
+        } else if (status == B10_ERR_EXISTS) {
             snprintf(detail, sizeof(detail), "agent '%s' is already connected to this daemon",
                      hello->agent_name);
-        } else if (claimed == -ENOSPC) {
-            status = B10_ERR_TOO_LARGE;
+        } else if (status == B10_ERR_TOO_LARGE) {
             snprintf(detail, sizeof(detail), "%u agent names are held by connected ranks",
                      names_count(d->names));
         } else {
+            /* session_name_ok let only names through that the registry takes. */
+            status = B10_ERR_NO_MEMORY;
             snprintf(detail, sizeof(detail), "no memory for the agent name");
         }
         session_reply(s, seq, status, detail, NULL);
-        return -1;
+        return status;
     }
     snprintf(s->agent, sizeof(s->agent), "%s", hello->agent_name);
     s->hello_done = true;
@@ -439,7 +443,7 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
     size_t desc_len = AUTH_OVERHEAD + body_len;
     uint8_t *packed = malloc(desc_len);
     if (packed == NULL)
-        return -1;
+        return B10_ERR_NO_MEMORY;
     protobuf_c_message_pack(&desc.base, packed + AUTH_HEADER_BYTES);
     auth_seal(&d->keys.keys[0], AUTH_KIND_DESC, d->daemon_id, 0, packed, body_len);
 
@@ -452,10 +456,10 @@ static int session_on_hello(struct session *s, uint64_t seq, const B10__Hello *h
     B10__Reply reply = B10__REPLY__INIT;
     reply.body_case = B10__REPLY__BODY_HELLO;
     reply.hello = &hr;
-    int rc = session_reply(s, seq, B10_OK, "", &reply);
+    status = session_reply(s, seq, B10_OK, "", &reply);
     free(packed);
     log_info("client %s (pid %d, uid %u) connected", s->agent, (int)s->pid, (unsigned)s->uid);
-    return rc;
+    return status;
 }
 
 /*
@@ -556,9 +560,12 @@ static uint64_t session_uid_host_bytes(struct b10d *d, uid_t uid)
     return bytes;
 }
 
-/* Returns 1 when the registration went off the loop (the connection waits), else 0. */
-static int session_on_register(struct session *s, uint64_t seq, const B10__RegisterMem *req,
-                               int *fd_p)
+/*
+ * B10_IN_PROGRESS when the registration went off the loop (the connection
+ * waits for it), else B10_OK: it was answered.
+ */
+static b10_status_t session_on_register(struct session *s, uint64_t seq,
+                                        const B10__RegisterMem *req, int *fd_p)
 {
     char detail[256] = "";
     struct mem_request mr = {
@@ -592,7 +599,7 @@ static int session_on_register(struct session *s, uint64_t seq, const B10__Regis
         status = B10_ERR_NO_MEMORY;
     if (status != B10_OK) {
         session_reply(s, seq, status, detail, NULL);
-        return 0;
+        return B10_OK;
     }
     g->s = s;
     g->d = s->d;
@@ -610,7 +617,7 @@ static int session_on_register(struct session *s, uint64_t seq, const B10__Regis
     *fd_p = -1;                     /* the work's now: closed when it is done */
     s->reg = g;
     session_reg_start(s->d, g);
-    return 1;
+    return B10_IN_PROGRESS;
 }
 
 /*
@@ -628,8 +635,9 @@ static b10_status_t session_open_desc(struct session *s, const uint8_t *bytes, s
     size_t body_len;
     const uint8_t *addrs[1 + WIREADDR_MAX_LANES];
     size_t lengths[1 + WIREADDR_MAX_LANES];
+    unsigned workers;
 
-    if (auth_peek(bytes, length, &hdr) != 0 || hdr.kind != AUTH_KIND_DESC) {
+    if (auth_peek(bytes, length, &hdr) != B10_OK || hdr.kind != AUTH_KIND_DESC) {
         snprintf(detail, detail_len, "not a b10 agent descriptor of this version");
         return B10_ERR_INVALID_ARG;
     }
@@ -654,7 +662,8 @@ static b10_status_t session_open_desc(struct session *s, const uint8_t *bytes, s
         desc->daemon_id != hdr.sender_id || !config_name_ok(desc->daemon_name) ||
         desc->incarnation == 0 || desc->worker_address.len == 0 ||
         desc->worker_address.len > HELLO_MAX_ADDRESS ||
-        wireaddr_unpack(desc->worker_address.data, desc->worker_address.len, addrs, lengths) < 1) {
+        wireaddr_unpack(desc->worker_address.data, desc->worker_address.len, addrs, lengths,
+                        &workers) != B10_OK) {
         if (desc != NULL)
             b10__agent_desc__free_unpacked(desc, NULL);
         snprintf(detail, detail_len, "an authenticated descriptor that is malformed");
@@ -865,21 +874,22 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
 }
 
 /*
- * One frame from the client. Returns 0; 1 when the connection must feed no
- * more frames until ipc_conn_resume() (a registration is being opened off
- * the loop, and the rank's next requests may name it); -1 to drop it.
+ * One frame from the client (ipc_hooks.on_frame). B10_OK; B10_IN_PROGRESS
+ * when the connection must feed no more frames until ipc_conn_resume() (a
+ * registration is being opened off the loop, and the rank's next requests
+ * may name it); any other status drops it.
  */
-static int session_on_frame(struct session *s, const uint8_t *buf, size_t length)
+static b10_status_t session_on_frame(struct session *s, const uint8_t *buf, size_t length)
 {
     B10__ClientMsg *msg = b10__client_msg__unpack(NULL, length, buf);
     int fd = -1;
-    int rc = 0;
+    b10_status_t rc = B10_OK;
 
     if (msg == NULL) {
         s->d->stats.client_protocol_errors++;
         log_warning("client pid %d: undecodable frame of %zu bytes; dropping it", (int)s->pid, length);
         session_reply(s, 0, B10_ERR_PROTOCOL, "undecodable frame", NULL);
-        rc = -1;
+        rc = B10_ERR_PROTOCOL;
         goto out;
     }
     /* b10ctl's requests need no Hello; admin.c checks who asks. */
@@ -890,14 +900,14 @@ static int session_on_frame(struct session *s, const uint8_t *buf, size_t length
     if (!s->hello_done && msg->body_case != B10__CLIENT_MSG__BODY_HELLO) {
         s->d->stats.client_protocol_errors++;
         session_reply(s, msg->seq, B10_ERR_PROTOCOL, "the first message must be Hello", NULL);
-        rc = -1;
+        rc = B10_ERR_PROTOCOL;
         goto out;
     }
     switch (msg->body_case) {
     case B10__CLIENT_MSG__BODY_HELLO:
         if (s->hello_done) {
             session_reply(s, msg->seq, B10_ERR_PROTOCOL, "Hello sent twice", NULL);
-            rc = -1;
+            rc = B10_ERR_PROTOCOL;
         } else {
             rc = session_on_hello(s, msg->seq, msg->hello);
         }
@@ -950,7 +960,7 @@ static int session_on_frame(struct session *s, const uint8_t *buf, size_t length
     default:
         s->d->stats.client_protocol_errors++;
         session_reply(s, msg->seq, B10_ERR_PROTOCOL, "unknown message", NULL);
-        rc = -1;
+        rc = B10_ERR_PROTOCOL;
         break;
     }
 out:
@@ -973,7 +983,7 @@ static void session_ipc_close(void *user)
     session_destroy(user);
 }
 
-static int session_ipc_frame(void *user, const uint8_t *buf, size_t length)
+static b10_status_t session_ipc_frame(void *user, const uint8_t *buf, size_t length)
 {
     return session_on_frame(user, buf, length);
 }

@@ -308,8 +308,8 @@ static int ucx_setup(void)
     /* The victim's loop worker: the first of its address. */
     const uint8_t *theirs[1 + WIREADDR_MAX_LANES];
     size_t theirs_len[1 + WIREADDR_MAX_LANES];
-    int workers = wireaddr_unpack(g.victim_addr, g.victim_addr_len, theirs, theirs_len);
-    if (workers < 1)
+    unsigned workers;
+    if (wireaddr_unpack(g.victim_addr, g.victim_addr_len, theirs, theirs_len, &workers) != B10_OK)
         return -1;
     g.lane_addr = workers > 1 ? theirs[1] : NULL;
     ucp_ep_params_t ep = {
@@ -561,7 +561,7 @@ struct ctl {
 static uint8_t *build_control(struct rlink *l, const struct ctl *c, size_t *len_p)
 {
     uint8_t *cp = malloc(c->tables[0] ? 1 : 4 * (size_t)c->nchunks + 1);
-    uint8_t *ps = malloc(c->tables[1] ? 1 : 16 * (size_t)c->npieces + 1);
+    uint8_t *ps = malloc(c->tables[1] ? 1 : SPAN_BYTES * (size_t)c->npieces + 1);
     uint64_t total = 0;
     B10__Peer__Control ctl = B10__PEER__CONTROL__INIT;
     B10__Peer__Msg m = B10__PEER__MSG__INIT;
@@ -574,8 +574,8 @@ static uint8_t *build_control(struct rlink *l, const struct ctl *c, size_t *len_
     for (uint32_t i = 0; i < c->npieces && c->tables[1] == NULL; i++) {
         const struct piece *p = &c->pieces[i];
         uint64_t a = p->abs ? p->off : (uint64_t)(uintptr_t)g.reg + p->off;
-        frame_put_u64(ps + 16 * i, a);
-        frame_put_u64(ps + 16 * i + 8, p->len);
+        frame_put_u64(ps + SPAN_BYTES * i, a);
+        frame_put_u64(ps + SPAN_BYTES * i + 8, p->len);
         total += p->len;
     }
     ctl.xfer_id = c->xid;
@@ -589,7 +589,7 @@ static uint8_t *build_control(struct rlink *l, const struct ctl *c, size_t *len_
         total = c->total;
     ctl.chunk_pieces = (ProtobufCBinaryData){ 4 * (size_t)c->nchunks,
                                               c->tables[0] ? (uint8_t *)c->tables[0] : cp };
-    ctl.pieces = (ProtobufCBinaryData){ 16 * (size_t)c->npieces,
+    ctl.pieces = (ProtobufCBinaryData){ SPAN_BYTES * (size_t)c->npieces,
                                         c->tables[1] ? (uint8_t *)c->tables[1] : ps };
     ctl.sync_msg = (ProtobufCBinaryData){ c->sync_len, (uint8_t *)c->sync };
     m.body_case = B10__PEER__MSG__BODY_CONTROL;
@@ -1557,18 +1557,18 @@ static int stranger_burst(uint64_t as_id, const char *as_name)
     struct piece pc = { 0, 4096, false };
     struct ctl ctl = { .xid = new_xid(), .chunks = chunks, .nchunks = 1, .pieces = &pc, .npieces = 1 };
     send_control(&S, &ctl, NULL, NULL);
-    uint8_t spans[32];
+    uint8_t spans[2 * SPAN_BYTES];
     frame_put_u64(spans, (uint64_t)(uintptr_t)g.reg);
     frame_put_u64(spans + 8, 4096);
-    frame_put_u64(spans + 16, 0x10000);
-    frame_put_u64(spans + 24, 4096);
+    frame_put_u64(spans + SPAN_BYTES, 0x10000);
+    frame_put_u64(spans + SPAN_BYTES + 8, 4096);
     B10__Peer__ReadRequest rr = B10__PEER__READ_REQUEST__INIT;
     rr.read_id = new_xid();
     rr.src_agent = g.agent;
     rr.dst_agent = "thief";
     rr.deadline_ms = 3000;
-    rr.src_spans = (ProtobufCBinaryData){ 16, spans };
-    rr.dst_spans = (ProtobufCBinaryData){ 16, spans + 16 };
+    rr.src_spans = (ProtobufCBinaryData){ SPAN_BYTES, spans };
+    rr.dst_spans = (ProtobufCBinaryData){ SPAN_BYTES, spans + SPAN_BYTES };
     B10__Peer__Msg mm = B10__PEER__MSG__INIT;
     mm.body_case = B10__PEER__MSG__BODY_READ;
     mm.read = &rr;
@@ -1576,7 +1576,7 @@ static int stranger_burst(uint64_t as_id, const char *as_name)
     B10__Peer__Check ck = B10__PEER__CHECK__INIT;
     ck.check_id = new_xid();
     ck.dst_agent = g.agent;
-    ck.spans = (ProtobufCBinaryData){ 16, spans };
+    ck.spans = (ProtobufCBinaryData){ SPAN_BYTES, spans };
     mm.body_case = B10__PEER__MSG__BODY_CHECK;
     mm.check = &ck;
     send_link(&S.a, control_tag, &mm, NULL, NULL);
@@ -1844,7 +1844,7 @@ static int case_flood_quarantine(const char *c)
 static int case_flood_pieces(const char *c)
 {
     const uint32_t npieces = 1u << 20;
-    uint8_t *cp = malloc(4), *ps = malloc(16 * (size_t)npieces);
+    uint8_t *cp = malloc(4), *ps = malloc(SPAN_BYTES * (size_t)npieces);
     int admitted = 0, refused = 0, silent = 0;
     char detail[256] = "";
 
@@ -1861,8 +1861,8 @@ static int case_flood_pieces(const char *c)
     /* The tables once: the flood is the victim's to bear, not the flooder's to build. */
     frame_put_u32(cp, npieces);
     for (uint32_t i = 0; i < npieces; i++) {
-        frame_put_u64(ps + 16 * (size_t)i, (uint64_t)(uintptr_t)g.reg + 2 * (uint64_t)(i % (REG_BYTES / 2)));
-        frame_put_u64(ps + 16 * (size_t)i + 8, 1);
+        frame_put_u64(ps + SPAN_BYTES * (size_t)i, (uint64_t)(uintptr_t)g.reg + 2 * (uint64_t)(i % (REG_BYTES / 2)));
+        frame_put_u64(ps + SPAN_BYTES * (size_t)i + 8, 1);
     }
     started(c);
     uint64_t xids[40];
@@ -2163,7 +2163,7 @@ static int case_bad_writeback(const char *c)
         }
         /* Round 0 writes 4 KiB past the READ's span, round 1 into it. */
         uint64_t xid = new_xid();
-        uint8_t cp[4], ps[16];
+        uint8_t cp[4], ps[SPAN_BYTES];
         frame_put_u32(cp, 1);
         frame_put_u64(ps, (uint64_t)(uintptr_t)g.reg + (round == 0 ? bad_off : want_off));
         frame_put_u64(ps + 8, CHUNK);
@@ -2177,7 +2177,7 @@ static int case_bad_writeback(const char *c)
         ctl.nchunks = 1;
         ctl.total_bytes = CHUNK;
         ctl.chunk_pieces = (ProtobufCBinaryData){ 4, cp };
-        ctl.pieces = (ProtobufCBinaryData){ 16, ps };
+        ctl.pieces = (ProtobufCBinaryData){ SPAN_BYTES, ps };
         ctl.read_id = read_id;
         mc.body_case = B10__PEER__MSG__BODY_CONTROL;
         mc.control = &ctl;

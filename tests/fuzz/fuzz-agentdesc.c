@@ -22,14 +22,14 @@ static void check_worker_address(const ProtobufCBinaryData *packed)
 {
     const uint8_t *addrs[1 + WIREADDR_MAX_LANES];
     size_t lengths[1 + WIREADDR_MAX_LANES];
-    int count = wireaddr_unpack(packed->data, packed->len, addrs, lengths);
-    if (count < 1)
+    unsigned count;
+    if (wireaddr_unpack(packed->data, packed->len, addrs, lengths, &count) != B10_OK)
         return;
     if (count > 1 + WIREADDR_MAX_LANES)
         abort();
     const uint8_t *begin = packed->data, *end = packed->data + packed->len;
     uint8_t sum = 0;
-    for (int i = 0; i < count; i++) {
+    for (unsigned i = 0; i < count; i++) {
         if (lengths[i] == 0 || addrs[i] < begin || addrs[i] >= end ||
             lengths[i] > (size_t)(end - addrs[i]))
             abort();

@@ -2,7 +2,7 @@
  * fuzz-control — libFuzzer target for what a remote daemon sends: the peer
  * Msg unpack (HELLO, HELLO_ACK, CONTROL, READY, RESULT, CANCEL), and for a
  * CONTROL the receiver's plan_decode of its packed tables with the limits
- * b10d uses (one staging view per chunk, --max-control-bytes / 16 pieces).
+ * b10d uses (one staging view per chunk, --max-control-bytes / SPAN_BYTES pieces).
  * Raw tables are decoded directly too, so the fuzzer needs no protobuf.
  */
 #include <stddef.h>
@@ -39,7 +39,7 @@ static void check_plan(const struct plan *p, uint64_t max_chunk, uint64_t total)
 static void decode(const uint8_t *cp, size_t cl, const uint8_t *ps, size_t pl, uint32_t nchunks,
                    uint64_t total)
 {
-    const uint64_t max_chunk = 4u << 20, max_pieces = (64u << 20) / 16;
+    const uint64_t max_chunk = 4u << 20, max_pieces = (64u << 20) / SPAN_BYTES;
     struct plan *plan = NULL;
     char detail[256];
 

@@ -58,10 +58,11 @@ static void check_hello(const struct hello *h, const B10__Peer__Msg *msg, const 
         h->incarnation == 0 || !config_name_ok(h->name) || h->address_length == 0 ||
         h->address_length > HELLO_MAX_ADDRESS || h->address != msg->hello->worker_address.data)
         abort();
-    int n = wireaddr_unpack(h->address, h->address_length, addrs, lengths);
-    if (n < 1 || n > 1 + WIREADDR_MAX_LANES)
+    unsigned n;
+    if (wireaddr_unpack(h->address, h->address_length, addrs, lengths, &n) != B10_OK || n < 1 ||
+        n > 1 + WIREADDR_MAX_LANES)
         abort();
-    for (int i = 0; i < n; i++)
+    for (unsigned i = 0; i < n; i++)
         if (lengths[i] == 0 || addrs[i] < h->address ||
             addrs[i] + lengths[i] > h->address + h->address_length)
             abort();

@@ -58,10 +58,11 @@ static void check(const struct knock *k, bool ack)
     /* An answer that lets in names the boot that answers, with a worker address that unpacks. */
     const uint8_t *lanes[1 + WIREADDR_MAX_LANES];
     size_t lengths[1 + WIREADDR_MAX_LANES];
+    unsigned workers;
     if (ack && k->status == B10_OK &&
         (k->incarnation == 0 || k->address_length == 0 ||
          k->address_length > KNOCK_MAX_ADDRESS ||
-         wireaddr_unpack(k->address, k->address_length, lanes, lengths) < 1))
+         wireaddr_unpack(k->address, k->address_length, lanes, lengths, &workers) != B10_OK))
         abort();
     if (!(ack && k->status == B10_OK) && k->address_length != 0)
         abort();

@@ -14,7 +14,7 @@
  * the chunk's bytes as a daemon seals it, and then one byte of it (offset
  * and mask from the input) is flipped: a flip in the zero bytes before the
  * trailer is harmless; in a one-block chunk's sum it passes here and fails
- * the check of the bytes; any other makes the trailer damaged (-1).
+ * the check of the bytes; any other makes the trailer damaged (B10_ERR_DATA_CORRUPT).
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -64,25 +64,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t span = msg_len - len, at = len + (size_t)data[-8] % span;
         size_t trailer = checksum_trailer_at(len);
         msg[at] ^= data[-7] | 1;
-        int verdict = checksum_trailer_get(msg, len, seed, &sum);
+        bool present = false;
+        b10_status_t verdict = checksum_trailer_get(msg, len, seed, &sum, &present);
         bool ok;
         if (at < trailer)
-            ok = verdict == 1 && sum == whole;          /* the zero bytes: not read */
+            ok = verdict == B10_OK && present && sum == whole;  /* the zero bytes: not read */
         else if (len <= CHECKSUM_BLOCK && at < trailer + 8)
-            ok = verdict == 1 && sum != whole;          /* one block's sum: the data check's */
+            ok = verdict == B10_OK && present && sum != whole;  /* one block's sum: the data check's */
         else
-            ok = verdict == -1;                         /* table, sum of a table, flag */
+            ok = verdict == B10_ERR_DATA_CORRUPT;               /* table, sum of a table, flag */
         if (!ok)
             abort();
         free(msg);
         return 0;
     }
-    int got = checksum_trailer_get(msg, len, seed, &sum);
-    if (got < -1 || got > 1)
+    bool present = false;
+    b10_status_t got = checksum_trailer_get(msg, len, seed, &sum, &present);
+    if (got != B10_OK && got != B10_ERR_DATA_CORRUPT)
         abort();
-    if (got == 0 && sum != 0)
+    if (got == B10_OK && !present && sum != 0)
         abort();
-    if (got == 1 && len > CHECKSUM_BLOCK) {
+    if (got == B10_OK && present && len > CHECKSUM_BLOCK) {
         uint32_t n = checksum_blocks(len);
         uint64_t *blocks = malloc(n * sizeof(*blocks));
         if (blocks != NULL) {

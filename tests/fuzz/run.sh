@@ -35,11 +35,11 @@ for src in "$top"/tests/fuzz/fuzz-*.c; do
     [ "$name" = fuzz-control ] && extra="$top/daemon/base/plan.c"
     [ "$name" = fuzz-agentdesc ] && extra="$top/daemon/base/wireaddr.c"
     [ "$name" = fuzz-knock ] && extra="$top/daemon/io/auth.c $top/daemon/io/knock.c $top/daemon/io/gate.c
-        $top/daemon/base/wireaddr.c $top/daemon/base/config.c $top/daemon/base/config-table.c
-        $top/daemon/base/optdoc.c $top/daemon/base/log.c"
+        $top/daemon/base/wireaddr.c $top/daemon/base/status.c $top/daemon/base/config.c
+        $top/daemon/base/config-table.c $top/daemon/base/optdoc.c $top/daemon/base/log.c"
     [ "$name" = fuzz-hello ] && extra="$top/daemon/io/auth.c $top/daemon/io/hello.c $top/daemon/base/wireaddr.c
-        $top/daemon/base/config.c $top/daemon/base/config-table.c $top/daemon/base/optdoc.c
-        $top/daemon/base/log.c $top/daemon/mem/tags.c"
+        $top/daemon/base/status.c $top/daemon/base/config.c $top/daemon/base/config-table.c
+        $top/daemon/base/optdoc.c $top/daemon/base/log.c $top/daemon/mem/tags.c"
     # checksum.c calls its AVX2 build where the CPU has one: that file alone is built for AVX2.
     if [ "$name" = fuzz-trailer ]; then
         # shellcheck disable=SC2086

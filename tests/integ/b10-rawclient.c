@@ -469,7 +469,7 @@ static int case_nohello(const char *name)
 
     if ((rc = conn_open(&c)) != 0)
         return fail(name, "connect: %s", strerror(-rc));
-    uint8_t spans[16];
+    uint8_t spans[SPAN_BYTES];
     frame_put_u64(spans, 0x10000);
     frame_put_u64(spans + 8, 4096);
     sub.op = B10__OP__OP_WRITE;
@@ -835,7 +835,7 @@ static int case_hugespan(const char *name)
         b10_status_t want;
     } tries[] = { { UINT64_C(1) << 54, B10_ERR_TOO_LARGE }, { UINT64_C(1) << 20, B10_ERR_NOT_REGISTERED } };
     for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
-        uint8_t span[16];
+        uint8_t span[SPAN_BYTES];
         frame_put_u64(span, 0x100000);
         frame_put_u64(span + 8, tries[i].len);
         B10__SubmitXfer sub = B10__SUBMIT_XFER__INIT;

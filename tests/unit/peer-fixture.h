@@ -52,17 +52,17 @@ static unsigned fx_nsent;
 static uint8_t fx_worker_address[64];  /* a well-formed worker address, one lane */
 static size_t fx_worker_address_length;
 
-int __wrap_wire_ep_create(struct wire *wire, const void *addr, size_t length, void *user,
-                          struct wire_ep **ep_p);
-int __wrap_wire_ep_create(struct wire *wire, const void *addr, size_t length, void *user,
-                          struct wire_ep **ep_p)
+b10_status_t __wrap_wire_ep_create(struct wire *wire, const void *addr, size_t length,
+                                   void *user, struct wire_ep **ep_p);
+b10_status_t __wrap_wire_ep_create(struct wire *wire, const void *addr, size_t length,
+                                   void *user, struct wire_ep **ep_p)
 {
     struct wire_ep *ep = calloc(1, sizeof(*ep));
     assert_non_null(ep);
     ep->user = user;
     fx_eps_open++;
     *ep_p = ep;
-    return 0;
+    return B10_OK;
 }
 
 void __wrap_wire_ep_close(struct wire_ep *ep);
@@ -97,13 +97,13 @@ void __wrap_wire_address(struct wire *wire, const void **addr_p, size_t *length_
     *length_p = fx_worker_address_length;
 }
 
-int __wrap_wire_send_owned(struct wire_ep *ep, uint64_t tag, void *buf, size_t length);
-int __wrap_wire_send_owned(struct wire_ep *ep, uint64_t tag, void *buf, size_t length)
+b10_status_t __wrap_wire_send_owned(struct wire_ep *ep, uint64_t tag, void *buf, size_t length);
+b10_status_t __wrap_wire_send_owned(struct wire_ep *ep, uint64_t tag, void *buf, size_t length)
 {
     assert_non_null(ep);
     assert_true(fx_nsent < FX_SENT_MAX);
     fx_sent[fx_nsent++] = (struct fx_sent){ ep, tag, buf, length };
-    return 0;
+    return B10_OK;
 }
 
 /* Sends on tag since the test began. */
@@ -223,8 +223,8 @@ static inline int fx_setup(void **state)
     snprintf(fx_dir, sizeof(fx_dir), "/tmp/b10-test-peer.XXXXXX");
     assert_non_null(mkdtemp(fx_dir));
     snprintf(key, sizeof(key), "%s/cluster.key", fx_dir);
-    assert_int_equal(auth_init(), 0);
-    assert_int_equal(auth_key_generate(key, &key_id, err, sizeof(err)), 0);
+    assert_int_equal(auth_init(), B10_OK);
+    assert_int_equal(auth_key_generate(key, &key_id, err, sizeof(err)), B10_OK);
     snprintf(fx_d.cfg.cluster_key, sizeof(fx_d.cfg.cluster_key), "%s", key);
     if (set != NULL) {
         fx_d.cfg.max_peers = set->max_peers ? set->max_peers : fx_d.cfg.max_peers;

@@ -103,24 +103,25 @@ static void test_key_file_refusals(void **state)
 
     /* Readable by the group or others: refused, and the mode said. */
     write_file("open.key", ONES "\n", 0640);
-    assert_int_equal(auth_key_load(path_in("open.key"), &key, err, sizeof(err)), -1);
+    assert_int_equal(auth_key_load(path_in("open.key"), &key, err, sizeof(err)), B10_ERR_PERMISSION);
     assert_non_null(strstr(err, "0640"));
     write_file("world.key", ONES, 0604);
-    assert_int_equal(auth_key_load(path_in("world.key"), &key, err, sizeof(err)), -1);
+    assert_int_equal(auth_key_load(path_in("world.key"), &key, err, sizeof(err)), B10_ERR_PERMISSION);
     /* Not 64 hex digits. */
     write_file("short.key", "0101", 0600);
-    assert_int_equal(auth_key_load(path_in("short.key"), &key, err, sizeof(err)), -1);
+    assert_int_equal(auth_key_load(path_in("short.key"), &key, err, sizeof(err)), B10_ERR_INVALID_ARG);
     assert_non_null(strstr(err, "hex digits"));
     write_file("long.key", ONES "01\n", 0600);
-    assert_int_equal(auth_key_load(path_in("long.key"), &key, err, sizeof(err)), -1);
+    assert_int_equal(auth_key_load(path_in("long.key"), &key, err, sizeof(err)), B10_ERR_INVALID_ARG);
     char nothex[] = ONES;
     nothex[10] = 'g';
     write_file("nothex.key", nothex, 0600);
-    assert_int_equal(auth_key_load(path_in("nothex.key"), &key, err, sizeof(err)), -1);
+    assert_int_equal(auth_key_load(path_in("nothex.key"), &key, err, sizeof(err)), B10_ERR_INVALID_ARG);
     /* Missing, and a folder. */
-    assert_int_equal(auth_key_load(path_in("none.key"), &key, err, sizeof(err)), -1);
+    assert_int_equal(auth_key_load(path_in("none.key"), &key, err, sizeof(err)), B10_ERR_NOT_FOUND);
     assert_non_null(strstr(err, strerror(ENOENT)));
-    assert_int_equal(auth_key_load(dir, &key, err, sizeof(err)), -1);
+    assert_int_equal(auth_key_load(dir, &key, err, sizeof(err)), B10_ERR_INVALID_ARG);
+    assert_non_null(strstr(err, "not a regular file"));
     /* Without a newline, and with CRLF: taken. */
     write_file("bare.key", ONES, 0600);
     assert_int_equal(auth_key_load(path_in("bare.key"), &key, err, sizeof(err)), 0);
@@ -145,7 +146,7 @@ static void test_key_generate(void **state)
     assert_int_equal(auth_key_load(path, &key, err, sizeof(err)), 0);
     assert_int_equal(key.id, id);
     /* Never over an existing file; and a second key is another key. */
-    assert_int_equal(auth_key_generate(path, &id, err, sizeof(err)), -1);
+    assert_int_equal(auth_key_generate(path, &id, err, sizeof(err)), B10_ERR_EXISTS);
     assert_non_null(strstr(err, "never overwritten"));
     unlink(path_in("other.key"));
     assert_int_equal(auth_key_generate(path_in("other.key"), &id, err, sizeof(err)), 0);
@@ -162,11 +163,11 @@ static void test_keyring(void **state)
     auth_key_local(&b);
     auth_key_insecure(&c);
     assert_int_equal(auth_keyring_add(&ring, &a), 0);
-    assert_int_equal(auth_keyring_add(&ring, &a), -1);   /* the same key twice */
+    assert_int_equal(auth_keyring_add(&ring, &a), B10_ERR_EXISTS);   /* the same key twice */
     assert_int_equal(auth_keyring_add(&ring, &b), 0);
     assert_int_equal(auth_keyring_add(&ring, &c), 0);
     auth_key_local(&d);
-    assert_int_equal(auth_keyring_add(&ring, &d), -1);   /* full */
+    assert_int_equal(auth_keyring_add(&ring, &d), B10_ERR_TOO_LARGE);   /* full */
     assert_ptr_equal(auth_keyring_find(&ring, a.id), &ring.keys[0]);
     assert_ptr_equal(auth_keyring_find(&ring, c.id), &ring.keys[2]);
     assert_null(auth_keyring_find(&ring, d.id));
@@ -197,7 +198,7 @@ static void test_envelope_round_trip(void **state)
 
     load_ones(&key);
     n = seal_hello(&key, buf, "a hello");
-    assert_int_equal(auth_peek(buf, n, &h), 0);
+    assert_int_equal(auth_peek(buf, n, &h), B10_OK);
     assert_int_equal(h.kind, AUTH_KIND_HELLO);
     assert_int_equal(h.key_id, key.id);
     assert_int_equal(h.sender_id, 0x1111);
@@ -211,6 +212,10 @@ static void test_envelope_round_trip(void **state)
     assert_int_equal(n, AUTH_OVERHEAD);
     assert_int_equal(auth_open(&key, AUTH_KIND_HELLO, buf, n, &payload, &len), AUTH_OK);
     assert_int_equal(len, 0);
+    /* One byte short of an envelope: no header to read, and the header left as it was. */
+    h.kind = AUTH_KIND_DESC;
+    assert_int_equal(auth_peek(buf, n - 1, &h), B10_ERR_PEER_PROTOCOL);
+    assert_int_equal(h.kind, AUTH_KIND_DESC);
     /* Nonces are fresh: the same message sealed twice differs. */
     uint8_t other[256];
     n = seal_hello(&key, buf, "same");
@@ -325,7 +330,7 @@ static void test_link_both_ways(void **state)
 
     link_pair(&o, &r);
     size_t n = link_seal(&o, buf, 7);
-    assert_int_equal(auth_peek(buf, n, &h), 0);
+    assert_int_equal(auth_peek(buf, n, &h), B10_OK);
     assert_int_equal(h.kind, AUTH_KIND_LINK);
     assert_int_equal(h.dir, 0);
     assert_int_equal(h.key_id, 0x3333);
@@ -337,7 +342,7 @@ static void test_link_both_ways(void **state)
     assert_int_equal(len, 4);
     assert_int_equal(*(const uint32_t *)payload, 7);
     n = link_seal(&r, buf, 9);
-    assert_int_equal(auth_peek(buf, n, &h), 0);
+    assert_int_equal(auth_peek(buf, n, &h), B10_OK);
     assert_int_equal(h.dir, 1);
     assert_int_equal(h.sender_id, 0x2222);
     assert_int_equal(link_open(&o, buf, n), AUTH_OK);
@@ -422,7 +427,7 @@ static void test_link_counter_spent(void **state)
     o.send_counter = UINT64_MAX - 1;
     link_seal(&o, buf, 1);
     assert_int_equal(link_open(&r, buf, sizeof(buf)), AUTH_OK);
-    assert_int_equal(auth_link_seal(&o, buf, 4), -1);   /* a nonce is never used twice */
+    assert_int_equal(auth_link_seal(&o, buf, 4), B10_ERR_PEER_LOST);   /* a nonce is never used twice */
 }
 
 static void test_seen(void **state)

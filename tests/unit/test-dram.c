@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "regions.h"
 #include "rng.h"
 
 #include "log.h"
@@ -32,9 +33,6 @@
 
 #define MiB (UINT64_C(1) << 20)
 #define RANK_ADDR UINT64_C(0x7f0000000000)   /* where the rank says its memory is */
-
-static char detail[256];
-static long page;
 
 static int memfd(uint64_t size, unsigned seals)
 {
@@ -52,25 +50,9 @@ static struct mem_request dram_req(int fd, uint64_t addr, uint64_t length, uint6
                                  .fd_offset = fd_offset };
 }
 
-/* Open one region through the backend; the status, and the region when OK. */
-static b10_status_t open_region(const struct mem_request *req, struct region **r_p)
-{
-    detail[0] = '\0';
-    return mem_region_open(1, req, detail, sizeof(detail), r_p);
-}
-
-static void refused_because(b10_status_t st, b10_status_t want, const char *why)
-{
-    assert_int_equal(st, want);
-    if (strstr(detail, why) == NULL)
-        fail_msg("the detail \"%s\" does not say \"%s\"", detail, why);
-}
-
 static int group_setup(void **state)
 {
-    log_setup(LOG_LEVEL_ERR, "test-dram");
-    page = sysconf(_SC_PAGESIZE);
-    return 0;
+    return regions_setup("test-dram");
 }
 
 /* ---------------------------------------------------------------- the mapping */

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "frame.h"
 #include "hello.h"
 #include "peer.pb-c.h"
 
@@ -157,7 +158,7 @@ static void good_ack(B10__Peer__HelloAck *a)
     a->detail = "";
     a->max_chunk_bytes = 4 << 20;
     a->max_control_bytes = 64 << 20;
-    a->max_pieces = (64 << 20) / 16;
+    a->max_pieces = (64 << 20) / SPAN_BYTES;
     a->opener_nonce = (ProtobufCBinaryData){ sizeof(nonce), nonce };
     a->nonce = (ProtobufCBinaryData){ sizeof(nonce), nonce };
     a->name = "node-b";

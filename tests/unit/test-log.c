@@ -118,16 +118,28 @@ static void test_long_lines_and_names(void **state)
 
 static void test_level_words(void **state)
 {
-    assert_int_equal(log_level_parse("err"), LOG_LEVEL_ERR);
-    assert_int_equal(log_level_parse("error"), LOG_LEVEL_ERR);
-    assert_int_equal(log_level_parse("WARNING"), LOG_LEVEL_WARNING);
-    assert_int_equal(log_level_parse("Notice"), LOG_LEVEL_NOTICE);
-    assert_int_equal(log_level_parse("info"), LOG_LEVEL_INFO);
-    assert_int_equal(log_level_parse("debug"), LOG_LEVEL_DEBUG);
-    assert_int_equal(log_level_parse(""), -1);
-    assert_int_equal(log_level_parse("warn"), -1);
-    assert_int_equal(log_level_parse("debug2"), -1);
-    assert_int_equal(log_level_parse("7"), -1);
+    static const struct {
+        const char *word;
+        int level;
+    } known[] = {
+        { "err", LOG_LEVEL_ERR },         { "error", LOG_LEVEL_ERR },
+        { "WARNING", LOG_LEVEL_WARNING }, { "Notice", LOG_LEVEL_NOTICE },
+        { "info", LOG_LEVEL_INFO },       { "debug", LOG_LEVEL_DEBUG },
+    };
+    static const char *const unknown[] = { "", "warn", "debug2", "7" };
+    int level;
+
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+        level = -1;
+        assert_int_equal(log_level_parse(known[i].word, &level), B10_OK);
+        assert_int_equal(level, known[i].level);
+    }
+    /* A word it does not know leaves the level as it was. */
+    for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+        level = 42;
+        assert_int_equal(log_level_parse(unknown[i], &level), B10_ERR_INVALID_ARG);
+        assert_int_equal(level, 42);
+    }
 }
 
 int main(void)

@@ -3,7 +3,6 @@
  * or not; the table's bounds forget idle claims, a uid's own first, and
  * never a connected rank's.
  */
-#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -48,18 +47,18 @@ static void test_first_uid_holds(void **state)
     assert_true(names_holder(n, "prefill-0", &uid));
     assert_int_equal(uid, 1000);
     /* Another uid: refused, told whose it is; also once the first left. */
-    assert_int_equal(names_claim(n, "prefill-0", 1001, &holder), -EPERM);
+    assert_int_equal(names_claim(n, "prefill-0", 1001, &holder), B10_ERR_PERMISSION);
     assert_int_equal(holder, 1000);
     names_release(n, "prefill-0");
     holder = 0;
-    assert_int_equal(names_claim(n, "prefill-0", 1001, &holder), -EPERM);
+    assert_int_equal(names_claim(n, "prefill-0", 1001, &holder), B10_ERR_PERMISSION);
     assert_int_equal(holder, 1000);
     /* The same uid takes it back, once: a second connection under it is refused. */
     assert_int_equal(names_claim(n, "prefill-0", 1000, &holder), 0);
-    assert_int_equal(names_claim(n, "prefill-0", 1000, &holder), -EEXIST);
+    assert_int_equal(names_claim(n, "prefill-0", 1000, &holder), B10_ERR_EXISTS);
     assert_int_equal(names_count(n), 1);
     /* Root is a uid like any other here. */
-    assert_int_equal(names_claim(n, "prefill-0", 0, &holder), -EPERM);
+    assert_int_equal(names_claim(n, "prefill-0", 0, &holder), B10_ERR_PERMISSION);
     assert_false(names_holder(n, "decode-0", &uid));
     /* A release of a name nobody holds, or twice, changes nothing. */
     names_release(n, "decode-0");
@@ -76,8 +75,8 @@ static void test_bad_names(void **state)
 
     memset(longname, 'x', sizeof(longname) - 1);
     longname[sizeof(longname) - 1] = '\0';
-    assert_int_equal(names_claim(n, "", 1000, &holder), -EINVAL);
-    assert_int_equal(names_claim(n, longname, 1000, &holder), -EINVAL);
+    assert_int_equal(names_claim(n, "", 1000, &holder), B10_ERR_INVALID_ARG);
+    assert_int_equal(names_claim(n, longname, 1000, &holder), B10_ERR_INVALID_ARG);
     longname[255] = '\0';
     assert_int_equal(names_claim(n, longname, 1000, &holder), 0);
     assert_int_equal(names_count(n), 1);
@@ -97,7 +96,7 @@ static void test_per_uid_bound(void **state)
         assert_int_equal(names_claim(n, name, 1000, &holder), 0);
     }
     /* All connected: nothing of the uid's may go, and another user's idle claim is no answer. */
-    assert_int_equal(names_claim(n, "one-too-many", 1000, &holder), -ENOSPC);
+    assert_int_equal(names_claim(n, "one-too-many", 1000, &holder), B10_ERR_TOO_LARGE);
     assert_true(names_holder(n, "other-users", &uid));
     /* Released in order 5, 3, 7: the first released goes first. */
     name_of(name, sizeof(name), 1000, 5);
@@ -118,7 +117,7 @@ static void test_per_uid_bound(void **state)
     /* The other user's idle claim outlived all of that. */
     assert_true(names_holder(n, "other-users", &uid));
     assert_int_equal(uid, 2000);
-    assert_int_equal(names_claim(n, "other-users", 1000, &holder), -EPERM);
+    assert_int_equal(names_claim(n, "other-users", 1000, &holder), B10_ERR_PERMISSION);
     assert_int_equal(names_count(n), NAMES_PER_UID + 1);
 }
 
@@ -136,13 +135,13 @@ static void test_global_bound(void **state)
             assert_int_equal(names_claim(n, name, 100 + u, &holder), 0);
         }
     assert_int_equal(names_count(n), NAMES_MAX);
-    assert_int_equal(names_claim(n, "late", 5000, &holder), -ENOSPC);
+    assert_int_equal(names_claim(n, "late", 5000, &holder), B10_ERR_TOO_LARGE);
     name_of(name, sizeof(name), 100 + 3, 9);
     names_release(n, name);
     assert_int_equal(names_claim(n, "late", 5000, &holder), 0);
     assert_false(names_holder(n, name, &uid));
     /* Its name is free, but the table is full of connected ranks again. */
-    assert_int_equal(names_claim(n, name, 5000, &holder), -ENOSPC);
+    assert_int_equal(names_claim(n, name, 5000, &holder), B10_ERR_TOO_LARGE);
     /* At the daemon's bound a uid forgets its own idle claim before an older one of another's. */
     name_of(name, sizeof(name), 100 + 7, 1);
     names_release(n, name);

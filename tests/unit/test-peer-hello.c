@@ -88,7 +88,7 @@ static bool answered(struct opener *o)
             continue;
         assert_int_equal(auth_open(key, AUTH_KIND_HELLO_ACK, fx_sent[i].buf, fx_sent[i].length,
                                    &payload, &payload_length), AUTH_OK);
-        assert_int_equal(auth_peek(fx_sent[i].buf, fx_sent[i].length, &hdr), 0);
+        assert_int_equal(auth_peek(fx_sent[i].buf, fx_sent[i].length, &hdr), B10_OK);
         assert_int_equal(hello_decode_ack(payload, payload_length, &hdr, &o->ack, detail,
                                           sizeof(detail)), B10_OK);
         return true;
@@ -115,7 +115,7 @@ static bool confirm(struct opener *o)
     msg.confirm = &body;
     size_t length;
     uint8_t *buf = pack(&msg, &length);
-    assert_int_equal(auth_link_seal(&link, buf, length), 0);
+    assert_int_equal(auth_link_seal(&link, buf, length), B10_OK);
     return deliver(tags_derive(&link.tags, 0, 0, TAG_KIND_CONTROL), buf, AUTH_OVERHEAD + length);
 }
 

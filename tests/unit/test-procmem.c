@@ -28,9 +28,7 @@
 
 #include "log.h"
 #include "mem.h"
-
-static char detail[320];
-static long page;
+#include "regions.h"
 
 static struct mem_request proc_req(int fd, pid_t pid, const void *addr, uint64_t length)
 {
@@ -38,24 +36,9 @@ static struct mem_request proc_req(int fd, pid_t pid, const void *addr, uint64_t
                                  .pid = pid, .addr = (uintptr_t)addr, .length = length };
 }
 
-static b10_status_t open_region(const struct mem_request *req, struct region **r_p)
-{
-    detail[0] = '\0';
-    return mem_region_open(1, req, detail, sizeof(detail), r_p);
-}
-
-static void refused_because(b10_status_t st, b10_status_t want, const char *why)
-{
-    assert_int_equal(st, want);
-    if (strstr(detail, why) == NULL)
-        fail_msg("the detail \"%s\" does not say \"%s\"", detail, why);
-}
-
 static int group_setup(void **state)
 {
-    log_setup(LOG_LEVEL_ERR, "test-procmem");
-    page = sysconf(_SC_PAGESIZE);
-    return 0;
+    return regions_setup("test-procmem");
 }
 
 /* The rank's own memory file, read and write: accepted; the region keeps a descriptor of its own. */

@@ -10,7 +10,6 @@
  * sees any view the quarantine loses.
  */
 #include <setjmp.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,6 +24,7 @@
 #include "staging.h"
 #include "tags.h"
 #include "wire.h"
+#include "wireloop.h"
 
 #define VIEW_BYTES (64u << 10)
 #define VIEWS 4u
@@ -51,57 +51,18 @@ void *__wrap_calloc(size_t n, size_t size)
     return calloc_fails ? NULL : __real_calloc(n, size);
 }
 
-static void *hook_take_control(void *arg, uint64_t tag, size_t length)
-{
-    return NULL;
-}
-
-static void hook_control(void *arg, void *cookie, uint64_t tag, void *buf, size_t length)
-{
-    free(buf);
-}
-
-static void hook_ep_error(void *arg, void *ep_user, b10_status_t status)
-{
-}
-
 static int group_setup(void **state)
 {
-    struct wire_hooks hooks = {
-        .arg = &test_d,
-        .take_control = hook_take_control,
-        .on_control = hook_control,
-        .on_ep_error = hook_ep_error,
-    };
-
-    setenv("UCX_TLS", "self,tcp", 1);
-    setenv("UCX_NET_DEVICES", "lo", 1);
-    log_setup(LOG_LEVEL_WARNING, "test-quarantine");
-    if (uv_loop_init(&test_loop) != 0)
+    if (wireloop_start(&test_d, &test_loop, "test-quarantine") != 0)
         return -1;
-    memset(&test_d, 0, sizeof(test_d));
-    config_defaults(&test_d.cfg);
     test_d.cfg.quarantine_ttl_ms = TTL_MS;
-    test_d.loop = &test_loop;
     test_d.now_ms = test_now;
-    list_init(&test_d.sessions);
-    list_init(&test_d.peers);
-    list_init(&test_d.xfers);
-    if (wire_create(&test_d, &hooks, true, &test_d.wire) != 0) {
-        uv_loop_close(&test_loop);
-        return -1;
-    }
     return 0;
 }
 
 static int group_teardown(void **state)
 {
-    if (left_out)
-        return 0;
-    wire_destroy(test_d.wire);
-    test_d.wire = NULL;
-    uv_run(&test_loop, UV_RUN_NOWAIT);
-    return uv_loop_close(&test_loop) == 0 ? 0 : -1;
+    return left_out ? 0 : wireloop_stop(&test_d, &test_loop);
 }
 
 /* Each test: a pool of VIEWS views, a registry, a quarantine, the clock at T0. */
@@ -110,12 +71,12 @@ static int test_setup(void **state)
     clock_ms = T0;
     calloc_fails = false;
     memset(&test_d.stats, 0, sizeof(test_d.stats));
-    if (staging_create(&test_d, (uint64_t)VIEWS * VIEW_BYTES, VIEW_BYTES, &test_d.staging) != 0)
+    if (staging_create(&test_d, (uint64_t)VIEWS * VIEW_BYTES, VIEW_BYTES, &test_d.staging) != B10_OK)
         return -1;
     test_d.tags = tags_create(1024, 16);
     if (test_d.tags == NULL)
         return -1;
-    return quarantine_create(&test_d, &test_d.quarantine) == 0 ? 0 : -1;
+    return quarantine_create(&test_d, &test_d.quarantine) == B10_OK ? 0 : -1;
 }
 
 /* The quarantine's timer closes on the loop: run it once so its memory goes. */
@@ -395,7 +356,7 @@ static void test_sweep_expires_tags(void **state)
     quarantine_sweep(test_d.quarantine);
     assert_int_equal(tags_quarantined(tags), 2);
     /* A quarantined tag is still a collision for a new transfer. */
-    assert_int_equal(tags_register(tags, 0x1111, &owner), -EEXIST);
+    assert_int_equal(tags_register(tags, 0x1111, &owner), B10_ERR_TAG_COLLISION);
 
     clock_ms = T0 + TTL_MS;
     quarantine_sweep(test_d.quarantine);

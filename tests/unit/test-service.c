@@ -7,7 +7,6 @@
  * seen from its edges (admits nothing, done at once, stops the loop or not);
  * tests/ops/run.sh drains real transfers between real daemons.
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -69,7 +68,7 @@ static int group_setup(void **state)
     test_d.tags = tags_create(1024, 0);
     if (test_d.tags == NULL)
         return -1;
-    return quarantine_create(&test_d, &test_d.quarantine);
+    return quarantine_create(&test_d, &test_d.quarantine) == B10_OK ? 0 : -1;
 }
 
 static int group_teardown(void **state)
@@ -127,7 +126,7 @@ static void run_for(uint64_t ms)
 static struct service *service_new(void)
 {
     struct service *svc = NULL;
-    assert_int_equal(service_create(&test_d, &svc), 0);
+    assert_int_equal(service_create(&test_d, &svc), B10_OK);
     assert_non_null(svc);
     test_d.service = svc;
     test_d.stopping = false;
@@ -219,6 +218,33 @@ static void test_operator_drain_keeps_running(void **state)
     service_end(svc);
 }
 
+/* An operator's drain ends on resume; with none running there is nothing to end; a stop stays. */
+static void test_resume(void **state)
+{
+    struct service_info info;
+    struct service *svc = service_new();
+    bool ended = true;
+
+    service_ready(svc);
+    assert_int_equal(service_resume(svc, &ended), B10_OK);
+    assert_false(ended);
+    service_drain(svc, 1000, false);
+    assert_true(test_d.stopping);
+    assert_int_equal(service_resume(svc, &ended), B10_OK);
+    assert_true(ended);
+    assert_false(test_d.stopping);
+    service_info(svc, &info);
+    assert_string_equal(info.state, "serving");
+    /* A signal's drain is not undone, and the answer says so. */
+    service_on_signal(svc, SIGTERM);
+    ended = false;
+    assert_int_equal(service_resume(svc, &ended), B10_ERR_DRAINING);
+    assert_false(ended);
+    assert_true(test_d.stopping);
+    uv_run(&test_loop, UV_RUN_NOWAIT);   /* consumes the stop */
+    service_end(svc);
+}
+
 /* ---------------------------------------------------------------- activation */
 
 static void test_not_activated(void **state)
@@ -229,7 +255,7 @@ static void test_not_activated(void **state)
 
     unsetenv("LISTEN_FDS");
     unsetenv("LISTEN_PID");
-    assert_int_equal(service_listen_fd(svc, &fd), 0);
+    assert_int_equal(service_listen_fd(svc, &fd), B10_OK);
     assert_int_equal(fd, -1);
     service_info(svc, &info);
     assert_false(info.activated);
@@ -237,7 +263,7 @@ static void test_not_activated(void **state)
 }
 
 /* Put sock at fd 3 as systemd would, call service_listen_fd, give fd 3 back. */
-static int activate_with(struct service *svc, int sock, int *fd_p)
+static b10_status_t activate_with(struct service *svc, int sock, int *fd_p)
 {
     char pid[32];
     int saved = fcntl(3, F_DUPFD_CLOEXEC, 20);   /* the loop's own fd 3, if any */
@@ -247,10 +273,10 @@ static int activate_with(struct service *svc, int sock, int *fd_p)
     snprintf(pid, sizeof(pid), "%d", (int)getpid());
     setenv("LISTEN_FDS", "1", 1);
     setenv("LISTEN_PID", pid, 1);
-    int rc = service_listen_fd(svc, fd_p);
+    b10_status_t rc = service_listen_fd(svc, fd_p);
     /* sd_listen_fds(1) unsets them: nothing the daemon starts inherits them. */
     assert_null(getenv("LISTEN_FDS"));
-    if (rc == 0)
+    if (rc == B10_OK)
         assert_int_equal(*fd_p, 3);
     else
         assert_int_equal(fcntl(3, F_GETFD), -1);   /* closed */
@@ -274,7 +300,7 @@ static void test_activated(void **state)
     int s = socket(AF_UNIX, SOCK_STREAM, 0);
     assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
     assert_int_equal(listen(s, 4), 0);
-    assert_int_equal(activate_with(svc, s, &fd), 0);
+    assert_int_equal(activate_with(svc, s, &fd), B10_OK);
     service_info(svc, &info);
     assert_true(info.activated);
     unlink(sa.sun_path);
@@ -289,7 +315,7 @@ static void test_activated_with_garbage(void **state)
 
     /* A socket that does not listen is not a client socket. */
     int s = socket(AF_UNIX, SOCK_STREAM, 0);
-    assert_int_equal(activate_with(svc, s, &fd), -EINVAL);
+    assert_int_equal(activate_with(svc, s, &fd), B10_ERR_INVALID_ARG);
     service_info(svc, &info);
     assert_false(info.activated);
     service_end(svc);
@@ -301,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_notify_order),
         cmocka_unit_test(test_no_notify_socket),
         cmocka_unit_test(test_operator_drain_keeps_running),
+        cmocka_unit_test(test_resume),
         cmocka_unit_test(test_not_activated),
         cmocka_unit_test(test_activated),
         cmocka_unit_test(test_activated_with_garbage),

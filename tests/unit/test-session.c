@@ -126,18 +126,18 @@ static void keep(struct ipc_conn *conn, uint8_t *frame, size_t length, bool as_n
     free(frame);
 }
 
-int __wrap_ipc_send(struct ipc_conn *conn, uint8_t *frame, size_t length);
-int __wrap_ipc_send(struct ipc_conn *conn, uint8_t *frame, size_t length)
+b10_status_t __wrap_ipc_send(struct ipc_conn *conn, uint8_t *frame, size_t length);
+b10_status_t __wrap_ipc_send(struct ipc_conn *conn, uint8_t *frame, size_t length)
 {
     keep(conn, frame, length, false);
-    return 0;
+    return B10_OK;
 }
 
-int __wrap_ipc_send_notice(struct ipc_conn *conn, uint8_t *frame, size_t length);
-int __wrap_ipc_send_notice(struct ipc_conn *conn, uint8_t *frame, size_t length)
+b10_status_t __wrap_ipc_send_notice(struct ipc_conn *conn, uint8_t *frame, size_t length);
+b10_status_t __wrap_ipc_send_notice(struct ipc_conn *conn, uint8_t *frame, size_t length)
 {
     keep(conn, frame, length, true);
-    return 0;
+    return B10_OK;
 }
 
 size_t __wrap_ipc_notice_bytes(const struct ipc_conn *conn);
@@ -319,8 +319,8 @@ void __wrap_xfer_cancel(struct xfer *x)
     cancelled = x;
 }
 
-void __wrap_xfer_forget_rank(struct session *s);
-void __wrap_xfer_forget_rank(struct session *s)
+void __wrap_xfer_local_forget_rank(struct session *s);
+void __wrap_xfer_local_forget_rank(struct session *s)
 {
     forgotten_rank = s;
 }
@@ -362,13 +362,14 @@ static struct failed *failure_of(const struct xfer *x)
 
 static uint64_t next_seq = 100;
 
-static int feed(struct session *s, B10__ClientMsg *m)
+/* One frame through the client socket's hook: what it tells the socket to do. */
+static b10_status_t feed(struct session *s, B10__ClientMsg *m)
 {
     size_t n = b10__client_msg__get_packed_size(m);
     uint8_t *buf = malloc(n + 1);
     assert_non_null(buf);
     b10__client_msg__pack(m, buf);
-    int rc = session_ipc_hooks.on_frame(s, buf, n);
+    b10_status_t rc = session_ipc_hooks.on_frame(s, buf, n);
     free(buf);
     return rc;
 }
@@ -389,10 +390,10 @@ static const struct sent *hello(struct session *s, const char *name)
     m.seq = next_seq++;
     m.body_case = B10__CLIENT_MSG__BODY_HELLO;
     m.hello = &h;
-    int rc = feed(s, &m);
+    b10_status_t rc = feed(s, &m);
     const struct sent *r = reply_to(s->conn, m.seq);
     assert_non_null(r);
-    assert_int_equal(rc, r->status == B10_OK ? 0 : -1);     /* a refusal drops the connection */
+    assert_int_equal(rc, r->status);     /* a refusal drops the connection, with its status */
     return r;
 }
 
@@ -411,7 +412,7 @@ static void hang_up(struct session *s)
 
 /* Ask to register host memory (or VRAM); returns the request's seq. *rc_p: on_frame's. */
 static uint64_t register_start(struct session *s, b10_mem_kind_t kind, uint64_t addr,
-                               uint64_t length, int *rc_p)
+                               uint64_t length, b10_status_t *rc_p)
 {
     B10__RegisterMem r = B10__REGISTER_MEM__INIT;
     B10__ClientMsg m = B10__CLIENT_MSG__INIT;
@@ -442,13 +443,13 @@ static void run_loop(void)
 static const struct sent *register_mem(struct session *s, b10_mem_kind_t kind, uint64_t addr,
                                        uint64_t length)
 {
-    int rc;
+    b10_status_t rc;
     uint64_t seq = register_start(s, kind, addr, length, &rc);
-    if (rc == 1) {
+    if (rc == B10_IN_PROGRESS) {
         assert_null(reply_to(s->conn, seq));    /* answered once the region is open */
         run_loop();
     } else {
-        assert_int_equal(rc, 0);
+        assert_int_equal(rc, B10_OK);
     }
     const struct sent *r = reply_to(s->conn, seq);
     assert_non_null(r);
@@ -471,7 +472,7 @@ static const struct sent *deregister(struct session *s, uint64_t id)
     m.seq = next_seq++;
     m.body_case = B10__CLIENT_MSG__BODY_DEREGISTER_MEM;
     m.deregister_mem = &dr;
-    assert_int_equal(feed(s, &m), 0);
+    assert_int_equal(feed(s, &m), B10_OK);
     return reply_to(s->conn, m.seq);
 }
 
@@ -522,7 +523,7 @@ static const struct sent *load_agent(struct session *s, const char *name, const 
     m.seq = next_seq++;
     m.body_case = B10__CLIENT_MSG__BODY_LOAD_AGENT;
     m.load_agent = &la;
-    assert_int_equal(feed(s, &m), 0);
+    assert_int_equal(feed(s, &m), B10_OK);
     const struct sent *r = reply_to(s->conn, m.seq);
     assert_non_null(r);
     return r;
@@ -683,8 +684,8 @@ static void test_uid_is_the_sockets(void **state)
 /*
  * Hello is the only way in, and it is bounded: --max-clients ranks in all,
  * --max-clients-per-uid of one uid, a name once per connected rank and for
- * good its first uid's. Every refusal drops the connection (-1) and leaves
- * no rank behind.
+ * good its first uid's. Every refusal drops the connection (on_frame
+ * answers the refusal's status) and leaves no rank behind.
  */
 static void test_hello_bounded(void **state)
 {
@@ -698,7 +699,7 @@ static void test_hello_bounded(void **state)
     m.seq = next_seq++;
     m.body_case = B10__CLIENT_MSG__BODY_DEREGISTER_MEM;
     m.deregister_mem = &dr;
-    assert_int_equal(feed(s, &m), -1);
+    assert_int_equal(feed(s, &m), B10_ERR_PROTOCOL);
     assert_int_equal(reply_to(s->conn, m.seq)->status, B10_ERR_PROTOCOL);
     assert_int_equal(test_d.stats.client_protocol_errors, 1);
     hang_up(s);
@@ -709,7 +710,7 @@ static void test_hello_bounded(void **state)
     m.hello = &h;
     h.version = B10_PROTOCOL_VERSION + 1;
     h.agent_name = "prefill-0";
-    assert_int_equal(feed(s, &m), -1);
+    assert_int_equal(feed(s, &m), B10_ERR_VERSION);
     assert_int_equal(reply_to(s->conn, m.seq)->status, B10_ERR_VERSION);
     assert_int_equal(hello(s, "two words")->status, B10_ERR_INVALID_ARG);
     assert_int_equal(hello(s, "")->status, B10_ERR_INVALID_ARG);
@@ -812,9 +813,9 @@ static void test_register_bounded_per_uid(void **state)
     registered(c, 0x100000, 96 * KiB);      /* another uid: a share of its own */
 
     /* One of d's still being opened counts: e, of the same uid, is refused meanwhile. */
-    int rc;
+    b10_status_t rc;
     uint64_t seq = register_start(d, B10_MEM_DRAM, 0x100000, 64 * KiB, &rc);
-    assert_int_equal(rc, 1);
+    assert_int_equal(rc, B10_IN_PROGRESS);
     r = register_mem(e, B10_MEM_DRAM, 0x100000, 64 * KiB);
     assert_int_equal(r->status, B10_ERR_TOO_LARGE);
     run_loop();
@@ -940,9 +941,9 @@ static void test_hangup_settles_what_it_started(void **state)
     int fds[2];
     assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
     next_fd = fds[0];                       /* the memfd the registration carries */
-    int rc;
+    b10_status_t rc;
     register_start(a, B10_MEM_DRAM, 0x200000, 64 * KiB, &rc);
-    assert_int_equal(rc, 1);
+    assert_int_equal(rc, B10_IN_PROGRESS);
     unsigned to_a = sent_to(CONN(0));
     unsigned names = names_count(test_d.names);
 
@@ -998,16 +999,17 @@ static void test_hangup_drops_a_waiting_registration(void **state)
     struct session *a = rank_of(0, 1000, "prefill-0");
     struct session *b = rank_of(1, 1000, "prefill-1");
     struct session *c = rank_of(2, 1000, "prefill-2");
-    int rc, fds[2];
+    b10_status_t rc;
+    int fds[2];
 
     uint64_t seq_a = register_start(a, B10_MEM_DRAM, 0x100000, 4 * KiB, &rc);
-    assert_int_equal(rc, 1);
+    assert_int_equal(rc, B10_IN_PROGRESS);
     uint64_t seq_b = register_start(b, B10_MEM_DRAM, 0x100000, 4 * KiB, &rc);
-    assert_int_equal(rc, 1);
+    assert_int_equal(rc, B10_IN_PROGRESS);
     assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
     next_fd = fds[0];
     register_start(c, B10_MEM_DRAM, 0x100000, 4 * KiB, &rc);
-    assert_int_equal(rc, 1);
+    assert_int_equal(rc, B10_IN_PROGRESS);
     assert_int_equal(test_d.regs_running, 2);
     assert_false(list_empty(&test_d.regs_waiting));
 
@@ -1020,7 +1022,7 @@ static void test_hangup_drops_a_waiting_registration(void **state)
     /* Another waits in c's place, and has its turn when one of the two ends. */
     struct session *d = rank_of(3, 1000, "prefill-3");
     uint64_t seq_d = register_start(d, B10_MEM_DRAM, 0x100000, 4 * KiB, &rc);
-    assert_int_equal(rc, 1);
+    assert_int_equal(rc, B10_IN_PROGRESS);
     assert_false(list_empty(&test_d.regs_waiting));
 
     run_loop();
@@ -1167,12 +1169,12 @@ static void test_load_agent_refused_and_bounded(void **state)
     m.body_case = B10__CLIENT_MSG__BODY_INVALIDATE_AGENT;
     m.invalidate_agent = &inv;
     inv.name = "decode-7";
-    assert_int_equal(feed(a, &m), 0);
+    assert_int_equal(feed(a, &m), B10_OK);
     assert_int_equal(reply_to(a->conn, m.seq)->status, B10_OK);
     assert_null(ops->agent(a, "decode-7"));
     assert_int_equal(peer_named("node-b")->refs, 1);
     m.seq = next_seq++;
-    assert_int_equal(feed(a, &m), 0);
+    assert_int_equal(feed(a, &m), B10_OK);
     assert_int_equal(reply_to(a->conn, m.seq)->status, B10_ERR_NOT_FOUND);
     assert_int_equal(load_agent(a, "decode-9", desc, len, false)->status, B10_OK);
 }
@@ -1280,12 +1282,12 @@ static void test_done_answer_cancel_release(void **state)
     m.body_case = B10__CLIENT_MSG__BODY_CANCEL;
     m.cancel = &cx;
     cx.xfer_id = 0x52;
-    assert_int_equal(feed(a, &m), 0);
+    assert_int_equal(feed(a, &m), B10_OK);
     assert_int_equal(reply_to(a->conn, m.seq)->status, B10_ERR_NOT_FOUND);
     assert_null(cancelled);
     m.seq = next_seq++;
     cx.xfer_id = 0x51;
-    assert_int_equal(feed(a, &m), 0);
+    assert_int_equal(feed(a, &m), B10_OK);
     assert_int_equal(reply_to(a->conn, m.seq)->status, B10_OK);
     assert_ptr_equal(cancelled, x);
 
@@ -1293,10 +1295,10 @@ static void test_done_answer_cancel_release(void **state)
     m.body_case = B10__CLIENT_MSG__BODY_RELEASE;
     m.release = &rx;
     rx.xfer_id = 0x52;
-    assert_int_equal(feed(a, &m), 0);
+    assert_int_equal(feed(a, &m), B10_OK);
     assert_false(y->released);
     rx.xfer_id = 0x51;
-    assert_int_equal(feed(a, &m), 0);
+    assert_int_equal(feed(a, &m), B10_OK);
     assert_true(x->released);
     unsigned before = nsent;
     ops->xfer_done(a, x);                   /* released: nobody to tell */

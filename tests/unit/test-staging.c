@@ -20,6 +20,7 @@
 #include "b10d.h"
 #include "staging.h"
 #include "wire.h"
+#include "wireloop.h"
 
 #define VIEW_BYTES (64u << 10)
 
@@ -34,57 +35,14 @@ static struct b10d test_d;
 static struct staging *current;
 static bool views_left_out;
 
-/* The wire's hooks: no peer ever talks to this worker, and whatever comes is dropped. */
-static void *hook_take_control(void *arg, uint64_t tag, size_t length)
-{
-    return NULL;
-}
-
-static void hook_control(void *arg, void *cookie, uint64_t tag, void *buf, size_t length)
-{
-    free(buf);
-}
-
-static void hook_ep_error(void *arg, void *ep_user, b10_status_t status)
-{
-}
-
 static int group_setup(void **state)
 {
-    struct wire_hooks hooks = {
-        .arg = &test_d,
-        .take_control = hook_take_control,
-        .on_control = hook_control,
-        .on_ep_error = hook_ep_error,
-    };
-
-    setenv("UCX_TLS", "self,tcp", 1);
-    setenv("UCX_NET_DEVICES", "lo", 1);
-    log_setup(LOG_LEVEL_WARNING, "test-staging");
-    if (uv_loop_init(&test_loop) != 0)
-        return -1;
-    memset(&test_d, 0, sizeof(test_d));
-    config_defaults(&test_d.cfg);
-    test_d.loop = &test_loop;
-    list_init(&test_d.sessions);
-    list_init(&test_d.peers);
-    list_init(&test_d.xfers);
-    if (wire_create(&test_d, &hooks, true, &test_d.wire) != 0) {
-        uv_loop_close(&test_loop);
-        return -1;
-    }
-    return 0;
+    return wireloop_start(&test_d, &test_loop, "test-staging");
 }
 
 static int group_teardown(void **state)
 {
-    if (views_left_out)
-        return 0;
-    wire_destroy(test_d.wire);
-    test_d.wire = NULL;
-    uv_run(&test_loop, UV_RUN_NOWAIT);
-    /* Every handle the wire opened is closed: the loop closes cleanly. */
-    return uv_loop_close(&test_loop) == 0 ? 0 : -1;
+    return views_left_out ? 0 : wireloop_stop(&test_d, &test_loop);
 }
 
 static struct staging *pool(uint32_t views)

@@ -1,10 +1,12 @@
 /*
- * test-status.c — client/status.c and the .proto mirror of b10_status_t.
+ * test-status.c — client/status.c and the .proto mirror of b10_status_t;
+ * daemon/base/status.c, an errno in the status a room returns.
  *
  * B10_STATUS_MAP is the one list; the name, sentence and action tables are
  * generated from it, and proto/b10.proto's enum Status must carry the same
  * names with the same values, no more and no fewer.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include <b10/b10.h>
 
 #include "b10.pb-c.h"
+#include "status.h"
 
 struct entry {
     b10_status_t value;
@@ -131,6 +134,27 @@ static void test_proto_mirrors_header(void **state)
     assert_null(protobuf_c_enum_descriptor_get_value_by_name(desc, "NO_SUCH_STATUS"));
 }
 
+/* An errno says what the caller must do; one the map does not know is an i/o error. */
+static void test_status_from_errno(void **state)
+{
+    static const struct {
+        int err;
+        b10_status_t want;
+    } cases[] = {
+        { ENOMEM, B10_ERR_NO_MEMORY },   { EMFILE, B10_ERR_NO_MEMORY },
+        { ENFILE, B10_ERR_NO_MEMORY },   { EACCES, B10_ERR_PERMISSION },
+        { EPERM, B10_ERR_PERMISSION },   { EROFS, B10_ERR_PERMISSION },
+        { ENOENT, B10_ERR_NOT_FOUND },   { ENOTDIR, B10_ERR_NOT_FOUND },
+        { EEXIST, B10_ERR_EXISTS },      { EADDRINUSE, B10_ERR_EXISTS },
+        { EINVAL, B10_ERR_INVALID_ARG }, { ENAMETOOLONG, B10_ERR_INVALID_ARG },
+        { EADDRNOTAVAIL, B10_ERR_INVALID_ARG }, { ENOTSUP, B10_ERR_UNSUPPORTED },
+        { EIO, B10_ERR_IO },             { ECONNRESET, B10_ERR_IO },
+        { 0, B10_ERR_IO },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        assert_int_equal(status_from_errno(cases[i].err), cases[i].want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -138,6 +162,7 @@ int main(void)
         cmocka_unit_test(test_names_strings_actions),
         cmocka_unit_test(test_unknown_values),
         cmocka_unit_test(test_proto_mirrors_header),
+        cmocka_unit_test(test_status_from_errno),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,6 @@
  * thousands of random operations against a plain reference model, comparing
  * every lookup after every step.
  */
-#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -336,8 +335,8 @@ static void test_register_lookup_unregister(void **state)
     assert_ptr_equal(tags_lookup(tags, b), OWNER(4));
 
     /* Tag 0 marks empty slots, and a live tag needs an owner. */
-    assert_int_equal(tags_register(tags, 0, OWNER(5)), -EINVAL);
-    assert_int_equal(tags_register(tags, 77, NULL), -EINVAL);
+    assert_int_equal(tags_register(tags, 0, OWNER(5)), B10_ERR_INTERNAL);
+    assert_int_equal(tags_register(tags, 77, NULL), B10_ERR_INTERNAL);
     assert_null(tags_lookup(tags, 77));
     assert_int_equal(tags_live(tags), 3);
     tags_destroy(tags);
@@ -350,8 +349,8 @@ static void test_collision_with_live_tag(void **state)
     uint64_t t = tag_at(5, 0);
 
     assert_int_equal(tags_register(tags, t, OWNER(1)), 0);
-    assert_int_equal(tags_register(tags, t, OWNER(2)), -EEXIST);
-    assert_int_equal(tags_register(tags, t, OWNER(1)), -EEXIST);
+    assert_int_equal(tags_register(tags, t, OWNER(2)), B10_ERR_TAG_COLLISION);
+    assert_int_equal(tags_register(tags, t, OWNER(1)), B10_ERR_TAG_COLLISION);
     /* The first owner keeps it. */
     assert_ptr_equal(tags_lookup(tags, t), OWNER(1));
     assert_int_equal(tags_live(tags), 1);
@@ -376,11 +375,11 @@ static void test_collision_with_quarantined_tag(void **state)
     assert_int_equal(tags_live(tags), 1);
     assert_int_equal(tags_quarantined(tags), 1);
 
-    assert_int_equal(tags_register(tags, t, OWNER(3)), -EEXIST);
+    assert_int_equal(tags_register(tags, t, OWNER(3)), B10_ERR_TAG_COLLISION);
     /* Unregister is for live tags: a quarantined one stays out of circulation. */
     tags_unregister(tags, t);
     assert_true(tags_is_quarantined(tags, t));
-    assert_int_equal(tags_register(tags, t, OWNER(3)), -EEXIST);
+    assert_int_equal(tags_register(tags, t, OWNER(3)), B10_ERR_TAG_COLLISION);
     /* Quarantining again does not count twice nor move the expiry, nor change whose it was. */
     tags_quarantine(tags, t, 5000, 0xc1);
     assert_int_equal(tags_quarantined(tags), 1);
@@ -440,15 +439,15 @@ static void test_full_registry(void **state)
     struct tags *tags = tags_create(8, 0);
     for (uint32_t i = 0; i < 8; i++)
         assert_int_equal(tags_register(tags, tag_at(i * 3 % 16, i), OWNER(i)), 0);
-    assert_int_equal(tags_register(tags, tag_at(1, 100), OWNER(100)), -ENOSPC);
+    assert_int_equal(tags_register(tags, tag_at(1, 100), OWNER(100)), B10_ERR_BUSY);
     assert_null(tags_lookup(tags, tag_at(1, 100)));
     /* A duplicate is still a collision, not "full". */
-    assert_int_equal(tags_register(tags, tag_at(0, 0), OWNER(100)), -EEXIST);
+    assert_int_equal(tags_register(tags, tag_at(0, 0), OWNER(100)), B10_ERR_TAG_COLLISION);
     tags_quarantine(tags, tag_at(0, 0), 50, 0);
-    assert_int_equal(tags_register(tags, tag_at(1, 100), OWNER(100)), -ENOSPC);
+    assert_int_equal(tags_register(tags, tag_at(1, 100), OWNER(100)), B10_ERR_BUSY);
     tags_unregister(tags, tag_at(3, 1));
     assert_int_equal(tags_register(tags, tag_at(1, 100), OWNER(100)), 0);
-    assert_int_equal(tags_register(tags, tag_at(1, 101), OWNER(101)), -ENOSPC);
+    assert_int_equal(tags_register(tags, tag_at(1, 101), OWNER(101)), B10_ERR_BUSY);
     assert_int_equal(tags_sweep(tags, 50), 1);
     assert_int_equal(tags_register(tags, tag_at(1, 101), OWNER(101)), 0);
     assert_int_equal(tags_live(tags), 8);
@@ -463,7 +462,7 @@ static void test_full_registry(void **state)
     while (n < 100000 && tags_register(tags, UINT64_C(0x9e3779b97f4a7c15) * (n + 1), OWNER(1)) == 0)
         n++;
     assert_true(n >= 1000);
-    assert_int_equal(tags_register(tags, 0x777, OWNER(1)), -ENOSPC);
+    assert_int_equal(tags_register(tags, 0x777, OWNER(1)), B10_ERR_BUSY);
     assert_int_equal(tags_live(tags), n);
     tags_destroy(tags);
 }
@@ -504,8 +503,8 @@ static void test_wrapping_cluster(void **state)
     assert_int_equal(tags_live(tags), 4);
     /* The freed tags can come back, and still collide with themselves. */
     assert_int_equal(tags_register(tags, t[4], OWNER(40)), 0);
-    assert_int_equal(tags_register(tags, t[4], OWNER(41)), -EEXIST);
-    assert_int_equal(tags_register(tags, t[6], OWNER(41)), -EEXIST);
+    assert_int_equal(tags_register(tags, t[4], OWNER(41)), B10_ERR_TAG_COLLISION);
+    assert_int_equal(tags_register(tags, t[6], OWNER(41)), B10_ERR_TAG_COLLISION);
     tags_destroy(tags);
 }
 
@@ -574,12 +573,14 @@ static void stress(uint64_t seed, uint32_t capacity, uint32_t slots, bool crowde
         switch (rng_next() % 8) {
         case 0: case 1: case 2: {
             void *owner = OWNER(POOL + rng_next() % 1000);
-            int want = e->state != M_ABSENT ? -EEXIST : count >= capacity ? -ENOSPC : 0;
-            int got = tags_register(tags, e->tag, owner);
+            b10_status_t want = e->state != M_ABSENT ? B10_ERR_TAG_COLLISION
+                                : count >= capacity  ? B10_ERR_BUSY
+                                                     : B10_OK;
+            b10_status_t got = tags_register(tags, e->tag, owner);
             if (got != want)
-                fail_msg("step %u: register of %#llx gave %d, the model says %d", step,
-                         (unsigned long long)e->tag, got, want);
-            if (got == 0) {
+                fail_msg("step %u: register of %#llx gave %s, the model says %s", step,
+                         (unsigned long long)e->tag, b10_status_name(got), b10_status_name(want));
+            if (got == B10_OK) {
                 e->state = M_LIVE;
                 e->owner = owner;
                 count++;
@@ -676,8 +677,8 @@ static void test_growth_keeps_every_tag(void **state)
                     assert_ptr_equal(tags_lookup(tags, t[j]), BIG_OWNER(j));
             }
     }
-    assert_int_equal(tags_register(tags, 0x777, BIG_OWNER(1)), -ENOSPC);
-    assert_int_equal(tags_register(tags, t[5], BIG_OWNER(1)), -EEXIST);
+    assert_int_equal(tags_register(tags, 0x777, BIG_OWNER(1)), B10_ERR_BUSY);
+    assert_int_equal(tags_register(tags, t[5], BIG_OWNER(1)), B10_ERR_TAG_COLLISION);
     assert_int_equal(tags_live(tags) + tags_quarantined(tags), CAP);
     /* Expired quarantine leaves; live tags stay where lookups find them. */
     uint32_t expired = 0;
@@ -694,7 +695,7 @@ static void test_growth_keeps_every_tag(void **state)
         if (!live && !quarantined)
             assert_int_equal(tags_register(tags, t[i], BIG_OWNER(i)), 0);
     }
-    assert_int_equal(tags_register(tags, 0x777, BIG_OWNER(1)), -ENOSPC);
+    assert_int_equal(tags_register(tags, 0x777, BIG_OWNER(1)), B10_ERR_BUSY);
     free(t);
     tags_destroy(tags);
 #undef BIG_OWNER
@@ -720,7 +721,7 @@ static void test_growth_without_memory(void **state)
     tags_quarantine(tags, tag_at(0, 0), 10, 0);
 
     calloc_fails = true;
-    assert_int_equal(tags_register(tags, tag_at(8, 8), OWNER(8)), -ENOMEM);
+    assert_int_equal(tags_register(tags, tag_at(8, 8), OWNER(8)), B10_ERR_NO_MEMORY);
     calloc_fails = false;
     assert_int_equal(tags_live(tags), 7);
     assert_int_equal(tags_quarantined(tags), 1);
@@ -739,13 +740,10 @@ static void test_growth_without_memory(void **state)
 
 static void test_status_words(void **state)
 {
-    assert_int_equal(tags_status(-EEXIST), B10_ERR_TAG_COLLISION);
-    assert_int_equal(tags_status(-ENOSPC), B10_ERR_BUSY);
-    assert_int_equal(tags_status(-ENOMEM), B10_ERR_NO_MEMORY);
-    assert_int_equal(tags_status(-EINVAL), B10_ERR_INTERNAL);
-    assert_string_equal(tags_strerror(-EEXIST), "already registered");
-    assert_string_equal(tags_strerror(-ENOSPC), "the tag registry is full");
-    assert_string_equal(tags_strerror(-ENOMEM), "no memory to grow the tag registry");
+    assert_string_equal(tags_strerror(B10_ERR_TAG_COLLISION), "already registered");
+    assert_string_equal(tags_strerror(B10_ERR_BUSY), "the tag registry is full");
+    assert_string_equal(tags_strerror(B10_ERR_NO_MEMORY), "no memory to grow the tag registry");
+    assert_string_equal(tags_strerror(B10_ERR_INTERNAL), "invalid tag");
 }
 
 int main(void)

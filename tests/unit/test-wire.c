@@ -124,7 +124,7 @@ static void hook_ep_error(void *arg, void *ep_user, b10_status_t status)
     news();
 }
 
-static int side_create(struct side *s)
+static b10_status_t side_create(struct side *s)
 {
     struct wire_hooks hooks = {
         .arg = s,
@@ -221,13 +221,13 @@ static struct wire_ep *link_sides(struct side *from, struct side *to)
     return ep;
 }
 
-static int post_send(struct wire_ep *ep, uint64_t tag, const void *buf, size_t len,
-                     struct result *r)
+static b10_status_t post_send(struct wire_ep *ep, uint64_t tag, const void *buf, size_t len,
+                              struct result *r)
 {
     posting = true;
-    int rc = wire_send(ep, tag, buf, len, NULL, on_done, r, NULL);
+    b10_status_t st = wire_send(ep, tag, buf, len, NULL, on_done, r, NULL);
     posting = false;
-    return rc;
+    return st;
 }
 
 static struct wire_op *post_recv(struct side *s, uint64_t tag, void *buf, size_t len,
@@ -235,9 +235,9 @@ static struct wire_op *post_recv(struct side *s, uint64_t tag, void *buf, size_t
 {
     struct wire_op *op = NULL;
     posting = true;
-    int rc = wire_recv(s->wire, tag, buf, len, NULL, on_done, r, &op);
+    b10_status_t st = wire_recv(s->wire, tag, buf, len, NULL, on_done, r, &op);
     posting = false;
-    assert_int_equal(rc, 0);
+    assert_int_equal(st, B10_OK);
     assert_non_null(op);
     return op;
 }
@@ -347,14 +347,16 @@ static void test_address(void **state)
     struct wire_ep *ep = NULL;
 
     wire_address(side_a.wire, &addr, &len);
-    assert_int_equal(wireaddr_unpack(addr, len, addrs, lengths), 3);
+    unsigned workers = 0;
+    assert_int_equal(wireaddr_unpack(addr, len, addrs, lengths, &workers), B10_OK);
+    assert_int_equal(workers, 3);
 
     uint8_t *bad = malloc(len);
     memcpy(bad, addr, len);
     bad[0] ^= 0xff;                             /* not a wire address */
-    assert_int_equal(wire_ep_create(side_b.wire, bad, len, NULL, &ep), -EINVAL);
+    assert_int_equal(wire_ep_create(side_b.wire, bad, len, NULL, &ep), B10_ERR_INVALID_ARG);
     assert_null(ep);
-    assert_int_equal(wire_ep_create(side_b.wire, addr, len - 1, NULL, &ep), -EINVAL);
+    assert_int_equal(wire_ep_create(side_b.wire, addr, len - 1, NULL, &ep), B10_ERR_INVALID_ARG);
     assert_null(ep);
     free(bad);
 
@@ -759,7 +761,9 @@ static void test_local_wire(void **state)
     assert_int_equal(test_d.cfg.wire_lanes, 2);
     assert_int_equal(wire_create(&test_d, &hooks, false, &local.wire), 0);
     wire_address(local.wire, &addr, &len);
-    assert_int_equal(wireaddr_unpack(addr, len, addrs, lengths), 1);
+    unsigned workers = 0;
+    assert_int_equal(wireaddr_unpack(addr, len, addrs, lengths, &workers), B10_OK);
+    assert_int_equal(workers, 1);
     assert_int_equal(wire_mem_map(local.wire, buf, 1u << 20, &memh), 0);
     assert_non_null(memh);
     wire_mem_unmap(local.wire, memh);

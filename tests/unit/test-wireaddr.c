@@ -108,22 +108,22 @@ static void put_le32(uint8_t *p, uint32_t v)
  * 1 + WIREADDR_MAX_LANES, non-empty addresses inside p, laid out in order
  * each after its 4-byte length, the last ending at the end of p.
  */
-static void check_inside(const uint8_t *p, size_t n, int count, const uint8_t *const *addrs,
+static void check_inside(const uint8_t *p, size_t n, unsigned count, const uint8_t *const *addrs,
                          const size_t *lengths, const char *what)
 {
     if (count < 1 || count > MAX_COUNT)
-        fail_msg("%s: unpack returned %d", what, count);
+        fail_msg("%s: unpack counted %u", what, count);
     size_t at = HEADER;
-    for (int i = 0; i < count; i++) {
+    for (unsigned i = 0; i < count; i++) {
         if (lengths[i] == 0)
-            fail_msg("%s: address %d is empty", what, i);
+            fail_msg("%s: address %u is empty", what, i);
         if (addrs[i] < p || addrs[i] > p + n || lengths[i] > (size_t)(p + n - addrs[i]))
-            fail_msg("%s: address %d (%zu bytes at offset %td) is outside the %zu-byte buffer",
+            fail_msg("%s: address %u (%zu bytes at offset %td) is outside the %zu-byte buffer",
                      what, i, lengths[i], addrs[i] - p, n);
         if ((size_t)(addrs[i] - p) != at + 4)
-            fail_msg("%s: address %d at offset %td, want %zu", what, i, addrs[i] - p, at + 4);
+            fail_msg("%s: address %u at offset %td, want %zu", what, i, addrs[i] - p, at + 4);
         if (get_le32(p + at) != lengths[i])
-            fail_msg("%s: address %d is %zu bytes, its length field says %u", what, i,
+            fail_msg("%s: address %u is %zu bytes, its length field says %u", what, i,
                      lengths[i], get_le32(p + at));
         at += 4 + lengths[i];
     }
@@ -136,7 +136,8 @@ static void check_round_trip(const uint8_t *p, size_t n, const struct addrs *a)
 {
     const uint8_t *out[MAX_COUNT];
     size_t out_lengths[MAX_COUNT];
-    int count = wireaddr_unpack(p, n, out, out_lengths);
+    unsigned count = 0;
+    assert_int_equal(wireaddr_unpack(p, n, out, out_lengths, &count), B10_OK);
     assert_int_equal(count, a->count);
     check_inside(p, n, count, out, out_lengths, "round trip");
     for (unsigned i = 0; i < a->count; i++) {
@@ -151,9 +152,12 @@ static void refuse(const uint8_t *p, size_t n, const char *what)
     const uint8_t *out[ROOMY];
     size_t out_lengths[ROOMY];
     uint8_t *q = dup_exact(p, n);
-    int count = wireaddr_unpack(q, n, out, out_lengths);
-    if (count != -1)
-        fail_msg("%s: unpack of %zu bytes returned %d, want -1", what, n, count);
+    unsigned count = 12345;
+    b10_status_t st = wireaddr_unpack(q, n, out, out_lengths, &count);
+    if (st != B10_ERR_INVALID_ARG)
+        fail_msg("%s: unpack of %zu bytes returned %s, want B10_ERR_INVALID_ARG", what, n,
+                 b10_status_name(st));
+    assert_int_equal(count, 12345);     /* written only on success */
     free(q);
 }
 
@@ -193,7 +197,9 @@ static void test_format_spelled_out(void **state)
     assert_memory_equal(packed, big_header, sizeof(big_header));
     const uint8_t *out_addrs[MAX_COUNT];
     size_t out_lengths[MAX_COUNT];
-    assert_int_equal(wireaddr_unpack(packed, n, out_addrs, out_lengths), 1);
+    unsigned count = 0;
+    assert_int_equal(wireaddr_unpack(packed, n, out_addrs, out_lengths, &count), B10_OK);
+    assert_int_equal(count, 1);
     assert_ptr_equal(out_addrs[0], packed + 12);
     assert_int_equal(out_lengths[0], 0x01020304);
     free(packed);
@@ -285,8 +291,9 @@ static void test_refuse_null_and_short(void **state)
 {
     const uint8_t *out[ROOMY];
     size_t out_lengths[ROOMY];
-    assert_int_equal(wireaddr_unpack(NULL, 0, out, out_lengths), -1);
-    assert_int_equal(wireaddr_unpack(NULL, 64, out, out_lengths), -1);
+    unsigned count;
+    assert_int_equal(wireaddr_unpack(NULL, 0, out, out_lengths, &count), B10_ERR_INVALID_ARG);
+    assert_int_equal(wireaddr_unpack(NULL, 64, out, out_lengths, &count), B10_ERR_INVALID_ARG);
 
     struct addrs a;
     size_t n;
@@ -554,24 +561,25 @@ static void test_random(void **state)
 
             const uint8_t *out[ROOMY];
             size_t out_lengths[ROOMY];
-            int got = wireaddr_unpack(q, n, out, out_lengths);
-            if (got >= 1) {
+            unsigned got = 0;
+            b10_status_t st = wireaddr_unpack(q, n, out, out_lengths, &got);
+            if (st == B10_OK) {
                 check_inside(q, n, got, out, out_lengths, "a mutated address");
                 accepted++;
-            } else if (got == -1) {
+            } else if (st == B10_ERR_INVALID_ARG) {
                 refused++;
             } else {
-                fail_msg("seed %llu: unpack of a mutated address returned %d",
-                         (unsigned long long)seed, got);
+                fail_msg("seed %llu: unpack of a mutated address returned %s",
+                         (unsigned long long)seed, b10_status_name(st));
             }
             /*
              * A byte inside an address changes only that address: the
              * layout, and so every pointer, stays what it was.
              */
             if (in_content(content, lengths, count, at)) {
-                if (got != (int)count)
-                    fail_msg("seed %llu: a changed address byte at %zu: unpack returned %d",
-                             (unsigned long long)seed, at, got);
+                if (st != B10_OK || got != count)
+                    fail_msg("seed %llu: a changed address byte at %zu: unpack returned %s, "
+                             "%u addresses", (unsigned long long)seed, at, b10_status_name(st), got);
                 for (unsigned i = 0; i < count; i++) {
                     assert_ptr_equal(out[i], q + content[i]);
                     assert_int_equal(out_lengths[i], lengths[i]);
@@ -682,7 +690,9 @@ static void test_doors_round_trip(void **state)
         /* The workers are where they were, and end where the doors begin. */
         const uint8_t *out[MAX_COUNT];
         size_t out_lengths[MAX_COUNT];
-        assert_int_equal(wireaddr_unpack(q, len, out, out_lengths), 3);
+        unsigned count = 0;
+        assert_int_equal(wireaddr_unpack(q, len, out, out_lengths, &count), B10_OK);
+        assert_int_equal(count, 3);
         check_inside(q, len - n * WIREADDR_DOOR_BYTES, 3, out, out_lengths, "before the doors");
         for (unsigned i = 0; i < 3; i++)
             assert_memory_equal(out[i], a.bytes[i], a.lengths[i]);
