@@ -448,10 +448,12 @@ def markdown(runs: List[tuple]) -> str:
                 "no daemon" if r["mover_mem"].startswith("raw:") else "not shown")
             cpu = r["cpu_s_per_gb"]
             cpu = f"{cpu:.2f}" if cpu == cpu else "–"   # NaN: no daemon moved it
+            gpu = (f"; GPU time {r['decode_gpu_p50_x']:.2f} / {r['decode_gpu_p99_x']:.2f}"
+                   if "decode_gpu_p50_x" in r else "")
             rows.append(
                 f"| {label} | {r['op']} {r['span'] // KiB} KiB, {r['mover_mem']} mover | "
                 f"{' '.join(r['flags']) or 'defaults'} | {r['decode_p50_x']:.2f} / "
-                f"{r['decode_p99_x']:.2f} ({r['decode_alone_ms'][0]:.3f}) | {r['prefill_p50_x']:.2f} | "
+                f"{r['decode_p99_x']:.2f} ({r['decode_alone_ms'][0]:.3f}){gpu} | {r['prefill_p50_x']:.2f} | "
                 f"{r['rate_during_gbs']:.2f} / {r['rate_alone_gbs']:.2f} ({r['rate_x']:.2f}) | "
                 f"{ceiling(r, res['cases'])} | {cpu} | {mib} ({empty}) |")
     return "\n".join(rows) + "\n"
