@@ -175,12 +175,9 @@ b10_status_t b10d_start(struct b10d *d)
                     every == 1 ? "" : every == 2 ? "nd" : every == 3 ? "rd" : "th");
     }
 
-    /*
-     * The keys first: a daemon that cannot read its key must not start half
-     * trusted. peer_start says why in the log and answers only -1.
-     */
-    if (peer_start(d, &b10d_peer_hooks) != 0)
-        return B10_ERR_INTERNAL;
+    /* The keys first: a daemon that cannot read its key must not start half trusted. */
+    if ((rc = peer_start(d, &b10d_peer_hooks)) != B10_OK)
+        return rc;
 
     if ((d->names = names_create()) == NULL)
         return B10_ERR_NO_MEMORY;

@@ -49,7 +49,7 @@ static int main_check_config(struct b10d *d)
     list_init(&d->peers);
     d->loop = uv_default_loop();
     d->now_ms = main_monotonic_ms;
-    bool ok = peer_start(d, NULL) == 0;     /* peer.c: -1, and why in the log */
+    bool ok = peer_start(d, NULL) == B10_OK;     /* why in the log */
     peer_stop(d);
     peer_free_all(d);
     /* The metrics address binds, as the start will bind it (in use, not this host's, ...). */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "door.h"
+#include "frame.h"
 #include "knock.h"
 #include "staging.h"
 #include "wire.h"
@@ -484,7 +485,7 @@ static void peer_hello_send_ack(struct b10d *d, struct wire_ep *ep, const struct
         ack.nonce = (ProtobufCBinaryData){ AUTH_NONCE_BYTES, (uint8_t *)nonce };
         ack.max_chunk_bytes = staging_view_bytes(d->staging);
         ack.max_control_bytes = d->cfg.max_control_bytes;
-        ack.max_pieces = d->cfg.max_control_bytes / 16;
+        ack.max_pieces = d->cfg.max_control_bytes / SPAN_BYTES;   /* a piece: one span, at least */
     }
     msg.body_case = B10__PEER__MSG__BODY_HELLO_ACK;
     msg.hello_ack = &ack;
@@ -693,7 +694,7 @@ static void peer_hello_on_sweep(uv_timer_t *timer)
 }
 
 /* The keys: --cluster-key, else systemd's credential, else the default file, else none. */
-static int peer_hello_load_keys(struct b10d *d)
+static b10_status_t peer_hello_load_keys(struct b10d *d)
 {
     struct config *cfg = &d->cfg;
     struct auth_key key;
@@ -708,25 +709,27 @@ static int peer_hello_load_keys(struct b10d *d)
     else
         snprintf(path, sizeof(path), "%s", CONFIG_KEY_FILE_DEFAULT);
     if (named || access(path, F_OK) == 0) {
-        if (auth_key_load(path, &key, err, sizeof(err)) != 0) {
+        b10_status_t st = auth_key_load(path, &key, err, sizeof(err));
+        if (st != B10_OK) {
             log_err("%s", err);
-            return -1;
+            return st;
         }
         auth_keyring_add(&d->keys, &key);
         log_info("cluster key %016" PRIx64 " from %s", key.id, path);
     }
     if (cfg->cluster_key_next[0] != '\0') {
-        if (auth_key_load(cfg->cluster_key_next, &key, err, sizeof(err)) != 0) {
+        b10_status_t st = auth_key_load(cfg->cluster_key_next, &key, err, sizeof(err));
+        if (st != B10_OK) {
             log_err("%s", err);
-            return -1;
+            return st;
         }
         if (d->keys.count == 0) {
             log_err("--cluster-key-next needs a --cluster-key beside it");
-            return -1;
+            return B10_ERR_INVALID_ARG;
         }
-        if (auth_keyring_add(&d->keys, &key) != 0) {
+        if (auth_keyring_add(&d->keys, &key) != B10_OK) {
             log_err("--cluster-key-next holds the same key as the cluster key");
-            return -1;
+            return B10_ERR_INVALID_ARG;
         }
         log_info("next cluster key %016" PRIx64 " from %s, accepted too", key.id, cfg->cluster_key_next);
     }
@@ -745,22 +748,23 @@ static int peer_hello_load_keys(struct b10d *d)
     auth_key_wipe(&key);
     if (auth_keyring_lock(&d->keys) != 0)
         log_notice("the keys could not be locked in memory (RLIMIT_MEMLOCK): they may reach swap");
-    return 0;
+    return B10_OK;
 }
 
-int peer_hello_start(struct b10d *d)
+b10_status_t peer_hello_start(struct b10d *d)
 {
     struct peer_handshakes *hs = &d->handshakes;
 
     list_init(&hs->pending);
-    if (auth_init() != 0) {
+    if (auth_init() != B10_OK) {
         log_err("libsodium could not start");
-        return -1;
+        return B10_ERR_INTERNAL;
     }
-    if (peer_hello_load_keys(d) != 0)
-        return -1;
+    b10_status_t st = peer_hello_load_keys(d);
+    if (st != B10_OK)
+        return st;
     if ((hs->seen = calloc(1, sizeof(*hs->seen))) == NULL)
-        return -1;
+        return B10_ERR_NO_MEMORY;
     hs->tokens = d->cfg.max_hellos_per_s;
     hs->tokens_ms = d->now_ms(d);
     uint64_t every = d->cfg.connect_timeout_ms / 4;
@@ -770,7 +774,7 @@ int peer_hello_start(struct b10d *d)
     uv_timer_start(&hs->sweep, peer_hello_on_sweep, every, every);
     uv_unref((uv_handle_t *)&hs->sweep);
     hs->sweep_on = true;
-    return 0;
+    return B10_OK;
 }
 
 void peer_hello_stop(struct b10d *d)

@@ -98,7 +98,7 @@ void peer_count_unopened(struct peer *peer, enum auth_result r);
 void peer_say_dropped(struct b10d *d, int level, uint64_t *said_ms, uint64_t *counter,
                       const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
 /* The peer's endpoint, made now if it has none: 0, or -1. */
-int peer_ensure_ep(struct peer *peer);
+b10_status_t peer_ensure_ep(struct peer *peer);
 
 /* Retire a direction's link: its generation and tags go to the quarantine. */
 void peer_retire_out(struct peer *peer, b10_status_t why);
@@ -114,7 +114,7 @@ void peer_give_up(struct peer *peer, b10_status_t status, const char *detail, bo
 /* ---------------------------------------------------------------- peer-hello.c: the handshake */
 
 /* Load the keys, start the HELLO budget and the sweep. */
-int peer_hello_start(struct b10d *d);
+b10_status_t peer_hello_start(struct b10d *d);
 void peer_hello_stop(struct b10d *d);
 /* Drop the handshakes still pending (shutdown); peer_hello_free() once the wire is gone. */
 void peer_hello_close(struct b10d *d);

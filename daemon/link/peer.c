@@ -367,36 +367,46 @@ bool peer_link_live(const struct peer *peer, uint64_t gen)
 }
 
 /* Seal an envelope whose payload is in place (buf has the envelope's room) and send it. */
-static int peer_send_sealed(struct peer *peer, struct auth_link *link, uint64_t tag, uint8_t *buf,
-                            size_t payload_length)
+static b10_status_t peer_send_sealed(struct peer *peer, struct auth_link *link, uint64_t tag,
+                                     uint8_t *buf, size_t payload_length)
 {
-    if (peer->ep == NULL || auth_link_seal(link, buf, payload_length) != 0) {
+    if (peer->ep == NULL) {
         free(buf);
-        return -1;
+        return B10_ERR_PEER_LOST;
+    }
+    b10_status_t st = auth_link_seal(link, buf, payload_length);
+    if (st != B10_OK) {
+        free(buf);
+        return st;
     }
     return wire_send_owned(peer->ep, tag, buf, AUTH_OVERHEAD + payload_length);
 }
 
-int peer_send(struct peer *peer, uint64_t gen, uint64_t tag, const struct ProtobufCMessage *msg)
+b10_status_t peer_send(struct peer *peer, uint64_t gen, uint64_t tag,
+                       const struct ProtobufCMessage *msg)
 {
     struct auth_link *link = peer_link(peer, gen, NULL);
     size_t length = protobuf_c_message_get_packed_size(msg);
     uint8_t *buf;
 
-    if (link == NULL || peer->ep == NULL || (buf = malloc(AUTH_OVERHEAD + length)) == NULL)
-        return -1;
+    if (link == NULL || peer->ep == NULL)
+        return B10_ERR_PEER_LOST;
+    if ((buf = malloc(AUTH_OVERHEAD + length)) == NULL)
+        return B10_ERR_NO_MEMORY;
     protobuf_c_message_pack(msg, buf + AUTH_HEADER_BYTES);
     return peer_send_sealed(peer, link, tag, buf, length);
 }
 
-int peer_send_packed(struct peer *peer, uint64_t gen, uint64_t tag, const uint8_t *payload,
-                     size_t length)
+b10_status_t peer_send_packed(struct peer *peer, uint64_t gen, uint64_t tag,
+                              const uint8_t *payload, size_t length)
 {
     struct auth_link *link = peer_link(peer, gen, NULL);
     uint8_t *buf;
 
-    if (link == NULL || peer->ep == NULL || (buf = malloc(AUTH_OVERHEAD + length)) == NULL)
-        return -1;
+    if (link == NULL || peer->ep == NULL)
+        return B10_ERR_PEER_LOST;
+    if ((buf = malloc(AUTH_OVERHEAD + length)) == NULL)
+        return B10_ERR_NO_MEMORY;
     memcpy(buf + AUTH_HEADER_BYTES, payload, length);
     return peer_send_sealed(peer, link, tag, buf, length);
 }
@@ -459,15 +469,17 @@ void peer_send_result(struct peer *peer, uint64_t gen, uint64_t id, b10_status_t
         log_debug("peer %s: could not send a RESULT for %016" PRIx64, peer->name, id);
 }
 
-int peer_ensure_ep(struct peer *peer)
+b10_status_t peer_ensure_ep(struct peer *peer)
 {
     if (peer->ep != NULL)
-        return 0;
-    if (wire_ep_create(peer->d->wire, peer->address, peer->address_length, peer, &peer->ep) != 0)
-        return -1;
+        return B10_OK;
+    b10_status_t st = wire_ep_create(peer->d->wire, peer->address, peer->address_length, peer,
+                                     &peer->ep);
+    if (st != B10_OK)
+        return st;
     log_info("peer %s: endpoint open, transport %s, %u data lanes", peer->name,
              wire_ep_transports(peer->ep), wire_ep_lanes(peer->ep));
-    return 0;
+    return B10_OK;
 }
 
 /* ---------------------------------------------------------------- retiring links, failing work */
@@ -594,7 +606,7 @@ b10_status_t peer_use(struct peer *peer, struct link_user *u)
 
 /* ---------------------------------------------------------------- start, stop */
 
-int peer_start(struct b10d *d, const struct peer_hooks *hooks)
+b10_status_t peer_start(struct b10d *d, const struct peer_hooks *hooks)
 {
     peer_dispatch_start(d, hooks);
     return peer_hello_start(d);

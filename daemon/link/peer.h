@@ -178,7 +178,7 @@ void peer_on_ep_error(void *arg, void *ep_user, b10_status_t status);
 bool peer_on_data(void *arg, uint64_t tag, size_t length);
 
 /* Start and stop the link rooms: where messages go up, the keys, the handshakes, the sweep. */
-int peer_start(struct b10d *d, const struct peer_hooks *hooks);
+b10_status_t peer_start(struct b10d *d, const struct peer_hooks *hooks);
 void peer_stop(struct b10d *d);
 
 /*
@@ -226,10 +226,11 @@ void peer_lost(struct peer *peer, b10_status_t status, const char *detail);
  * live or the last retired of its direction. 0, or -1 when there is no
  * such link or no endpoint (nothing was sent).
  */
-int peer_send(struct peer *peer, uint64_t gen, uint64_t tag, const struct ProtobufCMessage *msg);
+b10_status_t peer_send(struct peer *peer, uint64_t gen, uint64_t tag,
+                       const struct ProtobufCMessage *msg);
 /* The same for a message already encoded (an ask keeps its question so). */
-int peer_send_packed(struct peer *peer, uint64_t gen, uint64_t tag, const uint8_t *payload,
-                     size_t length);
+b10_status_t peer_send_packed(struct peer *peer, uint64_t gen, uint64_t tag,
+                              const uint8_t *payload, size_t length);
 /*
  * Open what a posted receive took for link gen and decode it. B10_OK and
  * *msg_p (the caller frees it); B10_ERR_UNAUTHENTICATED when it did not
