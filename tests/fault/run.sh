@@ -106,6 +106,10 @@ prefill() {
     _dir=$3
     _r=$4
     shift 4
+    # The decode checks the whole pool after each round, so the round before
+    # is checked first and only then this one writes: otherwise this round's
+    # bytes could land while the decode still checks the last, outside its spans.
+    [ "$_r" -gt 0 ] && [ -e "$_dir/decode.desc" ] && wait_file "$_dir/verified.$(( _r - 1 ))" 30
     fg 90 "$_name" "$KVRANK" --role prefill --name "$_name" -s "$D/$_dmn.sock" --dir "$_dir" \
         --round "$_r" "$@"
 }
