@@ -55,8 +55,8 @@ static void ask_finish(struct ask *a, b10_status_t status, const char *detail)
                             a->peer->daemon_id);
     }
     if (status != B10_OK)
-        log_info("%s %016" PRIx64 " to daemon %016" PRIx64 ": %s: %s", a->what, a->id,
-                 a->peer->daemon_id, b10_status_name(status), detail);
+        log_info("%s %016" PRIx64 " to peer %s (%016" PRIx64 "): %s: %s", a->what, a->id,
+                 a->peer->name, a->peer->daemon_id, b10_status_name(status), detail);
     if (a->session != NULL)
         rank_answer(a->d, a->session, a->seq, status, detail);
     ask_maybe_free(a);

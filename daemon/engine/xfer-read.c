@@ -106,8 +106,8 @@ struct xfer *xfer_read_waiting(struct b10d *d, struct peer *peer, struct session
 static void xfer_read_refuse(struct peer *peer, uint64_t read_id, b10_status_t status,
                              const char *detail)
 {
-    log_warning("refusing READ %016" PRIx64 " from %016" PRIx64 ": %s: %s", read_id,
-                peer->daemon_id, b10_status_name(status), detail);
+    log_warning("refusing READ %016" PRIx64 " from peer %s (%016" PRIx64 "): %s: %s", read_id,
+                peer->name, peer->daemon_id, b10_status_name(status), detail);
     peer_send_result(peer, peer->in.tags.gen, read_id, status, detail);
 }
 

@@ -419,7 +419,9 @@ void xfer_report(struct xfer *x, b10_status_t status)
                  "may still write its destination: %.160s", b10_status_name(cause),
                  d->cfg.settle_ms, was);
         x->status = status;
-        log_warning("transfer %016" PRIx64 " (%s): %s", x->id, xfer_role_name(x->role), x->detail);
+        log_warning("transfer %016" PRIx64 " (%s%s%s): %s", x->id, xfer_role_name(x->role),
+                    x->peer != NULL ? ", peer " : "", x->peer != NULL ? x->peer->name : "",
+                    x->detail);
     }
     x->ops->report(x, cause);
     xfer_trace_log(x);
