@@ -265,14 +265,19 @@ static void door_judge(struct door_conn *c, size_t length)
     bool authenticated;
     char detail[KNOCK_DETAIL_MAX], ip[INET6_ADDRSTRLEN];
 
-    if (!door_budget(door)) {
-        door_drop(c, "more knocks than --max-hellos-per-s");
-        return;
-    }
+    /*
+     * The seal first: a stranger's bytes cost a MAC check (microseconds, at
+     * most DOOR_MAX_CONNS at once) but no token, so that no one without the
+     * key can use up the knocks a key holder is answered.
+     */
     b10_status_t st = knock_open(door->keys, false, c->in, length, &k, &authenticated, detail,
                                  sizeof(detail));
     if (!authenticated) {
         door_drop(c, detail);
+        return;
+    }
+    if (!door_budget(door)) {
+        door_drop(c, "more knocks than --max-hellos-per-s");
         return;
     }
     if (st == B10_OK) {
@@ -383,6 +388,15 @@ static void door_on_connection(uv_stream_t *server, int status)
     }
     if (door->nconns > DOOR_MAX_CONNS) {
         door_drop(c, "too many knocks at once");
+        return;
+    }
+    /* One address holds at most a few: a slow one cannot keep the others' knocks out. */
+    unsigned same = 0;
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &door->conns)
+        same += gate_addr_eq(&list_entry(pos, struct door_conn, node)->from, &c->from);
+    if (same > DOOR_MAX_CONNS_PER_ADDR) {
+        door_drop(c, "too many knocks at once from this address");
         return;
     }
     uv_timer_start(&c->timer, door_conn_timeout, door->cfg.timeout_ms, 0);

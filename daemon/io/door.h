@@ -15,9 +15,11 @@
  * boot of its node runs now, and a descriptor of an earlier boot still
  * reaches the node. What does not open under a key is dropped unanswered.
  *
- * Bounded: DOOR_MAX_CONNS connections at once, each for --connect-timeout-ms
- * at most, one framed message of KNOCK_MAX_BYTES in and one out, knocks
- * answered at --max-hellos-per-s (all knockers together).
+ * Bounded: DOOR_MAX_CONNS connections at once, DOOR_MAX_CONNS_PER_ADDR of
+ * them from one address, each for --connect-timeout-ms at most, one framed
+ * message of KNOCK_MAX_BYTES in and one out, knocks that open under a key
+ * answered at --max-hellos-per-s (all knockers together; a stranger's spend
+ * nothing of it).
  */
 #ifndef B10D_DOOR_H
 #define B10D_DOOR_H
@@ -32,6 +34,7 @@
 #include "wireaddr.h"
 
 #define DOOR_MAX_CONNS 64
+#define DOOR_MAX_CONNS_PER_ADDR 8
 
 struct door_config {
     const char *name;           /* this daemon's --name */

@@ -693,7 +693,10 @@ static void test_door_drops(void **state)
     side_close(b);
 }
 
-/* Knocks beyond the door's rate go unanswered, until the rate allows again. */
+/*
+ * Knocks beyond the door's rate go unanswered, until the rate allows again;
+ * knocks that do not open under a key spend none of it.
+ */
 static void test_door_rate(void **state)
 {
     struct side sides[2];
@@ -707,6 +710,12 @@ static void test_door_rate(void **state)
     assert_int_equal(first_seal(b, sides, 2), 0);
     uint16_t port = b->at[0].port;
 
+    /* A stranger's knocks, under a key the door does not hold, spend none of the rate. */
+    for (int i = 0; i < 5; i++) {
+        size_t n = knock_msg(&other_key, "127.0.0.3", 0, &kn, msg);
+        assert_int_equal(exchange("127.0.0.3", port, msg, n, answer), 0);
+    }
+    assert_int_equal(door_stats(b->door)->dropped, 5);
     for (int i = 0; i < 2; i++) {
         size_t n = knock_msg(&key, "127.0.0.2", 0, &kn, msg);
         size_t got = exchange("127.0.0.2", port, msg, n, answer);
@@ -714,12 +723,53 @@ static void test_door_rate(void **state)
     }
     size_t n = knock_msg(&key, "127.0.0.2", 0, &kn, msg);
     assert_int_equal(exchange("127.0.0.2", port, msg, n, answer), 0);
-    assert_int_equal(door_stats(b->door)->dropped, 1);
+    assert_int_equal(door_stats(b->door)->dropped, 6);
     run_for(600);
     n = knock_msg(&key, "127.0.0.2", 0, &kn, msg);
     size_t got = exchange("127.0.0.2", port, msg, n, answer);
     assert_int_equal(answer_of(answer, got, &kn, &ack), B10_OK);
     assert_int_equal(door_stats(b->door)->let_in, 3);
+    side_close(&sides[0]);
+    side_close(b);
+}
+
+static bool dropped_at_least(const void *arg)
+{
+    const struct side *b = arg;
+    return door_stats(b->door)->dropped >= 1;
+}
+
+/*
+ * One address holds at most DOOR_MAX_CONNS_PER_ADDR connections at the door:
+ * the next from it is closed at once, while another address still knocks.
+ */
+static void test_door_per_address(void **state)
+{
+    struct side sides[2];
+    struct side *b = &sides[1];
+    uint8_t msg[KNOCK_MAX_BYTES], answer[KNOCK_MAX_BYTES];
+    struct knock kn, ack;
+    int held[DOOR_MAX_CONNS_PER_ADDR + 1];
+
+    side_open(&sides[0], "node-a", 0xa1, &ring);
+    side_open_at(b, "node-b", 0xb1, &ring, 1000, 5000);
+    assert_int_equal(first_seal(&sides[0], sides, 2), 0);
+    assert_int_equal(first_seal(b, sides, 2), 0);
+    uint16_t port = b->at[0].port;
+
+    for (int i = 0; i <= DOOR_MAX_CONNS_PER_ADDR; i++) {
+        held[i] = sock_connect("127.0.0.4", "127.0.0.1", port, 2000);
+        assert_true(held[i] >= 0);
+        run_for(20);
+    }
+    if (!run_until(dropped_at_least, b, 2000))
+        fail_msg("the connection past %d from one address was not dropped", DOOR_MAX_CONNS_PER_ADDR);
+    assert_int_equal(door_stats(b->door)->dropped, 1);
+    size_t n = knock_msg(&key, "127.0.0.2", 0, &kn, msg);
+    size_t got = exchange("127.0.0.2", port, msg, n, answer);
+    assert_int_equal(answer_of(answer, got, &kn, &ack), B10_OK);
+    for (int i = 0; i <= DOOR_MAX_CONNS_PER_ADDR; i++)
+        close(held[i]);
     side_close(&sides[0]);
     side_close(b);
 }
@@ -858,6 +908,7 @@ int main(void)
         cmocka_unit_test_teardown(test_door_answers, close_leftovers),
         cmocka_unit_test_teardown(test_door_drops, close_leftovers),
         cmocka_unit_test_teardown(test_door_rate, close_leftovers),
+        cmocka_unit_test_teardown(test_door_per_address, close_leftovers),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
