@@ -173,7 +173,7 @@ count_done(void *arg)
 
 static double
 run_views_as(gpu_copy_dir_t dir, gpu_copy_engine_t eng, size_t n, size_t view, unsigned depth,
-             int nreps, double until_us, int with_cb)
+             int nreps, double until_us, int with_cb, unsigned streams)
 {
     static unsigned long dones;
     size_t per = view / pieces[0].len ? view / pieces[0].len : 1;
@@ -181,15 +181,16 @@ run_views_as(gpu_copy_dir_t dir, gpu_copy_engine_t eng, size_t n, size_t view, u
         .field_mask = GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_INFLIGHT,
         .max_pieces = per, .max_inflight = depth,
     };
-    gpu_copier_t *c = NULL;
+    gpu_copier_t *cs[8] = { 0 };
     gpu_copy_op_t *ops[16] = { 0 };
     double gb[16];
     int rc;
 
-    if ((rc = gpu_copy_create(&prm, &c)) != GPU_COPY_OK) {
-        fprintf(stderr, "b10-gpubench: gpu_copy_create: %s\n", gpu_copy_strstatus(rc));
-        exit(1);
-    }
+    for (unsigned s = 0; s < streams; s++)
+        if ((rc = gpu_copy_create(&prm, &cs[s])) != GPU_COPY_OK) {
+            fprintf(stderr, "b10-gpubench: gpu_copy_create: %s\n", gpu_copy_strstatus(rc));
+            exit(1);
+        }
     for (int r = -1; r < nreps; r++) {
         size_t k = 0, bytes = 0;
         double t0 = now_us();
@@ -202,6 +203,7 @@ run_views_as(gpu_copy_dir_t dir, gpu_copy_engine_t eng, size_t n, size_t view, u
                 gpu_copy_op_release(ops[k % depth]);
                 ops[k % depth] = NULL;
             }
+            gpu_copier_t *c = cs[k % streams];
             if ((rc = gpu_copy_submit(c, &req, &ops[k % depth])) != GPU_COPY_OK) {
                 fprintf(stderr, "b10-gpubench: views: %s %s\n", gpu_copy_strstatus(rc),
                         gpu_copy_last_error(c));
@@ -221,37 +223,39 @@ run_views_as(gpu_copy_dir_t dir, gpu_copy_engine_t eng, size_t n, size_t view, u
         if (until_us > 0 && now_us() < until_us)
             r = -1;   /* a hammer: passes until the deadline; the last one is reported */
     }
-    gpu_copy_destroy(c);
+    for (unsigned s = 0; s < streams; s++)
+        gpu_copy_destroy(cs[s]);
     return until_us > 0 ? gb[0] : median(gb, nreps);
 }
 
 static double
 run_views(gpu_copy_dir_t dir, size_t n, size_t view, int nreps)
 {
-    return run_views_as(dir, GPU_COPY_BATCH, n, view, 8, nreps, 0, 0);
+    return run_views_as(dir, GPU_COPY_BATCH, n, view, 8, nreps, 0, 0, 1);
 }
 
 /*
- * -H DIR,SPAN,SECONDS,ENGINE[,cb|nocb[,DEPTH]]: (DIR gather, scatter or d2d) the copy engines driven as b10d drives them, with
+ * -H DIR,SPAN,SECONDS,ENGINE[,cb|nocb[,DEPTH[,STREAMS]]]: (DIR gather, scatter or d2d) the copy engines driven as b10d drives them, with
  * no daemon, back to back for SECONDS: the mover of the co-residence benchmark's raw
  * cases, which shows what the copy engines alone cost a co-resident model. ENGINE is
  * batch (cudaMemcpyBatchAsync) or memcpy (one cudaMemcpyAsync a piece); cb adds the
- * host callback the daemon enqueues after each view; DEPTH views queued (8; the daemon 16).
+ * host callback the daemon enqueues after each view; DEPTH views queued (8; the daemon 16);
+ * STREAMS copiers (1, as the daemon), each view on the next in turn.
  */
 static int
 hammer(const char *spec)
 {
     char dir[16], eng[16], cb[8] = "";
-    unsigned depth = 8;
+    unsigned depth = 8, streams = 1;
     size_t span;
     double seconds;
 
-    if (sscanf(spec, "%15[a-z0-9],%zu,%lf,%15[a-z],%7[a-z],%u", dir, &span, &seconds, eng, cb,
-               &depth) < 4 ||
-        span == 0 || span > total_bytes || seconds <= 0 || depth == 0 || depth > 16 ||
+    if (sscanf(spec, "%15[a-z0-9],%zu,%lf,%15[a-z],%7[a-z],%u,%u", dir, &span, &seconds, eng, cb,
+               &depth, &streams) < 4 ||
+        span == 0 || span > total_bytes || seconds <= 0 || depth == 0 || depth > 16 || streams == 0 || streams > 8 ||
         (strcmp(dir, "gather") && strcmp(dir, "scatter") && strcmp(dir, "d2d")) ||
         (strcmp(eng, "batch") && strcmp(eng, "memcpy"))) {
-        fprintf(stderr, "b10-gpubench: -H gather|scatter|d2d,SPAN,SECONDS,batch|memcpy[,cb|nocb[,DEPTH]]\n");
+        fprintf(stderr, "b10-gpubench: -H gather|scatter|d2d,SPAN,SECONDS,batch|memcpy[,cb|nocb[,DEPTH[,STREAMS]]]\n");
         return 2;
     }
     size_t n = make_pieces(span, 0);
@@ -264,7 +268,8 @@ hammer(const char *spec)
     }
     double gbs = run_views_as(strcmp(dir, "gather") ? GPU_COPY_SCATTER : GPU_COPY_GATHER,
                               strcmp(eng, "batch") ? GPU_COPY_MEMCPY : GPU_COPY_BATCH, n,
-                              4u << 20, depth, 1, now_us() + seconds * 1e6, !strcmp(cb, "cb"));
+                              4u << 20, depth, 1, now_us() + seconds * 1e6, !strcmp(cb, "cb"),
+                              streams);
     printf("hammer %s: %.2f GB/s\n", spec, gbs);
     return 0;
 }

@@ -83,10 +83,18 @@ CASES: Dict[str, tuple] = {
     # Where a 4 KiB transfer's time goes against the wire's: the daemons' landed lines.
     "write-4k-inflight16": ("WRITE", 4 * KiB, "dram", ["--max-in-flight", "16"]),
     "read-4k-inflight16": ("READ", 4 * KiB, "dram", ["--max-in-flight", "16"]),
+    # Small pieces on more than one copy stream: views given to each in turn.
+    "raw-write-4k-streams2": ("WRITE", 4 * KiB, "raw:batch,cb,8,2", []),
+    "raw-write-4k-streams4": ("WRITE", 4 * KiB, "raw:batch,cb,8,4", []),
+    "raw-read-4k-streams2": ("READ", 4 * KiB, "raw:batch,cb,8,2", []),
 }
 
+# CPUs each side runs on ("" : wherever the kernel puts it); set by --model-cpus/--daemon-cpus.
+PLACE = {"model": "", "daemons": ""}
+
 EXTRA = {"raw-write-4k-nocb", "raw-write-4k-depth2", "raw-write-4k-depth16", "raw-write-4k-memcpy",
-         "raw-d2d-4k", "raw-d2d-4k-memcpy", "raw-d2d-contig", "write-4k-inflight16", "read-4k-inflight16"}
+         "raw-d2d-4k", "raw-d2d-4k-memcpy", "raw-d2d-contig", "write-4k-inflight16", "read-4k-inflight16",
+         "raw-write-4k-streams2", "raw-write-4k-streams4", "raw-read-4k-streams2"}
 
 
 class RawMover:
@@ -101,7 +109,7 @@ class RawMover:
         argv = self.argv[:-1] + [self.argv[-1].format(seconds)]
         self.t0 = time.perf_counter()
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+                                     text=True, preexec_fn=lambda: pin(PLACE["daemons"]))
 
     def result(self) -> tuple:
         out = self.proc.communicate(timeout=600)[0]
@@ -119,7 +127,22 @@ def pct(xs: List[float], q: float) -> float:
 
 # ---------------------------------------------------------------- the model process
 
-def model_main(conn: Any, sock: str) -> None:
+def cpu_list(spec: str) -> set:
+    """'0-3,8' as a set of CPUs: --model-cpus and --daemon-cpus."""
+    cpus = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def pin(spec: str) -> None:
+    if spec:
+        os.sched_setaffinity(0, cpu_list(spec))
+
+
+def model_main(conn: Any, sock: str, cpus: str = "") -> None:
+    pin(cpus)
     import torch
     import b10
     torch.cuda.set_device(0)
@@ -178,7 +201,8 @@ def model_main(conn: Any, sock: str) -> None:
 # ---------------------------------------------------------------- the mover process
 
 def mover_main(conn: Any, sock: str, desc: bytes, model_ptr: int, host_ptr: int, op: str,
-               span: int, mem: str, seed: int) -> None:
+               span: int, mem: str, seed: int, cpus: str = "") -> None:
+    pin(cpus)
     import numpy as np
     import b10
     keep: List[Any] = []
@@ -288,7 +312,8 @@ class Daemons:
             log = open(folder / f"{name}.log", "ab")
             self.procs[name] = subprocess.Popen(
                 [b10d, "--socket", str(sock), "--name", name, "--cluster-key", str(key),
-                 "--log-level", "notice", *flags], stdout=log, stderr=log, env=env)
+                 "--log-level", "notice", *flags], stdout=log, stderr=log, env=env,
+                preexec_fn=lambda: pin(PLACE["daemons"]))
             end = time.monotonic() + 60
             while not sock.exists():
                 if self.procs[name].poll() is not None or time.monotonic() > end:
@@ -341,7 +366,7 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
     model = mover = None
     try:
         m_conn, m_child = ctx.Pipe()
-        model = ctx.Process(target=model_main, args=(m_child, d.sock["A"]))
+        model = ctx.Process(target=model_main, args=(m_child, d.sock["A"], PLACE["model"]))
         model.start()
         if not m_conn.poll(300):
             raise RuntimeError("the model did not start")
@@ -351,7 +376,8 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
                            mem, flags, seconds)
         v_conn, v_child = ctx.Pipe()
         mover = ctx.Process(target=mover_main, args=(v_child, d.sock["A" if mem == "local" else "B"],
-                                                     desc, ptr, host_ptr, op, span, mem, 7))
+                                                     desc, ptr, host_ptr, op, span, mem, 7,
+                                                     PLACE["daemons"]))
         mover.start()
         if not v_conn.poll(300) or v_conn.recv() != "ready":
             raise RuntimeError("the mover did not start")
@@ -480,13 +506,19 @@ def main() -> int:
         elif args[0] == "--keep":   # a folder for each case's daemon logs
             keep = Path(args[1])
             args = args[2:]
+        elif args[0] in ("--model-cpus", "--daemon-cpus"):
+            # Disjoint CPUs for the model and for the daemons (and the mover, a rank of
+            # another node): whether a step's tail is the GPU's or its launching thread's.
+            PLACE["model" if args[0] == "--model-cpus" else "daemons"] = args[1]
+            args = args[2:]
         elif args[0] == "--seconds":
             seconds = float(args[1])
             args = args[2:]
         else:
             print(f"unknown argument {args[0]}", file=sys.stderr)
             return 2
-    results: Dict[str, Any] = {"empty_context_mib": empty_context_mib(), "cases": []}
+    results: Dict[str, Any] = {"empty_context_mib": empty_context_mib(), "cases": [],
+                               "cpus": dict(PLACE)}
     print(f"empty CUDA context: {results['empty_context_mib']} MiB", flush=True)
     with tempfile.TemporaryDirectory(prefix="b10-cores.") as folder:
         for i, name in enumerate(names):
