@@ -7,6 +7,7 @@
 
 #include "auth.h"
 #include "b10d.h"
+#include "caps.h"
 #include "metrics.h"
 #include "peer.h"
 
@@ -88,6 +89,8 @@ int main(int argc, char **argv)
     log_setup(d.cfg.log_level, d.cfg.name);
     if (d.cfg.check_only)
         return main_check_config(&d);
+    /* Before any thread starts: each inherits its creator's capabilities. */
+    caps_settle();
     /*
      * The loop handles requests of megabytes back to back (82k spans are
      * 2.6 MB of tables, decoded, checked and planned in as much again).

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "caps.h"
+
 struct gate_entry {
     struct gate_addr addr;
     uint64_t seq;               /* when it was last allowed: the lowest goes first */
@@ -272,7 +274,22 @@ b10_status_t gate_seal(struct gate *g, const int *keep, unsigned nkeep, char *de
             return B10_ERR_TOO_LARGE;
         }
         struct sock_fprog fprog = { .len = (unsigned short)n, .filter = prog };
-        if (setsockopt(l->fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof(fprog)) != 0) {
+        int rc = setsockopt(l->fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof(fprog));
+        /* Some kernels keep socket filters to CAP_NET_ADMIN (caps.h): raised for this alone. */
+        if (rc != 0 && errno == EPERM && caps_raise_net_admin()) {
+            rc = setsockopt(l->fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof(fprog));
+            int err = errno;
+            caps_lower_net_admin();
+            errno = err;
+        }
+        if (rc != 0 && errno == EPERM) {
+            snprintf(detail, detail_len, "cannot filter listening socket %d: %s: this kernel "
+                     "lets only holders of CAP_NET_ADMIN attach socket filters; give the daemon "
+                     "that capability (systemd/b10d-gate-caps.conf, a drop-in of the unit) or "
+                     "run it as root", l->fd, strerror(errno));
+            return B10_ERR_PERMISSION;
+        }
+        if (rc != 0) {
             snprintf(detail, detail_len, "cannot filter listening socket %d: %s", l->fd,
                      strerror(errno));
             return B10_ERR_INTERNAL;

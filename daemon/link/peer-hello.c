@@ -6,6 +6,7 @@
  */
 #include "peer-int.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -708,7 +709,9 @@ static b10_status_t peer_hello_load_keys(struct b10d *d)
         snprintf(path, sizeof(path), "%s/%s", creds, CONFIG_KEY_CREDENTIAL);
     else
         snprintf(path, sizeof(path), "%s", CONFIG_KEY_FILE_DEFAULT);
-    if (named || access(path, F_OK) == 0) {
+    /* Only a file that is not there means no key: one there but out of reach (a credential
+     * directory this user cannot search, say) is an error, not a keyless daemon. */
+    if (named || access(path, F_OK) == 0 || errno != ENOENT) {
         b10_status_t st = auth_key_load(path, &key, err, sizeof(err));
         if (st != B10_OK) {
             log_err("%s", err);

@@ -21,7 +21,7 @@ REQUIRED_CMDS=python3
 # This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
-all_scenarios="config log_sinks check_keys deadline metrics_http units man_options install notify activation ctl max_clients max_clients_uid max_host_uid permission tenants
+all_scenarios="config log_sinks check_keys deadline metrics_http units unit_boot man_options install notify activation ctl max_clients max_clients_uid max_host_uid permission tenants
                tenants_paired fair idle_clients drain resume_stopping sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
@@ -103,6 +103,27 @@ tenant_users() {
 }
 
 cleanup_extra() {
+    # unit_boot's systemd: its namespace ends with it (and everything it started).
+    if [ -f "$D/systemd.pid" ]; then
+        kill -KILL "$(cat "$D/systemd.pid")" 2>/dev/null
+        rm -f "$D/systemd.pid"
+        # The kernel kills the rest of the namespace; b10d's user goes once they are gone.
+        _n=100
+        while pgrep -u b10d >/dev/null 2>&1 && [ "$_n" -gt 0 ]; do
+            sleep 0.1
+            _n=$(( _n - 1 ))
+        done
+    fi
+    if [ -f "$D/unit-group" ]; then
+        [ -f "$D/users" ] && grep -qx b10d "$D/users" && userdel b10d >>"$D/users.log" 2>&1
+        [ -f "$D/users" ] && sed -i '/^b10d$/d' "$D/users"
+        groupdel b10 >>"$D/users.log" 2>&1 || reason "groupdel b10 failed"
+        rm -f "$D/unit-group"
+    fi
+    if [ -f "$D/extra-dirs" ]; then
+        while IFS= read -r _x; do rm -rf "$_x"; done <"$D/extra-dirs"
+        rm -f "$D/extra-dirs"
+    fi
     [ -f "$D/users" ] || return 0
     while IFS= read -r _u; do
         userdel "$_u" >>"$D/users.log" 2>&1 || reason "userdel $_u failed"
@@ -167,6 +188,26 @@ scen_check_keys() {
     CREDENTIALS_DIRECTORY=$D/creds "$B10D" --check-config 2>/dev/null | grep -q "^cluster-key $D/creds/cluster-key (key " ||
         die "--check-config does not name the credential it read"
     grep -q 'hex digits' "$D/kgarbage.check" || die "a garbage key: no reason given"
+    # A credential this user cannot reach is an error, not a daemon without a key: as nobody,
+    # read from a folder it may search, refused from one it may not.
+    if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+        _pub=$(mktemp -d) && echo "$_pub" >>"$D/extra-dirs" && chmod 0755 "$_pub"
+        cp "$B10D" "$_pub/b10d" && mkdir -m 0755 "$_pub/creds" &&
+            install -m 0400 -o 65534 "$_k" "$_pub/creds/cluster-key" || die "cannot set up $_pub"
+        setpriv --reuid=65534 --regid=65534 --clear-groups env CREDENTIALS_DIRECTORY="$_pub/creds" \
+            "$_pub/b10d" --check-config >"$D/nobody.out" 2>"$D/nobody.check" ||
+            die "as nobody, a credential it may read was refused: $(head -n 1 "$D/nobody.check")"
+        grep -q "^cluster-key $_pub/creds/cluster-key (key " "$D/nobody.out" ||
+            die "as nobody, --check-config does not name the credential it read"
+        chmod 0700 "$_pub/creds"
+        setpriv --reuid=65534 --regid=65534 --clear-groups env CREDENTIALS_DIRECTORY="$_pub/creds" \
+            "$_pub/b10d" --check-config >/dev/null 2>"$D/nobody.check"
+        [ $? = 1 ] || die "as nobody, a credential out of its reach passed as no key at all"
+        grep -q "$_pub/creds/cluster-key: Permission denied" "$D/nobody.check" ||
+            die "a credential out of reach: the reason is not given: $(head -n 1 "$D/nobody.check")"
+    else
+        note "no unreachable-credential case: it needs root and setpriv"
+    fi
     # The unit runs the check before the daemon.
     grep -q '^ExecStartPre=.*--check-config' "$TOPDIR/systemd/b10d.service" ||
         die "b10d.service does not run --check-config as ExecStartPre="
@@ -504,6 +545,13 @@ scen_units() {
         [ -n "$_exp" ] || die "systemd-analyze security gave no exposure: $(tail -n 1 "$D/security.log")"
         awk -v e="$_exp" 'BEGIN { exit !(e <= 2.0) }' || die "b10d.service's exposure is $_exp, above 2.0"
         note "systemd-analyze security: $_exp"
+        # The gate-caps drop-in, for the kernels that need it, verifies too.
+        cp "$TOPDIR/systemd/b10d-gate-caps.conf" "$D/units/b10d.service.d/gate-caps.conf"
+        (cd "$D/units" && SYSTEMD_LOG_COLOR=0 systemd-analyze security --offline=true \
+            ./b10d.service) >"$D/security-caps.log" 2>&1
+        _expc=$(sed -n 's/.*Overall exposure level for b10d.service: \([0-9.]*\).*/\1/p' "$D/security-caps.log")
+        [ -n "$_expc" ] || die "systemd-analyze security, gate-caps drop-in: $(tail -n 1 "$D/security-caps.log")"
+        note "with the gate-caps drop-in: $_expc"
     else
         note "systemd-analyze has no --offline: the exposure is not rated here"
     fi
@@ -530,6 +578,146 @@ scen_units() {
         systemd-sysusers --dry-run "$TOPDIR/systemd/b10d.sysusers" >"$D/sysusers.log" 2>&1 ||
             die "systemd-sysusers rejects systemd/b10d.sysusers: $(head -n 1 "$D/sysusers.log")"
     fi
+}
+
+# The unit as shipped, started for real: a systemd of its own (PID 1 of a new PID and mount
+# namespace, a private /run, only the units below on its path, so it touches nothing of the
+# host's) starts b10d.socket; a client activates b10d.service under every hardening setting
+# the unit has, as user b10d; a rank on it writes to a rank of another daemon, byte for byte;
+# `systemctl stop` drains it and the unit ends in success.
+unit_sd() {
+    nsenter -t "$(cat "$D/systemd.pid")" -m -p env SYSTEMD_COLORS=0 SYSTEMD_PAGER= "$@"
+}
+
+unit_state() {
+    unit_sd systemctl show -p "$2" --value "$1" 2>>"$D/systemctl.log"
+}
+
+scen_unit_boot() {
+    [ "$(id -u)" = 0 ] || skip "needs root to start a systemd"
+    _sd=/lib/systemd/systemd
+    [ -x "$_sd" ] || skip "no $_sd (package systemd)"
+    for c in unshare nsenter useradd groupadd; do
+        command -v $c >/dev/null 2>&1 || skip "no $c"
+    done
+    command -v flock >/dev/null 2>&1 || skip "no flock (util-linux)"
+    # The unit's user is one name for the host: one such scenario at a time (both builds').
+    exec 9>"${TMPDIR:-/tmp}/b10-unit-boot.lock"
+    flock -w $(( 120 * SLOW )) 9 || die "another unit_boot held the lock for $(( 120 * SLOW )) s"
+    # The unit runs as b10d:b10, as systemd/b10d.sysusers makes them; made here when missing.
+    if ! getent group b10 >/dev/null; then
+        groupadd --system b10 >>"$D/users.log" 2>&1 || die "groupadd b10: $(tail -n 1 "$D/users.log")"
+        echo b10 >"$D/unit-group"
+    fi
+    if ! getent passwd b10d >/dev/null; then
+        useradd --system --no-create-home --shell /usr/sbin/nologin -g b10 b10d \
+            >>"$D/users.log" 2>&1 || die "useradd b10d: $(tail -n 1 "$D/users.log")"
+        echo b10d >>"$D/users"
+    fi
+    # The units: the shipped two with ExecStart and the key at this run's paths, an env file
+    # as /etc/default/b10d would be, and empty targets for the dependencies every unit has.
+    mkdir -p "$D/units" "$D/unitrun"
+    chmod 0755 "$D/unitrun"
+    sed -e "s|/usr/sbin/b10d|/run/b10d-unit/b10d|g" \
+        -e "s|/etc/default/b10d|/run/b10d-unit/default|" \
+        -e "s|/etc/b10d/cluster.key|/run/b10d-unit/cluster.key|" \
+        "$TOPDIR/systemd/b10d.service" >"$D/units/b10d.service"
+    cp "$TOPDIR/systemd/b10d.socket" "$D/units/"
+    for t in sysinit basic sockets network-online multi-user shutdown; do
+        printf '[Unit]\nDescription=%s\n' "$t" >"$D/units/$t.target"
+    done
+    # journald, from this host's systemd, so that the unit's output has somewhere to go.
+    _j=""
+    for u in systemd-journald.service systemd-journald.socket systemd-journald-dev-log.socket \
+        systemd-journald-audit.socket; do
+        [ -f "/lib/systemd/system/$u" ] && cp "/lib/systemd/system/$u" "$D/units/" && _j="$_j $u"
+    done
+    printf '[Unit]\nDescription=b10d under test\nWants=b10d.socket%s\n' "$_j" >"$D/units/unit-test.target"
+    {
+        echo "B10D_OPTS=\"--name unit --staging-bytes 64M --view-bytes 4M --log-level info\""
+        for v in UCX_NET_DEVICES UCX_TCP_CM_REUSEADDR UCX_MEM_MALLOC_HOOKS UCX_MEM_EVENTS; do
+            eval "_val=\${$v-}"
+            [ -n "$_val" ] && echo "$v=$_val"
+        done
+    } >"$D/unit.env"
+    # Shared propagation inside, as systemd sets it up at a boot: it moves each service's
+    # credentials into place with a mount that the service's own namespace must see.
+    cat >"$D/boot.sh" <<BOOT
+mount --make-rshared / || exit 1
+mount -t tmpfs -o mode=0755 tmpfs /run || exit 1
+mkdir -p /run/b10d /run/b10d-unit/units
+mount --bind "$D/unitrun" /run/b10d || exit 1
+cp "$B10D" /run/b10d-unit/b10d
+install -m 0600 "$(cluster_key)" /run/b10d-unit/cluster.key
+install -m 0644 "$D/unit.env" /run/b10d-unit/default
+cp "$D"/units/* /run/b10d-unit/units/
+cp "$TOPDIR/systemd/b10d-gate-caps.conf" /run/b10d-unit/gate-caps.conf
+echo \$\$ >"$D/systemd.ns"
+# Its own /tmp and /var/tmp: the services' private ones are made there, and go with it.
+mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /var/tmp || exit 1
+exec env container=b10d-test SYSTEMD_UNIT_PATH=/run/b10d-unit/units "$_sd" --system \
+    --unit=unit-test.target --log-target=console --log-level=info
+BOOT
+    unshare --pid --fork --kill-child --mount --mount-proc --propagation private sh "$D/boot.sh" \
+        >"$D/systemd.log" 2>&1 &
+    track $!
+    # systemd's pid as seen from here: the child of unshare.
+    _n=$(( 100 * SLOW ))
+    until _sp=$(pgrep -P $! -x systemd 2>/dev/null) && [ -n "$_sp" ]; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || skip "no systemd came up in a namespace here: $(tail -n 1 "$D/systemd.log")"
+        alive $! || skip "systemd would not start in a namespace here: $(tail -n 1 "$D/systemd.log")"
+        sleep 0.1
+    done
+    echo "$_sp" >"$D/systemd.pid"
+    _n=$(( 300 * SLOW ))
+    until [ -S "$D/unitrun/b10d.sock" ]; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "systemd did not open b10d.socket: $(tail -n 1 "$D/systemd.log")"
+        sleep 0.1
+    done
+    [ "$(unit_state b10d.service ActiveState)" = inactive ] || die "b10d.service ran before a client"
+    # The first client starts the daemon through its socket.
+    ln -s "$D/unitrun/b10d.sock" "$D/unit.sock"
+    if ! ctl unit --json status >"$D/unit-status.json"; then
+        # A kernel that keeps socket filters to CAP_NET_ADMIN: the unit must stop saying so,
+        # and start with the drop-in made for it.
+        unit_sd journalctl -u b10d.service -o cat --no-pager >"$D/unit.log" 2>&1
+        grep -q "lets only holders of CAP_NET_ADMIN attach socket filters" "$D/unit.log" ||
+            die "b10ctl through the unit's socket failed: $(grep -v '^$' "$D/unit.log" | tail -n 1)"
+        note "this kernel keeps socket filters to CAP_NET_ADMIN: the unit stopped, saying so; it ran with the gate-caps drop-in"
+        unit_sd sh -c 'mkdir -p /run/b10d-unit/units/b10d.service.d &&
+            cp /run/b10d-unit/gate-caps.conf /run/b10d-unit/units/b10d.service.d/ &&
+            systemctl stop b10d.service; systemctl reset-failed b10d.service b10d.socket;
+            systemctl daemon-reload; systemctl start b10d.socket' \
+            >>"$D/systemctl.log" 2>&1
+        ctl unit --json status >"$D/unit-status.json" ||
+            die "b10ctl through the unit's socket exited $? with the gate-caps drop-in"
+    fi
+    [ "$(unit_state b10d.service ActiveState)" = active ] ||
+        die "b10d.service is $(unit_state b10d.service ActiveState) after a client: $(tail -n 3 "$D/systemd.log")"
+    [ "$(json_get 'd["daemon"]["socket_activated"]' <"$D/unit-status.json")" = True ] ||
+        die "the unit's b10d does not say its socket came from systemd"
+    _mp=$(unit_state b10d.service MainPID)
+    [ "$(unit_sd ps -o user= -p "$_mp" | tr -d ' ')" = b10d ] || die "b10d.service does not run as b10d"
+    # A rank on the unit's daemon writes into a rank of another daemon.
+    start_daemon B
+    decode decode B --req-blocks 8
+    prefill 0 unit --req-blocks 8
+    expect_prefill 0 0
+    finish_decode decode 0
+    # Stopped, it drains and exits 0: the unit's result is success, and its socket stays.
+    unit_sd systemctl stop b10d.service >>"$D/systemctl.log" 2>&1 || die "systemctl stop b10d.service failed"
+    [ "$(unit_state b10d.service Result)" = success ] ||
+        die "b10d.service ended $(unit_state b10d.service Result): $(tail -n 3 "$D/systemd.log")"
+    [ -S "$D/unitrun/b10d.sock" ] || die "the socket went with the service"
+    unit_sd journalctl -u b10d.service -o cat --no-pager >"$D/unit.log" 2>&1
+    grep -q "listening on /run/b10d/b10d.sock (from systemd)" "$D/unit.log" ||
+        die "no 'listening ... (from systemd)' line in the unit's journal"
+    # Keyed, its UCX listeners are behind the gate, as user b10d with the unit's one capability.
+    grep -q "gate: [0-9]* UCX listeners take packets only from daemons let in at a door" "$D/unit.log" ||
+        die "the unit's b10d did not seal its UCX listeners: $(grep -m1 'filter' "$D/unit.log")"
+    note "b10d.service started by its socket, hardened, as b10d; a WRITE landed; stopped with success"
 }
 
 # The man pages' option and command lists are what the programs' tables print (make man):
@@ -574,7 +762,8 @@ scen_install() {
         usr/lib/sysusers.d/b10d.conf etc/default/b10d \
         etc/systemd/system/b10d.service.d/network.conf.example \
         etc/systemd/system/b10d.service.d/metrics.conf.example \
-        etc/systemd/system/b10d.service.d/devices.conf.example usr/share/b10d/grafana-dashboard.json; do
+        etc/systemd/system/b10d.service.d/devices.conf.example \
+        etc/systemd/system/b10d.service.d/gate-caps.conf.example usr/share/b10d/grafana-dashboard.json; do
         [ -e "$D/root/$f" ] || die "make install did not install /$f"
     done
     if command -v readelf >/dev/null 2>&1; then
