@@ -212,8 +212,8 @@ static void xfer_recv_on_cancel(void *arg, b10_status_t status, size_t length)
 static void xfer_recv_refuse(struct peer *peer, const B10__Peer__Control *control, b10_status_t status,
                         const char *detail)
 {
-    log_warning("refusing transfer %016" PRIx64 " from %016" PRIx64 ": %s: %s", control->xfer_id,
-                peer->daemon_id, b10_status_name(status), detail);
+    log_warning("refusing transfer %016" PRIx64 " from %s (%016" PRIx64 "): %s: %s",
+                control->xfer_id, peer->name, peer->daemon_id, b10_status_name(status), detail);
     peer_send_result(peer, peer->in.tags.gen, control->xfer_id, status, detail);
 }
 

@@ -295,7 +295,8 @@ static void xfer_cancel_posted(struct xfer *x)
 void xfer_tell_peer(struct xfer *x, enum tag_kind kind, B10__Peer__Msg *msg)
 {
     if (peer_send(x->peer, x->link.gen, tags_derive(&x->link, x->id, 0, kind), &msg->base) != 0)
-        log_debug("transfer %016" PRIx64 ": could not send a message to the peer", x->id);
+        log_debug("transfer %016" PRIx64 ": could not send a message to peer %s", x->id,
+                  x->peer != NULL ? x->peer->name : "(gone)");
 }
 
 /*
