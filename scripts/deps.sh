@@ -4,7 +4,7 @@
 set -eu
 
 pkgs="gcc make pkg-config libucx-dev ucx-utils libuv1-dev libprotobuf-c-dev
-      protobuf-c-compiler libsystemd-dev libsodium-dev libxxhash-dev libcmocka-dev iproute2 procps"
+      protobuf-c-compiler libsystemd-dev libsodium-dev libssl-dev libxxhash-dev libcmocka-dev iproute2 procps"
 # Tests add the fault injectors (namespaces, nftables, tbf) and clang's libFuzzer.
 [ "${1:-}" = "--test" ] && pkgs="$pkgs coreutils nftables clang libclang-rt-14-dev"
 # The operations tests: systemd-socket-activate and systemd-analyze, python3 (JSON and
