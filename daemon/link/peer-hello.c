@@ -164,18 +164,33 @@ static void peer_hello_say_expiry(struct b10d *d, const char *what)
         log_info("%s for %s, valid until %s", what, nodeid_name(d->nodeid), when);
 }
 
-/* Before each handshake: the certificate files read again if they changed (rotation). */
+/*
+ * Before each handshake, and once a minute from the sweep: the certificate
+ * files read again if they changed (rotation). A certificate close to its
+ * end is warned of once a day, so that a daemon that opens no link hears
+ * of it too.
+ */
 static void peer_hello_identity(struct b10d *d)
 {
+    struct peer_handshakes *hs = &d->handshakes;
+    uint64_t now = d->now_ms(d);
     char why[512];
 
     if (d->nodeid == NULL)
         return;
+    hs->identity_ms = now;
     int rc = nodeid_refresh(d->nodeid, why, sizeof(why));
-    if (rc > 0)
+    if (rc > 0) {
         peer_hello_say_expiry(d, "node certificate reloaded");
-    else if (rc < 0)
+        hs->expiry_said_ms = now;
+    } else if (rc < 0) {
         log_err("%s: keeping the node certificate in use", why);
+    }
+    if (nodeid_not_after(d->nodeid) - (int64_t)time(NULL) < NODEID_WARN_S &&
+        now - hs->expiry_said_ms >= UINT64_C(86400000)) {
+        peer_hello_say_expiry(d, "node certificate");
+        hs->expiry_said_ms = now;
+    }
 }
 
 /*
@@ -922,6 +937,8 @@ void peer_hello_sweep(struct b10d *d)
             peer_hello_pending_free(p);
         }
     }
+    if (d->nodeid != NULL && now - d->handshakes.identity_ms >= 60000)
+        peer_hello_identity(d);
     peer_evict_idle(d, now);
     peer_dispatch_sweep(d, now);
 }
@@ -1002,6 +1019,7 @@ static b10_status_t peer_hello_load_keys(struct b10d *d)
             return st;
         }
         peer_hello_say_expiry(d, "node certificate");
+        d->handshakes.identity_ms = d->handshakes.expiry_said_ms = d->now_ms(d);
     }
     if (auth_keyring_lock(&d->keys) != 0)
         log_notice("the keys could not be locked in memory (RLIMIT_MEMLOCK): they may reach swap");
