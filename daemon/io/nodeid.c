@@ -259,13 +259,20 @@ static b10_status_t nodeid_load_chain(struct nodeid *id, BIO *bio, X509 **leaf_p
             goto bad;
         }
         int len = i2d_X509(x, &id->der[id->ncerts]);
-        if (len <= 0 || (leaf == NULL ? (leaf = x, 1) : sk_X509_push(rest, x)) <= 0) {
+        if (len <= 0) {
             X509_free(x);
             snprintf(detail, detail_len, "node certificate %s: cannot encode it", path);
             goto bad;
         }
         id->der_length[id->ncerts++] = (size_t)len;
         total += (size_t)len;
+        if (leaf == NULL) {
+            leaf = x;
+        } else if (sk_X509_push(rest, x) <= 0) {
+            X509_free(x);
+            snprintf(detail, detail_len, "no memory for node certificate %s", path);
+            goto bad;
+        }
     }
     ERR_clear_error();
     if (leaf == NULL) {

@@ -605,11 +605,11 @@ b10_status_t peer_hello_connect(struct peer *peer)
 
 /* ---------------------------------------------------------------- the handshake: answering */
 
-/* A token bucket of one second's worth of --max-hellos-per-s: true when it had one to spend. */
-static bool peer_hello_spend(struct b10d *d, double *tokens, uint64_t *tokens_ms)
+/* A token bucket of one second's worth of times --max-hellos-per-s: true when it had one to spend. */
+static bool peer_hello_spend(struct b10d *d, double *tokens, uint64_t *tokens_ms, unsigned times)
 {
     uint64_t now = d->now_ms(d);
-    double rate = d->cfg.max_hellos_per_s;
+    double rate = (double)d->cfg.max_hellos_per_s * times;
 
     *tokens += (double)(now - *tokens_ms) * rate / 1000.0;
     if (*tokens > rate)
@@ -633,7 +633,7 @@ static bool peer_hello_budget(struct b10d *d, const char *node)
     struct peer_hello_bucket *b = NULL, *oldest = &hs->nodes[0];
 
     if (node == NULL)
-        return peer_hello_spend(d, &hs->tokens, &hs->tokens_ms);
+        return peer_hello_spend(d, &hs->tokens, &hs->tokens_ms, 1);
     for (unsigned i = 0; i < PEER_HELLO_NODES && b == NULL; i++)
         if (strcmp(hs->nodes[i].name, node) == 0)
             b = &hs->nodes[i];
@@ -647,7 +647,7 @@ static bool peer_hello_budget(struct b10d *d, const char *node)
         b->tokens = d->cfg.max_hellos_per_s;
         b->tokens_ms = d->now_ms(d);
     }
-    return peer_hello_spend(d, &b->tokens, &b->tokens_ms);
+    return peer_hello_spend(d, &b->tokens, &b->tokens_ms, 1);
 }
 
 /* Certified: one node's handshakes waiting past its share make room, its oldest first. */
@@ -833,6 +833,19 @@ void peer_hello_on_hello(struct b10d *d, const uint8_t *buf, size_t length)
      * the operator of the other end reads it there.
      */
     peer_hello_identity(d);
+    /*
+     * Checking a chain costs the loop a fraction of a millisecond: all
+     * openers together get 8 times the HELLO budget of checks a second, so
+     * that a key holder's flood of made-up certificates costs a bounded
+     * share of the loop (the opener of a HELLO dropped here tries again).
+     */
+    if (d->nodeid != NULL && h.proof.present &&
+        !peer_hello_spend(d, &d->handshakes.proofs, &d->handshakes.proofs_ms, 8)) {
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: past 8 x "
+                            "--max-hellos-per-s %u certificate checks a second", h.name,
+                            d->cfg.max_hellos_per_s);
+        goto out;
+    }
     struct hello_transcript t = {
         .sender_id = h.daemon_id, .receiver_id = d->daemon_id, .gen = h.gen,
         .incarnation = h.incarnation, .name = h.name, .opener_nonce = h.nonce,
@@ -1042,6 +1055,8 @@ b10_status_t peer_hello_start(struct b10d *d)
         return B10_ERR_NO_MEMORY;
     hs->tokens = d->cfg.max_hellos_per_s;
     hs->tokens_ms = d->now_ms(d);
+    hs->proofs = 8.0 * d->cfg.max_hellos_per_s;
+    hs->proofs_ms = hs->tokens_ms;
     uint64_t every = d->cfg.connect_timeout_ms / 4;
     every = every < 50 ? 50 : every > 1000 ? 1000 : every;
     uv_timer_init(d->loop, &hs->sweep);

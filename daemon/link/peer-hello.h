@@ -37,6 +37,8 @@ struct peer_handshakes {
     double tokens;                  /* --max-hellos-per-s, a token bucket of one second */
     uint64_t tokens_ms;             /* when it was last filled */
     struct peer_hello_bucket nodes[PEER_HELLO_NODES];   /* certified: a bucket per node */
+    double proofs;                  /* certified: chains checked, 8 x --max-hellos-per-s a second */
+    uint64_t proofs_ms;
     uint64_t identity_ms;           /* certified: when the files were last looked at, by the sweep */
     uint64_t expiry_said_ms;        /* certified: when the coming expiry was last warned of */
     uint64_t stranger_log_ms;       /* what strangers send logs at most once a second */

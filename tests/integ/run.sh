@@ -438,6 +438,31 @@ scen_node_certs() {
     write_round B A two
     grep -q "peer B: link up" "$D/A.log" || die "A logged no link to B"
     ! grep -q "refusing" "$D/A.log" "$D/B.log" || die "a certified link was refused: $(grep -h -m1 refusing "$D/A.log" "$D/B.log")"
+    # Rotation: A's certificate and key are replaced (renamed over) by another node's: at the
+    # next handshake (C's) A logs why, keeps its identity and links; then by a good pair, which
+    # it takes at the next.
+    node_cert ca C
+    node_cert ca Z
+    mkdir -p "$D/next" "$D/wrong"
+    python3 "$TOPDIR/tests/integ/mkcert.py" "$D/ca" A "$D/next" --days 60 || die "mkcert.py A failed"
+    cp -p "$D/ca/Z.crt" "$D/wrong/A.crt"
+    cp -p "$D/ca/Z.key" "$D/wrong/A.key"
+    mv "$D/wrong/A.crt" "$D/ca/A.crt"
+    mv "$D/wrong/A.key" "$D/ca/A.key"
+    # shellcheck disable=SC2046
+    start_daemon C $(cert_opts ca C)
+    write_round C A three
+    wait_log "$D/A.log" "does not name 'A'.*: keeping the node certificate in use" 10
+    mv "$D/next/A.key" "$D/ca/A.key"
+    mv "$D/next/A.crt" "$D/ca/A.crt"
+    kill -TERM "$(daemon_pid C)"
+    wait_exit "$(daemon_pid C)" $(( 15 * SLOW ))
+    forget_daemon C
+    mv "$D/C.log" "$D/C-boot1.log"
+    # shellcheck disable=SC2046
+    start_daemon C $(cert_opts ca C)
+    write_round C A four
+    wait_log "$D/A.log" "node certificate reloaded for A, valid until" 10
 }
 
 # A daemon whose certificate is expired, not yet valid, of another name, of another CA,

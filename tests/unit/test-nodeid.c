@@ -2,7 +2,8 @@
  * test-nodeid.c — daemon/io/nodeid.c: a node's certificate, key and trust
  * anchors loaded and checked, each refusal (another CA, expired, not yet
  * valid, another name, a key that is not the certificate's, a key file
- * others may read), the handshake's signature checked and a flipped byte
+ * others may read), a chain through an intermediate, the handshake's
+ * signature checked and a flipped byte
  * refused, a peer's chain held to its bounds, and rotation: a good new file
  * replaces the identity, a bad one leaves the old in place.
  *
@@ -350,6 +351,60 @@ static void test_rotation(void **state)
     nodeid_free(id);
 }
 
+static void run(const char *cmd)
+{
+    if (system(cmd) != 0)
+        fail_msg("%s failed", cmd);
+}
+
+/*
+ * A chain: the leaf and an intermediate (made with the openssl tool) reach
+ * the root; the leaf alone does not; more than 4 certificates are refused.
+ */
+static void test_intermediate(void **state)
+{
+    struct nodeid *id = NULL, *peer = NULL;
+    char cmd[1024], cert[256], key[256];
+
+    mkdir_in("int");
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && openssl genpkey -algorithm ed25519 -out int/ca.key 2>/dev/null && "
+             "openssl req -new -key int/ca.key -subj /CN=b10d-intermediate -out int/ca.csr && "
+             "printf 'basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign\n' "
+             ">int/ext && openssl x509 -req -in int/ca.csr -CA ca/ca.crt -CAkey ca/ca.key -days 5 "
+             "-extfile int/ext -out int/ca.crt 2>/dev/null", dir);
+    run(cmd);
+    issue("int", "c", "int", -60, DAY);
+    snprintf(cmd, sizeof(cmd), "cd %s/int && cat c.crt ca.crt >chain.crt && "
+             "cat c.crt ca.crt ca.crt ca.crt ca.crt >long.crt", dir);
+    run(cmd);
+    snprintf(key, sizeof(key), "%s", in("int", "c.key"));
+    snprintf(cert, sizeof(cert), "%s", in("int", "chain.crt"));
+    if (load(cert, key, in("ca", "ca.crt"), "c", &id) != B10_OK)
+        fail_msg("leaf and intermediate: %s", detail);
+    struct nodeid_chain chain;
+    nodeid_chain_of(id, &chain);
+    assert_int_equal(chain.count, 2);
+    /* A peer checks the same chain, sent as it travels. */
+    uint8_t msg[8] = { 5 }, sig[NODEID_MAX_SIG];
+    size_t sig_length;
+    load_ok("good", "a", &peer);
+    assert_int_equal(nodeid_sign(id, msg, sizeof(msg), sig, &sig_length), B10_OK);
+    assert_int_equal(nodeid_verify(peer, &chain, "c", msg, sizeof(msg), sig, sig_length, detail,
+                                   sizeof(detail)), B10_OK);
+    chain.count = 1;    /* the leaf alone */
+    assert_int_equal(nodeid_verify(peer, &chain, "c", msg, sizeof(msg), sig, sig_length, detail,
+                                   sizeof(detail)), B10_ERR_PERMISSION);
+    nodeid_free(id);
+    nodeid_free(peer);
+    assert_int_equal(load(in("int", "c.crt"), key, in("ca", "ca.crt"), "c", &id),
+                     B10_ERR_PERMISSION);
+    assert_non_null(strstr(detail, "unable to get local issuer"));
+    snprintf(cert, sizeof(cert), "%s", in("int", "long.crt"));
+    assert_int_equal(load(cert, key, in("ca", "ca.crt"), "c", &id), B10_ERR_INVALID_ARG);
+    assert_non_null(strstr(detail, "more than 4 certificates"));
+}
+
 /* The small cluster's tools never overwrite, and refuse what is no name. */
 static void test_issue(void **state)
 {
@@ -407,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_signature),
         cmocka_unit_test(test_peer_chain_bounds),
         cmocka_unit_test(test_rotation),
+        cmocka_unit_test(test_intermediate),
         cmocka_unit_test(test_issue),
         cmocka_unit_test(test_transcript),
     };
