@@ -2449,10 +2449,32 @@ static int case_cert_ids(const char *c)
     return pass(c, "8 daemon ids under one node certificate: %d links opened", up);
 }
 
+/*
+ * The same holder hands the victim, as its rank, a descriptor it sealed
+ * with the cluster key that names node -n NAME at a later boot and at our
+ * address: taken for the node's certified boot linked now, it moves
+ * nothing (the runner shows that node's entry and transfers unchanged).
+ */
+static int case_cert_desc(const char *c)
+{
+    if (g.cert == NULL || g.pose_name[0] == '\0')
+        return fail(c, "this case needs a node certificate (-c) and a name to claim (-n)");
+    b10_status_t st = load_desc("forged-agent", g.pose_name, rnd64() & 0x7fffffffffffffffull);
+    if (st != B10_OK)
+        return fail(c, "the victim would not load a descriptor naming %s: %s (%s)", g.pose_name,
+                    b10_status_name(st), b10_conn_detail(g.conn));
+    b10_agent_invalidate(g.conn, "forged-agent");
+    if (victim_serves(c, "after the descriptor", 0) != 0)
+        return 1;
+    return pass(c, "a descriptor naming %s at a later boot and our address was loaded and moved "
+                   "nothing", g.pose_name);
+}
+
 static const struct testout_case cases[] = {
     { "good", case_good },
     { "cert_claim", case_cert_claim },
     { "cert_ids", case_cert_ids },
+    { "cert_desc", case_cert_desc },
     { "unknown", case_unknown },
     { "oversize", case_oversize },
     { "undersize", case_undersize },

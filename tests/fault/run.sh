@@ -454,9 +454,10 @@ scen_local_kill() {
 }
 
 # A holder of the cluster key and of node x's certificate against certified A: it moves
-# bytes as x (the allowed case), but claiming B, as a later boot of B, it is refused and B's
-# entry stays B's; making up 8 daemon ids, it holds one peer entry, x's, so that with
-# --max-peers 3 B's WRITEs land before and after.
+# bytes as x (the allowed case), but claiming B, as a later boot of B, by a HELLO or by a
+# descriptor it sealed, it is refused and B's entry and link stay B's; making up 8 daemon
+# ids, it holds one peer entry, x's, so that with --max-peers 3 B's WRITEs land before and
+# after.
 scen_node_cert_rogue() {
     DAEMON_OPTS="$DAEMON_OPTS --peer-timeout-ms 60000"
     node_ca ca
@@ -471,10 +472,13 @@ scen_node_cert_rogue() {
     _b=$(daemon_field B daemon_id)
     [ "$(peers_named A B)" = "$_b" ] || die "A's peers named B: '$(peers_named A B)', not $_b"
     fg 120 rogue "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" -c "$D/ca/x" -a "$D/ca/ca.crt" \
-        -n B "$D/A.sock" good cert_claim cert_ids
+        -n B "$D/A.sock" good cert_claim cert_ids cert_desc
     [ "$rc" = 0 ] || die "rogue: $(grep -m1 '^FAIL' "$D/rogue.log" || tail -n 1 "$D/rogue.log")"
     grep -q "refusing its link: daemon B's node certificate is refused: the certificate does not name 'B'" \
         "$D/A.log" || die "A did not log refusing the HELLO that claims B"
+    grep -q "peer B: a descriptor of boot [0-9a-f]* taken for the certified boot $_b linked now" \
+        "$D/A.log" || die "A did not log taking the forged descriptor for B's certified boot"
+    ! grep -q "peer B: lost" "$D/A.log" || die "B's link on A fell: $(grep -m1 'peer B: lost' "$D/A.log")"
     [ "$(peers_named A B)" = "$_b" ] || die "after the claim, A's peers named B: '$(peers_named A B)', not $_b"
     _nx=$(peers_named A x | wc -w)
     [ "$_nx" -le 1 ] || die "8 daemon ids of node x hold $_nx peer entries on A"

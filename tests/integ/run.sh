@@ -434,6 +434,11 @@ scen_node_certs() {
     # shellcheck disable=SC2046
     start_daemon B $(cert_opts ca B)
     grep -q "node certificate for A, valid until" "$D/A.log" || die "A did not log its certificate"
+    [ "$(daemon_field A node_cert)" = A ] || die "b10ctl status of A names no node certificate A"
+    "$B10CTL" -s "$D/A.sock" status | grep -q "node certificate *A, valid until" ||
+        die "b10ctl status of A: $("$B10CTL" -s "$D/A.sock" status | grep -i cert)"
+    "$B10CTL" -s "$D/A.sock" metrics | grep -q '^b10d_node_cert_expiry_seconds{name="A"} [1-9]' ||
+        die "A's metrics give no certificate expiry"
     write_round A B one
     write_round B A two
     grep -q "peer B: link up" "$D/A.log" || die "A logged no link to B"
