@@ -396,16 +396,19 @@ const struct config_opt config_table[] = {
     { .doc = { "check-config", OPT_CHECK, NONE, NULL,
         "run every check the start runs (options, the cluster keys:\n"
         "present, mode 0600 or 0400, owned by this user or root,\n"
-        "64 hex digits; the --metrics-listen address binds), print\n"
-        "the effective configuration, exit (0: it would start;\n"
-        "1: a key or the metrics address stops it; 2: an option)",
+        "64 hex digits; node certificates; the --metrics-listen\n"
+        "address binds), print the effective configuration, exit\n"
+        "(0: it would start; 1: a key, a certificate or the metrics\n"
+        "address stops it; 2: an option)",
         "Run every check the start runs \xe2\x80\x94 the options, and the cluster keys with "
         "the very code the start reads them with (present, a regular file of mode 0600 or "
-        "0400, owned by this user or root, 64 hex digits), and that the --metrics-listen "
-        "address binds \xe2\x80\x94 then print the effective configuration one \"key value\" "
-        "per line (derived values as the daemon will use them: --max-peer-staging computed, "
-        "the key file read and its id) and exit: 0 when the daemon would start, 1 when a key "
-        "or the metrics address stops it (with the start's own message), 2 for a bad option. "
+        "0400, owned by this user or root, 64 hex digits), the node certificate, key and "
+        "anchors (`--node-cert`: the chain, the dates, the name, the key) as the start checks "
+        "them, and that the --metrics-listen address binds \xe2\x80\x94 then print the "
+        "effective configuration one \"key value\" per line (derived values as the daemon "
+        "will use them: --max-peer-staging computed, the key file read and its id) and exit: "
+        "0 when the daemon would start, 1 when a key, a certificate or the metrics address "
+        "stops it (with the start's own message), 2 for a bad option. "
         "The unit runs it as `ExecStartPre=`." } },
     { .doc = { "help", 'h', NONE, NULL, "this text",
         "Print the options with their defaults and bounds, and exit." } },

@@ -405,6 +405,56 @@ static void test_intermediate(void **state)
     assert_non_null(strstr(detail, "more than 4 certificates"));
 }
 
+/*
+ * An ECDSA P-256 key named by a SPIFFE-style URI (made with the openssl
+ * tool) signs and is checked; a P-384 key is refused.
+ */
+static void test_p256_and_uri(void **state)
+{
+    struct nodeid *id = NULL, *peer = NULL;
+    char cmd[1536], cert[256], key[256];
+
+    mkdir_in("ec");
+    static const char *const curves[] = { "P-256", "P-384" };
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof(cmd),
+                 "cd %s && openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:%s "
+                 "-out ec/d%d.key 2>/dev/null && chmod 600 ec/d%d.key && "
+                 "openssl req -new -key ec/d%d.key -subj /CN=d -out ec/d%d.csr && "
+                 "printf 'subjectAltName=URI:spiffe://test.cluster/b10d/d\n' >ec/ext && "
+                 "openssl x509 -req -in ec/d%d.csr -CA ca/ca.crt -CAkey ca/ca.key -days 2 "
+                 "-extfile ec/ext -out ec/d%d.crt 2>/dev/null", dir, curves[i], i, i, i, i, i, i);
+        run(cmd);
+    }
+    snprintf(cert, sizeof(cert), "%s", in("ec", "d0.crt"));
+    snprintf(key, sizeof(key), "%s", in("ec", "d0.key"));
+    if (load(cert, key, in("ca", "ca.crt"), "d", &id) != B10_OK)
+        fail_msg("P-256: %s", detail);
+    uint8_t msg[64] = { 9 }, sig[NODEID_MAX_SIG];
+    size_t sig_length;
+    struct nodeid_chain chain;
+    assert_int_equal(nodeid_sign(id, msg, sizeof(msg), sig, &sig_length), B10_OK);
+    assert_true(sig_length > 60 && sig_length <= 72);  /* DER of two 32-byte integers */
+    nodeid_chain_of(id, &chain);
+    load_ok("good", "a", &peer);
+    assert_int_equal(nodeid_verify(peer, &chain, "d", msg, sizeof(msg), sig, sig_length, detail,
+                                   sizeof(detail)), B10_OK);
+    msg[0] ^= 1;
+    assert_int_equal(nodeid_verify(peer, &chain, "d", msg, sizeof(msg), sig, sig_length, detail,
+                                   sizeof(detail)), B10_ERR_PERMISSION);
+    /* The URI names its last segment alone: not another segment of it. */
+    msg[0] ^= 1;
+    assert_int_equal(nodeid_verify(peer, &chain, "b10d", msg, sizeof(msg), sig, sig_length,
+                                   detail, sizeof(detail)), B10_ERR_PERMISSION);
+    assert_non_null(strstr(detail, "does not name 'b10d'"));
+    nodeid_free(id);
+    nodeid_free(peer);
+    snprintf(cert, sizeof(cert), "%s", in("ec", "d1.crt"));
+    snprintf(key, sizeof(key), "%s", in("ec", "d1.key"));
+    assert_int_equal(load(cert, key, in("ca", "ca.crt"), "d", &id), B10_ERR_INVALID_ARG);
+    assert_non_null(strstr(detail, "neither Ed25519 nor ECDSA P-256"));
+}
+
 /* The small cluster's tools never overwrite, and refuse what is no name. */
 static void test_issue(void **state)
 {
@@ -463,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_peer_chain_bounds),
         cmocka_unit_test(test_rotation),
         cmocka_unit_test(test_intermediate),
+        cmocka_unit_test(test_p256_and_uri),
         cmocka_unit_test(test_issue),
         cmocka_unit_test(test_transcript),
     };
