@@ -21,7 +21,7 @@ static const char *hello_proof_decode(size_t ncerts, const ProtobufCBinaryData *
 {
     size_t total = 0;
 
-    p->present = false;
+    memset(p, 0, sizeof(*p));
     if (ncerts == 0 && kx->len == 0 && sig->len == 0)
         return NULL;
     if (ncerts == 0 || kx->len != AUTH_KX_BYTES || sig->len == 0 || sig->len > NODEID_MAX_SIG)

@@ -505,6 +505,20 @@ scen_node_cert_start() {
             die "b10d with the $_n certificate: not '$_want': $(grep -m1 '^<[0-3]>' "$D/start-$_n.log")"
         [ ! -S "$D/x.sock" ] || die "b10d with the $_n certificate made its socket"
     done
+    # shellcheck disable=SC2086
+    "$B10D" $_ck --node-cert "$D/ca/A.crt" --check-config >"$D/check-alone.log" 2>&1
+    _rc=$?
+    [ "$_rc" = 2 ] || die "--check-config with --node-cert alone exited $_rc, not 2"
+    grep -q -- "--node-cert, --node-key and --node-ca go together" "$D/check-alone.log" ||
+        die "--check-config with --node-cert alone: $(head -n 2 "$D/check-alone.log")"
+    # Certificates prove names; the cluster key still seals the envelopes: none, no start.
+    if [ ! -e /etc/b10d/cluster.key ]; then
+        # shellcheck disable=SC2046,SC2086
+        "$B10D" --socket "$D/x.sock" --name A $DAEMON_OPTS $(cert_opts ca A) --check-config \
+            >"$D/check-nokey.log" 2>&1 && die "--check-config took --node-cert without a cluster key"
+        grep -q -- "--node-cert needs a cluster key beside it" "$D/check-nokey.log" ||
+            die "--check-config without a cluster key: $(head -n 2 "$D/check-nokey.log")"
+    fi
     chmod 0640 "$D/ca/A.key"
     # shellcheck disable=SC2046,SC2086
     "$B10D" $_ck $(cert_opts ca A) --check-config >"$D/check-mode.log" 2>&1 &&
