@@ -28,7 +28,7 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 SYSCONFDIR  ?= /etc
 
 CC      ?= cc
-PKGS    := ucx libuv libprotobuf-c libsystemd libsodium libxxhash
+PKGS    := ucx libuv libprotobuf-c libsystemd libsodium libxxhash libcrypto
 SAN     ?= 0
 
 ifeq ($(SAN),1)

@@ -574,7 +574,8 @@ static const struct jfield daemon_json[] = {
     JF(drain_left_ms, J_U64), JF(drain_in_flight, J_U32), JF(drain_forced, J_U32),
     JF(drain_ms, J_U64), JF(drain_succeeded, J_U64), JF(drain_failed, J_U64),
     JF(trust, J_STR), JF(key_id, J_ID), JF(next_key_id, J_ID), JF(insecure, J_BOOL),
-    JF(remote_access, J_STR), JF(names_held, J_U32),
+    JF(remote_access, J_STR), JF(names_held, J_U32), JF(node_cert, J_STR),
+    JF(node_cert_not_after, J_I64),
 };
 #undef MSG
 
@@ -1013,6 +1014,14 @@ static void show_status(const B10__AdminReply *a)
                  m->insecure ? "; insecure peers accepted" : "");
     else
         table_pair(&t, "trust", m->trust);
+    if (m->node_cert != NULL && m->node_cert[0] != '\0') {
+        time_t until = (time_t)m->node_cert_not_after;
+        struct tm tm;
+        char when[64];
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&until, &tm));
+        table_kv(&t, "node certificate", "%s, valid until %s; peers must prove theirs",
+                 m->node_cert, when);
+    }
     table_kv(&t, "ranks", "remote ones %s; %u agent names held by their users",
              strcmp(m->remote_access, "paired") == 0 ? "only when paired (--remote-access paired)"
                                                      : "of any authenticated daemon",

@@ -21,6 +21,8 @@
  *    │                                  and burst (peer-dispatch.c)
  *    ├── struct peer_liveness           heartbeats, the stall clock (peer-liveness.c)
  *    ├── struct auth_keyring            the cluster keys held (auth.c: libsodium's room)
+ *    ├── struct nodeid                  this node's certificate, key, trust anchors
+ *    │                                  (nodeid.c: OpenSSL's room)
  *    ├── struct xfer ×N                 every transfer, both roles (xfer.c), each holding
  *    │                                  a struct plan (plan.c) and staging views
  *    ├── struct staging                 pinned host views registered with UCX (staging.c)
@@ -137,6 +139,7 @@ struct b10d {
      * seals its HELLOs and descriptors; peer-hello.c loads them).
      */
     struct auth_keyring keys;
+    struct nodeid *nodeid;              /* --node-cert: this node's certificate and key (nodeid.c); NULL without */
     uint64_t control_held;          /* CONTROL bytes admitted transfers hold, all peers together */
     /* The link rooms' own state (peer-int.h tells the rooms). */
     struct peer_handshakes handshakes;  /* peer-hello.c: handshakes answered, HELLO budget, sweep */

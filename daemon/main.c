@@ -9,6 +9,7 @@
 #include "b10d.h"
 #include "caps.h"
 #include "metrics.h"
+#include "nodeid.h"
 #include "peer.h"
 
 /* b10d --gen-key PATH: one fresh cluster key, for an operator to copy to every node. */
@@ -27,6 +28,39 @@ static int main_gen_key(const char *path)
     }
     printf("b10d: wrote cluster key %016" PRIx64 " to %s (mode 0600); every daemon of the cluster "
            "needs a copy\n", id, path);
+    return 0;
+}
+
+/*
+ * b10d --make-ca DIR, --issue-node-cert NAME: a small cluster's CA and its
+ * nodes' certificates, for those who run no PKI of their own.
+ */
+static int main_certs(const struct config *cfg)
+{
+    char err[512];
+    b10_status_t st;
+
+    if (cfg->make_ca[0] != '\0') {
+        unsigned days = cfg->cert_days != 0 ? cfg->cert_days : 3650;
+        if ((st = nodeid_make_ca(cfg->make_ca, days, err, sizeof(err))) != B10_OK) {
+            fprintf(stderr, "b10d: --make-ca: %s\n", err);
+            return 1;
+        }
+        printf("b10d: wrote %s/ca.key (mode 0600) and %s/ca.crt, valid %u days; every daemon's "
+               "--node-ca is ca.crt, ca.key stays with whoever issues certificates\n",
+               cfg->make_ca, cfg->make_ca, days);
+    }
+    if (cfg->issue_name[0] != '\0') {
+        unsigned days = cfg->cert_days != 0 ? cfg->cert_days : 365;
+        if ((st = nodeid_issue(cfg->ca_cert, cfg->ca_key, cfg->issue_name, cfg->cert_out, -300,
+                               (int64_t)days * 86400, err, sizeof(err))) != B10_OK) {
+            fprintf(stderr, "b10d: --issue-node-cert: %s\n", err);
+            return 1;
+        }
+        printf("b10d: wrote %s/%s.key (mode 0600) and %s/%s.crt, valid %u days, for the daemon "
+               "named %s\n", cfg->cert_out, cfg->issue_name, cfg->cert_out, cfg->issue_name, days,
+               cfg->issue_name);
+    }
     return 0;
 }
 
@@ -86,6 +120,8 @@ int main(int argc, char **argv)
         return 0;
     if (d.cfg.gen_key[0] != '\0')
         return main_gen_key(d.cfg.gen_key);
+    if (d.cfg.make_ca[0] != '\0' || d.cfg.issue_name[0] != '\0')
+        return main_certs(&d.cfg);
     log_setup(d.cfg.log_level, d.cfg.name);
     if (d.cfg.check_only)
         return main_check_config(&d);

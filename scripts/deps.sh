@@ -4,9 +4,11 @@
 set -eu
 
 pkgs="gcc make pkg-config libucx-dev ucx-utils libuv1-dev libprotobuf-c-dev
-      protobuf-c-compiler libsystemd-dev libsodium-dev libxxhash-dev libcmocka-dev iproute2 procps"
+      protobuf-c-compiler libsystemd-dev libsodium-dev libssl-dev libxxhash-dev libcmocka-dev iproute2 procps"
 # Tests add the fault injectors (namespaces, nftables, tbf) and clang's libFuzzer.
 [ "${1:-}" = "--test" ] && pkgs="$pkgs coreutils nftables clang libclang-rt-14-dev"
+# Node certificates' tests make CAs and chains with the openssl tool and Python's cryptography.
+[ "${1:-}" = "--test" ] && pkgs="$pkgs openssl python3-cryptography"
 # The operations tests: systemd-socket-activate and systemd-analyze, python3 (JSON and
 # the Prometheus checker), setpriv, man, readelf; pytest, setuptools, pip, wheel for
 # client/python and its wheel (venv: the wheel tested in a fresh one), numpy for its

@@ -42,6 +42,7 @@ LAYERS: Dict[str, int] = {
     "checksum-avx2": 0, "cpuload": 0, "ids": 0, "stats": 0, "status": 0, "caps": 0,
     # 1: foreign libraries, one room each, and the messages they carry
     "wire": 1, "lane": 1, "gpu": 1, "ipc": 1, "auth": 1, "hello": 1, "gate": 1, "knock": 1, "door": 1,
+    "nodeid": 1,
     # 2: memory and copies, and the node's registries keyed with auth's hash
     "mem": 2, "dram": 2, "procmem": 2, "staging": 2, "copy": 2, "quarantine": 2,
     "tags": 2, "names": 2,

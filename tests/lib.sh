@@ -153,6 +153,36 @@ start_daemon() {
     wait_listening "$_dn" $_p
 }
 
+# ---------------------------------------------------------------- node certificates
+#
+# A scenario makes its own CAs (b10d --make-ca) and node certificates
+# (--issue-node-cert, or tests/integ/mkcert.py for what b10d does not make:
+# expired, P-256, URI names) in $D, removed with it.
+
+# node_ca DIR: a CA in $D/DIR.
+node_ca() {
+    mkdir -p "$D/$1"
+    "$B10D" --make-ca "$D/$1" >"$D/$1/make.log" 2>&1 || die "b10d --make-ca: $(cat "$D/$1/make.log")"
+}
+
+# node_cert CA NAME: NAME's key and certificate from CA, in $D/CA.
+node_cert() {
+    "$B10D" --issue-node-cert "$2" --ca-cert "$D/$1/ca.crt" --ca-key "$D/$1/ca.key" --out "$D/$1" \
+        --days 30 >"$D/$1/$2.log" 2>&1 || die "b10d --issue-node-cert $2: $(cat "$D/$1/$2.log")"
+}
+
+# cert_opts CA NAME [ANCHORS]: the options of a daemon certified as NAME by CA, trusting
+# ANCHORS' CA (default: CA).
+cert_opts() {
+    echo "--node-cert $D/$1/$2.crt --node-key $D/$1/$2.key --node-ca $D/${3:-$1}/ca.crt"
+}
+
+# peers_named X NAME: X's peers named NAME, as "ID ..." (b10ctl peers --json).
+peers_named() {
+    "$B10CTL" -s "$D/$1.sock" --json peers |
+        python3 -c "import json, sys; print(' '.join(p['daemon_id'] for p in json.load(sys.stdin)['peers'] if p['name'] == '$2'))"
+}
+
 daemon_pid() {
     eval "echo \$pid_$1"
 }
@@ -300,6 +330,12 @@ pair() {
         kill -TERM "$(eval "echo \$pid_d$3")" 2>/dev/null
     fi
     rc=$_prc
+}
+
+# write_round SEND RECV TAG: pair (above), and the round must land.
+write_round() {
+    pair "$@"
+    expect_exit "prefill p$3" "$D/p$3.log" 0 'FAIL|ended|b10_' tail
 }
 
 # expect_prefill ROUND RC: the round's prefill ended as expected, else die with its words.

@@ -241,6 +241,50 @@ const struct config_opt config_table[] = {
         "re-keyed node by node",
         "A second key, accepted besides the first while a cluster is re-keyed node by node "
         "(README, \"Security model\")." } },
+    { .doc = { "node-cert", OPT_NODE_CERT, REQ, "PATH",
+        "this node's certificate (PEM: the leaf, then intermediates),\n"
+        "naming --name; with --node-key and --node-ca. Remote daemons\n"
+        "must then prove their own name by a certificate too",
+        "This node's certificate, PEM: the leaf, then its intermediates (at most 4 certificates, "
+        "8 KiB in DER). It must name the daemon: a subjectAltName dNSName equal to `--name`, or "
+        "a URI whose last segment is the name (<spiffe://cluster/b10d/NAME>). Needs "
+        "`--node-key`, `--node-ca` and a cluster key beside it. Each handshake then proves both "
+        "nodes' names by their keys, and a name is charged as one principal (README, "
+        "\"Node certificates\"). The files are read again when they change; a bad new file is "
+        "logged and the identity in use kept." } },
+    { .doc = { "node-key", OPT_NODE_KEY, REQ, "PATH",
+        "the private key of --node-cert (PEM, Ed25519 or ECDSA P-256,\n"
+        "unencrypted; owned by this user or root, no group/other bits)",
+        "The private key of `--node-cert`: PEM, Ed25519 or ECDSA P-256, unencrypted, under the "
+        "rules of a cluster key file (owned by this user or root, no permission for group or "
+        "others)." } },
+    { .doc = { "node-ca", OPT_NODE_CA, REQ, "PATH",
+        "the trust anchors (PEM) every node's chain must reach",
+        "The trust anchors (PEM, one or more certificates) every node's chain must reach, this "
+        "node's own included." } },
+    { .doc = { "make-ca", OPT_MAKE_CA, REQ, "DIR",
+        "write a small cluster's CA, DIR/ca.key (0600) and DIR/ca.crt,\n"
+        "valid --days (default 3650), and exit",
+        "Write a small cluster's CA, <DIR>/ca.key (mode 0600, Ed25519) and <DIR>/ca.crt, valid "
+        "for `--days` (default 3650), and exit. An existing file is never overwritten." } },
+    { .doc = { "issue-node-cert", OPT_ISSUE_CERT, REQ, "NAME",
+        "with --ca-cert, --ca-key and --out DIR: write DIR/NAME.key\n"
+        "(0600) and DIR/NAME.crt, signed by that CA, valid --days\n"
+        "(default 365), and exit",
+        "With `--ca-cert`, `--ca-key` and `--out` <DIR>: write <DIR>/<NAME>.key (mode 0600, "
+        "Ed25519) and <DIR>/<NAME>.crt naming <NAME> (a dNSName), signed by that CA and valid "
+        "for `--days` (default 365), and exit. An existing file is never overwritten." } },
+    { .doc = { "ca-cert", OPT_CA_CERT, REQ, "PATH", "the CA certificate --issue-node-cert signs with",
+        NULL } },
+    { .doc = { "ca-key", OPT_CA_KEY, REQ, "PATH", "the CA's private key, for --issue-node-cert",
+        NULL } },
+    { .doc = { "out", OPT_CERT_OUT, REQ, "DIR", "where --issue-node-cert writes", NULL } },
+    { .doc = { "days", OPT_CERT_DAYS, REQ, "N",
+        "how long a certificate --make-ca or --issue-node-cert makes\n"
+        "is valid (1..36500; by default a CA's 3650, a node's 365)",
+        "How long a certificate `--make-ca` or `--issue-node-cert` makes is valid, in days "
+        "(1 to 36500; by default a CA's 3650, a node's 365)." },
+      NUM(cert_days, false, 1, 36500) },
     { .doc = { "gen-key", OPT_GEN_KEY, REQ, "PATH",
         "write a fresh cluster key to PATH (mode 0600, never over an\n"
         "existing file) and exit",
@@ -352,16 +396,19 @@ const struct config_opt config_table[] = {
     { .doc = { "check-config", OPT_CHECK, NONE, NULL,
         "run every check the start runs (options, the cluster keys:\n"
         "present, mode 0600 or 0400, owned by this user or root,\n"
-        "64 hex digits; the --metrics-listen address binds), print\n"
-        "the effective configuration, exit (0: it would start;\n"
-        "1: a key or the metrics address stops it; 2: an option)",
+        "64 hex digits; node certificates; the --metrics-listen\n"
+        "address binds), print the effective configuration, exit\n"
+        "(0: it would start; 1: a key, a certificate or the metrics\n"
+        "address stops it; 2: an option)",
         "Run every check the start runs \xe2\x80\x94 the options, and the cluster keys with "
         "the very code the start reads them with (present, a regular file of mode 0600 or "
-        "0400, owned by this user or root, 64 hex digits), and that the --metrics-listen "
-        "address binds \xe2\x80\x94 then print the effective configuration one \"key value\" "
-        "per line (derived values as the daemon will use them: --max-peer-staging computed, "
-        "the key file read and its id) and exit: 0 when the daemon would start, 1 when a key "
-        "or the metrics address stops it (with the start's own message), 2 for a bad option. "
+        "0400, owned by this user or root, 64 hex digits), the node certificate, key and "
+        "anchors (`--node-cert`: the chain, the dates, the name, the key) as the start checks "
+        "them, and that the --metrics-listen address binds \xe2\x80\x94 then print the "
+        "effective configuration one \"key value\" per line (derived values as the daemon "
+        "will use them: --max-peer-staging computed, the key file read and its id) and exit: "
+        "0 when the daemon would start, 1 when a key, a certificate or the metrics address "
+        "stops it (with the start's own message), 2 for a bad option. "
         "The unit runs it as `ExecStartPre=`." } },
     { .doc = { "help", 'h', NONE, NULL, "this text",
         "Print the options with their defaults and bounds, and exit." } },

@@ -356,6 +356,26 @@ static b10_status_t config_set_path(char *dst, size_t size, const char *opt, con
     return B10_OK;
 }
 
+/* The paths of node certificates and of the small cluster's CA. */
+static b10_status_t config_set_cert_path(struct config *cfg, int opt, const char *text)
+{
+    const struct { int opt; char *dst; size_t size; } paths[] = {
+        { OPT_NODE_CERT, cfg->node_cert, sizeof(cfg->node_cert) },
+        { OPT_NODE_KEY, cfg->node_key, sizeof(cfg->node_key) },
+        { OPT_NODE_CA, cfg->node_ca, sizeof(cfg->node_ca) },
+        { OPT_MAKE_CA, cfg->make_ca, sizeof(cfg->make_ca) },
+        { OPT_ISSUE_CERT, cfg->issue_name, sizeof(cfg->issue_name) },
+        { OPT_CA_CERT, cfg->ca_cert, sizeof(cfg->ca_cert) },
+        { OPT_CA_KEY, cfg->ca_key, sizeof(cfg->ca_key) },
+        { OPT_CERT_OUT, cfg->cert_out, sizeof(cfg->cert_out) },
+    };
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        if (paths[i].opt == opt)
+            return config_set_path(paths[i].dst, paths[i].size, config_table_find(opt)->doc.name,
+                                   text);
+    return B10_ERR_INTERNAL;
+}
+
 b10_status_t config_parse(struct config *cfg, int argc, char **argv)
 {
     struct option longopts[config_table_count + 1];
@@ -435,6 +455,17 @@ b10_status_t config_parse(struct config *cfg, int argc, char **argv)
             break;
         case OPT_INSECURE:
             cfg->insecure = true;
+            break;
+        case OPT_NODE_CERT:
+        case OPT_NODE_KEY:
+        case OPT_NODE_CA:
+        case OPT_MAKE_CA:
+        case OPT_ISSUE_CERT:
+        case OPT_CA_CERT:
+        case OPT_CA_KEY:
+        case OPT_CERT_OUT:
+            if (config_set_cert_path(cfg, c, optarg) != B10_OK)
+                return B10_ERR_INVALID_ARG;
             break;
         case OPT_TRACE:
             cfg->trace = true;
@@ -541,6 +572,20 @@ b10_status_t config_parse(struct config *cfg, int argc, char **argv)
     }
     if (cfg->gen_key[0] != '\0')
         return B10_OK;   /* main makes the key; the other settings do not matter */
+    if (cfg->make_ca[0] != '\0' || cfg->issue_name[0] != '\0') {
+        /* main makes the CA or the certificate, the same way */
+        if (cfg->issue_name[0] != '\0' &&
+            (cfg->ca_cert[0] == '\0' || cfg->ca_key[0] == '\0' || cfg->cert_out[0] == '\0')) {
+            fprintf(stderr, "b10d: --issue-node-cert needs --ca-cert, --ca-key and --out\n");
+            return B10_ERR_INVALID_ARG;
+        }
+        return B10_OK;
+    }
+    if ((cfg->node_cert[0] != '\0') != (cfg->node_key[0] != '\0') ||
+        (cfg->node_cert[0] != '\0') != (cfg->node_ca[0] != '\0')) {
+        fprintf(stderr, "b10d: --node-cert, --node-key and --node-ca go together\n");
+        return B10_ERR_INVALID_ARG;
+    }
     return config_check(cfg);
 }
 
@@ -555,6 +600,11 @@ void config_print(const struct config *cfg, const char *key_path, uint64_t key_i
         printf("cluster-key (none: remote daemons are refused, only this node's ranks served)\n");
     printf("cluster-key-next %s\ninsecure %s\n",
            cfg->cluster_key_next[0] ? cfg->cluster_key_next : "(none)", cfg->insecure ? "yes" : "no");
+    if (cfg->node_cert[0] != '\0')
+        printf("node-cert %s\nnode-key %s\nnode-ca %s\n", cfg->node_cert, cfg->node_key,
+               cfg->node_ca);
+    else
+        printf("node-cert (none: remote daemons are known by the cluster key alone)\n");
     printf("trace %s\n", cfg->trace ? "yes" : "no");
     printf("verify-data %s\n", config_verify_name(cfg->verify_data));
     printf("gpu-copy %s\n", config_gpu_copy_name(cfg->gpu_copy));

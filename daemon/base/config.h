@@ -67,6 +67,17 @@ struct config {
     char cluster_key_next[256];     /* --cluster-key-next, accepted besides during a rotation */
     char gen_key[256];              /* --gen-key: write a fresh key here and exit */
     bool insecure;                  /* --insecure: accept peers that prove nothing (a lab) */
+    /* Node certificates (nodeid.h): all three or none. */
+    char node_cert[256];            /* --node-cert: PEM, the leaf then its intermediates */
+    char node_key[256];             /* --node-key: PEM, the leaf's private key */
+    char node_ca[256];              /* --node-ca: PEM, the trust anchors of every node's chain */
+    /* The small cluster's CA: make one, or issue a node's certificate, and exit. */
+    char make_ca[256];              /* --make-ca DIR */
+    char issue_name[CONFIG_NAME_MAX];   /* --issue-node-cert NAME */
+    char ca_cert[256];              /* --ca-cert, --ca-key: the CA that signs it */
+    char ca_key[256];
+    char cert_out[256];             /* --out DIR */
+    uint32_t cert_days;             /* --days: how long a certificate made here is valid */
     char net_devices[256];          /* --net-devices: UCX's NET_DEVICES; "": UCX_NET_DEVICES or all */
     uint32_t door_port;             /* --door-port: the doors' TCP port; 0: the kernel picks (door.h) */
     bool trace;                     /* --trace: log every step of every transfer, in µs */

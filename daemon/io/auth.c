@@ -106,12 +106,33 @@ void auth_key_insecure(struct auth_key *key)
     auth_key_from(everyones, AUTH_KEY_INSECURE, key);
 }
 
+b10_status_t auth_secret_file_check(int fd, const char *what, const char *path, char *detail,
+                                    size_t detail_len)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(detail, detail_len, "%s %s: not a regular file", what, path);
+        return B10_ERR_INVALID_ARG;
+    }
+    if ((st.st_mode & 077) != 0) {
+        snprintf(detail, detail_len, "%s %s: mode %04o lets group or others at it "
+                 "(chmod 600 it)", what, path, (unsigned)(st.st_mode & 07777));
+        return B10_ERR_PERMISSION;
+    }
+    if (st.st_uid != geteuid() && st.st_uid != 0) {
+        snprintf(detail, detail_len, "%s %s: owned by uid %u, not by this user or root",
+                 what, path, (unsigned)st.st_uid);
+        return B10_ERR_PERMISSION;
+    }
+    return B10_OK;
+}
+
 b10_status_t auth_key_load(const char *path, struct auth_key *key, char *detail,
                            size_t detail_len)
 {
     char text[AUTH_KEY_HEX + 8];
     uint8_t secret[AUTH_KEY_BYTES];
-    struct stat st;
     size_t bin_len = 0;
     const char *end = NULL;
     b10_status_t status = B10_ERR_INVALID_ARG;
@@ -122,22 +143,9 @@ b10_status_t auth_key_load(const char *path, struct auth_key *key, char *detail,
         snprintf(detail, detail_len, "cluster key %s: %s", path, strerror(err));
         return status_from_errno(err);
     }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(detail, detail_len, "cluster key %s: not a regular file", path);
+    if ((status = auth_secret_file_check(fd, "cluster key", path, detail, detail_len)) != B10_OK)
         goto out;
-    }
-    if ((st.st_mode & 077) != 0) {
-        snprintf(detail, detail_len, "cluster key %s: mode %04o lets group or others at it "
-                 "(chmod 600 it)", path, (unsigned)(st.st_mode & 07777));
-        status = B10_ERR_PERMISSION;
-        goto out;
-    }
-    if (st.st_uid != geteuid() && st.st_uid != 0) {
-        snprintf(detail, detail_len, "cluster key %s: owned by uid %u, not by this user or root",
-                 path, (unsigned)st.st_uid);
-        status = B10_ERR_PERMISSION;
-        goto out;
-    }
+    status = B10_ERR_INVALID_ARG;
     ssize_t n = read(fd, text, sizeof(text));
     while (n > AUTH_KEY_HEX && (text[n - 1] == '\n' || text[n - 1] == '\r'))
         n--;
@@ -333,7 +341,18 @@ void auth_link_derive(const struct auth_key *key, uint64_t sender_id, uint64_t r
                       const uint8_t receiver_nonce[AUTH_NONCE_BYTES], bool opener,
                       struct auth_link *link)
 {
+    auth_link_derive_kx(key, sender_id, receiver_id, gen, sender_nonce, receiver_nonce, NULL,
+                        opener, link);
+}
+
+void auth_link_derive_kx(const struct auth_key *key, uint64_t sender_id, uint64_t receiver_id,
+                         uint64_t gen, const uint8_t sender_nonce[AUTH_NONCE_BYTES],
+                         const uint8_t receiver_nonce[AUTH_NONCE_BYTES],
+                         const uint8_t kx_secret[AUTH_KX_BYTES], bool opener,
+                         struct auth_link *link)
+{
     static const char label[] = "b10d link v1";
+    uint8_t master_key[AUTH_KEY_BYTES];
     uint8_t transcript[sizeof(label) - 1 + 24 + 2 * AUTH_NONCE_BYTES];
     uint8_t master[crypto_kdf_KEYBYTES], to_receiver[AUTH_KEY_BYTES], to_sender[AUTH_KEY_BYTES];
     uint8_t *p = transcript;
@@ -345,8 +364,25 @@ void auth_link_derive(const struct auth_key *key, uint64_t sender_id, uint64_t r
     auth_put64(p + 16, gen);
     memcpy(p + 24, sender_nonce, AUTH_NONCE_BYTES);
     memcpy(p + 24 + AUTH_NONCE_BYTES, receiver_nonce, AUTH_NONCE_BYTES);
-    crypto_generichash(master, sizeof(master), transcript, sizeof(transcript), key->link,
-                       sizeof(key->link));
+    /*
+     * With node certificates the link master is keyed by the cluster's link
+     * key and the handshake's X25519 secret together: a holder of the
+     * cluster key who saw the handshake go by lacks the ephemeral secrets
+     * (and could not have made them: each side signed its public key with
+     * its node key), so it cannot derive this link's keys.
+     */
+    memcpy(master_key, key->link, sizeof(master_key));
+    if (kx_secret != NULL) {
+        crypto_generichash_state st;
+        crypto_generichash_init(&st, key->link, sizeof(key->link), sizeof(master_key));
+        crypto_generichash_update(&st, (const uint8_t *)"b10d kx v1", 10);
+        crypto_generichash_update(&st, kx_secret, AUTH_KX_BYTES);
+        crypto_generichash_final(&st, master_key, sizeof(master_key));
+        sodium_memzero(&st, sizeof(st));
+    }
+    crypto_generichash(master, sizeof(master), transcript, sizeof(transcript), master_key,
+                       sizeof(master_key));
+    sodium_memzero(master_key, sizeof(master_key));
 
     memset(link, 0, sizeof(*link));
     crypto_kdf_derive_from_key(link->tags.key, sizeof(link->tags.key), 1, "b10dtags", master);
@@ -472,4 +508,44 @@ const char *auth_keyring_trust(const struct auth_keyring *ring, bool insecure)
         return "no cluster key: local ranks only, no network transport";
     }
     return "?";
+}
+
+/* ---------------------------------------------------------------- a handshake's X25519 */
+
+void auth_kx_keypair(uint8_t public_key[AUTH_KX_BYTES], uint8_t secret_key[AUTH_KX_BYTES])
+{
+    randombytes_buf(secret_key, AUTH_KX_BYTES);
+    crypto_scalarmult_base(public_key, secret_key);
+}
+
+b10_status_t auth_kx_shared(const uint8_t secret_key[AUTH_KX_BYTES],
+                            const uint8_t opener_public[AUTH_KX_BYTES],
+                            const uint8_t receiver_public[AUTH_KX_BYTES],
+                            const uint8_t peer_public[AUTH_KX_BYTES], uint8_t shared[AUTH_KX_BYTES])
+{
+    uint8_t point[crypto_scalarmult_BYTES];
+    crypto_generichash_state st;
+
+    /* libsodium refuses a point of small order (the result would be all zeros). */
+    if (crypto_scalarmult(point, secret_key, peer_public) != 0)
+        return B10_ERR_PEER_PROTOCOL;
+    /* Both public keys in the hash: the secret names this exchange, not just the point. */
+    crypto_generichash_init(&st, NULL, 0, AUTH_KX_BYTES);
+    crypto_generichash_update(&st, point, sizeof(point));
+    crypto_generichash_update(&st, opener_public, AUTH_KX_BYTES);
+    crypto_generichash_update(&st, receiver_public, AUTH_KX_BYTES);
+    crypto_generichash_final(&st, shared, AUTH_KX_BYTES);
+    sodium_memzero(point, sizeof(point));
+    sodium_memzero(&st, sizeof(st));
+    return B10_OK;
+}
+
+void auth_wipe(void *buf, size_t length)
+{
+    sodium_memzero(buf, length);
+}
+
+void auth_hash(uint8_t out[AUTH_HASH_BYTES], const void *data, size_t length)
+{
+    crypto_generichash(out, AUTH_HASH_BYTES, data, length, NULL, 0);
 }

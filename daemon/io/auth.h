@@ -50,6 +50,8 @@
 #define AUTH_NONCE_BYTES 32             /* a handshake's fresh nonce (not the envelope's) */
 #define AUTH_HEADER_BYTES 56
 #define AUTH_MAC_BYTES 16
+#define AUTH_KX_BYTES 32                /* an X25519 key, public or secret, and a handshake's shared secret */
+#define AUTH_HASH_BYTES 32
 #define AUTH_OVERHEAD (AUTH_HEADER_BYTES + AUTH_MAC_BYTES)
 /*
  * LINK counters accepted below the highest seen. Messages of one direction
@@ -104,6 +106,13 @@ const char *auth_keyring_trust(const struct auth_keyring *ring, bool insecure);
  */
 b10_status_t auth_key_load(const char *path, struct auth_key *key, char *detail,
                            size_t detail_len);
+/*
+ * The rules for a file that holds a secret (a cluster key, a node's private
+ * key), on its open fd: a regular file, owned by this user or root, with no
+ * permission for group or others. B10_OK, or why in detail ("WHAT PATH: ...").
+ */
+b10_status_t auth_secret_file_check(int fd, const char *what, const char *path, char *detail,
+                                    size_t detail_len);
 /*
  * Write a fresh key to path, mode 0600; its id in *id_p. B10_ERR_EXISTS
  * when path exists (a key is never overwritten); others as open(2) says.
@@ -188,6 +197,15 @@ void auth_link_derive(const struct auth_key *key, uint64_t sender_id, uint64_t r
                       const uint8_t receiver_nonce[AUTH_NONCE_BYTES], bool opener,
                       struct auth_link *link);
 /*
+ * The same, with a handshake's X25519 secret (auth_kx_shared) folded into
+ * the link master: what certified daemons derive (nodeid.h).
+ */
+void auth_link_derive_kx(const struct auth_key *key, uint64_t sender_id, uint64_t receiver_id,
+                         uint64_t gen, const uint8_t sender_nonce[AUTH_NONCE_BYTES],
+                         const uint8_t receiver_nonce[AUTH_NONCE_BYTES],
+                         const uint8_t kx_secret[AUTH_KX_BYTES], bool opener,
+                         struct auth_link *link);
+/*
  * Seal in place (as auth_seal) with the next counter. B10_ERR_PEER_LOST once
  * 2^64 are spent: nothing more goes on this link, the peer needs a new one.
  */
@@ -226,6 +244,21 @@ bool auth_seen_check(struct auth_seen *seen, const uint8_t *buf, size_t length);
 void auth_random(void *buf, size_t length);
 /* SipHash-2-4 under a 16-byte key: the tag hash (tags.c). */
 uint64_t auth_shorthash(const uint8_t key[16], const void *data, size_t length);
+/*
+ * A handshake's ephemeral X25519 key pair (certified daemons, nodeid.h),
+ * and the secret both ends reach from it: the X25519 point hashed with both
+ * public keys. B10_ERR_PEER_PROTOCOL when the peer's key is a point of
+ * small order (no secret at all).
+ */
+void auth_kx_keypair(uint8_t public_key[AUTH_KX_BYTES], uint8_t secret_key[AUTH_KX_BYTES]);
+b10_status_t auth_kx_shared(const uint8_t secret_key[AUTH_KX_BYTES],
+                            const uint8_t opener_public[AUTH_KX_BYTES],
+                            const uint8_t receiver_public[AUTH_KX_BYTES],
+                            const uint8_t peer_public[AUTH_KX_BYTES], uint8_t shared[AUTH_KX_BYTES]);
+/* Zero a secret in a way the compiler keeps. */
+void auth_wipe(void *buf, size_t length);
+/* BLAKE2b-256 of data, unkeyed: what a transcript says of a long field (a worker address). */
+void auth_hash(uint8_t out[AUTH_HASH_BYTES], const void *data, size_t length);
 /* Constant-time comparison of secrets: true when equal. */
 bool auth_equal(const void *a, const void *b, size_t length);
 

@@ -7,6 +7,82 @@
 
 #include "peer.pb-c.h"
 
+/*
+ * A proof's fields, all or none, held to the chain's bounds before any of
+ * it is parsed (nodeid_verify parses the certificates). The chain's bytes
+ * stay where they are unless copy (HELLO_ACK: out of a message about to be
+ * freed) holds NODEID_MAX_CHAIN_BYTES of room.
+ */
+_Static_assert(NODEID_MAX_CERTS == 4 && NODEID_MAX_CHAIN_BYTES == 8192, "the refusals below say so");
+
+static const char *hello_proof_decode(size_t ncerts, const ProtobufCBinaryData *certs,
+                                      const ProtobufCBinaryData *kx, const ProtobufCBinaryData *sig,
+                                      struct hello_proof *p, uint8_t *copy)
+{
+    size_t total = 0;
+
+    memset(p, 0, sizeof(*p));
+    if (ncerts == 0 && kx->len == 0 && sig->len == 0)
+        return NULL;
+    if (ncerts == 0 || kx->len != AUTH_KX_BYTES || sig->len == 0 || sig->len > NODEID_MAX_SIG)
+        return "a node proof without its chain, X25519 key or signature";
+    if (ncerts > NODEID_MAX_CERTS)
+        return "a certificate chain of more than 4 certificates";
+    for (size_t i = 0; i < ncerts; i++) {
+        if (certs[i].len == 0 || certs[i].len > NODEID_MAX_CHAIN_BYTES - total)
+            return "a certificate chain of more than 8192 bytes";
+        if (copy != NULL) {
+            memcpy(copy + total, certs[i].data, certs[i].len);
+            p->chain.der[i] = copy + total;
+        } else {
+            p->chain.der[i] = certs[i].data;
+        }
+        p->chain.length[i] = certs[i].len;
+        total += certs[i].len;
+    }
+    p->chain.count = (unsigned)ncerts;
+    memcpy(p->kx_public, kx->data, AUTH_KX_BYTES);
+    memcpy(p->sig, sig->data, sig->len);
+    p->sig_length = sig->len;
+    p->present = true;
+    return NULL;
+}
+
+static void hello_put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+void hello_transcript(const struct hello_transcript *t, uint8_t out[HELLO_TRANSCRIPT_BYTES])
+{
+    static const char hello_label[24] = "b10d HELLO v11";
+    static const char ack_label[24] = "b10d HELLO_ACK v11";
+    uint8_t *p = out;
+
+    memset(out, 0, HELLO_TRANSCRIPT_BYTES);
+    memcpy(p, t->ack ? ack_label : hello_label, 24);
+    p += 24;
+    hello_put64(p, t->sender_id);
+    hello_put64(p + 8, t->receiver_id);
+    hello_put64(p + 16, t->gen);
+    hello_put64(p + 24, t->incarnation);
+    p += 32;
+    /* The name zero-padded to its fixed room: a name cannot run into the next field. */
+    memcpy(p, t->name, strnlen(t->name, HELLO_NAME_MAX - 1));
+    p += HELLO_NAME_MAX;
+    memcpy(p, t->opener_nonce, AUTH_NONCE_BYTES);
+    memcpy(p + AUTH_NONCE_BYTES, t->opener_kx, AUTH_KX_BYTES);
+    p += AUTH_NONCE_BYTES + AUTH_KX_BYTES;
+    if (t->ack) {
+        memcpy(p, t->nonce, AUTH_NONCE_BYTES);
+        memcpy(p + AUTH_NONCE_BYTES, t->kx, AUTH_KX_BYTES);
+    }
+    p += AUTH_NONCE_BYTES + AUTH_KX_BYTES;
+    if (!t->ack)
+        auth_hash(p, t->address, t->address_length);
+}
+
 static b10_status_t hello_refuse(char *detail, size_t detail_len, const char *why)
 {
     snprintf(detail, detail_len, "%s", why);
@@ -43,6 +119,9 @@ b10_status_t hello_decode(const uint8_t *payload, size_t length, const struct au
              wireaddr_unpack(m->worker_address.data, m->worker_address.len, addrs, lengths,
                              &workers) != B10_OK)
         why = "malformed worker address";
+    else
+        why = hello_proof_decode(m->n_node_chain, m->node_chain, &m->kx_public, &m->node_sig,
+                                 &h->proof, NULL);
     if (why != NULL)
         goto bad;
     h->daemon_id = m->daemon_id;
@@ -73,6 +152,7 @@ b10_status_t hello_decode_ack(const uint8_t *payload, size_t length, const struc
     const char *why = NULL;
 
     a->identified = false;
+    a->proof.present = false;
     if (msg == NULL || msg->body_case != B10__PEER__MSG__BODY_HELLO_ACK) {
         why = "not a HELLO_ACK";
         goto out;
@@ -110,6 +190,9 @@ b10_status_t hello_decode_ack(const uint8_t *payload, size_t length, const struc
         why = "control-message limit out of range";
     else if (!hello_in(m->max_pieces, 1, HELLO_MAX_PIECES))
         why = "piece limit out of range";
+    else
+        why = hello_proof_decode(m->n_node_chain, m->node_chain, &m->kx_public, &m->node_sig,
+                                 &a->proof, a->chain_bytes);
     if (why != NULL)
         goto out;
     memcpy(a->nonce, m->nonce.data, AUTH_NONCE_BYTES);

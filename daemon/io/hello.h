@@ -19,6 +19,7 @@
 #include "auth.h"
 #include "b10/b10.h"
 #include "config.h"
+#include "nodeid.h"
 #include "wireaddr.h"
 
 struct B10__Peer__Msg;
@@ -33,15 +34,21 @@ struct B10__Peer__Msg;
  * and the trailer's word that says whether a sum is there; 8: blocks of
  * 16 KiB, which a GPU sums in parallel; 9: the trailer carries each
  * block's sum too, from an 8-aligned offset; 10: worker addresses name the
- * daemon's doors (door.h), where a daemon knocks before its first HELLO.
+ * daemon's doors (door.h), where a daemon knocks before its first HELLO;
+ * 11: with node certificates (nodeid.h) HELLO and HELLO_ACK carry the
+ * sender's chain, an ephemeral X25519 key and a signature of the
+ * handshake's transcript, and the link keys take in the X25519 secret.
  */
-#define B10_PEER_PROTOCOL_VERSION 10
+#define B10_PEER_PROTOCOL_VERSION 11
 
 #define HELLO_NAME_MAX CONFIG_NAME_MAX
 #define HELLO_MAX_ADDRESS ((1 + WIREADDR_MAX_LANES) * 4096)
-/* A HELLO envelope: the address, a name, the rest of the fields. */
-#define HELLO_MAX_BYTES (HELLO_MAX_ADDRESS + 1024)
-#define HELLO_ACK_MAX_BYTES 1024
+/* A node's proof in a handshake message: its chain, X25519 key and signature, with their framing. */
+#define HELLO_PROOF_MAX_BYTES (NODEID_MAX_CHAIN_BYTES + NODEID_MAX_CERTS * 4 + AUTH_KX_BYTES + \
+                               NODEID_MAX_SIG + 16)
+/* A HELLO envelope: the address, a name, the proof, the rest of the fields. */
+#define HELLO_MAX_BYTES (HELLO_MAX_ADDRESS + HELLO_PROOF_MAX_BYTES + 1024)
+#define HELLO_ACK_MAX_BYTES (HELLO_PROOF_MAX_BYTES + 1024)
 /* What a HELLO_ACK may say of the receiver's limits. Below the chunk floor a
  * sender would cut a request into millions of chunks. */
 #define HELLO_MIN_CHUNK (UINT64_C(64) << 10)
@@ -49,6 +56,19 @@ struct B10__Peer__Msg;
 #define HELLO_MIN_CONTROL (UINT64_C(4) << 10)
 #define HELLO_MAX_CONTROL (UINT64_C(1) << 30)
 #define HELLO_MAX_PIECES (UINT64_C(1) << 26)
+
+/*
+ * A sender's proof of its node (nodeid.h), as decoded: present or absent as
+ * a whole. The chain's bytes are where the decoder says (struct hello:
+ * into its message; struct hello_ack: its own copy).
+ */
+struct hello_proof {
+    bool present;
+    struct nodeid_chain chain;
+    uint8_t kx_public[AUTH_KX_BYTES];
+    uint8_t sig[NODEID_MAX_SIG];
+    size_t sig_length;
+};
 
 struct hello {
     uint64_t daemon_id;
@@ -59,6 +79,7 @@ struct hello {
     char name[HELLO_NAME_MAX];
     const uint8_t *address;     /* into the decoded message */
     size_t address_length;
+    struct hello_proof proof;   /* its chain into the decoded message */
 };
 
 struct hello_ack {
@@ -74,7 +95,35 @@ struct hello_ack {
     uint8_t opener_nonce[AUTH_NONCE_BYTES];
     uint8_t nonce[AUTH_NONCE_BYTES];
     char name[HELLO_NAME_MAX];
+    struct hello_proof proof;               /* an accepting answer's; its chain into chain_bytes */
+    uint8_t chain_bytes[NODEID_MAX_CHAIN_BYTES];
 };
+
+/*
+ * What a node signs in a handshake message, in a fixed layout: a context
+ * string (which message, which protocol), the sender's and receiver's
+ * daemon ids, the link's generation, the sender's incarnation and name,
+ * the opener's nonce and X25519 key, and for a HELLO_ACK the receiver's
+ * nonce and key, for a HELLO a hash of its worker address. So a signature
+ * is good for one message of one handshake between two boots, and binds
+ * the X25519 keys the link's keys come from to the certified nodes.
+ */
+#define HELLO_TRANSCRIPT_BYTES (24 + 32 + HELLO_NAME_MAX + 4 * AUTH_NONCE_BYTES + AUTH_HASH_BYTES)
+struct hello_transcript {
+    bool ack;
+    uint64_t sender_id;
+    uint64_t receiver_id;
+    uint64_t gen;
+    uint64_t incarnation;
+    const char *name;                   /* the sender's */
+    const uint8_t *opener_nonce;        /* AUTH_NONCE_BYTES */
+    const uint8_t *opener_kx;           /* AUTH_KX_BYTES */
+    const uint8_t *nonce;               /* HELLO_ACK: the receiver's; HELLO: NULL */
+    const uint8_t *kx;                  /* HELLO_ACK: the receiver's; HELLO: NULL */
+    const uint8_t *address;             /* HELLO: the opener's worker address */
+    size_t address_length;
+};
+void hello_transcript(const struct hello_transcript *t, uint8_t out[HELLO_TRANSCRIPT_BYTES]);
 
 /*
  * Decode a HELLO's payload and check it against its envelope's header. On

@@ -12,16 +12,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "door.h"
 #include "frame.h"
 #include "knock.h"
+#include "nodeid.h"
 #include "staging.h"
 #include "wire.h"
 
 /* Handshakes answered and waiting for their confirmation, all openers together. */
 #define PEER_MAX_PENDING 256
+/*
+ * Of those, one certified node's: a holder of one node's key who makes up
+ * daemon ids has this many handshakes waiting at most, its newest, and the
+ * other nodes' room stays theirs.
+ */
+#define PEER_PENDING_PER_NODE 4
 
 static void peer_hello_on_ack(void *arg, b10_status_t status, size_t length);
 
@@ -137,6 +145,112 @@ struct peer *peer_hello_adopt(struct peer_pending *pend)
     log_info("peer %s: inbound link, generation %016" PRIx64, peer->name, peer->in.tags.gen);
     peer_hello_pending_free(pend);
     return peer;
+}
+
+/* ---------------------------------------------------------------- node certificates */
+
+static void peer_hello_say_expiry(struct b10d *d, const char *what)
+{
+    int64_t until = nodeid_not_after(d->nodeid);
+    int64_t left = until - (int64_t)time(NULL);
+    char when[64];
+    struct tm tm;
+    time_t t = (time_t)until;
+
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&t, &tm));
+    if (left < NODEID_WARN_S)
+        log_warning("%s for %s expires %s, in %" PRId64 " hours: renew it (the files are read "
+                    "again when they change)", what, nodeid_name(d->nodeid), when, left / 3600);
+    else
+        log_info("%s for %s, valid until %s", what, nodeid_name(d->nodeid), when);
+}
+
+/*
+ * Before each handshake, and once a minute from the sweep: the certificate
+ * files read again if they changed (rotation). A certificate close to its
+ * end is warned of once a day, so that a daemon that opens no link hears
+ * of it too.
+ */
+static void peer_hello_identity(struct b10d *d)
+{
+    struct peer_handshakes *hs = &d->handshakes;
+    uint64_t now = d->now_ms(d);
+    char why[512];
+
+    if (d->nodeid == NULL)
+        return;
+    hs->identity_ms = now;
+    int rc = nodeid_refresh(d->nodeid, why, sizeof(why));
+    if (rc > 0) {
+        peer_hello_say_expiry(d, "node certificate reloaded");
+        hs->expiry_said_ms = now;
+    } else if (rc < 0) {
+        log_err("%s: keeping the node certificate in use", why);
+    }
+    if (nodeid_not_after(d->nodeid) - (int64_t)time(NULL) < NODEID_WARN_S &&
+        now - hs->expiry_said_ms >= UINT64_C(86400000)) {
+        peer_hello_say_expiry(d, "node certificate");
+        hs->expiry_said_ms = now;
+    }
+}
+
+/*
+ * This node's proof for a handshake message: its chain into certs and its
+ * signature of t into sig. B10_OK, or B10_ERR_INTERNAL when the key would
+ * not sign (logged).
+ */
+static b10_status_t peer_hello_prove(struct b10d *d, const struct hello_transcript *t,
+                                     ProtobufCBinaryData certs[NODEID_MAX_CERTS], size_t *ncerts_p,
+                                     uint8_t sig[NODEID_MAX_SIG], size_t *sig_length_p)
+{
+    uint8_t transcript[HELLO_TRANSCRIPT_BYTES];
+    struct nodeid_chain chain;
+
+    hello_transcript(t, transcript);
+    if (nodeid_sign(d->nodeid, transcript, sizeof(transcript), sig, sig_length_p) != B10_OK) {
+        log_err("the node key would not sign a handshake");
+        return B10_ERR_INTERNAL;
+    }
+    nodeid_chain_of(d->nodeid, &chain);
+    for (unsigned i = 0; i < chain.count; i++)
+        certs[i] = (ProtobufCBinaryData){ chain.length[i], (uint8_t *)chain.der[i] };
+    *ncerts_p = chain.count;
+    return B10_OK;
+}
+
+/*
+ * Is the other end's proof good, where this daemon asks for one: its
+ * chain reaches our anchors and names `name`, its key signed t. A daemon
+ * with certificates refuses one without, and the other way round: a
+ * certified HELLO asks for a certified answer this daemon cannot give.
+ * NULL, or why in detail.
+ */
+static const char *peer_hello_check_proof(struct b10d *d, const struct hello_proof *proof,
+                                          const char *name, const struct hello_transcript *t,
+                                          char *detail, size_t detail_len)
+{
+    uint8_t transcript[HELLO_TRANSCRIPT_BYTES];
+
+    if (d->nodeid == NULL && !proof->present)
+        return NULL;
+    if (d->nodeid == NULL) {
+        snprintf(detail, detail_len, "daemon %s proves its name by a node certificate, and this "
+                 "daemon has none to prove its own (--node-cert)", name);
+        return detail;
+    }
+    if (!proof->present) {
+        snprintf(detail, detail_len, "daemon %s has no node certificate, and this daemon accepts "
+                 "only certified nodes (--node-cert)", name);
+        return detail;
+    }
+    char why[400];
+    hello_transcript(t, transcript);
+    if (nodeid_verify(d->nodeid, &proof->chain, name, transcript, sizeof(transcript), proof->sig,
+                      proof->sig_length, why, sizeof(why)) != B10_OK) {
+        snprintf(detail, detail_len, "daemon %s's node certificate is refused: %s", name, why);
+        return detail;
+    }
+    return NULL;
 }
 
 /* ---------------------------------------------------------------- the handshake: opening */
@@ -269,10 +383,33 @@ static void peer_hello_on_ack(void *arg, b10_status_t status, size_t length)
         peer_lost(peer, B10_ERR_PEER_PROTOCOL, detail);
         return;
     }
+    /* Certified: the answer proves the name we asked for, and the X25519 secret joins the keys. */
+    struct hello_transcript t = {
+        .ack = true, .sender_id = ack.daemon_id, .receiver_id = d->daemon_id,
+        .gen = peer->out.tags.gen, .incarnation = ack.incarnation, .name = ack.name,
+        .opener_nonce = peer->out_nonce, .opener_kx = peer->out_kx, .nonce = ack.nonce,
+        .kx = ack.proof.kx_public,
+    };
+    uint8_t shared[AUTH_KX_BYTES];
+    const char *unproven = peer_hello_check_proof(d, &ack.proof, peer->name, &t, detail,
+                                                  sizeof(detail));
+    if (unproven == NULL && d->nodeid != NULL &&
+        auth_kx_shared(peer->out_kx_secret, peer->out_kx, ack.proof.kx_public,
+                       ack.proof.kx_public, shared) != B10_OK)
+        unproven = "its HELLO_ACK's X25519 key is of small order";
+    auth_wipe(peer->out_kx_secret, sizeof(peer->out_kx_secret));
+    if (unproven != NULL) {
+        d->stats.peer_protocol_errors++;
+        log_warning("peer %s: refusing its HELLO_ACK: %s", peer->name, unproven);
+        peer_lost(peer, B10_ERR_PERMISSION, unproven);
+        return;
+    }
     uv_timer_stop(&peer->connect_timer);
     tags_unregister(d->tags, peer->ack_tag);
-    auth_link_derive(peer->out_key, d->daemon_id, peer->daemon_id, peer->out.tags.gen,
-                     peer->out_nonce, ack.nonce, true, &peer->out);
+    auth_link_derive_kx(peer->out_key, d->daemon_id, peer->daemon_id, peer->out.tags.gen,
+                        peer->out_nonce, ack.nonce, d->nodeid != NULL ? shared : NULL, true,
+                        &peer->out);
+    auth_wipe(shared, sizeof(shared));
     peer->max_chunk = ack.max_chunk;
     peer->max_control = ack.max_control;
     peer->max_pieces = ack.max_pieces;
@@ -404,6 +541,9 @@ b10_status_t peer_hello_connect(struct peer *peer)
     peer->out.tags.gen = ids_new_generation(&d->ids);
     peer->out_key = key;
     auth_random(peer->out_nonce, sizeof(peer->out_nonce));
+    peer_hello_identity(d);
+    if (d->nodeid != NULL)
+        auth_kx_keypair(peer->out_kx, peer->out_kx_secret);
     auth_ack_tags(key, d->daemon_id, peer->daemon_id, peer->out.tags.gen, peer->out_nonce, &ack);
     peer->ack_tag = tags_derive(&ack, 0, 0, TAG_KIND_HELLO_ACK);
     int rc = tags_register(d->tags, peer->ack_tag, peer);
@@ -433,6 +573,23 @@ b10_status_t peer_hello_connect(struct peer *peer)
     hello.worker_address = (ProtobufCBinaryData){ addr_len, (uint8_t *)addr };
     hello.name = d->cfg.name;
     hello.incarnation = d->incarnation;
+    ProtobufCBinaryData certs[NODEID_MAX_CERTS];
+    uint8_t sig[NODEID_MAX_SIG];
+    size_t sig_length = 0;
+    if (d->nodeid != NULL) {
+        struct hello_transcript t = {
+            .sender_id = d->daemon_id, .receiver_id = peer->daemon_id, .gen = hello.gen,
+            .incarnation = d->incarnation, .name = d->cfg.name, .opener_nonce = peer->out_nonce,
+            .opener_kx = peer->out_kx, .address = addr, .address_length = addr_len,
+        };
+        if (peer_hello_prove(d, &t, certs, &hello.n_node_chain, sig, &sig_length) != B10_OK) {
+            peer_retire_out(peer, B10_ERR_INTERNAL);
+            return B10_ERR_INTERNAL;
+        }
+        hello.node_chain = certs;
+        hello.kx_public = (ProtobufCBinaryData){ AUTH_KX_BYTES, peer->out_kx };
+        hello.node_sig = (ProtobufCBinaryData){ sig_length, sig };
+    }
     B10__Peer__Msg msg = B10__PEER__MSG__INIT;
     msg.body_case = B10__PEER__MSG__BODY_HELLO;
     msg.hello = &hello;
@@ -449,29 +606,80 @@ b10_status_t peer_hello_connect(struct peer *peer)
 
 /* ---------------------------------------------------------------- the handshake: answering */
 
-/* HELLOs answered, all openers together: a token bucket of one second's worth. */
-static bool peer_hello_budget(struct b10d *d)
+/* A token bucket of one second's worth of times --max-hellos-per-s: true when it had one to spend. */
+static bool peer_hello_spend(struct b10d *d, double *tokens, uint64_t *tokens_ms, unsigned times)
 {
     uint64_t now = d->now_ms(d);
-    double rate = d->cfg.max_hellos_per_s;
+    double rate = (double)d->cfg.max_hellos_per_s * times;
 
-    d->handshakes.tokens += (double)(now - d->handshakes.tokens_ms) * rate / 1000.0;
-    if (d->handshakes.tokens > rate)
-        d->handshakes.tokens = rate;
-    d->handshakes.tokens_ms = now;
-    if (d->handshakes.tokens < 1.0)
+    *tokens += (double)(now - *tokens_ms) * rate / 1000.0;
+    if (*tokens > rate)
+        *tokens = rate;
+    *tokens_ms = now;
+    if (*tokens < 1.0)
         return false;
-    d->handshakes.tokens -= 1.0;
+    *tokens -= 1.0;
     return true;
+}
+
+/*
+ * HELLOs answered: per certified node (node: its certified name), so that
+ * one node's key, however many daemon ids it makes up, spends its own
+ * bucket and no other node's; else all openers together, since a name
+ * without a certificate is anyone's to claim.
+ */
+static bool peer_hello_budget(struct b10d *d, const char *node)
+{
+    struct peer_handshakes *hs = &d->handshakes;
+    struct peer_hello_bucket *b = NULL, *oldest = &hs->nodes[0];
+
+    if (node == NULL)
+        return peer_hello_spend(d, &hs->tokens, &hs->tokens_ms, 1);
+    for (unsigned i = 0; i < PEER_HELLO_NODES && b == NULL; i++)
+        if (strcmp(hs->nodes[i].name, node) == 0)
+            b = &hs->nodes[i];
+    /* A node not budgeted now takes an unused bucket, else the least recently used. */
+    for (unsigned i = 1; i < PEER_HELLO_NODES && b == NULL && oldest->name[0] != '\0'; i++)
+        if (hs->nodes[i].name[0] == '\0' || hs->nodes[i].tokens_ms < oldest->tokens_ms)
+            oldest = &hs->nodes[i];
+    if (b == NULL) {
+        b = oldest;
+        snprintf(b->name, sizeof(b->name), "%s", node);
+        b->tokens = d->cfg.max_hellos_per_s;
+        b->tokens_ms = d->now_ms(d);
+    }
+    return peer_hello_spend(d, &b->tokens, &b->tokens_ms, 1);
+}
+
+/* Certified: one node's handshakes waiting past its share make room, its oldest first. */
+static void peer_hello_pending_share(struct b10d *d, const char *node)
+{
+    struct peer_pending *first = NULL;
+    unsigned n = 0;
+    struct list *pos, *tmp;
+
+    list_for_each_safe(pos, tmp, &d->handshakes.pending) {
+        struct peer_pending *p = list_entry(pos, struct peer_pending, node);
+        if (strcmp(p->name, node) == 0 && n++ == 0)
+            first = p;
+    }
+    if (n >= PEER_PENDING_PER_NODE) {
+        log_info("peer %s: %u of its handshakes wait already: its oldest, generation %016" PRIx64
+                 ", gives way", node, n, first->gen);
+        peer_hello_pending_free(first);
+    }
 }
 
 /* Answer a HELLO on ep: acceptance (nonce is ours for the link) or a refusal (nonce NULL). */
 static void peer_hello_send_ack(struct b10d *d, struct wire_ep *ep, const struct auth_key *key,
-                                const struct hello *h, const uint8_t *nonce, b10_status_t status,
-                                const char *detail)
+                                const struct hello *h, const uint8_t *nonce, const uint8_t *kx,
+                                b10_status_t status, const char *detail)
 {
     B10__Peer__HelloAck ack = B10__PEER__HELLO_ACK__INIT;
     B10__Peer__Msg msg = B10__PEER__MSG__INIT;
+    ProtobufCBinaryData certs[NODEID_MAX_CERTS];
+    uint8_t sig[NODEID_MAX_SIG];
+    size_t sig_length = 0;
     struct tag_link tags;
 
     ack.version = B10_PEER_PROTOCOL_VERSION;
@@ -487,6 +695,18 @@ static void peer_hello_send_ack(struct b10d *d, struct wire_ep *ep, const struct
         ack.max_chunk_bytes = staging_view_bytes(d->staging);
         ack.max_control_bytes = d->cfg.max_control_bytes;
         ack.max_pieces = d->cfg.max_control_bytes / SPAN_BYTES;   /* a piece: one span, at least */
+    }
+    if (nonce != NULL && kx != NULL) {
+        struct hello_transcript t = {
+            .ack = true, .sender_id = d->daemon_id, .receiver_id = h->daemon_id, .gen = h->gen,
+            .incarnation = d->incarnation, .name = d->cfg.name, .opener_nonce = h->nonce,
+            .opener_kx = h->proof.kx_public, .nonce = nonce, .kx = kx,
+        };
+        if (peer_hello_prove(d, &t, certs, &ack.n_node_chain, sig, &sig_length) != B10_OK)
+            return;     /* unanswered: the opener's timeout says so */
+        ack.node_chain = certs;
+        ack.kx_public = (ProtobufCBinaryData){ AUTH_KX_BYTES, (uint8_t *)kx };
+        ack.node_sig = (ProtobufCBinaryData){ sig_length, sig };
     }
     msg.body_case = B10__PEER__MSG__BODY_HELLO_ACK;
     msg.hello_ack = &ack;
@@ -606,13 +826,53 @@ void peer_hello_on_hello(struct b10d *d, const uint8_t *buf, size_t length)
                             "boot %016" PRIx64 " but is not the one it sent itself", h.daemon_id);
         goto out;
     }
-    if (!peer_hello_budget(d)) {
+    /*
+     * Certified: the HELLO proves its name by its node's key before it
+     * costs anything that is charged by name, and before any table sees
+     * it; an X25519 key of its own answers the opener's. A HELLO that does
+     * not prove its name is answered with why (from the shared budget):
+     * the operator of the other end reads it there.
+     */
+    peer_hello_identity(d);
+    /*
+     * Checking a chain costs the loop a fraction of a millisecond: all
+     * openers together get 8 times the HELLO budget of checks a second, so
+     * that a key holder's flood of made-up certificates costs a bounded
+     * share of the loop (the opener of a HELLO dropped here tries again).
+     */
+    if (d->nodeid != NULL && h.proof.present &&
+        !peer_hello_spend(d, &d->handshakes.proofs, &d->handshakes.proofs_ms, 8)) {
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: past 8 x "
+                            "--max-hellos-per-s %u certificate checks a second", h.name,
+                            d->cfg.max_hellos_per_s);
+        goto out;
+    }
+    struct hello_transcript t = {
+        .sender_id = h.daemon_id, .receiver_id = d->daemon_id, .gen = h.gen,
+        .incarnation = h.incarnation, .name = h.name, .opener_nonce = h.nonce,
+        .opener_kx = h.proof.kx_public, .address = h.address, .address_length = h.address_length,
+    };
+    uint8_t kx[AUTH_KX_BYTES], kx_secret[AUTH_KX_BYTES], shared[AUTH_KX_BYTES];
+    char proof_detail[512];
+    const char *unproven = peer_hello_check_proof(d, &h.proof, h.name, &t, proof_detail,
+                                                  sizeof(proof_detail));
+    if (unproven == NULL && d->nodeid != NULL) {
+        auth_kx_keypair(kx, kx_secret);
+        if (auth_kx_shared(kx_secret, h.proof.kx_public, kx, h.proof.kx_public, shared) != B10_OK)
+            unproven = "its X25519 key is of small order";
+        auth_wipe(kx_secret, sizeof(kx_secret));
+    }
+    bool certified = unproven == NULL && d->nodeid != NULL;
+    if (!peer_hello_budget(d, certified ? h.name : NULL)) {
         peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: past "
-                            "--max-hellos-per-s %u", h.name, d->cfg.max_hellos_per_s);
+                            "--max-hellos-per-s %u%s", h.name, d->cfg.max_hellos_per_s,
+                            certified ? " for that node" : "");
         goto out;
     }
     if (earlier != NULL)
         peer_hello_pending_free(earlier);   /* its opener moved on to a newer generation */
+    if (certified)
+        peer_hello_pending_share(d, h.name);
     if (d->handshakes.npending >= PEER_MAX_PENDING) {
         peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: %u handshakes are "
                             "waiting already", h.name, d->handshakes.npending);
@@ -647,25 +907,31 @@ void peer_hello_on_hello(struct b10d *d, const uint8_t *buf, size_t length)
         peer_hello_pending_free(pend);
         goto out;
     }
-    b10_status_t status = B10_OK;
-    const char *why = peer_hello_refusal(d, &h, known, &status, detail, sizeof(detail));
+    b10_status_t status = B10_ERR_PERMISSION;
+    const char *why = unproven;
+    if (why == NULL)
+        why = peer_hello_refusal(d, &h, known, &status, detail, sizeof(detail));
     if (why != NULL) {
         pend->refused = true;
+        if (unproven != NULL)
+            d->stats.peer_protocol_errors++;
         log_warning("peer %s: refusing its link: %s", h.name, why);
-        peer_hello_send_ack(d, ep, key, &h, NULL, status, why);
+        peer_hello_send_ack(d, ep, key, &h, NULL, NULL, status, why);
         goto out;
     }
     uint8_t nonce[AUTH_NONCE_BYTES];
     auth_random(nonce, sizeof(nonce));
-    auth_link_derive(key, h.daemon_id, d->daemon_id, h.gen, h.nonce, nonce, false, &pend->link);
+    auth_link_derive_kx(key, h.daemon_id, d->daemon_id, h.gen, h.nonce, nonce,
+                        certified ? shared : NULL, false, &pend->link);
     pend->control_tag = tags_derive(&pend->link.tags, 0, 0, TAG_KIND_CONTROL);
-    peer_hello_send_ack(d, ep, key, &h, nonce, B10_OK, "");
+    peer_hello_send_ack(d, ep, key, &h, nonce, certified ? kx : NULL, B10_OK, "");
     /* Answered: a replay of it, even once its handshake expired unconfirmed, is dropped. */
     if (of_boot != NULL && h.gen > of_boot->hello_gen_seen)
         of_boot->hello_gen_seen = h.gen;
     log_debug("peer %s: HELLO for generation %016" PRIx64 " answered, key %016" PRIx64, h.name,
               h.gen, key->id);
 out:
+    auth_wipe(shared, sizeof(shared));
     b10__peer__msg__free_unpacked(msg, NULL);
 }
 
@@ -685,6 +951,8 @@ void peer_hello_sweep(struct b10d *d)
             peer_hello_pending_free(p);
         }
     }
+    if (d->nodeid != NULL && now - d->handshakes.identity_ms >= 60000)
+        peer_hello_identity(d);
     peer_evict_idle(d, now);
     peer_dispatch_sweep(d, now);
 }
@@ -749,6 +1017,26 @@ static b10_status_t peer_hello_load_keys(struct b10d *d)
                     "node's ranks are served", CONFIG_KEY_FILE_DEFAULT);
     }
     auth_key_wipe(&key);
+    if (cfg->node_cert[0] != '\0') {
+        /*
+         * Certificates prove names; the cluster key still seals the door,
+         * the knocks and every envelope, so a daemon without it is refused
+         * before its certificate is read.
+         */
+        if (d->keys.keys[0].kind != AUTH_KEY_CLUSTER) {
+            log_err("--node-cert needs a cluster key beside it (--cluster-key): the key seals "
+                    "the doors and the envelopes, the certificate proves the node's name");
+            return B10_ERR_INVALID_ARG;
+        }
+        b10_status_t st = nodeid_load(cfg->node_cert, cfg->node_key, cfg->node_ca, cfg->name,
+                                      &d->nodeid, err, sizeof(err));
+        if (st != B10_OK) {
+            log_err("%s", err);
+            return st;
+        }
+        peer_hello_say_expiry(d, "node certificate");
+        d->handshakes.identity_ms = d->handshakes.expiry_said_ms = d->now_ms(d);
+    }
     if (auth_keyring_lock(&d->keys) != 0)
         log_notice("the keys could not be locked in memory (RLIMIT_MEMLOCK): they may reach swap");
     return B10_OK;
@@ -770,6 +1058,8 @@ b10_status_t peer_hello_start(struct b10d *d)
         return B10_ERR_NO_MEMORY;
     hs->tokens = d->cfg.max_hellos_per_s;
     hs->tokens_ms = d->now_ms(d);
+    hs->proofs = 8.0 * d->cfg.max_hellos_per_s;
+    hs->proofs_ms = hs->tokens_ms;
     uint64_t every = d->cfg.connect_timeout_ms / 4;
     every = every < 50 ? 50 : every > 1000 ? 1000 : every;
     uv_timer_init(d->loop, &hs->sweep);
@@ -799,6 +1089,8 @@ void peer_hello_close(struct b10d *d)
 
 void peer_hello_free(struct b10d *d)
 {
+    nodeid_free(d->nodeid);
+    d->nodeid = NULL;
     free(d->handshakes.seen);
     d->handshakes.seen = NULL;
 }

@@ -234,6 +234,21 @@ b10_status_t peer_get(struct b10d *d, const struct peer_desc *desc, struct peer 
                  "daemon's clock", desc->name);
         return B10_ERR_INVALID_ARG;
     }
+    /*
+     * With node certificates a descriptor, sealed by the cluster key alone,
+     * proves no node: it may not move a linked node's entry to another
+     * boot and address (a key holder's descriptor naming node b would cut
+     * b's links). Only a HELLO certified for the name does that; until
+     * then the descriptor is taken for the boot linked, as an earlier one
+     * is, and a real restart of the node shows when its link falls.
+     */
+    if (d->nodeid != NULL && peer_has_link(p)) {
+        *peer_p = p;
+        d->stats.descriptors_resolved++;
+        log_info("peer %s: a descriptor of boot %016" PRIx64 " taken for the certified boot %016"
+                 PRIx64 " linked now", p->name, desc->daemon_id, p->daemon_id);
+        return B10_OK;
+    }
     status = peer_replace(p, desc->daemon_id, desc->incarnation, desc->address, desc->address_length);
     if (status == B10_OK)
         *peer_p = p;

@@ -121,6 +121,8 @@ struct peer {
     struct auth_link out;           /* our link to it: its keys once PEER_UP */
     const struct auth_key *out_key; /* the cluster key our HELLO went under */
     uint8_t out_nonce[AUTH_NONCE_BYTES];
+    uint8_t out_kx[AUTH_KX_BYTES];          /* certified: our HELLO's X25519 key, and its secret */
+    uint8_t out_kx_secret[AUTH_KX_BYTES];   /* until the HELLO_ACK, then wiped */
     uint64_t ack_tag;               /* CONNECTING: the HELLO_ACK's tag */
     uint64_t max_chunk;             /* its limits, from HELLO_ACK */
     uint64_t max_control;

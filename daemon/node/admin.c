@@ -14,6 +14,7 @@
 #include "frame.h"
 #include "ipc.h"
 #include "names.h"
+#include "nodeid.h"
 #include "peer.h"
 #include "plan.h"
 #include "quarantine.h"
@@ -192,6 +193,10 @@ static void admin_fill_daemon(struct admin_answer *a)
     m->insecure = d->cfg.insecure;
     m->remote_access = (char *)(d->cfg.remote_access == CONFIG_REMOTE_PAIRED ? "paired" : "any");
     m->names_held = names_count(d->names);
+    if (d->nodeid != NULL) {
+        m->node_cert = (char *)nodeid_name(d->nodeid);
+        m->node_cert_not_after = nodeid_not_after(d->nodeid);
+    }
     for (unsigned i = 0; i < d->keys.count; i++) {
         if (d->keys.keys[i].kind != AUTH_KEY_CLUSTER)
             continue;
@@ -696,6 +701,13 @@ static void admin_prom_render(FILE *f, struct b10d *d)
     fputs(",key_id=", f);
     admin_prom_label(f, key_id != 0 ? id : "");
     fputs("} 1\n", f);
+    if (d->nodeid != NULL) {
+        admin_prom_family(f, "b10d_node_cert_expiry_seconds", "gauge",
+                          "When this node's certificate ends, seconds since the epoch (--node-cert).");
+        fputs("b10d_node_cert_expiry_seconds{name=", f);
+        admin_prom_label(f, nodeid_name(d->nodeid));
+        fprintf(f, "} %" PRId64 "\n", nodeid_not_after(d->nodeid));
+    }
     admin_prom_peers(f, d);
     for (pos = d->xfers.next; pos != &d->xfers; pos = pos->next) {
         unsigned r = (unsigned)list_entry(pos, struct xfer, node)->role;

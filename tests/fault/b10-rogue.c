@@ -9,13 +9,17 @@
  * the key). Its transfers target that region, so it sees every byte the
  * daemon writes there and can tell what must not have changed.
  *
- *   b10-rogue [-t TIMEOUT_MS] [-k KEYFILE] [-i ID -n NAME] SOCKET CASE...
+ *   b10-rogue [-t TIMEOUT_MS] [-k KEYFILE] [-i ID -n NAME] [-c STEM -a CA] SOCKET CASE...
  *
  * Without -k it is a stranger: it holds no cluster key (the "stranger" and
  * "mangled" cases; -i and -n name a legitimate peer of the victim it poses
  * as). With -k it holds the cluster's key, as a compromised or buggy
  * cluster member would, and its cases test what such a peer can still not
  * do: replays, forged messages on a real link, lies in its messages, floods.
+ * With -c it also holds a node certificate (STEM.crt and STEM.key, named
+ * for STEM's last segment, checked against the anchors of -a) as a
+ * compromised certified node would: its HELLOs prove that name, and its
+ * cases test that the name is all it can be (cert_claim, cert_ids).
  *
  * Each case prints "ok CASE: what happened" or "FAIL CASE: why"; after every
  * case the region must hold exactly what the successful transfers wrote.
@@ -28,6 +32,7 @@
 #include "checksum.h"
 #include "frame.h"
 #include "hello.h"
+#include "nodeid.h"
 #include "peer.pb-c.h"
 #include "tags.h"
 #include "wireaddr.h"
@@ -104,6 +109,9 @@ static struct {
     bool ep_failed;
     uint64_t next_xfer;
     uint64_t next_gen;          /* generations grow within a boot, as a daemon's do (b10d.c) */
+    struct nodeid *cert;        /* -c: the node certificate held, or NULL */
+    uint8_t kx[AUTH_KX_BYTES];  /* the last HELLO's X25519 key pair, with -c */
+    uint8_t kx_secret[AUTH_KX_BYTES];
 } g;
 
 static uint8_t pat(uint64_t key, uint64_t i)
@@ -456,6 +464,30 @@ static void make_hello(B10__Peer__Hello *h, uint64_t from, const char *name, uin
     h->worker_address = (ProtobufCBinaryData){ g.packed_len, g.packed };
     h->name = (char *)name;
     h->incarnation = g.self_incarnation;
+    if (g.cert != NULL) {
+        /* Proved by the node key held, whatever name it claims: the victim must check the name. */
+        static ProtobufCBinaryData certs[NODEID_MAX_CERTS];
+        static uint8_t sig[NODEID_MAX_SIG];
+        uint8_t transcript[HELLO_TRANSCRIPT_BYTES];
+        struct nodeid_chain chain;
+        size_t sig_length = 0;
+        auth_kx_keypair(g.kx, g.kx_secret);
+        struct hello_transcript t = {
+            .sender_id = from, .receiver_id = g.victim_id, .gen = gen,
+            .incarnation = g.self_incarnation, .name = name, .opener_nonce = nonce,
+            .opener_kx = g.kx, .address = g.packed, .address_length = g.packed_len,
+        };
+        hello_transcript(&t, transcript);
+        if (nodeid_sign(g.cert, transcript, sizeof(transcript), sig, &sig_length) != B10_OK)
+            abort();
+        nodeid_chain_of(g.cert, &chain);
+        for (unsigned i = 0; i < chain.count; i++)
+            certs[i] = (ProtobufCBinaryData){ chain.length[i], (uint8_t *)chain.der[i] };
+        h->n_node_chain = chain.count;
+        h->node_chain = certs;
+        h->kx_public = (ProtobufCBinaryData){ AUTH_KX_BYTES, g.kx };
+        h->node_sig = (ProtobufCBinaryData){ sig_length, sig };
+    }
 }
 
 /* The HELLO_ACK the victim sends for gen and nonce, opened under key k; status, or -1 for none. */
@@ -518,7 +550,17 @@ static int link_open(struct rlink *l, const char *c)
 
     if (hello_round(l, c, &ack) != 0)
         return 1;
-    auth_link_derive(&g.key, g.self_id, g.victim_id, l->gen, l->nonce, ack.nonce, true, &l->a);
+    if (g.cert != NULL) {
+        uint8_t shared[AUTH_KX_BYTES];
+        if (!ack.proof.present ||
+            auth_kx_shared(g.kx_secret, g.kx, ack.proof.kx_public, ack.proof.kx_public,
+                           shared) != B10_OK)
+            return fail(c, "the HELLO_ACK to a certified HELLO carries no X25519 key");
+        auth_link_derive_kx(&g.key, g.self_id, g.victim_id, l->gen, l->nonce, ack.nonce, shared,
+                            true, &l->a);
+    } else {
+        auth_link_derive(&g.key, g.self_id, g.victim_id, l->gen, l->nonce, ack.nonce, true, &l->a);
+    }
     confirm(l);
     return 0;
 }
@@ -2337,8 +2379,102 @@ static int case_self_desc(const char *c)
                    "stayed its own (no HELLO came to us), and the write landed");
 }
 
+/* ---------------------------------------------------------------- a certified node (-c) */
+
+/*
+ * A holder of the cluster key and of node x's certificate claims to be
+ * another node (-n NAME), as a later boot of it: refused, since x's
+ * certificate does not name it, and nothing of the other node's changes
+ * (the runner shows its transfers landing).
+ */
+static int case_cert_claim(const char *c)
+{
+    B10__Peer__Hello h;
+    B10__Peer__Msg m = B10__PEER__MSG__INIT;
+    struct hello_ack ack;
+    uint8_t nonce[AUTH_NONCE_BYTES];
+
+    if (g.cert == NULL || g.pose_name[0] == '\0')
+        return fail(c, "this case needs a node certificate (-c) and a name to claim (-n)");
+    uint64_t id = rnd64() & 0x7fffffffffffffffull, saved = g.self_incarnation;
+    g.self_incarnation += 1000000000ull;    /* a boot after the real one's */
+    auth_random(nonce, sizeof(nonce));
+    uint64_t gen = new_gen();
+    make_hello(&h, id, g.pose_name, gen, nonce);
+    g.self_incarnation = saved;
+    m.body_case = B10__PEER__MSG__BODY_HELLO;
+    m.hello = &h;
+    uint64_t self = g.self_id;
+    g.self_id = id;     /* await_ack derives the answer's tag from the claimed sender */
+    if (send_static(&g.key, AUTH_KIND_HELLO, id, TAG_HELLO, &m, NULL, NULL) != 0) {
+        g.self_id = self;
+        return fail(c, "sending HELLO failed");
+    }
+    int st = await_ack(&g.key, gen, nonce, timeout_ms, &ack);
+    g.self_id = self;
+    if (st != B10_ERR_PERMISSION || strstr(ack.detail, "does not name") == NULL)
+        return fail(c, "a HELLO certified for %s claiming %s got %s (%s), not a refusal",
+                    nodeid_name(g.cert), g.pose_name, st < 0 ? "no answer" : sname(st),
+                    st < 0 ? "" : ack.detail);
+    if (victim_serves(c, "after the claim", 0) != 0)
+        return 1;
+    return pass(c, "a HELLO certified for %s that claims %s is refused: %s", nodeid_name(g.cert),
+                g.pose_name, ack.detail);
+}
+
+/*
+ * One certified node, many daemon ids: each link it opens is node x's,
+ * a later boot of it each time, so that however many ids it makes up they
+ * share one peer entry and one share (the runner counts the entries).
+ */
+static int case_cert_ids(const char *c)
+{
+    int up = 0;
+
+    if (g.cert == NULL)
+        return fail(c, "this case needs a node certificate (-c)");
+    for (int i = 0; i < 8; i++) {
+        struct rlink l;
+        g.self_id = rnd64() & 0x7fffffffffffffffull;
+        g.self_incarnation += 1000;
+        if (link_open(&l, c) == 0)
+            up++;
+        rlink_free(&l);
+    }
+    L_up = false;   /* the current link's boot was replaced */
+    if (victim_serves(c, "after 8 daemon ids", 0) != 0)
+        return 1;
+    printf("info %s: %d of 8 links opened under node %s's certificate\n", c, up,
+           nodeid_name(g.cert));
+    return pass(c, "8 daemon ids under one node certificate: %d links opened", up);
+}
+
+/*
+ * The same holder hands the victim, as its rank, a descriptor it sealed
+ * with the cluster key that names node -n NAME at a later boot and at our
+ * address: taken for the node's certified boot linked now, it moves
+ * nothing (the runner shows that node's entry and transfers unchanged).
+ */
+static int case_cert_desc(const char *c)
+{
+    if (g.cert == NULL || g.pose_name[0] == '\0')
+        return fail(c, "this case needs a node certificate (-c) and a name to claim (-n)");
+    b10_status_t st = load_desc("forged-agent", g.pose_name, rnd64() & 0x7fffffffffffffffull);
+    if (st != B10_OK)
+        return fail(c, "the victim would not load a descriptor naming %s: %s (%s)", g.pose_name,
+                    b10_status_name(st), b10_conn_detail(g.conn));
+    b10_agent_invalidate(g.conn, "forged-agent");
+    if (victim_serves(c, "after the descriptor", 0) != 0)
+        return 1;
+    return pass(c, "a descriptor naming %s at a later boot and our address was loaded and moved "
+                   "nothing", g.pose_name);
+}
+
 static const struct testout_case cases[] = {
     { "good", case_good },
+    { "cert_claim", case_cert_claim },
+    { "cert_ids", case_cert_ids },
+    { "cert_desc", case_cert_desc },
     { "unknown", case_unknown },
     { "oversize", case_oversize },
     { "undersize", case_undersize },
@@ -2371,6 +2507,7 @@ static const struct testout_case cases[] = {
 /* ---------------------------------------------------------------- setup */
 
 static const char *key_path;
+static const char *cert_stem, *cert_ca;
 
 static int rogue_opt(int c, const char *arg)
 {
@@ -2383,6 +2520,12 @@ static int rogue_opt(int c, const char *arg)
         return g.pose_id != 0 ? 0 : -1;
     case 'n':
         snprintf(g.pose_name, sizeof(g.pose_name), "%s", arg);
+        return 0;
+    case 'c':
+        cert_stem = arg;
+        return 0;
+    case 'a':
+        cert_ca = arg;
         return 0;
     }
     return -1;
@@ -2446,6 +2589,16 @@ static int setup(const char *sock)
     b10__agent_desc__free_unpacked(ad, NULL);
     g.self_id = rnd64() & 0x7fffffffffffffffull;
     snprintf(g.self_name, sizeof(g.self_name), "rogue-%d", (int)getpid());
+    if (cert_stem != NULL) {
+        char cert[512], key[512];
+        const char *name = strrchr(cert_stem, '/') != NULL ? strrchr(cert_stem, '/') + 1 : cert_stem;
+        snprintf(cert, sizeof(cert), "%s.crt", cert_stem);
+        snprintf(key, sizeof(key), "%s.key", cert_stem);
+        if (cert_ca == NULL || nodeid_load(cert, key, cert_ca, name, &g.cert, err,
+                                           sizeof(err)) != B10_OK)
+            return fail("setup", "-c: %s", cert_ca == NULL ? "needs -a CA" : err);
+        snprintf(g.self_name, sizeof(g.self_name), "%s", name);
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     g.self_incarnation = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -2477,7 +2630,7 @@ int main(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    int sock = testout_args_more(argc, argv, cases, ncases, &timeout_ms, "k:i:n:", rogue_opt);
+    int sock = testout_args_more(argc, argv, cases, ncases, &timeout_ms, "k:i:n:c:a:", rogue_opt);
     if (sock < 0 || setup(argv[sock]) != 0)
         return 2;
     int bad = testout_run(argv + sock + 1, argc - sock - 1, cases, ncases, after_case);
@@ -2492,5 +2645,6 @@ int main(int argc, char **argv)
     b10_dram_free(g.reg);
     free(g.want);
     free(g.victim_addr);
+    nodeid_free(g.cert);
     return bad ? 1 : 0;
 }

@@ -34,7 +34,7 @@ SUITE=fault
 REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue"
 LIMIT_S=150
 all_scenarios="kill9_recv kill9_send sigstop_late silent_recv silent_send_none client_kill_send
-               client_kill_recv local_kill rogue floods bad_ack bad_frames budget netns_linkdown netns_loss
+               client_kill_recv local_kill rogue node_cert_rogue floods bad_ack bad_frames budget netns_linkdown netns_loss
                netns_rate fuzz"
 soak_scenarios="soak"
 
@@ -45,7 +45,7 @@ DAEMON_OPTS="$DAEMON_OPTS --quarantine-ttl-ms 3000 --connect-timeout-ms 3000"
 scenario_limit() {
     case $1 in
     soak) echo $(( ${B10_SOAK_S:-60} + 150 )) ;;
-    fuzz) echo $(( ${B10_FUZZ_S:-12} * 6 + 240 )) ;;
+    fuzz) echo $(( ${B10_FUZZ_S:-12} * 7 + 240 )) ;;
     *) echo $(( LIMIT_S * SLOW )) ;;
     esac
 }
@@ -451,6 +451,39 @@ scen_local_kill() {
     expect_rc px1 0
     finish dx 0
     grep -q 'local write .* landed' "$D/A.log" || die "A logged no local transfer"
+}
+
+# A holder of the cluster key and of node x's certificate against certified A: it moves
+# bytes as x (the allowed case), but claiming B, as a later boot of B, by a HELLO or by a
+# descriptor it sealed, it is refused and B's entry and link stay B's; making up 8 daemon
+# ids, it holds one peer entry, x's, so that with --max-peers 3 B's WRITEs land before and
+# after.
+scen_node_cert_rogue() {
+    DAEMON_OPTS="$DAEMON_OPTS --peer-timeout-ms 60000"
+    node_ca ca
+    node_cert ca A
+    node_cert ca B
+    node_cert ca x
+    # shellcheck disable=SC2046
+    start_daemon A $(cert_opts ca A) --max-peers 3
+    # shellcheck disable=SC2046
+    start_daemon B $(cert_opts ca B)
+    write_round B A before
+    _b=$(daemon_field B daemon_id)
+    [ "$(peers_named A B)" = "$_b" ] || die "A's peers named B: '$(peers_named A B)', not $_b"
+    fg 120 rogue "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" -c "$D/ca/x" -a "$D/ca/ca.crt" \
+        -n B "$D/A.sock" good cert_claim cert_ids cert_desc
+    [ "$rc" = 0 ] || die "rogue: $(grep -m1 '^FAIL' "$D/rogue.log" || tail -n 1 "$D/rogue.log")"
+    grep -q "refusing its link: daemon B's node certificate is refused: the certificate does not name 'B'" \
+        "$D/A.log" || die "A did not log refusing the HELLO that claims B"
+    grep -q "peer B: a descriptor of boot [0-9a-f]* taken for the certified boot $_b linked now" \
+        "$D/A.log" || die "A did not log taking the forged descriptor for B's certified boot"
+    ! grep -q "peer B: lost" "$D/A.log" || die "B's link on A fell: $(grep -m1 'peer B: lost' "$D/A.log")"
+    [ "$(peers_named A B)" = "$_b" ] || die "after the claim, A's peers named B: '$(peers_named A B)', not $_b"
+    _nx=$(peers_named A x | wc -w)
+    [ "$_nx" -le 1 ] || die "8 daemon ids of node x hold $_nx peer entries on A"
+    ! grep -q "no room for another peer" "$D/A.log" || die "A ran out of peer slots: $(grep -m1 'no room' "$D/A.log")"
+    write_round B A after
 }
 
 # A rogue remote daemon against B while a legitimate pair moves bytes into B.

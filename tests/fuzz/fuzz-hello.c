@@ -68,8 +68,29 @@ static void check_hello(const struct hello *h, const B10__Peer__Msg *msg, const 
             abort();
 }
 
+/* A proof that decoded is within the bounds nodeid_verify is handed, its chain inside base..end. */
+static void check_proof(const struct hello_proof *p, const uint8_t *base, size_t length)
+{
+    size_t total = 0;
+
+    if (!p->present)
+        return;
+    if (p->chain.count == 0 || p->chain.count > NODEID_MAX_CERTS || p->sig_length == 0 ||
+        p->sig_length > NODEID_MAX_SIG)
+        abort();
+    for (unsigned i = 0; i < p->chain.count; i++) {
+        total += p->chain.length[i];
+        if (p->chain.length[i] == 0 || p->chain.der[i] < base ||
+            p->chain.der[i] + p->chain.length[i] > base + length)
+            abort();
+    }
+    if (total > NODEID_MAX_CHAIN_BYTES)
+        abort();
+}
+
 static void check_ack(const struct hello_ack *a)
 {
+    check_proof(&a->proof, a->chain_bytes, sizeof(a->chain_bytes));
     if (a->status == B10_OK &&
         (a->max_chunk < HELLO_MIN_CHUNK || a->max_chunk > HELLO_MAX_CHUNK ||
          a->max_control < HELLO_MIN_CONTROL || a->max_control > HELLO_MAX_CONTROL ||
@@ -99,6 +120,7 @@ static void through_envelope(const uint8_t *payload, size_t len)
     struct hello h;
     if (hello_decode(in, in_len, &hdr, &msg, &h, detail, sizeof(detail)) == B10_OK) {
         check_hello(&h, msg, &hdr);
+        check_proof(&h.proof, in, in_len);
         b10__peer__msg__free_unpacked(msg, NULL);
     }
     struct hello_ack a;

@@ -25,8 +25,8 @@ if ! clang -fsanitize=fuzzer -o "$out/probe" "$out/probe.c" >/dev/null 2>&1; the
 fi
 CFLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE
         -I$top/proto -I$gen -I$top/client/include -I$top/daemon -I$top/daemon/base -I$top/daemon/io
-        -I$top/daemon/mem -I$top/daemon/link -I$top/daemon/engine -I$top/daemon/node $(pkg-config --cflags libprotobuf-c libsodium libuv)"
-LIBS="$(pkg-config --libs libprotobuf-c libsodium libsystemd)"
+        -I$top/daemon/mem -I$top/daemon/link -I$top/daemon/engine -I$top/daemon/node $(pkg-config --cflags libprotobuf-c libsodium libuv libcrypto)"
+LIBS="$(pkg-config --libs libprotobuf-c libsodium libsystemd libcrypto)"
 common="$top/proto/frame.c $top/client/status.c $(ls "$gen"/*.pb-c.c | tr "\n" " ")"
 bad=0
 for src in "$top"/tests/fuzz/fuzz-*.c; do
@@ -37,6 +37,9 @@ for src in "$top"/tests/fuzz/fuzz-*.c; do
     [ "$name" = fuzz-knock ] && extra="$top/daemon/io/auth.c $top/daemon/io/knock.c $top/daemon/io/gate.c $top/daemon/base/caps.c
         $top/daemon/base/wireaddr.c $top/daemon/base/status.c $top/daemon/base/config.c
         $top/daemon/base/config-table.c $top/daemon/base/optdoc.c $top/daemon/base/log.c"
+    [ "$name" = fuzz-nodeid ] && extra="$top/daemon/io/auth.c $top/daemon/io/nodeid.c
+        $top/daemon/base/status.c $top/daemon/base/config.c $top/daemon/base/config-table.c
+        $top/daemon/base/optdoc.c $top/daemon/base/log.c $top/daemon/base/wireaddr.c"
     [ "$name" = fuzz-hello ] && extra="$top/daemon/io/auth.c $top/daemon/io/hello.c $top/daemon/base/wireaddr.c
         $top/daemon/base/status.c $top/daemon/base/config.c $top/daemon/base/config-table.c
         $top/daemon/base/optdoc.c $top/daemon/base/log.c $top/daemon/mem/tags.c"

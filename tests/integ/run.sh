@@ -23,7 +23,8 @@ REQUIRED="bin/b10d bin/b10-kvrank tests/b10-rawclient"
 all_scenarios="cli fragmented same_node same_node_staged process_mem concurrent8 lanes large out_of_bounds deadline cancel corrupt
                bad_input corrupt_data agentops settle settle_local settle_unsettled restart
                rank_restart_initiator rank_restart_target rank_restart_data rank_restart_term
-               rank_restart_takeover rank_restart_dropped"
+               rank_restart_takeover rank_restart_dropped node_certs node_cert_start
+               node_cert_other_ca node_cert_mixed"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -416,16 +417,167 @@ scen_agentops() {
     grep -q 'local read .* landed' "$D/A.log" || die "A logged no local READ"
 }
 
-# write_round SEND RECV TAG: pair (tests/lib.sh), and the round must land.
-write_round() {
-    pair "$@"
-    expect_exit "prefill p$3" "$D/p$3.log" 0 'FAIL|ended|b10_' tail
+# ---------------------------------------------------------------- node certificates
+#
+# Each scenario makes its own CAs and node certificates (tests/lib.sh: node_ca,
+# node_cert, cert_opts) in $D, removed with it.
+
+# Two certified daemons (one Ed25519 by b10d's CA tool, one ECDSA P-256 named by a
+# SPIFFE-style URI) move WRITEs both ways byte for byte; each logs what it is certified as.
+scen_node_certs() {
+    node_ca ca
+    node_cert ca A
+    python3 "$TOPDIR/tests/integ/mkcert.py" "$D/ca" B "$D/ca" --key p256 --san uri ||
+        die "mkcert.py B failed"
+    # shellcheck disable=SC2046
+    start_daemon A $(cert_opts ca A)
+    # shellcheck disable=SC2046
+    start_daemon B $(cert_opts ca B)
+    grep -q "node certificate for A, valid until" "$D/A.log" || die "A did not log its certificate"
+    [ "$(daemon_field A node_cert)" = A ] || die "b10ctl status of A names no node certificate A"
+    "$B10CTL" -s "$D/A.sock" status | grep -q "node certificate *A, valid until" ||
+        die "b10ctl status of A: $("$B10CTL" -s "$D/A.sock" status | grep -i cert)"
+    "$B10CTL" -s "$D/A.sock" metrics | grep -q '^b10d_node_cert_expiry_seconds{name="A"} [1-9]' ||
+        die "A's metrics give no certificate expiry"
+    write_round A B one
+    write_round B A two
+    grep -q "peer B: link up" "$D/A.log" || die "A logged no link to B"
+    ! grep -q "refusing" "$D/A.log" "$D/B.log" || die "a certified link was refused: $(grep -h -m1 refusing "$D/A.log" "$D/B.log")"
+    # Rotation: A's certificate and key are replaced (renamed over) by another node's: at the
+    # next handshake (C's) A logs why, keeps its identity and links; then by a good pair, which
+    # it takes at the next.
+    node_cert ca C
+    node_cert ca Z
+    mkdir -p "$D/next" "$D/wrong"
+    python3 "$TOPDIR/tests/integ/mkcert.py" "$D/ca" A "$D/next" --days 60 || die "mkcert.py A failed"
+    cp -p "$D/ca/Z.crt" "$D/wrong/A.crt"
+    cp -p "$D/ca/Z.key" "$D/wrong/A.key"
+    mv "$D/wrong/A.crt" "$D/ca/A.crt"
+    mv "$D/wrong/A.key" "$D/ca/A.key"
+    # shellcheck disable=SC2046
+    start_daemon C $(cert_opts ca C)
+    write_round C A three
+    wait_log "$D/A.log" "does not name 'A'.*: keeping the node certificate in use" 10
+    mv "$D/next/A.key" "$D/ca/A.key"
+    mv "$D/next/A.crt" "$D/ca/A.crt"
+    kill -TERM "$(daemon_pid C)"
+    wait_exit "$(daemon_pid C)" $(( 15 * SLOW ))
+    forget_daemon C
+    mv "$D/C.log" "$D/C-boot1.log"
+    # shellcheck disable=SC2046
+    start_daemon C $(cert_opts ca C)
+    write_round C A four
+    wait_log "$D/A.log" "node certificate reloaded for A, valid until" 10
 }
 
-# A's peers named NAME, as "ID ..." (b10ctl peers --json).
-peers_named() {
-    "$B10CTL" -s "$D/$1.sock" --json peers |
-        python3 -c "import json, sys; print(' '.join(p['daemon_id'] for p in json.load(sys.stdin)['peers'] if p['name'] == '$2'))"
+# A daemon whose certificate is expired, not yet valid, of another name, of another CA,
+# or whose key is not the certificate's, does not start, and --check-config says the same
+# (exit 1); beside each, the good files start.
+scen_node_cert_start() {
+    node_ca ca
+    node_ca other
+    node_cert ca A
+    node_cert other O
+    mkdir -p "$D/old" "$D/new"
+    python3 "$TOPDIR/tests/integ/mkcert.py" "$D/ca" A "$D/old" --from -10 --days 2 || die "mkcert.py failed"
+    python3 "$TOPDIR/tests/integ/mkcert.py" "$D/ca" A "$D/new" --from 5 --days 2 || die "mkcert.py failed"
+    _ck="--cluster-key $(cluster_key) --socket $D/x.sock --name A $DAEMON_OPTS"
+    for _case in "expired|--node-cert $D/old/A.crt --node-key $D/old/A.key --node-ca $D/ca/ca.crt|certificate has expired" \
+                 "future|--node-cert $D/new/A.crt --node-key $D/new/A.key --node-ca $D/ca/ca.crt|certificate is not yet valid" \
+                 "name|--node-cert $D/other/O.crt --node-key $D/other/O.key --node-ca $D/other/ca.crt|does not name 'A'" \
+                 "ca|--node-cert $D/ca/A.crt --node-key $D/ca/A.key --node-ca $D/other/ca.crt|unable to get local issuer" \
+                 "key|--node-cert $D/ca/A.crt --node-key $D/old/A.key --node-ca $D/ca/ca.crt|is not the key of certificate"; do
+        _n=${_case%%|*}
+        _rest=${_case#*|}
+        _o=${_rest%%|*}
+        _want=${_rest#*|}
+        # shellcheck disable=SC2086
+        "$B10D" $_ck $_o --check-config >"$D/check-$_n.log" 2>&1
+        _rc=$?
+        [ "$_rc" = 1 ] || die "--check-config with the $_n certificate exited $_rc, not 1"
+        grep -q -- "$_want" "$D/check-$_n.log" ||
+            die "--check-config with the $_n certificate: not '$_want': $(head -n 3 "$D/check-$_n.log")"
+        # shellcheck disable=SC2086
+        timeout $(( 30 * SLOW )) "$B10D" $_ck $_o >"$D/start-$_n.log" 2>&1
+        _rc=$?
+        [ "$_rc" = 1 ] || die "b10d with the $_n certificate exited $_rc, not 1 (it must not start)"
+        grep -q -- "$_want" "$D/start-$_n.log" ||
+            die "b10d with the $_n certificate: not '$_want': $(grep -m1 '^<[0-3]>' "$D/start-$_n.log")"
+        [ ! -S "$D/x.sock" ] || die "b10d with the $_n certificate made its socket"
+    done
+    # shellcheck disable=SC2086
+    "$B10D" $_ck --node-cert "$D/ca/A.crt" --check-config >"$D/check-alone.log" 2>&1
+    _rc=$?
+    [ "$_rc" = 2 ] || die "--check-config with --node-cert alone exited $_rc, not 2"
+    grep -q -- "--node-cert, --node-key and --node-ca go together" "$D/check-alone.log" ||
+        die "--check-config with --node-cert alone: $(head -n 2 "$D/check-alone.log")"
+    # Certificates prove names; the cluster key still seals the envelopes: none, no start.
+    if [ ! -e /etc/b10d/cluster.key ]; then
+        # shellcheck disable=SC2046,SC2086
+        "$B10D" --socket "$D/x.sock" --name A $DAEMON_OPTS $(cert_opts ca A) --check-config \
+            >"$D/check-nokey.log" 2>&1 && die "--check-config took --node-cert without a cluster key"
+        grep -q -- "--node-cert needs a cluster key beside it" "$D/check-nokey.log" ||
+            die "--check-config without a cluster key: $(head -n 2 "$D/check-nokey.log")"
+    fi
+    chmod 0640 "$D/ca/A.key"
+    # shellcheck disable=SC2046,SC2086
+    "$B10D" $_ck $(cert_opts ca A) --check-config >"$D/check-mode.log" 2>&1 &&
+        die "--check-config took a node key of mode 0640"
+    grep -q "mode 0640 lets group or others at it" "$D/check-mode.log" ||
+        die "--check-config with a key of mode 0640: $(head -n 2 "$D/check-mode.log")"
+    chmod 0600 "$D/ca/A.key"
+    # The allowed case: the same daemon with its good files checks and starts.
+    # shellcheck disable=SC2046,SC2086
+    "$B10D" $_ck $(cert_opts ca A) --check-config >"$D/check-good.log" 2>&1 ||
+        die "--check-config with a good certificate: $(grep -m1 '^<[0-3]>' "$D/check-good.log")"
+    grep -q "^node-cert $D/ca/A.crt" "$D/check-good.log" || die "--check-config did not print node-cert"
+    # shellcheck disable=SC2046
+    start_daemon A $(cert_opts ca A)
+}
+
+# A daemon certified by a CA the others do not trust is refused by them, both when it
+# opens the link and when it is asked to; a daemon of the trusted CA, beside it, is not.
+scen_node_cert_other_ca() {
+    node_ca ca
+    node_ca other
+    node_cert ca A
+    node_cert ca B
+    node_cert other C
+    # shellcheck disable=SC2046
+    start_daemon A $(cert_opts ca A)
+    # shellcheck disable=SC2046
+    start_daemon B $(cert_opts ca B)
+    # C trusts both CAs, so that only A's refusal is what is tested.
+    cat "$D/ca/ca.crt" "$D/other/ca.crt" >"$D/both.crt"
+    # shellcheck disable=SC2046
+    start_daemon C --node-cert "$D/other/C.crt" --node-key "$D/other/C.key" --node-ca "$D/both.crt"
+    pair C A c2a
+    [ "$rc" != 0 ] || die "C's WRITE to A landed: A took a certificate of a CA it does not trust"
+    wait_log "$D/A.log" "peer C: refusing its link: daemon C's node certificate is refused: certificate chain refused: unable to get local issuer" 10
+    grep -q "remote daemon refused the link" "$D/C.log" || die "C did not log A's refusal"
+    pair A C a2c
+    [ "$rc" != 0 ] || die "A's WRITE to C landed: A took a certificate of a CA it does not trust"
+    wait_log "$D/A.log" "peer C: refusing its HELLO_ACK: daemon C's node certificate is refused" 10
+    write_round B A allowed
+}
+
+# Certified and uncertified daemons do not link, either way, and say why; the
+# uncertified pair beside them does.
+scen_node_cert_mixed() {
+    node_ca ca
+    node_cert ca A
+    # shellcheck disable=SC2046
+    start_daemon A $(cert_opts ca A)
+    start_daemon B
+    start_daemon C
+    pair B A b2a
+    [ "$rc" != 0 ] || die "B's WRITE to certified A landed without a certificate"
+    wait_log "$D/A.log" "peer B: refusing its link: daemon B has no node certificate, and this daemon accepts only certified nodes" 10
+    wait_log "$D/B.log" "remote daemon refused the link: daemon B has no node certificate" 10
+    pair A B a2b
+    [ "$rc" != 0 ] || die "certified A's WRITE to B landed"
+    wait_log "$D/B.log" "peer A: refusing its link: daemon A proves its name by a node certificate, and this daemon has none" 10
+    write_round C B allowed
 }
 
 # A node's daemon restarts: its new boot takes the place of the old in the

@@ -279,6 +279,7 @@ static const struct bound bounds[] = {
     { "settle-ms", false, 10, 600000 },
     { "max-register-bytes", true, MiB, 1024 * 1024 * GiB },
     { "hello-timeout-ms", false, 100, 600000 },
+    { "days", false, 1, 36500 },
 };
 
 /*

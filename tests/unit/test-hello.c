@@ -57,7 +57,7 @@ static void good_hello(B10__Peer__Hello *h)
 static b10_status_t decode(const B10__Peer__Hello *h, struct hello *out, char *detail)
 {
     B10__Peer__Msg m = B10__PEER__MSG__INIT;
-    uint8_t buf[1024];
+    static uint8_t buf[HELLO_MAX_BYTES];
     B10__Peer__Msg *msg = NULL;
 
     m.body_case = B10__PEER__MSG__BODY_HELLO;
@@ -168,7 +168,7 @@ static void good_ack(B10__Peer__HelloAck *a)
 static b10_status_t decode_ack(const B10__Peer__HelloAck *a, struct hello_ack *out, char *detail)
 {
     B10__Peer__Msg m = B10__PEER__MSG__INIT;
-    uint8_t buf[1024];
+    static uint8_t buf[HELLO_ACK_MAX_BYTES];
 
     m.body_case = B10__PEER__MSG__BODY_HELLO_ACK;
     m.hello_ack = (B10__Peer__HelloAck *)a;
@@ -236,6 +236,82 @@ static void test_ack_limits(void **state)
     assert_int_equal(decode_ack(&a, &out, detail), B10_OK);
 }
 
+/*
+ * A node's proof (nodeid.h): all of chain, X25519 key and signature, or
+ * none; at most 4 certificates of 8 KiB in all, a signature of at most
+ * NODEID_MAX_SIG bytes. What passes is copied out of a HELLO_ACK whole.
+ */
+static void test_proof_bounds(void **state)
+{
+    static uint8_t der[5][4200], kx[AUTH_KX_BYTES + 1], sig[NODEID_MAX_SIG + 1];
+    ProtobufCBinaryData certs[5];
+    B10__Peer__Hello h;
+    B10__Peer__HelloAck a;
+    struct hello out;
+    struct hello_ack ack;
+    char detail[200];
+
+    for (int i = 0; i < 5; i++) {
+        memset(der[i], 0x30 + i, sizeof(der[i]));
+        certs[i] = (ProtobufCBinaryData){ 100, der[i] };
+    }
+    memset(kx, 0x4b, sizeof(kx));
+    memset(sig, 0x53, sizeof(sig));
+    const struct {
+        size_t ncerts, len0, kx, sig;
+        const char *why;            /* NULL: accepted */
+    } cases[] = {
+        { 0, 0, 0, 0, NULL },
+        { 2, 100, AUTH_KX_BYTES, 64, NULL },
+        { 4, 2048, AUTH_KX_BYTES, NODEID_MAX_SIG, NULL },
+        { 1, 100, 0, 64, "without its chain, X25519 key or signature" },
+        { 1, 100, AUTH_KX_BYTES, 0, "without its chain, X25519 key or signature" },
+        { 0, 0, AUTH_KX_BYTES, 64, "without its chain, X25519 key or signature" },
+        { 1, 100, AUTH_KX_BYTES - 1, 64, "without its chain, X25519 key or signature" },
+        { 1, 100, AUTH_KX_BYTES, NODEID_MAX_SIG + 1, "without its chain, X25519 key or signature" },
+        { 5, 100, AUTH_KX_BYTES, 64, "more than 4 certificates" },
+        { 2, 4100, AUTH_KX_BYTES, 64, "more than 8192 bytes" },
+        { 1, 0, AUTH_KX_BYTES, 64, "more than 8192 bytes" },    /* an empty certificate */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        certs[0].len = certs[1].len = cases[i].len0;
+        good_hello(&h);
+        h.n_node_chain = cases[i].ncerts;
+        h.node_chain = certs;
+        h.kx_public = (ProtobufCBinaryData){ cases[i].kx, kx };
+        h.node_sig = (ProtobufCBinaryData){ cases[i].sig, sig };
+        b10_status_t st = decode(&h, &out, detail);
+        if (cases[i].why == NULL) {
+            if (st != B10_OK)
+                fail_msg("case %zu: refused: %s", i, detail);
+            assert_int_equal(out.proof.present, cases[i].ncerts > 0);
+            assert_int_equal(out.proof.chain.count, cases[i].ncerts);
+            assert_int_equal(out.proof.sig_length, cases[i].sig);
+        } else if (st != B10_ERR_PEER_PROTOCOL || strstr(detail, cases[i].why) == NULL) {
+            fail_msg("case %zu: %s, '%s'; expected '%s'", i, b10_status_name(st), detail,
+                     cases[i].why);
+        }
+    }
+    /* A HELLO_ACK's proof is copied out: the chain lies in the answer's own room. */
+    certs[0].len = 300;
+    certs[1].len = 200;
+    good_ack(&a);
+    a.n_node_chain = 2;
+    a.node_chain = certs;
+    a.kx_public = (ProtobufCBinaryData){ AUTH_KX_BYTES, kx };
+    a.node_sig = (ProtobufCBinaryData){ 64, sig };
+    assert_int_equal(decode_ack(&a, &ack, detail), B10_OK);
+    assert_true(ack.proof.present);
+    assert_int_equal(ack.proof.chain.count, 2);
+    assert_ptr_equal(ack.proof.chain.der[0], ack.chain_bytes);
+    assert_ptr_equal(ack.proof.chain.der[1], ack.chain_bytes + 300);
+    assert_memory_equal(ack.proof.chain.der[1], der[1], 200);
+    assert_memory_equal(ack.proof.kx_public, kx, AUTH_KX_BYTES);
+    a.n_node_chain = 5;
+    assert_int_equal(decode_ack(&a, &ack, detail), B10_ERR_PEER_PROTOCOL);
+    assert_non_null(strstr(detail, "more than 4 certificates"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +319,7 @@ int main(void)
         cmocka_unit_test(test_hello_refusals),
         cmocka_unit_test(test_ack_good_and_refusal),
         cmocka_unit_test(test_ack_limits),
+        cmocka_unit_test(test_proof_bounds),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

@@ -13,6 +13,7 @@
 #include "peer-fixture.h"
 
 #include "hello.h"
+#include "nodeid.h"
 
 /* A remote daemon's side of one handshake. */
 struct opener {
@@ -21,6 +22,8 @@ struct opener {
     uint64_t gen;
     uint8_t nonce[AUTH_NONCE_BYTES];
     struct hello_ack ack;               /* what this daemon answered */
+    struct nodeid *id;                  /* certified: the node certificate it proves with */
+    uint8_t kx[AUTH_KX_BYTES], kx_secret[AUTH_KX_BYTES];
 };
 
 /* Hand a message to the link rooms as the wire does; false when it was dropped unread. */
@@ -63,6 +66,27 @@ static void send_hello(struct opener *o)
     hello.worker_address = (ProtobufCBinaryData){ fx_worker_address_length, fx_worker_address };
     hello.name = (char *)o->name;
     hello.incarnation = 100;
+    ProtobufCBinaryData certs[NODEID_MAX_CERTS];
+    uint8_t sig[NODEID_MAX_SIG], transcript[HELLO_TRANSCRIPT_BYTES];
+    size_t sig_length;
+    if (o->id != NULL) {
+        struct nodeid_chain chain;
+        auth_kx_keypair(o->kx, o->kx_secret);
+        struct hello_transcript t = {
+            .sender_id = o->daemon_id, .receiver_id = fx_d.daemon_id, .gen = o->gen,
+            .incarnation = 100, .name = o->name, .opener_nonce = o->nonce, .opener_kx = o->kx,
+            .address = fx_worker_address, .address_length = fx_worker_address_length,
+        };
+        hello_transcript(&t, transcript);
+        assert_int_equal(nodeid_sign(o->id, transcript, sizeof(transcript), sig, &sig_length), B10_OK);
+        nodeid_chain_of(o->id, &chain);
+        for (unsigned i = 0; i < chain.count; i++)
+            certs[i] = (ProtobufCBinaryData){ chain.length[i], (uint8_t *)chain.der[i] };
+        hello.n_node_chain = chain.count;
+        hello.node_chain = certs;
+        hello.kx_public = (ProtobufCBinaryData){ AUTH_KX_BYTES, o->kx };
+        hello.node_sig = (ProtobufCBinaryData){ sig_length, sig };
+    }
     msg.body_case = B10__PEER__MSG__BODY_HELLO;
     msg.hello = &hello;
     size_t length;
@@ -108,8 +132,28 @@ static bool confirm(struct opener *o)
 
     assert_true(answered(o));
     assert_int_equal(o->ack.status, B10_OK);
-    auth_link_derive(&fx_d.keys.keys[0], o->daemon_id, fx_d.daemon_id, o->gen, o->nonce,
-                     o->ack.nonce, true, &link);
+    if (o->id != NULL) {
+        /* The answer proves this daemon's name; the X25519 secret joins the keys. */
+        uint8_t shared[AUTH_KX_BYTES], transcript[HELLO_TRANSCRIPT_BYTES];
+        char detail[512];
+        struct hello_transcript t = {
+            .ack = true, .sender_id = fx_d.daemon_id, .receiver_id = o->daemon_id, .gen = o->gen,
+            .incarnation = o->ack.incarnation, .name = o->ack.name, .opener_nonce = o->nonce,
+            .opener_kx = o->kx, .nonce = o->ack.nonce, .kx = o->ack.proof.kx_public,
+        };
+        assert_true(o->ack.proof.present);
+        hello_transcript(&t, transcript);
+        assert_int_equal(nodeid_verify(o->id, &o->ack.proof.chain, fx_d.cfg.name, transcript,
+                                       sizeof(transcript), o->ack.proof.sig,
+                                       o->ack.proof.sig_length, detail, sizeof(detail)), B10_OK);
+        assert_int_equal(auth_kx_shared(o->kx_secret, o->kx, o->ack.proof.kx_public,
+                                        o->ack.proof.kx_public, shared), B10_OK);
+        auth_link_derive_kx(&fx_d.keys.keys[0], o->daemon_id, fx_d.daemon_id, o->gen, o->nonce,
+                            o->ack.nonce, shared, true, &link);
+    } else {
+        auth_link_derive(&fx_d.keys.keys[0], o->daemon_id, fx_d.daemon_id, o->gen, o->nonce,
+                         o->ack.nonce, true, &link);
+    }
     body.gen = o->gen;
     msg.body_case = B10__PEER__MSG__BODY_CONFIRM;
     msg.confirm = &body;
@@ -233,6 +277,119 @@ static void test_refused_hello_leaves_no_entry(void **state)
     assert_null(peer_find(&fx_d, 0xb1));
 }
 
+/* ---------------------------------------------------------------- node certificates */
+
+static char cert_dir[64];
+
+/* A CA, certificates for this daemon and the nodes named, this daemon certified. */
+static void certify(const char *const *names, struct nodeid **ids)
+{
+    char cert[256], key[256], ca[128], cakey[128], detail[512];
+
+    snprintf(cert_dir, sizeof(cert_dir), "/tmp/b10-test-peer-hello.XXXXXX");
+    assert_non_null(mkdtemp(cert_dir));
+    snprintf(ca, sizeof(ca), "%s/ca.crt", cert_dir);
+    snprintf(cakey, sizeof(cakey), "%s/ca.key", cert_dir);
+    assert_int_equal(nodeid_make_ca(cert_dir, 1, detail, sizeof(detail)), B10_OK);
+    for (int i = -1; i < 0 || names[i] != NULL; i++) {
+        const char *name = i < 0 ? fx_d.cfg.name : names[i];
+        snprintf(cert, sizeof(cert), "%s/%s.crt", cert_dir, name);
+        snprintf(key, sizeof(key), "%s/%s.key", cert_dir, name);
+        if (nodeid_issue(ca, cakey, name, cert_dir, -60, 86400, detail, sizeof(detail)) != B10_OK ||
+            nodeid_load(cert, key, ca, name, i < 0 ? &fx_d.nodeid : &ids[i], detail,
+                        sizeof(detail)) != B10_OK)
+            fail_msg("%s: %s", name, detail);
+    }
+}
+
+static void uncertify(struct nodeid **ids, unsigned n)
+{
+    char cmd[128];
+
+    for (unsigned i = 0; i < n; i++)
+        nodeid_free(ids[i]);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", cert_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/*
+ * A certified daemon links a HELLO that proves its name (and its answer
+ * proves this daemon's, the X25519 secret in the link's keys); it refuses,
+ * saying why, a HELLO without a certificate and one whose certificate is
+ * another node's, and neither reaches the table.
+ */
+static void test_certified_handshake(void **state)
+{
+    static const char *const names[] = { "node-x", NULL };
+    struct nodeid *ids[1];
+
+    certify(names, ids);
+    struct opener x = { .daemon_id = 0xa1, .name = "node-x", .gen = 1, .id = ids[0] };
+    send_hello(&x);
+    assert_true(confirm(&x));
+    assert_non_null(peer_find_name(&fx_d, "node-x"));
+
+    struct opener bare = { .daemon_id = 0xb1, .name = "node-b", .gen = 1 };
+    send_hello(&bare);
+    assert_true(answered(&bare));
+    assert_int_equal(bare.ack.status, B10_ERR_PERMISSION);
+    assert_non_null(strstr(bare.ack.detail, "has no node certificate"));
+
+    /* node-x's key, claiming node-b as a later boot: refused, node-b has no entry. */
+    struct opener claim = { .daemon_id = 0xb2, .name = "node-b", .gen = 1, .id = ids[0] };
+    send_hello(&claim);
+    assert_true(answered(&claim));
+    assert_int_equal(claim.ack.status, B10_ERR_PERMISSION);
+    assert_non_null(strstr(claim.ack.detail, "does not name 'node-b'"));
+    assert_null(peer_find_name(&fx_d, "node-b"));
+    assert_int_equal(fx_d.npeers, 1);
+    uncertify(ids, 1);
+}
+
+/*
+ * HELLOs are budgeted per certified node: one node's key, under many
+ * daemon ids, spends its own bucket, and another node is still answered;
+ * one node keeps at most 4 handshakes waiting.
+ */
+static void test_certified_budget_per_node(void **state)
+{
+    static const char *const names[] = { "node-x", "node-b", NULL };
+    struct nodeid *ids[2];
+    struct opener x[8];
+
+    certify(names, ids);
+    for (int i = 0; i < 3; i++) {
+        x[i] = (struct opener){ .daemon_id = 0xa1 + (uint64_t)i, .name = "node-x", .gen = 1,
+                                .id = ids[0] };
+        send_hello(&x[i]);
+    }
+    assert_true(answered(&x[0]));
+    assert_true(answered(&x[1]));
+    assert_false(answered(&x[2]));      /* node-x's bucket is spent */
+    struct opener b = { .daemon_id = 0xb1, .name = "node-b", .gen = 1, .id = ids[1] };
+    send_hello(&b);
+    assert_true(answered(&b));          /* node-b's is its own */
+    assert_int_equal(b.ack.status, B10_OK);
+
+    /* Many seconds of HELLOs from node-x under new ids: 4 of them wait, its newest. */
+    for (int i = 3; i < 8; i++) {
+        fx_clock_ms += 1000;
+        x[i] = (struct opener){ .daemon_id = 0xa1 + (uint64_t)i, .name = "node-x", .gen = 1,
+                                .id = ids[0] };
+        send_hello(&x[i]);
+        assert_true(answered(&x[i]));
+    }
+    unsigned of_x = 0;
+    for (int i = 0; i < 8; i++)
+        of_x += peer_hello_pending_of(&fx_d, x[i].daemon_id) != NULL;
+    assert_int_equal(of_x, 4);
+    assert_non_null(peer_hello_pending_of(&fx_d, 0xa8));
+    assert_non_null(peer_hello_pending_of(&fx_d, 0xb1));
+    assert_true(confirm(&b));
+    assert_non_null(peer_find_name(&fx_d, "node-b"));
+    uncertify(ids, 2);
+}
+
 int main(void)
 {
     static const struct fx_settings two_a_second = { .max_hellos_per_s = 2 };
@@ -244,6 +401,9 @@ int main(void)
                                                  fx_teardown, (void *)&two_a_second),
         cmocka_unit_test_prestate_setup_teardown(test_refused_hello_leaves_no_entry, fx_setup,
                                                  fx_teardown, (void *)&one_peer),
+        cmocka_unit_test_setup_teardown(test_certified_handshake, fx_setup, fx_teardown),
+        cmocka_unit_test_prestate_setup_teardown(test_certified_budget_per_node, fx_setup,
+                                                 fx_teardown, (void *)&two_a_second),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
