@@ -54,7 +54,13 @@ endif
 # (UCX 1.22's compiler_def.h trips -Wsign-compare). PKG_CONFIG_PATH picks another
 # UCX (README, "Security model").
 PKG_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(PKGS) 2>/dev/null))
-PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# A UCX outside the system's library directories is found at run time through an rpath,
+# so that every process started from the build (under systemd, by socket activation, in
+# the tests' clean environments) runs on the UCX it was built against.
+comma      := ,
+UCX_LIBDIR  = $(shell pkg-config --variable=libdir ucx 2>/dev/null)
+UCX_RPATH   = $(if $(filter /usr/lib% /lib%,$(UCX_LIBDIR)),,$(if $(UCX_LIBDIR),-Wl$(comma)-rpath$(comma)$(UCX_LIBDIR)))
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(UCX_RPATH)
 
 GEN      := $(BUILD)/gen
 WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wmissing-prototypes

@@ -22,6 +22,7 @@ listens on; the loop is bounded by SECONDS.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import random
 import re
@@ -255,13 +256,14 @@ def main() -> int:
             # The UCX the daemon ran on: its libucp, as the dynamic loader resolved it.
             maps = Path(f"/proc/{b.proc.pid}/maps").read_text() if alive(b.proc.pid) else ""
             lib = next((l.split()[-1] for l in maps.splitlines() if "libucp.so" in l), "libucp")
+            # Its version from that library itself (a ucx_info on PATH may be another UCX's).
             try:
-                info = subprocess.run(["ucx_info", "-v"], capture_output=True, text=True,
-                                      env=env, timeout=30).stdout
-            except (OSError, subprocess.TimeoutExpired):
-                info = ""
-            m = re.search(r"[Vv]ersion:? *([0-9][0-9.]*)", info)
-            ver = f"{m.group(1) if m else '?'}, {lib}"
+                get = ctypes.CDLL(lib).ucp_get_version_string
+                get.restype = ctypes.c_char_p
+                ver = get().decode()
+            except (OSError, AttributeError):
+                ver = "?"
+            ver = f"{ver}, {lib}"
             print(f"ucx-wire ({mode_name}, from {source}): {conns} connections in {seconds:.0f} s "
                   f"to b10d's UCX tcp listeners (UCX {ver}), {established} established, "
                   f"{deaths} deaths")
