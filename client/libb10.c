@@ -126,6 +126,7 @@ struct b10_xfer {
     b10_status_t status;           /* B10_IN_PROGRESS until XferDone or connection loss */
     char *detail;                  /* owned, NULL while none; set once, with the final status */
     bool in_table;                 /* still waiting for its XferDone */
+    b10_xfer_times_t times;        /* the client's at submission, the daemon's from XferDone */
     b10_xfer_t *table_next;        /* hash chain */
     b10_xfer_t *prev, *next;       /* conn->xfers */
 };
@@ -795,6 +796,18 @@ static void dispatch_done(b10_conn_t *conn, const B10__XferDone *done)
     b10_xfer_t *xfer = xfer_table_find(conn, done->xfer_id);
     if (xfer == NULL)
         return;   /* released, or a duplicate notice: its outcome is nobody's */
+    const B10__XferTimes *t = done->times;
+    if (t != NULL) {
+        /* Plain numbers, read by no one but the caller: nothing to bound. */
+        xfer->times.received_ns = t->received_ns;
+        xfer->times.decoded_ns = t->decoded_ns;
+        xfer->times.accepted_ns = t->accepted_ns;
+        xfer->times.first_ns = t->first_ns;
+        xfer->times.ended_ns = t->ended_ns;
+        xfer->times.bytes = t->bytes;
+        xfer->times.spans = t->spans;
+        xfer->times.field_mask |= B10_XFER_TIMES_DAEMON | (t->first_ns ? B10_XFER_TIMES_FIRST : 0);
+    }
     xfer_finish(conn, xfer, (b10_status_t)done->status, done->detail);
 }
 
@@ -981,10 +994,14 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
     conn->next_seq++;
     p.next = conn->pending;
     conn->pending = &p;
+    if (xfer != NULL)
+        xfer->times.encoded_ns = (uint64_t)now_ns();
     status = conn_send(conn, frame, len, pass_fd, deadline);
     free(frame);
     if (status != B10_OK)
         goto unlink;
+    if (xfer != NULL)
+        xfer->times.sent_ns = (uint64_t)now_ns();
 
     while (!p.done && conn->dead == B10_OK && now_ns() < deadline)
         conn_wait_round(conn, deadline);
@@ -2256,6 +2273,7 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
     B10__SubmitXfer sx = B10__SUBMIT_XFER__INIT;
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
     b10_status_t status;
+    uint64_t submit_ns = (uint64_t)now_ns();
 
     if (conn == NULL)
         return B10_ERR_INVALID_ARG;
@@ -2277,6 +2295,7 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
     }
     xfer->conn = conn;
     xfer->status = B10_IN_PROGRESS;
+    xfer->times.submit_ns = submit_ns;
     if (SPANS_ARE_WIRE) {
         sx.local_spans = (ProtobufCBinaryData){ .len = table, .data = (uint8_t *)params->local };
         sx.remote_spans = (ProtobufCBinaryData){ .len = table, .data = (uint8_t *)params->remote };
@@ -2298,6 +2317,11 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
 
     pthread_mutex_lock(&conn->lock);
     status = conn_request(conn, &msg, -1, B10__REPLY__BODY_SUBMIT, xfer, NULL);
+    if (status == B10_OK) {
+        /* Under the lock: another thread's progress may read its XferDone any moment. */
+        xfer->times.replied_ns = (uint64_t)now_ns();
+        xfer->times.field_mask |= B10_XFER_TIMES_CLIENT;
+    }
     pthread_mutex_unlock(&conn->lock);
     if (status != B10_OK)
         goto free_all;
@@ -2377,6 +2401,21 @@ const char *b10_xfer_detail(b10_xfer_t *xfer)
 uint64_t b10_xfer_id(b10_xfer_t *xfer)
 {
     return xfer == NULL ? 0 : xfer->id;
+}
+
+b10_status_t b10_xfer_times(b10_xfer_t *xfer, b10_xfer_times_t *times_p)
+{
+    if (xfer == NULL || times_p == NULL)
+        return B10_ERR_INVALID_ARG;
+    b10_conn_t *conn = xfer->conn;
+    pthread_mutex_lock(&conn->lock);
+    if (xfer->status == B10_IN_PROGRESS)
+        conn_poke(conn);
+    b10_status_t status = xfer->status == B10_IN_PROGRESS ? B10_IN_PROGRESS : B10_OK;
+    if (status == B10_OK)
+        *times_p = xfer->times;
+    pthread_mutex_unlock(&conn->lock);
+    return status;
 }
 
 /*

@@ -181,6 +181,9 @@ enum xfer_step {
     XS_RESULT,          /* S, READ: RESULT heard; R: RESULT sent */
     XS_TOLD,            /* the rank's done notice queued */
 };
+/* x's first bytes begin to move now, unless some did before (a write-back's: its READ's too). */
+void xfer_times_first(struct xfer *x);
+
 #define XFER_TRACE_NO_CHUNK UINT32_MAX
 
 /* With --trace: start x's trace at t0_ns (uv_hrtime), record steps, log it once. */

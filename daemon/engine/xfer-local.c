@@ -155,6 +155,7 @@ static b10_status_t xfer_local_direct(struct xfer_slot *slot, bool *dst_side)
     x->pipe.direct++;
     slot->job = ctx.job;
     slot->phase_ns = uv_hrtime();
+    xfer_times_first(x);
     xfer_trace_step(x, XS_COPY, slot->chunk);
     copy_job_submit(ctx.job);
     return B10_OK;

@@ -357,8 +357,20 @@ size_t xfer_fields(const struct xfer *x, b10_status_t status, const char *messag
     return n;
 }
 
+void xfer_times_first(struct xfer *x)
+{
+    uint64_t now = uv_hrtime();
+    if (x->times.first_ns == 0)
+        x->times.first_ns = now;
+    struct xfer *read = x->read.parent;
+    if (x->role == XFER_RECV && read != NULL && read->times.first_ns == 0)
+        read->times.first_ns = now;
+}
+
 void xfer_tell_rank(struct xfer *x)
 {
+    /* Told only once over (quiescence before news): its end as the rank should count it. */
+    x->times.ended_ns = uv_hrtime();
     xfer_trace(x, XS_TOLD);
     rank_xfer_done(x->d, x->session, x);
 }
@@ -708,6 +720,7 @@ b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *
     x->holds++;
     slot->view->holds++;
     slot->phase_ns = uv_hrtime();
+    xfer_times_first(x);
     xfer_trace_step(x, gather ? XS_GATHER : XS_SCATTER, slot->chunk);
     if (!gather) {
         x->scatters++;

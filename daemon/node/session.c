@@ -17,6 +17,7 @@
 #include "ipc.h"
 #include "names.h"
 #include "peer.h"
+#include "plan.h"
 #include "rank.h"
 #include "wire.h"
 #include "ask.h"
@@ -343,6 +344,15 @@ void session_xfer_done(struct session *s, const struct xfer *x)
     done.xfer_id = x->id;
     done.status = (B10__Status)x->status;
     done.detail = (char *)x->detail;
+    B10__XferTimes times = B10__XFER_TIMES__INIT;
+    times.received_ns = x->times.received_ns;
+    times.decoded_ns = x->times.decoded_ns;
+    times.accepted_ns = x->times.accepted_ns;
+    times.first_ns = x->times.first_ns;
+    times.ended_ns = x->times.ended_ns;
+    times.bytes = x->plan != NULL ? x->plan->total : 0;
+    times.spans = x->times.spans;
+    done.times = &times;
     msg.body_case = B10__DAEMON_MSG__BODY_DONE;
     msg.done = &done;
     session_send(s, &msg);
@@ -853,7 +863,13 @@ static struct xfer *session_xfer(struct session *s, uint64_t id)
     return NULL;
 }
 
-static void session_on_submit(struct session *s, uint64_t seq, const B10__SubmitXfer *req)
+/* When a request frame arrived whole and was decoded: a transfer's first two times. */
+struct session_arrival {
+    uint64_t received_ns, decoded_ns;
+};
+
+static void session_on_submit(struct session *s, uint64_t seq, const B10__SubmitXfer *req,
+                              const struct session_arrival *at)
 {
     char detail[256] = "";
     struct xfer *x;
@@ -864,6 +880,10 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
         session_reply(s, seq, status, detail, NULL);
         return;
     }
+    x->times.received_ns = at->received_ns;
+    x->times.decoded_ns = at->decoded_ns;
+    x->times.spans = req->local_spans.len / SPAN_BYTES;
+    x->times.accepted_ns = uv_hrtime();
     B10__SubmitReply sr = B10__SUBMIT_REPLY__INIT;
     sr.xfer_id = x->id;
     B10__Reply reply = B10__REPLY__INIT;
@@ -881,9 +901,12 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
  */
 static b10_status_t session_on_frame(struct session *s, const uint8_t *buf, size_t length)
 {
+    struct session_arrival at = { .received_ns = uv_hrtime() };
     B10__ClientMsg *msg = b10__client_msg__unpack(NULL, length, buf);
     int fd = -1;
     b10_status_t rc = B10_OK;
+
+    at.decoded_ns = uv_hrtime();
 
     if (msg == NULL) {
         s->d->stats.client_protocol_errors++;
@@ -927,7 +950,7 @@ static b10_status_t session_on_frame(struct session *s, const uint8_t *buf, size
         session_on_invalidate(s, msg->seq, msg->invalidate_agent);
         break;
     case B10__CLIENT_MSG__BODY_SUBMIT:
-        session_on_submit(s, msg->seq, msg->submit);
+        session_on_submit(s, msg->seq, msg->submit, &at);
         break;
     case B10__CLIENT_MSG__BODY_CHECK_AGENT:
     case B10__CLIENT_MSG__BODY_NOTIFY_AGENT: {

@@ -642,3 +642,47 @@ def test_handle_objects_and_both_signatures(daemons, agents) -> None:
     local.release()
     with pytest.raises(nb.nixlInvalidParamError):
         s.make_prepped_xfer("WRITE", local, [0], remote, [0])
+
+
+def test_telemetry_is_the_daemons_own(daemons, agents) -> None:
+    """get_xfer_telemetry of a landed transfer, one daemon and two: b10d's own timings
+    (post until its first bytes moved, no longer than the transfer; nonzero; ending no
+    later than this process first saw it over), its byte count the sum of the chosen
+    descriptors' lengths. Durations are compared with each other, never with a figure."""
+    import time
+    a, b = daemons
+    lens = [4096, 8192, 2048, 16384]
+    offs = np.cumsum([0] + lens[:-1]).tolist()
+    for dst_daemon in (a, b):
+        s_kv, d_kv = KV(1, 1, 64 * KiB, 33), KV(1, 1, 64 * KiB, None)
+        s = agents("src", a, capture_telemetry=True)
+        d = agents("dst", dst_daemon)
+        s.register_memory(s_kv.reg_tuples(), "DRAM")
+        d.register_memory(d_kv.reg_tuples(), "DRAM")
+        peer = s.add_remote_agent(d.get_agent_metadata())
+        sp, dp = s_kv.base_addrs()[0], d_kv.base_addrs()[0]
+        local = s.prep_xfer_dlist("", [(sp + o, n, 0) for o, n in zip(offs, lens)], "DRAM")
+        remote = s.prep_xfer_dlist(peer, [(dp + o, n, 0) for o, n in zip(offs, lens)], "DRAM")
+        pick = [0, 2, 3]
+        h = s.make_prepped_xfer("WRITE", local, pick, remote, pick)
+        t0 = time.monotonic_ns()
+        s.transfer(h)
+        wait_done(s, h)
+        seen_us = (time.monotonic_ns() - t0) // 1000
+        t = s.get_xfer_telemetry(h)
+        where = "one daemon" if dst_daemon is a else "two daemons"
+        assert t.totalBytes == sum(lens[i] for i in pick) and t.descCount == len(pick), where
+        assert 0 <= t.postDuration <= t.xferDuration, (where, t)
+        assert t.xferDuration > 0, (where, t)
+        # The daemon's end, not this process's look: no later than the look.
+        assert t.xferDuration <= seen_us, (where, t, seen_us)
+        st = s._xfers[h._handle].status.times
+        assert st.field_mask & b10._lib.B10_XFER_TIMES_DAEMON and \
+            st.field_mask & b10._lib.B10_XFER_TIMES_FIRST, where
+        assert st.received_ns <= st.accepted_ns <= st.first_ns <= st.ended_ns, (where, st)
+        again = s.get_xfer_telemetry(h)
+        assert (again.postDuration, again.xferDuration) == (t.postDuration, t.xferDuration)
+        s.release_xfer_handle(h)
+        for i in pick:
+            o, n = offs[i], lens[i]
+            assert np.array_equal(d_kv.arr(0)[0, o:o + n], s_kv.arr(0)[0, o:o + n]), (where, i)

@@ -871,13 +871,33 @@ class nixl_agent:
         with x.lock:
             return self._state(x, handle)
 
+    @staticmethod
+    def _daemon_times(x: _Xfer) -> Optional[Tuple[int, int, int]]:
+        """(postDuration, xferDuration, totalBytes) in ns and bytes from b10d's own timings
+        of a transfer that is over, or None where it gave none (its connection died).
+        Post: until its first bytes began to move; xfer: until every byte landed (or it
+        failed and nothing of it runs). Both from this process's post where the daemon's
+        clock is this one (its receipt lies inside the submit call), else from the
+        daemon's receipt of the request: then neither holds the time to reach it."""
+        t = x.status.times if x.status is not None else None
+        if t is None or not t.field_mask & _lib.B10_XFER_TIMES_DAEMON:
+            return None
+        same_clock = t.field_mask & _lib.B10_XFER_TIMES_CLIENT and \
+            t.submit_ns <= t.received_ns <= t.replied_ns
+        origin = x.start_ns if same_clock else t.received_ns
+        xfer = max(t.ended_ns - origin, 0)
+        # Nothing moved (refused by the peer, failed before its first chunk): the post
+        # lasted until it was over.
+        post = t.first_ns - origin if t.field_mask & _lib.B10_XFER_TIMES_FIRST else xfer
+        return min(max(post, 0), xfer), xfer, int(t.bytes)
+
     def get_xfer_telemetry(self, handle: nixl_xfer_handle) -> nixlXferTelemetry:
         """The post's timings (µs) and size; nixlNoTelemetryError unless the agent was made
-        with capture_telemetry (or NIXL_TELEMETRY_ENABLE=y). Timed by this process (libb10
-        gives no completion time): startTime and postDuration bracket the submit;
-        xferDuration runs from the post's start to the first call of this agent that saw
-        the transfer over (this call included), so it is late by at most the time since
-        the caller's previous call on the handle; while running, the time so far."""
+        with capture_telemetry (or NIXL_TELEMETRY_ENABLE=y). Once the transfer is over, b10d's
+        own timings: postDuration from the post to its first bytes moving, xferDuration to
+        its last byte landed (_daemon_times). While it runs, or where b10d gave none (its
+        connection died), this process's: postDuration the submit call, xferDuration the
+        time until this agent first saw it over."""
         if not self.telemetry:
             raise nixlBind.error(_lib.B10_ERR_UNSUPPORTED,
                                  "telemetry is off: nixl_agent_config(capture_telemetry=True)",
@@ -889,6 +909,11 @@ class nixl_agent:
                 raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "the transfer was not posted",
                                      f"get_xfer_telemetry {handle}", nixlNotPostedError)
             self._observe(x)
+            daemon = self._daemon_times(x)
+            if daemon is not None:
+                post, xfer, total = daemon
+                return nixlXferTelemetry(x.start_ns // 1000, post // 1000, xfer // 1000, total,
+                                         len(x.local))
             end = x.done_ns or time.monotonic_ns()
             return nixlXferTelemetry(x.start_ns // 1000, x.post_ns // 1000,
                                      (end - x.start_ns) // 1000, x.total_bytes, len(x.local))

@@ -106,6 +106,7 @@ class TransferStatus:
         self._agent = agent          # keeps the connection open while the handle lives
         self._x: Optional[c_void_p] = handle
         self._final: Optional[Tuple[int, str]] = None
+        self._times: Optional[_lib.XferTimes] = None
         self.remote_name = remote_name
         self.xfer_id: int = agent._lib.b10_xfer_id(handle)
 
@@ -113,7 +114,13 @@ class TransferStatus:
 
     def _settle(self, code: int) -> int:
         if code != _lib.B10_IN_PROGRESS and self._final is None and self._x is not None:
-            detail = self._agent._lib.b10_xfer_detail(self._x) or b""
+            lib = self._agent._lib
+            detail = lib.b10_xfer_detail(self._x) or b""
+            # Kept with the outcome: the handle, and its times, go at release.
+            if lib.has("b10_xfer_times"):
+                t = _lib.XferTimes()
+                if lib.b10_xfer_times(self._x, byref(t)) == _lib.B10_OK:
+                    self._times = t
             self._final = (code, detail.decode(errors="replace"))
         return code
 
@@ -151,6 +158,14 @@ class TransferStatus:
         """The daemon's explanation of a failure ("" while running, on success, or if none)."""
         self._poll()
         return self._final[1] if self._final else ""
+
+    @property
+    def times(self) -> Optional[_lib.XferTimes]:
+        """The transfer's timings once it is over (None while it runs): libb10's of the
+        submission and the daemon's own (received, decoded, accepted, first bytes
+        moving, over), CLOCK_MONOTONIC ns; field_mask says which are there."""
+        self._poll()
+        return self._times
 
     def is_completed(self) -> bool:
         """True once every byte landed, False while running; a failure raises
