@@ -806,6 +806,7 @@ static void dispatch_done(b10_conn_t *conn, const B10__XferDone *done)
         xfer->times.ended_ns = t->ended_ns;
         xfer->times.bytes = t->bytes;
         xfer->times.spans = t->spans;
+        xfer->times.plan_ns = t->plan_ns;
         xfer->times.field_mask |= B10_XFER_TIMES_DAEMON | (t->first_ns ? B10_XFER_TIMES_FIRST : 0);
     }
     xfer_finish(conn, xfer, (b10_status_t)done->status, done->detail);

@@ -136,6 +136,7 @@ struct xfer {
      */
     struct xfer_times {
         uint64_t received_ns, decoded_ns, accepted_ns, first_ns, ended_ns;
+        uint64_t plan_ns;           /* of decoded..accepted, plan_build's own */
         uint64_t spans;             /* as submitted, before any merging */
     } times;
     uint64_t started_ms;

@@ -352,6 +352,7 @@ void session_xfer_done(struct session *s, const struct xfer *x)
     times.ended_ns = x->times.ended_ns;
     times.bytes = x->plan != NULL ? x->plan->total : 0;
     times.spans = x->times.spans;
+    times.plan_ns = x->times.plan_ns;
     done.times = &times;
     msg.body_case = B10__DAEMON_MSG__BODY_DONE;
     msg.done = &done;

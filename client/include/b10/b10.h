@@ -488,6 +488,7 @@ typedef struct {
     uint64_t ended_ns;         /* ... saw it over: every byte landed, or it failed and is quiet */
     uint64_t bytes;            /* bytes the transfer moves: the sum of its span lengths */
     uint64_t spans;            /* spans it was submitted with */
+    uint64_t plan_ns;          /* of decoded_ns .. accepted_ns, the daemon's planning alone */
 } b10_xfer_times_t;
 
 /*

@@ -117,7 +117,7 @@ class XferTimes(Structure):
     """b10_xfer_times_t: CLOCK_MONOTONIC ns (time.monotonic_ns's clock)."""
     _fields_ = [(name, c_uint64) for name in (
         "field_mask", "submit_ns", "encoded_ns", "sent_ns", "replied_ns", "received_ns",
-        "decoded_ns", "accepted_ns", "first_ns", "ended_ns", "bytes", "spans")]
+        "decoded_ns", "accepted_ns", "first_ns", "ended_ns", "bytes", "spans", "plan_ns")]
 
 
 _st = c_int  # b10_status_t
