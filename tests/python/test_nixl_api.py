@@ -504,11 +504,12 @@ def test_check_remote_xfer_done_from_threads(daemons, agents) -> None:
     assert d.notifs.get(s.name) == []
 
 
-def test_each_side_keeps_its_memory_kind(daemons, agents, monkeypatch) -> None:
-    """A DRAM local side paired with a peer's VRAM side (vLLM with host-buffered KV):
-    the request b10 is given names each side's own kind, by either way of making the
-    transfer. The peer's VRAM region is declared in its metadata as a GPU rank's would
-    be (no GPU here); the submit is intercepted, so nothing moves."""
+def test_post_hands_the_picked_rows_to_b10(daemons, agents, monkeypatch) -> None:
+    """A DRAM local side paired with a peer's VRAM side (vLLM with host-buffered KV),
+    by either way of making the transfer: the post gives b10 the picked rows as
+    (K, 2) uint64 tables of (address, length), as they lie, and no memory kind (the
+    daemon knows each region's). The peer's VRAM region is declared in its metadata
+    as a GPU rank's would be (no GPU here); the submit is intercepted, so nothing moves."""
     a, b = daemons
     s, d, s_kv, d_kv = _two(agents, a, dst_daemon=b)
     sp, dp = s_kv.base_addrs()[0], d_kv.base_addrs()[0]
@@ -517,20 +518,21 @@ def test_each_side_keeps_its_memory_kind(daemons, agents, monkeypatch) -> None:
                                                        rows))
     seen = []
 
-    def submit(req):
-        seen.append((req.src_descs.type, req.dst_descs.type))
+    def submit(op, local, remote, name, sync, deadline_ms):
+        seen.append((op, local.dtype, local.shape, local.tolist(), remote.tolist(), name, sync))
         raise b10.B10Error(15, "intercepted", "submit")
-    monkeypatch.setattr(s.agent, "submit_transfer_requests", submit)
-    local = s.prep_xfer_dlist("NIXL_INIT_AGENT", [(sp, 4096, 0)], "DRAM")
-    remote = s.prep_xfer_dlist(peer, [(dp, 4096, 0)], "VRAM")
-    made = [s.make_prepped_xfer("WRITE", local, [0], remote, [0]),
+    monkeypatch.setattr(s.agent, "submit_span_tables", submit)
+    local = s.prep_xfer_dlist("NIXL_INIT_AGENT", [(sp, 4096, 0), (sp + 8192, 4096, 0)], "DRAM")
+    remote = s.prep_xfer_dlist(peer, [(dp, 4096, 0), (dp + 4096, 4096, 0)], "VRAM")
+    made = [s.make_prepped_xfer("WRITE", local, [1], remote, [0], notif_msg=b"n"),
             s.initialize_xfer("READ", s.get_xfer_descs([(sp, 4096, 0)], "DRAM"),
-                              s.get_xfer_descs([(dp, 4096, 0)], "VRAM"), peer)]
+                              s.get_xfer_descs([(dp + 4096, 4096, 0)], "VRAM"), peer)]
     for h in made:
         with pytest.raises(nb.nixlNotSupportedError, match="intercepted"):
             s.transfer(h)
         s.release_xfer_handle(h)
-    assert seen == [("DRAM", "VRAM"), ("DRAM", "VRAM")]
+    assert seen == [("WRITE", np.uint64, (1, 2), [[sp + 8192, 4096]], [[dp, 4096]], peer, b"n"),
+                    ("READ", np.uint64, (1, 2), [[sp, 4096]], [[dp + 4096, 4096]], peer, None)]
 
 
 def test_non_contiguous_tensors_refused(daemons, agents) -> None:

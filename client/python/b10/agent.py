@@ -482,10 +482,43 @@ class B10TransferAgent:
             raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
                                    f"{n_src} source and {n_dst} destination "
                                    "descriptors: the lists must pair up", what)
+        return self._submit(op, local, remote, n_src, str(request.remote_name),
+                            getattr(request, "deadline_ms", None),
+                            _msg_bytes(getattr(request, "sync_message", None)), what)
 
-        params = _lib.XferParams(op=op, local=local, remote=remote, count=n_src)
-        params.remote_agent = str(request.remote_name).encode()
-        deadline = getattr(request, "deadline_ms", None)
+    def submit_span_tables(self, op: Any, local: Any, remote: Any, remote_name: str,
+                           sync_message: Optional[Message] = None,
+                           deadline_ms: Optional[int] = None) -> TransferStatus:
+        """submit_transfer_requests for spans already laid out as libb10 takes them:
+        two C-contiguous (N, 2) uint64 numpy arrays of (address, length), passed to
+        libb10 as they are. No Python pass over the spans: libb10 and the daemon check
+        every one (a NIXL prepared list's rows, picked by index, need nothing more).
+        Anything else is refused, not converted."""
+        what = f"submit to {remote_name}"
+        tables = []
+        for side, a in (("local", local), ("remote", remote)):
+            ok = getattr(a, "dtype", None) is not None and a.dtype == "uint64" and \
+                a.ndim == 2 and a.shape[1] == 2 and a.flags["C_CONTIGUOUS"] and a.shape[0] > 0
+            if not ok:
+                got = f"{a.dtype} of shape {a.shape}" if hasattr(a, "flags") else type(a).__name__
+                if hasattr(a, "flags") and not a.flags["C_CONTIGUOUS"]:
+                    got += ", not C-contiguous"
+                raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
+                                       f"{side} spans must be a non-empty C-contiguous (N, 2) "
+                                       f"uint64 array, not {got}", what)
+            tables.append(a.ctypes.data_as(ctypes.POINTER(_lib.Span)))
+        if local.shape[0] != remote.shape[0]:
+            raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
+                                   f"{local.shape[0]} source and {remote.shape[0]} destination "
+                                   "descriptors: the lists must pair up", what)
+        # libb10 reads the tables only during the call, while local and remote hold them.
+        return self._submit(op_code(op), tables[0], tables[1], local.shape[0], str(remote_name),
+                            deadline_ms, _msg_bytes(sync_message), what)
+
+    def _submit(self, op: int, local: Any, remote: Any, count: int, remote_name: str,
+                deadline: Any, sync: bytes, what: str) -> TransferStatus:
+        params = _lib.XferParams(op=op, local=local, remote=remote, count=count)
+        params.remote_agent = remote_name.encode()
         deadline = self.deadline_ms if deadline is None else deadline
         if deadline is not None:
             # ctypes would wrap -1 into 4294967295 ms, which the daemon used to cap to its maximum.
@@ -499,7 +532,6 @@ class B10TransferAgent:
                                        f"0..{_DEADLINE_MAX_MS} (0: the daemon's default)", what)
             params.field_mask |= _lib.B10_XFER_FIELD_DEADLINE
             params.deadline_ms = ms
-        sync = _msg_bytes(getattr(request, "sync_message", None))
         if sync:
             # An older libb10 would ignore the SYNC bit and drop the message silently.
             self._fn("b10_agent_notify")
@@ -511,7 +543,7 @@ class B10TransferAgent:
         with self._lock:
             st = self._lib.b10_xfer_submit(self._open_conn(), byref(params), byref(x))
             self._check(st, what, B10TransferError)
-        status = TransferStatus(self, x, str(request.remote_name))
+        status = TransferStatus(self, x, remote_name)
         self._xfers.add(status)
         return status
 
