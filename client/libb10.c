@@ -634,17 +634,17 @@ static void conn_gone(b10_conn_t *conn, const char *how)
 
 /* ---------------------------------------------------------------- writing */
 
-static int send_first(int fd, const uint8_t *buf, size_t len, int pass_fd)
+/* One sendmsg() of what iov holds; pass_fd (or -1) rides on its bytes. */
+static ssize_t send_iov(int fd, struct iovec *iov, int niov, int pass_fd)
 {
     union {
         struct cmsghdr align;
         char buf[CMSG_SPACE(sizeof(int))];
     } control;
-    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)niov };
 
     if (pass_fd < 0)
-        return (int)send(fd, buf, len, MSG_NOSIGNAL);
+        return sendmsg(fd, &mh, MSG_NOSIGNAL);
     memset(&control, 0, sizeof(control));
     mh.msg_control = control.buf;
     mh.msg_controllen = sizeof(control.buf);
@@ -653,7 +653,7 @@ static int send_first(int fd, const uint8_t *buf, size_t len, int pass_fd)
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-    return (int)sendmsg(fd, &mh, MSG_NOSIGNAL);
+    return sendmsg(fd, &mh, MSG_NOSIGNAL);
 }
 
 /*
@@ -664,17 +664,27 @@ static int send_first(int fd, const uint8_t *buf, size_t len, int pass_fd)
  * for good, so that kills the connection; a frame not started is only a
  * failed request.
  */
-static b10_status_t conn_send(b10_conn_t *conn, const uint8_t *frame, size_t len,
-                              int pass_fd, int64_t deadline)
+static b10_status_t conn_send(b10_conn_t *conn, const struct frame_iov *frame, int pass_fd,
+                              int64_t deadline)
 {
+    struct iovec iov[FRAME_IOV_MAX];
+    int at = 0, niov = frame->niov;
     size_t sent = 0;
 
-    while (sent < len) {
-        size_t chunk = len - sent > INT_MAX ? INT_MAX : len - sent;
-        int n = sent == 0 ? send_first(conn->fd, frame, chunk, pass_fd)
-                          : (int)send(conn->fd, frame + sent, chunk, MSG_NOSIGNAL);
+    memcpy(iov, frame->iov, sizeof(iov[0]) * (size_t)niov);
+    while (sent < frame->length) {
+        ssize_t n = send_iov(conn->fd, iov + at, niov - at, sent == 0 ? pass_fd : -1);
         if (n > 0) {
             sent += (size_t)n;
+            /* Past what went: whole parts dropped, the part cut short moved on. */
+            for (size_t left = (size_t)n; left > 0 && at < niov;) {
+                size_t take = left < iov[at].iov_len ? left : iov[at].iov_len;
+                iov[at].iov_base = (uint8_t *)iov[at].iov_base + take;
+                iov[at].iov_len -= take;
+                left -= take;
+                if (iov[at].iov_len == 0)
+                    at++;
+            }
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -972,8 +982,7 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
 {
     struct pending p = { .expect = expect, .xfer = xfer };
     int64_t deadline = deadline_after(conn->request_timeout_ms);
-    uint8_t *frame;
-    size_t len;
+    struct frame_iov frame;
     b10_status_t status;
 
     conn_settle(conn, true);
@@ -982,7 +991,7 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
     /* The seq is spent only once the frame exists: the daemon sees 1, 2, 3 … without gaps. */
     msg->seq = conn->next_seq;
     p.seq = msg->seq;
-    int rc = frame_encode(&msg->base, conn->max_frame, &frame, &len);
+    int rc = frame_encode_iov(&msg->base, conn->max_frame, &frame);
     if (rc == -EMSGSIZE) {
         conn_set_detail(conn, "request of %zu bytes exceeds the daemon's limit of %u bytes",
                         protobuf_c_message_get_packed_size(&msg->base), conn->max_frame);
@@ -997,8 +1006,8 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
     conn->pending = &p;
     if (xfer != NULL)
         xfer->times.encoded_ns = (uint64_t)now_ns();
-    status = conn_send(conn, frame, len, pass_fd, deadline);
-    free(frame);
+    status = conn_send(conn, &frame, pass_fd, deadline);
+    frame_iov_free(&frame);
     if (status != B10_OK)
         goto unlink;
     if (xfer != NULL)
@@ -2427,8 +2436,7 @@ void b10_xfer_release(b10_xfer_t *xfer)
 {
     B10__ReleaseXfer rx = B10__RELEASE_XFER__INIT;
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
-    uint8_t *frame;
-    size_t len;
+    struct frame_iov frame;
 
     if (xfer == NULL)
         return;
@@ -2442,15 +2450,15 @@ void b10_xfer_release(b10_xfer_t *xfer)
     /* A daemon of a later boot never knew the id: nothing to release there. */
     if (conn->dead == B10_OK && xfer->boot == conn->boot && !conn->reviving) {
         msg.seq = conn->next_seq;
-        if (frame_encode(&msg.base, conn->max_frame, &frame, &len) == 0) {
+        if (frame_encode_iov(&msg.base, conn->max_frame, &frame) == 0) {
             conn->next_seq++;
             /*
              * Nobody waits for this; a failure to send is either a dead
              * connection (recorded by conn_send) or a daemon that will drop
              * the transfer with the client anyway.
              */
-            (void)conn_send(conn, frame, len, -1, deadline_after(conn->request_timeout_ms));
-            free(frame);
+            (void)conn_send(conn, &frame, -1, deadline_after(conn->request_timeout_ms));
+            frame_iov_free(&frame);
         } else {
             conn_log(conn, B10_LOG_WARNING, "transfer %llu: no memory to send its release",
                      (unsigned long long)xfer->id);
