@@ -244,6 +244,41 @@ static bool plan_dst_slots(const struct plan_span *spans, size_t n, uint64_t dmi
 }
 
 /*
+ * Sources of one size that is a power of two, each at a whole number of
+ * sizes from the lowest and no two the same (a KV pool's blocks, each read
+ * once): their order by source is a walk of those slots. One pass puts
+ * each span's index in its slot and one walks the slots, where the radix
+ * sort made five (its records, two digits, the order) at about 10 ns a
+ * span. Returns false when the spans are not of that shape, two share a
+ * slot (the sort keeps those in request order), or the slots outnumber
+ * slots_max; else the order is in order.
+ */
+static bool plan_src_slots(const struct plan_span *spans, size_t n, uint64_t smin, uint64_t smax,
+                           uint32_t *slots, size_t slots_max, uint32_t *order)
+{
+    uint64_t len = spans[0].len;
+    if (n < 2 || (len & (len - 1)) != 0)
+        return false;
+    unsigned shift = (unsigned)__builtin_ctzll(len);
+    uint64_t range = (smax - smin) >> shift;          /* the highest slot */
+    if (range >= slots_max)
+        return false;
+    /* n <= UINT32_MAX / 2: no index is the empty slot's mark. */
+    memset(slots, 0xff, (size_t)(range + 1) * sizeof(*slots));
+    for (size_t i = 0; i < n; i++) {
+        uint64_t off = spans[i].src - smin;
+        if ((off & (len - 1)) != 0 || slots[off >> shift] != UINT32_MAX)
+            return false;
+        slots[off >> shift] = (uint32_t)i;
+    }
+    size_t k = 0;
+    for (uint64_t slot = 0; slot <= range; slot++)
+        if (slots[slot] != UINT32_MAX)
+            order[k++] = slots[slot];
+    return true;
+}
+
+/*
  * Read and check the request's spans into spans (request order), refusing
  * overlapping destinations, and leave in *order_p the order sorting them by
  * source (equal sources in request order; NULL: request order) and in
@@ -256,7 +291,7 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
                                     uint64_t *total_p, char *detail, size_t detail_len)
 {
     bool one_size = true, overflow = false;
-    uint64_t dmin = UINT64_MAX, dmax = 0, total = 0;
+    uint64_t dmin = UINT64_MAX, dmax = 0, smin = UINT64_MAX, smax = 0, total = 0;
     struct plan_keys src_keys, dst_keys;
 
     plan_keys_init(&src_keys);
@@ -283,6 +318,8 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
         one_size &= s->len == spans[0].len;
         dmin = s->dst < dmin ? s->dst : dmin;
         dmax = s->dst > dmax ? s->dst : dmax;
+        smin = s->src < smin ? s->src : smin;
+        smax = s->src > smax ? s->src : smax;
         /* What the sorts need to know, learnt here rather than in a pass of their own. */
         plan_keys_add(&src_keys, s->src, i > 0 ? s[-1].src : 0, i);
         plan_keys_add(&dst_keys, s->dst, i > 0 ? s[-1].dst : 0, i);
@@ -317,7 +354,12 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
         snprintf(detail, detail_len, "transfer length overflows 64 bits");
         return B10_ERR_TOO_LARGE;
     }
-    *order_p = plan_sort(spans, count, false, &src_keys, recs, tmp, order);
+    /* recs, free again, holds the slots: 2 a span. */
+    if (!src_keys.sorted && one_size &&
+        plan_src_slots(spans, count, smin, smax, (uint32_t *)recs, 2 * count, order))
+        *order_p = order;
+    else
+        *order_p = plan_sort(spans, count, false, &src_keys, recs, tmp, order);
     *total_p = total;
     return B10_OK;
 }
