@@ -196,6 +196,7 @@ static void session_destroy(struct session *s)
         session_dereg_end(list_entry(pos, struct session_dereg, node), B10_ERR_CLIENT_GONE, NULL);
     /* Regions stay mapped while copies that touch them finish: they hold references. */
     mem_table_clear(&s->mem);
+    arena_close(&s->arena);
     list_remove(&s->node);
     s->d->nsessions--;
     free(s);
@@ -463,6 +464,7 @@ static b10_status_t session_on_hello(struct session *s, uint64_t seq, const B10_
     hr.daemon_id = d->daemon_id;
     hr.agent_desc = (ProtobufCBinaryData){ desc_len, packed };
     hr.max_frame = d->cfg.max_frame;
+    hr.span_arena = true;
     hr.pid = (uint32_t)getpid();
     B10__Reply reply = B10__REPLY__INIT;
     reply.body_case = B10__REPLY__BODY_HELLO;
@@ -870,12 +872,36 @@ struct session_arrival {
 };
 
 static void session_on_submit(struct session *s, uint64_t seq, const B10__SubmitXfer *req,
-                              const struct session_arrival *at)
+                              struct session_arrival *at)
 {
     char detail[256] = "";
     struct xfer *x;
-    b10_status_t status = xfer_submit(s, req, &x, detail, sizeof(detail));
+    B10__SubmitXfer from_arena;
+    uint8_t *tables = NULL;
+    b10_status_t status = B10_OK;
 
+    if (req->arena_spans != 0) {
+        /* The tables are the arena's copy from here on: the rank may rewrite the arena. */
+        if (req->local_spans.len != 0 || req->remote_spans.len != 0) {
+            snprintf(detail, sizeof(detail), "spans both in the arena and in the request");
+            status = B10_ERR_INVALID_ARG;
+        } else {
+            status = arena_take(s->arena.map, s->arena.length, req->arena_spans, &tables,
+                                detail, sizeof(detail));
+        }
+        if (status == B10_OK) {
+            size_t table = (size_t)req->arena_spans * SPAN_BYTES;
+            from_arena = *req;
+            from_arena.local_spans = (ProtobufCBinaryData){ table, tables };
+            from_arena.remote_spans = (ProtobufCBinaryData){ table, tables + table };
+            from_arena.arena_spans = 0;
+            req = &from_arena;
+            at->decoded_ns = uv_hrtime();
+        }
+    }
+    if (status == B10_OK)
+        status = xfer_submit(s, req, &x, detail, sizeof(detail));
+    free(tables);
     if (status != B10_OK) {
         log_info("client %s: transfer refused: %s: %s", s->agent, b10_status_name(status), detail);
         session_reply(s, seq, status, detail, NULL);
@@ -953,6 +979,17 @@ static b10_status_t session_on_frame(struct session *s, const uint8_t *buf, size
     case B10__CLIENT_MSG__BODY_SUBMIT:
         session_on_submit(s, msg->seq, msg->submit, &at);
         break;
+    case B10__CLIENT_MSG__BODY_SPAN_ARENA: {
+        char detail[256] = "";
+        fd = ipc_conn_take_fd(s->conn);
+        b10_status_t st = arena_open(&s->arena, fd, msg->span_arena->length, s->d->cfg.max_frame,
+                                     detail, sizeof(detail));
+        if (st != B10_OK)
+            log_info("client %s: span arena refused: %s: %s", s->agent, b10_status_name(st),
+                     detail);
+        session_reply(s, msg->seq, st, detail, NULL);
+        break;
+    }
     case B10__CLIENT_MSG__BODY_CHECK_AGENT:
     case B10__CLIENT_MSG__BODY_NOTIFY_AGENT: {
         char detail[256] = "";

@@ -221,6 +221,46 @@ int main(int argc, char **argv)
         return fail("a fresh READ of the whole region", st, detail);
     printf("ok a fresh READ of %u bytes landed\n", REGION);
 
+    /*
+     * 7. Requests of many spans, whose tables go through the span arena
+     * (libb10 takes it from 4096 spans): a WRITE of 6000 spans of 64 bytes
+     * scattered backwards, then a READ of 5000 (the same arena, rewritten),
+     * then a WRITE of 40,000, whose 1.25 MiB of tables outgrow the first
+     * arena of 1 MiB (a new one, given again).
+     */
+    enum { SPAN = 64, MANY_MAX = 40000 };
+    static const size_t many[] = { 6000, 5000, MANY_MAX };
+    b10_span_t *ml = calloc(MANY_MAX, sizeof(*ml)), *mr = calloc(MANY_MAX, sizeof(*mr));
+    if (ml == NULL || mr == NULL)
+        return printf("FAIL out of memory\n"), 1;
+    for (size_t k = 0; k < sizeof(many) / sizeof(many[0]); k++) {
+        size_t n = many[k];
+        b10_op_t op = k == 1 ? B10_OP_READ : B10_OP_WRITE;
+        for (size_t i = 0; i < REGION; i++) {
+            a.mem[i] = (uint8_t)(i * 5 + k);
+            b.mem[i] = (uint8_t)(i * 11 + k + 1);
+        }
+        for (size_t i = 0; i < n; i++) {
+            ml[i] = (b10_span_t){ A + i * SPAN, SPAN };
+            mr[i] = (b10_span_t){ B + (n - 1 - i) * SPAN, SPAN };
+        }
+        st = run(&a, &b, op, ml, mr, n, NULL, detail, sizeof(detail));
+        if (st != B10_OK)
+            return fail("a transfer of thousands of spans (span arena)", st, detail);
+        const uint8_t *from = op == B10_OP_WRITE ? a.mem : b.mem;
+        const uint8_t *to = op == B10_OP_WRITE ? b.mem : a.mem;
+        for (size_t i = 0; i < n; i++) {
+            size_t f = op == B10_OP_WRITE ? i : n - 1 - i, t = op == B10_OP_WRITE ? n - 1 - i : i;
+            if (memcmp(to + t * SPAN, from + f * SPAN, SPAN) != 0)
+                return printf("FAIL %zu-span %s: span %zu differs\n", n,
+                              op == B10_OP_WRITE ? "WRITE" : "READ", i), 1;
+        }
+        printf("ok a %s of %zu spans landed byte for byte\n", op == B10_OP_WRITE ? "WRITE" : "READ",
+               n);
+    }
+    free(ml);
+    free(mr);
+
     b10_conn_close(a.conn);
     b10_conn_close(b.conn);
     b10_dram_free(a.mem);
