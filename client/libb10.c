@@ -126,6 +126,7 @@ struct b10_xfer {
     b10_status_t status;           /* B10_IN_PROGRESS until XferDone or connection loss */
     char *detail;                  /* owned, NULL while none; set once, with the final status */
     bool in_table;                 /* still waiting for its XferDone */
+    b10_xfer_times_t times;        /* the client's at submission, the daemon's from XferDone */
     b10_xfer_t *table_next;        /* hash chain */
     b10_xfer_t *prev, *next;       /* conn->xfers */
 };
@@ -179,6 +180,17 @@ struct b10_conn {
 
     uint64_t next_seq;
     uint32_t max_frame;            /* bytes, the daemon's HelloReply.max_frame (bounded) */
+    /*
+     * The span arena (SpanArena in b10.proto): a large request's span
+     * tables are written here, a memfd the daemon maps, and its frame
+     * carries their count; a 100,000-span request no longer crosses the
+     * socket as 3.2 MB read in 64 KiB turns and decoded into a copy.
+     */
+    bool daemon_arena;             /* the daemon reads one (HelloReply.span_arena) */
+    int arena_fd;                  /* -1 while none */
+    uint8_t *arena;                /* its mapping, arena_len bytes */
+    size_t arena_len;
+    uint64_t arena_boot;           /* the boot the daemon was given it in; 0: none yet */
     bool reading;                  /* a thread polls the socket with the lock released */
     b10_status_t dead;             /* B10_OK while usable, else what every call returns */
 
@@ -633,17 +645,17 @@ static void conn_gone(b10_conn_t *conn, const char *how)
 
 /* ---------------------------------------------------------------- writing */
 
-static int send_first(int fd, const uint8_t *buf, size_t len, int pass_fd)
+/* One sendmsg() of what iov holds; pass_fd (or -1) rides on its bytes. */
+static ssize_t send_iov(int fd, struct iovec *iov, int niov, int pass_fd)
 {
     union {
         struct cmsghdr align;
         char buf[CMSG_SPACE(sizeof(int))];
     } control;
-    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)niov };
 
     if (pass_fd < 0)
-        return (int)send(fd, buf, len, MSG_NOSIGNAL);
+        return sendmsg(fd, &mh, MSG_NOSIGNAL);
     memset(&control, 0, sizeof(control));
     mh.msg_control = control.buf;
     mh.msg_controllen = sizeof(control.buf);
@@ -652,7 +664,7 @@ static int send_first(int fd, const uint8_t *buf, size_t len, int pass_fd)
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-    return (int)sendmsg(fd, &mh, MSG_NOSIGNAL);
+    return sendmsg(fd, &mh, MSG_NOSIGNAL);
 }
 
 /*
@@ -663,17 +675,27 @@ static int send_first(int fd, const uint8_t *buf, size_t len, int pass_fd)
  * for good, so that kills the connection; a frame not started is only a
  * failed request.
  */
-static b10_status_t conn_send(b10_conn_t *conn, const uint8_t *frame, size_t len,
-                              int pass_fd, int64_t deadline)
+static b10_status_t conn_send(b10_conn_t *conn, const struct frame_iov *frame, int pass_fd,
+                              int64_t deadline)
 {
+    struct iovec iov[FRAME_IOV_MAX];
+    int at = 0, niov = frame->niov;
     size_t sent = 0;
 
-    while (sent < len) {
-        size_t chunk = len - sent > INT_MAX ? INT_MAX : len - sent;
-        int n = sent == 0 ? send_first(conn->fd, frame, chunk, pass_fd)
-                          : (int)send(conn->fd, frame + sent, chunk, MSG_NOSIGNAL);
+    memcpy(iov, frame->iov, sizeof(iov[0]) * (size_t)niov);
+    while (sent < frame->length) {
+        ssize_t n = send_iov(conn->fd, iov + at, niov - at, sent == 0 ? pass_fd : -1);
         if (n > 0) {
             sent += (size_t)n;
+            /* Past what went: whole parts dropped, the part cut short moved on. */
+            for (size_t left = (size_t)n; left > 0 && at < niov;) {
+                size_t take = left < iov[at].iov_len ? left : iov[at].iov_len;
+                iov[at].iov_base = (uint8_t *)iov[at].iov_base + take;
+                iov[at].iov_len -= take;
+                left -= take;
+                if (iov[at].iov_len == 0)
+                    at++;
+            }
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -795,6 +817,19 @@ static void dispatch_done(b10_conn_t *conn, const B10__XferDone *done)
     b10_xfer_t *xfer = xfer_table_find(conn, done->xfer_id);
     if (xfer == NULL)
         return;   /* released, or a duplicate notice: its outcome is nobody's */
+    const B10__XferTimes *t = done->times;
+    if (t != NULL) {
+        /* Plain numbers, read by no one but the caller: nothing to bound. */
+        xfer->times.received_ns = t->received_ns;
+        xfer->times.decoded_ns = t->decoded_ns;
+        xfer->times.accepted_ns = t->accepted_ns;
+        xfer->times.first_ns = t->first_ns;
+        xfer->times.ended_ns = t->ended_ns;
+        xfer->times.bytes = t->bytes;
+        xfer->times.spans = t->spans;
+        xfer->times.plan_ns = t->plan_ns;
+        xfer->times.field_mask |= B10_XFER_TIMES_DAEMON | (t->first_ns ? B10_XFER_TIMES_FIRST : 0);
+    }
     xfer_finish(conn, xfer, (b10_status_t)done->status, done->detail);
 }
 
@@ -958,8 +993,7 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
 {
     struct pending p = { .expect = expect, .xfer = xfer };
     int64_t deadline = deadline_after(conn->request_timeout_ms);
-    uint8_t *frame;
-    size_t len;
+    struct frame_iov frame;
     b10_status_t status;
 
     conn_settle(conn, true);
@@ -968,7 +1002,7 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
     /* The seq is spent only once the frame exists: the daemon sees 1, 2, 3 … without gaps. */
     msg->seq = conn->next_seq;
     p.seq = msg->seq;
-    int rc = frame_encode(&msg->base, conn->max_frame, &frame, &len);
+    int rc = frame_encode_iov(&msg->base, conn->max_frame, &frame);
     if (rc == -EMSGSIZE) {
         conn_set_detail(conn, "request of %zu bytes exceeds the daemon's limit of %u bytes",
                         protobuf_c_message_get_packed_size(&msg->base), conn->max_frame);
@@ -981,10 +1015,14 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
     conn->next_seq++;
     p.next = conn->pending;
     conn->pending = &p;
-    status = conn_send(conn, frame, len, pass_fd, deadline);
-    free(frame);
+    if (xfer != NULL)
+        xfer->times.encoded_ns = (uint64_t)now_ns();
+    status = conn_send(conn, &frame, pass_fd, deadline);
+    frame_iov_free(&frame);
     if (status != B10_OK)
         goto unlink;
+    if (xfer != NULL)
+        xfer->times.sent_ns = (uint64_t)now_ns();
 
     while (!p.done && conn->dead == B10_OK && now_ns() < deadline)
         conn_wait_round(conn, deadline);
@@ -1142,6 +1180,7 @@ static b10_status_t conn_hello(b10_conn_t *conn)
     uint64_t max = hr->max_frame == 0 ? FRAME_MAX_DEFAULT : hr->max_frame;
     conn->max_frame = max > FRAME_MAX_LIMIT ? FRAME_MAX_LIMIT : (uint32_t)max;
     conn->reader.max = conn->max_frame;
+    conn->daemon_arena = hr->span_arena;
     /*
      * The same boot again (it dropped us, or an attempt failed after the
      * hello): the descriptor held is still its own; only a new boot's
@@ -1178,6 +1217,10 @@ static void conn_free(b10_conn_t *conn)
 {
     if (conn == NULL)
         return;
+    if (conn->arena != NULL)
+        munmap(conn->arena, conn->arena_len);
+    if (conn->arena_fd >= 0)
+        close(conn->arena_fd);
     while (conn->xfers != NULL) {
         b10_xfer_t *x = conn->xfers;
         conn->xfers = x->next;
@@ -1239,6 +1282,7 @@ static b10_conn_t *conn_alloc(const b10_conn_params_t *params)
         return NULL;
     conn->fd = -1;
     conn->timer_fd = -1;
+    conn->arena_fd = -1;
     conn->epoll_fd = -1;
     conn->daemon_pidfd = -1;
     conn->next_seq = 1;
@@ -1921,6 +1965,58 @@ static void pack_spans(uint8_t *out, const b10_span_t *spans, size_t count)
     }
 }
 
+/* Requests of fewer spans carry them in the frame (at most 128 KiB of it). */
+#define ARENA_MIN_SPANS 4096
+
+/*
+ * Make the span arena hold need bytes and this boot of the daemon map it
+ * (the lock held): B10_OK, else why not, and the caller's spans go in the
+ * frame instead. It grows by doubling up to the daemon's max_frame, the
+ * bound it holds an arena to; a new one is sealed against shrinking, as
+ * the daemon insists (a shrink under its reads would be a SIGBUS).
+ */
+static b10_status_t conn_arena_ready(b10_conn_t *conn, size_t need)
+{
+    B10__SpanArena sa = B10__SPAN_ARENA__INIT;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+
+    if (conn->arena_len < need) {
+        size_t len = conn->arena_len > 0 ? conn->arena_len : (size_t)1 << 20;
+        while (len < need)
+            len *= 2;
+        if (len > conn->max_frame)
+            len = conn->max_frame;
+        int fd = memfd_create("b10-spans", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+            return status_from_errno(errno);
+        void *map = MAP_FAILED;
+        if (ftruncate(fd, (off_t)len) < 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0 ||
+            (map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+            b10_status_t status = status_from_errno(errno);
+            close(fd);
+            return status;
+        }
+        if (conn->arena != NULL)
+            munmap(conn->arena, conn->arena_len);
+        if (conn->arena_fd >= 0)
+            close(conn->arena_fd);
+        conn->arena = map;
+        conn->arena_len = len;
+        conn->arena_fd = fd;
+        conn->arena_boot = 0;
+    }
+    if (conn->arena_boot == conn->boot)
+        return B10_OK;
+    sa.length = conn->arena_len;
+    msg.body_case = B10__CLIENT_MSG__BODY_SPAN_ARENA;
+    msg.span_arena = &sa;
+    b10_status_t status = conn_request(conn, &msg, conn->arena_fd, B10__REPLY__BODY__NOT_SET,
+                                       NULL, NULL);
+    if (status == B10_OK)
+        conn->arena_boot = conn->boot;
+    return status;
+}
+
 b10_status_t b10_agent_check(b10_conn_t *conn, const char *remote_agent, const b10_span_t *spans,
                              size_t count)
 {
@@ -2236,15 +2332,35 @@ static b10_status_t xfer_check_params(b10_conn_t *conn, const b10_xfer_params_t 
     if (params->count > FRAME_MAX_LIMIT / (2 * SPAN_BYTES))
         return conn_reject(conn, B10_ERR_TOO_LARGE, "%zu spans cannot fit in one request",
                            params->count);
+    return B10_OK;
+}
+
+/*
+ * The spans' own checks (the lock held), refused here with the daemon's
+ * words rather than after a round trip; copied on the way into out (the
+ * span arena: one pass over them, not two) unless out is NULL.
+ */
+static b10_status_t xfer_check_spans(b10_conn_t *conn, const b10_xfer_params_t *params,
+                                     uint8_t *out)
+{
+    size_t table = params->count * SPAN_BYTES;
     for (size_t i = 0; i < params->count; i++) {
         const b10_span_t *l = &params->local[i], *r = &params->remote[i];
-        if (l->length == 0 || l->length != r->length)
-            return conn_reject(conn, B10_ERR_INVALID_ARG,
-                               "span %zu: lengths %llu and %llu must be equal and non-zero", i,
-                               (unsigned long long)l->length, (unsigned long long)r->length);
-        if (l->addr + l->length < l->addr || r->addr + r->length < r->addr)
-            return conn_reject(conn, B10_ERR_INVALID_ARG,
-                               "span %zu wraps around the address space", i);
+        if (l->length == 0 || l->length != r->length) {
+            conn_set_detail(conn, "span %zu: lengths %llu and %llu must be equal and non-zero",
+                            i, (unsigned long long)l->length, (unsigned long long)r->length);
+            return B10_ERR_INVALID_ARG;
+        }
+        if (l->addr + l->length < l->addr || r->addr + r->length < r->addr) {
+            conn_set_detail(conn, "span %zu wraps around the address space", i);
+            return B10_ERR_INVALID_ARG;
+        }
+        if (out != NULL) {
+            frame_put_u64(out + i * SPAN_BYTES, l->addr);
+            frame_put_u64(out + i * SPAN_BYTES + 8, l->length);
+            frame_put_u64(out + table + i * SPAN_BYTES, r->addr);
+            frame_put_u64(out + table + i * SPAN_BYTES + 8, r->length);
+        }
     }
     return B10_OK;
 }
@@ -2256,6 +2372,7 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
     B10__SubmitXfer sx = B10__SUBMIT_XFER__INIT;
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
     b10_status_t status;
+    uint64_t submit_ns = (uint64_t)now_ns();
 
     if (conn == NULL)
         return B10_ERR_INVALID_ARG;
@@ -2277,6 +2394,7 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
     }
     xfer->conn = conn;
     xfer->status = B10_IN_PROGRESS;
+    xfer->times.submit_ns = submit_ns;
     if (SPANS_ARE_WIRE) {
         sx.local_spans = (ProtobufCBinaryData){ .len = table, .data = (uint8_t *)params->local };
         sx.remote_spans = (ProtobufCBinaryData){ .len = table, .data = (uint8_t *)params->remote };
@@ -2297,7 +2415,40 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
     msg.submit = &sx;
 
     pthread_mutex_lock(&conn->lock);
-    status = conn_request(conn, &msg, -1, B10__REPLY__BODY_SUBMIT, xfer, NULL);
+    /*
+     * Written under the lock, and the daemon copies them out before it
+     * answers, which this thread awaits still holding it: no other request
+     * rewrites them meanwhile. A boot that does not have the arena yet is
+     * given it first; one that came up between the two requests never had
+     * it and refuses the spans, so such a request goes again in the frame.
+     */
+    uint64_t boot = conn->boot;
+    bool in_arena = params->count >= ARENA_MIN_SPANS && conn->daemon_arena &&
+                    2 * table <= conn->max_frame && conn_arena_ready(conn, 2 * table) == B10_OK;
+    status = xfer_check_spans(conn, params, in_arena ? conn->arena : NULL);
+    if (status != B10_OK) {
+        pthread_mutex_unlock(&conn->lock);
+        goto free_all;
+    }
+    if (in_arena) {
+        sx.arena_spans = params->count;
+        ProtobufCBinaryData local = sx.local_spans, remote = sx.remote_spans;
+        sx.local_spans = sx.remote_spans = (ProtobufCBinaryData){ 0, NULL };
+        status = conn_request(conn, &msg, -1, B10__REPLY__BODY_SUBMIT, xfer, NULL);
+        if (status == B10_ERR_INVALID_ARG && conn->boot != boot && conn->arena_boot != conn->boot) {
+            sx.arena_spans = 0;
+            sx.local_spans = local;
+            sx.remote_spans = remote;
+            in_arena = false;
+        }
+    }
+    if (!in_arena)
+        status = conn_request(conn, &msg, -1, B10__REPLY__BODY_SUBMIT, xfer, NULL);
+    if (status == B10_OK) {
+        /* Under the lock: another thread's progress may read its XferDone any moment. */
+        xfer->times.replied_ns = (uint64_t)now_ns();
+        xfer->times.field_mask |= B10_XFER_TIMES_CLIENT;
+    }
     pthread_mutex_unlock(&conn->lock);
     if (status != B10_OK)
         goto free_all;
@@ -2379,6 +2530,21 @@ uint64_t b10_xfer_id(b10_xfer_t *xfer)
     return xfer == NULL ? 0 : xfer->id;
 }
 
+b10_status_t b10_xfer_times(b10_xfer_t *xfer, b10_xfer_times_t *times_p)
+{
+    if (xfer == NULL || times_p == NULL)
+        return B10_ERR_INVALID_ARG;
+    b10_conn_t *conn = xfer->conn;
+    pthread_mutex_lock(&conn->lock);
+    if (xfer->status == B10_IN_PROGRESS)
+        conn_poke(conn);
+    b10_status_t status = xfer->status == B10_IN_PROGRESS ? B10_IN_PROGRESS : B10_OK;
+    if (status == B10_OK)
+        *times_p = xfer->times;
+    pthread_mutex_unlock(&conn->lock);
+    return status;
+}
+
 /*
  * ReleaseXfer is fire-and-forget: its reply finds no pending request and is
  * dropped, and a later XferDone finds no handle and is ignored.
@@ -2387,8 +2553,7 @@ void b10_xfer_release(b10_xfer_t *xfer)
 {
     B10__ReleaseXfer rx = B10__RELEASE_XFER__INIT;
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
-    uint8_t *frame;
-    size_t len;
+    struct frame_iov frame;
 
     if (xfer == NULL)
         return;
@@ -2402,15 +2567,15 @@ void b10_xfer_release(b10_xfer_t *xfer)
     /* A daemon of a later boot never knew the id: nothing to release there. */
     if (conn->dead == B10_OK && xfer->boot == conn->boot && !conn->reviving) {
         msg.seq = conn->next_seq;
-        if (frame_encode(&msg.base, conn->max_frame, &frame, &len) == 0) {
+        if (frame_encode_iov(&msg.base, conn->max_frame, &frame) == 0) {
             conn->next_seq++;
             /*
              * Nobody waits for this; a failure to send is either a dead
              * connection (recorded by conn_send) or a daemon that will drop
              * the transfer with the client anyway.
              */
-            (void)conn_send(conn, frame, len, -1, deadline_after(conn->request_timeout_ms));
-            free(frame);
+            (void)conn_send(conn, &frame, -1, deadline_after(conn->request_timeout_ms));
+            frame_iov_free(&frame);
         } else {
             conn_log(conn, B10_LOG_WARNING, "transfer %llu: no memory to send its release",
                      (unsigned long long)xfer->id);

@@ -2,6 +2,7 @@
 #include "frame.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,4 +80,88 @@ int frame_encode(const ProtobufCMessage *msg, uint32_t max, uint8_t **frame_p,
     *frame_p = frame;
     *length_p = FRAME_HEADER_BYTES + payload;
     return 0;
+}
+
+/*
+ * protobuf-c's pack_to_buffer hands each bytes field's data to append()
+ * as the caller's own pointer: large ones become iovecs of their own, the
+ * rest is copied. Parts are kept as offsets into small until the end,
+ * where small stops moving.
+ */
+struct frame_iov_buf {
+    ProtobufCBuffer base;
+    struct frame_iov *f;
+    size_t small_len, small_cap;
+    struct {
+        const uint8_t *ref;             /* NULL: small[off .. off + len) */
+        size_t off, len;
+    } part[FRAME_IOV_MAX];
+    int nparts;
+    bool failed;
+};
+
+static void frame_iov_append(ProtobufCBuffer *buffer, size_t len, const uint8_t *data)
+{
+    struct frame_iov_buf *b = (struct frame_iov_buf *)buffer;
+    if (b->failed || len == 0)
+        return;
+    /* The last part is kept for the copy that follows a reference. */
+    if (len >= FRAME_IOV_REF_BYTES && b->nparts < FRAME_IOV_MAX - 1) {
+        b->part[b->nparts].ref = data;
+        b->part[b->nparts].len = len;
+        b->nparts++;
+        return;
+    }
+    if (b->small_len + len > b->small_cap) {
+        size_t cap = b->small_cap * 2 > b->small_len + len ? b->small_cap * 2 : b->small_len + len;
+        uint8_t *small = realloc(b->f->small, cap);
+        if (small == NULL) {
+            b->failed = true;
+            return;
+        }
+        b->f->small = small;
+        b->small_cap = cap;
+    }
+    memcpy(b->f->small + b->small_len, data, len);
+    if (b->nparts > 0 && b->part[b->nparts - 1].ref == NULL) {
+        b->part[b->nparts - 1].len += len;
+    } else {
+        b->part[b->nparts].ref = NULL;
+        b->part[b->nparts].off = b->small_len;
+        b->part[b->nparts].len = len;
+        b->nparts++;
+    }
+    b->small_len += len;
+}
+
+int frame_encode_iov(const ProtobufCMessage *msg, uint32_t max, struct frame_iov *f)
+{
+    size_t payload = protobuf_c_message_get_packed_size(msg);
+
+    memset(f, 0, sizeof(*f));
+    if (payload > max)
+        return -EMSGSIZE;
+    struct frame_iov_buf b = { .base.append = frame_iov_append, .f = f };
+    uint8_t header[FRAME_HEADER_BYTES];
+    frame_put_u32(header, (uint32_t)payload);
+    frame_iov_append(&b.base, sizeof(header), header);
+    protobuf_c_message_pack_to_buffer(msg, &b.base);
+    if (b.failed) {
+        frame_iov_free(f);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < b.nparts; i++)
+        f->iov[i] = (struct iovec){ .iov_base = b.part[i].ref != NULL ? (void *)b.part[i].ref
+                                                                      : f->small + b.part[i].off,
+                                    .iov_len = b.part[i].len };
+    f->niov = b.nparts;
+    f->length = FRAME_HEADER_BYTES + payload;
+    return 0;
+}
+
+void frame_iov_free(struct frame_iov *f)
+{
+    free(f->small);
+    f->small = NULL;
+    f->niov = 0;
 }

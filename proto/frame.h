@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include <protobuf-c/protobuf-c.h>
 
@@ -60,6 +61,28 @@ int frame_encode(const ProtobufCMessage *msg, uint32_t max, uint8_t **frame_p,
  * Little-endian helpers for the packed span tables of the protocol: one
  * unaligned load or store each (a request's tables are millions of them).
  */
+/*
+ * A frame to write with sendmsg(): the header and the message's small parts
+ * copied into one buffer, bytes fields of at least FRAME_IOV_REF_BYTES
+ * pointed at where the caller keeps them (a request's span tables: 3.2 MB
+ * for 100,000 spans, which frame_encode copied into a fresh buffer whose
+ * pages faulted in at every request). The message must stay unchanged
+ * until the frame is written.
+ */
+#define FRAME_IOV_MAX        8
+#define FRAME_IOV_REF_BYTES  (64u << 10)
+
+struct frame_iov {
+    struct iovec iov[FRAME_IOV_MAX];
+    int niov;
+    size_t length;                      /* bytes in all: header and payload */
+    uint8_t *small;                     /* owned: the copied parts */
+};
+
+/* 0, -EMSGSIZE when the payload exceeds max, -ENOMEM. */
+int frame_encode_iov(const ProtobufCMessage *msg, uint32_t max, struct frame_iov *f);
+void frame_iov_free(struct frame_iov *f);
+
 static inline void frame_put_u64(uint8_t *p, uint64_t v)
 {
     v = htole64(v);

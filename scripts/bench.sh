@@ -16,6 +16,9 @@
 #   small        B10_BENCH_SMALL_ITERS sequential 320 KiB WRITEs: p50, p99
 #   lanes        the largest size two-daemon with --wire-lanes 0, 1, 2, 4, 8
 #   concurrency  1, 4 and 16 rank pairs writing 32 MiB at once, two-daemon
+#   python       100,000 spans into libb10's tables (py-submit.py); NIXL's
+#                make_prepped_xfer + transfer of 100,000 indices to the first
+#                byte moving, stage by stage (py-post.py), one daemon and two
 #
 # and the ceilings, with the daemons stopped, after the size cases and again
 # after the lane sweep (each ceiling the best of its runs): ucx_perftest
@@ -335,8 +338,21 @@ if daemons_start main ""; then
         else
             failed "pysubmit: $(grep -m1 -E '^(FAIL|MISMATCH)' "$RUN/pysubmit.out" || tail -n 1 "$RUN/pysubmit.err")"
         fi
+        # NIXL's post of 100,000 indices, stage by stage, on the daemons' own clocks.
+        B10_LIBRARY=$BUILD/lib/libb10.so.1 PYTHONPATH=$top/client/python:$top/client/nixl \
+            timeout -k 5 300 /usr/bin/python3 "$top/tests/bench/py-post.py" "$GM/A.sock" "$GM/B.sock" \
+            >"$RUN/pypost.out" 2>"$RUN/pypost.err"
+        for c in local two; do
+            if _line=$(grep "^result pypost.$c " "$RUN/pypost.out"); then
+                echo "$_line" >"$RUN/r.pypost.$c"
+                say "nixl post ($c): 100,000 indices to the first byte moving in $(rv "pypost.$c" total_ms | fmt 2) ms, planning $(rv "pypost.$c" plan_ms | fmt 2) ms"
+            else
+                failed "pypost.$c: $(grep -m1 -E '^(FAIL|MISMATCH)' "$RUN/pypost.out" || tail -n 1 "$RUN/pypost.err")"
+                break
+            fi
+        done
     else
-        say "python: no numpy for /usr/bin/python3 (python3-numpy): the span-table figure is left out"
+        say "python: no numpy for /usr/bin/python3 (python3-numpy): the span-table and post figures are left out"
     fi
     # Host memory that is no memfd (malloc), reached through the ranks' /proc/self/mem.
     if [ "$MEM" = dram ]; then
@@ -660,6 +676,29 @@ if [ -f "$RUN/r.pysubmit" ]; then
         "$(calc "a / b" "$am" "$(rv pysubmit list_ms)" | fmt 3)" "" "" \
         "≤ 5 ms (whole submit call: $(rv pysubmit submit_ms | fmt 1) ms)" "$(verdict "a <= 5" "$am")"
 fi
+
+# NIXL's post of 100,000 indices: the whole post against the target and against the
+# rows posted the way transfer() did before (same run, alternating), each stage beside
+# the total, and the daemon's planning against its target.
+for c in local two; do
+    key=pypost.$c
+    [ -f "$RUN/r.$key" ] || continue
+    case $c in local) where="one daemon (direct copy)" ;; *) where="two daemons (A to B)" ;; esac
+    tot=$(rv "$key" total_ms)
+    row "NIXL make_prepped_xfer + transfer of 100,000 indices (2 KiB blocks, random order), $where: to the first byte moving" \
+        "$(printf '%s' "$tot" | fmt 2) ms" "posted as before (a TransferRequest): $(rv "$key" old_ms | fmt 2) ms" \
+        "$(calc "a / b" "$tot" "$(rv "$key" old_ms)" | fmt 2)" "" "" "≤ 2 ms" "$(verdict "a <= 2" "$tot")"
+    stages=""
+    for st in index python encode socket decode check start; do
+        stages="$stages${stages:+, }$st $(rv "$key" "${st}_ms" | fmt 2)"
+    done
+    row "… its stages (ms, medians; py-post.py says each), $where" "$stages" \
+        "total $(printf '%s' "$tot" | fmt 2) ms" "" "" "" "—" ""
+    pns=$(calc "a * 1e6 / b" "$(rv "$key" plan_ms)" "$(rv "$key" spans)")
+    row "… the daemon's planning of its 100,000 spans (plan_build, caches cold after the copy before), $where" \
+        "$(printf '%s' "$pns" | fmt 1) ns a span ($(rv "$key" plan_ms | fmt 2) ms)" "target 15 ns a span" \
+        "$(calc "a / 15" "$pns" | fmt 2)" "" "" "≤ 15 ns a span" "$(verdict "a <= 15" "$pns")"
+done
 
 # Small requests: latency.
 for path in two local; do

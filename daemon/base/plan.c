@@ -1,6 +1,7 @@
 /* plan.c — see plan.h. */
 #include "plan.h"
 
+#include <assert.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,16 +17,41 @@ struct plan_span {
 
 /* The widest radix digit: 2^11 counters stay in the L1 cache. */
 #define PLAN_DIGIT_MAX_BITS 11
+/* At most this many digit passes over one segment of key bits (64 bits / 11 + 1). */
+#define PLAN_PASSES_MAX 7
 
 static inline uint64_t plan_key(const struct plan_span *s, bool by_dst)
 {
     return by_dst ? s->dst : s->src;
 }
 
+/* How many spans ahead a walk in sorted order asks for: about a DRAM latency of work. */
+#define PLAN_PREFETCH 16
+
+/* What one pass over the spans learnt of a side's keys: which bits differ, whether in order. */
+struct plan_keys {
+    uint64_t all_or, all_and;
+    bool sorted;
+};
+
+static inline void plan_keys_init(struct plan_keys *k)
+{
+    *k = (struct plan_keys){ 0, UINT64_MAX, true };
+}
+
+static inline void plan_keys_add(struct plan_keys *k, uint64_t key, uint64_t prev, size_t i)
+{
+    if (i > 0 && key < prev)
+        k->sorted = false;
+    k->all_or |= key;
+    k->all_and &= key;
+}
+
 /*
  * Sort n spans by key (destination or source), stably: spans of equal keys
- * stay in request order. Returns the order (indices into spans, written to
- * order), or NULL when the spans are in order already.
+ * stay in request order. keys is what the reading pass learnt of them.
+ * Returns the order (indices into spans, written to order), or NULL when
+ * the spans are in order already.
  *
  * A request of KV blocks holds up to a million spans, and planning runs on
  * the loop thread at both ends of every transfer, so this is a radix sort,
@@ -34,24 +60,18 @@ static inline uint64_t plan_key(const struct plan_span *s, bool by_dst)
  * span's index, so that a pass moves 8 bytes, not a span. Its digits cover
  * only the bits where the keys differ, in as few passes of at most 11 bits as
  * those take: the addresses of one KV pool differ in 20 to 30 bits, so two or
- * three passes. Keys that differ in more bits than fit beside the index are
- * sorted a segment at a time, lowest first, each stable pass keeping the
- * order the ones before made. recs and tmp hold n records each.
+ * three passes. The records are built and every pass's digits counted in one
+ * read of the spans, so that a pass is one scatter. Keys that differ in more
+ * bits than fit beside the index are sorted a segment at a time, lowest
+ * first, each stable pass keeping the order the ones before made. recs and
+ * tmp hold n records each.
  */
 static const uint32_t *plan_sort(const struct plan_span *spans, size_t n, bool by_dst,
-                                 uint64_t *recs, uint64_t *tmp, uint32_t *order)
+                                 const struct plan_keys *keys, uint64_t *recs, uint64_t *tmp,
+                                 uint32_t *order)
 {
-    bool sorted = true;
-    uint64_t all_or = 0, all_and = UINT64_MAX;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t k = plan_key(&spans[i], by_dst);
-        if (i > 0 && k < plan_key(&spans[i - 1], by_dst))
-            sorted = false;
-        all_or |= k;
-        all_and &= k;
-    }
-    uint64_t differ = all_or ^ all_and;
-    if (sorted || differ == 0)
+    uint64_t differ = keys->all_or ^ keys->all_and;
+    if (keys->sorted || differ == 0)
         return NULL;
     /* n >= 2 here: the index takes 1 to 31 bits, the key part the rest. */
     unsigned index_bits = 64 - (unsigned)__builtin_clzll((uint64_t)(n - 1));
@@ -59,29 +79,33 @@ static const uint32_t *plan_sort(const struct plan_span *spans, size_t n, bool b
     unsigned low = (unsigned)__builtin_ctzll(differ);
     unsigned end = 64 - (unsigned)__builtin_clzll(differ);
     uint64_t *from = recs, *to = tmp;
+    static_assert(64 / PLAN_DIGIT_MAX_BITS + 1 <= PLAN_PASSES_MAX, "passes of a segment");
     for (unsigned seg = low; seg < end; seg += 64 - index_bits) {
         unsigned bits = end - seg < 64 - index_bits ? end - seg : 64 - index_bits;
         uint64_t key_mask = (UINT64_C(1) << bits) - 1;
-        for (size_t i = 0; i < n; i++) {
-            size_t index = seg == low ? i : (size_t)(from[i] & index_mask);
-            from[i] = (plan_key(&spans[index], by_dst) >> seg & key_mask) << index_bits | index;
-        }
         unsigned passes = (bits + PLAN_DIGIT_MAX_BITS - 1) / PLAN_DIGIT_MAX_BITS;
         unsigned width = (bits + passes - 1) / passes;
         uint64_t mask = (UINT64_C(1) << width) - 1;
+        uint32_t count[PLAN_PASSES_MAX][1u << PLAN_DIGIT_MAX_BITS];
+        memset(count, 0, passes * sizeof(count[0]));
+        for (size_t i = 0; i < n; i++) {
+            size_t index = seg == low ? i : (size_t)(from[i] & index_mask);
+            uint64_t r = (plan_key(&spans[index], by_dst) >> seg & key_mask) << index_bits | index;
+            from[i] = r;
+            for (unsigned pass = 0; pass < passes; pass++)
+                count[pass][r >> (index_bits + pass * width) & mask]++;
+        }
         for (unsigned pass = 0; pass < passes; pass++) {
             unsigned shift = index_bits + pass * width;
-            uint32_t count[1u << PLAN_DIGIT_MAX_BITS] = { 0 };
-            for (size_t i = 0; i < n; i++)
-                count[from[i] >> shift & mask]++;
+            uint32_t *c = count[pass];
             uint32_t at = 0;
             for (uint64_t b = 0; b <= mask; b++) {
-                uint32_t c = count[b];
-                count[b] = at;
-                at += c;
+                uint32_t k = c[b];
+                c[b] = at;
+                at += k;
             }
             for (size_t i = 0; i < n; i++)
-                to[count[from[i] >> shift & mask]++] = from[i];
+                to[c[from[i] >> shift & mask]++] = from[i];
             uint64_t *swap = from;
             from = to;
             to = swap;
@@ -164,6 +188,28 @@ static struct plan *plan_alloc(size_t max_pieces, size_t max_chunks)
 }
 
 /*
+ * Give back what a plan sized for max_pieces and max_chunks did not fill,
+ * where that is much (kept as it is if the allocator cannot): a transfer
+ * holds its plan while it runs, and merged spans can leave most of the
+ * bound unused. A plan that filled a quarter keeps it: shrinking its block made
+ * the allocator hand the next plan fresh pages, whose faults cost more
+ * than the pass the bound saves.
+ */
+static void plan_trim(struct plan *plan, uint64_t max_pieces, uint64_t max_chunks)
+{
+    if (plan->npieces > 0 && plan->npieces < max_pieces / 4) {
+        struct plan_piece *p = realloc(plan->pieces, plan->npieces * sizeof(*p));
+        if (p != NULL)
+            plan->pieces = p;
+    }
+    if (plan->nchunks > 0 && plan->nchunks < max_chunks / 4) {
+        struct plan_chunk *c = realloc(plan->chunks, plan->nchunks * sizeof(*c));
+        if (c != NULL)
+            plan->chunks = c;
+    }
+}
+
+/*
  * Destinations of one size that is a power of two, each at a whole number of
  * sizes from the lowest (a KV pool's blocks), overlap only where two are the
  * same: a bitmap of those slots decides in one pass, where sorting them cost
@@ -198,18 +244,58 @@ static bool plan_dst_slots(const struct plan_span *spans, size_t n, uint64_t dmi
 }
 
 /*
+ * Sources of one size that is a power of two, each at a whole number of
+ * sizes from the lowest and no two the same (a KV pool's blocks, each read
+ * once): their order by source is a walk of those slots. One pass puts
+ * each span's index in its slot and one walks the slots, where the radix
+ * sort made five (its records, two digits, the order) at about 10 ns a
+ * span. Returns false when the spans are not of that shape, two share a
+ * slot (the sort keeps those in request order), or the slots outnumber
+ * slots_max; else the order is in order.
+ */
+static bool plan_src_slots(const struct plan_span *spans, size_t n, uint64_t smin, uint64_t smax,
+                           uint32_t *slots, size_t slots_max, uint32_t *order)
+{
+    uint64_t len = spans[0].len;
+    if (n < 2 || (len & (len - 1)) != 0)
+        return false;
+    unsigned shift = (unsigned)__builtin_ctzll(len);
+    uint64_t range = (smax - smin) >> shift;          /* the highest slot */
+    if (range >= slots_max)
+        return false;
+    /* n <= UINT32_MAX / 2: no index is the empty slot's mark. */
+    memset(slots, 0xff, (size_t)(range + 1) * sizeof(*slots));
+    for (size_t i = 0; i < n; i++) {
+        uint64_t off = spans[i].src - smin;
+        if ((off & (len - 1)) != 0 || slots[off >> shift] != UINT32_MAX)
+            return false;
+        slots[off >> shift] = (uint32_t)i;
+    }
+    size_t k = 0;
+    for (uint64_t slot = 0; slot <= range; slot++)
+        if (slots[slot] != UINT32_MAX)
+            order[k++] = slots[slot];
+    return true;
+}
+
+/*
  * Read and check the request's spans into spans (request order), refusing
  * overlapping destinations, and leave in *order_p the order sorting them by
- * source (equal sources in request order; NULL: request order). recs and tmp
- * hold count records each, order count indices.
+ * source (equal sources in request order; NULL: request order) and in
+ * *total_p their bytes. recs and tmp hold count records each, order count
+ * indices.
  */
 static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst_spans,
                                     size_t count, struct plan_span *spans, uint64_t *recs,
                                     uint64_t *tmp, uint32_t *order, const uint32_t **order_p,
-                                    char *detail, size_t detail_len)
+                                    uint64_t *total_p, char *detail, size_t detail_len)
 {
-    bool one_size = true;
-    uint64_t dmin = UINT64_MAX, dmax = 0;
+    bool one_size = true, overflow = false;
+    uint64_t dmin = UINT64_MAX, dmax = 0, smin = UINT64_MAX, smax = 0, total = 0;
+    struct plan_keys src_keys, dst_keys;
+
+    plan_keys_init(&src_keys);
+    plan_keys_init(&dst_keys);
     for (size_t i = 0; i < count; i++) {
         struct plan_span *s = &spans[i];
         uint64_t dlen = frame_get_u64(dst_spans + i * SPAN_BYTES + 8);
@@ -226,9 +312,17 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
             snprintf(detail, detail_len, "span %zu wraps the address space", i);
             return B10_ERR_INVALID_ARG;
         }
+        /* Said only once the destinations are known not to overlap, as before. */
+        overflow |= total + s->len < total;
+        total += s->len;
         one_size &= s->len == spans[0].len;
         dmin = s->dst < dmin ? s->dst : dmin;
         dmax = s->dst > dmax ? s->dst : dmax;
+        smin = s->src < smin ? s->src : smin;
+        smax = s->src > smax ? s->src : smax;
+        /* What the sorts need to know, learnt here rather than in a pass of their own. */
+        plan_keys_add(&src_keys, s->src, i > 0 ? s[-1].src : 0, i);
+        plan_keys_add(&dst_keys, s->dst, i > 0 ? s[-1].dst : 0, i);
     }
 
     /* Two spans writing the same destination byte make the result depend on order. */
@@ -245,50 +339,66 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
             snprintf(detail, detail_len, "destination spans %zu and %zu overlap", p, c);
             return B10_ERR_INVALID_ARG;
         }
-        *order_p = plan_sort(spans, count, false, recs, tmp, order);
-        return B10_OK;
-    }
-    const uint32_t *by_dst = plan_sort(spans, count, true, recs, tmp, order);
-    for (size_t i = 1; i < count; i++) {
-        uint32_t p = by_dst != NULL ? by_dst[i - 1] : (uint32_t)(i - 1);
-        uint32_t c = by_dst != NULL ? by_dst[i] : (uint32_t)i;
-        if (spans[c].dst < spans[p].dst + spans[p].len) {
-            snprintf(detail, detail_len, "destination spans %u and %u overlap", p, c);
-            return B10_ERR_INVALID_ARG;
+    } else {
+        const uint32_t *by_dst = plan_sort(spans, count, true, &dst_keys, recs, tmp, order);
+        for (size_t i = 1; i < count; i++) {
+            uint32_t p = by_dst != NULL ? by_dst[i - 1] : (uint32_t)(i - 1);
+            uint32_t c = by_dst != NULL ? by_dst[i] : (uint32_t)i;
+            if (spans[c].dst < spans[p].dst + spans[p].len) {
+                snprintf(detail, detail_len, "destination spans %u and %u overlap", p, c);
+                return B10_ERR_INVALID_ARG;
+            }
         }
     }
-    *order_p = plan_sort(spans, count, false, recs, tmp, order);
+    if (overflow) {
+        snprintf(detail, detail_len, "transfer length overflows 64 bits");
+        return B10_ERR_TOO_LARGE;
+    }
+    /* recs, free again, holds the slots: 2 a span. */
+    if (!src_keys.sorted && one_size &&
+        plan_src_slots(spans, count, smin, smax, (uint32_t *)recs, 2 * count, order))
+        *order_p = order;
+    else
+        *order_p = plan_sort(spans, count, false, &src_keys, recs, tmp, order);
+    *total_p = total;
     return B10_OK;
 }
 
-/*
- * Pack n spans, in the given order (order NULL: as they are), into chunks of
- * at most max_chunk bytes. A span contiguous with the one before on both
- * sides extends its piece; a piece is split where a chunk fills.
- */
-static b10_status_t plan_pack(const struct plan_span *spans, const uint32_t *order,
-                              size_t n, uint64_t max_chunk, struct plan **plan_p, char *detail,
-                              size_t detail_len)
+/* The runs n spans make in the given order once those contiguous on both sides are merged. */
+static uint64_t plan_runs(const struct plan_span *spans, const uint32_t *order, size_t n)
 {
-    struct plan *plan;
-    b10_status_t status;
-
-    /* The total, and the runs the spans make once contiguous ones are merged. */
-    uint64_t total = 0, runs = 0;
+    uint64_t runs = 0;
     const struct plan_span *prev = NULL;
     for (size_t i = 0; i < n; i++) {
         const struct plan_span *s = order != NULL ? &spans[order[i]] : &spans[i];
-        if (total + s->len < total) {
-            snprintf(detail, detail_len, "transfer length overflows 64 bits");
-            status = B10_ERR_TOO_LARGE;
-            return status;
-        }
-        total += s->len;
         runs += prev == NULL || prev->src + prev->len != s->src || prev->dst + prev->len != s->dst;
         prev = s;
     }
+    return runs;
+}
+
+/*
+ * Pack n spans of total bytes, in the given order (order NULL: as they
+ * are), into chunks of at most max_chunk bytes. A span contiguous with the
+ * one before on both sides extends its piece; a piece is split where a
+ * chunk fills.
+ *
+ * One pass over the spans: the tables are sized for every span a run of
+ * its own (the order is a scatter through memory, and a pass to count the
+ * runs first cost as much as the packing), then given back what they did
+ * not fill. Only spans so large that this bound overflows a chunk index
+ * are counted first, to refuse exactly the plans that need too many chunks.
+ */
+static b10_status_t plan_pack(const struct plan_span *spans, const uint32_t *order,
+                              size_t n, uint64_t total, uint64_t max_chunk, struct plan **plan_p,
+                              char *detail, size_t detail_len)
+{
+    struct plan *plan;
+
     /* Each split adds at most one chunk. Both terms are bounded first, so no sum wraps. */
-    uint64_t full = total / max_chunk;
+    uint64_t full = total / max_chunk, runs = n;
+    if (full > UINT32_MAX || runs > UINT32_MAX || full + 2 * runs > UINT32_MAX)
+        runs = plan_runs(spans, order, n);
     if (full > UINT32_MAX || runs > UINT32_MAX || full + 2 * runs > UINT32_MAX) {
         snprintf(detail, detail_len, "transfer of %" PRIu64 " bytes needs too many chunks", total);
         return B10_ERR_TOO_LARGE;
@@ -302,6 +412,9 @@ static b10_status_t plan_pack(const struct plan_span *spans, const uint32_t *ord
     struct plan_chunk *chunk = NULL;
     struct plan_piece *last = NULL;     /* the current chunk's last piece */
     for (size_t i = 0; i < n; i++) {
+        /* In source order the spans are a scatter through memory: ask for them ahead. */
+        if (order != NULL && i + PLAN_PREFETCH < n)
+            __builtin_prefetch(&spans[order[i + PLAN_PREFETCH]]);
         const struct plan_span *s = order != NULL ? &spans[order[i]] : &spans[i];
         uint64_t src = s->src, dst = s->dst, left = s->len;
         while (left > 0) {
@@ -328,6 +441,7 @@ static b10_status_t plan_pack(const struct plan_span *spans, const uint32_t *ord
         }
     }
     plan->total = total;
+    plan_trim(plan, runs + max_chunks, max_chunks);
     *plan_p = plan;
     return B10_OK;
 }
@@ -354,12 +468,13 @@ b10_status_t plan_build(const uint8_t *src_spans, const uint8_t *dst_spans, size
         return B10_ERR_NO_MEMORY;
     uint64_t *recs = (uint64_t *)(spans + count);
     uint32_t *order_buf = (uint32_t *)(recs + 2 * count);
+    uint64_t total;
     status = plan_read_spans(src_spans, dst_spans, count, spans, recs, recs + count, order_buf,
-                             &order, detail, detail_len);
+                             &order, &total, detail, detail_len);
     if (status != B10_OK)
         goto out;
 
-    status = plan_pack(spans, order, count, max_chunk, &plan, detail, detail_len);
+    status = plan_pack(spans, order, count, total, max_chunk, &plan, detail, detail_len);
     if (status != B10_OK)
         goto out;
     *plan_p = plan;
@@ -381,8 +496,8 @@ b10_status_t plan_rechunk(struct plan *plan, uint64_t max_chunk)
     /* Packing joins again the pieces split at the old chunk boundaries. */
     for (uint32_t i = 0; i < plan->npieces; i++)
         spans[i] = (struct plan_span){ plan->pieces[i].src, plan->pieces[i].dst, plan->pieces[i].len };
-    b10_status_t status = plan_pack(spans, NULL, plan->npieces, max_chunk, &packed, detail,
-                                    sizeof(detail));
+    b10_status_t status = plan_pack(spans, NULL, plan->npieces, plan->total, max_chunk, &packed,
+                                    detail, sizeof(detail));
     free(spans);
     if (status != B10_OK)
         return status;

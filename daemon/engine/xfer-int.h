@@ -96,7 +96,16 @@ struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t
  * without memory, the plan freed.
  */
 struct xfer *xfer_new_submitted(struct b10d *d, enum xfer_role role, struct session *s,
-                                struct plan *plan, uint32_t deadline_ms, uint64_t checked_from);
+                                struct plan *plan, uint32_t deadline_ms, uint64_t checked_from,
+                                uint64_t plan_ns);
+/*
+ * plan_build of a rank's request into chunks of one staging view, and how
+ * long it took (*ns_p, for XferTimes): the planner's own cost, apart from
+ * the checks around it.
+ */
+b10_status_t xfer_plan(struct b10d *d, const uint8_t *src_spans, const uint8_t *dst_spans,
+                       size_t count, struct plan **plan_p, uint64_t *ns_p, char *detail,
+                       size_t detail_len);
 /* Free a finished transfer once nothing in flight can call back into it. */
 void xfer_maybe_free(struct xfer *x);
 /* Past its deadline: failed now (true), or still in time. */
@@ -181,6 +190,9 @@ enum xfer_step {
     XS_RESULT,          /* S, READ: RESULT heard; R: RESULT sent */
     XS_TOLD,            /* the rank's done notice queued */
 };
+/* x's first bytes begin to move now, unless some did before (a write-back's: its READ's too). */
+void xfer_times_first(struct xfer *x);
+
 #define XFER_TRACE_NO_CHUNK UINT32_MAX
 
 /* With --trace: start x's trace at t0_ns (uv_hrtime), record steps, log it once. */

@@ -320,6 +320,7 @@ b10_status_t xfer_send_new(struct session *s, struct peer *peer, const char *rem
     struct b10d *d = s->d;
     const uint8_t *local = role == XFER_READ ? dst_spans : src_spans;
     struct plan *plan = NULL;
+    uint64_t plan_ns;
     b10_status_t status;
 
     uint64_t checked_from = uv_hrtime();
@@ -332,11 +333,10 @@ b10_status_t xfer_send_new(struct session *s, struct peer *peer, const char *rem
                  peer->quarantined, config_peer_quarantine(&d->cfg));
         return B10_ERR_STAGING_EXHAUSTED;
     }
-    status = plan_build(src_spans, dst_spans, count, staging_view_bytes(d->staging), &plan, detail,
-                        detail_len);
+    status = xfer_plan(d, src_spans, dst_spans, count, &plan, &plan_ns, detail, detail_len);
     if (status != B10_OK)
         return status;
-    struct xfer *x = xfer_new_submitted(d, role, s, plan, deadline_ms, checked_from);
+    struct xfer *x = xfer_new_submitted(d, role, s, plan, deadline_ms, checked_from, plan_ns);
     if (x == NULL)
         return B10_ERR_NO_MEMORY;
     x->peer = peer;

@@ -209,8 +209,20 @@ struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t
     return x;
 }
 
+b10_status_t xfer_plan(struct b10d *d, const uint8_t *src_spans, const uint8_t *dst_spans,
+                       size_t count, struct plan **plan_p, uint64_t *ns_p, char *detail,
+                       size_t detail_len)
+{
+    uint64_t t0 = uv_hrtime();
+    b10_status_t status = plan_build(src_spans, dst_spans, count, staging_view_bytes(d->staging),
+                                     plan_p, detail, detail_len);
+    *ns_p = uv_hrtime() - t0;
+    return status;
+}
+
 struct xfer *xfer_new_submitted(struct b10d *d, enum xfer_role role, struct session *s,
-                                struct plan *plan, uint32_t deadline_ms, uint64_t checked_from)
+                                struct plan *plan, uint32_t deadline_ms, uint64_t checked_from,
+                                uint64_t plan_ns)
 {
     struct xfer *x = xfer_new(d, role, ids_new_xfer(&d->ids), xfer_budget(d, deadline_ms));
     if (x == NULL) {
@@ -219,6 +231,7 @@ struct xfer *xfer_new_submitted(struct b10d *d, enum xfer_role role, struct sess
     }
     x->plan = plan;
     x->plan_ms = (double)(uv_hrtime() - checked_from) / 1e6;
+    x->times.plan_ns = plan_ns;
     xfer_trace_begin(x, checked_from);
     xfer_trace(x, XS_PLANNED);
     x->session = s;
@@ -358,8 +371,20 @@ size_t xfer_fields(const struct xfer *x, b10_status_t status, const char *messag
     return n;
 }
 
+void xfer_times_first(struct xfer *x)
+{
+    uint64_t now = uv_hrtime();
+    if (x->times.first_ns == 0)
+        x->times.first_ns = now;
+    struct xfer *read = x->read.parent;
+    if (x->role == XFER_RECV && read != NULL && read->times.first_ns == 0)
+        read->times.first_ns = now;
+}
+
 void xfer_tell_rank(struct xfer *x)
 {
+    /* Told only once over (quiescence before news): its end as the rank should count it. */
+    x->times.ended_ns = uv_hrtime();
     xfer_trace(x, XS_TOLD);
     rank_xfer_done(x->d, x->session, x);
 }
@@ -709,6 +734,7 @@ b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *
     x->holds++;
     slot->view->holds++;
     slot->phase_ns = uv_hrtime();
+    xfer_times_first(x);
     xfer_trace_step(x, gather ? XS_GATHER : XS_SCATTER, slot->chunk);
     if (!gather) {
         x->scatters++;

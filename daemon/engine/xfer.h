@@ -128,6 +128,17 @@ struct xfer {
     char local_agent[256];
     char remote_agent[256];
 
+    /*
+     * What the rank hears of this transfer's own timings (XferTimes), in
+     * uv_hrtime() ns: session.c sets when its request arrived, was decoded
+     * and accepted, the engine when its first bytes began to move and when
+     * it was over. 0: not reached.
+     */
+    struct xfer_times {
+        uint64_t received_ns, decoded_ns, accepted_ns, first_ns, ended_ns;
+        uint64_t plan_ns;           /* of decoded..accepted, plan_build's own */
+        uint64_t spans;             /* as submitted, before any merging */
+    } times;
     uint64_t started_ms;
     double plan_ms;                 /* S, READ: checking and planning the request (the rank waits) */
     uint64_t ready_ms;              /* S: when READY came (admission took ready_ms - started_ms) */

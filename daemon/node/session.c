@@ -17,6 +17,7 @@
 #include "ipc.h"
 #include "names.h"
 #include "peer.h"
+#include "plan.h"
 #include "rank.h"
 #include "wire.h"
 #include "ask.h"
@@ -195,6 +196,7 @@ static void session_destroy(struct session *s)
         session_dereg_end(list_entry(pos, struct session_dereg, node), B10_ERR_CLIENT_GONE, NULL);
     /* Regions stay mapped while copies that touch them finish: they hold references. */
     mem_table_clear(&s->mem);
+    arena_close(&s->arena);
     list_remove(&s->node);
     s->d->nsessions--;
     free(s);
@@ -343,6 +345,16 @@ void session_xfer_done(struct session *s, const struct xfer *x)
     done.xfer_id = x->id;
     done.status = (B10__Status)x->status;
     done.detail = (char *)x->detail;
+    B10__XferTimes times = B10__XFER_TIMES__INIT;
+    times.received_ns = x->times.received_ns;
+    times.decoded_ns = x->times.decoded_ns;
+    times.accepted_ns = x->times.accepted_ns;
+    times.first_ns = x->times.first_ns;
+    times.ended_ns = x->times.ended_ns;
+    times.bytes = x->plan != NULL ? x->plan->total : 0;
+    times.spans = x->times.spans;
+    times.plan_ns = x->times.plan_ns;
+    done.times = &times;
     msg.body_case = B10__DAEMON_MSG__BODY_DONE;
     msg.done = &done;
     session_send(s, &msg);
@@ -452,6 +464,7 @@ static b10_status_t session_on_hello(struct session *s, uint64_t seq, const B10_
     hr.daemon_id = d->daemon_id;
     hr.agent_desc = (ProtobufCBinaryData){ desc_len, packed };
     hr.max_frame = d->cfg.max_frame;
+    hr.span_arena = true;
     hr.pid = (uint32_t)getpid();
     B10__Reply reply = B10__REPLY__INIT;
     reply.body_case = B10__REPLY__BODY_HELLO;
@@ -853,17 +866,51 @@ static struct xfer *session_xfer(struct session *s, uint64_t id)
     return NULL;
 }
 
-static void session_on_submit(struct session *s, uint64_t seq, const B10__SubmitXfer *req)
+/* When a request frame arrived whole and was decoded: a transfer's first two times. */
+struct session_arrival {
+    uint64_t received_ns, decoded_ns;
+};
+
+static void session_on_submit(struct session *s, uint64_t seq, const B10__SubmitXfer *req,
+                              struct session_arrival *at)
 {
     char detail[256] = "";
     struct xfer *x;
-    b10_status_t status = xfer_submit(s, req, &x, detail, sizeof(detail));
+    B10__SubmitXfer from_arena;
+    uint8_t *tables = NULL;
+    b10_status_t status = B10_OK;
 
+    if (req->arena_spans != 0) {
+        /* The tables are the arena's copy from here on: the rank may rewrite the arena. */
+        if (req->local_spans.len != 0 || req->remote_spans.len != 0) {
+            snprintf(detail, sizeof(detail), "spans both in the arena and in the request");
+            status = B10_ERR_INVALID_ARG;
+        } else {
+            status = arena_take(s->arena.map, s->arena.length, req->arena_spans, &tables,
+                                detail, sizeof(detail));
+        }
+        if (status == B10_OK) {
+            size_t table = (size_t)req->arena_spans * SPAN_BYTES;
+            from_arena = *req;
+            from_arena.local_spans = (ProtobufCBinaryData){ table, tables };
+            from_arena.remote_spans = (ProtobufCBinaryData){ table, tables + table };
+            from_arena.arena_spans = 0;
+            req = &from_arena;
+            at->decoded_ns = uv_hrtime();
+        }
+    }
+    if (status == B10_OK)
+        status = xfer_submit(s, req, &x, detail, sizeof(detail));
+    free(tables);
     if (status != B10_OK) {
         log_info("client %s: transfer refused: %s: %s", s->agent, b10_status_name(status), detail);
         session_reply(s, seq, status, detail, NULL);
         return;
     }
+    x->times.received_ns = at->received_ns;
+    x->times.decoded_ns = at->decoded_ns;
+    x->times.spans = req->local_spans.len / SPAN_BYTES;
+    x->times.accepted_ns = uv_hrtime();
     B10__SubmitReply sr = B10__SUBMIT_REPLY__INIT;
     sr.xfer_id = x->id;
     B10__Reply reply = B10__REPLY__INIT;
@@ -881,9 +928,12 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
  */
 static b10_status_t session_on_frame(struct session *s, const uint8_t *buf, size_t length)
 {
+    struct session_arrival at = { .received_ns = uv_hrtime() };
     B10__ClientMsg *msg = b10__client_msg__unpack(NULL, length, buf);
     int fd = -1;
     b10_status_t rc = B10_OK;
+
+    at.decoded_ns = uv_hrtime();
 
     if (msg == NULL) {
         s->d->stats.client_protocol_errors++;
@@ -927,8 +977,19 @@ static b10_status_t session_on_frame(struct session *s, const uint8_t *buf, size
         session_on_invalidate(s, msg->seq, msg->invalidate_agent);
         break;
     case B10__CLIENT_MSG__BODY_SUBMIT:
-        session_on_submit(s, msg->seq, msg->submit);
+        session_on_submit(s, msg->seq, msg->submit, &at);
         break;
+    case B10__CLIENT_MSG__BODY_SPAN_ARENA: {
+        char detail[256] = "";
+        fd = ipc_conn_take_fd(s->conn);
+        b10_status_t st = arena_open(&s->arena, fd, msg->span_arena->length, s->d->cfg.max_frame,
+                                     detail, sizeof(detail));
+        if (st != B10_OK)
+            log_info("client %s: span arena refused: %s: %s", s->agent, b10_status_name(st),
+                     detail);
+        session_reply(s, msg->seq, st, detail, NULL);
+        break;
+    }
     case B10__CLIENT_MSG__BODY_CHECK_AGENT:
     case B10__CLIENT_MSG__BODY_NOTIFY_AGENT: {
         char detail[256] = "";

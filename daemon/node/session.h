@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "b10d.h"
+#include "arena.h"
 #include "ipc.h"
 #include "mem.h"
 
@@ -51,6 +52,7 @@ struct session {
     struct list asks;               /* struct ask.session_node: questions to remote daemons */
     struct list deregs;             /* deregistrations waiting for copies through their region */
     size_t notice_reserved;         /* bytes of sync messages promised to landing transfers */
+    struct arena arena;             /* where its large requests' span tables lie (arena.h) */
 };
 
 /* The client socket's hooks (ipc.h): a connection opens a session, and its frames go to it. */

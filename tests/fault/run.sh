@@ -45,7 +45,7 @@ DAEMON_OPTS="$DAEMON_OPTS --quarantine-ttl-ms 3000 --connect-timeout-ms 3000"
 scenario_limit() {
     case $1 in
     soak) echo $(( ${B10_SOAK_S:-60} + 150 )) ;;
-    fuzz) echo $(( ${B10_FUZZ_S:-12} * 7 + 240 )) ;;
+    fuzz) echo $(( ${B10_FUZZ_S:-12} * 8 + 240 )) ;;
     *) echo $(( LIMIT_S * SLOW )) ;;
     esac
 }

@@ -796,27 +796,30 @@ static int case_alive(const char *name)
  * planned into billions of chunks on the loop thread; a span outside the
  * registrations is refused by name.
  */
-static int case_hugespan(const char *name)
+/*
+ * A connection that said hello as agent and loaded its own descriptor, so
+ * that it may submit to itself: 0, with *hello_p the HelloReply's message
+ * (the caller frees it); else the failure, said.
+ */
+static int hello_self(struct conn *c, const char *name, char *agent, size_t agent_len,
+                      B10__DaemonMsg **hello_p)
 {
-    struct conn c;
     B10__Hello h = B10__HELLO__INIT;
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
     B10__DaemonMsg *m = NULL;
-    char agent[64], detail[256];
+    char detail[256];
     b10_status_t st;
-    int rc = 1;
 
-    if (conn_open(&c) != 0)
-        return fail(name, "connect");
-    snprintf(agent, sizeof(agent), "raw-%ld-%d", (long)getpid(), ++name_seq);
+    snprintf(agent, agent_len, "raw-%ld-%d", (long)getpid(), ++name_seq);
     h.version = RAW_PROTO_VERSION;
     h.agent_name = agent;
     msg.body_case = B10__CLIENT_MSG__BODY_HELLO;
     msg.hello = &h;
-    if (send_msg(&c, &msg, -1) != 0 || get_reply(&c, name, &st, detail, sizeof(detail), &m) != 0 ||
+    if (send_msg(c, &msg, -1) != 0 || get_reply(c, name, &st, detail, sizeof(detail), &m) != 0 ||
         st != B10_OK || m->reply->body_case != B10__REPLY__BODY_HELLO) {
-        fail(name, "hello");
-        goto out;
+        if (m != NULL)
+            b10__daemon_msg__free_unpacked(m, NULL);
+        return fail(name, "hello");
     }
     /* The daemon's own descriptor for us serves as a loaded remote agent. */
     B10__LoadAgent load = B10__LOAD_AGENT__INIT;
@@ -825,11 +828,29 @@ static int case_hugespan(const char *name)
     msg = (B10__ClientMsg)B10__CLIENT_MSG__INIT;
     msg.body_case = B10__CLIENT_MSG__BODY_LOAD_AGENT;
     msg.load_agent = &load;
-    if (send_msg(&c, &msg, -1) != 0 || get_reply(&c, name, &st, detail, sizeof(detail), NULL) != 0 ||
+    if (send_msg(c, &msg, -1) != 0 || get_reply(c, name, &st, detail, sizeof(detail), NULL) != 0 ||
         st != B10_OK) {
-        fail(name, "load agent: %s %s", b10_status_name(st), detail);
-        goto out;
+        b10__daemon_msg__free_unpacked(m, NULL);
+        return fail(name, "load agent: %s %s", b10_status_name(st), detail);
     }
+    c->max_frame = m->reply->hello->max_frame;
+    *hello_p = m;
+    return 0;
+}
+
+static int case_hugespan(const char *name)
+{
+    struct conn c;
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    B10__DaemonMsg *m = NULL;
+    char agent[64], detail[256];
+    b10_status_t st;
+    int rc = 1;
+
+    if (conn_open(&c) != 0)
+        return fail(name, "connect");
+    if (hello_self(&c, name, agent, sizeof(agent), &m) != 0)
+        goto out;
     static const struct {
         uint64_t len;
         b10_status_t want;
@@ -862,6 +883,137 @@ out:
         b10__daemon_msg__free_unpacked(m, NULL);
     conn_close(&c);
     return rc;
+}
+
+/* One request on c; 0 with its status and detail, else the failure (a drop included), said. */
+static int ask(struct conn *c, const char *name, const char *what, B10__ClientMsg *msg, int pass_fd,
+               b10_status_t *st_p, char *detail, size_t detail_len)
+{
+    if (send_msg(c, msg, pass_fd) != 0)
+        return fail(name, "%s: could not send", what);
+    int rc = get_reply(c, name, st_p, detail, detail_len, NULL);
+    if (rc > 0)
+        return fail(name, "%s: the daemon dropped the connection", what);
+    return rc;
+}
+
+/* A submit to itself of count spans in the arena (and frame_spans of them in the frame too). */
+static int arena_submit(struct conn *c, const char *name, const char *what, const char *agent,
+                        uint64_t count, size_t frame_spans, b10_status_t want)
+{
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    B10__SubmitXfer sub = B10__SUBMIT_XFER__INIT;
+    uint8_t span[SPAN_BYTES] = { 0 };
+    char detail[256] = "";
+    b10_status_t st;
+
+    sub.op = B10__OP__OP_WRITE;
+    sub.remote_agent = (char *)agent;
+    sub.arena_spans = count;
+    if (frame_spans > 0) {
+        sub.local_spans = (ProtobufCBinaryData){ sizeof(span), span };
+        sub.remote_spans = (ProtobufCBinaryData){ sizeof(span), span };
+    }
+    msg.body_case = B10__CLIENT_MSG__BODY_SUBMIT;
+    msg.submit = &sub;
+    if (ask(c, name, what, &msg, -1, &st, detail, sizeof(detail)) != 0)
+        return 1;
+    if (st != want || detail[0] == '\0')
+        return fail(name, "%s: %s (%s), expected %s with a reason", what, b10_status_name(st),
+                    detail, b10_status_name(want));
+    return 0;
+}
+
+/* A SpanArena request of length bytes with pass_fd. */
+static int arena_give(struct conn *c, const char *name, const char *what, uint64_t length,
+                      int pass_fd, b10_status_t want)
+{
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    B10__SpanArena sa = B10__SPAN_ARENA__INIT;
+    char detail[256] = "";
+    b10_status_t st;
+
+    sa.length = length;
+    msg.body_case = B10__CLIENT_MSG__BODY_SPAN_ARENA;
+    msg.span_arena = &sa;
+    if (ask(c, name, what, &msg, pass_fd, &st, detail, sizeof(detail)) != 0)
+        return 1;
+    if (st != want || (want != B10_OK && detail[0] == '\0'))
+        return fail(name, "%s: %s (%s), expected %s", what, b10_status_name(st), detail,
+                    b10_status_name(want));
+    return 0;
+}
+
+/*
+ * The span arena: a memfd the rank hands over for its large requests'
+ * span tables, whose bytes are the rank's to change at any time. Every
+ * arena the daemon cannot map safely and every count that does not lie
+ * inside the arena is refused with a reason, the connection kept; what
+ * the arena holds is checked as a frame's spans would be.
+ */
+static int case_arena(const char *name)
+{
+    struct conn c;
+    B10__DaemonMsg *m = NULL;
+    char agent[64];
+    size_t size = 1u << 20;
+    int mfd = sealed_memfd(size, true), ufd = sealed_memfd(size, false), pfd[2] = { -1, -1 };
+    int bad = 1;
+    uint8_t *arena = MAP_FAILED;
+
+    if (mfd < 0 || ufd < 0 || pipe2(pfd, O_CLOEXEC) != 0)
+        return fail(name, "memfd or pipe: %s", strerror(errno));
+    if (conn_open(&c) != 0)
+        return fail(name, "connect");
+    if (hello_self(&c, name, agent, sizeof(agent), &m) != 0)
+        goto out;
+    if (!m->reply->hello->span_arena) {
+        fail(name, "the daemon does not say it reads a span arena");
+        goto out;
+    }
+    arena = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (arena == MAP_FAILED) {
+        fail(name, "mmap: %s", strerror(errno));
+        goto out;
+    }
+    if (arena_submit(&c, name, "spans in an arena never given", agent, 10, 0, B10_ERR_INVALID_ARG) ||
+        arena_give(&c, name, "an arena without a descriptor", size, -1, B10_ERR_INVALID_ARG) ||
+        arena_give(&c, name, "an arena in a pipe", size, pfd[0], B10_ERR_INVALID_ARG) ||
+        arena_give(&c, name, "an arena not sealed against shrinking", size, ufd, B10_ERR_INVALID_ARG) ||
+        arena_give(&c, name, "an arena past its memfd's end", size + 1, mfd, B10_ERR_INVALID_ARG) ||
+        arena_give(&c, name, "an arena of 0 bytes", 0, mfd, B10_ERR_TOO_LARGE) ||
+        arena_give(&c, name, "an arena over --max-frame", (uint64_t)c.max_frame + 1, mfd,
+                   B10_ERR_TOO_LARGE) ||
+        arena_give(&c, name, "the sealed memfd", size, mfd, B10_OK))
+        goto out;
+    /* Zeros: spans of length 0, refused by the same checks as a frame's. */
+    if (arena_submit(&c, name, "one span more than the arena holds", agent, size / 32 + 1, 0,
+                     B10_ERR_INVALID_ARG) ||
+        arena_submit(&c, name, "2^64 - 1 spans", agent, UINT64_MAX, 0, B10_ERR_INVALID_ARG) ||
+        arena_submit(&c, name, "spans in the arena and the frame", agent, 1, 1, B10_ERR_INVALID_ARG) ||
+        arena_submit(&c, name, "spans of 0 bytes", agent, 10, 0, B10_ERR_INVALID_ARG))
+        goto out;
+    /* Junk: spans of memory nobody registered. */
+    for (size_t i = 0; i < 2 * 10; i++) {
+        frame_put_u64(arena + i * SPAN_BYTES, 0x100000 + i * 4096);
+        frame_put_u64(arena + i * SPAN_BYTES + 8, 4096);
+    }
+    if (arena_submit(&c, name, "spans of memory not registered", agent, 10, 0,
+                     B10_ERR_NOT_REGISTERED))
+        goto out;
+    bad = pass(name, "unsafe arenas, counts outside the arena and its junk refused with reasons, "
+               "the connection kept");
+out:
+    if (arena != MAP_FAILED)
+        munmap(arena, size);
+    if (m != NULL)
+        b10__daemon_msg__free_unpacked(m, NULL);
+    conn_close(&c);
+    close(mfd);
+    close(ufd);
+    close(pfd[0]);
+    close(pfd[1]);
+    return bad;
 }
 
 /*
@@ -1019,6 +1171,7 @@ static const struct testout_case cases[] = {
     { "libreg", case_libreg },
     { "procreg", case_procreg },
     { "hugespan", case_hugespan },
+    { "arena", case_arena },
     { "vramclaim", case_vramclaim },
     { "alive", case_alive },
 };

@@ -331,11 +331,17 @@ def submit(r: Any, op: str, local: List[Tuple[str, int, int]], remote: List[Tupl
 def submit_arrays(r: Any, local: List[Tuple[str, int, int]], remote: List[Tuple[int, int]],
                   remote_name: str, form: str, deadline_ms: Optional[int] = None) -> int:
     """A WRITE whose spans are numpy arrays built in the rank: form "n2" (N x 2 of
-    ptr, size), "n3" (N x 3, the device too, in MemoryDescs) or "pair" (addresses,
-    lengths); returns its id."""
+    ptr, size), "n3" (N x 3, the device too, in MemoryDescs), "pair" (addresses,
+    lengths) or "tables" (N x 2 uint64, submit_span_tables); returns its id."""
     import numpy as np
     src = np.array([(r.bufs[k].ptr + off, n, 0) for k, off, n in local], dtype=np.int64)
     dst = np.array([(a, n, 0) for a, n in remote], dtype=np.int64)
+    if form == "tables":
+        st = r.agent.submit_span_tables("WRITE", np.ascontiguousarray(src[:, :2], np.uint64),
+                                        np.ascontiguousarray(dst[:, :2], np.uint64),
+                                        remote_name, None, deadline_ms)
+        r.xfers[st.xfer_id] = st
+        return st.xfer_id
     if form == "n2":
         s, d = src[:, :2], dst[:, :2]
     elif form == "n3":

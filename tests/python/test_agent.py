@@ -329,9 +329,27 @@ def test_span_tables_as_arrays() -> None:
         assert [(spans[i].addr, spans[i].length) for i in range(n)] == want
 
 
+def test_span_tables_taken_as_they_are_or_refused() -> None:
+    """submit_span_tables takes (N, 2) uint64 C-contiguous tables only: anything else is
+    refused with the reason before libb10 sees it, never converted (no agent needed)."""
+    np = pytest.importorskip("numpy", reason="numpy is not installed (scripts/deps.sh --test)")
+    agent = b10.B10TransferAgent.__new__(b10.B10TransferAgent)
+    ok = np.array([[4096, 64], [8192, 64]], dtype=np.uint64)
+    bad = [(ok.astype(np.int64), "not int64 of"), (ok.astype(">u8"), "not >u8 of"),
+           (np.asfortranarray(ok), "not C-contiguous"), (ok[:, :1], "shape (2, 1)"),
+           (np.zeros((0, 2), dtype=np.uint64), "shape (0, 2)"), ([(4096, 64)], "not list")]
+    for table, why in bad:
+        for local, remote in ((table, ok), (ok, table)):
+            with pytest.raises(b10.B10TransferError) as ei:
+                agent.submit_span_tables("WRITE", local, remote, "peer")
+            assert ei.value.status == "B10_ERR_INVALID_ARG" and why in ei.value.detail, why
+    with pytest.raises(b10.B10TransferError, match="pair up"):
+        agent.submit_span_tables("WRITE", ok, ok[:1].copy(), "peer")
+
+
 # ---------------------------------------------------------------- two ranks
 
-@pytest.mark.parametrize("form", ["n2", "n3", "pair"])
+@pytest.mark.parametrize("form", ["n2", "n3", "pair", "tables"])
 def test_write_from_span_arrays(ranks, daemons, form: str) -> None:
     """A WRITE whose spans are numpy arrays lands byte for byte, as one of tuples does."""
     pytest.importorskip("numpy", reason="numpy is not installed (scripts/deps.sh --test)")

@@ -504,11 +504,12 @@ def test_check_remote_xfer_done_from_threads(daemons, agents) -> None:
     assert d.notifs.get(s.name) == []
 
 
-def test_each_side_keeps_its_memory_kind(daemons, agents, monkeypatch) -> None:
-    """A DRAM local side paired with a peer's VRAM side (vLLM with host-buffered KV):
-    the request b10 is given names each side's own kind, by either way of making the
-    transfer. The peer's VRAM region is declared in its metadata as a GPU rank's would
-    be (no GPU here); the submit is intercepted, so nothing moves."""
+def test_post_hands_the_picked_rows_to_b10(daemons, agents, monkeypatch) -> None:
+    """A DRAM local side paired with a peer's VRAM side (vLLM with host-buffered KV),
+    by either way of making the transfer: the post gives b10 the picked rows as
+    (K, 2) uint64 tables of (address, length), as they lie, and no memory kind (the
+    daemon knows each region's). The peer's VRAM region is declared in its metadata
+    as a GPU rank's would be (no GPU here); the submit is intercepted, so nothing moves."""
     a, b = daemons
     s, d, s_kv, d_kv = _two(agents, a, dst_daemon=b)
     sp, dp = s_kv.base_addrs()[0], d_kv.base_addrs()[0]
@@ -517,20 +518,21 @@ def test_each_side_keeps_its_memory_kind(daemons, agents, monkeypatch) -> None:
                                                        rows))
     seen = []
 
-    def submit(req):
-        seen.append((req.src_descs.type, req.dst_descs.type))
+    def submit(op, local, remote, name, sync, deadline_ms):
+        seen.append((op, local.dtype, local.shape, local.tolist(), remote.tolist(), name, sync))
         raise b10.B10Error(15, "intercepted", "submit")
-    monkeypatch.setattr(s.agent, "submit_transfer_requests", submit)
-    local = s.prep_xfer_dlist("NIXL_INIT_AGENT", [(sp, 4096, 0)], "DRAM")
-    remote = s.prep_xfer_dlist(peer, [(dp, 4096, 0)], "VRAM")
-    made = [s.make_prepped_xfer("WRITE", local, [0], remote, [0]),
+    monkeypatch.setattr(s.agent, "submit_span_tables", submit)
+    local = s.prep_xfer_dlist("NIXL_INIT_AGENT", [(sp, 4096, 0), (sp + 8192, 4096, 0)], "DRAM")
+    remote = s.prep_xfer_dlist(peer, [(dp, 4096, 0), (dp + 4096, 4096, 0)], "VRAM")
+    made = [s.make_prepped_xfer("WRITE", local, [1], remote, [0], notif_msg=b"n"),
             s.initialize_xfer("READ", s.get_xfer_descs([(sp, 4096, 0)], "DRAM"),
-                              s.get_xfer_descs([(dp, 4096, 0)], "VRAM"), peer)]
+                              s.get_xfer_descs([(dp + 4096, 4096, 0)], "VRAM"), peer)]
     for h in made:
         with pytest.raises(nb.nixlNotSupportedError, match="intercepted"):
             s.transfer(h)
         s.release_xfer_handle(h)
-    assert seen == [("DRAM", "VRAM"), ("DRAM", "VRAM")]
+    assert seen == [("WRITE", np.uint64, (1, 2), [[sp + 8192, 4096]], [[dp, 4096]], peer, b"n"),
+                    ("READ", np.uint64, (1, 2), [[sp, 4096]], [[dp + 4096, 4096]], peer, None)]
 
 
 def test_non_contiguous_tensors_refused(daemons, agents) -> None:
@@ -642,3 +644,47 @@ def test_handle_objects_and_both_signatures(daemons, agents) -> None:
     local.release()
     with pytest.raises(nb.nixlInvalidParamError):
         s.make_prepped_xfer("WRITE", local, [0], remote, [0])
+
+
+def test_telemetry_is_the_daemons_own(daemons, agents) -> None:
+    """get_xfer_telemetry of a landed transfer, one daemon and two: b10d's own timings
+    (post until its first bytes moved, no longer than the transfer; nonzero; ending no
+    later than this process first saw it over), its byte count the sum of the chosen
+    descriptors' lengths. Durations are compared with each other, never with a figure."""
+    import time
+    a, b = daemons
+    lens = [4096, 8192, 2048, 16384]
+    offs = np.cumsum([0] + lens[:-1]).tolist()
+    for dst_daemon in (a, b):
+        s_kv, d_kv = KV(1, 1, 64 * KiB, 33), KV(1, 1, 64 * KiB, None)
+        s = agents("src", a, capture_telemetry=True)
+        d = agents("dst", dst_daemon)
+        s.register_memory(s_kv.reg_tuples(), "DRAM")
+        d.register_memory(d_kv.reg_tuples(), "DRAM")
+        peer = s.add_remote_agent(d.get_agent_metadata())
+        sp, dp = s_kv.base_addrs()[0], d_kv.base_addrs()[0]
+        local = s.prep_xfer_dlist("", [(sp + o, n, 0) for o, n in zip(offs, lens)], "DRAM")
+        remote = s.prep_xfer_dlist(peer, [(dp + o, n, 0) for o, n in zip(offs, lens)], "DRAM")
+        pick = [0, 2, 3]
+        h = s.make_prepped_xfer("WRITE", local, pick, remote, pick)
+        t0 = time.monotonic_ns()
+        s.transfer(h)
+        wait_done(s, h)
+        seen_us = (time.monotonic_ns() - t0) // 1000
+        t = s.get_xfer_telemetry(h)
+        where = "one daemon" if dst_daemon is a else "two daemons"
+        assert t.totalBytes == sum(lens[i] for i in pick) and t.descCount == len(pick), where
+        assert 0 <= t.postDuration <= t.xferDuration, (where, t)
+        assert t.xferDuration > 0, (where, t)
+        # The daemon's end, not this process's look: no later than the look.
+        assert t.xferDuration <= seen_us, (where, t, seen_us)
+        st = s._xfers[h._handle].status.times
+        assert st.field_mask & b10._lib.B10_XFER_TIMES_DAEMON and \
+            st.field_mask & b10._lib.B10_XFER_TIMES_FIRST, where
+        assert st.received_ns <= st.accepted_ns <= st.first_ns <= st.ended_ns, (where, st)
+        again = s.get_xfer_telemetry(h)
+        assert (again.postDuration, again.xferDuration) == (t.postDuration, t.xferDuration)
+        s.release_xfer_handle(h)
+        for i in pick:
+            o, n = offs[i], lens[i]
+            assert np.array_equal(d_kv.arr(0)[0, o:o + n], s_kv.arr(0)[0, o:o + n]), (where, i)

@@ -177,11 +177,11 @@ def test_repost_while_running_refused_then_allowed(slow_daemons, agents) -> None
     assert got == [b"post", b"repost"], got
 
 
-def test_telemetry_ends_when_first_seen_over(slow_daemons, agents) -> None:
-    """xferDuration ends at the first call that saw the transfer over, whichever call
-    it is (here get_xfer_telemetry, with no check_xfer_state after the post): from
-    then on every read gives the same figures, and a later poll does not move them.
-    The hook holds the transfer, so the post itself cannot have seen it over."""
+def test_telemetry_fixed_once_over(slow_daemons, agents) -> None:
+    """While the hook holds the transfer, xferDuration is the time so far and grows;
+    once it is over (seen first by get_xfer_telemetry, with no check_xfer_state after
+    the post) every read gives the same figures, b10d's own, and a later poll does not
+    move them. The hook holds the transfer, so the post itself cannot have seen it over."""
     a, b = slow_daemons
     s, d, s_kv, d_kv, local, remote = pair_on(agents, a, b, 1 * MiB, seed=55)
     s.telemetry = True

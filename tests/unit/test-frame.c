@@ -316,6 +316,93 @@ static void test_encode_over_max(void **state)
     free(frame);
 }
 
+/* The iovecs of frame_encode_iov, joined: they must be frame_encode's bytes exactly. */
+static void assert_iov_is_frame(const ProtobufCMessage *msg)
+{
+    struct frame_iov f;
+    uint8_t *want;
+    size_t want_len;
+
+    assert_int_equal(frame_encode(msg, FRAME_MAX_LIMIT, &want, &want_len), 0);
+    assert_int_equal(frame_encode_iov(msg, FRAME_MAX_LIMIT, &f), 0);
+    assert_int_equal(f.length, want_len);
+    assert_true(f.niov >= 1 && f.niov <= FRAME_IOV_MAX);
+    size_t at = 0;
+    for (int i = 0; i < f.niov; i++) {
+        assert_true(at + f.iov[i].iov_len <= want_len);
+        assert_memory_equal(f.iov[i].iov_base, want + at, f.iov[i].iov_len);
+        at += f.iov[i].iov_len;
+    }
+    assert_int_equal(at, want_len);
+    frame_iov_free(&f);
+    free(want);
+}
+
+/*
+ * A submit's span tables go out where the caller keeps them, not copied;
+ * the small fields around them are copied; more large fields than iovecs
+ * are copied too, and the bytes are frame_encode's every time.
+ */
+static void test_encode_iov(void **state)
+{
+    size_t table = 100000 * SPAN_BYTES;
+    uint8_t *local = malloc(table), *remote = malloc(table);
+    assert_non_null(local);
+    assert_non_null(remote);
+    for (size_t i = 0; i < table; i++) {
+        local[i] = (uint8_t)(i * 7);
+        remote[i] = (uint8_t)(i * 13 + 1);
+    }
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    B10__SubmitXfer sx = B10__SUBMIT_XFER__INIT;
+    sx.op = B10__OP__OP_WRITE;
+    sx.remote_agent = (char *)"decode-0";
+    sx.local_spans = (ProtobufCBinaryData){ table, local };
+    sx.remote_spans = (ProtobufCBinaryData){ table, remote };
+    sx.deadline_ms = 5000;
+    sx.sync_msg = (ProtobufCBinaryData){ 5, (uint8_t *)"hello" };
+    msg.seq = 77;
+    msg.body_case = B10__CLIENT_MSG__BODY_SUBMIT;
+    msg.submit = &sx;
+    assert_iov_is_frame(&msg.base);
+
+    struct frame_iov f;
+    assert_int_equal(frame_encode_iov(&msg.base, FRAME_MAX_LIMIT, &f), 0);
+    int refs = 0;
+    for (int i = 0; i < f.niov; i++)
+        refs += f.iov[i].iov_base == local || f.iov[i].iov_base == remote;
+    assert_int_equal(refs, 2);
+    frame_iov_free(&f);
+
+    /* Small only: one copied part. */
+    sx.local_spans.len = sx.remote_spans.len = 32;
+    assert_iov_is_frame(&msg.base);
+    assert_int_equal(frame_encode_iov(&msg.base, FRAME_MAX_LIMIT, &f), 0);
+    assert_int_equal(f.niov, 1);
+    frame_iov_free(&f);
+
+    /* Over the maximum: refused, nothing to free. */
+    size_t packed = b10__client_msg__get_packed_size(&msg);
+    assert_int_equal(frame_encode_iov(&msg.base, (uint32_t)packed - 1, &f), -EMSGSIZE);
+    frame_iov_free(&f);
+
+    /* Four large fields (name and sync message too): more than the iovecs, the last copied. */
+    char *name = malloc(table + 1);
+    assert_non_null(name);
+    memset(name, 'n', table);
+    name[table] = '\0';
+    sx.remote_agent = name;
+    sx.local_spans.len = sx.remote_spans.len = table;
+    sx.sync_msg = (ProtobufCBinaryData){ table, remote };
+    assert_iov_is_frame(&msg.base);
+    assert_int_equal(frame_encode_iov(&msg.base, FRAME_MAX_LIMIT, &f), 0);
+    assert_int_equal(f.niov, FRAME_IOV_MAX - 1);    /* name, local and remote referenced */
+    frame_iov_free(&f);
+    free(name);
+    free(local);
+    free(remote);
+}
+
 static void test_zero_length_frame(void **state)
 {
     struct frame_reader reader;
@@ -425,6 +512,7 @@ int main(void)
         cmocka_unit_test(test_split_header),
         cmocka_unit_test(test_too_large),
         cmocka_unit_test(test_encode_over_max),
+        cmocka_unit_test(test_encode_iov),
         cmocka_unit_test(test_zero_length_frame),
         cmocka_unit_test(test_free_mid_frame),
         cmocka_unit_test(test_put_get_helpers),

@@ -1761,10 +1761,12 @@ static void test_covers(void **state)
 /* Against a byte map: covered exactly when every inner byte is an outer byte and totals agree. */
 /*
  * A KV pool's requests: spans of one power-of-two size at whole slots of a
- * pool, which plan_build checks for overlap with a bitmap of the slots rather
- * than a sort. The same plans and the same refusals, word for word, as the
- * reference; and the shapes the bitmap does not take (a span off its slot, a
- * size not a power of two, slots too sparse) still decided right by the sort.
+ * pool, which plan_build checks for overlap with a bitmap of the slots and
+ * orders by source with a walk of the source slots rather than sorts. The
+ * same plans and the same refusals, word for word, as the reference; and the
+ * shapes the slots do not take (a span off its slot, a size not a power of
+ * two, slots too sparse, a source read twice, which keeps request order)
+ * still decided right by the sorts.
  */
 static void test_reference_pool_slots(void **state)
 {
@@ -1810,8 +1812,22 @@ static void test_reference_pool_slots(void **state)
         default:
             break;
         }
-        snprintf(what, sizeof(what), "%zu spans of %llu bytes in %llu slots, %s", n,
-                 (unsigned long long)len, (unsigned long long)slots, shape);
+        const char *src_shape = "sources in slots";
+        switch (rng_below(5)) {
+        case 0:                         /* a block read twice: its spans stay in request order */
+            for (unsigned k = 1 + rng_below(3); n > 1 && k > 0; k--)
+                spans[rng_below(n)].src = spans[rng_below(n)].src;
+            src_shape = "a source twice";
+            break;
+        case 1:                         /* one source off its slot */
+            spans[rng_below(n)].src += 1 + rng_below(len - 1 ? len - 1 : 1);
+            src_shape = "a source off its slot";
+            break;
+        default:
+            break;
+        }
+        snprintf(what, sizeof(what), "%zu spans of %llu bytes in %llu slots, %s, %s", n,
+                 (unsigned long long)len, (unsigned long long)slots, shape, src_shape);
         uint8_t *src, *dst;
         spans_encode(spans, n, &src, &dst);
         enum ref_outcome o = ref_compare(src, dst, n, 4u << 20, seed, what, &cov, false);

@@ -461,6 +461,43 @@ uint64_t b10_xfer_id(b10_xfer_t *xfer);
  */
 void b10_xfer_release(b10_xfer_t *xfer);
 
+/* Which fields of a b10_xfer_times_t were written (0 in the others). */
+enum {
+    B10_XFER_TIMES_CLIENT = 1u << 0,   /* submit_ns, encoded_ns, sent_ns, replied_ns */
+    B10_XFER_TIMES_DAEMON = 1u << 1,   /* received_ns .. ended_ns, bytes, spans */
+    B10_XFER_TIMES_FIRST  = 1u << 2,   /* first_ns: at least one byte began to move */
+};
+
+/*
+ * A transfer's timings, CLOCK_MONOTONIC nanoseconds. libb10 takes the
+ * client's in this process; the daemon takes its own and sends them with
+ * the transfer's end, so they tell when it moved bytes, not when the
+ * caller next looked. Both clocks are one on a host (a time namespace
+ * apart, only the differences within each group hold).
+ */
+typedef struct {
+    uint64_t field_mask;       /* B10_XFER_TIMES_* of the fields written */
+    uint64_t submit_ns;        /* b10_xfer_submit was called */
+    uint64_t encoded_ns;       /* its request frame was built */
+    uint64_t sent_ns;          /* ... and written whole to the daemon's socket */
+    uint64_t replied_ns;       /* the daemon's acceptance was read */
+    uint64_t received_ns;      /* the daemon had the request frame whole */
+    uint64_t decoded_ns;       /* ... had decoded it, before any check */
+    uint64_t accepted_ns;      /* ... had checked and planned it: the acceptance went out */
+    uint64_t first_ns;         /* ... began moving its first bytes (copy, gather or read) */
+    uint64_t ended_ns;         /* ... saw it over: every byte landed, or it failed and is quiet */
+    uint64_t bytes;            /* bytes the transfer moves: the sum of its span lengths */
+    uint64_t spans;            /* spans it was submitted with */
+    uint64_t plan_ns;          /* of decoded_ns .. accepted_ns, the daemon's planning alone */
+} b10_xfer_times_t;
+
+/*
+ * The timings of a transfer that is over, into *times_p: B10_OK;
+ * B10_IN_PROGRESS (nothing written) while it runs. A transfer that ended
+ * with its connection has no daemon timings (field_mask says so).
+ */
+b10_status_t b10_xfer_times(b10_xfer_t *xfer, b10_xfer_times_t *times_p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -303,14 +303,14 @@ class _Side:
 class _Xfer:
     """A transfer handle: what to move, and the b10 transfer of its latest post."""
 
-    def __init__(self, op: str, lseg: int, rseg: int, local: np.ndarray, remote: np.ndarray,
-                 remote_name: str, notif: bytes):
+    def __init__(self, op: str, local: np.ndarray, remote: np.ndarray, remote_name: str,
+                 notif: bytes):
+        # No memory kinds: the daemon knows each region's from its registration, so a
+        # DRAM side pairs with a VRAM one as it is.
         self.op, self.remote_name, self.notif = op, remote_name, notif
-        # Each side's memory kind: a DRAM side may pair with a VRAM one.
-        self.lkind = nixlBind.seg_name(nixlBind.nixl_mem_t(lseg))
-        self.rkind = nixlBind.seg_name(nixlBind.nixl_mem_t(rseg))
-        self.local = np.ascontiguousarray(local[:, :2])      # (K, 2) uint64: addr, length
-        self.remote = np.ascontiguousarray(remote[:, :2])     # (no copy if already so)
+        # (K, 2) uint64 of (addr, length), C-contiguous: libb10's span tables as they are.
+        self.local = np.ascontiguousarray(local[:, :2], dtype=np.uint64)
+        self.remote = np.ascontiguousarray(remote[:, :2], dtype=np.uint64)
         self.lock = threading.RLock()
         self.status: Optional[b10.TransferStatus] = None
         self.start_ns = 0       # monotonic, at the post
@@ -779,7 +779,9 @@ class nixl_agent:
                                  "the remote side must be prepared with the peer's name", what)
         li = _indices(local_indices, ls.spans.shape[0], "local")
         ri = _indices(remote_indices, rs.spans.shape[0], "remote")
-        local, remote = ls.spans.take(li, axis=0), rs.spans.take(ri, axis=0)
+        # Checked by _indices: "clip" spares take a second bounds pass.
+        local = ls.spans.take(li, axis=0, mode="clip")
+        remote = rs.spans.take(ri, axis=0, mode="clip")
         self._pair(local, remote, what,
                    same_lengths=ls.uniform is not None and ls.uniform == rs.uniform)
         with self._lock:
@@ -787,8 +789,7 @@ class nixl_agent:
         if not loaded:
             raise nixlBind.error(nixlBind.B10_ERR_UNKNOWN_AGENT,
                                  f"agent {rs.agent!r} is not loaded any more", what)
-        return self._new_xfer(_Xfer(op, ls.seg, rs.seg, local, remote, rs.agent,
-                                    _msg(notif_msg)))
+        return self._new_xfer(_Xfer(op, local, remote, rs.agent, _msg(notif_msg)))
 
     def initialize_xfer(self, operation: str, local_descs: Any, remote_descs: Any,
                         remote_agent: str, notif_msg: Any = b"",
@@ -801,8 +802,7 @@ class nixl_agent:
         self._pair(local, remote, what)
         self._check_inside(None, int(ld.getType()), local, what)
         self._check_inside(remote_agent, int(rd.getType()), remote, what)
-        return self._new_xfer(_Xfer(op, int(ld.getType()), int(rd.getType()), local, remote,
-                                    remote_agent, _msg(notif_msg)))
+        return self._new_xfer(_Xfer(op, local, remote, remote_agent, _msg(notif_msg)))
 
     def transfer(self, handle: nixl_xfer_handle, notif_msg: Any = b"") -> str:
         """Post the transfer: "PROC" once b10d took it ("DONE" if it already landed,
@@ -820,11 +820,11 @@ class nixl_agent:
                 x.status.release()
                 x.status = None
             notif = _msg(notif_msg) or x.notif
-            req = b10.TransferRequest(
-                x.op, b10.MemoryDescs(x.lkind, x.local), b10.MemoryDescs(x.rkind, x.remote),
-                x.remote_name, notif or None, self.deadline_ms)
             t0 = time.monotonic_ns()
-            x.status = self._b10(self.agent.submit_transfer_requests, req)
+            # The picked rows go to libb10 as they lie (_Xfer keeps them (K, 2) uint64):
+            # a post of 10^5 descriptors makes no Python pass over them.
+            x.status = self._b10(self.agent.submit_span_tables, x.op, x.local, x.remote,
+                                 x.remote_name, notif or None, self.deadline_ms)
             x.start_ns, x.post_ns, x.done_ns = t0, time.monotonic_ns() - t0, 0
             code = self._observe(x)
             return "PROC" if code == _lib.B10_IN_PROGRESS else \
@@ -871,13 +871,33 @@ class nixl_agent:
         with x.lock:
             return self._state(x, handle)
 
+    @staticmethod
+    def _daemon_times(x: _Xfer) -> Optional[Tuple[int, int, int]]:
+        """(postDuration, xferDuration, totalBytes) in ns and bytes from b10d's own timings
+        of a transfer that is over, or None where it gave none (its connection died).
+        Post: until its first bytes began to move; xfer: until every byte landed (or it
+        failed and nothing of it runs). Both from this process's post where the daemon's
+        clock is this one (its receipt lies inside the submit call), else from the
+        daemon's receipt of the request: then neither holds the time to reach it."""
+        t = x.status.times if x.status is not None else None
+        if t is None or not t.field_mask & _lib.B10_XFER_TIMES_DAEMON:
+            return None
+        same_clock = t.field_mask & _lib.B10_XFER_TIMES_CLIENT and \
+            t.submit_ns <= t.received_ns <= t.replied_ns
+        origin = x.start_ns if same_clock else t.received_ns
+        xfer = max(t.ended_ns - origin, 0)
+        # Nothing moved (refused by the peer, failed before its first chunk): the post
+        # lasted until it was over.
+        post = t.first_ns - origin if t.field_mask & _lib.B10_XFER_TIMES_FIRST else xfer
+        return min(max(post, 0), xfer), xfer, int(t.bytes)
+
     def get_xfer_telemetry(self, handle: nixl_xfer_handle) -> nixlXferTelemetry:
         """The post's timings (µs) and size; nixlNoTelemetryError unless the agent was made
-        with capture_telemetry (or NIXL_TELEMETRY_ENABLE=y). Timed by this process (libb10
-        gives no completion time): startTime and postDuration bracket the submit;
-        xferDuration runs from the post's start to the first call of this agent that saw
-        the transfer over (this call included), so it is late by at most the time since
-        the caller's previous call on the handle; while running, the time so far."""
+        with capture_telemetry (or NIXL_TELEMETRY_ENABLE=y). Once the transfer is over, b10d's
+        own timings: postDuration from the post to its first bytes moving, xferDuration to
+        its last byte landed (_daemon_times). While it runs, or where b10d gave none (its
+        connection died), this process's: postDuration the submit call, xferDuration the
+        time until this agent first saw it over."""
         if not self.telemetry:
             raise nixlBind.error(_lib.B10_ERR_UNSUPPORTED,
                                  "telemetry is off: nixl_agent_config(capture_telemetry=True)",
@@ -889,6 +909,11 @@ class nixl_agent:
                 raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "the transfer was not posted",
                                      f"get_xfer_telemetry {handle}", nixlNotPostedError)
             self._observe(x)
+            daemon = self._daemon_times(x)
+            if daemon is not None:
+                post, xfer, total = daemon
+                return nixlXferTelemetry(x.start_ns // 1000, post // 1000, xfer // 1000, total,
+                                         len(x.local))
             end = x.done_ns or time.monotonic_ns()
             return nixlXferTelemetry(x.start_ns // 1000, x.post_ns // 1000,
                                      (end - x.start_ns) // 1000, x.total_bytes, len(x.local))

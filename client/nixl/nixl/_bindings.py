@@ -461,11 +461,10 @@ class nixlRegDList(_DList):
 class nixlXferTelemetry:
     """A transfer's timings (microseconds) and size, NIXL's field names.
 
-    startTime: when it was posted (µs on the monotonic clock); postDuration: how
-    long the post took until b10d had accepted it; xferDuration: from the post
-    until this process first saw the transfer over, in any call on the handle
-    (an upper bound of the daemon's own time; libb10 reports none); totalBytes,
-    descCount: what it moved.
+    startTime: when it was posted (µs on the monotonic clock); postDuration: from
+    the post until b10d began moving its first bytes; xferDuration: from the post
+    until its last byte landed, as b10d timed it (nixl_agent.get_xfer_telemetry
+    says what stands in while it runs); totalBytes, descCount: what it moved.
     """
 
     def __init__(self, startTime: int = 0, postDuration: int = 0, xferDuration: int = 0,

@@ -108,6 +108,18 @@ class XferParams(Structure):
     ]
 
 
+B10_XFER_TIMES_CLIENT = 1 << 0
+B10_XFER_TIMES_DAEMON = 1 << 1
+B10_XFER_TIMES_FIRST = 1 << 2
+
+
+class XferTimes(Structure):
+    """b10_xfer_times_t: CLOCK_MONOTONIC ns (time.monotonic_ns's clock)."""
+    _fields_ = [(name, c_uint64) for name in (
+        "field_mask", "submit_ns", "encoded_ns", "sent_ns", "replied_ns", "received_ns",
+        "decoded_ns", "accepted_ns", "first_ns", "ended_ns", "bytes", "spans", "plan_ns")]
+
+
 _st = c_int  # b10_status_t
 _P = POINTER
 # name: (restype, argtypes)
@@ -139,6 +151,7 @@ _PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
     "b10_xfer_detail": (c_char_p, [c_void_p]),
     "b10_xfer_id": (c_uint64, [c_void_p]),
     "b10_xfer_release": (None, [c_void_p]),
+    "b10_xfer_times": (_st, [c_void_p, _P(XferTimes)]),
 }
 
 

@@ -106,6 +106,7 @@ class TransferStatus:
         self._agent = agent          # keeps the connection open while the handle lives
         self._x: Optional[c_void_p] = handle
         self._final: Optional[Tuple[int, str]] = None
+        self._times: Optional[_lib.XferTimes] = None
         self.remote_name = remote_name
         self.xfer_id: int = agent._lib.b10_xfer_id(handle)
 
@@ -113,7 +114,13 @@ class TransferStatus:
 
     def _settle(self, code: int) -> int:
         if code != _lib.B10_IN_PROGRESS and self._final is None and self._x is not None:
-            detail = self._agent._lib.b10_xfer_detail(self._x) or b""
+            lib = self._agent._lib
+            detail = lib.b10_xfer_detail(self._x) or b""
+            # Kept with the outcome: the handle, and its times, go at release.
+            if lib.has("b10_xfer_times"):
+                t = _lib.XferTimes()
+                if lib.b10_xfer_times(self._x, byref(t)) == _lib.B10_OK:
+                    self._times = t
             self._final = (code, detail.decode(errors="replace"))
         return code
 
@@ -151,6 +158,14 @@ class TransferStatus:
         """The daemon's explanation of a failure ("" while running, on success, or if none)."""
         self._poll()
         return self._final[1] if self._final else ""
+
+    @property
+    def times(self) -> Optional[_lib.XferTimes]:
+        """The transfer's timings once it is over (None while it runs): libb10's of the
+        submission and the daemon's own (received, decoded, accepted, first bytes
+        moving, over), CLOCK_MONOTONIC ns; field_mask says which are there."""
+        self._poll()
+        return self._times
 
     def is_completed(self) -> bool:
         """True once every byte landed, False while running; a failure raises
@@ -467,10 +482,43 @@ class B10TransferAgent:
             raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
                                    f"{n_src} source and {n_dst} destination "
                                    "descriptors: the lists must pair up", what)
+        return self._submit(op, local, remote, n_src, str(request.remote_name),
+                            getattr(request, "deadline_ms", None),
+                            _msg_bytes(getattr(request, "sync_message", None)), what)
 
-        params = _lib.XferParams(op=op, local=local, remote=remote, count=n_src)
-        params.remote_agent = str(request.remote_name).encode()
-        deadline = getattr(request, "deadline_ms", None)
+    def submit_span_tables(self, op: Any, local: Any, remote: Any, remote_name: str,
+                           sync_message: Optional[Message] = None,
+                           deadline_ms: Optional[int] = None) -> TransferStatus:
+        """submit_transfer_requests for spans already laid out as libb10 takes them:
+        two C-contiguous (N, 2) uint64 numpy arrays of (address, length), passed to
+        libb10 as they are. No Python pass over the spans: libb10 and the daemon check
+        every one (a NIXL prepared list's rows, picked by index, need nothing more).
+        Anything else is refused, not converted."""
+        what = f"submit to {remote_name}"
+        tables = []
+        for side, a in (("local", local), ("remote", remote)):
+            ok = getattr(a, "dtype", None) is not None and a.dtype == "uint64" and \
+                a.ndim == 2 and a.shape[1] == 2 and a.flags["C_CONTIGUOUS"] and a.shape[0] > 0
+            if not ok:
+                got = f"{a.dtype} of shape {a.shape}" if hasattr(a, "flags") else type(a).__name__
+                if hasattr(a, "flags") and not a.flags["C_CONTIGUOUS"]:
+                    got += ", not C-contiguous"
+                raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
+                                       f"{side} spans must be a non-empty C-contiguous (N, 2) "
+                                       f"uint64 array, not {got}", what)
+            tables.append(a.ctypes.data_as(ctypes.POINTER(_lib.Span)))
+        if local.shape[0] != remote.shape[0]:
+            raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
+                                   f"{local.shape[0]} source and {remote.shape[0]} destination "
+                                   "descriptors: the lists must pair up", what)
+        # libb10 reads the tables only during the call, while local and remote hold them.
+        return self._submit(op_code(op), tables[0], tables[1], local.shape[0], str(remote_name),
+                            deadline_ms, _msg_bytes(sync_message), what)
+
+    def _submit(self, op: int, local: Any, remote: Any, count: int, remote_name: str,
+                deadline: Any, sync: bytes, what: str) -> TransferStatus:
+        params = _lib.XferParams(op=op, local=local, remote=remote, count=count)
+        params.remote_agent = remote_name.encode()
         deadline = self.deadline_ms if deadline is None else deadline
         if deadline is not None:
             # ctypes would wrap -1 into 4294967295 ms, which the daemon used to cap to its maximum.
@@ -484,7 +532,6 @@ class B10TransferAgent:
                                        f"0..{_DEADLINE_MAX_MS} (0: the daemon's default)", what)
             params.field_mask |= _lib.B10_XFER_FIELD_DEADLINE
             params.deadline_ms = ms
-        sync = _msg_bytes(getattr(request, "sync_message", None))
         if sync:
             # An older libb10 would ignore the SYNC bit and drop the message silently.
             self._fn("b10_agent_notify")
@@ -496,7 +543,7 @@ class B10TransferAgent:
         with self._lock:
             st = self._lib.b10_xfer_submit(self._open_conn(), byref(params), byref(x))
             self._check(st, what, B10TransferError)
-        status = TransferStatus(self, x, str(request.remote_name))
+        status = TransferStatus(self, x, remote_name)
         self._xfers.add(status)
         return status
 

@@ -1,0 +1,80 @@
+/* arena.c — see arena.h. */
+#include "arena.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "frame.h"
+#include "log.h"
+
+b10_status_t arena_open(struct arena *a, int fd, uint64_t length, uint64_t max, char *detail,
+                        size_t detail_len)
+{
+    struct stat st;
+
+    if (length == 0 || length > max) {
+        snprintf(detail, detail_len, "a span arena of %" PRIu64 " bytes: 1..%" PRIu64
+                 " (--max-frame)", length, max);
+        return B10_ERR_TOO_LARGE;
+    }
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(detail, detail_len, "a span arena comes with the descriptor of a memfd");
+        return B10_ERR_INVALID_ARG;
+    }
+    if ((uint64_t)st.st_size < length) {
+        snprintf(detail, detail_len, "a span arena of %" PRIu64 " bytes in a memfd of %" PRIu64,
+                 length, (uint64_t)st.st_size);
+        return B10_ERR_INVALID_ARG;
+    }
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        snprintf(detail, detail_len, "the memfd of a span arena must be sealed with F_SEAL_SHRINK");
+        return B10_ERR_INVALID_ARG;
+    }
+    void *map = mmap(NULL, (size_t)length, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        int err = errno;
+        log_warning("mmap of a %" PRIu64 "-byte span arena: %s", length, strerror(err));
+        snprintf(detail, detail_len, "mapping the span arena failed: %s", strerror(err));
+        return err == ENOMEM ? B10_ERR_NO_MEMORY : B10_ERR_IO;
+    }
+    arena_close(a);
+    a->map = map;
+    a->length = (size_t)length;
+    return B10_OK;
+}
+
+b10_status_t arena_take(const uint8_t *map, size_t length, uint64_t count, uint8_t **tables_p,
+                        char *detail, size_t detail_len)
+{
+    /* Bounded before the product, so that it cannot wrap. */
+    if (count == 0 || map == NULL || count > length / (2 * SPAN_BYTES)) {
+        snprintf(detail, detail_len, "%" PRIu64 " spans each way do not lie inside the span "
+                 "arena's %zu bytes", count, map != NULL ? length : 0);
+        return B10_ERR_INVALID_ARG;
+    }
+    size_t bytes = (size_t)count * 2 * SPAN_BYTES;
+    uint8_t *tables = malloc(bytes);
+    if (tables == NULL) {
+        snprintf(detail, detail_len, "out of memory for %" PRIu64 " spans", count);
+        return B10_ERR_NO_MEMORY;
+    }
+    /* One read of the shared bytes: the rank may rewrite them meanwhile, never after. */
+    memcpy(tables, map, bytes);
+    *tables_p = tables;
+    return B10_OK;
+}
+
+void arena_close(struct arena *a)
+{
+    if (a->map != NULL)
+        munmap((void *)a->map, a->length);
+    a->map = NULL;
+    a->length = 0;
+}
