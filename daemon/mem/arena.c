@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "frame.h"
 #include "log.h"
@@ -68,6 +69,42 @@ b10_status_t arena_take(const uint8_t *map, size_t length, uint64_t count, uint8
     /* One read of the shared bytes: the rank may rewrite them meanwhile, never after. */
     memcpy(tables, map, bytes);
     *tables_p = tables;
+    return B10_OK;
+}
+
+b10_status_t arena_check_written(const uint8_t *map, size_t length, uint64_t count, char *detail,
+                                 size_t detail_len)
+{
+    if (count == 0 || map == NULL || count > length / (2 * SPAN_BYTES))
+        return B10_OK;      /* arena_take refuses it, with its reason */
+    size_t bytes = (size_t)count * 2 * SPAN_BYTES;
+    /*
+     * Reading a page of the memfd that the rank never wrote would make it here, charged to
+     * the daemon for as long as the rank keeps its memfd: a sparse arena and a large count
+     * would be memory the rank never paid for. libb10 writes the tables just before it
+     * submits, so they are in the memfd's pages; a count that reaches past what was written
+     * is refused. (mincore: whether each page is in the memfd's page cache.)
+     */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), npages = (bytes + page - 1) / page;
+    unsigned char *vec = malloc(npages);
+    if (vec == NULL) {
+        snprintf(detail, detail_len, "out of memory for %" PRIu64 " spans", count);
+        return B10_ERR_NO_MEMORY;
+    }
+    if (mincore((void *)map, bytes, vec) != 0) {
+        snprintf(detail, detail_len, "the span arena's pages cannot be looked at: %s",
+                 strerror(errno));
+        free(vec);
+        return B10_ERR_INTERNAL;
+    }
+    for (size_t i = 0; i < npages; i++)
+        if (!(vec[i] & 1)) {
+            snprintf(detail, detail_len, "%" PRIu64 " spans each way reach page %zu of the span "
+                     "arena, which the rank never wrote", count, i);
+            free(vec);
+            return B10_ERR_INVALID_ARG;
+        }
+    free(vec);
     return B10_OK;
 }
 

@@ -38,6 +38,17 @@ b10_status_t arena_open(struct arena *a, int fd, uint64_t length, uint64_t max, 
 b10_status_t arena_take(const uint8_t *map, size_t length, uint64_t count, uint8_t **tables_p,
                         char *detail, size_t detail_len);
 
+/*
+ * Before arena_take, on the memfd's mapping: B10_ERR_INVALID_ARG when the
+ * tables of count spans reach a page of the memfd that the rank never
+ * wrote. Reading it would make that page, charged to the daemon for as
+ * long as the rank keeps its memfd: memory the rank never paid for. (A page
+ * swapped out reads as not written too; libb10 writes the tables just
+ * before it submits them.)
+ */
+b10_status_t arena_check_written(const uint8_t *map, size_t length, uint64_t count, char *detail,
+                                 size_t detail_len);
+
 /* Unmap it; a zeroed or closed arena is accepted. */
 void arena_close(struct arena *a);
 

@@ -886,8 +886,11 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
             snprintf(detail, sizeof(detail), "spans both in the arena and in the request");
             status = B10_ERR_INVALID_ARG;
         } else {
-            status = arena_take(s->arena.map, s->arena.length, req->arena_spans, &tables,
-                                detail, sizeof(detail));
+            status = arena_check_written(s->arena.map, s->arena.length, req->arena_spans,
+                                         detail, sizeof(detail));
+            if (status == B10_OK)
+                status = arena_take(s->arena.map, s->arena.length, req->arena_spans, &tables,
+                                    detail, sizeof(detail));
         }
         if (status == B10_OK) {
             size_t table = (size_t)req->arena_spans * SPAN_BYTES;

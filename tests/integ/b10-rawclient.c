@@ -897,9 +897,10 @@ static int ask(struct conn *c, const char *name, const char *what, B10__ClientMs
     return rc;
 }
 
-/* A submit to itself of count spans in the arena (and frame_spans of them in the frame too). */
-static int arena_submit(struct conn *c, const char *name, const char *what, const char *agent,
-                        uint64_t count, size_t frame_spans, b10_status_t want)
+/* A submit to itself of count spans in the arena (and frame_spans of them in the frame too),
+ * answered want with a reason (that says says, when not NULL). */
+static int arena_submit_says(struct conn *c, const char *name, const char *what, const char *agent,
+                             uint64_t count, size_t frame_spans, b10_status_t want, const char *says)
 {
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
     B10__SubmitXfer sub = B10__SUBMIT_XFER__INIT;
@@ -918,10 +919,17 @@ static int arena_submit(struct conn *c, const char *name, const char *what, cons
     msg.submit = &sub;
     if (ask(c, name, what, &msg, -1, &st, detail, sizeof(detail)) != 0)
         return 1;
-    if (st != want || detail[0] == '\0')
-        return fail(name, "%s: %s (%s), expected %s with a reason", what, b10_status_name(st),
-                    detail, b10_status_name(want));
+    if (st != want || detail[0] == '\0' || (says != NULL && strstr(detail, says) == NULL))
+        return fail(name, "%s: %s (%s), expected %s with a reason%s%s", what, b10_status_name(st),
+                    detail, b10_status_name(want), says != NULL ? " saying " : "",
+                    says != NULL ? says : "");
     return 0;
+}
+
+static int arena_submit(struct conn *c, const char *name, const char *what, const char *agent,
+                        uint64_t count, size_t frame_spans, b10_status_t want)
+{
+    return arena_submit_says(c, name, what, agent, count, frame_spans, want, NULL);
 }
 
 /* A SpanArena request of length bytes with pass_fd. */
@@ -986,12 +994,19 @@ static int case_arena(const char *name)
                    B10_ERR_TOO_LARGE) ||
         arena_give(&c, name, "the sealed memfd", size, mfd, B10_OK))
         goto out;
-    /* Zeros: spans of length 0, refused by the same checks as a frame's. */
     if (arena_submit(&c, name, "one span more than the arena holds", agent, size / 32 + 1, 0,
                      B10_ERR_INVALID_ARG) ||
         arena_submit(&c, name, "2^64 - 1 spans", agent, UINT64_MAX, 0, B10_ERR_INVALID_ARG) ||
-        arena_submit(&c, name, "spans in the arena and the frame", agent, 1, 1, B10_ERR_INVALID_ARG) ||
-        arena_submit(&c, name, "spans of 0 bytes", agent, 10, 0, B10_ERR_INVALID_ARG))
+        arena_submit(&c, name, "spans in the arena and the frame", agent, 1, 1, B10_ERR_INVALID_ARG))
+        goto out;
+    /* Its first page written, the rest never: a count reaching past it would make the daemon
+     * populate the rank's memfd. */
+    memset(arena, 0, 4096);
+    if (arena_submit_says(&c, name, "spans on pages the rank never wrote", agent, 4096 / 32 + 1, 0,
+                          B10_ERR_INVALID_ARG, "never wrote"))
+        goto out;
+    /* Zeros, written: spans of length 0, refused by the same checks as a frame's. */
+    if (arena_submit(&c, name, "spans of 0 bytes", agent, 10, 0, B10_ERR_INVALID_ARG))
         goto out;
     /* Junk: spans of memory nobody registered. */
     for (size_t i = 0; i < 2 * 10; i++) {
