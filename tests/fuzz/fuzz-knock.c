@@ -137,7 +137,7 @@ static void as_fields(const uint8_t *data, size_t size)
         for (int b = 0; b < 16; b++)
             k.addrs[i].bytes[b] = k.addrs[i].family == 4 && b >= 4 ? 0 : data[(i * 16 + b) % size];
     }
-    size_t n = knock_pack(&ring.keys[0], &k, buf, sizeof(buf));
+    size_t n = knock_pack(&ring.keys[0], &k, NULL, buf, sizeof(buf));
     if (n == 0)
         abort();
     b10_status_t st = knock_open(&ring, false, buf, n, &out, &authenticated, detail, sizeof(detail));

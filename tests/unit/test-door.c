@@ -157,7 +157,7 @@ static void side_open_at(struct side *s, const char *name, uint64_t id,
     memset(s, 0, sizeof(*s));
     s->gate = gate_create();
     assert_non_null(s->gate);
-    b10_status_t st = door_create(&loop, keys, s->gate, &cfg, &s->door, detail, sizeof(detail));
+    b10_status_t st = door_create(&loop, keys, NULL, s->gate, &cfg, &s->door, detail, sizeof(detail));
     open_doors[slot].door = s->door;
     open_doors[slot].gate = s->gate;
     if (st != B10_OK)
@@ -255,7 +255,7 @@ static void knock_and_wait(struct side *a, const struct wireaddr_door *at, unsig
                            struct knocked *r)
 {
     memset(r, 0, sizeof(*r));
-    assert_non_null(door_knock(a->door, at, n, r, on_knocked));
+    assert_non_null(door_knock(a->door, at, n, "b", r, on_knocked));
     if (!run_until(called, r, 5000))
         fail_msg("the knock did not end within 5 s");
     run_for(20);                                /* and never again */
@@ -409,7 +409,7 @@ static void test_knock_fails_later(void **state)
     struct knocked r = { 0 };
 
     open_pair(sides);
-    struct door_knock *k = door_knock(a->door, nowhere, 2, &r, on_knocked);
+    struct door_knock *k = door_knock(a->door, nowhere, 2, "b", &r, on_knocked);
     assert_non_null(k);
     assert_int_equal(r.calls, 0);
     assert_true(run_until(called, &r, 5000));
@@ -420,7 +420,7 @@ static void test_knock_fails_later(void **state)
 
     /* Cancelled before the loop ran: no call at all. */
     memset(&r, 0, sizeof(r));
-    k = door_knock(a->door, nowhere, 2, &r, on_knocked);
+    k = door_knock(a->door, nowhere, 2, "b", &r, on_knocked);
     assert_int_equal(r.calls, 0);
     door_knock_cancel(k);
     run_for(20);
@@ -435,7 +435,7 @@ static void test_knock_fails_later(void **state)
 
     /* The door destroyed before the loop ran: no call either. */
     memset(&r, 0, sizeof(r));
-    assert_non_null(door_knock(a->door, nowhere, 2, &r, on_knocked));
+    assert_non_null(door_knock(a->door, nowhere, 2, "b", &r, on_knocked));
     side_close(a);
     assert_int_equal(r.calls, 0);
     side_close(b);
@@ -451,7 +451,7 @@ static void test_knock_cancel(void **state)
     open_pair(sides);
     for (int steps = 0; steps < 16; steps++) {
         struct knocked r = { 0 };
-        struct door_knock *k = door_knock(a->door, sides[1].at, sides[1].nat, &r, on_knocked);
+        struct door_knock *k = door_knock(a->door, sides[1].at, sides[1].nat, "b", &r, on_knocked);
         assert_non_null(k);
         for (int i = 0; i < steps && r.calls == 0; i++)
             uv_run(&loop, UV_RUN_ONCE);
@@ -484,7 +484,7 @@ static void test_destroy_in_flight(void **state)
             struct knocked r = { 0 };
 
             open_pair(sides);
-            assert_non_null(door_knock(sides[0].door, sides[1].at, sides[1].nat, &r, on_knocked));
+            assert_non_null(door_knock(sides[0].door, sides[1].at, sides[1].nat, "b", &r, on_knocked));
             for (int i = 0; i < steps && r.calls == 0; i++)
                 uv_run(&loop, UV_RUN_ONCE);
             int calls = r.calls;
@@ -522,7 +522,7 @@ static size_t knock_msg(const struct auth_key *k, const char *addr, int64_t skew
     assert_int_equal(inet_pton(kn->addrs[0].family == 4 ? AF_INET : AF_INET6, addr,
                                kn->addrs[0].bytes), 1);
     kn->naddrs = 1;
-    size_t n = knock_pack(k, kn, out, KNOCK_MAX_BYTES);
+    size_t n = knock_pack(k, kn, NULL, out, KNOCK_MAX_BYTES);
     assert_true(n > 0);
     return n;
 }
@@ -665,11 +665,13 @@ static void test_door_drops(void **state)
     /* A KNOCK_ACK at a door. */
     kn.ack = true;
     kn.status = B10_OK;
-    n = knock_pack(&key, &kn, msg, sizeof(msg));
+    n = knock_pack(&key, &kn, NULL, msg, sizeof(msg));
     dropped(b, msg, n, false, true);
 
     /* A length word past KNOCK_MAX_BYTES, and one below an envelope. */
-    const uint8_t too_long[4] = { 0x00, 0x10, 0, 0 }, too_short[4] = { 8, 0, 0, 0 };
+    const uint32_t over = KNOCK_MAX_BYTES - 4 + 1;
+    const uint8_t too_long[4] = { (uint8_t)over, (uint8_t)(over >> 8), (uint8_t)(over >> 16), 0 };
+    const uint8_t too_short[4] = { 8, 0, 0, 0 };
     dropped(b, too_long, 4, false, true);
     dropped(b, too_short, 4, false, true);
 
@@ -804,7 +806,7 @@ static void fake_answer(struct side *a, int fake, uint16_t port, const struct au
     char detail[KNOCK_DETAIL_MAX];
 
     memset(r, 0, sizeof(*r));
-    assert_non_null(door_knock(a->door, &at, 1, r, on_knocked));
+    assert_non_null(door_knock(a->door, &at, 1, "b", r, on_knocked));
     wait_readable(fake);
     int c = accept4(fake, NULL, NULL, SOCK_CLOEXEC);
     assert_true(c >= 0);
@@ -823,7 +825,7 @@ static void fake_answer(struct side *a, int fake, uint16_t port, const struct au
     if (ack != NULL) {
         if (echo)
             memcpy(ack->nonce, kn.nonce, KNOCK_NONCE_BYTES);
-        size_t n = knock_pack(k, ack, out, sizeof(out));
+        size_t n = knock_pack(k, ack, NULL, out, sizeof(out));
         assert_true(n > 0);
         assert_int_equal(write(c, out, n), (ssize_t)n);
     }

@@ -105,7 +105,7 @@ static b10_status_t open_as(const struct auth_keyring *r, bool ack, const uint8_
 
 static size_t pack(const struct auth_key *key, const struct knock *k, uint8_t *buf)
 {
-    size_t n = knock_pack(key, k, buf, KNOCK_MAX_BYTES);
+    size_t n = knock_pack(key, k, NULL, buf, KNOCK_MAX_BYTES);
     assert_true(n > 4 + AUTH_OVERHEAD);
     return n;
 }
@@ -550,12 +550,12 @@ static void test_pack_bounds(void **state)
 
     for (int ack = 0; ack < 2; ack++) {
         ack ? good_ack(&k) : good_knock(&k);
-        size_t n = knock_pack(&key_a, &k, buf, sizeof(buf));
+        size_t n = knock_pack(&key_a, &k, NULL, buf, sizeof(buf));
         assert_true(n > 0 && n <= KNOCK_MAX_BYTES);
         memset(buf, 0xa5, sizeof(buf));
-        assert_int_equal(knock_pack(&key_a, &k, buf, n - 1), 0);
-        assert_int_equal(knock_pack(&key_a, &k, buf, 0), 0);
-        assert_int_equal(knock_pack(&key_a, &k, buf, n), n);
+        assert_int_equal(knock_pack(&key_a, &k, NULL, buf, n - 1), 0);
+        assert_int_equal(knock_pack(&key_a, &k, NULL, buf, 0), 0);
+        assert_int_equal(knock_pack(&key_a, &k, NULL, buf, n), n);
         for (size_t i = n; i < sizeof(buf); i++)
             assert_int_equal(buf[i], 0xa5);
         assert_int_equal(open_as(&ring, ack, buf, n, &out, &authenticated), B10_OK);
