@@ -242,6 +242,9 @@ static void door_answer(struct door_conn *c, const struct knock *knock, b10_stat
     c->done = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->write.data = c;
+    if (n == 0)
+        log_err("door: cannot answer a knock of %s: no memory, or the node key would not sign",
+                knock->name);
     if (n == 0 || uv_write(&c->write, (uv_stream_t *)&c->tcp, &buf, 1, door_on_answered) != 0)
         door_conn_close(c);
 }
@@ -667,7 +670,8 @@ static void door_try_connected(uv_connect_t *req, int status)
     t->write.data = t;
     if (n == 0 || uv_write(&t->write, (uv_stream_t *)&t->tcp, &buf, 1, door_try_wrote) != 0 ||
         uv_read_start((uv_stream_t *)&t->tcp, door_try_alloc, door_try_read) != 0)
-        door_try_failed(t, "the door at %s: %s", "cannot send the knock");
+        door_try_failed(t, "the door at %s: %s", n == 0 ? "cannot pack the knock (the node key "
+                        "would not sign)" : "cannot send the knock");
 }
 
 static void door_knock_next(struct door_knock *k)

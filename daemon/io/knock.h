@@ -85,7 +85,7 @@ struct knock {
 /*
  * The message, sealed under key and framed, in out; with id, it ends in
  * that node's proof. Its bytes, or 0 when it does not fit or the node key
- * would not sign (logged by nodeid.c).
+ * would not sign (the caller says so: this room does not log).
  */
 size_t knock_pack(const struct auth_key *key, const struct knock *k, const struct nodeid *id,
                   uint8_t *out, size_t cap);
