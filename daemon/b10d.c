@@ -87,7 +87,8 @@ static b10_status_t b10d_open_doors(struct b10d *d)
 
     if ((d->gate = gate_create()) == NULL)
         return B10_ERR_NO_MEMORY;
-    b10_status_t st = door_create(d->loop, &d->keys, d->gate, &dc, &d->door, detail, sizeof(detail));
+    b10_status_t st = door_create(d->loop, &d->keys, d->nodeid, d->gate, &dc, &d->door, detail,
+                                   sizeof(detail));
     if (st == B10_OK && wire_set_doors(d->wire, doors, door_endpoints(d->door, doors)) != B10_OK)
         return B10_ERR_NO_MEMORY;
     if (st == B10_OK) {

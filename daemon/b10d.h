@@ -118,7 +118,7 @@ struct b10d {
     struct ipc *ipc;
     struct wire *wire;
     struct gate *gate;              /* a keyed daemon's: who may reach UCX (gate.h) */
-    struct door *door;              /* and where they prove the key first (door.h) */
+    struct door *door;              /* and where they prove the key (and node: nodeid) first (door.h) */
     struct staging *staging;
     struct tags *tags;
     struct quarantine *quarantine;

@@ -15,6 +15,7 @@
 #include "knock.h"
 #include "list.h"
 #include "log.h"
+#include "nodeid.h"
 
 struct door_listener {
     uv_tcp_t tcp;
@@ -24,6 +25,7 @@ struct door_listener {
 struct door {
     uv_loop_t *loop;
     const struct auth_keyring *keys;
+    const struct nodeid *nodeid;    /* this node's certificate (b10d's), NULL when uncertified */
     struct gate *gate;
     struct door_config cfg;
     char name[CONFIG_NAME_MAX];
@@ -78,6 +80,7 @@ struct door_knock {
     struct wireaddr_door targets[WIREADDR_MAX_DOORS];
     unsigned ntargets, next;
     uint8_t nonce[KNOCK_NONCE_BYTES];
+    char name[CONFIG_NAME_MAX];     /* the daemon knocked at: a certified door's answer proves it */
     void *user;
     door_knock_cb cb;
     bool starting;              /* inside door_knock: an end now is told from the loop */
@@ -234,11 +237,14 @@ static void door_answer(struct door_conn *c, const struct knock *knock, b10_stat
     }
     size_t n = 0;
     if ((c->out = malloc(KNOCK_ACK_MAX_BYTES)) != NULL)
-        n = knock_pack(&door->keys->keys[0], &ack, c->out, KNOCK_ACK_MAX_BYTES);
+        n = knock_pack(&door->keys->keys[0], &ack, door->nodeid, c->out, KNOCK_ACK_MAX_BYTES);
     uv_buf_t buf = uv_buf_init((char *)c->out, (unsigned)n);
     c->done = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->write.data = c;
+    if (n == 0)
+        log_err("door: cannot answer a knock of %s: no memory, or the node key would not sign",
+                knock->name);
     if (n == 0 || uv_write(&c->write, (uv_stream_t *)&c->tcp, &buf, 1, door_on_answered) != 0)
         door_conn_close(c);
 }
@@ -258,6 +264,36 @@ static bool door_budget(struct door *door)
     return true;
 }
 
+/*
+ * Certified (door->nodeid): is the knock's proof good for the name it
+ * claims? Uncertified: there is none, as a daemon without a certificate
+ * cannot check one (and a mixed cluster is refused at the HELLO anyway).
+ * B10_OK, or why not in detail.
+ */
+static b10_status_t door_check_proof(const struct door *door, const struct knock *k, char *detail,
+                                     size_t detail_len)
+{
+    char why[400];
+
+    if (door->nodeid == NULL && !k->proof.present)
+        return B10_OK;
+    if (door->nodeid == NULL) {
+        snprintf(detail, detail_len, "it proves its node by a certificate, and this daemon has "
+                 "none to check it by (--node-cert)");
+        return B10_ERR_PERMISSION;
+    }
+    if (!k->proof.present) {
+        snprintf(detail, detail_len, "this daemon takes knocks from certified nodes only "
+                 "(--node-cert), and this knock proves none");
+        return B10_ERR_PERMISSION;
+    }
+    if (knock_verify(door->nodeid, k, k->name, why, sizeof(why)) != B10_OK) {
+        snprintf(detail, detail_len, "its node certificate is refused: %.120s", why);
+        return B10_ERR_PERMISSION;
+    }
+    return B10_OK;
+}
+
 static void door_judge(struct door_conn *c, size_t length)
 {
     struct door *door = c->door;
@@ -268,7 +304,10 @@ static void door_judge(struct door_conn *c, size_t length)
     /*
      * The seal first: a stranger's bytes cost a MAC check (microseconds, at
      * most DOOR_MAX_CONNS at once) but no token, so that no one without the
-     * key can use up the knocks a key holder is answered.
+     * key can use up the knocks a key holder is answered. A node proof is
+     * checked only after a token is spent: a key holder cannot make this
+     * daemon parse certificates and verify signatures faster than it
+     * answers knocks.
      */
     b10_status_t st = knock_open(door->keys, false, c->in, length, &k, &authenticated, detail,
                                  sizeof(detail));
@@ -294,6 +333,8 @@ static void door_judge(struct door_conn *c, size_t length)
             snprintf(detail, sizeof(detail), "it knocks from %s, which it does not list as its "
                      "own", gate_addr_str(&c->from, ip, sizeof(ip)));
             st = B10_ERR_UNAUTHENTICATED;
+        } else if ((st = door_check_proof(door, &k, detail, sizeof(detail))) != B10_OK) {
+            /* Refused before anything of it reaches the gate: the proof is the door's say. */
         } else {
             struct gate_addr in[KNOCK_MAX_ADDRS];
             unsigned n = 0;
@@ -536,6 +577,30 @@ static void door_try_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     /*
+     * A certified daemon lets in only a certified node, the one it knocked
+     * for: a key holder without that node's certificate, answering at its
+     * door's address, does not get onto this gate. An uncertified daemon
+     * cannot check a proof, and says so.
+     */
+    if (k->door->nodeid != NULL || ack.proof.present) {
+        char why[400], said[KNOCK_DETAIL_MAX + 480];
+        if (k->door->nodeid == NULL)
+            snprintf(said, sizeof(said), "%s proves its node by a certificate, and this daemon "
+                     "has none to check it by (--node-cert)", ack.name);
+        else if (!ack.proof.present)
+            snprintf(said, sizeof(said), "%s answers without a node certificate, and this "
+                     "daemon lets in certified nodes only", ack.name);
+        else if (knock_verify(k->door->nodeid, &ack, k->name, why, sizeof(why)) != B10_OK)
+            snprintf(said, sizeof(said), "the node certificate of its door's answer is refused "
+                     "for %s: %s", k->name, why);
+        else
+            said[0] = '\0';
+        if (said[0] != '\0') {
+            door_knock_end(k, B10_ERR_UNAUTHENTICATED, said);
+            return;
+        }
+    }
+    /*
      * The door's own address may be one it does not list (a NAT'd view): it
      * is let in too; and where that door is on this host, the loopback ones
      * (as door_judge does). Loopback addresses the door lists are not taken
@@ -600,12 +665,13 @@ static void door_try_connected(uv_connect_t *req, int status)
         if (!listed && knock.naddrs < KNOCK_MAX_ADDRS)
             knock.addrs[knock.naddrs++] = claims[c];
     }
-    size_t n = knock_pack(&door->keys->keys[0], &knock, t->out, sizeof(t->out));
+    size_t n = knock_pack(&door->keys->keys[0], &knock, door->nodeid, t->out, sizeof(t->out));
     uv_buf_t buf = uv_buf_init((char *)t->out, (unsigned)n);
     t->write.data = t;
     if (n == 0 || uv_write(&t->write, (uv_stream_t *)&t->tcp, &buf, 1, door_try_wrote) != 0 ||
         uv_read_start((uv_stream_t *)&t->tcp, door_try_alloc, door_try_read) != 0)
-        door_try_failed(t, "the door at %s: %s", "cannot send the knock");
+        door_try_failed(t, "the door at %s: %s", n == 0 ? "cannot pack the knock (the node key "
+                        "would not sign)" : "cannot send the knock");
 }
 
 static void door_knock_next(struct door_knock *k)
@@ -642,7 +708,7 @@ static void door_knock_timeout(uv_timer_t *timer)
 }
 
 struct door_knock *door_knock(struct door *door, const struct wireaddr_door *doors, unsigned n,
-                              void *user, door_knock_cb cb)
+                              const char *name, void *user, door_knock_cb cb)
 {
     struct door_knock *k = calloc(1, sizeof(*k));
 
@@ -653,6 +719,7 @@ struct door_knock *door_knock(struct door *door, const struct wireaddr_door *doo
     k->door = door;
     k->user = user;
     k->cb = cb;
+    snprintf(k->name, sizeof(k->name), "%s", name);
     k->ntargets = n < WIREADDR_MAX_DOORS ? n : WIREADDR_MAX_DOORS;
     memcpy(k->targets, doors, k->ntargets * sizeof(doors[0]));
     auth_random(k->nonce, sizeof(k->nonce));
@@ -732,7 +799,8 @@ static b10_status_t door_listen(struct door *door, const struct ifaddrs *ifa, ch
     return B10_OK;
 }
 
-b10_status_t door_create(uv_loop_t *loop, const struct auth_keyring *keys, struct gate *gate,
+b10_status_t door_create(uv_loop_t *loop, const struct auth_keyring *keys,
+                         const struct nodeid *nodeid, struct gate *gate,
                          const struct door_config *cfg, struct door **door_p, char *detail,
                          size_t detail_len)
 {
@@ -744,6 +812,7 @@ b10_status_t door_create(uv_loop_t *loop, const struct auth_keyring *keys, struc
         return B10_ERR_NO_MEMORY;
     door->loop = loop;
     door->keys = keys;
+    door->nodeid = nodeid;
     door->gate = gate;
     door->cfg = *cfg;
     snprintf(door->name, sizeof(door->name), "%s", cfg->name);

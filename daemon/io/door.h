@@ -15,11 +15,19 @@
  * boot of its node runs now, and a descriptor of an earlier boot still
  * reaches the node. What does not open under a key is dropped unanswered.
  *
+ * With node certificates (nodeid.h) the key is not enough: a certified
+ * door lets in only a knock that proves a certified node by the name it
+ * claims (knock.h), and refuses, answering, a key holder without one, so
+ * that only certified nodes reach UCX, which parses bytes before b10d can
+ * check them. Its answer proves its node in turn, and a certified knocker
+ * lets in only an answer proven for the node it knocked for. An
+ * uncertified door refuses a proof it cannot check.
+ *
  * Bounded: DOOR_MAX_CONNS connections at once, DOOR_MAX_CONNS_PER_ADDR of
  * them from one address, each for --connect-timeout-ms at most, one framed
  * message of KNOCK_MAX_BYTES in and one out, knocks that open under a key
  * answered at --max-hellos-per-s (all knockers together; a stranger's spend
- * nothing of it).
+ * nothing of it; a proof is checked only within it).
  */
 #ifndef B10D_DOOR_H
 #define B10D_DOOR_H
@@ -64,12 +72,15 @@ struct knock;
 typedef void (*door_knock_cb)(void *user, b10_status_t status, const char *detail,
                               const struct knock *ack);
 
+struct nodeid;
 /*
  * Listen at the addresses of cfg->devices and keep gate's list. B10_OK
  * with no door at all where the devices have no IP address (an RDMA-only
- * fabric: no TCP listener of UCX's to guard either).
+ * fabric: no TCP listener of UCX's to guard either). nodeid: this node's
+ * identity (certified mode; the caller's, outliving the door), or NULL.
  */
-b10_status_t door_create(uv_loop_t *loop, const struct auth_keyring *keys, struct gate *gate,
+b10_status_t door_create(uv_loop_t *loop, const struct auth_keyring *keys,
+                         const struct nodeid *nodeid, struct gate *gate,
                          const struct door_config *cfg, struct door **door_p, char *detail,
                          size_t detail_len);
 /* Close the doors and every knock in flight (no callback is called). */
@@ -82,13 +93,14 @@ unsigned door_fds(const struct door *door, int *fds, unsigned max);
 const struct door_stats *door_stats(const struct door *door);
 
 /*
- * Knock at another daemon's doors (tried in turn until one answers) and
- * call cb once, from the loop, never before door_knock returned: B10_OK
- * when it let this daemon in and its addresses are on this gate. The
- * handle is good until cb runs or door_knock_cancel.
+ * Knock at the doors of the daemon `name` (tried in turn until one
+ * answers) and call cb once, from the loop, never before door_knock
+ * returned: B10_OK when it let this daemon in and its addresses are on
+ * this gate (a certified daemon's: only once its answer proved the node
+ * `name`). The handle is good until cb runs or door_knock_cancel.
  */
 struct door_knock *door_knock(struct door *door, const struct wireaddr_door *doors, unsigned n,
-                              void *user, door_knock_cb cb);
+                              const char *name, void *user, door_knock_cb cb);
 void door_knock_cancel(struct door_knock *k);
 
 /*

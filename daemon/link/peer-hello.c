@@ -525,7 +525,7 @@ b10_status_t peer_hello_connect(struct peer *peer)
      */
     if (d->door != NULL && !peer->knocked && !peer_is_self(peer) &&
         (ndoors = wireaddr_doors(peer->address, peer->address_length, doors)) > 0) {
-        if ((peer->knock = door_knock(d->door, doors, (unsigned)ndoors, peer,
+        if ((peer->knock = door_knock(d->door, doors, (unsigned)ndoors, peer->name, peer,
                                       peer_hello_on_knocked)) == NULL)
             return B10_ERR_NO_MEMORY;
         peer->state = PEER_KNOCKING;

@@ -9,7 +9,7 @@
  * the key). Its transfers target that region, so it sees every byte the
  * daemon writes there and can tell what must not have changed.
  *
- *   b10-rogue [-t TIMEOUT_MS] [-k KEYFILE] [-i ID -n NAME] [-c STEM -a CA] SOCKET CASE...
+ *   b10-rogue [-t TIMEOUT_MS] [-k KEYFILE] [-i ID -n NAME] [-c STEM -a CA] [-b ADDR] SOCKET CASE...
  *
  * Without -k it is a stranger: it holds no cluster key (the "stranger" and
  * "mangled" cases; -i and -n name a legitimate peer of the victim it poses
@@ -20,6 +20,9 @@
  * for STEM's last segment, checked against the anchors of -a) as a
  * compromised certified node would: its HELLOs prove that name, and its
  * cases test that the name is all it can be (cert_claim, cert_ids).
+ * The knock case knocks at the victim's door from -b ADDR (an IPv4 address
+ * of this host other than 127.0.0.1, which a door of this host lets in as
+ * its own): a certified victim lets in only a certified node.
  *
  * Each case prints "ok CASE: what happened" or "FAIL CASE: why"; after every
  * case the region must hold exactly what the successful transfers wrote.
@@ -32,13 +35,16 @@
 #include "checksum.h"
 #include "frame.h"
 #include "hello.h"
+#include "knock.h"
 #include "nodeid.h"
 #include "peer.pb-c.h"
 #include "tags.h"
 #include "wireaddr.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -47,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -112,6 +119,9 @@ static struct {
     struct nodeid *cert;        /* -c: the node certificate held, or NULL */
     uint8_t kx[AUTH_KX_BYTES];  /* the last HELLO's X25519 key pair, with -c */
     uint8_t kx_secret[AUTH_KX_BYTES];
+    const char *knock_from;     /* -b: the address the knock case knocks from */
+    /* The victim's door refused this rogue for want of a certificate: its HELLO will be too. */
+    bool door_refused;
 } g;
 
 static uint8_t pat(uint64_t key, uint64_t i)
@@ -1653,6 +1663,95 @@ static int stranger_burst(uint64_t as_id, const char *as_name)
  * for a stranger), nothing may land, no notice reach the rank, no READ
  * write anything back.
  */
+/*
+ * A KNOCK at the victim's IPv4 door from g.knock_from, listing that
+ * address, under the cluster key and with our node proof when we hold a
+ * certificate (-c). The victim, certified, lets in only a certified node:
+ * with -c this knock is let in (and the address it lists is on its gate),
+ * without one it is refused, answered with the reason, and that address
+ * stays off the gate (the runner checks what reaches UCX from it).
+ */
+static int case_knock(const char *c)
+{
+    static struct knock k, ack;
+    static uint8_t out[KNOCK_MAX_BYTES], in[KNOCK_ACK_MAX_BYTES];
+    struct wireaddr_door doors[WIREADDR_MAX_DOORS];
+    struct auth_keyring ring = { 0 };
+    struct sockaddr_in from = { .sin_family = AF_INET }, to = { .sin_family = AF_INET };
+    char detail[KNOCK_DETAIL_MAX];
+    bool authenticated;
+    int n = wireaddr_doors(g.victim_addr, g.victim_addr_len, doors), at = -1;
+
+    for (int i = 0; i < n && at < 0; i++)
+        if (doors[i].family == 4)
+            at = i;
+    if (at < 0)
+        return fail(c, "the victim's worker address names no IPv4 door");
+    if (auth_keyring_add(&ring, &g.key) != 0)
+        return fail(c, "no keyring");
+    if (inet_pton(AF_INET, g.knock_from, &from.sin_addr) != 1)
+        return fail(c, "-b %s is no IPv4 address", g.knock_from);
+    memcpy(&to.sin_addr, doors[at].addr, 4);
+    to.sin_port = htons(doors[at].port);
+
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    memset(&k, 0, sizeof(k));
+    k.sender_id = g.self_id;
+    k.sent_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    snprintf(k.name, sizeof(k.name), "%s", g.self_name);
+    auth_random(k.nonce, sizeof(k.nonce));
+    k.addrs[0].family = 4;
+    memcpy(k.addrs[0].bytes, &from.sin_addr, 4);
+    k.naddrs = 1;
+    size_t len = knock_pack(&g.key, &k, g.cert, out, sizeof(out));
+    if (len == 0)
+        return fail(c, "the knock does not pack");
+
+    /* Each step bounded by the case's timeout: a door that keeps silent fails the case. */
+    struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
+        bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0 ||
+        connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return fail(c, "connecting to the door from %s: %s", g.knock_from, strerror(e));
+    }
+    size_t have = 0, want = 0;
+    bool sent = write(fd, out, len) == (ssize_t)len;
+    while (sent && (want == 0 || have < want)) {
+        ssize_t got = read(fd, in + have, sizeof(in) - have);
+        if (got <= 0)
+            break;
+        have += (size_t)got;
+        want = knock_frame_length(in, have, true);
+        if (want == SIZE_MAX || (want != 0 && have > want))
+            break;
+    }
+    close(fd);
+    if (!sent || want == 0 || want == SIZE_MAX || have != want)
+        return fail(c, "the door gave no whole answer (%zu bytes)", have);
+    if (knock_open(&ring, true, in, have, &ack, &authenticated, detail, sizeof(detail)) != B10_OK)
+        return fail(c, "the door's answer: %s", detail);
+    if (memcmp(ack.nonce, k.nonce, KNOCK_NONCE_BYTES) != 0)
+        return fail(c, "the door answered another knock");
+    if (g.cert != NULL) {
+        if (ack.status != B10_OK)
+            return fail(c, "a certified node's knock was refused: %s", ack.detail);
+        return pass(c, "a certified node's knock from %s let in by %s", g.knock_from, ack.name);
+    }
+    if (ack.status == B10_OK)
+        return fail(c, "a key holder without a certificate was let in at the door");
+    if (strstr(ack.detail, "certified nodes only") == NULL)
+        return fail(c, "refused, but for '%s'", ack.detail);
+    g.door_refused = true;
+    return pass(c, "a key holder without a certificate, knocking from %s, refused: %s (%s)",
+                g.knock_from, sname(ack.status), ack.detail);
+}
+
 static int case_stranger(const char *c)
 {
     if (stranger_burst(g.self_id, g.self_name) != 0)
@@ -2472,6 +2571,7 @@ static int case_cert_desc(const char *c)
 
 static const struct testout_case cases[] = {
     { "good", case_good },
+    { "knock", case_knock },
     { "cert_claim", case_cert_claim },
     { "cert_ids", case_cert_ids },
     { "cert_desc", case_cert_desc },
@@ -2526,6 +2626,9 @@ static int rogue_opt(int c, const char *arg)
         return 0;
     case 'a':
         cert_ca = arg;
+        return 0;
+    case 'b':
+        g.knock_from = arg;
         return 0;
     }
     return -1;
@@ -2630,12 +2733,13 @@ int main(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    int sock = testout_args_more(argc, argv, cases, ncases, &timeout_ms, "k:i:n:c:a:", rogue_opt);
+    g.knock_from = "127.0.0.2";
+    int sock = testout_args_more(argc, argv, cases, ncases, &timeout_ms, "k:i:n:c:a:b:", rogue_opt);
     if (sock < 0 || setup(argv[sock]) != 0)
         return 2;
     int bad = testout_run(argv + sock + 1, argc - sock - 1, cases, ncases, after_case);
     /* Whatever came before, a key holder's correct transfer still lands. */
-    if (!g.ep_failed && g.have_key && !flooded)
+    if (!g.ep_failed && g.have_key && !flooded && !g.door_refused)
         bad |= case_good("good-after") != 0;
     rlink_free(&L);
     free(last_control);

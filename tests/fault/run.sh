@@ -34,7 +34,7 @@ SUITE=fault
 REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue"
 LIMIT_S=150
 all_scenarios="kill9_recv kill9_send sigstop_late silent_recv silent_send_none client_kill_send
-               client_kill_recv local_kill rogue node_cert_rogue floods bad_ack bad_frames budget netns_linkdown netns_loss
+               client_kill_recv local_kill rogue node_cert_rogue door_cert floods bad_ack bad_frames budget netns_linkdown netns_loss
                netns_rate fuzz"
 soak_scenarios="soak"
 
@@ -484,6 +484,73 @@ scen_node_cert_rogue() {
     [ "$_nx" -le 1 ] || die "8 daemon ids of node x hold $_nx peer entries on A"
     ! grep -q "no room for another peer" "$D/A.log" || die "A ran out of peer slots: $(grep -m1 'no room' "$D/A.log")"
     write_round B A after
+}
+
+# ucx_took NAME SRC: how many of daemon NAME's UCX listeners (its listening TCP ports on
+# 127.x, less its doors) establish a connection from SRC within a second each, as "TOOK OF"
+# (tests/fuzz/ucx-wire.py counts the same way). A gate drops a SYN from an address it does
+# not hold: that connect runs out its second.
+ucx_took() {
+    python3 - "$(daemon_pid "$1")" "$D/$1.log" "$2" <<'EOF'
+import re, socket, subprocess, sys
+pid, log, src = sys.argv[1], sys.argv[2], sys.argv[3]
+out = subprocess.run(["ss", "-Htlnp"], capture_output=True, text=True).stdout
+with open(log, errors="replace") as f:
+    doors = {int(p) for p in re.findall(r"door at 127\.0\.0\.1:(\d+)", f.read())}
+ports = [int(l.split()[3].rsplit(":", 1)[1]) for l in out.splitlines()
+         if f"pid={pid}," in l and l.split()[3].startswith("127.")]
+ports = [p for p in ports if p not in doors]
+took = 0
+for p in ports:
+    s = socket.socket()
+    s.bind((src, 0))
+    s.settimeout(1.0)
+    try:
+        s.connect(("127.0.0.1", p))
+        took += 1
+    except OSError:
+        pass
+    s.close()
+print(took, len(ports))
+EOF
+}
+
+# A holder of the cluster key without a node certificate knocks at certified B's door
+# from 127.0.0.2 (an address of this host that no daemon lets in as its own): refused,
+# told why, and no connection from there is established to B's UCX listeners before or
+# after. Node x, certified, knocking from 127.0.0.3, is let in and its connections are
+# taken. Certified A and B link and WRITEs land byte for byte before and after.
+scen_door_cert() {
+    node_ca ca
+    node_cert ca A
+    node_cert ca B
+    node_cert ca x
+    # shellcheck disable=SC2046
+    start_daemon A $(cert_opts ca A)
+    # shellcheck disable=SC2046
+    start_daemon B $(cert_opts ca B)
+    write_round A B before
+    # shellcheck disable=SC2046
+    set -- $(ucx_took B 127.0.0.2)
+    [ "${2:-0}" -gt 0 ] || die "found no UCX listener of B"
+    [ "$1" = 0 ] || die "before any knock, $1 of B's $2 UCX listeners took a connection from 127.0.0.2"
+    fg 60 rogue "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" -b 127.0.0.2 "$D/B.sock" knock
+    [ "$rc" = 0 ] || die "rogue: $(grep -m1 '^FAIL' "$D/rogue.log" || tail -n 1 "$D/rogue.log")"
+    grep -q "door: refused a knock of rogue-[0-9]* from 127.0.0.2: this daemon takes knocks from certified nodes only" \
+        "$D/B.log" || die "B did not log refusing the knock without a certificate"
+    # shellcheck disable=SC2046
+    set -- $(ucx_took B 127.0.0.2)
+    [ "$1" = 0 ] || die "after its refused knock, $1 of B's $2 UCX listeners took a connection from 127.0.0.2"
+    _listeners=$2
+    fg 60 certified "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" -c "$D/ca/x" -a "$D/ca/ca.crt" \
+        -b 127.0.0.3 "$D/B.sock" knock
+    [ "$rc" = 0 ] || die "certified: $(grep -m1 '^FAIL' "$D/certified.log" || tail -n 1 "$D/certified.log")"
+    grep -q "door: let x in from 127.0.0.3" "$D/B.log" || die "B did not log letting node x in"
+    # shellcheck disable=SC2046
+    set -- $(ucx_took B 127.0.0.3)
+    [ "$1" = "$2" ] || die "after node x's knock, $1 of B's $2 UCX listeners took its connections"
+    note "B's $_listeners UCX listeners: none reached from 127.0.0.2 (key, no certificate), all from 127.0.0.3 (node x)"
+    write_round A B after
 }
 
 # A rogue remote daemon against B while a legitimate pair moves bytes into B.

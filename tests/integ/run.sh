@@ -551,13 +551,16 @@ scen_node_cert_other_ca() {
     cat "$D/ca/ca.crt" "$D/other/ca.crt" >"$D/both.crt"
     # shellcheck disable=SC2046
     start_daemon C --node-cert "$D/other/C.crt" --node-key "$D/other/C.key" --node-ca "$D/both.crt"
+    # A certified door checks a knock's certificate before it lets the knocker near UCX, and
+    # a certified knocker the door's answer: both refusals come at the door, before a HELLO.
     pair C A c2a
     [ "$rc" != 0 ] || die "C's WRITE to A landed: A took a certificate of a CA it does not trust"
-    wait_log "$D/A.log" "peer C: refusing its link: daemon C's node certificate is refused: certificate chain refused: unable to get local issuer" 10
-    grep -q "remote daemon refused the link" "$D/C.log" || die "C did not log A's refusal"
+    wait_log "$D/A.log" "door: refused a knock of C from 127.0.0.1: its node certificate is refused: certificate chain refused: unable to get local issuer" 10
+    wait_log "$D/C.log" "peer A: lost .*at its door: A refused: its node certificate is refused" 10 \
+        "C did not log A's refusal"
     pair A C a2c
     [ "$rc" != 0 ] || die "A's WRITE to C landed: A took a certificate of a CA it does not trust"
-    wait_log "$D/A.log" "peer C: refusing its HELLO_ACK: daemon C's node certificate is refused" 10
+    wait_log "$D/A.log" "peer C: lost .*at its door: the node certificate of its door's answer is refused for C: certificate chain refused" 10
     write_round B A allowed
 }
 
@@ -570,13 +573,15 @@ scen_node_cert_mixed() {
     start_daemon A $(cert_opts ca A)
     start_daemon B
     start_daemon C
+    # Refused at the door, before a HELLO: a certified door takes knocks from certified nodes
+    # only, and an uncertified one refuses a proof it cannot check.
     pair B A b2a
     [ "$rc" != 0 ] || die "B's WRITE to certified A landed without a certificate"
-    wait_log "$D/A.log" "peer B: refusing its link: daemon B has no node certificate, and this daemon accepts only certified nodes" 10
-    wait_log "$D/B.log" "remote daemon refused the link: daemon B has no node certificate" 10
+    wait_log "$D/A.log" "door: refused a knock of B from 127.0.0.1: this daemon takes knocks from certified nodes only" 10
+    wait_log "$D/B.log" "peer A: lost .*at its door: A refused: this daemon takes knocks from certified nodes only" 10
     pair A B a2b
     [ "$rc" != 0 ] || die "certified A's WRITE to B landed"
-    wait_log "$D/B.log" "peer A: refusing its link: daemon A proves its name by a node certificate, and this daemon has none" 10
+    wait_log "$D/B.log" "door: refused a knock of A from 127.0.0.1: it proves its node by a certificate, and this daemon has none to check it by" 10
     write_round C B allowed
 }
 

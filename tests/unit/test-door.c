@@ -19,6 +19,14 @@
  * malformed, a cut or a slow knock (at once, or at its timeout), and what
  * comes above its rate.
  *
+ * Certified doors (node certificates, nodeid.h): a certified knock for
+ * the right name is let in both ways; a key holder's knock without a
+ * certificate is refused (answered, with the reason) and its addresses
+ * stay off the gate; so is a certified node's knock under another name,
+ * and a proof at an uncertified door. Proofs are checked within the knock
+ * rate. A certified knocker lets in only an answer proven for the node it
+ * knocked for: not an unsigned one, not another node's.
+ *
  * Each gate's first seal is made keeping every door: all doors live in this
  * one process, and a gate seals every TCP listener of the process it does
  * not keep at its first seal.
@@ -40,12 +48,16 @@
 #include "door.h"
 #include "wireaddr.h"
 #include "knock.h"
+#include "nodeid.h"
 
 static uv_loop_t loop;
 static uv_timer_t deadline;
 static bool deadline_passed;
 static struct auth_key key, other_key;
 static struct auth_keyring ring, other_ring;    /* the cluster's key; another cluster's */
+/* Certified nodes of one CA, by name. */
+static char cert_dir[64];
+static struct nodeid *id_a, *id_b, *id_x;
 
 /* ---------------------------------------------------------------- the loop */
 
@@ -77,6 +89,24 @@ static int group_setup(void **state)
         auth_keyring_add(&other_ring, &other_key) != 0 || uv_loop_init(&loop) != 0 ||
         uv_timer_init(&loop, &deadline) != 0)
         return -1;
+    char why[512];
+    snprintf(cert_dir, sizeof(cert_dir), "/tmp/b10-test-door.XXXXXX");
+    if (mkdtemp(cert_dir) == NULL || nodeid_make_ca(cert_dir, 1, why, sizeof(why)) != B10_OK)
+        return -1;
+    const char *names[3] = { "node-a", "node-b", "node-x" };
+    struct nodeid **ids[3] = { &id_a, &id_b, &id_x };
+    for (int i = 0; i < 3; i++) {
+        char cert[128], nkey[128], ca[128], cakey[128];
+        snprintf(ca, sizeof(ca), "%s/ca.crt", cert_dir);
+        snprintf(cakey, sizeof(cakey), "%s/ca.key", cert_dir);
+        snprintf(cert, sizeof(cert), "%s/%s.crt", cert_dir, names[i]);
+        snprintf(nkey, sizeof(nkey), "%s/%s.key", cert_dir, names[i]);
+        if (nodeid_issue(ca, cakey, names[i], cert_dir, -60, 86400, why, sizeof(why)) != B10_OK ||
+            nodeid_load(cert, nkey, ca, names[i], ids[i], why, sizeof(why)) != B10_OK) {
+            fprintf(stderr, "%s: %s\n", names[i], why);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -90,6 +120,13 @@ static int group_teardown(void **state)
         fprintf(stderr, "the loop still has handles\n");
         return -1;
     }
+    nodeid_free(id_a);
+    nodeid_free(id_b);
+    nodeid_free(id_x);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", cert_dir);
+    if (system(cmd) != 0)
+        return -1;
     return keys_teardown();
 }
 
@@ -140,9 +177,13 @@ static struct {
     struct gate *gate;
 } open_doors[4];
 
-/* A door on the loopback's addresses, knocks answered at rate a second, taking timeout_ms. */
-static void side_open_at(struct side *s, const char *name, uint64_t id,
-                         const struct auth_keyring *keys, double rate, uint32_t timeout_ms)
+/*
+ * A door on the loopback's addresses, knocks answered at rate a second,
+ * taking timeout_ms; certified as nodeid's node, or not (NULL).
+ */
+static void side_open_as(struct side *s, const char *name, uint64_t id,
+                         const struct auth_keyring *keys, double rate, uint32_t timeout_ms,
+                         const struct nodeid *nodeid)
 {
     struct door_config cfg = {
         .name = name, .daemon_id = id, .devices = "lo", .port = 0, .timeout_ms = timeout_ms,
@@ -157,7 +198,7 @@ static void side_open_at(struct side *s, const char *name, uint64_t id,
     memset(s, 0, sizeof(*s));
     s->gate = gate_create();
     assert_non_null(s->gate);
-    b10_status_t st = door_create(&loop, keys, s->gate, &cfg, &s->door, detail, sizeof(detail));
+    b10_status_t st = door_create(&loop, keys, nodeid, s->gate, &cfg, &s->door, detail, sizeof(detail));
     open_doors[slot].door = s->door;
     open_doors[slot].gate = s->gate;
     if (st != B10_OK)
@@ -173,6 +214,12 @@ static void side_open_at(struct side *s, const char *name, uint64_t id,
     assert_int_equal(s->at[0].family, 4);       /* 127.0.0.1 first: getifaddrs lists IPv4 first */
     assert_memory_equal(s->at[0].addr, ((uint8_t[]){ 127, 0, 0, 1 }), 4);
     assert_int_not_equal(s->at[0].port, 0);
+}
+
+static void side_open_at(struct side *s, const char *name, uint64_t id,
+                         const struct auth_keyring *keys, double rate, uint32_t timeout_ms)
+{
+    side_open_as(s, name, id, keys, rate, timeout_ms, NULL);
 }
 
 static void side_open(struct side *s, const char *name, uint64_t id, const struct auth_keyring *keys)
@@ -251,15 +298,22 @@ static bool gate_has_ip(const struct gate *g, const char *text)
 }
 
 /* Knock from a at these doors and wait for the end: it calls back once. */
-static void knock_and_wait(struct side *a, const struct wireaddr_door *at, unsigned n,
-                           struct knocked *r)
+static void knock_for_and_wait(struct side *a, const struct wireaddr_door *at, unsigned n,
+                               const char *name, struct knocked *r)
 {
     memset(r, 0, sizeof(*r));
-    assert_non_null(door_knock(a->door, at, n, r, on_knocked));
+    assert_non_null(door_knock(a->door, at, n, name, r, on_knocked));
     if (!run_until(called, r, 5000))
         fail_msg("the knock did not end within 5 s");
     run_for(20);                                /* and never again */
     assert_int_equal(r->calls, 1);
+}
+
+/* Knock at the doors of node-b (the name a certified knocker checks the answer for). */
+static void knock_and_wait(struct side *a, const struct wireaddr_door *at, unsigned n,
+                           struct knocked *r)
+{
+    knock_for_and_wait(a, at, n, "node-b", r);
 }
 
 /* ---------------------------------------------------------------- knocks */
@@ -409,7 +463,7 @@ static void test_knock_fails_later(void **state)
     struct knocked r = { 0 };
 
     open_pair(sides);
-    struct door_knock *k = door_knock(a->door, nowhere, 2, &r, on_knocked);
+    struct door_knock *k = door_knock(a->door, nowhere, 2, "b", &r, on_knocked);
     assert_non_null(k);
     assert_int_equal(r.calls, 0);
     assert_true(run_until(called, &r, 5000));
@@ -420,7 +474,7 @@ static void test_knock_fails_later(void **state)
 
     /* Cancelled before the loop ran: no call at all. */
     memset(&r, 0, sizeof(r));
-    k = door_knock(a->door, nowhere, 2, &r, on_knocked);
+    k = door_knock(a->door, nowhere, 2, "b", &r, on_knocked);
     assert_int_equal(r.calls, 0);
     door_knock_cancel(k);
     run_for(20);
@@ -435,7 +489,7 @@ static void test_knock_fails_later(void **state)
 
     /* The door destroyed before the loop ran: no call either. */
     memset(&r, 0, sizeof(r));
-    assert_non_null(door_knock(a->door, nowhere, 2, &r, on_knocked));
+    assert_non_null(door_knock(a->door, nowhere, 2, "b", &r, on_knocked));
     side_close(a);
     assert_int_equal(r.calls, 0);
     side_close(b);
@@ -451,7 +505,7 @@ static void test_knock_cancel(void **state)
     open_pair(sides);
     for (int steps = 0; steps < 16; steps++) {
         struct knocked r = { 0 };
-        struct door_knock *k = door_knock(a->door, sides[1].at, sides[1].nat, &r, on_knocked);
+        struct door_knock *k = door_knock(a->door, sides[1].at, sides[1].nat, "b", &r, on_knocked);
         assert_non_null(k);
         for (int i = 0; i < steps && r.calls == 0; i++)
             uv_run(&loop, UV_RUN_ONCE);
@@ -484,7 +538,7 @@ static void test_destroy_in_flight(void **state)
             struct knocked r = { 0 };
 
             open_pair(sides);
-            assert_non_null(door_knock(sides[0].door, sides[1].at, sides[1].nat, &r, on_knocked));
+            assert_non_null(door_knock(sides[0].door, sides[1].at, sides[1].nat, "b", &r, on_knocked));
             for (int i = 0; i < steps && r.calls == 0; i++)
                 uv_run(&loop, UV_RUN_ONCE);
             int calls = r.calls;
@@ -509,9 +563,9 @@ static void test_destroy_in_flight(void **state)
 
 /* ---------------------------------------------------------------- knocks by hand */
 
-/* A framed KNOCK of node-x under key k, listing addr, its clock skew_ms off. */
-static size_t knock_msg(const struct auth_key *k, const char *addr, int64_t skew_ms,
-                        struct knock *kn, uint8_t *out)
+/* A framed KNOCK of node-x under key k, listing addr, its clock skew_ms off, proven by id or not. */
+static size_t knock_msg_by(const struct auth_key *k, const char *addr, int64_t skew_ms,
+                           const struct nodeid *id, struct knock *kn, uint8_t *out)
 {
     memset(kn, 0, sizeof(*kn));
     kn->sender_id = 0x77;
@@ -522,9 +576,15 @@ static size_t knock_msg(const struct auth_key *k, const char *addr, int64_t skew
     assert_int_equal(inet_pton(kn->addrs[0].family == 4 ? AF_INET : AF_INET6, addr,
                                kn->addrs[0].bytes), 1);
     kn->naddrs = 1;
-    size_t n = knock_pack(k, kn, out, KNOCK_MAX_BYTES);
+    size_t n = knock_pack(k, kn, id, out, KNOCK_MAX_BYTES);
     assert_true(n > 0);
     return n;
+}
+
+static size_t knock_msg(const struct auth_key *k, const char *addr, int64_t skew_ms,
+                        struct knock *kn, uint8_t *out)
+{
+    return knock_msg_by(k, addr, skew_ms, NULL, kn, out);
 }
 
 /* How long the last exchange took, from connect to the door's hanging up. */
@@ -665,11 +725,13 @@ static void test_door_drops(void **state)
     /* A KNOCK_ACK at a door. */
     kn.ack = true;
     kn.status = B10_OK;
-    n = knock_pack(&key, &kn, msg, sizeof(msg));
+    n = knock_pack(&key, &kn, NULL, msg, sizeof(msg));
     dropped(b, msg, n, false, true);
 
     /* A length word past KNOCK_MAX_BYTES, and one below an envelope. */
-    const uint8_t too_long[4] = { 0x00, 0x10, 0, 0 }, too_short[4] = { 8, 0, 0, 0 };
+    const uint32_t over = KNOCK_MAX_BYTES - 4 + 1;
+    const uint8_t too_long[4] = { (uint8_t)over, (uint8_t)(over >> 8), (uint8_t)(over >> 16), 0 };
+    const uint8_t too_short[4] = { 8, 0, 0, 0 };
     dropped(b, too_long, 4, false, true);
     dropped(b, too_short, 4, false, true);
 
@@ -793,8 +855,9 @@ static void wait_readable(int fd)
  * the KNOCK, and answer it with ack sealed under k (its nonce the knock's
  * when echo), or hang up unanswered when ack is NULL. The knock's end in r.
  */
-static void fake_answer(struct side *a, int fake, uint16_t port, const struct auth_key *k,
-                        struct knock *ack, bool echo, struct knocked *r)
+static void fake_answer_as(struct side *a, int fake, uint16_t port, const struct auth_key *k,
+                           struct knock *ack, bool echo, const struct nodeid *signer,
+                           const char *name, struct knocked *r)
 {
     const struct wireaddr_door at = { 4, { 127, 0, 0, 1 }, port };
     uint8_t in[KNOCK_MAX_BYTES], out[KNOCK_MAX_BYTES];
@@ -804,7 +867,7 @@ static void fake_answer(struct side *a, int fake, uint16_t port, const struct au
     char detail[KNOCK_DETAIL_MAX];
 
     memset(r, 0, sizeof(*r));
-    assert_non_null(door_knock(a->door, &at, 1, r, on_knocked));
+    assert_non_null(door_knock(a->door, &at, 1, name, r, on_knocked));
     wait_readable(fake);
     int c = accept4(fake, NULL, NULL, SOCK_CLOEXEC);
     assert_true(c >= 0);
@@ -823,7 +886,7 @@ static void fake_answer(struct side *a, int fake, uint16_t port, const struct au
     if (ack != NULL) {
         if (echo)
             memcpy(ack->nonce, kn.nonce, KNOCK_NONCE_BYTES);
-        size_t n = knock_pack(k, ack, out, sizeof(out));
+        size_t n = knock_pack(k, ack, signer, out, sizeof(out));
         assert_true(n > 0);
         assert_int_equal(write(c, out, n), (ssize_t)n);
     }
@@ -831,6 +894,12 @@ static void fake_answer(struct side *a, int fake, uint16_t port, const struct au
     if (!run_until(called, r, 5000))
         fail_msg("the knock did not end within 5 s");
     assert_int_equal(r->calls, 1);
+}
+
+static void fake_answer(struct side *a, int fake, uint16_t port, const struct auth_key *k,
+                        struct knock *ack, bool echo, struct knocked *r)
+{
+    fake_answer_as(a, fake, port, k, ack, echo, NULL, "node-f", r);
 }
 
 /*
@@ -894,6 +963,212 @@ static void test_knocker_checks_answer(void **state)
     side_close(a);
 }
 
+/* ---------------------------------------------------------------- certified doors */
+
+/*
+ * Two certified doors: a knock for the right name lets each in on the
+ * other's gate; a knocker that expects another node at that door refuses
+ * the answer, and the door's addresses stay off its gate.
+ */
+static void test_certified_knock(void **state)
+{
+    struct side sides[2];
+    struct side *a = &sides[0], *b = &sides[1];
+    struct knocked r;
+
+    side_open_as(a, "node-a", 0xa1, &ring, 1000, 2000, id_a);
+    side_open_as(b, "node-b", 0xb1, &ring, 1000, 2000, id_b);
+    assert_int_equal(first_seal(a, sides, 2), 0);
+    assert_int_equal(first_seal(b, sides, 2), 0);
+
+    knock_for_and_wait(a, b->at, b->nat, "node-x", &r);
+    assert_int_equal(r.status, B10_ERR_UNAUTHENTICATED);
+    assert_non_null(strstr(r.detail, "node certificate"));
+    assert_non_null(strstr(r.detail, "node-x"));
+    for (unsigned i = 0; i < b->nat; i++)
+        assert_false(gate_has(a->gate, &b->at[i]));
+    assert_int_equal(door_stats(a->door)->knock_failed, 1);
+
+    knock_and_wait(a, b->at, b->nat, &r);
+    if (r.status != B10_OK)
+        fail_msg("the certified knock: %s: %s", b10_status_name(r.status), r.detail);
+    for (unsigned i = 0; i < a->nat; i++)
+        assert_true(gate_has(b->gate, &a->at[i]));
+    for (unsigned i = 0; i < b->nat; i++)
+        assert_true(gate_has(a->gate, &b->at[i]));
+    assert_int_equal(door_stats(b->door)->let_in, 2);
+    assert_int_equal(door_stats(b->door)->refused, 0);
+    assert_int_equal(door_stats(a->door)->knocked, 1);
+    side_close(a);
+    side_close(b);
+}
+
+/* The answer of a certified door: proven for node-b. */
+static void certified_answer(const uint8_t *answer, size_t n, const struct knock *kn,
+                             struct knock *ack, b10_status_t want)
+{
+    char why[400];
+    assert_int_equal(answer_of(answer, n, kn, ack), want);
+    assert_true(ack->proof.present);
+    assert_int_equal(knock_verify(id_a, ack, "node-b", why, sizeof(why)), B10_OK);
+}
+
+/*
+ * A certified door: a certified node's knock is let in; a key holder's
+ * without a certificate is refused, told why, and its addresses are not on
+ * the gate; a certified node's knock under another node's name, the same.
+ */
+static void test_certified_door_refuses(void **state)
+{
+    struct side sides[2];
+    struct side *a = &sides[0], *b = &sides[1];
+    static uint8_t msg[KNOCK_MAX_BYTES], answer[KNOCK_MAX_BYTES];
+    static struct knock kn, ack;
+    struct knocked r;
+
+    side_open(a, "node-a", 0xa1, &ring);
+    side_open_as(b, "node-b", 0xb1, &ring, 1000, 2000, id_b);
+    assert_int_equal(first_seal(a, sides, 2), 0);
+    assert_int_equal(first_seal(b, sides, 2), 0);
+    uint16_t port = b->at[0].port;
+
+    /* A certified node-x from 127.0.0.2: let in. */
+    size_t n = knock_msg_by(&key, "127.0.0.2", 0, id_x, &kn, msg);
+    size_t got = exchange("127.0.0.2", port, msg, n, answer);
+    certified_answer(answer, got, &kn, &ack, B10_OK);
+    assert_true(gate_has_ip(b->gate, "127.0.0.2"));
+
+    /* The key alone, from 127.0.0.3: refused, and not on the gate. */
+    n = knock_msg(&key, "127.0.0.3", 0, &kn, msg);
+    got = exchange("127.0.0.3", port, msg, n, answer);
+    certified_answer(answer, got, &kn, &ack, B10_ERR_PERMISSION);
+    assert_non_null(strstr(ack.detail, "certified nodes only"));
+    assert_int_equal(ack.naddrs, 0);
+    assert_false(gate_has_ip(b->gate, "127.0.0.3"));
+
+    /* node-a's certificate on a knock that says node-x: refused, not on the gate. */
+    n = knock_msg_by(&key, "127.0.0.4", 0, id_a, &kn, msg);
+    got = exchange("127.0.0.4", port, msg, n, answer);
+    certified_answer(answer, got, &kn, &ack, B10_ERR_PERMISSION);
+    assert_non_null(strstr(ack.detail, "node certificate is refused"));
+    assert_false(gate_has_ip(b->gate, "127.0.0.4"));
+
+    /* An uncertified daemon's door_knock: refused with the door's reason, neither gate opened. */
+    knock_and_wait(a, b->at, b->nat, &r);
+    assert_int_equal(r.status, B10_ERR_PERMISSION);
+    assert_non_null(strstr(r.detail, "certified nodes only"));
+    for (unsigned i = 0; i < a->nat; i++)
+        assert_false(gate_has(b->gate, &a->at[i]));
+    for (unsigned i = 0; i < b->nat; i++)
+        assert_false(gate_has(a->gate, &b->at[i]));
+
+    assert_int_equal(gate_count(b->gate), 1);
+    assert_int_equal(door_stats(b->door)->let_in, 1);
+    assert_int_equal(door_stats(b->door)->refused, 3);
+    assert_int_equal(door_stats(b->door)->dropped, 0);
+    side_close(a);
+    side_close(b);
+}
+
+/* An uncertified door refuses a proof it cannot check (answered, not on the gate). */
+static void test_uncertified_door_refuses_proof(void **state)
+{
+    struct side sides[2];
+    struct side *b = &sides[1];
+    static uint8_t msg[KNOCK_MAX_BYTES], answer[KNOCK_MAX_BYTES];
+    static struct knock kn, ack;
+
+    open_pair(sides);
+    uint16_t port = b->at[0].port;
+    size_t n = knock_msg_by(&key, "127.0.0.2", 0, id_x, &kn, msg);
+    size_t got = exchange("127.0.0.2", port, msg, n, answer);
+    assert_int_equal(answer_of(answer, got, &kn, &ack), B10_ERR_PERMISSION);
+    assert_non_null(strstr(ack.detail, "none to check it by"));
+    assert_false(ack.proof.present);
+    assert_false(gate_has_ip(b->gate, "127.0.0.2"));
+
+    /* The same knock without its proof: let in, as before certificates. */
+    n = knock_msg(&key, "127.0.0.2", 0, &kn, msg);
+    got = exchange("127.0.0.2", port, msg, n, answer);
+    assert_int_equal(answer_of(answer, got, &kn, &ack), B10_OK);
+    assert_true(gate_has_ip(b->gate, "127.0.0.2"));
+    side_close(&sides[0]);
+    side_close(b);
+}
+
+/*
+ * Proofs are checked within the knock rate: at 2 a second, two knocks
+ * without a proof spend it, and a third, with a good one, goes unanswered.
+ */
+static void test_certified_door_rate(void **state)
+{
+    struct side sides[2];
+    struct side *b = &sides[1];
+    static uint8_t msg[KNOCK_MAX_BYTES], answer[KNOCK_MAX_BYTES];
+    static struct knock kn, ack;
+
+    side_open(&sides[0], "node-a", 0xa1, &ring);
+    side_open_as(b, "node-b", 0xb1, &ring, 2, 2000, id_b);
+    assert_int_equal(first_seal(&sides[0], sides, 2), 0);
+    assert_int_equal(first_seal(b, sides, 2), 0);
+    uint16_t port = b->at[0].port;
+    for (int i = 0; i < 2; i++) {
+        size_t n = knock_msg(&key, "127.0.0.2", 0, &kn, msg);
+        size_t got = exchange("127.0.0.2", port, msg, n, answer);
+        assert_int_equal(answer_of(answer, got, &kn, &ack), B10_ERR_PERMISSION);
+    }
+    size_t n = knock_msg_by(&key, "127.0.0.2", 0, id_x, &kn, msg);
+    assert_int_equal(exchange("127.0.0.2", port, msg, n, answer), 0);
+    assert_int_equal(door_stats(b->door)->dropped, 1);
+    assert_false(gate_has_ip(b->gate, "127.0.0.2"));
+    side_close(&sides[0]);
+    side_close(b);
+}
+
+/*
+ * A certified knocker lets in only an answer proven for the node it
+ * knocked for: an unsigned one, or one of another node, fails the knock
+ * and its addresses stay off the gate; node-b's own is let in.
+ */
+static void test_certified_knocker_checks_answer(void **state)
+{
+    struct side sides[1];
+    struct side *a = &sides[0];
+    struct knocked r;
+    static struct knock ack = { .ack = true, .sender_id = 0xf1, .status = B10_OK, .naddrs = 1 };
+
+    side_open_as(a, "node-a", 0xa1, &ring, 1000, 2000, id_a);
+    assert_int_equal(first_seal(a, sides, 1), 0);
+    uint16_t port;
+    int fake = sock_bound("127.0.0.1", true, false, &port);
+    assert_true(fake >= 0);
+    snprintf(ack.name, sizeof(ack.name), "node-b");
+    ack.addrs[0] = (struct gate_addr){ .family = 4, .bytes = { 127, 0, 0, 9 } };
+    ack.incarnation = 1;
+    const void *w[1] = { "node-b" };
+    size_t wl[1] = { 6 };
+    ack.address_length = wireaddr_size(1, wl);
+    wireaddr_pack(ack.address, 1, w, wl);
+
+    fake_answer_as(a, fake, port, &key, &ack, true, NULL, "node-b", &r);
+    assert_int_equal(r.status, B10_ERR_UNAUTHENTICATED);
+    assert_non_null(strstr(r.detail, "without a node certificate"));
+    assert_false(gate_has_ip(a->gate, "127.0.0.9"));
+
+    fake_answer_as(a, fake, port, &key, &ack, true, id_x, "node-b", &r);
+    assert_int_equal(r.status, B10_ERR_UNAUTHENTICATED);
+    assert_non_null(strstr(r.detail, "is refused for node-b"));
+    assert_false(gate_has_ip(a->gate, "127.0.0.9"));
+    assert_int_equal(gate_count(a->gate), 0);
+
+    fake_answer_as(a, fake, port, &key, &ack, true, id_b, "node-b", &r);
+    if (r.status != B10_OK)
+        fail_msg("node-b's answer: %s: %s", b10_status_name(r.status), r.detail);
+    assert_true(gate_has_ip(a->gate, "127.0.0.9"));
+    close(fake);
+    side_close(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -909,6 +1184,11 @@ int main(void)
         cmocka_unit_test_teardown(test_door_drops, close_leftovers),
         cmocka_unit_test_teardown(test_door_rate, close_leftovers),
         cmocka_unit_test_teardown(test_door_per_address, close_leftovers),
+        cmocka_unit_test_teardown(test_certified_knock, close_leftovers),
+        cmocka_unit_test_teardown(test_certified_door_refuses, close_leftovers),
+        cmocka_unit_test_teardown(test_uncertified_door_refuses_proof, close_leftovers),
+        cmocka_unit_test_teardown(test_certified_door_rate, close_leftovers),
+        cmocka_unit_test_teardown(test_certified_knocker_checks_answer, close_leftovers),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

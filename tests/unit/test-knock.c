@@ -11,11 +11,21 @@
  * neither 4 nor 16 bytes, a bad name, another version or nonce size, no
  * sender, an answer with a status outside the map. The frame's length word
  * is held to its bounds, and knock_pack to its buffer.
+ *
+ * A node proof (certified mode): a KNOCK and a KNOCK_ACK packed with a node
+ * identity open with the chain and a signature knock_verify accepts for
+ * that node's name alone, and for that kind alone; without one they open
+ * with none, which knock_verify refuses. A flipped signature byte opens
+ * (knock_open does not verify) but is refused by knock_verify. Every bound
+ * of the proof: at most 4 certificates, 8192 bytes of them, none empty, a
+ * signature of 1 to 80 bytes, both or neither, nothing after them; and a
+ * proof of every bound at once fits KNOCK_MAX_BYTES.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,17 +40,48 @@
 
 static struct auth_key key_a, key_b;
 static struct auth_keyring ring;        /* key_a */
+/* Node identities of one CA: good_knock's sender and good_ack's. */
+static char cert_dir[64];
+static struct nodeid *id_a, *id_b;
+
+static int certify(const char *name, struct nodeid **id_p)
+{
+    char cert[128], key[128], ca[128], cakey[128], why[512];
+
+    snprintf(ca, sizeof(ca), "%s/ca.crt", cert_dir);
+    snprintf(cakey, sizeof(cakey), "%s/ca.key", cert_dir);
+    snprintf(cert, sizeof(cert), "%s/%s.crt", cert_dir, name);
+    snprintf(key, sizeof(key), "%s/%s.key", cert_dir, name);
+    if (nodeid_issue(ca, cakey, name, cert_dir, -60, 86400, why, sizeof(why)) != B10_OK ||
+        nodeid_load(cert, key, ca, name, id_p, why, sizeof(why)) != B10_OK) {
+        fprintf(stderr, "%s: %s\n", name, why);
+        return -1;
+    }
+    return 0;
+}
 
 static int group_setup(void **state)
 {
+    char why[512];
+
+    snprintf(cert_dir, sizeof(cert_dir), "/tmp/b10-test-knock.XXXXXX");
     if (keys_setup() != 0 || keys_make("a.key", &key_a) != 0 || keys_make("b.key", &key_b) != 0 ||
-        auth_keyring_add(&ring, &key_a) != 0)
+        auth_keyring_add(&ring, &key_a) != 0 || mkdtemp(cert_dir) == NULL ||
+        nodeid_make_ca(cert_dir, 1, why, sizeof(why)) != B10_OK ||
+        certify("node-a.example", &id_a) != 0 || certify("node-b", &id_b) != 0)
         return -1;
     return 0;
 }
 
 static int group_teardown(void **state)
 {
+    char cmd[128];
+
+    nodeid_free(id_a);
+    nodeid_free(id_b);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", cert_dir);
+    if (system(cmd) != 0)
+        return -1;
     return keys_teardown();
 }
 
@@ -105,7 +146,7 @@ static b10_status_t open_as(const struct auth_keyring *r, bool ack, const uint8_
 
 static size_t pack(const struct auth_key *key, const struct knock *k, uint8_t *buf)
 {
-    size_t n = knock_pack(key, k, buf, KNOCK_MAX_BYTES);
+    size_t n = knock_pack(key, k, NULL, buf, KNOCK_MAX_BYTES);
     assert_true(n > 4 + AUTH_OVERHEAD);
     return n;
 }
@@ -550,15 +591,246 @@ static void test_pack_bounds(void **state)
 
     for (int ack = 0; ack < 2; ack++) {
         ack ? good_ack(&k) : good_knock(&k);
-        size_t n = knock_pack(&key_a, &k, buf, sizeof(buf));
+        size_t n = knock_pack(&key_a, &k, NULL, buf, sizeof(buf));
         assert_true(n > 0 && n <= KNOCK_MAX_BYTES);
         memset(buf, 0xa5, sizeof(buf));
-        assert_int_equal(knock_pack(&key_a, &k, buf, n - 1), 0);
-        assert_int_equal(knock_pack(&key_a, &k, buf, 0), 0);
-        assert_int_equal(knock_pack(&key_a, &k, buf, n), n);
+        assert_int_equal(knock_pack(&key_a, &k, NULL, buf, n - 1), 0);
+        assert_int_equal(knock_pack(&key_a, &k, NULL, buf, 0), 0);
+        assert_int_equal(knock_pack(&key_a, &k, NULL, buf, n), n);
         for (size_t i = n; i < sizeof(buf); i++)
             assert_int_equal(buf[i], 0xa5);
         assert_int_equal(open_as(&ring, ack, buf, n, &out, &authenticated), B10_OK);
+    }
+}
+
+/* ---------------------------------------------------------------- node proofs */
+
+static char why[512];
+
+static b10_status_t verify(const struct nodeid *id, const struct knock *k, const char *name)
+{
+    why[0] = '\0';
+    b10_status_t st = knock_verify(id, k, name, why, sizeof(why));
+    if (st != B10_OK && why[0] == '\0')
+        fail_msg("a refused proof without its reason");
+    return st;
+}
+
+static void test_proof_round_trip(void **state)
+{
+    static struct knock k, out;
+    uint8_t buf[KNOCK_ACK_MAX_BYTES];
+    bool authenticated;
+
+    for (int ack = 0; ack < 2; ack++) {
+        struct nodeid *id = ack ? id_b : id_a;
+        const char *name = ack ? "node-b" : "node-a.example";
+        ack ? good_ack(&k) : good_knock(&k);
+        size_t n = knock_pack(&key_a, &k, id, buf, sizeof(buf));
+        assert_true(n > 0 && n <= (ack ? KNOCK_ACK_MAX_BYTES : KNOCK_MAX_BYTES));
+        assert_int_equal(knock_frame_length(buf, n, ack), n);
+        assert_int_equal(open_as(&ring, ack, buf, n, &out, &authenticated), B10_OK);
+        check_same(&k, &out, key_a.id);
+        assert_true(out.proof.present);
+        struct nodeid_chain chain;
+        nodeid_chain_of(id, &chain);
+        assert_int_equal(out.proof.chain.count, chain.count);
+        assert_int_equal(out.proof.chain.length[0], chain.length[0]);
+        assert_memory_equal(out.proof.chain.der[0], chain.der[0], chain.length[0]);
+
+        /* Good for its sender's name, checked by either node's anchors. */
+        assert_int_equal(verify(id_a, &out, name), B10_OK);
+        assert_int_equal(verify(id_b, &out, name), B10_OK);
+        /* Not for another name: a certified node cannot knock as another. */
+        assert_int_equal(verify(id_a, &out, ack ? "node-a.example" : "node-b"), B10_ERR_PERMISSION);
+        /* Not for the other kind: its context string is its own. */
+        out.ack = !out.ack;
+        assert_int_equal(verify(id_a, &out, name), B10_ERR_PERMISSION);
+
+        /* Without an identity: no proof, which knock_verify refuses. */
+        n = knock_pack(&key_a, &k, NULL, buf, sizeof(buf));
+        assert_int_equal(open_as(&ring, ack, buf, n, &out, &authenticated), B10_OK);
+        assert_false(out.proof.present);
+        assert_int_equal(verify(id_a, &out, name), B10_ERR_PERMISSION);
+    }
+}
+
+/* The payload of a framed message sealed under key_a, copied out. */
+static size_t payload_of(const uint8_t *buf, size_t n, bool ack, uint8_t *payload)
+{
+    const uint8_t *p;
+    size_t len;
+    assert_int_equal(auth_open(&key_a, ack ? AUTH_KIND_KNOCK_ACK : AUTH_KIND_KNOCK, buf + 4, n - 4,
+                               &p, &len), AUTH_OK);
+    memcpy(payload, p, len);
+    return len;
+}
+
+/* A signature byte flipped (and the envelope sealed again): it opens, and its proof is refused. */
+static void test_proof_flipped_signature(void **state)
+{
+    static struct knock k, out;
+    uint8_t buf[KNOCK_ACK_MAX_BYTES], payload[KNOCK_ACK_MAX_BYTES];
+    bool authenticated;
+
+    for (int ack = 0; ack < 2; ack++) {
+        ack ? good_ack(&k) : good_knock(&k);
+        size_t n = knock_pack(&key_a, &k, ack ? id_b : id_a, buf, sizeof(buf));
+        size_t len = payload_of(buf, n, ack, payload);
+        /* The signature is the payload's last field, so its last byte is the payload's. */
+        payload[len - 1] ^= 0x01;
+        memcpy(buf + 4 + AUTH_HEADER_BYTES, payload, len);
+        auth_seal(&key_a, ack ? AUTH_KIND_KNOCK_ACK : AUTH_KIND_KNOCK, k.sender_id, 0, buf + 4, len);
+        assert_int_equal(open_as(&ring, ack, buf, n, &out, &authenticated), B10_OK);
+        assert_true(out.proof.present);
+        assert_int_equal(verify(id_a, &out, ack ? "node-b" : "node-a.example"), B10_ERR_PERMISSION);
+
+        /* A signed field changed (the name), sealed again: it opens, and its proof is refused. */
+        n = knock_pack(&key_a, &k, ack ? id_b : id_a, buf, sizeof(buf));
+        len = payload_of(buf, n, ack, payload);
+        uint8_t *name = memmem(payload, len, k.name, strlen(k.name));
+        assert_non_null(name);
+        name[0] = 'x';
+        memcpy(buf + 4 + AUTH_HEADER_BYTES, payload, len);
+        auth_seal(&key_a, ack ? AUTH_KIND_KNOCK_ACK : AUTH_KIND_KNOCK, k.sender_id, 0, buf + 4, len);
+        assert_int_equal(open_as(&ring, ack, buf, n, &out, &authenticated), B10_OK);
+        assert_int_equal(verify(id_a, &out, ack ? "node-b" : "node-a.example"), B10_ERR_PERMISSION);
+    }
+}
+
+/* A KNOCK of raw_knock_init's fields with a proof of ncerts certificates of these lengths. */
+static size_t proof_knock(size_t ncerts, const size_t *lengths, size_t sig_length, bool trailer,
+                          uint8_t *buf)
+{
+    static uint8_t der[NODEID_MAX_CHAIN_BYTES + 1], sig[NODEID_MAX_SIG + 1];
+    static uint8_t payload[KNOCK_MAX_BYTES];
+    ProtobufCBinaryData certs[NODEID_MAX_CERTS + 1];
+    struct raw_knock r;
+
+    memset(der, 0x30, sizeof(der));
+    memset(sig, 0x5b, sizeof(sig));
+    raw_knock_init(&r);
+    r.m.n_addresses = KNOCK_MAX_ADDRS;
+    for (size_t i = 0; i < ncerts; i++)
+        certs[i] = (ProtobufCBinaryData){ lengths[i], der };
+    r.m.n_node_chain = ncerts;
+    r.m.node_chain = certs;
+    r.m.node_sig = (ProtobufCBinaryData){ sig_length, sig };
+    size_t len = b10__peer__knock__get_packed_size(&r.m);
+    assert_true(len + 8 <= sizeof(payload));
+    b10__peer__knock__pack(&r.m, payload);
+    if (trailer) {
+        /* A field after the proof: sent_ms again (field 3, fixed64), which it would not sign. */
+        payload[len++] = 3 << 3 | 1;
+        memset(payload + len, 0x77, 8);
+        len += 8;
+    }
+    return seal_raw(&key_a, AUTH_KIND_KNOCK, 0x1234, payload, len, buf);
+}
+
+static void proof_refused(size_t ncerts, const size_t *lengths, size_t sig_length, bool trailer,
+                          const char *what)
+{
+    static uint8_t buf[KNOCK_MAX_BYTES];
+    static struct knock out;
+    bool authenticated;
+
+    size_t n = proof_knock(ncerts, lengths, sig_length, trailer, buf);
+    if (open_as(&ring, false, buf, n, &out, &authenticated) == B10_OK)
+        fail_msg("%s: opened", what);
+    assert_true(authenticated);
+    if (strstr(detail, what) == NULL)
+        fail_msg("refused for '%s', not '%s'", detail, what);
+}
+
+static void proof_opens(size_t ncerts, const size_t *lengths, size_t sig_length)
+{
+    static uint8_t buf[KNOCK_MAX_BYTES];
+    static struct knock out;
+    bool authenticated;
+    size_t total = 0;
+
+    size_t n = proof_knock(ncerts, lengths, sig_length, false, buf);
+    assert_true(n <= KNOCK_MAX_BYTES);
+    assert_int_equal(open_as(&ring, false, buf, n, &out, &authenticated), B10_OK);
+    assert_true(out.proof.present);
+    assert_int_equal(out.proof.chain.count, ncerts);
+    for (size_t i = 0; i < ncerts; i++) {
+        assert_int_equal(out.proof.chain.length[i], lengths[i]);
+        total += lengths[i];
+    }
+    assert_true(total <= NODEID_MAX_CHAIN_BYTES);
+    assert_int_equal(out.proof.sig_length, sig_length);
+    /* Opened is not proven: the bytes are no certificate. */
+    assert_int_equal(verify(id_a, &out, "node-a"), B10_ERR_PERMISSION);
+}
+
+static void test_proof_bounds(void **state)
+{
+    const size_t one[1] = { 300 }, empty[2] = { 300, 0 };
+    const size_t four_full[4] = { 2048, 2048, 2048, 2048 };
+    const size_t four_over[4] = { 2048, 2048, 2048, 2049 };
+    const size_t five[5] = { 10, 10, 10, 10, 10 };
+    const size_t big_one[1] = { NODEID_MAX_CHAIN_BYTES }, too_big[1] = { NODEID_MAX_CHAIN_BYTES + 1 };
+
+    /* Every bound at once, 16 addresses beside: it opens, within KNOCK_MAX_BYTES. */
+    proof_opens(4, four_full, NODEID_MAX_SIG);
+    proof_opens(1, big_one, 1);
+    proof_opens(1, one, 64);
+
+    proof_refused(5, five, 64, false, "more than 4 certificates");
+    proof_refused(4, four_over, 64, false, "more than 8192 bytes");
+    proof_refused(1, too_big, 64, false, "more than 8192 bytes");
+    proof_refused(2, empty, 64, false, "more than 8192 bytes");
+    proof_refused(1, one, NODEID_MAX_SIG + 1, false, "without its chain or signature");
+    proof_refused(1, one, 0, false, "without its chain or signature");
+    proof_refused(0, one, 64, false, "without its chain or signature");
+    proof_refused(1, one, 64, true, "fields after the node proof");
+}
+
+/* An ACK's proof, bounded as a KNOCK's: a field after it is refused, over the bounds too. */
+static void test_proof_ack_bounds(void **state)
+{
+    static struct knock k, out;
+    static uint8_t buf[KNOCK_ACK_MAX_BYTES], payload[KNOCK_ACK_MAX_BYTES];
+    bool authenticated;
+
+    good_ack(&k);
+    size_t n = knock_pack(&key_a, &k, id_b, buf, sizeof(buf));
+    size_t len = payload_of(buf, n, true, payload);
+    /* incarnation (field 7, fixed64) again, after the proof. */
+    payload[len++] = 7 << 3 | 1;
+    memset(payload + len, 0x42, 8);
+    len += 8;
+    n = seal_raw(&key_a, AUTH_KIND_KNOCK_ACK, k.sender_id, payload, len, buf);
+    assert_int_not_equal(open_as(&ring, true, buf, n, &out, &authenticated), B10_OK);
+    assert_true(authenticated);
+    assert_non_null(strstr(detail, "fields after the node proof"));
+
+    /* A proof of 5 certificates is refused; of 4, it opens. */
+    B10__Peer__KnockAck m = B10__PEER__KNOCK_ACK__INIT;
+    uint8_t der[16] = { 0x30 }, sig[64] = { 1 };
+    ProtobufCBinaryData certs[5];
+    for (int i = 0; i < 5; i++)
+        certs[i] = (ProtobufCBinaryData){ sizeof(der), der };
+    m.node_chain = certs;
+    m.node_sig = (ProtobufCBinaryData){ sizeof(sig), sig };
+    for (size_t ncerts = 5; ncerts >= 4; ncerts--) {
+        m.n_node_chain = ncerts;
+        n = knock_pack(&key_a, &k, NULL, buf, sizeof(buf));
+        len = payload_of(buf, n, true, payload);
+        len += b10__peer__knock_ack__pack(&m, payload + len);
+        n = seal_raw(&key_a, AUTH_KIND_KNOCK_ACK, k.sender_id, payload, len, buf);
+        b10_status_t st = open_as(&ring, true, buf, n, &out, &authenticated);
+        if (ncerts == 5) {
+            assert_int_not_equal(st, B10_OK);
+            assert_non_null(strstr(detail, "more than 4 certificates"));
+        } else {
+            /* The same with 4 opens. */
+            assert_int_equal(st, B10_OK);
+            assert_true(out.proof.present);
+            assert_int_equal(out.proof.chain.count, 4);
+        }
     }
 }
 
@@ -577,6 +849,10 @@ int main(void)
         cmocka_unit_test(test_refuse_ack_status),
         cmocka_unit_test(test_frame_length),
         cmocka_unit_test(test_pack_bounds),
+        cmocka_unit_test(test_proof_round_trip),
+        cmocka_unit_test(test_proof_flipped_signature),
+        cmocka_unit_test(test_proof_bounds),
+        cmocka_unit_test(test_proof_ack_bounds),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
