@@ -863,14 +863,28 @@ void peer_hello_on_hello(struct b10d *d, const uint8_t *buf, size_t length)
         auth_wipe(kx_secret, sizeof(kx_secret));
     }
     bool certified = unproven == NULL && d->nodeid != NULL;
+    /*
+     * Certified: a proof shows a HELLO's name, not the boot id it claims. A boot this
+     * daemon knows (linked, or waiting for its confirmation) under another name is that
+     * node's: a HELLO that claims it is dropped, or one node could move another's
+     * generations past its next HELLO, or cancel its handshake while it waits.
+     */
+    const char *owner = of_boot != NULL ? of_boot->name : earlier != NULL ? earlier->name : NULL;
+    if (d->nodeid != NULL && owner != NULL && strcmp(owner, h.name) != 0) {
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: it claims "
+                            "boot %016" PRIx64 ", which is %s's", h.name, h.daemon_id, owner);
+        goto out;
+    }
     if (!peer_hello_budget(d, certified ? h.name : NULL)) {
         peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: past "
                             "--max-hellos-per-s %u%s", h.name, d->cfg.max_hellos_per_s,
                             certified ? " for that node" : "");
         goto out;
     }
-    if (earlier != NULL)
-        peer_hello_pending_free(earlier);   /* its opener moved on to a newer generation */
+    /* Its opener moved on to a newer generation; certified, only a HELLO that proved the
+     * name may say so (one without a proof is refused below and must not cancel it). */
+    if (earlier != NULL && (d->nodeid == NULL || certified))
+        peer_hello_pending_free(earlier);
     if (certified)
         peer_hello_pending_share(d, h.name);
     if (d->handshakes.npending >= PEER_MAX_PENDING) {

@@ -390,6 +390,40 @@ static void test_certified_budget_per_node(void **state)
     uncertify(ids, 2);
 }
 
+/*
+ * A proof shows a HELLO's name, not the boot id it claims. node-b, certified, claims the
+ * boot of linked node-x at a far generation: dropped unanswered, and node-x's own next
+ * HELLO is answered, not taken for a replay. Then a HELLO without a proof claiming
+ * node-x's boot while node-x's next handshake waits: refused, and node-x still confirms.
+ */
+static void test_certified_boot_is_its_names(void **state)
+{
+    static const char *const names[] = { "node-x", "node-b", NULL };
+    struct nodeid *ids[2];
+
+    certify(names, ids);
+    struct opener x = { .daemon_id = 0xa1, .name = "node-x", .gen = 1, .id = ids[0] };
+    send_hello(&x);
+    assert_true(confirm(&x));
+    struct opener b = { .daemon_id = 0xa1, .name = "node-b", .gen = 1000000, .id = ids[1] };
+    send_hello(&b);
+    assert_false(answered(&b));
+    struct peer *px = peer_find_name(&fx_d, "node-x");
+    assert_non_null(px);
+    assert_true(px->hello_gen_seen < 1000000);
+    struct opener x2 = { .daemon_id = 0xa1, .name = "node-x", .gen = 2, .id = ids[0] };
+    send_hello(&x2);
+    assert_true(answered(&x2));
+    assert_int_equal(x2.ack.status, B10_OK);
+    /* The same name without a proof: answered with a refusal, node-x's handshake kept. */
+    struct opener bare = { .daemon_id = 0xa1, .name = "node-x", .gen = 3 };
+    send_hello(&bare);
+    assert_true(answered(&bare));
+    assert_int_not_equal(bare.ack.status, B10_OK);
+    assert_true(confirm(&x2));
+    uncertify(ids, 2);
+}
+
 int main(void)
 {
     static const struct fx_settings two_a_second = { .max_hellos_per_s = 2 };
@@ -404,6 +438,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_certified_handshake, fx_setup, fx_teardown),
         cmocka_unit_test_prestate_setup_teardown(test_certified_budget_per_node, fx_setup,
                                                  fx_teardown, (void *)&two_a_second),
+        cmocka_unit_test_setup_teardown(test_certified_boot_is_its_names, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
