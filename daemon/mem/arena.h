@@ -4,8 +4,14 @@
  * that a submit of 10^5 spans carries their count rather than 3.2 MB of
  * them through the socket (a frame read in 64 KiB turns, then decoded and
  * copied again). Everything in it is the client's to change at any moment:
- * arena_take copies a request's tables out, bounded, before anything reads
- * them, and only that copy is checked and planned.
+ * arena_take reads a request's tables out, bounded, before anything looks
+ * at them, and only that copy is checked and planned.
+ *
+ * Read with pread(2), never mapped: a mapping's read of a page the rank
+ * never wrote (or punched out since) would make the page there and then,
+ * charged to the daemon for as long as the rank keeps its memfd, and a
+ * fault on a memfd of huge pages could raise SIGBUS; a read of a hole
+ * copies zeros and makes nothing.
  */
 #ifndef B10D_ARENA_H
 #define B10D_ARENA_H
@@ -16,40 +22,32 @@
 #include "b10/b10.h"
 
 struct arena {
-    const uint8_t *map;             /* read-only, shared with the rank; NULL: none */
-    size_t length;                  /* bytes mapped: at most the rank's --max-frame */
+    int fd;                         /* the rank's memfd, our own descriptor of it; -1: none */
+    size_t length;                  /* bytes of it that are the arena: at most --max-frame */
 };
 
+/* No arena yet. */
+void arena_init(struct arena *a);
+
 /*
- * Map length bytes of the memfd fd (the caller keeps and closes fd) as a's
- * arena, in place of the one it had. The memfd must be sealed against
- * shrinking (else the rank could cut it under the daemon's reads: SIGBUS)
- * and hold length bytes; length is 1..max. On failure a keeps its arena.
+ * Take length bytes of the memfd fd (the caller keeps and closes fd; the
+ * arena holds a descriptor of its own) as a's arena, in place of the one it
+ * had. The memfd must be sealed against shrinking and hold length bytes;
+ * length is 1..max. On failure a keeps its arena.
  */
 b10_status_t arena_open(struct arena *a, int fd, uint64_t length, uint64_t max, char *detail,
                         size_t detail_len);
 
 /*
- * Copy a request's tables out of the arena's first 32 * count bytes (count
+ * Read a request's tables from the arena's first 32 * count bytes (count
  * local spans, then count remote ones, 16 bytes a span as on the wire) into
  * *tables_p (malloc'd, the caller's): B10_ERR_INVALID_ARG when count is 0
- * or they do not lie inside length bytes, B10_ERR_NO_MEMORY.
+ * or they do not lie inside the arena, B10_ERR_NO_MEMORY, B10_ERR_IO.
  */
-b10_status_t arena_take(const uint8_t *map, size_t length, uint64_t count, uint8_t **tables_p,
-                        char *detail, size_t detail_len);
+b10_status_t arena_take(const struct arena *a, uint64_t count, uint8_t **tables_p, char *detail,
+                        size_t detail_len);
 
-/*
- * Before arena_take, on the memfd's mapping: B10_ERR_INVALID_ARG when the
- * tables of count spans reach a page of the memfd that the rank never
- * wrote. Reading it would make that page, charged to the daemon for as
- * long as the rank keeps its memfd: memory the rank never paid for. (A page
- * swapped out reads as not written too; libb10 writes the tables just
- * before it submits them.)
- */
-b10_status_t arena_check_written(const uint8_t *map, size_t length, uint64_t count, char *detail,
-                                 size_t detail_len);
-
-/* Unmap it; a zeroed or closed arena is accepted. */
+/* Let it go; an arena that has none is accepted. */
 void arena_close(struct arena *a);
 
 #endif

@@ -61,6 +61,7 @@ static struct session *session_create(struct b10d *d, struct ipc_conn *conn, pid
     s->pid = pid;
     s->uid = uid;
     s->gid = gid;
+    arena_init(&s->arena);
     mem_table_init(&s->mem, d->cfg.max_regions, d->cfg.max_register_bytes);
     list_init(&s->agents);
     list_init(&s->xfers);
@@ -886,11 +887,7 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
             snprintf(detail, sizeof(detail), "spans both in the arena and in the request");
             status = B10_ERR_INVALID_ARG;
         } else {
-            status = arena_check_written(s->arena.map, s->arena.length, req->arena_spans,
-                                         detail, sizeof(detail));
-            if (status == B10_OK)
-                status = arena_take(s->arena.map, s->arena.length, req->arena_spans, &tables,
-                                    detail, sizeof(detail));
+            status = arena_take(&s->arena, req->arena_spans, &tables, detail, sizeof(detail));
         }
         if (status == B10_OK) {
             size_t table = (size_t)req->arena_spans * SPAN_BYTES;

@@ -12,11 +12,14 @@
  * sizes its chunk table by it), and what it plans must add up: every chunk
  * within its size, the pieces' bytes the chunks', the total theirs.
  */
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "arena.h"
 #include "frame.h"
@@ -31,15 +34,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t count = frame_get_u64(data);
     uint64_t max_chunk = ((uint64_t)frame_get_u32(data + 8) % 64 + 1) * (64u << 10);
     size_t length = size - 12;
-    /* A buffer of its own, exactly the arena's size: reading past it is caught. */
-    uint8_t *map = malloc(length ? length : 1);
-    if (map == NULL)
+    const uint8_t *map = data + 12;
+    /* A memfd of exactly the arena's bytes, sealed as libb10 seals it, as the daemon gets it. */
+    int fd = memfd_create("fuzz-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0 || (length > 0 && write(fd, map, length) != (ssize_t)length) ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
+        if (fd >= 0)
+            close(fd);
         return 0;
-    memcpy(map, data + 12, length);
+    }
+    struct arena arena;
+    arena_init(&arena);
     uint8_t *tables = NULL;
     char detail[256];
-    b10_status_t st = arena_take(length ? map : NULL, length, count, &tables, detail,
-                                 sizeof(detail));
+    /* Refused for 0 bytes: then arena_take must refuse whatever the count. */
+    arena_open(&arena, fd, length, UINT64_C(1) << 30, detail, sizeof(detail));
+    close(fd);
+    b10_status_t st = arena_take(&arena, count, &tables, detail, sizeof(detail));
+    arena_close(&arena);
     if (st == B10_OK) {
         if (count == 0 || count * 2 * SPAN_BYTES > length ||
             memcmp(tables, map, count * 2 * SPAN_BYTES) != 0)
@@ -76,6 +88,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (tables != NULL) {
         abort();
     }
-    free(map);
     return 0;
 }
