@@ -191,6 +191,7 @@ struct b10_conn {
     uint8_t *arena;                /* its mapping, arena_len bytes */
     size_t arena_len;
     uint64_t arena_boot;           /* the boot the daemon was given it in; 0: none yet */
+    bool unanswered;               /* the last request went out and its answer did not come */
     bool reading;                  /* a thread polls the socket with the lock released */
     b10_status_t dead;             /* B10_OK while usable, else what every call returns */
 
@@ -1017,6 +1018,7 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
     conn->pending = &p;
     if (xfer != NULL)
         xfer->times.encoded_ns = (uint64_t)now_ns();
+    conn->unanswered = false;
     status = conn_send(conn, &frame, pass_fd, deadline);
     frame_iov_free(&frame);
     if (status != B10_OK)
@@ -1032,6 +1034,7 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
         } else {
             conn_set_detail(conn, "daemon did not answer within %d ms",
                             conn->request_timeout_ms);
+            conn->unanswered = true;
             status = B10_ERR_IO;
         }
         goto unlink;
@@ -1968,6 +1971,19 @@ static void pack_spans(uint8_t *out, const b10_span_t *spans, size_t count)
 /* Requests of fewer spans carry them in the frame (at most 128 KiB of it). */
 #define ARENA_MIN_SPANS 4096
 
+/* Let the arena go (the lock held): the next large request makes a fresh one. */
+static void conn_arena_drop(b10_conn_t *conn)
+{
+    if (conn->arena != NULL)
+        munmap(conn->arena, conn->arena_len);
+    if (conn->arena_fd >= 0)
+        close(conn->arena_fd);
+    conn->arena = NULL;
+    conn->arena_fd = -1;
+    conn->arena_len = 0;
+    conn->arena_boot = 0;
+}
+
 /*
  * Make the span arena hold need bytes and this boot of the daemon map it
  * (the lock held): B10_OK, else why not, and the caller's spans go in the
@@ -1996,10 +2012,7 @@ static b10_status_t conn_arena_ready(b10_conn_t *conn, size_t need)
             close(fd);
             return status;
         }
-        if (conn->arena != NULL)
-            munmap(conn->arena, conn->arena_len);
-        if (conn->arena_fd >= 0)
-            close(conn->arena_fd);
+        conn_arena_drop(conn);
         conn->arena = map;
         conn->arena_len = len;
         conn->arena_fd = fd;
@@ -2435,6 +2448,14 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
         ProtobufCBinaryData local = sx.local_spans, remote = sx.remote_spans;
         sx.local_spans = sx.remote_spans = (ProtobufCBinaryData){ 0, NULL };
         status = conn_request(conn, &msg, -1, B10__REPLY__BODY_SUBMIT, xfer, NULL);
+        /*
+         * Unanswered, the submit may still be read later: the daemon takes frames in order
+         * and copies the tables only when it reaches this one. The next request must not
+         * rewrite them, so this arena is let go (the daemon keeps its own descriptor of it)
+         * and the next large one makes and hands over a fresh one.
+         */
+        if (conn->unanswered)
+            conn_arena_drop(conn);
         if (status == B10_ERR_INVALID_ARG && conn->boot != boot && conn->arena_boot != conn->boot) {
             sx.arena_spans = 0;
             sx.local_spans = local;
