@@ -186,6 +186,10 @@ static b10_status_t nodeid_check_chain(X509_STORE *anchors, X509 *leaf, STACK_OF
         int e = X509_STORE_CTX_get_error(ctx);
         snprintf(detail, detail_len, "certificate chain refused: %s (at depth %d)",
                  X509_verify_cert_error_string(e), X509_STORE_CTX_get_error_depth(ctx));
+    } else if (X509_check_ca(leaf) != 0) {
+        /* A CA's certificate names whoever it likes in what it signs: never a node's own. */
+        snprintf(detail, detail_len, "the node certificate is a CA's (basicConstraints CA:TRUE "
+                 "or keyCertSign): a node's certificate must not issue others");
     } else if (!nodeid_names(leaf, name)) {
         snprintf(detail, detail_len, "the certificate does not name '%s' (no subjectAltName "
                  "DNS:%s, nor a URI ending in /%s)", name, name, name);

@@ -403,6 +403,17 @@ static void test_intermediate(void **state)
     snprintf(cert, sizeof(cert), "%s", in("int", "long.crt"));
     assert_int_equal(load(cert, key, in("ca", "ca.crt"), "c", &id), B10_ERR_INVALID_ARG);
     assert_non_null(strstr(detail, "more than 4 certificates"));
+    /* The intermediate itself, given a name: a CA's certificate is never a node's. */
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && openssl req -new -key int/ca.key -subj /CN=cax -out int/cax.csr && "
+             "printf 'basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,"
+             "digitalSignature\nsubjectAltName=DNS:cax\n' >int/extx && openssl x509 -req -in "
+             "int/cax.csr -CA ca/ca.crt -CAkey ca/ca.key -days 5 -extfile int/extx "
+             "-out int/cax.crt 2>/dev/null", dir);
+    run(cmd);
+    assert_int_equal(load(in("int", "cax.crt"), in("int", "ca.key"), in("ca", "ca.crt"), "cax",
+                          &id), B10_ERR_PERMISSION);
+    assert_non_null(strstr(detail, "is a CA's"));
 }
 
 /*
