@@ -2341,6 +2341,11 @@ static b10_status_t xfer_check_params(b10_conn_t *conn, const b10_xfer_params_t 
         return conn_reject(conn, B10_ERR_INVALID_ARG, "remote_agent is required");
     if (params->count == 0 || params->local == NULL || params->remote == NULL)
         return conn_reject(conn, B10_ERR_INVALID_ARG, "a transfer needs at least one span");
+    if ((params->field_mask & B10_XFER_FIELD_INDICES) &&
+        (params->local_index == NULL || params->remote_index == NULL ||
+         params->local_table_count == 0 || params->remote_table_count == 0))
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "B10_XFER_FIELD_INDICES needs both "
+                           "indices and both tables, none of them empty");
     /* Bounded before allocating: two span tables must fit in one frame. */
     if (params->count > FRAME_MAX_LIMIT / (2 * SPAN_BYTES))
         return conn_reject(conn, B10_ERR_TOO_LARGE, "%zu spans cannot fit in one request",
@@ -2348,17 +2353,49 @@ static b10_status_t xfer_check_params(b10_conn_t *conn, const b10_xfer_params_t 
     return B10_OK;
 }
 
+/* How many rows ahead a pass over picked spans asks for: they lie anywhere in their tables. */
+#define PICK_PREFETCH 16
+
+/* Refuse the first index outside its table, naming it (B10_XFER_FIELD_INDICES). */
+static b10_status_t xfer_bad_index(b10_conn_t *conn, const b10_xfer_params_t *params, size_t i)
+{
+    bool local = (uint64_t)params->local_index[i] >= params->local_table_count;
+    conn_set_detail(conn, "%s index %lld (at %zu) is outside its table of %zu spans",
+                    local ? "local" : "remote",
+                    (long long)(local ? params->local_index[i] : params->remote_index[i]), i,
+                    local ? params->local_table_count : params->remote_table_count);
+    return B10_ERR_INVALID_ARG;
+}
+
 /*
  * The spans' own checks (the lock held), refused here with the daemon's
  * words rather than after a round trip; copied on the way into out (the
- * span arena: one pass over them, not two) unless out is NULL.
+ * span arena, or the frame's own tables: one pass over them, not two)
+ * unless out is NULL. With B10_XFER_FIELD_INDICES the pass picks each
+ * pair's rows from the tables by their indices, checking those first.
  */
 static b10_status_t xfer_check_spans(b10_conn_t *conn, const b10_xfer_params_t *params,
                                      uint8_t *out)
 {
     size_t table = params->count * SPAN_BYTES;
+    bool picked = params->field_mask & B10_XFER_FIELD_INDICES;
     for (size_t i = 0; i < params->count; i++) {
         const b10_span_t *l = &params->local[i], *r = &params->remote[i];
+        if (picked) {
+            uint64_t li = (uint64_t)params->local_index[i], ri = (uint64_t)params->remote_index[i];
+            if (li >= params->local_table_count || ri >= params->remote_table_count)
+                return xfer_bad_index(conn, params, i);
+            if (i + PICK_PREFETCH < params->count) {
+                uint64_t lf = (uint64_t)params->local_index[i + PICK_PREFETCH];
+                uint64_t rf = (uint64_t)params->remote_index[i + PICK_PREFETCH];
+                if (lf < params->local_table_count)
+                    __builtin_prefetch(&params->local[lf]);
+                if (rf < params->remote_table_count)
+                    __builtin_prefetch(&params->remote[rf]);
+            }
+            l = &params->local[li];
+            r = &params->remote[ri];
+        }
         if (l->length == 0 || l->length != r->length) {
             conn_set_detail(conn, "span %zu: lengths %llu and %llu must be equal and non-zero",
                             i, (unsigned long long)l->length, (unsigned long long)r->length);
@@ -2376,6 +2413,27 @@ static b10_status_t xfer_check_spans(b10_conn_t *conn, const b10_xfer_params_t *
         }
     }
     return B10_OK;
+}
+
+/*
+ * The frame's own copy of the tables (the lock held), checked on the way:
+ * picked rows, or any spans on a host whose arrays are not the wire's. Else
+ * the frame carries the caller's arrays as they are (checked without a copy).
+ */
+static b10_status_t xfer_frame_tables(b10_conn_t *conn, const b10_xfer_params_t *params,
+                                      B10__SubmitXfer *sx, uint8_t **spans_p)
+{
+    size_t table = params->count * SPAN_BYTES;
+    if (SPANS_ARE_WIRE && !(params->field_mask & B10_XFER_FIELD_INDICES)) {
+        sx->local_spans = (ProtobufCBinaryData){ .len = table, .data = (uint8_t *)params->local };
+        sx->remote_spans = (ProtobufCBinaryData){ .len = table, .data = (uint8_t *)params->remote };
+        return xfer_check_spans(conn, params, NULL);
+    }
+    if (*spans_p == NULL && (*spans_p = malloc(2 * table)) == NULL)
+        return conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory for %zu spans", params->count);
+    sx->local_spans = (ProtobufCBinaryData){ .len = table, .data = *spans_p };
+    sx->remote_spans = (ProtobufCBinaryData){ .len = table, .data = *spans_p + table };
+    return xfer_check_spans(conn, params, *spans_p);
 }
 
 
@@ -2398,26 +2456,11 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
     size_t table = params->count * SPAN_BYTES;
     uint8_t *spans = NULL;
     b10_xfer_t *xfer = calloc(1, sizeof(*xfer));
-    if (!SPANS_ARE_WIRE)
-        spans = malloc(2 * table);
-    if ((!SPANS_ARE_WIRE && spans == NULL) || xfer == NULL) {
-        status = conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory for %zu spans",
-                             params->count);
-        goto free_all;
-    }
+    if (xfer == NULL)
+        return conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory for a transfer");
     xfer->conn = conn;
     xfer->status = B10_IN_PROGRESS;
     xfer->times.submit_ns = submit_ns;
-    if (SPANS_ARE_WIRE) {
-        sx.local_spans = (ProtobufCBinaryData){ .len = table, .data = (uint8_t *)params->local };
-        sx.remote_spans = (ProtobufCBinaryData){ .len = table, .data = (uint8_t *)params->remote };
-    } else {
-        /* Packed outside the lock: a million spans take a while. */
-        pack_spans(spans, params->local, params->count);
-        pack_spans(spans + table, params->remote, params->count);
-        sx.local_spans = (ProtobufCBinaryData){ .len = table, .data = spans };
-        sx.remote_spans = (ProtobufCBinaryData){ .len = table, .data = spans + table };
-    }
     sx.op = params->op == B10_OP_READ ? B10__OP__OP_READ : B10__OP__OP_WRITE;
     if (params->field_mask & B10_XFER_FIELD_SYNC)
         sx.sync_msg = (ProtobufCBinaryData){ .len = params->sync_length,
@@ -2438,15 +2481,14 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
     uint64_t boot = conn->boot;
     bool in_arena = params->count >= ARENA_MIN_SPANS && conn->daemon_arena &&
                     2 * table <= conn->max_frame && conn_arena_ready(conn, 2 * table) == B10_OK;
-    status = xfer_check_spans(conn, params, in_arena ? conn->arena : NULL);
+    status = in_arena ? xfer_check_spans(conn, params, conn->arena)
+                      : xfer_frame_tables(conn, params, &sx, &spans);
     if (status != B10_OK) {
         pthread_mutex_unlock(&conn->lock);
         goto free_all;
     }
     if (in_arena) {
         sx.arena_spans = params->count;
-        ProtobufCBinaryData local = sx.local_spans, remote = sx.remote_spans;
-        sx.local_spans = sx.remote_spans = (ProtobufCBinaryData){ 0, NULL };
         status = conn_request(conn, &msg, -1, B10__REPLY__BODY_SUBMIT, xfer, NULL);
         /*
          * Unanswered, the submit may still be read later: the daemon takes frames in order
@@ -2458,9 +2500,12 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
             conn_arena_drop(conn);
         if (status == B10_ERR_INVALID_ARG && conn->boot != boot && conn->arena_boot != conn->boot) {
             sx.arena_spans = 0;
-            sx.local_spans = local;
-            sx.remote_spans = remote;
             in_arena = false;
+            status = xfer_frame_tables(conn, params, &sx, &spans);
+            if (status != B10_OK) {
+                pthread_mutex_unlock(&conn->lock);
+                goto free_all;
+            }
         }
     }
     if (!in_arena)

@@ -10,16 +10,17 @@ is timed on the monotonic clock shared by this process and the daemons:
 this process's (t0 before make_prepped_xfer, t1 after it), libb10's and the
 daemon's (b10_xfer_times), each the median of RUNS posts:
 
-    index      make_prepped_xfer: the indices checked and turned into spans
+    index      make_prepped_xfer: the indices checked (the rows stay in their lists)
     python     transfer() until libb10 was called (the request, its tables)
-    encode     libb10 building the request frame
+    encode     libb10 picking the rows by index into the request (its span arena)
     socket     the frame written until the daemon had it whole
     decode     the daemon decoding it
     check      the daemon's checks and planning (plan: planning alone)
     start      accepted until the first bytes began to move
     total      t0 until the first bytes began to move
-    old        total, the rows posted as transfer() posted them before: a
-               b10.TransferRequest of MemoryDescs, checked and copied again
+    old        total, the rows posted as transfer() posted them first: picked
+               in Python (numpy's take), then a b10.TransferRequest of MemoryDescs,
+               checked and copied again
 
 Prints one line per case for scripts/bench.sh:
 
@@ -73,8 +74,10 @@ def one_case(case: str, sock_a: str, sock_b: str) -> str:
         def old_post() -> b10.TransferStatus:
             """What transfer() did before: the picked rows wrapped in a request."""
             x = s._xfers[h._handle]
+            picked_l = x.local.take(x.picks[0], axis=0)
+            picked_r = x.remote.take(x.picks[1], axis=0)
             return s.agent.submit_transfer_requests(b10.TransferRequest(
-                "WRITE", b10.MemoryDescs("DRAM", x.local), b10.MemoryDescs("DRAM", x.remote),
+                "WRITE", b10.MemoryDescs("DRAM", picked_l), b10.MemoryDescs("DRAM", picked_r),
                 peer, None, None))
 
         for run in range(2 * RUNS):

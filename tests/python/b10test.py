@@ -355,6 +355,36 @@ def submit_arrays(r: Any, local: List[Tuple[str, int, int]], remote: List[Tuple[
     return st.xfer_id
 
 
+def submit_picked(r: Any, local: List[Tuple[str, int, int]], remote: List[Tuple[int, int]],
+                  remote_name: str, spoil: Optional[Tuple[str, int]] = None,
+                  deadline_ms: Optional[int] = None) -> Any:
+    """A WRITE of rows picked by index (submit_picked): each side's spans shuffled into
+    a table with one row no index picks, and the indices that pick them back in order.
+    spoil ("local" or "remote", index) puts that index at position 0 of its side, to be
+    refused. Returns the transfer's id, or (status, detail) of a refusal."""
+    import numpy as np
+    src = np.array([(r.bufs[k].ptr + off, n) for k, off, n in local], dtype=np.uint64)
+    dst = np.array([(a, n) for a, n in remote], dtype=np.uint64)
+    n = len(src)
+    tables, picks = [], []
+    for seed, rows in ((1, src), (2, dst)):
+        at = np.random.default_rng(seed).permutation(n + 1)
+        table = np.zeros((n + 1, 2), dtype=np.uint64)
+        table[at[n]] = (0, 1)          # picked by no index
+        table[at[:n]] = rows
+        tables.append(table)
+        picks.append(np.ascontiguousarray(at[:n], dtype=np.int64))
+    if spoil is not None:
+        picks[0 if spoil[0] == "local" else 1][0] = spoil[1]
+    try:
+        st = r.agent.submit_picked("WRITE", tables[0], picks[0], tables[1], picks[1],
+                                   remote_name, None, deadline_ms)
+    except b10.B10TransferError as e:
+        return e.status, e.detail
+    r.xfers[st.xfer_id] = st
+    return st.xfer_id
+
+
 def wait(r: Any, xfer_id: int, timeout_ms: Optional[int] = None) -> bool:
     return r.xfers[xfer_id].wait(timeout_ms)
 

@@ -26,7 +26,7 @@ import b10
 from b10 import descs as bdescs
 from b10test import (SLOW, TOP, Rank, alloc, await_messages, check, close_agent, fill, is_completed,
                      notifications, notify, pair, pattern, read, submit, submit_arrays,
-                     threaded_writes, wait, watch_sync, xfer_state)
+                     submit_picked, threaded_writes, wait, watch_sync, xfer_state)
 from b10test import Daemon, build_dir, load, load_granting, outcome
 from b10test import desc as b10test_desc
 
@@ -345,6 +345,20 @@ def test_span_tables_taken_as_they_are_or_refused() -> None:
             assert ei.value.status == "B10_ERR_INVALID_ARG" and why in ei.value.detail, why
     with pytest.raises(b10.B10TransferError, match="pair up"):
         agent.submit_span_tables("WRITE", ok, ok[:1].copy(), "peer")
+    # submit_picked: the tables as above, the indices C-contiguous int64 of one length.
+    idx = np.array([1, 0], dtype=np.int64)
+    strided = np.array([1, 9, 0, 9], dtype=np.int64)[::2]
+    bad_idx = [(idx.astype(np.int32), "not int32 of"), (strided, "indices must be"),
+               (np.zeros(0, dtype=np.int64), "shape (0,)"), ([1, 0], "not list"),
+               (np.stack([idx, idx]), "shape (2, 2)")]
+    for picks, why in bad_idx:
+        with pytest.raises(b10.B10TransferError) as ei:
+            agent.submit_picked("WRITE", ok, picks, ok, idx, "peer")
+        assert ei.value.status == "B10_ERR_INVALID_ARG" and why in ei.value.detail, why
+    with pytest.raises(b10.B10TransferError, match="pair up one to one"):
+        agent.submit_picked("WRITE", ok, idx, ok, idx[:1].copy(), "peer")
+    with pytest.raises(b10.B10TransferError, match="not int64 of"):
+        agent.submit_picked("WRITE", ok.astype(np.int64), idx, ok, idx, "peer")
 
 
 # ---------------------------------------------------------------- two ranks
@@ -361,6 +375,33 @@ def test_write_from_span_arrays(ranks, daemons, form: str) -> None:
     assert p.run(wait, xid, 60000 * SLOW) is True
     assert p.run(xfer_state, xid)[0] == "B10_OK"
     want = image(size, pattern(31, size), pieces)
+    got = d.run(read, "kv")
+    assert got == want, first_difference(got, want)
+
+
+@pytest.mark.parametrize("piece", [4 * KiB, 512], ids=["frame", "arena"])
+def test_write_of_picked_rows(ranks, daemons, piece: int) -> None:
+    """Rows picked by index from shuffled tables (libb10 picks them: NIXL's prepared
+    lists) land byte for byte, in the request frame (1,024 spans) and in the span arena
+    (8,192). An index outside its table, at either side, is refused naming it, and
+    nothing lands; the same call with its own indices then lands."""
+    pytest.importorskip("numpy", reason="numpy is not installed (scripts/deps.sh --test)")
+    size = 4 * MiB
+    p, d, _, d_addr = pair_with_buffers(ranks, daemons, size, seed=37)
+    pieces = fragmented(size, 64 * KiB, piece, 0, 0, seed=37)
+    local = [("kv", s, n) for s, _, n in pieces]
+    remote = [(d_addr + o, n) for _, o, n in pieces]
+    n = len(pieces)
+    for side, index in (("local", n + 1), ("remote", -1), ("local", 2**40)):
+        got = p.run(submit_picked, local, remote, d.name, (side, index))
+        assert got[0] == "B10_ERR_INVALID_ARG", got
+        assert f"{side} index {index} (at 0) is outside its table of {n + 1} spans" in got[1], got
+    assert d.run(read, "kv") == bytes(size)
+    xid = p.run(submit_picked, local, remote, d.name, None, 30000 * SLOW)
+    assert isinstance(xid, int), xid
+    assert p.run(wait, xid, 60000 * SLOW) is True
+    assert p.run(xfer_state, xid)[0] == "B10_OK"
+    want = image(size, pattern(37, size), pieces)
     got = d.run(read, "kv")
     assert got == want, first_difference(got, want)
 

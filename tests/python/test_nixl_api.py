@@ -521,7 +521,13 @@ def test_post_hands_the_picked_rows_to_b10(daemons, agents, monkeypatch) -> None
     def submit(op, local, remote, name, sync, deadline_ms):
         seen.append((op, local.dtype, local.shape, local.tolist(), remote.tolist(), name, sync))
         raise b10.B10Error(15, "intercepted", "submit")
+
+    def submit_picked(op, local, li, remote, ri, name, sync, deadline_ms):
+        # The whole prepared lists go as they lie, with int64 indices: libb10 picks the rows.
+        assert li.dtype == ri.dtype == np.int64 and li.flags["C_CONTIGUOUS"]
+        return submit(op, local[li], remote[ri], name, sync, deadline_ms)
     monkeypatch.setattr(s.agent, "submit_span_tables", submit)
+    monkeypatch.setattr(s.agent, "submit_picked", submit_picked)
     local = s.prep_xfer_dlist("NIXL_INIT_AGENT", [(sp, 4096, 0), (sp + 8192, 4096, 0)], "DRAM")
     remote = s.prep_xfer_dlist(peer, [(dp, 4096, 0), (dp + 4096, 4096, 0)], "VRAM")
     made = [s.make_prepped_xfer("WRITE", local, [1], remote, [0], notif_msg=b"n"),

@@ -398,6 +398,7 @@ typedef enum {
 enum {
     B10_XFER_FIELD_DEADLINE = 1u << 0,
     B10_XFER_FIELD_SYNC     = 1u << 1,
+    B10_XFER_FIELD_INDICES  = 1u << 2,
 };
 
 typedef struct {
@@ -420,6 +421,19 @@ typedef struct {
      */
     const void *sync_msg;
     size_t sync_length;
+    /*
+     * B10_XFER_FIELD_INDICES: local and remote are whole tables of
+     * local_table_count and remote_table_count spans (a prepared list each),
+     * and the transfer's count pairs are local[local_index[i]] →
+     * remote[remote_index[i]]. libb10 picks the rows itself, each index
+     * checked, on its one pass into the request: a caller holding 10^5
+     * indices makes no copy of the spans first. An index outside its table
+     * is refused B10_ERR_INVALID_ARG, naming it.
+     */
+    const int64_t *local_index;
+    const int64_t *remote_index;
+    size_t local_table_count;
+    size_t remote_table_count;
 } b10_xfer_params_t;
 
 /*

@@ -204,7 +204,8 @@ def _indices(idx: Any, n: int, side: str) -> np.ndarray:
         raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                              f"{side} indices of shape {a.shape} and type {a.dtype}: "
                              "expected one dimension of integers", "make_prepped_xfer")
-    a = a.astype(np.int64, copy=False)
+    # C-contiguous int64: libb10 reads them as they lie.
+    a = np.ascontiguousarray(a, dtype=np.int64)
     if a.size == 0 or (a.min() >= 0 and a.max() < n):      # two passes, no mask
         return a
     bad = np.flatnonzero((a < 0) | (a >= n))
@@ -304,13 +305,17 @@ class _Xfer:
     """A transfer handle: what to move, and the b10 transfer of its latest post."""
 
     def __init__(self, op: str, local: np.ndarray, remote: np.ndarray, remote_name: str,
-                 notif: bytes):
+                 notif: bytes, picks: Optional[Tuple[np.ndarray, np.ndarray, int]] = None):
         # No memory kinds: the daemon knows each region's from its registration, so a
         # DRAM side pairs with a VRAM one as it is.
         self.op, self.remote_name, self.notif = op, remote_name, notif
         # (K, 2) uint64 of (addr, length), C-contiguous: libb10's span tables as they are.
+        # With picks, whole prepared lists, and (local indices, remote indices, bytes):
+        # libb10 picks the rows at each post, in C.
         self.local = np.ascontiguousarray(local[:, :2], dtype=np.uint64)
         self.remote = np.ascontiguousarray(remote[:, :2], dtype=np.uint64)
+        self.picks = picks
+        self.count = picks[0].size if picks is not None else len(self.local)
         self.lock = threading.RLock()
         self.status: Optional[b10.TransferStatus] = None
         self.start_ns = 0       # monotonic, at the post
@@ -318,7 +323,8 @@ class _Xfer:
         self.done_ns = 0        # monotonic, when first seen over (landed or failed)
         self.cancelled = False  # a dropped handle's transfer: cancel asked for once
         self.released = False   # set under lock once released: nothing posts on it again
-        self.total_bytes = int(self.local[:, 1].sum(dtype=np.uint64)) if len(self.local) else 0
+        self.total_bytes = picks[2] if picks is not None else \
+            int(self.local[:, 1].sum(dtype=np.uint64)) if len(self.local) else 0
 
 
 def _msg(m: Any) -> bytes:
@@ -742,24 +748,25 @@ class nixl_agent:
                                  f"operation {operation!r}: expected \"READ\" or \"WRITE\"", what)
         return op
 
-    def _pair(self, local: np.ndarray, remote: np.ndarray, what: str,
-              same_lengths: bool = False) -> None:
-        """Both sides as many descriptors, at least one, of equal lengths pairwise
-        (same_lengths: known already, both lists having one length throughout)."""
+    def _pair(self, local: np.ndarray, remote: np.ndarray, what: str) -> None:
+        """Both sides as many descriptors, at least one, of equal lengths pairwise."""
+        self._pair_lengths(local[:, 1], remote[:, 1], what)
+
+    @staticmethod
+    def _pair_lengths(local: np.ndarray, remote: np.ndarray, what: str) -> None:
+        """The lengths of both sides' descriptors: as many, at least one, equal pairwise."""
         if local.shape[0] != remote.shape[0]:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
                                  f"{local.shape[0]} local and {remote.shape[0]} remote "
                                  "descriptors: they pair up one to one", what)
         if local.shape[0] == 0:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "no descriptors to transfer", what)
-        if same_lengths or np.array_equal(local[:, 1], remote[:, 1]):
-            return
-        bad = np.flatnonzero(local[:, 1] != remote[:, 1])
+        bad = np.flatnonzero(local != remote)
         if bad.size:
             i = int(bad[0])
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG,
-                                 f"pair {i}: local length {int(local[i, 1])}, remote "
-                                 f"{int(remote[i, 1])} ({bad.size} such)", what)
+                                 f"pair {i}: local length {int(local[i])}, remote "
+                                 f"{int(remote[i])} ({bad.size} such)", what)
 
     def make_prepped_xfer(self, operation: str, local_xfer_side: nixl_prepped_dlist_handle,
                           local_indices: Any, remote_xfer_side: nixl_prepped_dlist_handle,
@@ -779,17 +786,23 @@ class nixl_agent:
                                  "the remote side must be prepared with the peer's name", what)
         li = _indices(local_indices, ls.spans.shape[0], "local")
         ri = _indices(remote_indices, rs.spans.shape[0], "remote")
-        # Checked by _indices: "clip" spares take a second bounds pass.
-        local = ls.spans.take(li, axis=0, mode="clip")
-        remote = rs.spans.take(ri, axis=0, mode="clip")
-        self._pair(local, remote, what,
-                   same_lengths=ls.uniform is not None and ls.uniform == rs.uniform)
+        # The rows are not gathered here: libb10 picks them by these indices at each post,
+        # in C (numpy's take of 10^5 rows from each list cost 2-3 ms). Two lists of one
+        # length throughout (vLLM's blocks) pair up without looking at a row.
+        if ls.uniform is not None and ls.uniform == rs.uniform and li.size == ri.size > 0:
+            total = ls.uniform * li.size
+        else:
+            # Checked by _indices: "clip" spares take a second bounds pass.
+            llen = ls.spans[:, 1].take(li, mode="clip")
+            self._pair_lengths(llen, rs.spans[:, 1].take(ri, mode="clip"), what)
+            total = int(llen.sum(dtype=np.uint64))
         with self._lock:
             loaded = rs.agent in self._remote or rs.agent == self.name
         if not loaded:
             raise nixlBind.error(nixlBind.B10_ERR_UNKNOWN_AGENT,
                                  f"agent {rs.agent!r} is not loaded any more", what)
-        return self._new_xfer(_Xfer(op, local, remote, rs.agent, _msg(notif_msg)))
+        return self._new_xfer(_Xfer(op, ls.spans, rs.spans, rs.agent, _msg(notif_msg),
+                                    picks=(li, ri, total)))
 
     def initialize_xfer(self, operation: str, local_descs: Any, remote_descs: Any,
                         remote_agent: str, notif_msg: Any = b"",
@@ -823,8 +836,13 @@ class nixl_agent:
             t0 = time.monotonic_ns()
             # The picked rows go to libb10 as they lie (_Xfer keeps them (K, 2) uint64):
             # a post of 10^5 descriptors makes no Python pass over them.
-            x.status = self._b10(self.agent.submit_span_tables, x.op, x.local, x.remote,
-                                 x.remote_name, notif or None, self.deadline_ms)
+            if x.picks is not None:
+                x.status = self._b10(self.agent.submit_picked, x.op, x.local, x.picks[0],
+                                     x.remote, x.picks[1], x.remote_name, notif or None,
+                                     self.deadline_ms)
+            else:
+                x.status = self._b10(self.agent.submit_span_tables, x.op, x.local, x.remote,
+                                     x.remote_name, notif or None, self.deadline_ms)
             x.start_ns, x.post_ns, x.done_ns = t0, time.monotonic_ns() - t0, 0
             code = self._observe(x)
             return "PROC" if code == _lib.B10_IN_PROGRESS else \
@@ -913,10 +931,10 @@ class nixl_agent:
             if daemon is not None:
                 post, xfer, total = daemon
                 return nixlXferTelemetry(x.start_ns // 1000, post // 1000, xfer // 1000, total,
-                                         len(x.local))
+                                         x.count)
             end = x.done_ns or time.monotonic_ns()
             return nixlXferTelemetry(x.start_ns // 1000, x.post_ns // 1000,
-                                     (end - x.start_ns) // 1000, x.total_bytes, len(x.local))
+                                     (end - x.start_ns) // 1000, x.total_bytes, x.count)
 
     def release_xfer_handle(self, handle: nixl_xfer_handle) -> None:
         """Release the handle. A transfer still running is cancelled first, and this

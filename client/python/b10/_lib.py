@@ -12,7 +12,7 @@ import ctypes
 import ctypes.util
 import os
 import threading
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_size_t,
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_int64, c_size_t,
                     c_uint32, c_uint64, c_void_p)
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -49,6 +49,7 @@ B10_CONN_FIELD_LOG = 1 << 1
 B10_CONN_FIELD_REQUEST_TIMEOUT = 1 << 2
 B10_XFER_FIELD_DEADLINE = 1 << 0
 B10_XFER_FIELD_SYNC = 1 << 1
+B10_XFER_FIELD_INDICES = 1 << 2
 B10_SYNC_MSG_MAX = 65536
 
 B10_LOG_ERR = 3
@@ -105,6 +106,10 @@ class XferParams(Structure):
         ("deadline_ms", c_uint32),
         ("sync_msg", c_void_p),
         ("sync_length", c_size_t),
+        ("local_index", POINTER(c_int64)),
+        ("remote_index", POINTER(c_int64)),
+        ("local_table_count", c_size_t),
+        ("remote_table_count", c_size_t),
     ]
 
 

@@ -59,6 +59,20 @@ def _span_table(items: Any) -> Tuple[Any, Any, int]:
     return spans, keep, len(keep) // 2
 
 
+def _wire_table(side: str, a: Any, what: str) -> Any:
+    """A non-empty C-contiguous (N, 2) uint64 array as libb10's span table, else refused."""
+    ok = getattr(a, "dtype", None) is not None and a.dtype == "uint64" and \
+        a.ndim == 2 and a.shape[1] == 2 and a.flags["C_CONTIGUOUS"] and a.shape[0] > 0
+    if not ok:
+        got = f"{a.dtype} of shape {a.shape}" if hasattr(a, "flags") else type(a).__name__
+        if hasattr(a, "flags") and not a.flags["C_CONTIGUOUS"]:
+            got += ", not C-contiguous"
+        raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
+                               f"{side} spans must be a non-empty C-contiguous (N, 2) "
+                               f"uint64 array, not {got}", what)
+    return a.ctypes.data_as(ctypes.POINTER(_lib.Span))
+
+
 def _span_array(spans: List[Tuple[int, int]]) -> Tuple[Any, Any]:
     """b10_span_t[n] built through array('Q') rather than by setting ctypes struct
     fields one by one: a KV request has tens of thousands of spans."""
@@ -492,33 +506,56 @@ class B10TransferAgent:
         """submit_transfer_requests for spans already laid out as libb10 takes them:
         two C-contiguous (N, 2) uint64 numpy arrays of (address, length), passed to
         libb10 as they are. No Python pass over the spans: libb10 and the daemon check
-        every one (a NIXL prepared list's rows, picked by index, need nothing more).
-        Anything else is refused, not converted."""
+        every one. Anything else is refused, not converted."""
         what = f"submit to {remote_name}"
-        tables = []
-        for side, a in (("local", local), ("remote", remote)):
-            ok = getattr(a, "dtype", None) is not None and a.dtype == "uint64" and \
-                a.ndim == 2 and a.shape[1] == 2 and a.flags["C_CONTIGUOUS"] and a.shape[0] > 0
-            if not ok:
-                got = f"{a.dtype} of shape {a.shape}" if hasattr(a, "flags") else type(a).__name__
-                if hasattr(a, "flags") and not a.flags["C_CONTIGUOUS"]:
-                    got += ", not C-contiguous"
-                raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
-                                       f"{side} spans must be a non-empty C-contiguous (N, 2) "
-                                       f"uint64 array, not {got}", what)
-            tables.append(a.ctypes.data_as(ctypes.POINTER(_lib.Span)))
+        lt, rt = _wire_table("local", local, what), _wire_table("remote", remote, what)
         if local.shape[0] != remote.shape[0]:
             raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
                                    f"{local.shape[0]} source and {remote.shape[0]} destination "
                                    "descriptors: the lists must pair up", what)
         # libb10 reads the tables only during the call, while local and remote hold them.
-        return self._submit(op_code(op), tables[0], tables[1], local.shape[0], str(remote_name),
+        return self._submit(op_code(op), lt, rt, local.shape[0], str(remote_name),
                             deadline_ms, _msg_bytes(sync_message), what)
 
+    def submit_picked(self, op: Any, local: Any, local_index: Any, remote: Any,
+                      remote_index: Any, remote_name: str,
+                      sync_message: Optional[Message] = None,
+                      deadline_ms: Optional[int] = None) -> TransferStatus:
+        """submit_span_tables of rows picked by index from two whole tables (NIXL's
+        prepared lists): pair i is local[local_index[i]] -> remote[remote_index[i]].
+        The tables as submit_span_tables takes them; the indices two C-contiguous
+        one-dimensional int64 arrays of one length. libb10 picks the rows in C, each
+        index checked, on its one pass into the request: no gathered copy is made here."""
+        what = f"submit to {remote_name}"
+        lt, rt = _wire_table("local", local, what), _wire_table("remote", remote, what)
+        picks = []
+        for side, a in (("local", local_index), ("remote", remote_index)):
+            ok = getattr(a, "dtype", None) is not None and a.dtype == "int64" and \
+                a.ndim == 1 and a.flags["C_CONTIGUOUS"] and a.shape[0] > 0
+            if not ok:
+                got = f"{a.dtype} of shape {a.shape}" if hasattr(a, "flags") else type(a).__name__
+                raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
+                                       f"{side} indices must be a non-empty C-contiguous "
+                                       f"one-dimensional int64 array, not {got}", what)
+            picks.append(a.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)))
+        if local_index.shape[0] != remote_index.shape[0]:
+            raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
+                                   f"{local_index.shape[0]} local and {remote_index.shape[0]} "
+                                   "remote indices: they pair up one to one", what)
+        # libb10 reads tables and indices only during the call, while the caller holds them.
+        return self._submit(op_code(op), lt, rt, local_index.shape[0], str(remote_name),
+                            deadline_ms, _msg_bytes(sync_message), what,
+                            pick=(picks[0], picks[1], local.shape[0], remote.shape[0]))
+
     def _submit(self, op: int, local: Any, remote: Any, count: int, remote_name: str,
-                deadline: Any, sync: bytes, what: str) -> TransferStatus:
+                deadline: Any, sync: bytes, what: str,
+                pick: Optional[Tuple[Any, Any, int, int]] = None) -> TransferStatus:
         params = _lib.XferParams(op=op, local=local, remote=remote, count=count)
         params.remote_agent = remote_name.encode()
+        if pick is not None:
+            params.field_mask |= _lib.B10_XFER_FIELD_INDICES
+            (params.local_index, params.remote_index, params.local_table_count,
+             params.remote_table_count) = pick
         deadline = self.deadline_ms if deadline is None else deadline
         if deadline is not None:
             # ctypes would wrap -1 into 4294967295 ms, which the daemon used to cap to its maximum.
