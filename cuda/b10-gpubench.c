@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,6 +76,36 @@ median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof(*v), cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/*
+ * The staging the copies read and write. B10_BENCH_STAGING picks how it is made:
+ * cuda (cudaHostAlloc, the default), small (mmap'd 4 KiB pages, then
+ * cudaHostRegister, as b10d's views are) or thp (the same, 2 MiB-aligned and
+ * advised into transparent huge pages): does the engines' rate at small spans
+ * follow the host pages' size?
+ */
+static int
+staging_alloc(size_t len)
+{
+    const char *how = getenv("B10_BENCH_STAGING");
+    if (how == NULL || !strcmp(how, "cuda"))
+        return gpu_copy_host_alloc(len, (void **)&staging) == GPU_COPY_OK ? 0 : -1;
+    size_t huge = 2u << 20;
+    len = (len + huge - 1) / huge * huge;
+    uint8_t *p = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    uint8_t *at = (uint8_t *)(((uintptr_t)p + huge - 1) / huge * huge);
+    if (!strcmp(how, "thp"))
+        (void)madvise(at, len, MADV_HUGEPAGE);
+    else
+        (void)madvise(at, len, MADV_NOHUGEPAGE);
+    memset(at, 0, len);
+    if (cudaHostRegister(at, len, cudaHostRegisterPortable | cudaHostRegisterMapped) != cudaSuccess)
+        return -1;
+    staging = at;
+    return 0;
 }
 
 /* n spans of `span` bytes: packed in staging, shuffled over 2n slots of the
@@ -235,30 +266,47 @@ run_views(gpu_copy_dir_t dir, size_t n, size_t view, int nreps)
 }
 
 /*
- * -H DIR,SPAN,SECONDS,ENGINE[,cb|nocb[,DEPTH[,STREAMS]]]: (DIR gather, scatter or d2d) the copy engines driven as b10d drives them, with
+ * -H DIR,SPAN,SECONDS,ENGINE[,cb|nocb[,DEPTH[,STREAMS[,ORDER]]]]: (DIR gather, scatter or d2d) the copy engines driven as b10d drives them, with
  * no daemon, back to back for SECONDS: the mover of the co-residence benchmark's raw
  * cases, which shows what the copy engines alone cost a co-resident model. ENGINE is
  * batch (cudaMemcpyBatchAsync) or memcpy (one cudaMemcpyAsync a piece); cb adds the
  * host callback the daemon enqueues after each view; DEPTH views queued (8; the daemon 16);
- * STREAMS copiers (1, as the daemon), each view on the next in turn.
+ * STREAMS copiers (1, as the daemon), each view on the next in turn; ORDER shuffled (the
+ * device spans of a view in a random order, as default) or sorted by device address.
  */
+static int
+piece_by_dev(const void *a, const void *b)
+{
+    const uint8_t *x = ((const gpu_copy_piece_t *)a)->dev, *y = ((const gpu_copy_piece_t *)b)->dev;
+    return x < y ? -1 : x > y;
+}
+
 static int
 hammer(const char *spec)
 {
-    char dir[16], eng[16], cb[8] = "";
+    char dir[16], eng[16], cb[8] = "", order[16] = "shuffled";
     unsigned depth = 8, streams = 1;
     size_t span;
     double seconds;
 
-    if (sscanf(spec, "%15[a-z0-9],%zu,%lf,%15[a-z],%7[a-z],%u,%u", dir, &span, &seconds, eng, cb,
-               &depth, &streams) < 4 ||
+    if (sscanf(spec, "%15[a-z0-9],%zu,%lf,%15[a-z],%7[a-z],%u,%u,%15[a-z]", dir, &span, &seconds,
+               eng, cb, &depth, &streams, order) < 4 ||
         span == 0 || span > total_bytes || seconds <= 0 || depth == 0 || depth > 16 || streams == 0 || streams > 8 ||
         (strcmp(dir, "gather") && strcmp(dir, "scatter") && strcmp(dir, "d2d")) ||
-        (strcmp(eng, "batch") && strcmp(eng, "memcpy"))) {
-        fprintf(stderr, "b10-gpubench: -H gather|scatter|d2d,SPAN,SECONDS,batch|memcpy[,cb|nocb[,DEPTH[,STREAMS]]]\n");
+        (strcmp(eng, "batch") && strcmp(eng, "memcpy")) ||
+        (strcmp(order, "shuffled") && strcmp(order, "sorted"))) {
+        fprintf(stderr, "b10-gpubench: -H gather|scatter|d2d,SPAN,SECONDS,batch|memcpy"
+                "[,cb|nocb[,DEPTH[,STREAMS[,shuffled|sorted]]]]\n");
         return 2;
     }
     size_t n = make_pieces(span, 0);
+    /* sorted: each view's pieces in the order of their device addresses, as the
+     * packed side stays where it is (does the engines' rate follow the order?) */
+    if (!strcmp(order, "sorted")) {
+        size_t per = (4u << 20) / span ? (4u << 20) / span : 1;
+        for (size_t i = 0; i < n; i += per)
+            qsort(pieces + i, n - i < per ? n - i : per, sizeof(pieces[0]), piece_by_dev);
+    }
     uint8_t *dstage = NULL;
     /* d2d: a scatter whose packed side is on the device (a view landed there whole first) */
     if (!strcmp(dir, "d2d")) {
@@ -266,11 +314,17 @@ hammer(const char *spec)
         for (size_t i = 0; i < n; i++)
             pieces[i].host = dstage + i * span;
     }
-    double gbs = run_views_as(strcmp(dir, "gather") ? GPU_COPY_SCATTER : GPU_COPY_GATHER,
-                              strcmp(eng, "batch") ? GPU_COPY_MEMCPY : GPU_COPY_BATCH, n,
-                              4u << 20, depth, 1, now_us() + seconds * 1e6, !strcmp(cb, "cb"),
-                              streams);
-    printf("hammer %s: %.2f GB/s\n", spec, gbs);
+    /* B10_BENCH_REPEAT: that many hammers in turn, each on copiers (streams) of its own. */
+    const char *rep = getenv("B10_BENCH_REPEAT");
+    int repeat = rep != NULL && atoi(rep) > 0 ? atoi(rep) : 1;
+    for (int r = 0; r < repeat; r++) {
+        double gbs = run_views_as(strcmp(dir, "gather") ? GPU_COPY_SCATTER : GPU_COPY_GATHER,
+                                  strcmp(eng, "batch") ? GPU_COPY_MEMCPY : GPU_COPY_BATCH, n,
+                                  4u << 20, depth, 1, now_us() + seconds * 1e6,
+                                  !strcmp(cb, "cb"), streams);
+        printf("hammer %s: %.2f GB/s\n", spec, gbs);
+        fflush(stdout);
+    }
     return 0;
 }
 
@@ -396,7 +450,7 @@ main(int argc, char **argv)
         strcpy(host, "?");
 
     CK(cudaMalloc((void **)&dev_pool, 2 * total_bytes + (1u << 20)));
-    if (gpu_copy_host_alloc(total_bytes + (1u << 20), (void **)&staging) != GPU_COPY_OK) {
+    if (staging_alloc(total_bytes + (1u << 20)) != 0) {
         fprintf(stderr, "b10-gpubench: cannot allocate staging\n");
         return 1;
     }
