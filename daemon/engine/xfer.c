@@ -816,7 +816,9 @@ b10_status_t xfer_check_dst(const struct plan *plan, struct mem_table *mem,
 {
     for (uint32_t i = 0; i < plan->npieces; i++) {
         const struct plan_piece *p = &plan->pieces[i];
-        b10_status_t st = mem_table_walk(mem, p->dst, p->len, xfer_check_emit, NULL);
+        struct region *r = mem_table_hinted(mem, p->dst, p->len);
+        b10_status_t st = r != NULL ? xfer_check_emit(NULL, r, 0, 0)
+                                    : mem_table_walk(mem, p->dst, p->len, xfer_check_emit, NULL);
         if (st == B10_ERR_UNSETTLED) {
             snprintf(detail, detail_len, "span 0x%" PRIx64 "+%" PRIu64 " " XFER_STUCK_WHY, p->dst,
                      p->len);
@@ -876,8 +878,10 @@ b10_status_t xfer_check_local(struct session *s, const uint8_t *spans, size_t co
             return B10_ERR_TOO_LARGE;
         }
         total += len;
-        b10_status_t st = len != 0 ? mem_table_walk(&s->mem, addr, len, xfer_check_emit, NULL)
-                                   : B10_OK;
+        struct region *r = len != 0 ? mem_table_hinted(&s->mem, addr, len) : NULL;
+        b10_status_t st = len == 0 ? B10_OK
+                          : r != NULL ? xfer_check_emit(NULL, r, 0, 0)
+                          : mem_table_walk(&s->mem, addr, len, xfer_check_emit, NULL);
         if (st == B10_ERR_UNSETTLED) {
             snprintf(detail, detail_len, "local span %zu (0x%" PRIx64 "+%" PRIu64 ") " XFER_STUCK_WHY,
                      i, addr, len);

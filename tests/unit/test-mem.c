@@ -8,7 +8,8 @@
  * the first region, past the last). Then long random sequences of walks over
  * random region layouts, with regions dropped and added between walks so
  * the remembered index goes stale, must emit exactly what a linear scan of
- * the regions emits, and fail exactly where it fails.
+ * the regions emits, and fail exactly where it fails; mem_table_hinted's
+ * inline answer, where it gives one, must be the scan's single run.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -143,6 +144,26 @@ static void test_refusals(void **state)
     expect_walk(&f, 0x3000, 1, B10_OK, 1);
 }
 
+/* mem_table_hinted: the last walk's region when it alone holds the span, else NULL. */
+static void test_hinted(void **state)
+{
+    (void)state;
+    struct fixture f = { 0 };
+    fixture_set(&f, layout, 3);
+    f.table.hint = UINT32_MAX;
+    assert_null(mem_table_hinted(&f.table, 0x3000, 1));         /* no walk yet */
+    expect_walk(&f, 0x3100, 0x10, B10_OK, 1);                   /* now it is region 2 */
+    assert_ptr_equal(mem_table_hinted(&f.table, 0x3000, 0x1000), &f.regions[1]);
+    assert_ptr_equal(mem_table_hinted(&f.table, 0x3fff, 1), &f.regions[1]);
+    assert_null(mem_table_hinted(&f.table, 0x3fff, 2));         /* into the touching one */
+    assert_null(mem_table_hinted(&f.table, 0x2fff, 2));         /* from the gap */
+    assert_null(mem_table_hinted(&f.table, 0x4000, 1));         /* another region's */
+    assert_null(mem_table_hinted(&f.table, 0x1000, 1));
+    assert_null(mem_table_hinted(&f.table, 0x3800, UINT64_MAX)); /* no wrap past the end */
+    fixture_set(&f, layout, 1);                                 /* region 2 is gone */
+    assert_null(mem_table_hinted(&f.table, 0x3000, 1));
+}
+
 /* ---------------------------------------------------------------- against the scan */
 
 /* Up to MAX_REGIONS regions, sorted, apart or touching, in [0, 1 << 20). */
@@ -175,6 +196,14 @@ static void test_matches_a_scan(void **state)
             uint64_t length = 1 + rng_next() % (rng_next() % 4 == 0 ? 0x20000 : 0x400);
             struct runs want = { .count = 0 }, got = { .count = 0 };
             b10_status_t want_status = reference_walk(&f, addr, length, &want);
+            /* The inline answer, where it gives one, is the scan's single run. */
+            const struct region *hinted = mem_table_hinted(&f.table, addr, length);
+            if (hinted != NULL && (want_status != B10_OK || want.count != 1 ||
+                                   want.run[0].r != hinted))
+                fail_msg("seed %llu walk %u (0x%llx+%llu): hinted region %llu, the scan %d "
+                         "with %u runs", (unsigned long long)seed, k, (unsigned long long)addr,
+                         (unsigned long long)length, (unsigned long long)hinted->id,
+                         want_status, want.count);
             b10_status_t got_status = mem_table_walk(&f.table, addr, length, record, &got);
             if (got_status != want_status || got.count != want.count)
                 fail_msg("seed %llu walk %u (0x%llx+%llu): status %d with %u runs, the scan %d "
@@ -196,6 +225,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runs_per_region),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_hinted),
         cmocka_unit_test(test_matches_a_scan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
