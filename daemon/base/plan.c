@@ -28,23 +28,25 @@ static inline uint64_t plan_key(const struct plan_span *s, bool by_dst)
 /* How many spans ahead a walk in sorted order asks for: about a DRAM latency of work. */
 #define PLAN_PREFETCH 16
 
-/* What one pass over the spans learnt of a side's keys: which bits differ, whether in order. */
+/*
+ * What one pass over the spans learnt of a side's keys: which bits differ
+ * (the OR of every key XOR the first: one register where an OR and an AND of
+ * them took two, in a loop that tracks both sides), whether they came in order.
+ */
 struct plan_keys {
-    uint64_t all_or, all_and;
+    uint64_t first, differ;
     bool sorted;
 };
 
-static inline void plan_keys_init(struct plan_keys *k)
+static inline void plan_keys_init(struct plan_keys *k, uint64_t first)
 {
-    *k = (struct plan_keys){ 0, UINT64_MAX, true };
+    *k = (struct plan_keys){ first, 0, true };
 }
 
-static inline void plan_keys_add(struct plan_keys *k, uint64_t key, uint64_t prev, size_t i)
+static inline void plan_keys_add(struct plan_keys *k, uint64_t key, uint64_t prev)
 {
-    if (i > 0 && key < prev)
-        k->sorted = false;
-    k->all_or |= key;
-    k->all_and &= key;
+    k->sorted &= key >= prev;
+    k->differ |= key ^ k->first;
 }
 
 /*
@@ -70,7 +72,7 @@ static const uint32_t *plan_sort(const struct plan_span *spans, size_t n, bool b
                                  const struct plan_keys *keys, uint64_t *recs, uint64_t *tmp,
                                  uint32_t *order)
 {
-    uint64_t differ = keys->all_or ^ keys->all_and;
+    uint64_t differ = keys->differ;
     if (keys->sorted || differ == 0)
         return NULL;
     /* n >= 2 here: the index takes 1 to 31 bits, the key part the rest. */
@@ -246,56 +248,64 @@ static bool plan_dst_slots(const struct plan_span *spans, size_t n, uint64_t dmi
 /*
  * Sources of one size that is a power of two, each at a whole number of
  * sizes from the lowest and no two the same (a KV pool's blocks, each read
- * once): their order by source is a walk of those slots. One pass puts
- * each span's index in its slot and one walks the slots, where the radix
- * sort made five (its records, two digits, the order) at about 10 ns a
- * span. Returns false when the spans are not of that shape, two share a
- * slot (the sort keeps those in request order), or the slots outnumber
- * slots_max; else the order is in order.
+ * once): their order by source is a walk of those slots, and each slot
+ * holds its span's destination, the source being the slot's own address.
+ * One pass fills the slots and the packing walks them in order, reading no
+ * span again: the radix sort made five passes (its records, two digits, the
+ * order) at about 10 ns a span, and a walk of the spans in that order, a
+ * scatter through them, cost as much again. Returns the number of slots
+ * (the highest plus one), or 0 when the spans are not of that shape, two
+ * share a slot (the sort keeps those in request order), or the slots would
+ * outnumber slots_max; then the sort decides.
  */
-static bool plan_src_slots(const struct plan_span *spans, size_t n, uint64_t smin, uint64_t smax,
-                           uint32_t *slots, size_t slots_max, uint32_t *order)
+#define PLAN_SLOT_EMPTY UINT64_MAX      /* no destination: dst + len would wrap */
+
+static uint64_t plan_src_slots(const struct plan_span *spans, size_t n, uint64_t smin,
+                               uint64_t smax, uint64_t *slots, size_t slots_max)
 {
     uint64_t len = spans[0].len;
     if (n < 2 || (len & (len - 1)) != 0)
-        return false;
+        return 0;
     unsigned shift = (unsigned)__builtin_ctzll(len);
     uint64_t range = (smax - smin) >> shift;          /* the highest slot */
     if (range >= slots_max)
-        return false;
-    /* n <= UINT32_MAX / 2: no index is the empty slot's mark. */
+        return 0;
     memset(slots, 0xff, (size_t)(range + 1) * sizeof(*slots));
     for (size_t i = 0; i < n; i++) {
         uint64_t off = spans[i].src - smin;
-        if ((off & (len - 1)) != 0 || slots[off >> shift] != UINT32_MAX)
-            return false;
-        slots[off >> shift] = (uint32_t)i;
+        if ((off & (len - 1)) != 0 || slots[off >> shift] != PLAN_SLOT_EMPTY)
+            return 0;
+        slots[off >> shift] = spans[i].dst;
     }
-    size_t k = 0;
-    for (uint64_t slot = 0; slot <= range; slot++)
-        if (slots[slot] != UINT32_MAX)
-            order[k++] = slots[slot];
-    return true;
+    return range + 1;
 }
+
+/* How read_spans left the spans in source order. */
+struct plan_order {
+    const uint32_t *order;      /* their indices in that order; NULL: request order */
+    uint64_t nslots;            /* else, nonzero: slots of one size by source (plan_src_slots) */
+    uint64_t smin;              /* the lowest source: slot 0's */
+};
 
 /*
  * Read and check the request's spans into spans (request order), refusing
- * overlapping destinations, and leave in *order_p the order sorting them by
- * source (equal sources in request order; NULL: request order) and in
- * *total_p their bytes. recs and tmp hold count records each, order count
- * indices.
+ * overlapping destinations, and leave in *ord how to walk them by source
+ * (equal sources in request order) and in *total_p their bytes. recs and
+ * tmp hold count records each (and are the slots where ord says so),
+ * order count indices.
  */
 static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst_spans,
                                     size_t count, struct plan_span *spans, uint64_t *recs,
-                                    uint64_t *tmp, uint32_t *order, const uint32_t **order_p,
+                                    uint64_t *tmp, uint32_t *order, struct plan_order *ord,
                                     uint64_t *total_p, char *detail, size_t detail_len)
 {
     bool one_size = true, overflow = false;
     uint64_t dmin = UINT64_MAX, dmax = 0, smin = UINT64_MAX, smax = 0, total = 0;
+    uint64_t len0 = frame_get_u64(src_spans + 8);
     struct plan_keys src_keys, dst_keys;
 
-    plan_keys_init(&src_keys);
-    plan_keys_init(&dst_keys);
+    plan_keys_init(&src_keys, frame_get_u64(src_spans));
+    plan_keys_init(&dst_keys, frame_get_u64(dst_spans));
     for (size_t i = 0; i < count; i++) {
         struct plan_span *s = &spans[i];
         uint64_t dlen = frame_get_u64(dst_spans + i * SPAN_BYTES + 8);
@@ -315,14 +325,14 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
         /* Said only once the destinations are known not to overlap, as before. */
         overflow |= total + s->len < total;
         total += s->len;
-        one_size &= s->len == spans[0].len;
+        one_size &= s->len == len0;
         dmin = s->dst < dmin ? s->dst : dmin;
         dmax = s->dst > dmax ? s->dst : dmax;
         smin = s->src < smin ? s->src : smin;
         smax = s->src > smax ? s->src : smax;
         /* What the sorts need to know, learnt here rather than in a pass of their own. */
-        plan_keys_add(&src_keys, s->src, i > 0 ? s[-1].src : 0, i);
-        plan_keys_add(&dst_keys, s->dst, i > 0 ? s[-1].dst : 0, i);
+        plan_keys_add(&src_keys, s->src, i > 0 ? s[-1].src : s->src);
+        plan_keys_add(&dst_keys, s->dst, i > 0 ? s[-1].dst : s->dst);
     }
 
     /* Two spans writing the same destination byte make the result depend on order. */
@@ -354,20 +364,34 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
         snprintf(detail, detail_len, "transfer length overflows 64 bits");
         return B10_ERR_TOO_LARGE;
     }
-    /* recs, free again, holds the slots: 2 a span. */
-    if (!src_keys.sorted && one_size &&
-        plan_src_slots(spans, count, smin, smax, (uint32_t *)recs, 2 * count, order))
-        *order_p = order;
-    else
-        *order_p = plan_sort(spans, count, false, &src_keys, recs, tmp, order);
+    *ord = (struct plan_order){ NULL, 0, smin };
+    /* recs and tmp, free again and one block, hold the slots: 2 a span. */
+    if (!src_keys.sorted && one_size)
+        ord->nslots = plan_src_slots(spans, count, smin, smax, recs, 2 * count);
+    if (ord->nslots == 0)
+        ord->order = plan_sort(spans, count, false, &src_keys, recs, tmp, order);
     *total_p = total;
     return B10_OK;
 }
 
-/* The runs n spans make in the given order once those contiguous on both sides are merged. */
-static uint64_t plan_runs(const struct plan_span *spans, const uint32_t *order, size_t n)
+/* The runs n spans make walked as ord says once those contiguous on both sides are merged. */
+static uint64_t plan_runs(const struct plan_span *spans, const struct plan_order *ord,
+                          const uint64_t *slots, size_t n)
 {
     uint64_t runs = 0;
+    if (ord != NULL && ord->nslots > 0) {
+        /* Slots side by side are contiguous sources; a run goes on where the destination does. */
+        uint64_t len = spans[0].len, prev_slot = 0, prev_dst = 0;
+        for (uint64_t slot = 0; slot < ord->nslots; slot++) {
+            if (slots[slot] == PLAN_SLOT_EMPTY)
+                continue;
+            runs += runs == 0 || prev_slot + 1 != slot || prev_dst + len != slots[slot];
+            prev_slot = slot;
+            prev_dst = slots[slot];
+        }
+        return runs;
+    }
+    const uint32_t *order = ord != NULL ? ord->order : NULL;
     const struct plan_span *prev = NULL;
     for (size_t i = 0; i < n; i++) {
         const struct plan_span *s = order != NULL ? &spans[order[i]] : &spans[i];
@@ -377,11 +401,47 @@ static uint64_t plan_runs(const struct plan_span *spans, const uint32_t *order, 
     return runs;
 }
 
+/* A plan being packed: chunk after chunk, piece after piece. */
+struct plan_packer {
+    struct plan *plan;
+    struct plan_chunk *chunk;   /* the chunk being filled; NULL before the first */
+    struct plan_piece *last;    /* its last piece */
+    uint64_t max_chunk;
+};
+
 /*
- * Pack n spans of total bytes, in the given order (order NULL: as they
- * are), into chunks of at most max_chunk bytes. A span contiguous with the
- * one before on both sides extends its piece; a piece is split where a
- * chunk fills.
+ * Add len bytes from src to dst. Contiguous with the last piece on both
+ * sides, they extend it; a piece is split where a chunk fills.
+ */
+static inline void plan_pack_add(struct plan_packer *pk, uint64_t src, uint64_t dst, uint64_t left)
+{
+    struct plan *plan = pk->plan;
+    while (left > 0) {
+        if (pk->chunk == NULL || pk->chunk->bytes == pk->max_chunk) {
+            pk->chunk = &plan->chunks[plan->nchunks++];
+            *pk->chunk = (struct plan_chunk){ plan->npieces, 0, 0 };
+            pk->last = NULL;
+        }
+        uint64_t room = pk->max_chunk - pk->chunk->bytes;
+        uint64_t take = left < room ? left : room;
+        struct plan_piece *last = pk->last;
+        if (last != NULL && last->src + last->len == src && last->dst + last->len == dst) {
+            last->len += take;
+        } else {
+            pk->last = &plan->pieces[plan->npieces++];
+            *pk->last = (struct plan_piece){ src, dst, take };
+            pk->chunk->count++;
+        }
+        pk->chunk->bytes += take;
+        src += take;
+        dst += take;
+        left -= take;
+    }
+}
+
+/*
+ * Pack n spans of total bytes, walked by source as ord says (NULL order
+ * and no slots: as they are), into chunks of at most max_chunk bytes.
  *
  * One pass over the spans: the tables are sized for every span a run of
  * its own (the order is a scatter through memory, and a pass to count the
@@ -389,60 +449,46 @@ static uint64_t plan_runs(const struct plan_span *spans, const uint32_t *order, 
  * not fill. Only spans so large that this bound overflows a chunk index
  * are counted first, to refuse exactly the plans that need too many chunks.
  */
-static b10_status_t plan_pack(const struct plan_span *spans, const uint32_t *order,
-                              size_t n, uint64_t total, uint64_t max_chunk, struct plan **plan_p,
-                              char *detail, size_t detail_len)
+static b10_status_t plan_pack(const struct plan_span *spans, const struct plan_order *ord,
+                              const uint64_t *slots, size_t n, uint64_t total,
+                              uint64_t max_chunk, struct plan **plan_p, char *detail,
+                              size_t detail_len)
 {
-    struct plan *plan;
+    const uint32_t *order = ord != NULL ? ord->order : NULL;
 
     /* Each split adds at most one chunk. Both terms are bounded first, so no sum wraps. */
     uint64_t full = total / max_chunk, runs = n;
     if (full > UINT32_MAX || runs > UINT32_MAX || full + 2 * runs > UINT32_MAX)
-        runs = plan_runs(spans, order, n);
+        runs = plan_runs(spans, ord, slots, n);
     if (full > UINT32_MAX || runs > UINT32_MAX || full + 2 * runs > UINT32_MAX) {
         snprintf(detail, detail_len, "transfer of %" PRIu64 " bytes needs too many chunks", total);
         return B10_ERR_TOO_LARGE;
     }
     uint64_t max_chunks = full + runs;
     /* A piece is split once per chunk boundary it crosses: at most one extra piece per chunk. */
-    plan = plan_alloc(runs + max_chunks, max_chunks);
-    if (plan == NULL)
+    struct plan_packer pk = { plan_alloc(runs + max_chunks, max_chunks), NULL, NULL, max_chunk };
+    if (pk.plan == NULL)
         return B10_ERR_NO_MEMORY;
 
-    struct plan_chunk *chunk = NULL;
-    struct plan_piece *last = NULL;     /* the current chunk's last piece */
-    for (size_t i = 0; i < n; i++) {
-        /* In source order the spans are a scatter through memory: ask for them ahead. */
-        if (order != NULL && i + PLAN_PREFETCH < n)
-            __builtin_prefetch(&spans[order[i + PLAN_PREFETCH]]);
-        const struct plan_span *s = order != NULL ? &spans[order[i]] : &spans[i];
-        uint64_t src = s->src, dst = s->dst, left = s->len;
-        while (left > 0) {
-            if (chunk == NULL || chunk->bytes == max_chunk) {
-                chunk = &plan->chunks[plan->nchunks++];
-                chunk->first = plan->npieces;
-                chunk->count = 0;
-                chunk->bytes = 0;
-                last = NULL;
-            }
-            uint64_t room = max_chunk - chunk->bytes;
-            uint64_t take = left < room ? left : room;
-            if (last != NULL && last->src + last->len == src && last->dst + last->len == dst) {
-                last->len += take;
-            } else {
-                last = &plan->pieces[plan->npieces++];
-                *last = (struct plan_piece){ src, dst, take };
-                chunk->count++;
-            }
-            chunk->bytes += take;
-            src += take;
-            dst += take;
-            left -= take;
+    if (ord != NULL && ord->nslots > 0) {
+        /* By source is the slots' own order, each slot's source its address. */
+        uint64_t len = spans[0].len;
+        unsigned shift = (unsigned)__builtin_ctzll(len);
+        for (uint64_t slot = 0; slot < ord->nslots; slot++)
+            if (slots[slot] != PLAN_SLOT_EMPTY)
+                plan_pack_add(&pk, ord->smin + (slot << shift), slots[slot], len);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            /* In source order the spans are a scatter through memory: ask for them ahead. */
+            if (order != NULL && i + PLAN_PREFETCH < n)
+                __builtin_prefetch(&spans[order[i + PLAN_PREFETCH]]);
+            const struct plan_span *s = order != NULL ? &spans[order[i]] : &spans[i];
+            plan_pack_add(&pk, s->src, s->dst, s->len);
         }
     }
-    plan->total = total;
-    plan_trim(plan, runs + max_chunks, max_chunks);
-    *plan_p = plan;
+    pk.plan->total = total;
+    plan_trim(pk.plan, runs + max_chunks, max_chunks);
+    *plan_p = pk.plan;
     return B10_OK;
 }
 
@@ -450,7 +496,6 @@ b10_status_t plan_build(const uint8_t *src_spans, const uint8_t *dst_spans, size
                         uint64_t max_chunk, struct plan **plan_p, char *detail, size_t detail_len)
 {
     struct plan *plan = NULL;
-    const uint32_t *order;
     b10_status_t status;
 
     if (count == 0 || count > UINT32_MAX / 2) {
@@ -469,12 +514,13 @@ b10_status_t plan_build(const uint8_t *src_spans, const uint8_t *dst_spans, size
     uint64_t *recs = (uint64_t *)(spans + count);
     uint32_t *order_buf = (uint32_t *)(recs + 2 * count);
     uint64_t total;
+    struct plan_order ord;
     status = plan_read_spans(src_spans, dst_spans, count, spans, recs, recs + count, order_buf,
-                             &order, &total, detail, detail_len);
+                             &ord, &total, detail, detail_len);
     if (status != B10_OK)
         goto out;
 
-    status = plan_pack(spans, order, count, total, max_chunk, &plan, detail, detail_len);
+    status = plan_pack(spans, &ord, recs, count, total, max_chunk, &plan, detail, detail_len);
     if (status != B10_OK)
         goto out;
     *plan_p = plan;
@@ -496,8 +542,8 @@ b10_status_t plan_rechunk(struct plan *plan, uint64_t max_chunk)
     /* Packing joins again the pieces split at the old chunk boundaries. */
     for (uint32_t i = 0; i < plan->npieces; i++)
         spans[i] = (struct plan_span){ plan->pieces[i].src, plan->pieces[i].dst, plan->pieces[i].len };
-    b10_status_t status = plan_pack(spans, NULL, plan->npieces, plan->total, max_chunk, &packed,
-                                    detail, sizeof(detail));
+    b10_status_t status = plan_pack(spans, NULL, NULL, plan->npieces, plan->total, max_chunk,
+                                    &packed, detail, sizeof(detail));
     free(spans);
     if (status != B10_OK)
         return status;
