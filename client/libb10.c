@@ -2339,13 +2339,15 @@ static b10_status_t xfer_check_params(b10_conn_t *conn, const b10_xfer_params_t 
                            B10_SYNC_MSG_MAX);
     if (params->remote_agent == NULL || params->remote_agent[0] == '\0')
         return conn_reject(conn, B10_ERR_INVALID_ARG, "remote_agent is required");
-    if (params->count == 0 || params->local == NULL || params->remote == NULL)
+    if (params->count == 0)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "a transfer needs at least one span");
+    if (!(params->field_mask & B10_XFER_FIELD_INDICES) &&
+        (params->local == NULL || params->remote == NULL))
         return conn_reject(conn, B10_ERR_INVALID_ARG, "a transfer needs at least one span");
     if ((params->field_mask & B10_XFER_FIELD_INDICES) &&
-        (params->local_index == NULL || params->remote_index == NULL ||
-         params->local_table_count == 0 || params->remote_table_count == 0))
+        (params->local_index == NULL || params->remote_index == NULL))
         return conn_reject(conn, B10_ERR_INVALID_ARG, "B10_XFER_FIELD_INDICES needs both "
-                           "indices and both tables, none of them empty");
+                           "sides' indices");
     /* Bounded before allocating: two span tables must fit in one frame. */
     if (params->count > FRAME_MAX_LIMIT / (2 * SPAN_BYTES))
         return conn_reject(conn, B10_ERR_TOO_LARGE, "%zu spans cannot fit in one request",
@@ -2356,14 +2358,57 @@ static b10_status_t xfer_check_params(b10_conn_t *conn, const b10_xfer_params_t 
 /* How many rows ahead a pass over picked spans asks for: they lie anywhere in their tables. */
 #define PICK_PREFETCH 16
 
-/* Refuse the first index outside its table, naming it (B10_XFER_FIELD_INDICES). */
-static b10_status_t xfer_bad_index(b10_conn_t *conn, const b10_xfer_params_t *params, size_t i)
+/* One side of a transfer whose rows are picked by index (B10_XFER_FIELD_INDICES). */
+struct pick_side {
+    const b10_span_t *table;        /* its rows, unless it is a grid */
+    const b10_span_grid_t *grid;
+    uint64_t rows;
+    /* A grid of fewer than 2^32 rows: per_base's reciprocal, so that a row's base is a
+     * multiply and a shift, not a division (Lemire, Kaser, Kurz 2019); 0: divide. */
+    uint64_t magic;
+};
+
+static b10_status_t pick_side_init(b10_conn_t *conn, const char *side, const b10_span_t *table,
+                                   size_t count, const b10_span_grid_t *grid,
+                                   struct pick_side *ps)
 {
-    bool local = (uint64_t)params->local_index[i] >= params->local_table_count;
-    conn_set_detail(conn, "%s index %lld (at %zu) is outside its table of %zu spans",
+    *ps = (struct pick_side){ table, grid, count, 0 };
+    if (grid == NULL)
+        return table != NULL && count > 0
+                   ? B10_OK
+                   : conn_reject(conn, B10_ERR_INVALID_ARG, "B10_XFER_FIELD_INDICES: the %s "
+                                 "table is missing or empty", side);
+    if (grid->bases == NULL || grid->nbases == 0 || grid->per_base == 0 || grid->length == 0 ||
+        grid->nbases > UINT64_MAX / grid->per_base)
+        return conn_reject(conn, B10_ERR_INVALID_ARG, "the %s grid needs bases, rows per base "
+                           "and a length, none of them 0", side);
+    ps->rows = (uint64_t)grid->nbases * grid->per_base;
+    if (ps->rows <= UINT32_MAX && grid->per_base > 1)
+        ps->magic = UINT64_MAX / grid->per_base + 1;
+    return B10_OK;
+}
+
+/* Row k (below ps->rows) of a side. */
+static inline b10_span_t pick_row(const struct pick_side *ps, uint64_t k)
+{
+    const b10_span_grid_t *g = ps->grid;
+    if (g == NULL)
+        return ps->table[k];
+    uint64_t base = g->per_base == 1 ? k
+                    : ps->magic != 0 ? (uint64_t)(((unsigned __int128)ps->magic * k) >> 64)
+                    : k / g->per_base;
+    return (b10_span_t){ g->bases[base] + (k - base * g->per_base) * g->stride, g->length };
+}
+
+/* Refuse the first index outside its side, naming it (B10_XFER_FIELD_INDICES). */
+static b10_status_t xfer_bad_index(b10_conn_t *conn, const b10_xfer_params_t *params,
+                                   const struct pick_side *picks, size_t i)
+{
+    bool local = (uint64_t)params->local_index[i] >= picks[0].rows;
+    conn_set_detail(conn, "%s index %lld (at %zu) is outside its table of %llu spans",
                     local ? "local" : "remote",
                     (long long)(local ? params->local_index[i] : params->remote_index[i]), i,
-                    local ? params->local_table_count : params->remote_table_count);
+                    (unsigned long long)picks[local ? 0 : 1].rows);
     return B10_ERR_INVALID_ARG;
 }
 
@@ -2371,30 +2416,35 @@ static b10_status_t xfer_bad_index(b10_conn_t *conn, const b10_xfer_params_t *pa
  * The spans' own checks (the lock held), refused here with the daemon's
  * words rather than after a round trip; copied on the way into out (the
  * span arena, or the frame's own tables: one pass over them, not two)
- * unless out is NULL. With B10_XFER_FIELD_INDICES the pass picks each
- * pair's rows from the tables by their indices, checking those first.
+ * unless out is NULL. With picks (B10_XFER_FIELD_INDICES) the pass picks
+ * each pair's rows from the two sides by their indices, checking those first.
  */
 static b10_status_t xfer_check_spans(b10_conn_t *conn, const b10_xfer_params_t *params,
-                                     uint8_t *out)
+                                     const struct pick_side *picks, uint8_t *out)
 {
     size_t table = params->count * SPAN_BYTES;
-    bool picked = params->field_mask & B10_XFER_FIELD_INDICES;
     for (size_t i = 0; i < params->count; i++) {
-        const b10_span_t *l = &params->local[i], *r = &params->remote[i];
-        if (picked) {
+        b10_span_t lrow, rrow;
+        const b10_span_t *l, *r;
+        if (picks != NULL) {
             uint64_t li = (uint64_t)params->local_index[i], ri = (uint64_t)params->remote_index[i];
-            if (li >= params->local_table_count || ri >= params->remote_table_count)
-                return xfer_bad_index(conn, params, i);
+            if (li >= picks[0].rows || ri >= picks[1].rows)
+                return xfer_bad_index(conn, params, picks, i);
             if (i + PICK_PREFETCH < params->count) {
                 uint64_t lf = (uint64_t)params->local_index[i + PICK_PREFETCH];
                 uint64_t rf = (uint64_t)params->remote_index[i + PICK_PREFETCH];
-                if (lf < params->local_table_count)
-                    __builtin_prefetch(&params->local[lf]);
-                if (rf < params->remote_table_count)
-                    __builtin_prefetch(&params->remote[rf]);
+                if (picks[0].grid == NULL && lf < picks[0].rows)
+                    __builtin_prefetch(&picks[0].table[lf]);
+                if (picks[1].grid == NULL && rf < picks[1].rows)
+                    __builtin_prefetch(&picks[1].table[rf]);
             }
-            l = &params->local[li];
-            r = &params->remote[ri];
+            lrow = pick_row(&picks[0], li);
+            rrow = pick_row(&picks[1], ri);
+            l = &lrow;
+            r = &rrow;
+        } else {
+            l = &params->local[i];
+            r = &params->remote[i];
         }
         if (l->length == 0 || l->length != r->length) {
             conn_set_detail(conn, "span %zu: lengths %llu and %llu must be equal and non-zero",
@@ -2421,19 +2471,20 @@ static b10_status_t xfer_check_spans(b10_conn_t *conn, const b10_xfer_params_t *
  * the frame carries the caller's arrays as they are (checked without a copy).
  */
 static b10_status_t xfer_frame_tables(b10_conn_t *conn, const b10_xfer_params_t *params,
-                                      B10__SubmitXfer *sx, uint8_t **spans_p)
+                                      const struct pick_side *picks, B10__SubmitXfer *sx,
+                                      uint8_t **spans_p)
 {
     size_t table = params->count * SPAN_BYTES;
-    if (SPANS_ARE_WIRE && !(params->field_mask & B10_XFER_FIELD_INDICES)) {
+    if (SPANS_ARE_WIRE && picks == NULL) {
         sx->local_spans = (ProtobufCBinaryData){ .len = table, .data = (uint8_t *)params->local };
         sx->remote_spans = (ProtobufCBinaryData){ .len = table, .data = (uint8_t *)params->remote };
-        return xfer_check_spans(conn, params, NULL);
+        return xfer_check_spans(conn, params, NULL, NULL);
     }
     if (*spans_p == NULL && (*spans_p = malloc(2 * table)) == NULL)
         return conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory for %zu spans", params->count);
     sx->local_spans = (ProtobufCBinaryData){ .len = table, .data = *spans_p };
     sx->remote_spans = (ProtobufCBinaryData){ .len = table, .data = *spans_p + table };
-    return xfer_check_spans(conn, params, *spans_p);
+    return xfer_check_spans(conn, params, picks, *spans_p);
 }
 
 
@@ -2452,6 +2503,15 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
     status = xfer_check_params(conn, params);
     if (status != B10_OK)
         return status;
+    struct pick_side pick_sides[2], *picks = NULL;
+    if (params->field_mask & B10_XFER_FIELD_INDICES) {
+        picks = pick_sides;
+        if ((status = pick_side_init(conn, "local", params->local, params->local_table_count,
+                                     params->local_grid, &picks[0])) != B10_OK ||
+            (status = pick_side_init(conn, "remote", params->remote, params->remote_table_count,
+                                     params->remote_grid, &picks[1])) != B10_OK)
+            return status;
+    }
 
     size_t table = params->count * SPAN_BYTES;
     uint8_t *spans = NULL;
@@ -2481,8 +2541,8 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
     uint64_t boot = conn->boot;
     bool in_arena = params->count >= ARENA_MIN_SPANS && conn->daemon_arena &&
                     2 * table <= conn->max_frame && conn_arena_ready(conn, 2 * table) == B10_OK;
-    status = in_arena ? xfer_check_spans(conn, params, conn->arena)
-                      : xfer_frame_tables(conn, params, &sx, &spans);
+    status = in_arena ? xfer_check_spans(conn, params, picks, conn->arena)
+                      : xfer_frame_tables(conn, params, picks, &sx, &spans);
     if (status != B10_OK) {
         pthread_mutex_unlock(&conn->lock);
         goto free_all;
@@ -2501,7 +2561,7 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
         if (status == B10_ERR_INVALID_ARG && conn->boot != boot && conn->arena_boot != conn->boot) {
             sx.arena_spans = 0;
             in_arena = false;
-            status = xfer_frame_tables(conn, params, &sx, &spans);
+            status = xfer_frame_tables(conn, params, picks, &sx, &spans);
             if (status != B10_OK) {
                 pthread_mutex_unlock(&conn->lock);
                 goto free_all;

@@ -26,7 +26,7 @@ import b10
 from b10 import descs as bdescs
 from b10test import (SLOW, TOP, Rank, alloc, await_messages, check, close_agent, fill, is_completed,
                      notifications, notify, pair, pattern, read, submit, submit_arrays,
-                     submit_picked, threaded_writes, wait, watch_sync, xfer_state)
+                     submit_grid, submit_picked, threaded_writes, wait, watch_sync, xfer_state)
 from b10test import Daemon, build_dir, load, load_granting, outcome
 from b10test import desc as b10test_desc
 
@@ -359,6 +359,12 @@ def test_span_tables_taken_as_they_are_or_refused() -> None:
         agent.submit_picked("WRITE", ok, idx, ok, idx[:1].copy(), "peer")
     with pytest.raises(b10.B10TransferError, match="not int64 of"):
         agent.submit_picked("WRITE", ok.astype(np.int64), idx, ok, idx, "peer")
+    # A grid: (bases, per_base, stride, length), bases C-contiguous uint64, rows and length > 0.
+    bases = np.array([4096], dtype=np.uint64)
+    for g in ((bases.astype(np.int64), 2, 64, 64), (bases, 0, 64, 64), (bases, 2, 64, 0),
+              (bases[:0], 2, 64, 64), (bases, 2, -1, 64), (bases, 2), "grid"):
+        with pytest.raises(b10.B10TransferError, match="grid must be"):
+            agent.submit_picked("WRITE", None, idx, ok, idx, "peer", local_grid=g)
 
 
 # ---------------------------------------------------------------- two ranks
@@ -402,6 +408,29 @@ def test_write_of_picked_rows(ranks, daemons, piece: int) -> None:
     assert p.run(wait, xid, 60000 * SLOW) is True
     assert p.run(xfer_state, xid)[0] == "B10_OK"
     want = image(size, pattern(37, size), pieces)
+    got = d.run(read, "kv")
+    assert got == want, first_difference(got, want)
+
+
+@pytest.mark.parametrize("lshape,rshape", [("grid", "grid"), ("bases", "table"),
+                                           ("table", "grid")])
+def test_write_of_grid_rows(ranks, daemons, lshape: str, rshape: str) -> None:
+    """Rows picked by index from grids (b10_span_grid_t: a base per region, a row per
+    block; libb10 computes each picked row), beside a table on the other side, land
+    byte for byte where the same rows picked from tables would. An index past a grid's
+    rows is refused naming it, nothing lands, and the same call then lands."""
+    pytest.importorskip("numpy", reason="numpy is not installed (scripts/deps.sh --test)")
+    size = 4 * MiB
+    p, d, _, d_addr = pair_with_buffers(ranks, daemons, size, seed=41)
+    got, _ = p.run(submit_grid, "kv", d_addr, d.name, lshape, rshape, 43, 512)
+    assert got[0] == "B10_ERR_INVALID_ARG", got
+    assert "local index 512 (at 0) is outside its table of 512 spans" in got[1], got
+    assert d.run(read, "kv") == bytes(size)
+    xid, pieces = p.run(submit_grid, "kv", d_addr, d.name, lshape, rshape, 43)
+    assert isinstance(xid, int), xid
+    assert p.run(wait, xid, 60000 * SLOW) is True
+    assert p.run(xfer_state, xid)[0] == "B10_OK"
+    want = image(size, pattern(41, size), pieces)
     got = d.run(read, "kv")
     assert got == want, first_difference(got, want)
 

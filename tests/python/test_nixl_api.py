@@ -213,6 +213,45 @@ def test_descriptor_lists() -> None:
             cls("DRAM", bad)
 
 
+def test_grids_found_exactly() -> None:
+    """A prepared list goes to libb10 as a grid (bases, rows per base, stride, length)
+    only when every row is what the grid computes for it: vLLM's lists (a run of blocks
+    for each layer's K and V region, each block split for a larger TP) are; lists with
+    one row off, two lengths, runs of two lengths or one row are not, and go as tables."""
+    grid = nixl._api._grid
+
+    def rows(bases, per_base, stride, length):
+        return np.array([((b + j * stride) % 2**64, length) for b in bases
+                         for j in range(per_base)], dtype=np.uint64)
+
+    def computed(g):
+        bases, per_base, stride, length = g
+        return np.array([((int(bases[k // per_base]) + (k % per_base) * stride) % 2**64, length)
+                         for k in range(len(bases) * per_base)], dtype=np.uint64)
+
+    # 3 layers x K/V, 50 blocks of 16 KiB, each cut in 2 for a TP of twice the size;
+    # the regions lie apart and in no order.
+    bases = [0x7f0000000000 + k * (1 << 30) for k in (4, 0, 5, 1, 3, 2)]
+    vllm = rows(bases, 100, 8 * KiB, 8 * KiB)
+    g = grid(vllm)
+    assert g is not None and g[1:] == (100, 8 * KiB, 8 * KiB) and list(g[0]) == bases
+    assert np.array_equal(computed(g), vllm)
+    down = rows([0x900000], 7, -4096 % 2**64, 512)      # each row below the one before
+    assert grid(down) is not None and np.array_equal(computed(grid(down)), down)
+    assert grid(rows([0x1000], 1, 0, 64)) is None        # one row: a table
+    off = vllm.copy()
+    off[137, 0] += 1
+    assert grid(off) is None
+    two = vllm.copy()
+    two[5, 1] = 4 * KiB
+    assert grid(two) is None
+    uneven = np.concatenate([rows([0x100000], 4, 4096, 4096), rows([0x900000], 3, 4096, 4096)])
+    assert grid(uneven) is None
+    tail = np.concatenate([rows([0x100000, 0x900000], 4, 4096, 4096),
+                           rows([0x500000], 1, 4096, 4096)])
+    assert grid(tail) is None
+
+
 def test_serialized_descs_are_data_not_code() -> None:
     """get_serialized_descs' bytes are a fixed format: a round trip gives the same list;
     every truncation, a trailing byte, a wrong magic, version, kind, memory type or
@@ -522,9 +561,15 @@ def test_post_hands_the_picked_rows_to_b10(daemons, agents, monkeypatch) -> None
         seen.append((op, local.dtype, local.shape, local.tolist(), remote.tolist(), name, sync))
         raise b10.B10Error(15, "intercepted", "submit")
 
-    def submit_picked(op, local, li, remote, ri, name, sync, deadline_ms):
+    def submit_picked(op, local, li, remote, ri, name, sync, deadline_ms, lgrid, rgrid):
         # The whole prepared lists go as they lie, with int64 indices: libb10 picks the rows.
+        # Lists that are grids go as grids too, each row what the grid computes for it.
         assert li.dtype == ri.dtype == np.int64 and li.flags["C_CONTIGUOUS"]
+        for table, grid, idx in ((local, lgrid, li), (remote, rgrid, ri)):
+            assert grid is not None         # two rows a stride apart: a grid
+            bases, per_base, stride, length = grid
+            rows = [(int(bases[k // per_base]) + (k % per_base) * stride, length) for k in idx]
+            assert rows == [tuple(r) for r in table[idx].tolist()]
         return submit(op, local[li], remote[ri], name, sync, deadline_ms)
     monkeypatch.setattr(s.agent, "submit_span_tables", submit)
     monkeypatch.setattr(s.agent, "submit_picked", submit_picked)

@@ -401,6 +401,20 @@ enum {
     B10_XFER_FIELD_INDICES  = 1u << 2,
 };
 
+/*
+ * A table of spans given by its shape rather than its rows: row k is
+ * bases[k / per_base] + (k % per_base) * stride, length bytes long, and
+ * there are nbases * per_base rows. A KV pool's list of blocks is one: a
+ * base per layer's K or V region, a row per block (B10_XFER_FIELD_INDICES).
+ */
+typedef struct {
+    const uint64_t *bases;
+    size_t nbases;             /* at least 1 */
+    size_t per_base;           /* at least 1 */
+    uint64_t stride;
+    uint64_t length;           /* not 0 */
+} b10_span_grid_t;
+
 typedef struct {
     uint64_t field_mask;
     b10_op_t op;               /* required */
@@ -434,6 +448,14 @@ typedef struct {
     const int64_t *remote_index;
     size_t local_table_count;
     size_t remote_table_count;
+    /*
+     * B10_XFER_FIELD_INDICES, optional: a side whose grid is not NULL is
+     * that grid, its table pointer and count unused (NULL and 0 are fine).
+     * libb10 computes each picked row instead of reading it from a table the
+     * size of the pool, which 10^5 random picks find out of the caches.
+     */
+    const b10_span_grid_t *local_grid;
+    const b10_span_grid_t *remote_grid;
 } b10_xfer_params_t;
 
 /*

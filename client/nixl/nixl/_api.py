@@ -286,11 +286,37 @@ def _unpack_metadata(md: Any) -> Tuple[str, bytes, np.ndarray]:
         raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, f"metadata refused: {e}", what) from None
 
 
+def _grid(spans: np.ndarray) -> Optional[Tuple[np.ndarray, int, int, int]]:
+    """(bases, per_base, stride, length) when the rows are a grid (b10_span_grid_t): one
+    length, and runs of per_base rows each stride apart, every run as long; else None.
+    vLLM's lists are: a run of blocks for each layer's K and V region."""
+    n = spans.shape[0]
+    if n < 2:
+        return None
+    addr, lens = spans[:, 0], spans[:, 1]
+    if not (lens == lens[0]).all():
+        return None
+    steps = np.diff(addr)                   # uint64: a step down wraps, and differs
+    stride = int(steps[0])
+    breaks = np.flatnonzero(steps != steps[0])
+    per_base = int(breaks[0]) + 1 if breaks.size else n
+    if n % per_base:
+        return None
+    grid = addr.reshape(-1, per_base)
+    bases = np.ascontiguousarray(grid[:, 0])
+    # Exact, row for row: each row its base plus a whole number of strides, in uint64.
+    steps_in_run = np.arange(per_base, dtype=np.uint64) * np.uint64(stride)
+    if not (grid == bases[:, None] + steps_in_run).all():
+        return None
+    return bases, per_base, stride, int(lens[0])
+
+
 class _Side:
     """A prepared descriptor list: whose memory (None: this agent's), and its spans as
-    one contiguous (N, 2) uint64 array of (address, length), ready to pick rows from."""
+    one contiguous (N, 2) uint64 array of (address, length), ready to pick rows from;
+    and their grid where they are one (libb10 then computes picked rows, reading none)."""
 
-    __slots__ = ("agent", "seg", "spans", "uniform")
+    __slots__ = ("agent", "seg", "spans", "uniform", "grid")
 
     def __init__(self, agent: Optional[str], seg: int, table: np.ndarray):
         self.agent, self.seg = agent, seg
@@ -299,13 +325,15 @@ class _Side:
         # one such length pair up without comparing the picked rows at each transfer.
         lens = self.spans[:, 1]
         self.uniform = int(lens[0]) if lens.size and (lens == lens[0]).all() else None
+        self.grid = _grid(self.spans) if self.uniform is not None else None
 
 
 class _Xfer:
     """A transfer handle: what to move, and the b10 transfer of its latest post."""
 
     def __init__(self, op: str, local: np.ndarray, remote: np.ndarray, remote_name: str,
-                 notif: bytes, picks: Optional[Tuple[np.ndarray, np.ndarray, int]] = None):
+                 notif: bytes, picks: Optional[Tuple[np.ndarray, np.ndarray, int]] = None,
+                 grids: Tuple[Any, Any] = (None, None)):
         # No memory kinds: the daemon knows each region's from its registration, so a
         # DRAM side pairs with a VRAM one as it is.
         self.op, self.remote_name, self.notif = op, remote_name, notif
@@ -315,6 +343,7 @@ class _Xfer:
         self.local = np.ascontiguousarray(local[:, :2], dtype=np.uint64)
         self.remote = np.ascontiguousarray(remote[:, :2], dtype=np.uint64)
         self.picks = picks
+        self.grids = grids      # each side's grid (_grid), or None: its table is read
         self.count = picks[0].size if picks is not None else len(self.local)
         self.lock = threading.RLock()
         self.status: Optional[b10.TransferStatus] = None
@@ -802,7 +831,7 @@ class nixl_agent:
             raise nixlBind.error(nixlBind.B10_ERR_UNKNOWN_AGENT,
                                  f"agent {rs.agent!r} is not loaded any more", what)
         return self._new_xfer(_Xfer(op, ls.spans, rs.spans, rs.agent, _msg(notif_msg),
-                                    picks=(li, ri, total)))
+                                    picks=(li, ri, total), grids=(ls.grid, rs.grid)))
 
     def initialize_xfer(self, operation: str, local_descs: Any, remote_descs: Any,
                         remote_agent: str, notif_msg: Any = b"",
@@ -839,7 +868,7 @@ class nixl_agent:
             if x.picks is not None:
                 x.status = self._b10(self.agent.submit_picked, x.op, x.local, x.picks[0],
                                      x.remote, x.picks[1], x.remote_name, notif or None,
-                                     self.deadline_ms)
+                                     self.deadline_ms, x.grids[0], x.grids[1])
             else:
                 x.status = self._b10(self.agent.submit_span_tables, x.op, x.local, x.remote,
                                      x.remote_name, notif or None, self.deadline_ms)

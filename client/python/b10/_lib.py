@@ -65,6 +65,11 @@ class Span(Structure):
     _fields_ = [("addr", c_uint64), ("length", c_uint64)]
 
 
+class SpanGrid(Structure):
+    _fields_ = [("bases", POINTER(c_uint64)), ("nbases", c_size_t), ("per_base", c_size_t),
+                ("stride", c_uint64), ("length", c_uint64)]
+
+
 LOG_CB = CFUNCTYPE(None, c_void_p, c_int, c_char_p)
 
 
@@ -110,6 +115,8 @@ class XferParams(Structure):
         ("remote_index", POINTER(c_int64)),
         ("local_table_count", c_size_t),
         ("remote_table_count", c_size_t),
+        ("local_grid", POINTER(SpanGrid)),
+        ("remote_grid", POINTER(SpanGrid)),
     ]
 
 

@@ -73,6 +73,27 @@ def _wire_table(side: str, a: Any, what: str) -> Any:
     return a.ctypes.data_as(ctypes.POINTER(_lib.Span))
 
 
+def _grid_struct(side: str, grid: Any, what: str) -> Tuple[Any, Any]:
+    """(b10_span_grid_t, its bases array) of (bases, per_base, stride, length), else refused:
+    bases a non-empty C-contiguous uint64 array, per_base and length positive."""
+    try:
+        bases, per_base, stride, length = grid
+        per_base, stride, length = int(per_base), int(stride), int(length)
+        ok = getattr(bases, "dtype", None) is not None and bases.dtype == "uint64" and \
+            bases.ndim == 1 and bases.flags["C_CONTIGUOUS"] and bases.shape[0] > 0 and \
+            per_base > 0 and length > 0 and 0 <= stride < 2**64 and length < 2**64
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
+                               f"{side} grid must be (bases, per_base, stride, length): a "
+                               "non-empty C-contiguous uint64 array and positive rows and "
+                               "length", what)
+    g = _lib.SpanGrid(bases=bases.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+                      nbases=bases.shape[0], per_base=per_base, stride=stride, length=length)
+    return g, bases
+
+
 def _span_array(spans: List[Tuple[int, int]]) -> Tuple[Any, Any]:
     """b10_span_t[n] built through array('Q') rather than by setting ctypes struct
     fields one by one: a KV request has tens of thousands of spans."""
@@ -520,14 +541,25 @@ class B10TransferAgent:
     def submit_picked(self, op: Any, local: Any, local_index: Any, remote: Any,
                       remote_index: Any, remote_name: str,
                       sync_message: Optional[Message] = None,
-                      deadline_ms: Optional[int] = None) -> TransferStatus:
+                      deadline_ms: Optional[int] = None, local_grid: Any = None,
+                      remote_grid: Any = None) -> TransferStatus:
         """submit_span_tables of rows picked by index from two whole tables (NIXL's
         prepared lists): pair i is local[local_index[i]] -> remote[remote_index[i]].
         The tables as submit_span_tables takes them; the indices two C-contiguous
         one-dimensional int64 arrays of one length. libb10 picks the rows in C, each
-        index checked, on its one pass into the request: no gathered copy is made here."""
+        index checked, on its one pass into the request: no gathered copy is made here.
+        A side's grid, (bases, per_base, stride, length) with bases a C-contiguous
+        uint64 array, stands for its table (then None): row k is
+        bases[k // per_base] + (k % per_base) * stride, length bytes (b10_span_grid_t)."""
         what = f"submit to {remote_name}"
-        lt, rt = _wire_table("local", local, what), _wire_table("remote", remote, what)
+        tables, grids = [], []
+        for side, table, grid in (("local", local, local_grid), ("remote", remote, remote_grid)):
+            if grid is None:
+                tables.append(_wire_table(side, table, what))
+                grids.append(None)
+            else:
+                tables.append(None)
+                grids.append(_grid_struct(side, grid, what))
         picks = []
         for side, a in (("local", local_index), ("remote", remote_index)):
             ok = getattr(a, "dtype", None) is not None and a.dtype == "int64" and \
@@ -542,20 +574,28 @@ class B10TransferAgent:
             raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
                                    f"{local_index.shape[0]} local and {remote_index.shape[0]} "
                                    "remote indices: they pair up one to one", what)
-        # libb10 reads tables and indices only during the call, while the caller holds them.
-        return self._submit(op_code(op), lt, rt, local_index.shape[0], str(remote_name),
-                            deadline_ms, _msg_bytes(sync_message), what,
-                            pick=(picks[0], picks[1], local.shape[0], remote.shape[0]))
+        counts = [t.shape[0] if g is None else 0
+                  for t, g in ((local, grids[0]), (remote, grids[1]))]
+        # libb10 reads tables, grids and indices only during the call, while they are held here.
+        return self._submit(op_code(op), tables[0], tables[1], local_index.shape[0],
+                            str(remote_name), deadline_ms, _msg_bytes(sync_message), what,
+                            pick=(picks[0], picks[1], counts[0], counts[1],
+                                  grids[0][0] if grids[0] else None,
+                                  grids[1][0] if grids[1] else None))
 
     def _submit(self, op: int, local: Any, remote: Any, count: int, remote_name: str,
                 deadline: Any, sync: bytes, what: str,
-                pick: Optional[Tuple[Any, Any, int, int]] = None) -> TransferStatus:
+                pick: Optional[Tuple[Any, ...]] = None) -> TransferStatus:
         params = _lib.XferParams(op=op, local=local, remote=remote, count=count)
         params.remote_agent = remote_name.encode()
         if pick is not None:
             params.field_mask |= _lib.B10_XFER_FIELD_INDICES
             (params.local_index, params.remote_index, params.local_table_count,
-             params.remote_table_count) = pick
+             params.remote_table_count) = pick[:4]
+            if pick[4] is not None:
+                params.local_grid = ctypes.pointer(pick[4])
+            if pick[5] is not None:
+                params.remote_grid = ctypes.pointer(pick[5])
         deadline = self.deadline_ms if deadline is None else deadline
         if deadline is not None:
             # ctypes would wrap -1 into 4294967295 ms, which the daemon used to cap to its maximum.
