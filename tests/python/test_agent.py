@@ -385,6 +385,15 @@ def test_write_from_span_arrays(ranks, daemons, form: str) -> None:
     assert got == want, first_difference(got, want)
 
 
+def landed_as(p, d, xid, want: bytes) -> None:
+    """p's transfer xid (an id, not a refusal) landed, and d's "kv" now holds want."""
+    assert isinstance(xid, int), xid
+    assert p.run(wait, xid, 60000 * SLOW) is True
+    assert p.run(xfer_state, xid)[0] == "B10_OK"
+    got = d.run(read, "kv")
+    assert got == want, first_difference(got, want)
+
+
 @pytest.mark.parametrize("piece", [4 * KiB, 512], ids=["frame", "arena"])
 def test_write_of_picked_rows(ranks, daemons, piece: int) -> None:
     """Rows picked by index from shuffled tables (libb10 picks them: NIXL's prepared
@@ -404,12 +413,7 @@ def test_write_of_picked_rows(ranks, daemons, piece: int) -> None:
         assert f"{side} index {index} (at 0) is outside its table of {n + 1} spans" in got[1], got
     assert d.run(read, "kv") == bytes(size)
     xid = p.run(submit_picked, local, remote, d.name, None, 30000 * SLOW)
-    assert isinstance(xid, int), xid
-    assert p.run(wait, xid, 60000 * SLOW) is True
-    assert p.run(xfer_state, xid)[0] == "B10_OK"
-    want = image(size, pattern(37, size), pieces)
-    got = d.run(read, "kv")
-    assert got == want, first_difference(got, want)
+    landed_as(p, d, xid, image(size, pattern(37, size), pieces))
 
 
 @pytest.mark.parametrize("lshape,rshape", [("grid", "grid"), ("bases", "table"),
@@ -427,12 +431,7 @@ def test_write_of_grid_rows(ranks, daemons, lshape: str, rshape: str) -> None:
     assert "local index 512 (at 0) is outside its table of 512 spans" in got[1], got
     assert d.run(read, "kv") == bytes(size)
     xid, pieces = p.run(submit_grid, "kv", d_addr, d.name, lshape, rshape, 43)
-    assert isinstance(xid, int), xid
-    assert p.run(wait, xid, 60000 * SLOW) is True
-    assert p.run(xfer_state, xid)[0] == "B10_OK"
-    want = image(size, pattern(41, size), pieces)
-    got = d.run(read, "kv")
-    assert got == want, first_difference(got, want)
+    landed_as(p, d, xid, image(size, pattern(41, size), pieces))
 
 
 @pytest.mark.parametrize("piece,gap,shift", [(64 * KiB, 0, 0), (4 * KiB, 0, 0), (777, 13, 5)],
