@@ -390,18 +390,20 @@ def submit_grid(r: Any, key: str, d_addr: int, remote_name: str, lshape: str, rs
     """A WRITE of 400 rows picked from the rank's buffer key into 4 MiB at d_addr, each
     side a grid (b10_span_grid_t: libb10 computes the picked rows) or a table:
     local rows are the first 2 KiB of each 8 KiB of the buffer's two 2 MiB halves, the
-    upper half first ("grid": 2 bases of 256 rows; "bases": 512 bases of one row;
+    upper half first ("grid": 2 bases of 255 rows, the last block of each half left
+    out, so that a row's base takes a division by a number that is no power of two;
+    "bases": 510 bases of one row;
     "table": the same rows as a table); remote rows tile the 4 MiB in 2 KiB, a 1 MiB
-    region at a time in the order 1, 3, 0, 2 ("grid": 4 bases of 512; "table").
+    region at a time in the order 1, 3, 0, 2 ("grid": 4 bases of the first 500; "table").
     spoil puts that local index first, to be refused. Returns (the transfer's id or
     (status, detail), the pieces moved as (source offset, destination offset, bytes))."""
     import numpy as np
     src = r.bufs[key].ptr
     lbases = np.array([src + 2 * 1024 * 1024, src], dtype=np.uint64)
     rbases = np.array([d_addr + k * 1024 * 1024 for k in (1, 3, 0, 2)], dtype=np.uint64)
-    grids = {"lgrid": (lbases, 256, 8192, 2048), "rgrid": (rbases, 512, 2048, 2048)}
+    grids = {"lgrid": (lbases, 255, 8192, 2048), "rgrid": (rbases, 500, 2048, 2048)}
     if lshape == "bases":
-        grids["lgrid"] = (np.array([int(b) + j * 8192 for b in lbases for j in range(256)],
+        grids["lgrid"] = (np.array([int(b) + j * 8192 for b in lbases for j in range(255)],
                                    dtype=np.uint64), 1, 0, 2048)
 
     def table(g: Any) -> Any:
@@ -410,8 +412,8 @@ def submit_grid(r: Any, key: str, d_addr: int, remote_name: str, lshape: str, rs
                          for k in range(len(bases) * per)], dtype=np.uint64)
     ltab, rtab = table(grids["lgrid"]), table(grids["rgrid"])
     rng = np.random.default_rng(seed)
-    li = np.ascontiguousarray(rng.permutation(512)[:400], dtype=np.int64)
-    ri = np.ascontiguousarray(rng.permutation(2048)[:400], dtype=np.int64)
+    li = np.ascontiguousarray(rng.permutation(510)[:400], dtype=np.int64)
+    ri = np.ascontiguousarray(rng.permutation(2000)[:400], dtype=np.int64)
     pieces = [(int(ltab[a, 0]) - src, int(rtab[b, 0]) - d_addr, 2048) for a, b in zip(li, ri)]
     if spoil is not None:
         li[0] = spoil
