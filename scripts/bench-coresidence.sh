@@ -27,13 +27,18 @@ t0=$(date +%s)
 
 python3 "$top/tests/bench/coresidence.py" "$BUILD" "$run/nomps.json" --seconds "$secs"
 runs="no MPS=$run/nomps.json"
+# Decode as serving engines run it, one CUDA graph a step: its GPU time is then the GPU's
+# alone, where an eager step's also holds the gaps its launching thread left.
+python3 "$top/tests/bench/coresidence.py" "$BUILD" "$run/graph.json" --seconds "$secs" \
+    --decode graph --cases write-4k,write-32k,read-4k,read-32k,write-32k-verify-on
+runs="$runs|no MPS, graph decode=$run/graph.json"
 if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
     mkdir -p "$run/mps" "$run/mps-log"
     if CUDA_MPS_PIPE_DIRECTORY=$run/mps CUDA_MPS_LOG_DIRECTORY=$run/mps-log nvidia-cuda-mps-control -d; then
         CUDA_MPS_PIPE_DIRECTORY=$run/mps CUDA_MPS_LOG_DIRECTORY=$run/mps-log \
             python3 "$top/tests/bench/coresidence.py" "$BUILD" "$run/mps.json" --seconds "$secs" \
-            --cases write-4k,write-32k,read-4k,read-32k,write-32k-kernel,read-32k-kernel
-        runs="$runs|MPS=$run/mps.json"
+            --decode graph --cases write-4k,write-32k,read-4k,read-32k,write-32k-verify-on,write-32k-kernel,read-32k-kernel
+        runs="$runs|MPS, graph decode=$run/mps.json"
     fi
 fi
 
@@ -44,7 +49,8 @@ section=$run/section
     echo
     echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); $(( $(date +%s) - t0 )) s in all; tree $rev"
     echo "- machine: $(hostname), $(nproc) cores; GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
-    echo "- a model process times decode steps (8 matmuls, 64 × 8192 bf16 through 8192 × 8192) and"
+    echo "- a model process times decode steps (8 matmuls, 64 × 8192 bf16 through 8192 × 8192; launched"
+    echo "  one by one, or as one CUDA graph where the layout says *graph decode*) and"
     echo "  prefill steps (an 8192³ GEMM) alone and while a rank of daemon B moves 256 MiB requests of"
     echo "  spans at random places into (WRITE) or out of (READ) its 1 GiB pool on daemon A, back to"
     echo "  back; p50 and p99 of the steps as ratios to alone, the transfer rate meanwhile against its"

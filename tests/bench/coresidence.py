@@ -14,7 +14,7 @@ alone, the daemons' CPU core-seconds per GB moved, and each daemon's GPU memory 
 empty CUDA context's, measured in the same run.
 
     python3 tests/bench/coresidence.py BUILD OUT.json [--cases NAMES] [--seconds S] [--keep DIR]
-        [--daemon-flags "FLAGS"]
+        [--daemon-flags "FLAGS"] [--decode eager|graph] [--model-cpus CPUS --daemon-cpus CPUS]
     python3 tests/bench/coresidence.py --markdown LABEL=OUT.json...
 
 Run by scripts/bench-coresidence.sh (make bench on a GPU machine), which also runs it
@@ -91,6 +91,9 @@ CASES: Dict[str, tuple] = {
 
 # CPUs each side runs on ("" : wherever the kernel puts it); set by --model-cpus/--daemon-cpus.
 PLACE = {"model": "", "daemons": ""}
+# How the model launches a decode step (--decode): "eager", eight launches from Python, or
+# "graph", one CUDA graph replay (as vLLM and SGLang run decode).
+DECODE = {"mode": "eager"}
 
 EXTRA = {"raw-write-4k-nocb", "raw-write-4k-depth2", "raw-write-4k-depth16", "raw-write-4k-memcpy",
          "raw-d2d-4k", "raw-d2d-4k-memcpy", "raw-d2d-contig", "write-4k-inflight16", "read-4k-inflight16",
@@ -141,7 +144,7 @@ def pin(spec: str) -> None:
         os.sched_setaffinity(0, cpu_list(spec))
 
 
-def model_main(conn: Any, sock: str, cpus: str = "") -> None:
+def model_main(conn: Any, sock: str, cpus: str = "", decode_mode: str = "eager") -> None:
     pin(cpus)
     import torch
     import b10
@@ -170,6 +173,15 @@ def model_main(conn: Any, sock: str, cpus: str = "") -> None:
         decode()
         prefill()
     torch.cuda.synchronize()
+    step = decode
+    if decode_mode == "graph":
+        # One launch a step, as serving engines run decode: the step's time is then the
+        # GPU's alone, with no gaps where its launching thread was late.
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            decode()
+        torch.cuda.synchronize()
+        step = graph.replay
     conn.send((agent.get_local_agent_desc(), pool.data_ptr(), host.ptr))
     while True:
         msg = conn.recv()
@@ -184,7 +196,7 @@ def model_main(conn: Any, sock: str, cpus: str = "") -> None:
         while time.monotonic() < end:
             t0 = time.perf_counter()
             ev0.record()
-            decode()
+            step()
             ev1.record()
             torch.cuda.synchronize()
             dec.append(time.perf_counter() - t0)
@@ -366,7 +378,8 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
     model = mover = None
     try:
         m_conn, m_child = ctx.Pipe()
-        model = ctx.Process(target=model_main, args=(m_child, d.sock["A"], PLACE["model"]))
+        model = ctx.Process(target=model_main, args=(m_child, d.sock["A"], PLACE["model"],
+                                                     DECODE["mode"]))
         model.start()
         if not m_conn.poll(300):
             raise RuntimeError("the model did not start")
@@ -511,6 +524,12 @@ def main() -> int:
             # another node): whether a step's tail is the GPU's or its launching thread's.
             PLACE["model" if args[0] == "--model-cpus" else "daemons"] = args[1]
             args = args[2:]
+        elif args[0] == "--decode":
+            if args[1] not in ("eager", "graph"):
+                print("--decode: eager or graph", file=sys.stderr)
+                return 2
+            DECODE["mode"] = args[1]
+            args = args[2:]
         elif args[0] == "--seconds":
             seconds = float(args[1])
             args = args[2:]
@@ -518,7 +537,7 @@ def main() -> int:
             print(f"unknown argument {args[0]}", file=sys.stderr)
             return 2
     results: Dict[str, Any] = {"empty_context_mib": empty_context_mib(), "cases": [],
-                               "cpus": dict(PLACE)}
+                               "cpus": dict(PLACE), "decode": DECODE["mode"]}
     print(f"empty CUDA context: {results['empty_context_mib']} MiB", flush=True)
     with tempfile.TemporaryDirectory(prefix="b10-cores.") as folder:
         for i, name in enumerate(names):
