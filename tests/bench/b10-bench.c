@@ -6,6 +6,7 @@
  *   b10-bench write -a SOCKET -b SOCKET [options]   WRITEs between ranks of two daemons
  *                                                    (the same socket twice: one daemon)
  *   b10-bench memcpy --threads N [options]           memcpy of cold buffers
+ *   b10-bench tcp --streams N [options]              the kernel's TCP over loopback
  *   b10-bench cuda [options]                         pinned cudaMemcpy H2D, D2H, D2D
  *
  * write: --pairs rank pairs, each in a thread of its own with its own two
@@ -43,6 +44,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #define KIB (UINT64_C(1) << 10)
 #define MIB (UINT64_C(1) << 20)
@@ -920,6 +925,203 @@ out:
     return rc;
 }
 
+/* ================================================================ tcp */
+
+/*
+ * The wire under two daemons on one host: the kernel's TCP over loopback,
+ * N connections at once, each with a sending and a receiving thread, every
+ * send() a --block of one source buffer (UCX's tcp transport carries a DATA
+ * chunk so). No UCX in it: what UCX moves below this is UCX's own cost, and
+ * no daemon over TCP can move more. The bytes received are checked against
+ * the source at the start of every recv(), a sample that costs no pass.
+ */
+static struct {
+    unsigned streams;
+    uint64_t block;
+    unsigned ms;
+} to = { .streams = 1, .block = 4 * MIB, .ms = 2000 };
+
+struct tcp_stream {
+    int tx_fd, rx_fd;
+    const uint8_t *src;         /* to.block bytes, shared by every sender */
+    uint8_t *rx_buf;
+    uint64_t received;
+    double t0, t1;
+    bool differs;
+    pthread_t tx, rx;
+};
+
+static pthread_barrier_t tcp_line;
+static atomic_bool tcp_stop;
+
+static void *tcp_send_run(void *arg)
+{
+    struct tcp_stream *s = arg;
+
+    pthread_barrier_wait(&tcp_line);
+    while (!atomic_load_explicit(&tcp_stop, memory_order_relaxed)) {
+        for (uint64_t off = 0; off < to.block;) {
+            ssize_t n = send(s->tx_fd, s->src + off, to.block - off, MSG_NOSIGNAL);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                goto out;
+            off += (uint64_t)n;
+        }
+    }
+out:
+    shutdown(s->tx_fd, SHUT_WR);    /* the receiver drains what is in flight, then ends */
+    return NULL;
+}
+
+static void *tcp_recv_run(void *arg)
+{
+    struct tcp_stream *s = arg;
+
+    pthread_barrier_wait(&tcp_line);
+    s->t0 = now_us();
+    for (;;) {
+        ssize_t n = recv(s->rx_fd, s->rx_buf, to.block, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        uint64_t at = s->received % to.block, k = (uint64_t)n < 64 ? (uint64_t)n : 64;
+        if (k > to.block - at)
+            k = to.block - at;
+        s->differs |= memcmp(s->rx_buf, s->src + at, k) != 0;
+        s->received += (uint64_t)n;
+    }
+    s->t1 = now_us();
+    return NULL;
+}
+
+/* A connected pair of loopback TCP sockets: *tx_fd sends to *rx_fd. */
+static bool tcp_pair(int *tx_fd, int *rx_fd)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t alen = sizeof(a);
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok = false;
+
+    *tx_fd = *rx_fd = -1;
+    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(ls, 1) != 0 ||
+        getsockname(ls, (struct sockaddr *)&a, &alen) != 0)
+        goto out;
+    *tx_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*tx_fd < 0 || connect(*tx_fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+        goto out;
+    *rx_fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+    ok = *rx_fd >= 0;
+out:
+    if (!ok)
+        warn("a loopback TCP connection: %s", strerror(errno));
+    if (ls >= 0)
+        close(ls);
+    return ok;
+}
+
+static void tcp_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: b10-bench tcp [options]\n"
+        "      --streams N       connections at once, two threads each (1; 1..%u)\n"
+        "      --block SIZE      bytes of one send() (4M; 4K..1G)\n"
+        "      --ms MS           how long to send (2000; 100..60000)\n", MAX_THREADS / 2);
+}
+
+static int cmd_tcp(int argc, char **argv)
+{
+    enum { O_STREAMS = 256, O_BLOCK, O_MS };
+    static const struct option lo[] = {
+        { "streams", required_argument, NULL, O_STREAMS },
+        { "block", required_argument, NULL, O_BLOCK },
+        { "ms", required_argument, NULL, O_MS },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    int c;
+
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        bool ok = true;
+
+        switch (c) {
+        case O_STREAMS: ok = parse_uint(optarg, 1, MAX_THREADS / 2, &to.streams); break;
+        case O_BLOCK: ok = parse_size(optarg, 4 * KIB, 1 * GIB, &to.block); break;
+        case O_MS: ok = parse_uint(optarg, 100, 60000, &to.ms); break;
+        case 'h': tcp_usage(stdout); return 0;
+        default: tcp_usage(stderr); return 2;
+        }
+        if (!ok) {
+            warn("bad value for --%s: '%s' (see b10-bench tcp --help)", opt_name(lo, c), optarg);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        tcp_usage(stderr);
+        return 2;
+    }
+    if (!memory_fits((to.streams + 1) * to.block, "the buffers"))
+        return 1;
+    uint8_t *src = malloc(to.block);
+    struct tcp_stream *ss = calloc(to.streams, sizeof(*ss));
+    unsigned made = 0;
+    int rc = 1;
+    if (src == NULL || ss == NULL)
+        goto out;
+    pattern_fill(src, to.block, 7);
+    for (; made < to.streams; made++) {
+        struct tcp_stream *s = &ss[made];
+        s->src = src;
+        if ((s->rx_buf = malloc(to.block)) == NULL || !tcp_pair(&s->tx_fd, &s->rx_fd)) {
+            free(s->rx_buf);
+            goto out;
+        }
+        memset(s->rx_buf, 0, to.block);
+    }
+    pthread_barrier_init(&tcp_line, NULL, 2 * to.streams + 1);
+    for (unsigned i = 0; i < to.streams; i++) {
+        if (pthread_create(&ss[i].tx, NULL, tcp_send_run, &ss[i]) != 0 ||
+            pthread_create(&ss[i].rx, NULL, tcp_recv_run, &ss[i]) != 0) {
+            warn("pthread_create for stream %u failed", i);
+            exit(1);
+        }
+    }
+    pthread_barrier_wait(&tcp_line);
+    usleep(to.ms * 1000u);
+    atomic_store(&tcp_stop, true);
+    double sum = 0, lo_rate = INFINITY, hi_rate = 0;
+    bool differs = false;
+    for (unsigned i = 0; i < to.streams; i++) {
+        pthread_join(ss[i].tx, NULL);
+        pthread_join(ss[i].rx, NULL);
+        double rate = (double)ss[i].received / (ss[i].t1 - ss[i].t0) / 1e3;
+        sum += rate;
+        lo_rate = rate < lo_rate ? rate : lo_rate;
+        hi_rate = rate > hi_rate ? rate : hi_rate;
+        if (ss[i].differs || ss[i].received < to.block) {
+            warn("stream %u: %s", i, ss[i].differs ? "received bytes differ from those sent"
+                                                     : "less than one block arrived");
+            differs = true;
+        }
+    }
+    pthread_barrier_destroy(&tcp_line);
+    if (differs)
+        goto out;
+    printf("result tcp streams %u block %" PRIu64 " gbps %.4f stream_min_gbps %.4f "
+           "stream_max_gbps %.4f\n", to.streams, to.block, sum, lo_rate, hi_rate);
+    rc = 0;
+out:
+    for (unsigned i = 0; i < made; i++) {
+        close(ss[i].tx_fd);
+        close(ss[i].rx_fd);
+        free(ss[i].rx_buf);
+    }
+    free(ss);
+    free(src);
+    return rc;
+}
+
 /* ================================================================ cuda */
 
 static void cuda_usage(FILE *f)
@@ -1074,9 +1276,11 @@ int main(int argc, char **argv)
         return cmd_write(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "memcpy") == 0)
         return cmd_memcpy(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "tcp") == 0)
+        return cmd_tcp(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "cuda") == 0)
         return cmd_cuda(argc - 1, argv + 1);
     fprintf(argc >= 2 && strcmp(argv[1], "--help") == 0 ? stdout : stderr,
-            "usage: b10-bench write|memcpy|cuda [options]   (b10-bench COMMAND --help)\n");
+            "usage: b10-bench write|memcpy|tcp|cuda [options]   (b10-bench COMMAND --help)\n");
     return argc >= 2 && strcmp(argv[1], "--help") == 0 ? 0 : 2;
 }
