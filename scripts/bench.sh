@@ -480,18 +480,25 @@ ceilings_measure() {
     done
 }
 
+# settle_best KEY WHAT: of the b10-bench result lines in $RUN/c.KEY.all, the one
+# with the highest gbps as $RUN/r.KEY, said as the ceiling WHAT.
+settle_best() {
+    best=$(awk '{ for (i = 3; i < NF; i++) if ($i == "gbps") print $(i + 1), $0 }' \
+        "$RUN/c.$1.all" 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)
+    if [ -n "$best" ]; then
+        echo "$best" >"$RUN/r.$1"
+        say "ceiling: $2: $(rv "$1" gbps | fmt 2) GB/s" \
+            "(best of: $(awk '{ for (i = 3; i < NF; i++) if ($i == "gbps") printf "%.2f ", $(i + 1) }' "$RUN/c.$1.all"))"
+    else
+        failed "$2 gave no result"
+    fi
+}
+
 # The best of each ceiling's runs; a ceiling without a single run is a failure.
 ceilings_settle() {
     for k in $need_sorted; do
-        best=$(awk '{ for (i = 3; i < NF; i++) if ($i == "gbps") print $(i + 1), $0 }' \
-            "$RUN/c.memcpy.$k.all" 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)
-        if [ -n "$best" ]; then
-            echo "$best" >"$RUN/r.memcpy.$k"
-            say "ceiling: memcpy of cold buffers, $k threads: $(rv "memcpy.$k" gbps | fmt 2) GB/s" \
-                "(best of: $(awk '{ for (i = 3; i < NF; i++) if ($i == "gbps") printf "%.2f ", $(i + 1) }' "$RUN/c.memcpy.$k.all"))"
-        else
-            failed "memcpy on $k threads gave no result"
-        fi
+        settle_best "memcpy.$k" "memcpy of cold buffers, $k threads"
+        settle_best "tcp.$k" "the kernel's TCP over lo, $k streams"
     done
     if [ -s "$RUN/c.plat.all" ]; then
         sort -n "$RUN/c.plat.all" | head -n 1 >"$RUN/c.plat"
@@ -500,17 +507,6 @@ ceilings_settle() {
     else
         failed "ucx_perftest tag_lat gave no result: $(tail -n 1 "$RUN/plat.0.log")"
     fi
-    for k in $need_sorted; do
-        best=$(awk '{ for (i = 3; i < NF; i++) if ($i == "gbps") print $(i + 1), $0 }' \
-            "$RUN/c.tcp.$k.all" 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)
-        if [ -n "$best" ]; then
-            echo "$best" >"$RUN/r.tcp.$k"
-            say "ceiling: the kernel's TCP over lo, $k streams: $(rv "tcp.$k" gbps | fmt 2) GB/s" \
-                "(best of: $(awk '{ for (i = 3; i < NF; i++) if ($i == "gbps") printf "%.2f ", $(i + 1) }' "$RUN/c.tcp.$k.all"))"
-        else
-            failed "b10-bench tcp on $k streams gave no result"
-        fi
-    done
     for k in $need_sorted; do
         if [ -s "$RUN/c.pbw.$k.all" ]; then
             sort -n "$RUN/c.pbw.$k.all" | tail -n 1 >"$RUN/c.pbw.$k"

@@ -739,6 +739,49 @@ out:
     return rc;
 }
 
+/* One numeric option of a command whose options are all numeric: --name VALUE, bounded. */
+struct num_opt {
+    int val;                    /* its getopt value */
+    bool size;                  /* a SIZE (with K, M, G) into a uint64_t, else a count into an unsigned */
+    uint64_t min, max;
+    void *dst;
+};
+
+/*
+ * Parse such a command's options (cmd names it in messages): -1 to go on,
+ * else the status to exit with (0 after --help, 2 on a bad option or value).
+ */
+static int parse_num_opts(int argc, char **argv, const char *cmd, const struct option *lo,
+                          const struct num_opt *nums, size_t n, void (*usage)(FILE *))
+{
+    int c;
+
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        const struct num_opt *o = NULL;
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
+        }
+        for (size_t i = 0; i < n && o == NULL; i++)
+            o = nums[i].val == c ? &nums[i] : NULL;
+        if (o == NULL) {
+            usage(stderr);
+            return 2;
+        }
+        bool ok = o->size ? parse_size(optarg, o->min, o->max, o->dst)
+                          : parse_uint(optarg, (unsigned)o->min, (unsigned)o->max, o->dst);
+        if (!ok) {
+            warn("bad value for --%s: '%s' (see b10-bench %s --help)", opt_name(lo, c), optarg, cmd);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    return -1;
+}
+
 /* ================================================================ memcpy */
 
 /*
@@ -832,28 +875,16 @@ static int cmd_memcpy(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    int c;
-
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        bool ok = true;
-
-        switch (c) {
-        case O_THREADS: ok = parse_uint(optarg, 1, MAX_THREADS, &mo.threads); break;
-        case O_BUFFER: ok = parse_size(optarg, 4 * KIB, 16 * GIB, &mo.buffer); break;
-        case O_BLOCK: ok = parse_size(optarg, 4 * KIB, 1 * GIB, &mo.block); break;
-        case O_MS: ok = parse_uint(optarg, 100, 60000, &mo.ms); break;
-        case 'h': memcpy_usage(stdout); return 0;
-        default: memcpy_usage(stderr); return 2;
-        }
-        if (!ok) {
-            warn("bad value for --%s: '%s' (see b10-bench memcpy --help)", opt_name(lo, c), optarg);
-            return 2;
-        }
-    }
-    if (optind != argc) {
-        memcpy_usage(stderr);
-        return 2;
-    }
+    const struct num_opt nums[] = {
+        { O_THREADS, false, 1, MAX_THREADS, &mo.threads },
+        { O_BUFFER, true, 4 * KIB, 16 * GIB, &mo.buffer },
+        { O_BLOCK, true, 4 * KIB, 1 * GIB, &mo.block },
+        { O_MS, false, 100, 60000, &mo.ms },
+    };
+    int rc = parse_num_opts(argc, argv, "memcpy", lo, nums, sizeof(nums) / sizeof(nums[0]),
+                            memcpy_usage);
+    if (rc >= 0)
+        return rc;
     uint64_t llc = llc_bytes();
     if (mo.buffer == 0) {
         uint64_t total = llc > 256 * MIB ? llc : 256 * MIB;
@@ -874,7 +905,7 @@ static int cmd_memcpy(int argc, char **argv)
              llc / MIB);
 
     struct copier *cs = calloc(mo.threads, sizeof(*cs));
-    int rc = 1;
+    rc = 1;
     if (cs == NULL)
         return 1;
     for (unsigned i = 0; i < mo.threads; i++) {
@@ -1040,33 +1071,21 @@ static int cmd_tcp(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    int c;
-
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        bool ok = true;
-
-        switch (c) {
-        case O_STREAMS: ok = parse_uint(optarg, 1, MAX_THREADS / 2, &to.streams); break;
-        case O_BLOCK: ok = parse_size(optarg, 4 * KIB, 1 * GIB, &to.block); break;
-        case O_MS: ok = parse_uint(optarg, 100, 60000, &to.ms); break;
-        case 'h': tcp_usage(stdout); return 0;
-        default: tcp_usage(stderr); return 2;
-        }
-        if (!ok) {
-            warn("bad value for --%s: '%s' (see b10-bench tcp --help)", opt_name(lo, c), optarg);
-            return 2;
-        }
-    }
-    if (optind != argc) {
-        tcp_usage(stderr);
-        return 2;
-    }
+    const struct num_opt nums[] = {
+        { O_STREAMS, false, 1, MAX_THREADS / 2, &to.streams },
+        { O_BLOCK, true, 4 * KIB, 1 * GIB, &to.block },
+        { O_MS, false, 100, 60000, &to.ms },
+    };
+    int rc = parse_num_opts(argc, argv, "tcp", lo, nums, sizeof(nums) / sizeof(nums[0]),
+                            tcp_usage);
+    if (rc >= 0)
+        return rc;
     if (!memory_fits((to.streams + 1) * to.block, "the buffers"))
         return 1;
     uint8_t *src = malloc(to.block);
     struct tcp_stream *ss = calloc(to.streams, sizeof(*ss));
     unsigned made = 0;
-    int rc = 1;
+    rc = 1;
     if (src == NULL || ss == NULL)
         goto out;
     pattern_fill(src, to.block, 7);
