@@ -554,12 +554,24 @@ b10_status_t plan_rechunk(struct plan *plan, uint64_t max_chunk)
     return B10_OK;
 }
 
+/* CONTROL's chunk table: each chunk's piece count, u32 a chunk. NULL without memory. */
+static uint8_t *plan_encode_chunks(const struct plan *plan, size_t *chunk_len_p)
+{
+    size_t chunk_len = (size_t)plan->nchunks * 4;
+    uint8_t *chunk_pieces = malloc(chunk_len ? chunk_len : 1);
+    if (chunk_pieces == NULL)
+        return NULL;
+    for (uint32_t c = 0; c < plan->nchunks; c++)
+        frame_put_u32(chunk_pieces + 4 * c, plan->chunks[c].count);
+    *chunk_len_p = chunk_len;
+    return chunk_pieces;
+}
+
 b10_status_t plan_encode(const struct plan *plan, uint8_t **chunk_pieces_p, size_t *chunk_len_p,
                          uint8_t **pieces_p, size_t *pieces_len_p)
 {
-    size_t chunk_len = (size_t)plan->nchunks * 4;
     size_t pieces_len = (size_t)plan->npieces * SPAN_BYTES;
-    uint8_t *chunk_pieces = malloc(chunk_len ? chunk_len : 1);
+    uint8_t *chunk_pieces = plan_encode_chunks(plan, chunk_len_p);
     uint8_t *pieces = malloc(pieces_len ? pieces_len : 1);
 
     if (chunk_pieces == NULL || pieces == NULL) {
@@ -567,17 +579,151 @@ b10_status_t plan_encode(const struct plan *plan, uint8_t **chunk_pieces_p, size
         free(pieces);
         return B10_ERR_NO_MEMORY;
     }
-    for (uint32_t c = 0; c < plan->nchunks; c++)
-        frame_put_u32(chunk_pieces + 4 * c, plan->chunks[c].count);
     for (uint32_t p = 0; p < plan->npieces; p++) {
         frame_put_u64(pieces + SPAN_BYTES * p, plan->pieces[p].dst);
         frame_put_u64(pieces + SPAN_BYTES * p + 8, plan->pieces[p].len);
     }
     *chunk_pieces_p = chunk_pieces;
-    *chunk_len_p = chunk_len;
     *pieces_p = pieces;
     *pieces_len_p = pieces_len;
     return B10_OK;
+}
+
+b10_status_t plan_encode_slots(const struct plan *plan, struct plan_slots *slots_p,
+                               uint8_t **chunk_pieces_p, size_t *chunk_len_p)
+{
+    if (plan->npieces == 0)
+        return B10_ERR_UNSUPPORTED;
+    /* The unit: the shortest piece, which every length and offset must be a multiple of. */
+    uint64_t unit = UINT64_MAX, base = UINT64_MAX, units = 0;
+    for (uint32_t p = 0; p < plan->npieces; p++) {
+        unit = plan->pieces[p].len < unit ? plan->pieces[p].len : unit;
+        base = plan->pieces[p].dst < base ? plan->pieces[p].dst : base;
+    }
+    /* A KV block is a power of two: shifts and masks, where a division a piece cost 1 ms in 10^5. */
+    bool pow2 = (unit & (unit - 1)) == 0;
+    unsigned shift = (unsigned)__builtin_ctzll(unit);
+    for (uint32_t p = 0; p < plan->npieces; p++) {
+        uint64_t off = plan->pieces[p].dst - base, len = plan->pieces[p].len;
+        bool whole = pow2 ? ((off | len) & (unit - 1)) == 0 : off % unit == 0 && len % unit == 0;
+        if (!whole)
+            return B10_ERR_UNSUPPORTED;
+        uint64_t n = pow2 ? len >> shift : len / unit, slot = pow2 ? off >> shift : off / unit;
+        /* Every slot of the piece below 2^32 (n bounded first, so that n - 1 cannot wrap the test). */
+        if (n > (uint64_t)UINT32_MAX + 1 || slot > UINT32_MAX - (n - 1))
+            return B10_ERR_UNSUPPORTED;
+        units += n;
+        /* Merged runs cost a slot a unit: past a quarter of the pieces the full form is smaller. */
+        if (units >= 4 * (uint64_t)plan->npieces)
+            return B10_ERR_UNSUPPORTED;
+    }
+    size_t chunk_len = (size_t)plan->nchunks * 4;
+    uint8_t *slots = malloc((size_t)units * 4), *chunk_pieces = malloc(chunk_len ? chunk_len : 1);
+    if (slots == NULL || chunk_pieces == NULL) {
+        free(slots);
+        free(chunk_pieces);
+        return B10_ERR_NO_MEMORY;
+    }
+    size_t at = 0;
+    for (uint32_t c = 0; c < plan->nchunks; c++) {
+        const struct plan_chunk *chunk = &plan->chunks[c];
+        size_t first = at;
+        for (uint32_t p = chunk->first; p < chunk->first + chunk->count; p++) {
+            uint64_t off = plan->pieces[p].dst - base, len = plan->pieces[p].len;
+            uint32_t slot = (uint32_t)(pow2 ? off >> shift : off / unit);
+            uint64_t n = pow2 ? len >> shift : len / unit;
+            for (uint64_t k = 0; k < n; k++)
+                frame_put_u32(slots + 4 * at++, slot + (uint32_t)k);
+        }
+        frame_put_u32(chunk_pieces + 4 * c, (uint32_t)(at - first));
+    }
+    *slots_p = (struct plan_slots){ base, unit, slots, (size_t)units * 4 };
+    *chunk_pieces_p = chunk_pieces;
+    *chunk_len_p = chunk_len;
+    return B10_OK;
+}
+
+/* Where a CONTROL's pieces come from: the full table, or slots of one length. */
+struct plan_source {
+    const uint8_t *pieces;      /* SPAN_BYTES a piece; NULL: slots */
+    const struct plan_slots *slots;
+};
+
+/* Piece p of src: false when it lies past the top of the address space. */
+static inline bool plan_source_piece(const struct plan_source *src, size_t p, uint64_t *dst_p,
+                                     uint64_t *len_p)
+{
+    if (src->pieces != NULL) {
+        *dst_p = frame_get_u64(src->pieces + SPAN_BYTES * p);
+        *len_p = frame_get_u64(src->pieces + SPAN_BYTES * p + 8);
+        return true;
+    }
+    /* The length is below 2^32 (plan_decode_slots checked it), the slot too: no product wraps. */
+    uint64_t off = (uint64_t)frame_get_u32(src->slots->slots + 4 * p) * src->slots->len;
+    *dst_p = src->slots->base + off;
+    *len_p = src->slots->len;
+    return off <= UINT64_MAX - src->slots->base;
+}
+
+/* plan_decode's checks and the plan they make, for npieces pieces from src. */
+static b10_status_t plan_decode_source(const uint8_t *chunk_pieces, const struct plan_source *src,
+                                       size_t npieces, uint32_t nchunks, uint64_t total,
+                                       uint64_t max_chunk, uint64_t max_pieces,
+                                       struct plan **plan_p, char *detail, size_t detail_len)
+{
+    if (npieces > max_pieces || npieces > UINT32_MAX || npieces < nchunks) {
+        snprintf(detail, detail_len, "control carries %zu pieces (limit %" PRIu64 ")", npieces,
+                 max_pieces);
+        return npieces > max_pieces ? B10_ERR_TOO_LARGE : B10_ERR_PEER_PROTOCOL;
+    }
+    struct plan *plan = plan_alloc(npieces, nchunks);
+    if (plan == NULL)
+        return B10_ERR_NO_MEMORY;
+
+    uint64_t sum = 0;
+    size_t p = 0, q = 0;         /* the next piece of src, and of the plan */
+    for (uint32_t c = 0; c < nchunks; c++) {
+        uint32_t count = frame_get_u32(chunk_pieces + 4 * c);
+        struct plan_chunk *chunk = &plan->chunks[c];
+        if (count == 0 || count > npieces - p) {
+            snprintf(detail, detail_len, "chunk %u claims %u pieces", c, count);
+            goto bad;
+        }
+        *chunk = (struct plan_chunk){ (uint32_t)q, 0, 0 };
+        for (uint32_t k = 0; k < count; k++, p++) {
+            uint64_t dst, len;
+            bool in = plan_source_piece(src, p, &dst, &len);
+            if (!in || len == 0 || dst + len < dst || len > max_chunk - chunk->bytes) {
+                snprintf(detail, detail_len, "chunk %u piece %u: bad %s %" PRIu64, c, k,
+                         in ? "length" : "slot", in ? len : dst);
+                goto bad;
+            }
+            chunk->bytes += len;
+            /* Slots side by side in a chunk are one run the sender merged: one piece again. */
+            struct plan_piece *last = chunk->count > 0 ? &plan->pieces[q - 1] : NULL;
+            if (src->pieces == NULL && last != NULL && last->dst + last->len == dst) {
+                last->len += len;
+                continue;
+            }
+            plan->pieces[q++] = (struct plan_piece){ 0, dst, len };
+            chunk->count++;
+        }
+        sum += chunk->bytes;
+    }
+    if (p != npieces || sum != total) {
+        snprintf(detail, detail_len, "control pieces add up to %" PRIu64 " bytes in %zu pieces, "
+                 "not %" PRIu64 " in %zu", sum, p, total, npieces);
+        goto bad;
+    }
+    plan->npieces = (uint32_t)q;
+    plan->nchunks = nchunks;
+    plan->total = total;
+    plan_trim(plan, npieces, nchunks);
+    *plan_p = plan;
+    return B10_OK;
+bad:
+    plan_free(plan);
+    return B10_ERR_PEER_PROTOCOL;
 }
 
 b10_status_t plan_decode(const uint8_t *chunk_pieces, size_t chunk_len, const uint8_t *pieces,
@@ -589,49 +735,23 @@ b10_status_t plan_decode(const uint8_t *chunk_pieces, size_t chunk_len, const ui
                  nchunks, chunk_len, pieces_len);
         return B10_ERR_PEER_PROTOCOL;
     }
-    size_t npieces = pieces_len / SPAN_BYTES;
-    if (npieces > max_pieces || npieces > UINT32_MAX || npieces < nchunks) {
-        snprintf(detail, detail_len, "control carries %zu pieces (limit %" PRIu64 ")", npieces,
-                 max_pieces);
-        return npieces > max_pieces ? B10_ERR_TOO_LARGE : B10_ERR_PEER_PROTOCOL;
-    }
-    struct plan *plan = plan_alloc(npieces, nchunks);
-    if (plan == NULL)
-        return B10_ERR_NO_MEMORY;
+    const struct plan_source src = { pieces, NULL };
+    return plan_decode_source(chunk_pieces, &src, pieces_len / SPAN_BYTES, nchunks, total,
+                              max_chunk, max_pieces, plan_p, detail, detail_len);
+}
 
-    uint64_t sum = 0;
-    size_t p = 0;
-    for (uint32_t c = 0; c < nchunks; c++) {
-        uint32_t count = frame_get_u32(chunk_pieces + 4 * c);
-        struct plan_chunk *chunk = &plan->chunks[c];
-        if (count == 0 || count > npieces - p) {
-            snprintf(detail, detail_len, "chunk %u claims %u pieces", c, count);
-            goto bad;
-        }
-        *chunk = (struct plan_chunk){ (uint32_t)p, count, 0 };
-        for (uint32_t k = 0; k < count; k++, p++) {
-            uint64_t dst = frame_get_u64(pieces + SPAN_BYTES * p);
-            uint64_t len = frame_get_u64(pieces + SPAN_BYTES * p + 8);
-            if (len == 0 || dst + len < dst || len > max_chunk - chunk->bytes) {
-                snprintf(detail, detail_len, "chunk %u piece %u: bad length %" PRIu64, c, k, len);
-                goto bad;
-            }
-            plan->pieces[p] = (struct plan_piece){ 0, dst, len };
-            chunk->bytes += len;
-        }
-        sum += chunk->bytes;
+b10_status_t plan_decode_slots(const uint8_t *chunk_pieces, size_t chunk_len,
+                               const struct plan_slots *slots, uint32_t nchunks, uint64_t total,
+                               uint64_t max_chunk, uint64_t max_pieces, struct plan **plan_p,
+                               char *detail, size_t detail_len)
+{
+    if (nchunks == 0 || chunk_len != (size_t)nchunks * 4 || slots->slots_len % 4 != 0 ||
+        slots->len == 0 || slots->len > max_chunk || slots->len > UINT32_MAX) {
+        snprintf(detail, detail_len, "control slots malformed: %u chunks, %zu and %zu bytes, "
+                 "pieces of %" PRIu64, nchunks, chunk_len, slots->slots_len, slots->len);
+        return B10_ERR_PEER_PROTOCOL;
     }
-    if (p != npieces || sum != total) {
-        snprintf(detail, detail_len, "control pieces add up to %" PRIu64 " bytes in %zu pieces, "
-                 "not %" PRIu64 " in %zu", sum, p, total, npieces);
-        goto bad;
-    }
-    plan->npieces = (uint32_t)npieces;
-    plan->nchunks = nchunks;
-    plan->total = total;
-    *plan_p = plan;
-    return B10_OK;
-bad:
-    plan_free(plan);
-    return B10_ERR_PEER_PROTOCOL;
+    const struct plan_source src = { NULL, slots };
+    return plan_decode_source(chunk_pieces, &src, slots->slots_len / 4, nchunks, total,
+                              max_chunk, max_pieces, plan_p, detail, detail_len);
 }

@@ -54,6 +54,32 @@ b10_status_t plan_encode(const struct plan *plan, uint8_t **chunk_pieces_p, size
                          uint8_t **pieces_p, size_t *pieces_len_p);
 
 /*
+ * CONTROL's compact form of the destination side, for a plan whose pieces
+ * are whole units (the shortest piece's length) at whole units from the
+ * lowest destination, as a KV request's blocks are: each unit of each
+ * piece is 4 bytes, its slot (below 2^32), where the full form
+ * (plan_encode) takes 16 a piece, so a request of 100,000 blocks seals,
+ * sends and opens 0.4 MB, not 1.6. A piece of k units (a run the sender
+ * merged) is k slots in a row, which the receiver merges again; the chunk
+ * table counts slots.
+ */
+struct plan_slots {
+    uint64_t base;              /* the lowest destination: slot 0's */
+    uint64_t len;               /* the unit: every slot's bytes */
+    const uint8_t *slots;       /* u32 a unit, its slot */
+    size_t slots_len;           /* bytes of slots */
+};
+
+/*
+ * Encode the plan in the compact form, with its chunk table (both malloc'd:
+ * slots_p->slots and *chunk_pieces_p). B10_ERR_UNSUPPORTED: the plan is not
+ * of that shape, or its merged runs make it no smaller than the full form
+ * (plan_encode it); B10_ERR_NO_MEMORY.
+ */
+b10_status_t plan_encode_slots(const struct plan *plan, struct plan_slots *slots_p,
+                               uint8_t **chunk_pieces_p, size_t *chunk_len_p);
+
+/*
  * Rebuild the receiver's plan from CONTROL's tables, trusting nothing:
  * counts must agree, no chunk may exceed max_chunk, pieces must be
  * non-empty and not wrap, and the bytes must add up to total.
@@ -61,6 +87,17 @@ b10_status_t plan_encode(const struct plan *plan, uint8_t **chunk_pieces_p, size
 b10_status_t plan_decode(const uint8_t *chunk_pieces, size_t chunk_len, const uint8_t *pieces,
                          size_t pieces_len, uint32_t nchunks, uint64_t total, uint64_t max_chunk,
                          uint64_t max_pieces, struct plan **plan_p, char *detail, size_t detail_len);
+
+/*
+ * plan_decode of the compact form: the same checks, a unit of 1..max_chunk
+ * bytes (below 2^32), no slot's piece past the top of the address space;
+ * slots side by side in one chunk become one piece, so the plan may hold
+ * fewer pieces than the slots.
+ */
+b10_status_t plan_decode_slots(const uint8_t *chunk_pieces, size_t chunk_len,
+                               const struct plan_slots *slots, uint32_t nchunks, uint64_t total,
+                               uint64_t max_chunk, uint64_t max_pieces, struct plan **plan_p,
+                               char *detail, size_t detail_len);
 
 /* Pack the plan again into chunks of at most max_chunk bytes (the peer's views may be smaller). */
 b10_status_t plan_rechunk(struct plan *plan, uint64_t max_chunk);

@@ -287,10 +287,28 @@ void xfer_recv_admit(struct peer *peer, const B10__Peer__Control *control, size_
         xfer_recv_refuse(peer, control, B10_ERR_BUSY, detail);
         return;
     }
-    status = plan_decode(control->chunk_pieces.data, control->chunk_pieces.len,
-                         control->pieces.data, control->pieces.len, control->nchunks,
-                         control->total_bytes, staging_view_bytes(d->staging),
-                         d->cfg.max_control_bytes / SPAN_BYTES, &plan, detail, sizeof(detail));
+    /* As many pieces either way: the plan they make costs the same. */
+    uint64_t max_pieces = d->cfg.max_control_bytes / SPAN_BYTES;
+    if (control->slot_len != 0 && control->pieces.len != 0) {
+        snprintf(detail, sizeof(detail), "control carries its pieces both whole and as slots");
+        status = B10_ERR_PEER_PROTOCOL;
+    } else if (control->slot_len != 0) {
+        const struct plan_slots slots = { control->slot_base, control->slot_len,
+                                          control->slots.data, control->slots.len };
+        status = plan_decode_slots(control->chunk_pieces.data, control->chunk_pieces.len, &slots,
+                                   control->nchunks, control->total_bytes,
+                                   staging_view_bytes(d->staging), max_pieces, &plan, detail,
+                                   sizeof(detail));
+    } else {
+        status = control->slots.len == 0
+                     ? plan_decode(control->chunk_pieces.data, control->chunk_pieces.len,
+                                   control->pieces.data, control->pieces.len, control->nchunks,
+                                   control->total_bytes, staging_view_bytes(d->staging),
+                                   max_pieces, &plan, detail, sizeof(detail))
+                     : B10_ERR_PEER_PROTOCOL;
+        if (control->slots.len != 0)
+            snprintf(detail, sizeof(detail), "control carries slots of no length");
+    }
     if (status != B10_OK) {
         if (status == B10_ERR_PEER_PROTOCOL)
             d->stats.peer_protocol_errors++;

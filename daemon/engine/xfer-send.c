@@ -221,7 +221,7 @@ void xfer_send_link_up(struct xfer *x)
     struct b10d *d = x->d;
     struct peer *peer = x->peer;
     uint8_t *chunk_pieces = NULL, *pieces = NULL;
-    size_t chunk_len, pieces_len;
+    size_t chunk_len, pieces_len = 0;
 
     if (x->role == XFER_READ) {
         xfer_read_link_up(x);
@@ -259,7 +259,12 @@ void xfer_send_link_up(struct xfer *x)
                          &x->result_op, "RESULT"))
         return;
 
-    if ((st = plan_encode(x->plan, &chunk_pieces, &chunk_len, &pieces, &pieces_len)) != B10_OK) {
+    /* A KV request's pieces as slots (a quarter of the bytes to seal, send and open), else whole. */
+    struct plan_slots slots = { 0 };
+    st = plan_encode_slots(x->plan, &slots, &chunk_pieces, &chunk_len);
+    if (st == B10_ERR_UNSUPPORTED)
+        st = plan_encode(x->plan, &chunk_pieces, &chunk_len, &pieces, &pieces_len);
+    if (st != B10_OK) {
         xfer_fail(x, st, "encoding CONTROL");
         return;
     }
@@ -274,6 +279,9 @@ void xfer_send_link_up(struct xfer *x)
     control.total_bytes = x->plan->total;
     control.chunk_pieces = (ProtobufCBinaryData){ chunk_len, chunk_pieces };
     control.pieces = (ProtobufCBinaryData){ pieces_len, pieces };
+    control.slot_base = slots.base;
+    control.slot_len = slots.len;
+    control.slots = (ProtobufCBinaryData){ slots.slots_len, (uint8_t *)slots.slots };
     control.read_id = x->read.id;
     /* A write-back's destination is the asking daemon's own READ: its name is not checked. */
     if (x->read.id == 0)
@@ -297,11 +305,13 @@ void xfer_send_link_up(struct xfer *x)
     x->control_sent = true;
     xfer_trace(x, XS_CONTROL);
     x->state = XFER_WAIT_READY;
-    log_debug("transfer %016" PRIx64 ": CONTROL sent, %u chunks, %u pieces, %" PRIu64 " bytes",
-              x->id, x->plan->nchunks, x->plan->npieces, x->plan->total);
+    log_debug("transfer %016" PRIx64 ": CONTROL sent, %u chunks, %u pieces%s, %" PRIu64 " bytes",
+              x->id, x->plan->nchunks, x->plan->npieces, slots.len != 0 ? " as slots" : "",
+              x->plan->total);
 out:
     free(chunk_pieces);
     free(pieces);
+    free((uint8_t *)slots.slots);
 }
 
 /*

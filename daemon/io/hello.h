@@ -37,9 +37,10 @@ struct B10__Peer__Msg;
  * daemon's doors (door.h), where a daemon knocks before its first HELLO;
  * 11: with node certificates (nodeid.h) HELLO and HELLO_ACK carry the
  * sender's chain, an ephemeral X25519 key and a signature of the
- * handshake's transcript, and the link keys take in the X25519 secret.
+ * handshake's transcript, and the link keys take in the X25519 secret;
+ * 12: CONTROL may carry its pieces as slots of one length (plan.h).
  */
-#define B10_PEER_PROTOCOL_VERSION 11
+#define B10_PEER_PROTOCOL_VERSION 12
 
 #define HELLO_NAME_MAX CONFIG_NAME_MAX
 #define HELLO_MAX_ADDRESS ((1 + WIREADDR_MAX_LANES) * 4096)

@@ -607,6 +607,11 @@ struct ctl {
     const uint8_t *sync;
     size_t sync_len;
     const uint8_t *tables[2];       /* chunk and piece tables packed already (a flood's), or NULL */
+    /* The compact form (plan.h): slots of slot_len bytes from our region's byte slot_off. */
+    const uint32_t *slots;
+    uint32_t nslots;
+    size_t slots_bytes;             /* 0: 4 a slot */
+    uint64_t slot_len, slot_off;
 };
 
 /* A CONTROL sealed under l: the envelope, or NULL. */
@@ -614,13 +619,20 @@ static uint8_t *build_control(struct rlink *l, const struct ctl *c, size_t *len_
 {
     uint8_t *cp = malloc(c->tables[0] ? 1 : 4 * (size_t)c->nchunks + 1);
     uint8_t *ps = malloc(c->tables[1] ? 1 : SPAN_BYTES * (size_t)c->npieces + 1);
+    /* Room for a table that claims more bytes than its slots (the bytes past them zero). */
+    size_t slots_bytes = c->slots_bytes > 4 * (size_t)c->nslots ? c->slots_bytes : 4 * (size_t)c->nslots;
+    uint8_t *ss = calloc(1, slots_bytes + 1);
     uint64_t total = 0;
     B10__Peer__Control ctl = B10__PEER__CONTROL__INIT;
     B10__Peer__Msg m = B10__PEER__MSG__INIT;
     uint8_t *out = NULL;
 
-    if (cp == NULL || ps == NULL)
+    if (cp == NULL || ps == NULL || ss == NULL)
         goto out;
+    for (uint32_t i = 0; i < c->nslots; i++) {
+        frame_put_u32(ss + 4 * i, c->slots[i]);
+        total += c->slot_len;
+    }
     for (uint32_t i = 0; i < c->nchunks && c->tables[0] == NULL; i++)
         frame_put_u32(cp + 4 * i, c->chunks[i]);
     for (uint32_t i = 0; i < c->npieces && c->tables[1] == NULL; i++) {
@@ -644,12 +656,16 @@ static uint8_t *build_control(struct rlink *l, const struct ctl *c, size_t *len_
     ctl.pieces = (ProtobufCBinaryData){ SPAN_BYTES * (size_t)c->npieces,
                                         c->tables[1] ? (uint8_t *)c->tables[1] : ps };
     ctl.sync_msg = (ProtobufCBinaryData){ c->sync_len, (uint8_t *)c->sync };
+    ctl.slot_base = (uint64_t)(uintptr_t)g.reg + c->slot_off;
+    ctl.slot_len = c->slot_len;
+    ctl.slots = (ProtobufCBinaryData){ c->slots_bytes ? c->slots_bytes : 4 * (size_t)c->nslots, ss };
     m.body_case = B10__PEER__MSG__BODY_CONTROL;
     m.control = &ctl;
     out = build_link(&l->a, &m, len_p);
 out:
     free(cp);
     free(ps);
+    free(ss);
     return out;
 }
 
@@ -876,6 +892,88 @@ static uint64_t start_one(const char *c, struct rlink *l, uint64_t *off_p)
 }
 
 static uint8_t junk[4 * CHUNK];
+
+/*
+ * CONTROL's compact form (protocol 12): a correct one lands exactly, with
+ * the slots of a run merged again on the way; slots that lie are refused
+ * and write nothing.
+ */
+static int case_slots(const char *c)
+{
+    static uint8_t data[2][CHUNK];
+    uint64_t key = ++key_seq, xid = new_xid(), base = 768 * 1024 + (key % 8) * 16384;
+    /* Chunk 0: slots 0 and 2; chunk 1: slots 1 and 3... as 4 KiB units from base. */
+    const uint32_t slots[] = { 0, 2, 1, 3 }, chunks[] = { 2, 2 };
+    char detail[256];
+    int bad = 0;
+
+    if (ensure_link(c) != 0)
+        return 1;
+    struct ctl ctl = { .xid = xid, .chunks = chunks, .nchunks = 2, .slots = slots, .nslots = 4,
+                       .slot_len = 4096, .slot_off = base };
+    if (send_control(&L, &ctl, NULL, NULL) != 0)
+        return fail(c, "sending CONTROL failed");
+    int r = await_ready_or_result(&L, xid, timeout_ms, detail, sizeof(detail));
+    if (r != 0)
+        return fail(c, "a correct CONTROL of slots got %s (%s)", r < 0 ? "no answer" : sname(r - 1000),
+                    detail);
+    for (uint32_t i = 0; i < CHUNK; i++) {
+        data[0][i] = pat(key, i);
+        data[1][i] = pat(key, CHUNK + i);
+    }
+    memcpy(g.want + base, data[0], 4096);
+    memcpy(g.want + base + 8192, data[0] + 4096, 4096);
+    memcpy(g.want + base + 4096, data[1], 4096);
+    memcpy(g.want + base + 12288, data[1] + 4096, 4096);
+    send_data(tags_derive(&L.a.tags, xid, 0, TAG_KIND_DATA), xid, 0, data[0], CHUNK);
+    send_data(tags_derive(&L.a.tags, xid, 1, TAG_KIND_DATA), xid, 1, data[1], CHUNK);
+    int st = await_result(&L, xid, timeout_ms, detail, sizeof(detail));
+    if (st != 0)
+        return fail(c, "RESULT %s (%s), expected OK", st < 0 ? "missing" : sname(st), detail);
+    if (region_check(c, "after a correct transfer of slots") != 0)
+        return 1;
+    pass(c, "a correct transfer of 2 chunks as slots landed exactly (RESULT OK)");
+
+    const struct piece whole[] = { { base, 4096, false } };
+    const uint32_t one[] = { 1 }, far[] = { REG_BYTES / 4096 + 4 }, near[] = { 2 };
+    struct {
+        const char *what;
+        struct ctl ctl;
+    } lies[] = {
+        /* Each form alone would be admitted: only having both is the lie. */
+        { "pieces both whole and as slots",
+          { .chunks = one, .nchunks = 1, .pieces = whole, .npieces = 1, .slots = near, .nslots = 1,
+            .slot_len = 4096, .slot_off = base, .total = 4096 } },
+        { "slots of no length beside whole pieces",
+          { .chunks = one, .nchunks = 1, .pieces = whole, .npieces = 1, .slots = near, .nslots = 1,
+            .slot_off = base, .total = 4096 } },
+        { "a slot table of 6 bytes", { .chunks = one, .nchunks = 1, .slots = near, .nslots = 1,
+                                       .slots_bytes = 6, .slot_len = 4096, .slot_off = base } },
+        { "a slot past the region", { .chunks = one, .nchunks = 1, .slots = far, .nslots = 1,
+                                      .slot_len = 4096, .slot_off = 0 } },
+        { "a unit larger than a staging view", { .chunks = one, .nchunks = 1, .slots = near,
+                                                 .nslots = 1, .slot_len = (uint64_t)1 << 40,
+                                                 .slot_off = base } },
+    };
+    for (size_t i = 0; i < sizeof(lies) / sizeof(lies[0]); i++) {
+        struct ctl *lc = &lies[i].ctl;
+        lc->xid = new_xid();
+        send_control(&L, lc, NULL, NULL);
+        r = await_ready_or_result(&L, lc->xid, timeout_ms, detail, sizeof(detail));
+        if (r == 0) {
+            memset(junk, 0x13, sizeof(junk));
+            send_data(tags_derive(&L.a.tags, lc->xid, 0, TAG_KIND_DATA), lc->xid, 0, junk, 4096);
+            bad |= fail(c, "%s: admitted", lies[i].what);
+        } else if (r < 0) {
+            bad |= fail(c, "%s: no answer", lies[i].what);
+        } else {
+            pass(c, "%s: refused, %s: %s", lies[i].what, sname(r - 1000), detail);
+        }
+    }
+    progress_for(200);
+    bad |= region_check(c, "after slots that lie");
+    return bad;
+}
 
 static int case_size(const char *c, size_t len, const char *what)
 {
@@ -2588,6 +2686,7 @@ static const struct testout_case cases[] = {
     { "replay_hello", case_replay_hello },
     { "forged", case_forged },
     { "malformed", case_malformed },
+    { "slots", case_slots },
     { "heartbeat", case_heartbeat },
     { "lane", case_lane },
     { "stranger", case_stranger },

@@ -569,7 +569,7 @@ scen_rogue() {
     # A holder of the key: replays, forgeries on its link, lies in its messages.
     fg 120 rogue "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" "$D/B.sock" good unknown \
         oversize undersize bad_sum oob badgen oldgen replay replay_msg replay_hello forged malformed \
-        heartbeat lane self_claim self_desc bad_table
+        heartbeat lane self_claim self_desc bad_table slots
     [ "$rc" = 0 ] || die "rogue: $(grep -m1 '^FAIL' "$D/rogue.log" || tail -n 1 "$D/rogue.log")"
     grep -q "claims this daemon's own boot" "$D/B.log" || die "B did not log the HELLO claiming its own boot"
     finish py 0

@@ -1703,6 +1703,205 @@ static void test_rechunk_smaller(void **state)
     plan_free(plan);
 }
 
+/* ---------------------------------------------------------------- the compact form */
+
+/* The destination runs of a chunk, neighbours merged: what its scatter writes, in view order. */
+static size_t chunk_runs(const struct plan *plan, uint32_t c, uint64_t (*runs)[2])
+{
+    size_t n = 0;
+    const struct plan_chunk *ch = &plan->chunks[c];
+    for (uint32_t p = ch->first; p < ch->first + ch->count; p++) {
+        if (n > 0 && runs[n - 1][0] + runs[n - 1][1] == plan->pieces[p].dst) {
+            runs[n - 1][1] += plan->pieces[p].len;
+            continue;
+        }
+        runs[n][0] = plan->pieces[p].dst;
+        runs[n][1] = plan->pieces[p].len;
+        n++;
+    }
+    return n;
+}
+
+/* The slots round trip: the receiver's plan writes each chunk's view where the sender's says. */
+static void check_slots_roundtrip(const struct plan *plan, uint64_t max_chunk)
+{
+    struct plan_slots slots;
+    uint8_t *chunk_pieces;
+    size_t chunk_len;
+    struct plan *decoded = &sentinel_plan;
+    char detail[256] = "";
+
+    assert_int_equal(plan_encode_slots(plan, &slots, &chunk_pieces, &chunk_len), B10_OK);
+    assert_true(slots.slots_len < (size_t)plan->npieces * SPAN_BYTES);
+    b10_status_t status = plan_decode_slots(chunk_pieces, chunk_len, &slots, plan->nchunks,
+                                            plan->total, max_chunk, slots.slots_len / 4,
+                                            &decoded, detail, sizeof(detail));
+    if (status != B10_OK)
+        fail_msg("plan_decode_slots of an encoded plan: %s (%s)", b10_status_name(status), detail);
+    assert_int_equal(decoded->nchunks, plan->nchunks);
+    assert_int_equal(decoded->total, plan->total);
+    uint64_t (*want)[2] = calloc(plan->npieces, sizeof(*want));
+    uint64_t (*got)[2] = calloc(decoded->npieces, sizeof(*got));
+    assert_non_null(want);
+    assert_non_null(got);
+    for (uint32_t c = 0; c < plan->nchunks; c++) {
+        assert_int_equal(decoded->chunks[c].bytes, plan->chunks[c].bytes);
+        size_t nw = chunk_runs(plan, c, want), ng = chunk_runs(decoded, c, got);
+        /* Already merged: the decoder left no neighbours apart. */
+        assert_int_equal(ng, decoded->chunks[c].count);
+        assert_int_equal(nw, ng);
+        assert_memory_equal(want, got, nw * sizeof(*want));
+    }
+    free(want);
+    free(got);
+    free(chunk_pieces);
+    free((uint8_t *)slots.slots);
+    plan_free(decoded);
+}
+
+/* KV requests: one block size at random slots on both sides, some neighbours on both. */
+static void test_slots_roundtrip_random(void **state)
+{
+    static struct span spans[4096];
+    for (int round = 0; round < 200; round++) {
+        uint64_t unit = UINT64_C(1) << (4 + rng_below(12));
+        size_t n = 1 + rng_below(4096);
+        uint64_t nslots = n + rng_below(2 * n + 1);
+        uint64_t *perm = malloc(nslots * sizeof(*perm));
+        assert_non_null(perm);
+        for (uint64_t i = 0; i < nslots; i++)
+            perm[i] = i;
+        for (uint64_t i = nslots - 1; i > 0; i--) {
+            uint64_t j = rng_below(i + 1), t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        for (size_t i = 0; i < n; i++) {
+            spans[i].src = 0x100000000ull + i * unit;
+            spans[i].dst = 0x900000000ull + perm[i] * unit;
+            spans[i].len = unit;
+        }
+        for (size_t i = 1; i < n; i++)
+            if (rng_below(5) == 0) {
+                /* A fifth of the blocks follow their source neighbour on the destination too:
+                 * span i takes the slot after span i-1's, from whichever span had it. */
+                uint64_t want = spans[i - 1].dst + unit;
+                size_t k = 0;
+                while (k < n && spans[k].dst != want)
+                    k++;
+                if (k < n) {
+                    spans[k].dst = spans[i].dst;
+                    spans[i].dst = want;
+                }
+            }
+        /* Chunks of whole units, so that no piece is split into parts of other lengths. */
+        uint64_t max_chunk = unit * (1 + rng_below(64));
+        struct plan *plan = build_ok(spans, n, max_chunk);
+        check_slots_roundtrip(plan, max_chunk);
+        plan_free(plan);
+        free(perm);
+    }
+}
+
+/* Plans of other shapes keep the full form; the slots' bounds. */
+static void test_slots_unsupported(void **state)
+{
+    struct plan_slots slots;
+    uint8_t *chunk_pieces;
+    size_t chunk_len;
+
+    /* Two blocks of 4 KiB: slots. */
+    static const struct span kv[] = { { 0x10000, 0x80000, 4096 }, { 0x30000, 0x70000, 4096 } };
+    struct plan *plan = build_ok(kv, 2, 1 << 20);
+    check_slots_roundtrip(plan, 1 << 20);
+    plan_free(plan);
+    /* Blocks of 3000 bytes, no power of two: slots too, by division. */
+    static const struct span odd_unit[] = { { 0x10000, 0x80000, 3000 }, { 0x30000, 0x80000 + 3 * 3000, 3000 },
+                                            { 0x50000, 0x80000 + 3000, 6000 } };
+    plan = build_ok(odd_unit, 3, 1 << 20);
+    check_slots_roundtrip(plan, 1 << 20);
+    plan_free(plan);
+    /* A length that is no multiple of the shortest. */
+    static const struct span odd[] = { { 0x10000, 0x80000, 4096 }, { 0x30000, 0x70000, 6144 } };
+    plan = build_ok(odd, 2, 1 << 20);
+    assert_int_equal(plan_encode_slots(plan, &slots, &chunk_pieces, &chunk_len), B10_ERR_UNSUPPORTED);
+    plan_free(plan);
+    /* A destination off the grid of the lowest. */
+    static const struct span off[] = { { 0x10000, 0x80000, 4096 }, { 0x30000, 0x70800, 4096 } };
+    plan = build_ok(off, 2, 1 << 20);
+    assert_int_equal(plan_encode_slots(plan, &slots, &chunk_pieces, &chunk_len), B10_ERR_UNSUPPORTED);
+    plan_free(plan);
+    /* A slot past 2^32. */
+    static const struct span far[] = { { 0x10000, 0x1000, 16 }, { 0x30000, 0x1000 + (UINT64_C(1) << 36), 16 } };
+    plan = build_ok(far, 2, 1 << 20);
+    assert_int_equal(plan_encode_slots(plan, &slots, &chunk_pieces, &chunk_len), B10_ERR_UNSUPPORTED);
+    plan_free(plan);
+    /* A run of 7 units and a piece of one: 8 slots for 2 pieces is no smaller than the full form... */
+    static const struct span run[] = { { 0x10000, 0x80000, 16 * 7 }, { 0x90000, 0x10000, 16 } };
+    plan = build_ok(run, 2, 1 << 20);
+    assert_int_equal(plan_encode_slots(plan, &slots, &chunk_pieces, &chunk_len), B10_ERR_UNSUPPORTED);
+    plan_free(plan);
+    /* ... while 7 slots for 2 pieces is. */
+    static const struct span shorter[] = { { 0x10000, 0x80000, 16 * 6 }, { 0x90000, 0x10000, 16 } };
+    plan = build_ok(shorter, 2, 1 << 20);
+    check_slots_roundtrip(plan, 1 << 20);
+    plan_free(plan);
+}
+
+/* Hostile slot tables: each refused with its reason, the plan pointer untouched. */
+static void test_decode_slots_refusals(void **state)
+{
+    uint8_t chunks[8], table[16];
+    struct plan *plan = &sentinel_plan;
+    char detail[256];
+    /* Two chunks: slots 5, 6, 7 (one run of 3 units), then slot 1. */
+    frame_put_u32(chunks, 3);
+    frame_put_u32(chunks + 4, 1);
+    frame_put_u32(table, 5);
+    frame_put_u32(table + 4, 6);
+    frame_put_u32(table + 8, 7);
+    frame_put_u32(table + 12, 1);
+    struct plan_slots good = { 0x10000, 256, table, 16 };
+
+    assert_int_equal(plan_decode_slots(chunks, 8, &good, 2, 1024, 1024, 4, &plan, detail,
+                                       sizeof(detail)), B10_OK);
+    assert_int_equal(plan->npieces, 2);
+    assert_int_equal(plan->pieces[0].dst, 0x10000 + 5 * 256);
+    assert_int_equal(plan->pieces[0].len, 3 * 256);
+    assert_int_equal(plan->pieces[1].dst, 0x10000 + 256);
+    assert_chunk(plan, 0, 0, 1, 768);
+    assert_chunk(plan, 1, 1, 1, 256);
+    plan_free(plan);
+
+    struct {
+        const char *what;
+        struct plan_slots slots;
+        uint32_t nchunks;
+        uint64_t total, max_chunk, max_pieces;
+        b10_status_t want;
+    } bad[] = {
+        { "a unit of 0", { 0x10000, 0, table, 16 }, 2, 1024, 1024, 4, B10_ERR_PEER_PROTOCOL },
+        { "a unit above a chunk", { 0x10000, 2048, table, 16 }, 2, 8192, 1024, 4, B10_ERR_PEER_PROTOCOL },
+        { "a table of 15 bytes", { 0x10000, 256, table, 15 }, 2, 1024, 1024, 4, B10_ERR_PEER_PROTOCOL },
+        { "a slot past the address space", { UINT64_MAX - 1000, 256, table, 16 }, 2, 1024, 1024, 4,
+          B10_ERR_PEER_PROTOCOL },
+        { "bytes that do not add up", { 0x10000, 256, table, 16 }, 2, 1280, 1024, 4, B10_ERR_PEER_PROTOCOL },
+        { "a chunk over its bound", { 0x10000, 256, table, 16 }, 2, 1024, 512, 4, B10_ERR_PEER_PROTOCOL },
+        { "another chunk count", { 0x10000, 256, table, 16 }, 1, 1024, 1024, 4, B10_ERR_PEER_PROTOCOL },
+        { "more slots than allowed", { 0x10000, 256, table, 16 }, 2, 1024, 1024, 3, B10_ERR_TOO_LARGE },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        plan = &sentinel_plan;
+        detail[0] = '\0';
+        b10_status_t st = plan_decode_slots(chunks, bad[i].nchunks == 1 ? 4 : 8, &bad[i].slots,
+                                            bad[i].nchunks, bad[i].total, bad[i].max_chunk,
+                                            bad[i].max_pieces, &plan, detail, sizeof(detail));
+        if (st != bad[i].want || plan != &sentinel_plan || detail[0] == '\0')
+            fail_msg("%s: %s (%s), want %s", bad[i].what, b10_status_name(st), detail,
+                     b10_status_name(bad[i].want));
+    }
+}
+
 /* ---------------------------------------------------------------- plan_covers */
 
 /* A receiver's plan of pieces (dst, len), as plan_decode would make it. */
@@ -1926,6 +2125,9 @@ int main(void)
         cmocka_unit_test(test_decode_too_many_pieces),
         cmocka_unit_test(test_decode_huge_claims),
         cmocka_unit_test(test_rechunk_smaller),
+        cmocka_unit_test(test_slots_roundtrip_random),
+        cmocka_unit_test(test_slots_unsupported),
+        cmocka_unit_test(test_decode_slots_refusals),
         cmocka_unit_test(test_covers),
         cmocka_unit_test(test_covers_random),
     };
