@@ -715,10 +715,16 @@ static b10_status_t plan_decode_source(const uint8_t *chunk_pieces, const struct
                  "not %" PRIu64 " in %zu", sum, p, total, npieces);
         goto bad;
     }
+    /* Merged slots leave the tail unused: given back, so that what the plan holds is what a
+     * CONTROL of its pieces in the full form would have been charged for (xfer-recv.c). */
+    if (q < npieces) {
+        struct plan_piece *pieces = realloc(plan->pieces, q * sizeof(*pieces));
+        if (pieces != NULL)
+            plan->pieces = pieces;
+    }
     plan->npieces = (uint32_t)q;
     plan->nchunks = nchunks;
     plan->total = total;
-    plan_trim(plan, npieces, nchunks);
     *plan_p = plan;
     return B10_OK;
 bad:

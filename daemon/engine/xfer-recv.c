@@ -287,7 +287,7 @@ void xfer_recv_admit(struct peer *peer, const B10__Peer__Control *control, size_
         xfer_recv_refuse(peer, control, B10_ERR_BUSY, detail);
         return;
     }
-    /* As many pieces either way: the plan they make costs the same. */
+    /* As many pieces (or slots) either way: a plan as large at most. */
     uint64_t max_pieces = d->cfg.max_control_bytes / SPAN_BYTES;
     if (control->slot_len != 0 && control->pieces.len != 0) {
         snprintf(detail, sizeof(detail), "control carries its pieces both whole and as slots");
@@ -308,6 +308,22 @@ void xfer_recv_admit(struct peer *peer, const B10__Peer__Control *control, size_
                      : B10_ERR_PEER_PROTOCOL;
         if (control->slots.len != 0)
             snprintf(detail, sizeof(detail), "control carries slots of no length");
+    }
+    /*
+     * What the transfer holds here is charged as the full form of its pieces would be: a
+     * slot is 4 bytes on the wire but a piece of 24 in the plan, and charged by its wire
+     * bytes a peer could make the daemon hold four times what --max-peer-control allows.
+     */
+    size_t held = length;
+    if (status == B10_OK && control->slot_len != 0) {
+        held = length - control->slots.len + (size_t)plan->npieces * SPAN_BYTES;
+        if (held > length &&
+            (status = xfer_peer_limits(peer, control->deadline_ms, held, detail, sizeof(detail))) != B10_OK) {
+            plan_free(plan);
+            peer_refused(peer, "a transfer", detail);
+            xfer_recv_refuse(peer, control, status, detail);
+            return;
+        }
     }
     if (status != B10_OK) {
         if (status == B10_ERR_PEER_PROTOCOL)
@@ -359,10 +375,10 @@ void xfer_recv_admit(struct peer *peer, const B10__Peer__Control *control, size_
     list_insert_tail(&target->targets, &x->session_node);
     list_insert_tail(&peer->xfers, &x->peer_user.node);
     x->admitted = true;
-    x->control_bytes = length;
+    x->control_bytes = held;
     peer->in_xfers++;
-    peer->control_held += length;
-    d->control_held += length;
+    peer->control_held += held;
+    d->control_held += held;
     x->reserve_bytes = (uint64_t)(plan->nchunks < x->nslots ? plan->nchunks : x->nslots) *
                        staging_view_bytes(d->staging);
     x->state = XFER_QUEUED;

@@ -262,6 +262,13 @@ void xfer_send_link_up(struct xfer *x)
     /* A KV request's pieces as slots (a quarter of the bytes to seal, send and open), else whole. */
     struct plan_slots slots = { 0 };
     st = plan_encode_slots(x->plan, &slots, &chunk_pieces, &chunk_len);
+    /* The peer bounds slots as it bounds pieces: past its limit, the full form (checked above). */
+    if (st == B10_OK && slots.slots_len / 4 > peer->max_pieces) {
+        free((uint8_t *)slots.slots);
+        free(chunk_pieces);
+        slots = (struct plan_slots){ 0 };
+        st = B10_ERR_UNSUPPORTED;
+    }
     if (st == B10_ERR_UNSUPPORTED)
         st = plan_encode(x->plan, &chunk_pieces, &chunk_len, &pieces, &pieces_len);
     if (st != B10_OK) {

@@ -2135,6 +2135,66 @@ static int case_flood_pieces(const char *c)
  * bound they are refused B10_ERR_BUSY to the sender, and the rank is never
  * dropped; what was accepted is all delivered.
  */
+/*
+ * The same flood in CONTROL's compact form: two chunks of one-byte slots,
+ * 8 MB a CONTROL where the full form of its pieces would be 32 MB, and a
+ * plan of 48 MB either way. The victim charges each as the full form of its
+ * pieces would be, so it admits no more of them than --max-peer-control
+ * holds of those (read back from its refusal): charged by their wire bytes,
+ * it would have admitted four times as many.
+ */
+static int case_flood_slots(const char *c)
+{
+    const uint32_t per_chunk = (1u << 20) - 2048, nslots = 2 * per_chunk;
+    uint32_t *slots = malloc(sizeof(*slots) * (size_t)nslots);
+    const uint32_t chunks[] = { per_chunk, per_chunk };
+    int admitted = 0, refused = 0, silent = 0;
+    char detail[256] = "";
+
+    if (slots == NULL)
+        return fail(c, "no memory");
+    if (ensure_link(c) != 0) {
+        free(slots);
+        return 1;
+    }
+    /* Every other byte of the region, so that no two slots of a chunk merge. */
+    for (uint32_t i = 0; i < nslots; i++)
+        slots[i] = 2 * (i % (REG_BYTES / 2));
+    started(c);
+    uint64_t xids[40];
+    for (int i = 0; i < 40; i++) {
+        struct ctl ctl = { .xid = xids[i] = new_xid(), .chunks = chunks, .nchunks = 2,
+                           .slots = slots, .nslots = nslots, .slot_len = 1, .deadline_ms = 20000 };
+        send_control(&L, &ctl, NULL, NULL);
+    }
+    for (int i = 0; i < 40; i++) {
+        char why[256] = "";
+        int r = await_ready_or_result(&L, xids[i], i < 8 ? 2000 : 100, why, sizeof(why));
+        if (r == 0)
+            admitted++;
+        else if (r > 0) {
+            refused++;
+            if (detail[0] == '\0')
+                snprintf(detail, sizeof(detail), "%s", why);
+        } else
+            silent++;
+    }
+    free(slots);
+    const char *at = strstr(detail, "--max-peer-control ");
+    uint64_t limit = at != NULL ? strtoull(at + strlen("--max-peer-control "), NULL, 10) : 0;
+    if (admitted == 0)
+        return fail(c, "not one CONTROL of %u slots was admitted (%s)", nslots, detail);
+    if (limit == 0)
+        return fail(c, "no refusal named the victim's --max-peer-control (%s)", detail);
+    if ((uint64_t)admitted * nslots * SPAN_BYTES > limit)
+        return fail(c, "%d CONTROLs of %u slots admitted: %" PRIu64 " bytes of pieces held, past "
+                    "--max-peer-control %" PRIu64, admitted, nslots,
+                    (uint64_t)admitted * nslots * SPAN_BYTES, limit);
+    return pass(c, "40 CONTROLs of %u one-byte slots: %d admitted (within --max-peer-control %"
+                PRIu64 " as pieces), %d refused (%s), %d dropped unread", nslots, admitted, limit,
+                refused, detail, silent);
+}
+
 static int case_flood_notice(const char *c)
 {
     static uint8_t msg[B10_SYNC_MSG_MAX];
@@ -2697,6 +2757,7 @@ static const struct testout_case cases[] = {
     { "flood_deadline", case_flood_deadline },
     { "flood_quarantine", case_flood_quarantine },
     { "flood_pieces", case_flood_pieces },
+    { "flood_slots", case_flood_slots },
     { "flood_notice", case_flood_notice },
     { "bad_ack", case_bad_ack },
     { "bad_writeback", case_bad_writeback },

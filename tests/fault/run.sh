@@ -657,7 +657,7 @@ scen_floods() {
     start_daemon A
     start_daemon B --max-peer-control $_ctl
     _pool="--layers 16 --blocks 768 --wait-ms $(( 120000 * SLOW ))"
-    _floods="flood_hello flood_deadline flood_quarantine flood_notice flood_pieces"
+    _floods="flood_hello flood_deadline flood_quarantine flood_notice flood_pieces flood_slots"
     # B's private memory, sampled while the floods run (its RSS counts the ranks' pools it maps).
     _anon0=$(anon_kb "$pid_B")
     ( while alive "$pid_B"; do anon_kb "$pid_B"; sleep 0.05; done >"$D/B-anon" ) &

@@ -780,3 +780,41 @@ def test_pairing_grants_only_what_it_says(ranks, tmp_path: Path) -> None:
     finally:
         problems = a.stop() + b.stop()
         assert not problems, problems
+
+
+# ---------------------------------------------------------------- CONTROL's slots past the peer's bound
+
+def test_write_whose_slots_outnumber_the_peers_bound(ranks, tmp_path: Path) -> None:
+    """A KV-like request of 2,001 pieces, 2,000 of them runs of three 512-byte units:
+    as slots (a unit each) its CONTROL names 6,001, past the 4,096 pieces a receiving
+    daemon with --max-control-bytes 64K admits, while its 2,001 whole pieces are not.
+    The sender sends them whole, and they land byte for byte; the same daemon refuses a
+    request of more pieces than that (B10_ERR_TOO_LARGE), so the bound is there."""
+    a = Daemon("SA", tmp_path)
+    b = Daemon("SB", tmp_path, "--max-control-bytes", "64K")
+    try:
+        p, d = ranks("prefill", a), ranks("decode", b)
+        pair(p, d)
+        size = 4 * MiB
+        p.run(alloc, "kv", size, 53)
+        d_addr = d.run(alloc, "kv", size, None)
+        perm = random.Random(53).sample(range(2048), 2048)
+        # Sources 2 KiB apart (a 512-byte gap after each run: none merge), destinations at
+        # whole 2 KiB slots in a random order; the last piece is one unit, the unit.
+        pieces = [(i * 2048, perm[i] * 2048, 1536) for i in range(2000)] + \
+                 [(2000 * 2048, perm[2000] * 2048, 512)]
+        xid = p.run(submit, "WRITE", [("kv", s_, n) for s_, _, n in pieces],
+                    [(d_addr + o, n) for _, o, n in pieces], d.name, None, 30000 * SLOW)
+        landed_as(p, d, xid, image(size, pattern(53, size), pieces))
+        over = [(i * 512, i * 512, 256) for i in range(4100)]
+        xid = p.run(submit, "WRITE", [("kv", s_, n) for s_, _, n in over],
+                    [(d_addr + o, n) for _, o, n in over], d.name, None, 30000 * SLOW)
+        if isinstance(xid, int):
+            with pytest.raises(b10.B10Error) as e:
+                p.run(wait, xid, 60000 * SLOW)
+            assert e.value.status == "B10_ERR_TOO_LARGE", e.value
+        else:
+            assert xid[0] == "B10_ERR_TOO_LARGE", xid
+    finally:
+        problems = a.stop() + b.stop()
+        assert not problems, problems
