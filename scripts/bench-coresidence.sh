@@ -28,16 +28,17 @@ t0=$(date +%s)
 python3 "$top/tests/bench/coresidence.py" "$BUILD" "$run/nomps.json" --seconds "$secs"
 runs="no MPS=$run/nomps.json"
 # Decode as serving engines run it, one CUDA graph a step: its GPU time is then the GPU's
-# alone, where an eager step's also holds the gaps its launching thread left.
+# alone, where an eager step's also holds the gaps its launching thread left. --split:
+# how long each step waited on the GPU before it ran (another context's work ahead of it).
 python3 "$top/tests/bench/coresidence.py" "$BUILD" "$run/graph.json" --seconds "$secs" \
-    --decode graph --cases write-4k,write-32k,read-4k,read-32k,write-32k-verify-on
+    --decode graph --split --cases write-4k,write-32k,read-4k,read-32k,write-32k-verify-on
 runs="$runs|no MPS, graph decode=$run/graph.json"
 if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
     mkdir -p "$run/mps" "$run/mps-log"
     if CUDA_MPS_PIPE_DIRECTORY=$run/mps CUDA_MPS_LOG_DIRECTORY=$run/mps-log nvidia-cuda-mps-control -d; then
         CUDA_MPS_PIPE_DIRECTORY=$run/mps CUDA_MPS_LOG_DIRECTORY=$run/mps-log \
             python3 "$top/tests/bench/coresidence.py" "$BUILD" "$run/mps.json" --seconds "$secs" \
-            --decode graph --cases write-4k,write-32k,read-4k,read-32k,write-32k-verify-on,write-32k-kernel,read-32k-kernel
+            --decode graph --split --cases write-4k,write-32k,read-4k,read-32k,write-32k-verify-on,write-32k-kernel,read-32k-kernel
         runs="$runs|MPS, graph decode=$run/mps.json"
     fi
 fi

@@ -15,6 +15,7 @@ empty CUDA context's, measured in the same run.
 
     python3 tests/bench/coresidence.py BUILD OUT.json [--cases NAMES] [--seconds S] [--keep DIR]
         [--daemon-flags "FLAGS"] [--decode eager|graph] [--model-cpus CPUS --daemon-cpus CPUS]
+        [--split]
     python3 tests/bench/coresidence.py --markdown LABEL=OUT.json...
 
 Run by scripts/bench-coresidence.sh (make bench on a GPU machine), which also runs it
@@ -32,7 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 POOL = 1 * GiB          # the model's KV pool
@@ -93,7 +94,7 @@ CASES: Dict[str, tuple] = {
 PLACE = {"model": "", "daemons": ""}
 # How the model launches a decode step (--decode): "eager", eight launches from Python, or
 # "graph", one CUDA graph replay (as vLLM and SGLang run decode).
-DECODE = {"mode": "eager"}
+DECODE: Dict[str, Any] = {"mode": "eager", "split": False}
 
 EXTRA = {"raw-write-4k-nocb", "raw-write-4k-depth2", "raw-write-4k-depth16", "raw-write-4k-memcpy",
          "raw-d2d-4k", "raw-d2d-4k-memcpy", "raw-d2d-contig", "write-4k-inflight16", "read-4k-inflight16",
@@ -144,7 +145,8 @@ def pin(spec: str) -> None:
         os.sched_setaffinity(0, cpu_list(spec))
 
 
-def model_main(conn: Any, sock: str, cpus: str = "", decode_mode: str = "eager") -> None:
+def model_main(conn: Any, sock: str, cpus: str = "", decode_mode: str = "eager",
+               split_steps: bool = False) -> None:
     pin(cpus)
     import torch
     import b10
@@ -191,6 +193,7 @@ def model_main(conn: Any, sock: str, cpus: str = "", decode_mode: str = "eager")
         dec: List[float] = []
         pre: List[float] = []
         gpu: List[float] = []
+        split: List[Tuple[float, float]] = []
         ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         end = time.monotonic() + seconds
         while time.monotonic() < end:
@@ -198,6 +201,13 @@ def model_main(conn: Any, sock: str, cpus: str = "", decode_mode: str = "eager")
             ev0.record()
             step()
             ev1.record()
+            if split_steps:
+                # When the step's first event has run, seen by polling it: the time from
+                # the launch's return to then is the step queued on the GPU.
+                t1 = time.perf_counter()
+                while not ev0.query():
+                    pass
+                split.append((t1 - t0, time.perf_counter() - t1))
             torch.cuda.synchronize()
             dec.append(time.perf_counter() - t0)
             gpu.append(ev0.elapsed_time(ev1) / 1e3)
@@ -206,7 +216,7 @@ def model_main(conn: Any, sock: str, cpus: str = "", decode_mode: str = "eager")
             prefill()
             torch.cuda.synchronize()
             pre.append(time.perf_counter() - t0)
-        conn.send((dec, pre, gpu))
+        conn.send((dec, pre, gpu, split))
     agent.shutdown()
 
 
@@ -371,6 +381,28 @@ def gpu_steps(gpu0: List[float], gpu1: List[float]) -> Dict[str, float]:
             "decode_gpu_p99_x": pct(gpu1, 0.99) / pct(gpu0, 0.99)}
 
 
+def step_split(dec0: List[float], gpu0: List[float], split0: List[Tuple[float, float]],
+               dec1: List[float], gpu1: List[float], split1: List[Tuple[float, float]]
+               ) -> Dict[str, Any]:
+    """Where the slowest 1% of decode steps spent their wall time (--split), alone and
+    meanwhile, in ms on average: the launch call, the wait until the step's first event
+    ran on the GPU, the step's GPU time, and the rest (the synchronize's return)."""
+    if not split0 or not split1:
+        return {}
+    out: Dict[str, Any] = {}
+    for tag, dec, gpu, split in (("alone", dec0, gpu0, split0), ("during", dec1, gpu1, split1)):
+        n = len(split)
+        order = sorted(range(n), key=lambda i: dec[i])
+        worst = order[-max(1, n // 100):]
+        mean = lambda f: sum(f(i) for i in worst) / len(worst) * 1e3   # noqa: E731
+        out[f"slowest_1pct_{tag}_ms"] = {
+            "wall": mean(lambda i: dec[i]), "launch": mean(lambda i: split[i][0]),
+            "queued": mean(lambda i: split[i][1]), "gpu": mean(lambda i: gpu[i]),
+            "rest": mean(lambda i: dec[i] - split[i][0] - split[i][1] - gpu[i])}
+        out[f"queued_{tag}_p50_p99_ms"] = [pct([s[1] for s in split], q) * 1e3 for q in (0.5, 0.99)]
+    return out
+
+
 def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, Any]:
     op, span, mem, flags = CASES[name]
     ctx = mp.get_context("spawn")
@@ -379,7 +411,7 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
     try:
         m_conn, m_child = ctx.Pipe()
         model = ctx.Process(target=model_main, args=(m_child, d.sock["A"], PLACE["model"],
-                                                     DECODE["mode"]))
+                                                     DECODE["mode"], DECODE["split"]))
         model.start()
         if not m_conn.poll(300):
             raise RuntimeError("the model did not start")
@@ -395,7 +427,7 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
         if not v_conn.poll(300) or v_conn.recv() != "ready":
             raise RuntimeError("the mover did not start")
         m_conn.send(seconds)
-        dec0, pre0, gpu0 = m_conn.recv()
+        dec0, pre0, gpu0, split0 = m_conn.recv()
         c0 = d.cpu()
         v_conn.send(("gpu", seconds))
         moved0, t0, lat0 = v_conn.recv()
@@ -410,7 +442,7 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
         v_conn.send(("gpu", seconds * 2 + 4))
         time.sleep(1.0)
         m_conn.send(seconds)
-        dec1, pre1, gpu1 = m_conn.recv()
+        dec1, pre1, gpu1, split1 = m_conn.recv()
         moved1, t1, lat1 = v_conn.recv()
         m_conn.send(None)
         v_conn.send(None)
@@ -419,6 +451,7 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
         r = case_result(name, op, span, mem, flags, dec0, pre0, dec1, pre1, moved0 / t0 / 1e9,
                         moved1 / t1 / 1e9)
         r.update(gpu_steps(gpu0, gpu1))
+        r.update(step_split(dec0, gpu0, split0, dec1, gpu1, split1))
         r.update({"request_p50_ms": pct(lat0, 0.5) * 1e3,
                   "cpu_s_per_gb": (c1 - c0) / (moved0 / 1e9), "wire_gbs": wire,
                   "gpu_mib": {n: gpu_mem.get(p.pid) for n, p in d.procs.items()}})
@@ -434,19 +467,20 @@ def run_raw(d: "Daemons", model: Any, m_conn: Any, raw: RawMover, name: str, op:
             mem: str, flags: List[str], seconds: float) -> Dict[str, Any]:
     """run_case with the copy engines driven directly: the model alone, the mover alone, both."""
     m_conn.send(seconds)
-    dec0, pre0, gpu0 = m_conn.recv()
+    dec0, pre0, gpu0, split0 = m_conn.recv()
     raw.start(seconds)
     moved0, t0, _ = raw.result()
     raw.start(seconds * 2 + 4)
     time.sleep(1.0)
     m_conn.send(seconds)
-    dec1, pre1, gpu1 = m_conn.recv()
+    dec1, pre1, gpu1, split1 = m_conn.recv()
     moved1, t1, _ = raw.result()
     m_conn.send(None)
     model.join(60)
     r = case_result(name, op, span, mem, flags, dec0, pre0, dec1, pre1, moved0 / t0 / 1e9,
                     moved1 / t1 / 1e9)
     r.update(gpu_steps(gpu0, gpu1))
+    r.update(step_split(dec0, gpu0, split0, dec1, gpu1, split1))
     r.update({"request_p50_ms": float("nan"), "cpu_s_per_gb": float("nan"), "gpu_mib": {}})
     return r
 
@@ -489,6 +523,9 @@ def markdown(runs: List[tuple]) -> str:
             cpu = f"{cpu:.2f}" if cpu == cpu else "–"   # NaN: no daemon moved it
             gpu = (f"; GPU time {r['decode_gpu_p50_x']:.2f} / {r['decode_gpu_p99_x']:.2f}"
                    if "decode_gpu_p50_x" in r else "")
+            if "queued_during_p50_p99_ms" in r:   # --split: the wait before the step ran
+                gpu += "; queued p99 %.3f ms (alone %.3f)" % (r["queued_during_p50_p99_ms"][1],
+                                                             r["queued_alone_p50_p99_ms"][1])
             rows.append(
                 f"| {label} | {r['op']} {r['span'] // KiB} KiB, {r['mover_mem']} mover | "
                 f"{' '.join(r['flags']) or 'defaults'} | {r['decode_p50_x']:.2f} / "
@@ -530,6 +567,11 @@ def main() -> int:
                 return 2
             DECODE["mode"] = args[1]
             args = args[2:]
+        elif args[0] == "--split":
+            # Each decode step's wall time in parts: its launch, its wait on the GPU
+            # before its first event runs, its GPU time (the model polls the event).
+            DECODE["split"] = True
+            args = args[1:]
         elif args[0] == "--seconds":
             seconds = float(args[1])
             args = args[2:]
@@ -566,6 +608,13 @@ def main() -> int:
                       f"transfer {r['rate_during_gbs']:.2f} GB/s meanwhile, {r['rate_alone_gbs']:.2f} "
                       f"alone ({r['rate_x']:.2f} x), wire {r.get('wire_gbs', float('nan')):.2f}; daemons {r['cpu_s_per_gb']:.2f} core-s/GB; "
                       f"GPU MiB {r['gpu_mib']}", flush=True)
+                for tag in ("alone", "during"):
+                    w = r.get(f"slowest_1pct_{tag}_ms")
+                    if w:
+                        print(f"  slowest 1% of steps {tag}: " +
+                              ", ".join(f"{k} {v:.3f}" for k, v in w.items()) +
+                              " ms; queued p50 / p99 %.3f / %.3f ms" %
+                              tuple(r[f"queued_{tag}_p50_p99_ms"]), flush=True)
             out.write_text(json.dumps(results, indent=1))
     return 0
 
