@@ -41,13 +41,13 @@ struct gpu_copy_item {
 enum { UNROLL = 8 };
 
 /*
- * Pieces of one cudaMemcpyBatchAsync call; a submission of more makes several calls
- * on its stream. Measured on the H200 without MPS: a model's decode step beside
- * scatters of 1024 pieces of 4 KiB a call kept its p50 but took its p99 to 1.8-2.4 x
- * alone (three runs); in calls of 128 pieces, 1.14 x, and the scatters ran faster.
- * A 4 MiB view of 32 KiB pieces is one call either way.
+ * Pieces of one cudaMemcpyBatchAsync call (GPU_COPY_BATCH_PIECES); a submission of
+ * more makes several calls on its stream. Measured on the H200 without MPS: a model's
+ * decode step beside scatters of 1024 pieces of 4 KiB a call kept its p50 but took
+ * its p99 to 1.8-2.4 x alone (three runs); in calls of 128 pieces, 1.14 x, and the
+ * scatters ran faster. A 4 MiB view of 32 KiB pieces is one call either way.
  */
-static const size_t BATCH_CALL_PIECES = 128;
+static const size_t BATCH_CALL_PIECES = GPU_COPY_BATCH_PIECES;
 
 enum slot_state { SLOT_FREE, SLOT_OWNED, SLOT_ORPHAN };
 

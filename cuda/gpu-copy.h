@@ -112,6 +112,10 @@ typedef struct gpu_copy_params {
  * the SMs to the model; below, it loses (by 10-25× at 4 KiB). */
 #define GPU_COPY_CE_MIN_PIECE (1u << 20)
 
+/* Pieces one cudaMemcpyBatchAsync call carries; a submission of more makes several.
+ * A caller that shares the GPU with a model submits no more at a time (b10d's gpu.c). */
+#define GPU_COPY_BATCH_PIECES 128u
+
 typedef struct gpu_copier gpu_copier_t;
 typedef struct gpu_copy_op gpu_copy_op_t;
 

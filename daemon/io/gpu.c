@@ -18,8 +18,18 @@
 
 _Static_assert(GPU_COPY_SUM_BLOCK == CHECKSUM_BLOCK, "the GPU sums checksum.h's blocks");
 
-/* Most pieces one submission carries; a chunk with more is cut into several. */
+/*
+ * Most pieces one submission carries; a chunk with more is cut into several.
+ * The kernels take a chunk in one submission: one launch, its sums chained to it.
+ * The copy engines take one cudaMemcpyBatchAsync call's worth, each submission
+ * ending in its event and host callback. Measured on the H200 without MPS
+ * (tests/bench/RESULTS.md, runs 28-29): a co-resident model's step queued behind
+ * a submission of 1024 pieces of 4 KiB waited up to 0.3 ms before its first
+ * kernel ran (decode p99 1.76-1.84 x alone, its GPU time unchanged); behind
+ * submissions of 256, 11 us at p99 (1.04 x); of 128, 5 us (1.03 x).
+ */
 #define GPU_MAX_PIECES 65536
+#define GPU_ENGINE_PIECES GPU_COPY_BATCH_PIECES
 #define GPU_SLOTS      16
 
 /*
@@ -190,6 +200,11 @@ static void gpu_on_idle(uv_idle_t *handle)
     gpu_poll_update(gpu);
 }
 
+static uint32_t gpu_part_pieces(const struct gpu *gpu)
+{
+    return gpu->kernels ? GPU_MAX_PIECES : GPU_ENGINE_PIECES;
+}
+
 static gpu_copier_t *gpu_copier(struct gpu *gpu, int device)
 {
     if (device < 0 || device >= gpu->ndevices)
@@ -297,7 +312,8 @@ static void gpu_queue(struct gpu *gpu, struct gpu_part *part)
 
 bool gpu_one_submission(const struct b10d *d, const struct copy_job *job)
 {
-    if (!gpu_present(d) || job->host_segs > 0 || job->nsegs == 0 || job->nsegs > GPU_MAX_PIECES)
+    if (!gpu_present(d) || job->host_segs > 0 || job->nsegs == 0 ||
+        job->nsegs > gpu_part_pieces(d->gpu))
         return false;
     for (uint32_t i = 1; i < job->nsegs; i++)
         if (job->segs[i].device != job->segs[0].device)
@@ -327,7 +343,7 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
     for (int device = 0; device < (gpu != NULL ? gpu->ndevices : 0); device++) {
         struct gpu_part *part = NULL;
         /* Piece tables sized to the job: a chunk's few hundred pieces need KiB, not 1.5 MiB. */
-        uint32_t left = 0;
+        uint32_t left = 0, most = gpu_part_pieces(gpu);
         for (uint32_t i = 0; i < job->nsegs; i++)
             left += job->segs[i].device == device;
         for (uint32_t i = 0; i < job->nsegs; i++) {
@@ -337,7 +353,7 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
             if (part == NULL) {
                 part = calloc(1, sizeof(*part));
                 if (part != NULL)
-                    part->pieces = malloc((left < GPU_MAX_PIECES ? left : GPU_MAX_PIECES) *
+                    part->pieces = malloc((left < most ? left : most) *
                                           sizeof(*part->pieces));
                 if (part == NULL || part->pieces == NULL) {
                     free(part);
@@ -354,7 +370,7 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
                 ? (gpu_copy_piece_t){ (void *)seg->src, seg->dst, seg->len }
                 : (gpu_copy_piece_t){ seg->dst, (void *)seg->src, seg->len };
             left--;
-            if (part->npieces == GPU_MAX_PIECES) {
+            if (part->npieces == most) {
                 gpu_queue(gpu, part);
                 part = NULL;
             }
