@@ -41,7 +41,7 @@ _Static_assert(GPU_COPY_SUM_BLOCK == CHECKSUM_BLOCK, "the GPU sums checksum.h's 
  */
 #define GPU_POLL_NS (200u * 1000u)
 
-/* One device's share of a copy job, submitted as one gpu-copy operation. */
+/* Up to gpu_part_pieces of one device's share of a copy job: one gpu-copy operation. */
 struct gpu_part {
     struct list node;           /* gpu.pending until submitted; gpu.done once called back */
     struct list poll_node;      /* gpu.polling while the loop polls it */
@@ -276,16 +276,36 @@ static b10_status_t gpu_submit(struct gpu *gpu, struct gpu_part *part)
     return B10_OK;
 }
 
+/* Whether an earlier part for device waits in pending: a new one queues behind it. */
+static bool gpu_device_waits(struct gpu *gpu, int device)
+{
+    struct list *pos, *tmp;
+    list_for_each_safe(pos, tmp, &gpu->pending)
+        if (list_entry(pos, struct gpu_part, node)->device == device)
+            return true;
+    return false;
+}
+
 static void gpu_submit_pending(struct gpu *gpu)
 {
     struct list *pos, *tmp;
+    /*
+     * Devices found full in this pass: their later parts are not tried (a try checks
+     * every piece before it finds no slot, and a chunk of 4 KiB pieces is 8 parts).
+     * Past 64 devices each part is tried.
+     */
+    uint64_t full = 0;
     list_for_each_safe(pos, tmp, &gpu->pending) {
         struct gpu_part *part = list_entry(pos, struct gpu_part, node);
+        uint64_t bit = part->device < 64 ? UINT64_C(1) << part->device : 0;
+        if ((full & bit) != 0)
+            continue;
         /* Off the list first: once submitted, a CUDA thread may link it into done. */
         list_remove(&part->node);
         b10_status_t st = gpu_submit(gpu, part);
         if (st == B10_ERR_BUSY) {
             list_insert_tail(tmp, &part->node);     /* back in its place, before tmp */
+            full |= bit;
             continue;   /* this device is still full; another may not be */
         }
         if (st != B10_OK) {
@@ -298,7 +318,8 @@ static void gpu_submit_pending(struct gpu *gpu)
 
 static void gpu_queue(struct gpu *gpu, struct gpu_part *part)
 {
-    b10_status_t st = list_empty(&gpu->pending) ? gpu_submit(gpu, part) : B10_ERR_BUSY;
+    /* Behind its own device's waiters only: another device's backlog does not hold it. */
+    b10_status_t st = gpu_device_waits(gpu, part->device) ? B10_ERR_BUSY : gpu_submit(gpu, part);
     if (st == B10_ERR_BUSY) {
         list_insert_tail(&gpu->pending, &part->node);   /* in order behind earlier waiters */
         return;

@@ -63,7 +63,7 @@ struct copy_job {
     struct region_refs refs;    /* the regions it reads (gather) or writes (else) */
     struct region_refs reads;   /* a direct job: the regions it reads */
     uint64_t bytes;
-    uint32_t parts;             /* parts (host, each device) still running */
+    uint32_t parts;             /* parts (host, each GPU submission) still running */
     b10_status_t status;        /* the first failure of a part */
     b10_status_t host_status;   /* the host part's, set on the pool thread */
     copy_done_fn *done;
