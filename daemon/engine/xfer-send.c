@@ -2,7 +2,10 @@
  * xfer-send.c — the sending side of a WRITE (and of a write-back serving a
  * READ): checked and planned, CONTROL once the link is up, then for each
  * chunk gather into a view and send DATA as soon as the receiver said
- * READY; RESULT ends it (see xfer-int.h).
+ * READY; RESULT ends it (see xfer-int.h). The first chunk is gathered
+ * while CONTROL is built, sent and answered: its DATA waits for READY
+ * (parked), and a transfer that fails before READY gives its view back
+ * clean, for no DATA of it went out.
  */
 #include "xfer-int.h"
 
@@ -36,6 +39,21 @@ static void xfer_send_on_sent(void *arg, b10_status_t status, size_t length)
     xfer_send_pump(x);
 }
 
+/* Send a gathered chunk's DATA: false when that failed the transfer. */
+static bool xfer_send_data(struct xfer_slot *slot)
+{
+    struct xfer *x = slot->x;
+
+    if (x->peer->ep == NULL || xfer_data_post(slot, true, xfer_send_on_sent) != B10_OK) {
+        xfer_fail(x, B10_ERR_PEER_LOST, "sending DATA chunk %u failed", slot->chunk);
+        return false;
+    }
+    x->holds++;
+    slot->view->holds++;
+    xfer_pipe_wire_begin(slot);
+    return true;
+}
+
 static void xfer_send_on_gathered(struct copy_job *job, b10_status_t status)
 {
     struct xfer_slot *slot = job->arg;
@@ -44,19 +62,56 @@ static void xfer_send_on_gathered(struct copy_job *job, b10_status_t status)
     if (!xfer_copy_ended(slot, job, status))
         return;
     xfer_chunk_seal(slot, job);
-    if (x->peer->ep == NULL || xfer_data_post(slot, true, xfer_send_on_sent) != B10_OK) {
-        xfer_fail(x, B10_ERR_PEER_LOST, "sending DATA chunk %u failed", slot->chunk);
+    if (x->state != XFER_RUNNING) {
+        slot->parked = true;    /* gathered ahead of READY: xfer_send_on_ready sends it */
         return;
     }
-    x->holds++;
-    slot->view->holds++;
-    xfer_pipe_wire_begin(slot);
+    xfer_send_data(slot);
 }
 
-/* Keep up to nslots chunks between gather and send completion. */
+/* The chunks gathered ahead of READY, now that it came: their DATA in chunk order. */
+static void xfer_send_parked(struct xfer *x)
+{
+    for (;;) {
+        struct xfer_slot *first = NULL;
+        for (uint32_t i = 0; i < x->nslots; i++) {
+            struct xfer_slot *slot = &x->slots[i];
+            if (slot->busy && slot->parked && (first == NULL || slot->chunk < first->chunk))
+                first = slot;
+        }
+        if (first == NULL)
+            return;
+        first->parked = false;
+        if (!xfer_send_data(first))
+            return;
+    }
+}
+
+/*
+ * A view gathered ahead of READY does nothing until the receiver answers, and
+ * a receiver may queue a transfer until earlier ones of ours are through, which
+ * need views to get there. So a transfer gathers only its first chunk ahead,
+ * and only while half its peer's share and half the pool are free: running
+ * transfers always have the other halves.
+ */
+static bool xfer_send_ahead_room(const struct xfer *x)
+{
+    const struct b10d *d = x->d;
+    return x->gather_ahead && x->state != XFER_DONE && x->next_chunk == 0 &&
+           (x->peer == NULL || x->peer->views_bytes + x->peer->quarantined +
+                                   staging_view_bytes(d->staging) <=
+                               config_peer_staging(&d->cfg) / 2) &&
+           staging_free_views(d->staging) > staging_views(d->staging) / 2;
+}
+
+/*
+ * Keep up to nslots chunks between gather and send completion once READY
+ * came; before it, the first chunk where there is room (xfer_send_ahead_room).
+ */
 void xfer_send_pump(struct xfer *x)
 {
-    while (x->state == XFER_RUNNING && x->next_chunk < x->plan->nchunks) {
+    while ((x->state == XFER_RUNNING || xfer_send_ahead_room(x)) &&
+           x->next_chunk < x->plan->nchunks) {
         struct xfer_slot *slot = xfer_free_slot(x);
         if (slot == NULL)
             return;
@@ -118,6 +173,7 @@ static void xfer_send_on_ready(void *arg, b10_status_t status, size_t length)
     xfer_trace(x, XS_READY);
     xfer_pipe_start(x);
     x->ready_ms = x->d->now_ms(x->d);
+    xfer_send_parked(x);
     xfer_send_pump(x);
 }
 
@@ -159,6 +215,8 @@ void xfer_send_on_result(void *arg, b10_status_t status, size_t length)
     peer_heard(x->peer);
     if (result->xfer_id != x->id)
         xfer_fail(x, B10_ERR_PEER_PROTOCOL, "RESULT names another transfer");
+    else if (remote == B10_OK && x->state != XFER_RUNNING)
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "RESULT success before READY");
     else if (remote == B10_OK && x->next_chunk == x->plan->nchunks)
         xfer_finish(x);   /* sends still completing release their views cleanly */
     else if (remote == B10_OK)
@@ -259,6 +317,19 @@ void xfer_send_link_up(struct xfer *x)
                          &x->result_op, "RESULT"))
         return;
 
+    /*
+     * The plan holds its chunks from here on (re-chunked for the peer above): the
+     * first chunk may be gathered before READY, its DATA waiting for it. One the
+     * copy threads or the GPU gather starts now, beside CONTROL's encoding; one
+     * the loop would copy itself, once CONTROL is out and the loop only waits.
+     */
+    x->gather_ahead = true;
+    if (x->plan->chunks[0].bytes > COPY_INLINE_BYTES) {
+        xfer_send_pump(x);
+        if (x->state == XFER_DONE)
+            return;
+    }
+
     /* A KV request's pieces as slots (a quarter of the bytes to seal, send and open), else whole. */
     struct plan_slots slots = { 0 };
     st = plan_encode_slots(x->plan, &slots, &chunk_pieces, &chunk_len);
@@ -315,6 +386,7 @@ void xfer_send_link_up(struct xfer *x)
     log_debug("transfer %016" PRIx64 ": CONTROL sent, %u chunks, %u pieces%s, %" PRIu64 " bytes",
               x->id, x->plan->nchunks, x->plan->npieces, slots.len != 0 ? " as slots" : "",
               x->plan->total);
+    xfer_send_pump(x);
 out:
     free(chunk_pieces);
     free(pieces);

@@ -557,6 +557,20 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
         if (slot->view == NULL)
             continue;
         /*
+         * Gathered ahead of READY: no DATA of this transfer went out, so nothing
+         * but our own gather wrote its views. One that ended is clean; one still
+         * running gives its view back when it ends well (xfer_copy_ended).
+         */
+        if (x->role == XFER_SEND && was != XFER_RUNNING) {
+            if (slot->parked) {
+                slot->parked = false;
+                xfer_slot_release(slot);
+            } else {
+                slot->release_at_end = true;
+            }
+            continue;
+        }
+        /*
          * The view may still be written by UCX or read by a copy: it sits out
          * its TTL. The slot keeps pointing at it so that the completion still
          * to come can release its hold.
@@ -1000,11 +1014,40 @@ b10_status_t xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb)
 static void xfer_copy_failed(struct xfer *x, struct xfer_slot *slot, bool writes,
                              b10_status_t status);
 
+/*
+ * A gather ahead of READY that ended after its transfer failed: its view
+ * back to staging when it ended well, else into quarantine, where any
+ * other failed copy's view goes.
+ */
+static void xfer_ahead_ended(struct xfer_slot *slot, b10_status_t status)
+{
+    struct xfer *x = slot->x;
+    struct view *view = slot->view;
+
+    slot->release_at_end = false;
+    x->holds--;
+    view->holds--;
+    if (status == B10_OK) {
+        xfer_slot_release(slot);
+    } else {
+        x->d->stats.late_completions++;
+        quarantine_add(x->d->quarantine, QUARANTINE_VIEW, view->id, view->bytes, status, x->id,
+                       x->peer ? x->peer->daemon_id : 0, view,
+                       x->peer ? &x->peer->quarantined : NULL);
+        xfer_view_uncount(x, view);
+    }
+    xfer_maybe_free(x);
+}
+
 bool xfer_copy_ended(struct xfer_slot *slot, struct copy_job *job, b10_status_t status)
 {
     struct xfer *x = slot->x;
     bool writes = !job->gather;
 
+    if (slot->release_at_end) {
+        xfer_ahead_ended(slot, status);
+        return false;
+    }
     if (writes)
         xfer_scatter_over(x, slot, job);
     if (!xfer_slot_op_done(slot)) {

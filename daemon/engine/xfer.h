@@ -61,6 +61,9 @@ struct xfer_slot {
     struct wire_op *op;             /* S: DATA send; R: DATA receive */
     struct copy_job *job;           /* R: its scatter, while it runs */
     bool stuck;                     /* R: that scatter outlived --settle-ms (its regions stuck) */
+    bool parked;                    /* S: gathered before READY, its DATA not yet posted */
+    bool release_at_end;            /* S: failed before READY while its gather ran: the
+                                       view comes back clean when that gather ends well */
     bool has_sum;                   /* its chunk's checksum is known (checksum.h) */
     uint64_t sum;                   /* S: computed at the gather; R: from the DATA's trailer */
     uint64_t phase_ns;              /* when its current copy or wire phase began */
@@ -161,6 +164,7 @@ struct xfer {
     uint8_t result_buf[512 + AUTH_OVERHEAD];
     uint8_t cancel_buf[64 + AUTH_OVERHEAD];
     bool tags_registered;
+    bool gather_ahead;              /* S: its chunks may be gathered before READY */
     bool control_sent;
     bool released;                  /* the client dropped its handle: no done notice */
 

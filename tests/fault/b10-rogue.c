@@ -2596,6 +2596,116 @@ static int case_reflect(const char *c)
                    "link was up, changed nothing: its transfer ended with our answer (%s)", detail);
 }
 
+/* The victim's next CONTROL on its link to us: its transfer's id, or 0. */
+static uint64_t await_control(struct auth_link *in)
+{
+    uint64_t xid = 0;
+    for (int k = 0; k < 3 && xid == 0; k++) {
+        B10__Peer__Msg *m = recv_link(in, tags_derive(&in->tags, 0, 0, TAG_KIND_CONTROL), timeout_ms);
+        if (m == NULL)
+            break;
+        if (m->body_case == B10__PEER__MSG__BODY_CONTROL)
+            xid = m->control->xfer_id;
+        b10__peer__msg__free_unpacked(m, NULL);
+    }
+    return xid;
+}
+
+/* Answer the victim's transfer xid on its link to us: READY, or RESULT with status. */
+static void answer_xfer(struct auth_link *in, uint64_t xid, bool ready, B10__Status status)
+{
+    B10__Peer__Ready rd = B10__PEER__READY__INIT;
+    B10__Peer__Result res = B10__PEER__RESULT__INIT;
+    B10__Peer__Msg m = B10__PEER__MSG__INIT;
+    if (ready) {
+        rd.xfer_id = xid;
+        m.body_case = B10__PEER__MSG__BODY_READY;
+        m.ready = &rd;
+    } else {
+        res.xfer_id = xid;
+        res.status = status;
+        res.detail = status == B10__STATUS__OK ? "" : "refused by the rogue, as planned";
+        m.body_case = B10__PEER__MSG__BODY_RESULT;
+        m.result = &res;
+    }
+    send_link(in, tags_derive(&in->tags, xid, 0, ready ? TAG_KIND_READY : TAG_KIND_RESULT), &m,
+              NULL, NULL);
+}
+
+/*
+ * The victim gathers a transfer's first chunk while its CONTROL is on the
+ * way (its DATA waits for READY). Our rank writes to an agent of ours:
+ * a RESULT of success before any READY fails the transfer, for none of its
+ * DATA went out; refusals before READY, more than the victim's staging
+ * share for one peer holds views, each end the transfer with our refusal
+ * (run.sh then finds no view of them in its quarantine: the views gathered
+ * ahead came back clean); and a transfer answered as a daemon would (READY,
+ * its DATA taken, RESULT) succeeds with its source's bytes.
+ */
+static int case_early_result(const char *c)
+{
+    enum { LEN = 65536, REFUSALS = 40 };
+    static uint8_t got[LEN + 4096];
+    char dname[64], agent[64], detail[256];
+    struct auth_link in;
+    b10_status_t st;
+
+    if (!g.have_key)
+        return fail(c, "this case needs the cluster key (-k)");
+    snprintf(dname, sizeof(dname), "rogue-e%d", (int)getpid());
+    snprintf(agent, sizeof(agent), "rogue-edst-%d", (int)getpid());
+    b10_xfer_t *x = write_to_ours(c, agent, dname, LEN, 10000);
+    if (x == NULL)
+        return 1;
+    if (answer_hello(dname, 4 << 20, &in) != 0) {
+        b10_xfer_release(x);
+        return fail(c, "the victim sent us no HELLO that opens");
+    }
+    for (int round = 0; round < 2 + REFUSALS; round++) {
+        /* Every other refusal a whole MiB: a gather the copy threads run, begun before
+         * CONTROL, and still running when the refusal comes (or not: either way clean). */
+        uint64_t len = round > 0 && round <= REFUSALS && round % 2 == 0 ? REG_BYTES : LEN;
+        if (round > 0 && (x = write_to_ours(c, agent, dname, len, 10000)) == NULL)
+            return 1;
+        uint64_t xid = await_control(&in);
+        if (xid == 0) {
+            b10_xfer_release(x);
+            return fail(c, "round %d: no CONTROL came on the victim's link to us", round);
+        }
+        bool early = round == 0, good = round == 1 + REFUSALS;
+        if (good) {
+            answer_xfer(&in, xid, true, B10__STATUS__OK);
+            long n = recv_bytes(tags_derive(&in.tags, xid, 0, TAG_KIND_DATA), got, sizeof(got),
+                                timeout_ms);
+            if (n < LEN || memcmp(got, g.reg, LEN) != 0) {
+                b10_xfer_release(x);
+                return fail(c, "after READY, DATA of %ld bytes came, %s the source's", n,
+                            n < LEN ? "short of" : "unlike");
+            }
+        }
+        answer_xfer(&in, xid, false, early || good ? B10__STATUS__OK
+                                                   : B10__STATUS__ERR_REMOTE_REJECTED);
+        st = b10_xfer_wait(x, timeout_ms);
+        snprintf(detail, sizeof(detail), "%s", b10_xfer_detail(x));
+        b10_xfer_release(x);
+        b10_status_t want = early ? B10_ERR_PEER_PROTOCOL : good ? B10_OK : B10_ERR_REMOTE_REJECTED;
+        if (st != want)
+            return fail(c, "%s: the transfer ended %s (%s), not %s",
+                        early ? "a RESULT of success before READY"
+                              : good ? "READY, DATA, RESULT" : "a refusal before READY",
+                        b10_status_name(st), detail, b10_status_name(want));
+        if (early)
+            pass(c, "a RESULT of success before READY: the transfer failed %s (%s)",
+                 b10_status_name(st), detail);
+    }
+    b10_agent_invalidate(g.conn, agent);
+    if (region_check(c, "after the transfers to us") != 0 ||
+        victim_serves(c, "after the transfers to us", 0) != 0)
+        return 1;
+    return pass(c, "%d refusals before READY each ended the transfer with ours; then READY, its "
+                   "DATA (the source's bytes) and a RESULT of success: it succeeded", REFUSALS);
+}
+
 /*
  * A descriptor that names the victim's own boot and name but our address:
  * the victim's link to itself carries its ranks' requests to each other,
@@ -2761,6 +2871,7 @@ static const struct testout_case cases[] = {
     { "flood_notice", case_flood_notice },
     { "bad_ack", case_bad_ack },
     { "bad_writeback", case_bad_writeback },
+    { "early_result", case_early_result },
     { "reflect", case_reflect },
 };
 

@@ -688,12 +688,28 @@ scen_floods() {
 # chunk limit: the link is refused and the transfer fails at once. A READ
 # of B's rank from the rogue, written back outside what it asked for, is
 # refused; written back into exactly its spans, it lands. B's own HELLO,
-# reflected back to it, changes nothing.
+# reflected back to it, changes nothing. B's transfers to the rogue, which
+# B gathers ahead of READY: a RESULT of success before READY fails one, 40
+# refusals before READY leave none of their views in B's quarantine (kept a
+# minute here, so that none expires unseen), and a READY, then its DATA,
+# then success land.
 scen_bad_ack() {
-    start_daemon B
-    fg 60 rogue "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" "$D/B.sock" bad_ack bad_writeback reflect
+    start_daemon B --quarantine-ttl-ms 60000
+    fg 60 rogue "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" "$D/B.sock" bad_ack bad_writeback \
+        reflect early_result
     [ "$rc" = 0 ] || die "rogue: $(grep -m1 '^FAIL' "$D/rogue.log" || tail -n 1 "$D/rogue.log")"
     grep -q 'chunk limit out of range' "$D/B.log" || die "B did not log why it refused the link"
+    "$B10CTL" -s "$D/B.sock" --json quarantine >"$D/bad_ack-quarantine.json" ||
+        die "b10ctl quarantine exited $?"
+    _q=$(python3 -c "
+import json, sys
+q = json.load(open(sys.argv[1]))['quarantine']
+print(sum(1 for e in q if e['kind'] == 'view'), sum(1 for e in q if e['kind'] == 'xfer-id'))
+" "$D/bad_ack-quarantine.json") || die "b10ctl quarantine's answer did not parse"
+    # The refused transfers' ids are there (the listing is real); none of their views.
+    [ "${_q#* }" -ge 40 ] || die "B's quarantine holds ${_q#* } transfer ids, not the 40 refused"
+    [ "${_q% *}" = 0 ] || die "B's quarantine holds ${_q% *} views of transfers refused before READY"
+    note "quarantine after the refusals: ${_q#* } transfer ids, ${_q% *} views"
     mv "$D/B.log" "$D/B-rogue.log"
 }
 
