@@ -1,0 +1,440 @@
+/*
+ * test-gpu.c — daemon/io/gpu.c: a copy job's device pieces cut into
+ * submissions, submissions that find their copier full waiting in order,
+ * and every part's end reaching its job.
+ *
+ * The CUDA library (cuda/gpu-copy.cu) is the seam, linked with -Wl,--wrap
+ * for gpu_copy_*: a fake copier of a few slots per device that records
+ * each submission and whose copies the test ends by hand, calling the done
+ * callback as a CUDA driver thread would, then running the loop. A b10d
+ * built without the CUDA backend has no submissions to cut: the test says
+ * so and skips.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "b10d.h"
+#include "copy.h"
+#include "gpu.h"
+
+#ifdef B10_HAVE_CUDA
+
+#include "gpu-copy.h"
+
+/* ---------------------------------------------------------------- the fake copier */
+
+#define FAKE_SLOTS 16       /* gpu.c asks for GPU_SLOTS: the same, so BUSY comes as there */
+#define FAKE_OPS 4096
+
+struct gpu_copier {
+    int device;
+    unsigned inflight;
+};
+
+struct gpu_copy_op {
+    struct gpu_copier *copier;
+    gpu_copy_done_cb_t *cb;
+    void *arg;
+    gpu_copy_piece_t *pieces;
+    size_t npieces;
+    int engine;
+    bool ended;             /* the test ended it: its callback ran */
+    int rc;
+};
+
+static struct gpu_copier copiers[4];
+static struct gpu_copy_op ops[FAKE_OPS];
+static size_t nops;                 /* submissions made, in order */
+static size_t busy_answers;         /* GPU_COPY_E_BUSY answered */
+static int fail_submission = -1;    /* the index of a submission to refuse with E_CUDA */
+static int ndevices = 1;
+
+int __wrap_gpu_copy_device_count(const char **why_p);
+int __wrap_gpu_copy_device_mps(int device);
+int __wrap_gpu_copy_device_host_pointers(int device);
+int __wrap_gpu_copy_create(const gpu_copy_params_t *params, gpu_copier_t **copier_p);
+void __wrap_gpu_copy_destroy(gpu_copier_t *copier);
+int __wrap_gpu_copy_submit(gpu_copier_t *copier, const gpu_copy_req_t *req, gpu_copy_op_t **op_p);
+int __wrap_gpu_copy_op_poll(gpu_copy_op_t *op);
+int __wrap_gpu_copy_op_elapsed_ms(gpu_copy_op_t *op, float *ms_p);
+const uint64_t *__wrap_gpu_copy_op_sums(gpu_copy_op_t *op);
+void __wrap_gpu_copy_op_release(gpu_copy_op_t *op);
+const char *__wrap_gpu_copy_last_error(const gpu_copier_t *copier);
+
+int __wrap_gpu_copy_device_count(const char **why_p)
+{
+    return ndevices;
+}
+
+int __wrap_gpu_copy_device_mps(int device)
+{
+    return 0;
+}
+
+int __wrap_gpu_copy_device_host_pointers(int device)
+{
+    return 1;
+}
+
+int __wrap_gpu_copy_create(const gpu_copy_params_t *params, gpu_copier_t **copier_p)
+{
+    assert_true(params->device >= 0 && params->device < ndevices);
+    assert_int_equal(params->max_inflight, FAKE_SLOTS);
+    copiers[params->device] = (struct gpu_copier){ .device = params->device };
+    *copier_p = &copiers[params->device];
+    return GPU_COPY_OK;
+}
+
+void __wrap_gpu_copy_destroy(gpu_copier_t *copier)
+{
+}
+
+int __wrap_gpu_copy_submit(gpu_copier_t *copier, const gpu_copy_req_t *req, gpu_copy_op_t **op_p)
+{
+    if (copier->inflight == FAKE_SLOTS) {
+        busy_answers++;
+        return GPU_COPY_E_BUSY;
+    }
+    assert_true(nops < FAKE_OPS);
+    if ((int)nops == fail_submission) {
+        fail_submission = -1;
+        return GPU_COPY_E_CUDA;
+    }
+    struct gpu_copy_op *op = &ops[nops++];
+    *op = (struct gpu_copy_op){ .copier = copier, .cb = req->done_cb, .arg = req->done_arg,
+                                .npieces = req->npieces, .engine = req->engine };
+    op->pieces = malloc(req->npieces * sizeof(*op->pieces));
+    assert_non_null(op->pieces);
+    memcpy(op->pieces, req->pieces, req->npieces * sizeof(*op->pieces));
+    copier->inflight++;
+    *op_p = op;
+    return GPU_COPY_OK;
+}
+
+int __wrap_gpu_copy_op_poll(gpu_copy_op_t *op)
+{
+    return op->ended ? op->rc : GPU_COPY_PENDING;
+}
+
+int __wrap_gpu_copy_op_elapsed_ms(gpu_copy_op_t *op, float *ms_p)
+{
+    *ms_p = 0.25f;
+    return GPU_COPY_OK;
+}
+
+const uint64_t *__wrap_gpu_copy_op_sums(gpu_copy_op_t *op)
+{
+    return NULL;
+}
+
+void __wrap_gpu_copy_op_release(gpu_copy_op_t *op)
+{
+    assert_true(op->ended);
+    op->copier->inflight--;
+}
+
+const char *__wrap_gpu_copy_last_error(const gpu_copier_t *copier)
+{
+    return "the fake copier's error";
+}
+
+/* ---------------------------------------------------------------- fixture */
+
+static uv_loop_t test_loop;
+static struct b10d test_d;
+
+/* What the copy room hears of a job's parts. */
+static unsigned parts_done;
+static b10_status_t first_failure;
+
+static uint32_t hook_sum_blocks(struct copy_job *job)
+{
+    return 0;
+}
+
+static b10_status_t hook_sums(struct copy_job *job, const uint64_t *sums, uint32_t n)
+{
+    fail_msg("no part of these jobs sums");
+    return B10_ERR_INTERNAL;
+}
+
+static void hook_part_done(struct copy_job *job, b10_status_t status)
+{
+    assert_true(job->parts > 0);
+    job->parts--;
+    parts_done++;
+    if (status != B10_OK && first_failure == B10_OK)
+        first_failure = status;
+}
+
+static const struct gpu_hooks hooks = { hook_sum_blocks, hook_sums, hook_part_done };
+
+/* End submission i as its copy would, callback on "a driver thread", then the loop's turn. */
+static void end_op(size_t i, int rc)
+{
+    assert_true(i < nops);
+    assert_false(ops[i].ended);
+    ops[i].ended = true;
+    ops[i].rc = rc;
+    ops[i].cb(ops[i].arg);
+    uv_run(&test_loop, UV_RUN_NOWAIT);
+}
+
+static int start(enum config_gpu_copy mode, int devices)
+{
+    memset(&test_d, 0, sizeof(test_d));
+    config_defaults(&test_d.cfg);
+    test_d.cfg.gpu_copy = mode;
+    test_d.cfg.progress_spin = false;   /* completions by callback alone */
+    test_d.loop = &test_loop;
+    ndevices = devices;
+    nops = busy_answers = 0;
+    fail_submission = -1;
+    parts_done = 0;
+    first_failure = B10_OK;
+    return gpu_start(&test_d, &hooks) == B10_OK && gpu_present(&test_d) ? 0 : -1;
+}
+
+static void stop(void)
+{
+    gpu_stop(&test_d);
+    uv_run(&test_loop, UV_RUN_NOWAIT);
+    for (size_t i = 0; i < nops; i++)
+        free(ops[i].pieces);
+}
+
+/* A scatter job of n pieces of 4 KiB from a view onto device memory (fake addresses). */
+struct job_fixture {
+    struct copy_job job;
+    struct copy_seg *segs;
+};
+
+static void job_init(struct job_fixture *f, uint32_t n, int device_of_odd)
+{
+    memset(f, 0, sizeof(*f));
+    f->segs = calloc(n, sizeof(*f->segs));
+    assert_non_null(f->segs);
+    for (uint32_t i = 0; i < n; i++)
+        f->segs[i] = (struct copy_seg){ .dst = (void *)(uintptr_t)(0x7000000000ull + i * 8192ull),
+                                        .src = (void *)(uintptr_t)(0x100000ull + i * 4096ull),
+                                        .len = 4096, .device = (i & 1) ? device_of_odd : 0,
+                                        .src_fd = -1, .dst_fd = -1 };
+    f->job.segs = f->segs;
+    f->job.nsegs = n;
+    f->job.gather = false;
+    f->job.parts = 1;       /* the caller's own part, as copy_job_submit holds it */
+}
+
+/* The submissions [from, to) carry exactly the job's pieces of device dev, in order. */
+static void assert_pieces(const struct job_fixture *f, size_t from, size_t to, int dev)
+{
+    uint32_t seg = 0;
+    for (size_t i = from; i < to; i++)
+        for (size_t p = 0; p < ops[i].npieces; p++) {
+            while (seg < f->job.nsegs && f->segs[seg].device != dev)
+                seg++;
+            assert_true(seg < f->job.nsegs);
+            assert_ptr_equal(ops[i].pieces[p].dev, f->segs[seg].dst);
+            assert_ptr_equal(ops[i].pieces[p].host, f->segs[seg].src);
+            assert_int_equal(ops[i].pieces[p].len, f->segs[seg].len);
+            seg++;
+        }
+    while (seg < f->job.nsegs && f->segs[seg].device != dev)
+        seg++;
+    assert_int_equal(seg, f->job.nsegs);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/*
+ * The copy engines take a chunk of 1000 pieces in submissions of at most 128
+ * (GPU_COPY_BATCH_PIECES), each its own batch call, event and callback: a
+ * model's step waits on the GPU behind one submission, not behind a chunk.
+ * The job hears of each part; only the last brings its parts to zero.
+ */
+static void test_engine_cuts_a_chunk_into_submissions(void **state)
+{
+    struct job_fixture f;
+    assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+    job_init(&f, 1000, 0);
+    gpu_copy_job(&test_d, &f.job);
+    assert_int_equal(nops, 8);              /* 7 x 128 + 104 */
+    for (size_t i = 0; i < nops; i++) {
+        assert_int_equal(ops[i].npieces, i < 7 ? 128 : 104);
+        assert_int_equal(ops[i].engine, GPU_COPY_BATCH);
+    }
+    assert_pieces(&f, 0, nops, 0);
+    assert_int_equal(f.job.parts, 1 + 8);
+    for (size_t i = 0; i < nops; i++)
+        end_op(i, GPU_COPY_OK);
+    assert_int_equal(parts_done, 8);
+    assert_int_equal(f.job.parts, 1);
+    assert_int_equal(first_failure, B10_OK);
+    stop();
+    free(f.segs);
+}
+
+/* With the kernels, a chunk is one submission: one launch, its sums chained to it. */
+static void test_kernels_take_a_chunk_whole(void **state)
+{
+    struct job_fixture f;
+    assert_int_equal(start(CONFIG_GPU_COPY_KERNEL, 1), 0);
+    job_init(&f, 1000, 0);
+    gpu_copy_job(&test_d, &f.job);
+    assert_int_equal(nops, 1);
+    assert_int_equal(ops[0].npieces, 1000);
+    assert_pieces(&f, 0, 1, 0);
+    end_op(0, GPU_COPY_OK);
+    assert_int_equal(f.job.parts, 1);
+    stop();
+    free(f.segs);
+}
+
+/*
+ * More submissions than the copier has slots: the rest wait in order and go
+ * out as slots come back, each at most once; a full device is tried once a
+ * pass (one BUSY per completion, not one per waiting part); every piece is
+ * submitted exactly once, in order.
+ */
+static void test_full_copier_queues_in_order(void **state)
+{
+    struct job_fixture a, b;
+    assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+    job_init(&a, 128 * 20, 0);              /* 20 submissions */
+    job_init(&b, 128 * 6 + 1, 0);           /* 7 more */
+    gpu_copy_job(&test_d, &a.job);
+    gpu_copy_job(&test_d, &b.job);
+    assert_int_equal(nops, FAKE_SLOTS);
+    assert_int_equal(busy_answers, 1);      /* only the first waiter was tried */
+    size_t ended = 0;
+    while (ended < nops) {
+        size_t busy_before = busy_answers;
+        end_op(ended++, GPU_COPY_OK);
+        /* A pass over the waiters stops at the first BUSY. */
+        assert_true(busy_answers - busy_before <= 1);
+    }
+    assert_int_equal(nops, 27);
+    assert_pieces(&a, 0, 20, 0);
+    assert_pieces(&b, 20, 27, 0);
+    assert_int_equal(a.job.parts, 1);
+    assert_int_equal(b.job.parts, 1);
+    assert_int_equal(parts_done, 27);
+    stop();
+    free(a.segs);
+    free(b.segs);
+}
+
+/*
+ * Device 0's backlog does not hold device 1 back: a job whose pieces are on
+ * device 1 goes out at once while device 0's waiters wait; each device's
+ * submissions carry only its own pieces.
+ */
+static void test_one_devices_backlog_holds_no_other(void **state)
+{
+    struct job_fixture a, b;
+    assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 2), 0);
+    job_init(&a, 128 * 20, 0);              /* device 0 only: 20 submissions */
+    gpu_copy_job(&test_d, &a.job);
+    assert_int_equal(nops, FAKE_SLOTS);
+    job_init(&b, 256, 1);                   /* half of it on device 1 */
+    gpu_copy_job(&test_d, &b.job);
+    /* Device 0 is full: b's device-0 half waits; its device-1 half went out. */
+    assert_int_equal(nops, FAKE_SLOTS + 1);
+    assert_ptr_equal(ops[FAKE_SLOTS].copier, &copiers[1]);
+    assert_int_equal(ops[FAKE_SLOTS].npieces, 128);
+    for (size_t i = 0; i < nops; i++)
+        if (!ops[i].ended)
+            end_op(i, GPU_COPY_OK);
+    /* Those ended let the waiters out; end them too. */
+    for (size_t i = 0; i < nops; i++)
+        if (!ops[i].ended)
+            end_op(i, GPU_COPY_OK);
+    assert_int_equal(a.job.parts, 1);
+    assert_int_equal(b.job.parts, 1);
+    stop();
+    free(a.segs);
+    free(b.segs);
+}
+
+/*
+ * A submission refused by CUDA mid-chunk fails its part at once; the parts
+ * before and after it still run and end; the job's parts come to zero only
+ * when the last has, and it has heard the failure.
+ */
+static void test_refused_submission_midway(void **state)
+{
+    struct job_fixture f;
+    assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+    job_init(&f, 128 * 4, 0);
+    fail_submission = 2;
+    gpu_copy_job(&test_d, &f.job);
+    assert_int_equal(nops, 3);              /* the third try was refused, the fourth went out */
+    assert_int_equal(parts_done, 1);
+    assert_int_equal(first_failure, B10_ERR_INTERNAL);
+    assert_int_equal(f.job.parts, 1 + 3);
+    for (size_t i = 0; i < nops; i++)
+        end_op(i, GPU_COPY_OK);
+    assert_int_equal(f.job.parts, 1);
+    assert_int_equal(parts_done, 4);
+    /* A copy that ends badly is its part's failure too. */
+    first_failure = B10_OK;
+    size_t base = nops;
+    gpu_copy_job(&test_d, &f.job);
+    assert_int_equal(nops, base + 4);
+    end_op(base, GPU_COPY_E_CUDA);
+    for (size_t i = base + 1; i < nops; i++)
+        end_op(i, GPU_COPY_OK);
+    assert_int_equal(first_failure, B10_ERR_INTERNAL);
+    assert_int_equal(f.job.parts, 1);
+    stop();
+    free(f.segs);
+}
+
+static int group_setup(void **state)
+{
+    log_setup(LOG_LEVEL_ERR, "test-gpu");
+    return uv_loop_init(&test_loop);
+}
+
+static int group_teardown(void **state)
+{
+    uv_run(&test_loop, UV_RUN_NOWAIT);
+    return uv_loop_close(&test_loop) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_engine_cuts_a_chunk_into_submissions),
+        cmocka_unit_test(test_kernels_take_a_chunk_whole),
+        cmocka_unit_test(test_full_copier_queues_in_order),
+        cmocka_unit_test(test_one_devices_backlog_holds_no_other),
+        cmocka_unit_test(test_refused_submission_midway),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
+
+#else /* !B10_HAVE_CUDA */
+
+static void test_without_cuda(void **state)
+{
+    skip();
+}
+
+int main(void)
+{
+    printf("test-gpu: built without the CUDA backend (no nvcc): gpu.c has no submissions "
+           "to cut, skipped\n");
+    const struct CMUnitTest tests[] = { cmocka_unit_test(test_without_cuda) };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#endif
