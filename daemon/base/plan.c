@@ -280,6 +280,51 @@ static uint64_t plan_src_slots(const struct plan_span *spans, size_t n, uint64_t
     return range + 1;
 }
 
+/*
+ * Both of the above read straight from the request's tables in one pass,
+ * for a request of that shape on both sides (KV blocks: one power-of-two
+ * size, whole sizes from the lowest destination and source, no source
+ * twice): each source slot takes its destination, each destination slot
+ * its bit. Writing the spans out first and walking them twice more moved
+ * 2.4 MB more for 100,000 spans. words holds cap 64-bit words: the slots,
+ * then the bitmap. Returns the number of slots, *dup_p the lowest
+ * destination slot written twice (UINT64_MAX: none); 0 where the request
+ * is not of that shape or does not fit, and the spans decide as above.
+ * The tables are the caller's own copy: read twice, they hold what the
+ * first pass checked, and every slot is bounded all the same.
+ */
+static uint64_t plan_kv_slots(const uint8_t *src_spans, const uint8_t *dst_spans, size_t n,
+                              uint64_t len, uint64_t smin, uint64_t smax, uint64_t dmin,
+                              uint64_t dmax, uint64_t *words, size_t cap, uint64_t *dup_p)
+{
+    if (n < 2 || (len & (len - 1)) != 0)
+        return 0;
+    unsigned shift = (unsigned)__builtin_ctzll(len);
+    uint64_t srange = (smax - smin) >> shift, drange = (dmax - dmin) >> shift;
+    /* slots (srange + 1) and bitmap words (drange / 64 + 1) within cap */
+    if (srange + 1 >= cap || drange / 64 + 1 > cap - (srange + 1))
+        return 0;
+    uint64_t nslots = srange + 1, *slots = words, *bits = words + nslots;
+    memset(slots, 0xff, (size_t)nslots * sizeof(*slots));
+    memset(bits, 0, (size_t)(drange / 64 + 1) * sizeof(*bits));
+    uint64_t dup = UINT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t src = frame_get_u64(src_spans + i * SPAN_BYTES) - smin;
+        uint64_t dst = frame_get_u64(dst_spans + i * SPAN_BYTES) - dmin;
+        uint64_t ss = src >> shift, ds = dst >> shift;
+        if (((src | dst) & (len - 1)) != 0 || ss >= nslots || ds > drange ||
+            slots[ss] != PLAN_SLOT_EMPTY)
+            return 0;
+        slots[ss] = dst + dmin;
+        uint64_t bit = UINT64_C(1) << (ds & 63);
+        if ((bits[ds / 64] & bit) != 0 && ds < dup)
+            dup = ds;
+        bits[ds / 64] |= bit;
+    }
+    *dup_p = dup;
+    return nslots;
+}
+
 /* How read_spans left the spans in source order. */
 struct plan_order {
     const uint32_t *order;      /* their indices in that order; NULL: request order */
@@ -304,39 +349,71 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
     uint64_t len0 = frame_get_u64(src_spans + 8);
     struct plan_keys src_keys, dst_keys;
 
-    plan_keys_init(&src_keys, frame_get_u64(src_spans));
-    plan_keys_init(&dst_keys, frame_get_u64(dst_spans));
+    uint64_t prev_src = frame_get_u64(src_spans), prev_dst = frame_get_u64(dst_spans);
+    plan_keys_init(&src_keys, prev_src);
+    plan_keys_init(&dst_keys, prev_dst);
+    /* Checked and summed, not yet written out: a KV request needs no span of it again. */
     for (size_t i = 0; i < count; i++) {
-        struct plan_span *s = &spans[i];
+        uint64_t src = frame_get_u64(src_spans + i * SPAN_BYTES);
+        uint64_t len = frame_get_u64(src_spans + i * SPAN_BYTES + 8);
+        uint64_t dst = frame_get_u64(dst_spans + i * SPAN_BYTES);
         uint64_t dlen = frame_get_u64(dst_spans + i * SPAN_BYTES + 8);
-
-        s->src = frame_get_u64(src_spans + i * SPAN_BYTES);
-        s->len = frame_get_u64(src_spans + i * SPAN_BYTES + 8);
-        s->dst = frame_get_u64(dst_spans + i * SPAN_BYTES);
-        if (s->len == 0 || s->len != dlen) {
+        if (len == 0 || len != dlen) {
             snprintf(detail, detail_len, "span %zu: lengths %" PRIu64 " and %" PRIu64
-                     " must be equal and non-zero", i, s->len, dlen);
+                     " must be equal and non-zero", i, len, dlen);
             return B10_ERR_INVALID_ARG;
         }
-        if (s->src + s->len < s->src || s->dst + s->len < s->dst) {
+        if (src + len < src || dst + len < dst) {
             snprintf(detail, detail_len, "span %zu wraps the address space", i);
             return B10_ERR_INVALID_ARG;
         }
         /* Said only once the destinations are known not to overlap, as before. */
-        overflow |= total + s->len < total;
-        total += s->len;
-        one_size &= s->len == len0;
-        dmin = s->dst < dmin ? s->dst : dmin;
-        dmax = s->dst > dmax ? s->dst : dmax;
-        smin = s->src < smin ? s->src : smin;
-        smax = s->src > smax ? s->src : smax;
+        overflow |= total + len < total;
+        total += len;
+        one_size &= len == len0;
+        dmin = dst < dmin ? dst : dmin;
+        dmax = dst > dmax ? dst : dmax;
+        smin = src < smin ? src : smin;
+        smax = src > smax ? src : smax;
         /* What the sorts need to know, learnt here rather than in a pass of their own. */
-        plan_keys_add(&src_keys, s->src, i > 0 ? s[-1].src : s->src);
-        plan_keys_add(&dst_keys, s->dst, i > 0 ? s[-1].dst : s->dst);
+        plan_keys_add(&src_keys, src, prev_src);
+        plan_keys_add(&dst_keys, dst, prev_dst);
+        prev_src = src;
+        prev_dst = dst;
     }
 
     /* Two spans writing the same destination byte make the result depend on order. */
     uint64_t dup;
+    /* recs and tmp, one block: 2 words a span. */
+    uint64_t nslots = one_size ? plan_kv_slots(src_spans, dst_spans, count, len0, smin, smax,
+                                               dmin, dmax, recs, 2 * count, &dup)
+                               : 0;
+    if (nslots > 0) {
+        if (dup != UINT64_MAX) {
+            /* Named as the sort names them: the slot's first two spans in request order. */
+            uint64_t at = dmin + (dup << __builtin_ctzll(len0));
+            size_t p = 0, c;
+            while (frame_get_u64(dst_spans + p * SPAN_BYTES) != at)
+                p++;
+            for (c = p + 1; frame_get_u64(dst_spans + c * SPAN_BYTES) != at; c++)
+                ;
+            snprintf(detail, detail_len, "destination spans %zu and %zu overlap", p, c);
+            return B10_ERR_INVALID_ARG;
+        }
+        if (overflow) {
+            snprintf(detail, detail_len, "transfer length overflows 64 bits");
+            return B10_ERR_TOO_LARGE;
+        }
+        /* The packing walks the slots; of the spans it reads the first's length. */
+        spans[0] = (struct plan_span){ frame_get_u64(src_spans), frame_get_u64(dst_spans), len0 };
+        *ord = (struct plan_order){ NULL, nslots, smin };
+        *total_p = total;
+        return B10_OK;
+    }
+    for (size_t i = 0; i < count; i++)
+        spans[i] = (struct plan_span){ frame_get_u64(src_spans + i * SPAN_BYTES),
+                                       frame_get_u64(dst_spans + i * SPAN_BYTES),
+                                       frame_get_u64(src_spans + i * SPAN_BYTES + 8) };
     if (one_size && plan_dst_slots(spans, count, dmin, dmax, recs, &dup)) {
         if (dup != UINT64_MAX) {
             /* Named as the sort below names them: the slot's first two spans in request order. */
