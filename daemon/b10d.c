@@ -266,6 +266,12 @@ void b10d_stop(struct b10d *d)
     /* Let copies and UCX requests settle, bounded: nothing may be freed under them. */
     for (int i = 0; d->wire != NULL && i < 2000 && wire_outstanding(d->wire) > 0; i++)
         uv_run(d->loop, UV_RUN_NOWAIT);
+    /* Gathers of failed sends, begun ahead of READY, give their views back as they end: 10 s. */
+    for (int i = 0; i < 10000 && d->gathers_ahead_ending > 0; i++) {
+        uv_run(d->loop, UV_RUN_NOWAIT);
+        if (d->gathers_ahead_ending > 0)
+            uv_sleep(1);
+    }
     /* Inline copies are over already: their completions end what waits for them. */
     copy_stop(d);
     xfer_settle_all(d);

@@ -50,6 +50,7 @@ static bool xfer_send_data(struct xfer_slot *slot)
     }
     x->holds++;
     slot->view->holds++;
+    x->data_posted = true;
     xfer_pipe_wire_begin(slot);
     return true;
 }
@@ -69,9 +70,15 @@ static void xfer_send_on_gathered(struct copy_job *job, b10_status_t status)
     xfer_send_data(slot);
 }
 
-/* The chunks gathered ahead of READY, now that it came: their DATA in chunk order. */
+/*
+ * READY came: the views gathered ahead are a running send's now, and the
+ * chunks gathered already go out, in chunk order.
+ */
 static void xfer_send_parked(struct xfer *x)
 {
+    for (uint32_t i = 0; i < x->nslots; i++)
+        if (x->slots[i].busy && x->slots[i].view != NULL)
+            staging_promote(x->d->staging, x->slots[i].view);
     for (;;) {
         struct xfer_slot *first = NULL;
         for (uint32_t i = 0; i < x->nslots; i++) {
@@ -91,8 +98,9 @@ static void xfer_send_parked(struct xfer *x)
  * A view gathered ahead of READY does nothing until the receiver answers, and
  * a receiver may queue a transfer until earlier ones of ours are through, which
  * need views to get there. So a transfer gathers only its first chunk ahead,
- * and only while half its peer's share and half the pool are free: running
- * transfers always have the other halves.
+ * in a view of the pool's quarter for that (VIEW_AHEAD), and only while a
+ * quarter of its peer's share is free: running sends keep the rest but the
+ * quarantine's. Without room it goes on when READY comes.
  */
 static bool xfer_send_ahead_room(const struct xfer *x)
 {
@@ -100,8 +108,7 @@ static bool xfer_send_ahead_room(const struct xfer *x)
     return x->gather_ahead && x->state != XFER_DONE && x->next_chunk == 0 &&
            (x->peer == NULL || x->peer->views_bytes + x->peer->quarantined +
                                    staging_view_bytes(d->staging) <=
-                               config_peer_staging(&d->cfg) / 2) &&
-           staging_free_views(d->staging) > staging_views(d->staging) / 2;
+                               config_peer_staging(&d->cfg) / 4);
 }
 
 /*
@@ -115,9 +122,13 @@ void xfer_send_pump(struct xfer *x)
         struct xfer_slot *slot = xfer_free_slot(x);
         if (slot == NULL)
             return;
-        struct view *view = xfer_view_room(x) ? staging_get(x->d->staging, VIEW_SEND) : NULL;
+        bool ahead = x->state != XFER_RUNNING;
+        struct view *view = xfer_view_room(x) ? staging_get(x->d->staging,
+                                                            ahead ? VIEW_AHEAD : VIEW_SEND)
+                                              : NULL;
         if (view == NULL) {
-            xfer_wait_for_view(x);
+            if (!ahead)
+                xfer_wait_for_view(x);
             return;
         }
         xfer_view_count(x, view);

@@ -540,7 +540,7 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
      */
     bool peer_silent = xfer_peer_silent(status);
     x->await_ack = x->role == XFER_SEND && x->control_sent && !peer_silent && !x->peer_settled &&
-                   was == XFER_RUNNING && x->next_chunk > 0 && x->result_op != NULL;
+                   was == XFER_RUNNING && x->data_posted && x->result_op != NULL;
 
     /* Cancel what can be cancelled; trust nothing to have stopped. */
     wire_cancel(d->wire, x->ready_op);
@@ -561,12 +561,13 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
          * but our own gather wrote its views. One that ended is clean; one still
          * running gives its view back when it ends well (xfer_copy_ended).
          */
-        if (x->role == XFER_SEND && was != XFER_RUNNING) {
+        if (x->role == XFER_SEND && was != XFER_RUNNING && (slot->parked || slot->copying)) {
             if (slot->parked) {
                 slot->parked = false;
                 xfer_slot_release(slot);
             } else {
                 slot->release_at_end = true;
+                d->gathers_ahead_ending++;
             }
             continue;
         }
@@ -747,6 +748,7 @@ b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *
     }
     x->holds++;
     slot->view->holds++;
+    slot->copying = true;
     slot->phase_ns = uv_hrtime();
     xfer_times_first(x);
     xfer_trace_step(x, gather ? XS_GATHER : XS_SCATTER, slot->chunk);
@@ -1025,6 +1027,7 @@ static void xfer_ahead_ended(struct xfer_slot *slot, b10_status_t status)
     struct view *view = slot->view;
 
     slot->release_at_end = false;
+    x->d->gathers_ahead_ending--;
     x->holds--;
     view->holds--;
     if (status == B10_OK) {
@@ -1044,6 +1047,7 @@ bool xfer_copy_ended(struct xfer_slot *slot, struct copy_job *job, b10_status_t 
     struct xfer *x = slot->x;
     bool writes = !job->gather;
 
+    slot->copying = false;
     if (slot->release_at_end) {
         xfer_ahead_ended(slot, status);
         return false;

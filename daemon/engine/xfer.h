@@ -61,6 +61,7 @@ struct xfer_slot {
     struct wire_op *op;             /* S: DATA send; R: DATA receive */
     struct copy_job *job;           /* R: its scatter, while it runs */
     bool stuck;                     /* R: that scatter outlived --settle-ms (its regions stuck) */
+    bool copying;                   /* its gather or scatter runs */
     bool parked;                    /* S: gathered before READY, its DATA not yet posted */
     bool release_at_end;            /* S: failed before READY while its gather ran: the
                                        view comes back clean when that gather ends well */
@@ -165,6 +166,7 @@ struct xfer {
     uint8_t cancel_buf[64 + AUTH_OVERHEAD];
     bool tags_registered;
     bool gather_ahead;              /* S: its chunks may be gathered before READY */
+    bool data_posted;               /* S: a DATA of it went out */
     bool control_sent;
     bool released;                  /* the client dropped its handle: no done notice */
 

@@ -17,6 +17,14 @@ struct staging {
     uint32_t target;            /* views the pool should hold */
     uint32_t nfree;
     uint32_t recv_busy, recv_cap;
+    /*
+     * Views gathered ahead of READY idle until their receiver answers, and a
+     * receiver may hold that answer until our earlier sends to it are through,
+     * which need views to get there. Receives take at most half the pool and
+     * these at most a quarter, so running sends always have the rest but the
+     * quarantine's.
+     */
+    uint32_t ahead_busy, ahead_cap;
     uint32_t quarantined;
     uint32_t next_id;
     bool lock_warned;
@@ -93,6 +101,7 @@ b10_status_t staging_create(struct b10d *d, uint64_t total_bytes, uint64_t view_
     s->view_bytes = view_bytes;
     s->target = (uint32_t)(total_bytes / view_bytes);
     s->recv_cap = s->target / 2 > 0 ? s->target / 2 : 1;
+    s->ahead_cap = s->target / 4;
     list_init(&s->free_views);
     list_init(&s->waiters);
     for (uint32_t i = 0; i < s->target; i++) {
@@ -127,7 +136,8 @@ struct view *staging_get(struct staging *s, enum view_use use)
 {
     if (list_empty(&s->free_views))
         return NULL;
-    if (use == VIEW_RECV && s->recv_busy >= s->recv_cap)
+    if ((use == VIEW_RECV && s->recv_busy >= s->recv_cap) ||
+        (use == VIEW_AHEAD && s->ahead_busy >= s->ahead_cap))
         return NULL;
     struct view *v = list_entry(s->free_views.next, struct view, node);
     list_remove(&v->node);
@@ -135,6 +145,8 @@ struct view *staging_get(struct staging *s, enum view_use use)
     v->use = use;
     if (use == VIEW_RECV)
         s->recv_busy++;
+    if (use == VIEW_AHEAD)
+        s->ahead_busy++;
     return v;
 }
 
@@ -142,6 +154,16 @@ static void staging_release_use(struct staging *s, struct view *v)
 {
     if (v->use == VIEW_RECV)
         s->recv_busy--;
+    if (v->use == VIEW_AHEAD)
+        s->ahead_busy--;
+}
+
+void staging_promote(struct staging *s, struct view *v)
+{
+    if (v->use == VIEW_AHEAD) {
+        s->ahead_busy--;
+        v->use = VIEW_SEND;
+    }
 }
 
 /*

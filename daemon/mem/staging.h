@@ -24,6 +24,7 @@ enum view_use {
     VIEW_FREE,
     VIEW_SEND,
     VIEW_RECV,
+    VIEW_AHEAD,         /* a sender's, gathered before its receiver's READY */
     VIEW_QUARANTINED,
 };
 
@@ -55,6 +56,8 @@ b10_status_t staging_create(struct b10d *d, uint64_t total_bytes, uint64_t view_
 void staging_destroy(struct staging *s);
 
 struct view *staging_get(struct staging *s, enum view_use use);
+/* A view taken VIEW_AHEAD becomes a running sender's (VIEW_SEND): READY came. */
+void staging_promote(struct staging *s, struct view *v);
 /* A view whose last use ended cleanly goes back to the pool. */
 void staging_put(struct staging *s, struct view *v);
 /*

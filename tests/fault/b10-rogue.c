@@ -2640,7 +2640,8 @@ static void answer_xfer(struct auth_link *in, uint64_t xid, bool ready, B10__Sta
  * share for one peer holds views, each end the transfer with our refusal
  * (run.sh then finds no view of them in its quarantine: the views gathered
  * ahead came back clean); and a transfer answered as a daemon would (READY,
- * its DATA taken, RESULT) succeeds with its source's bytes.
+ * its DATA taken, RESULT) succeeds with its source's bytes. Each transfer
+ * that never heard READY says its first byte moved: its gather ran ahead.
  */
 static int case_early_result(const char *c)
 {
@@ -2687,7 +2688,13 @@ static int case_early_result(const char *c)
                                                    : B10__STATUS__ERR_REMOTE_REJECTED);
         st = b10_xfer_wait(x, timeout_ms);
         snprintf(detail, sizeof(detail), "%s", b10_xfer_detail(x));
+        /* Its first byte moved before any READY: the gather ahead ran, whatever came after. */
+        b10_xfer_times_t times;
+        bool moved = b10_xfer_times(x, &times) == B10_OK &&
+                     (times.field_mask & B10_XFER_TIMES_FIRST) != 0;
         b10_xfer_release(x);
+        if (!good && !moved)
+            return fail(c, "round %d: the victim gathered nothing before READY", round);
         b10_status_t want = early ? B10_ERR_PEER_PROTOCOL : good ? B10_OK : B10_ERR_REMOTE_REJECTED;
         if (st != want)
             return fail(c, "%s: the transfer ended %s (%s), not %s",

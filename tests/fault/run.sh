@@ -690,16 +690,16 @@ scen_floods() {
 # refused; written back into exactly its spans, it lands. B's own HELLO,
 # reflected back to it, changes nothing. B's transfers to the rogue, which
 # B gathers ahead of READY: a RESULT of success before READY fails one, 40
-# refusals before READY leave none of their views in B's quarantine (kept a
-# minute here, so that none expires unseen), and a READY, then its DATA,
+# refusals before READY leave none of their views in B's quarantine (kept an
+# hour here, so that none expires unseen), and a READY, then its DATA,
 # then success land.
 scen_bad_ack() {
-    start_daemon B --quarantine-ttl-ms 60000
+    start_daemon B --quarantine-ttl-ms 3600000
     fg 60 rogue "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" "$D/B.sock" bad_ack bad_writeback \
         reflect early_result
     [ "$rc" = 0 ] || die "rogue: $(grep -m1 '^FAIL' "$D/rogue.log" || tail -n 1 "$D/rogue.log")"
     grep -q 'chunk limit out of range' "$D/B.log" || die "B did not log why it refused the link"
-    "$B10CTL" -s "$D/B.sock" --json quarantine >"$D/bad_ack-quarantine.json" ||
+    timeout 30 "$B10CTL" -s "$D/B.sock" --json quarantine >"$D/bad_ack-quarantine.json" ||
         die "b10ctl quarantine exited $?"
     _q=$(python3 -c "
 import json, sys

@@ -209,6 +209,54 @@ static void test_receive_cap(void **state)
     pool_destroy(s);
 }
 
+/*
+ * Views gathered ahead of READY: at most a quarter of the pool, so that with
+ * receives at their half, running sends still have a quarter. READY promotes
+ * one to a send's, which frees its place in the quarter; a quarantined one
+ * frees it too.
+ */
+static void test_ahead_cap(void **state)
+{
+    struct staging *s = pool(8);
+    struct view *a[2], *r[4], *w[2];
+
+    take(s, VIEW_AHEAD, a, 2);
+    assert_null(staging_get(s, VIEW_AHEAD));
+    take(s, VIEW_RECV, r, 4);
+    /* Ahead and receives at their caps: the last quarter serves sends. */
+    take(s, VIEW_SEND, w, 2);
+    assert_null(staging_get(s, VIEW_SEND));
+    put_all(s, w, 2);
+
+    /* READY: a view gathered ahead is a send's now, and its place in the quarter free. */
+    staging_promote(s, a[0]);
+    assert_int_equal(a[0]->use, VIEW_SEND);
+    struct view *b = staging_get(s, VIEW_AHEAD);
+    assert_non_null(b);
+    assert_null(staging_get(s, VIEW_AHEAD));
+    /* Promoting a send's view changes nothing. */
+    staging_promote(s, a[0]);
+    assert_int_equal(a[0]->use, VIEW_SEND);
+    assert_null(staging_get(s, VIEW_AHEAD));
+    /* A send's view coming back does not free the quarter; an ahead view does. */
+    staging_put(s, a[0]);
+    assert_null(staging_get(s, VIEW_AHEAD));
+    staging_put(s, b);
+    a[0] = staging_get(s, VIEW_AHEAD);
+    assert_non_null(a[0]);
+    put_all(s, a, 2);
+    put_all(s, r, 4);
+    pool_destroy(s);
+
+    /* A pool of fewer than 4 views gathers nothing ahead. */
+    s = pool(3);
+    assert_null(staging_get(s, VIEW_AHEAD));
+    w[0] = staging_get(s, VIEW_SEND);
+    assert_non_null(w[0]);
+    staging_put(s, w[0]);
+    pool_destroy(s);
+}
+
 /* ---------------------------------------------------------------- waiters */
 
 struct test_waiter {
@@ -518,6 +566,7 @@ int main(void)
         cmocka_unit_test_teardown(test_create_get_put, test_teardown),
         cmocka_unit_test_teardown(test_reuse_is_lifo, test_teardown),
         cmocka_unit_test_teardown(test_receive_cap, test_teardown),
+        cmocka_unit_test_teardown(test_ahead_cap, test_teardown),
         cmocka_unit_test_teardown(test_waiters_fifo, test_teardown),
         cmocka_unit_test_teardown(test_waiters_that_do_not_take, test_teardown),
         cmocka_unit_test_teardown(test_rewaiting_waiter_does_not_loop, test_teardown),
