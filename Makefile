@@ -202,7 +202,7 @@ $(BUILD)/tests/test-gpu: UNIT_LDFLAGS := $(foreach f,device_count device_mps dev
 	create destroy submit op_poll op_elapsed_ms op_sums op_release last_error,-Wl,--wrap=gpu_copy_$(f))
 # test-xfer watches the failure funnel retire ids and cancel wire operations.
 $(BUILD)/tests/test-xfer: UNIT_LDFLAGS := -Wl,--wrap=quarantine_add -Wl,--wrap=wire_cancel \
-	-Wl,--wrap=tags_quarantine
+	-Wl,--wrap=tags_quarantine -Wl,--wrap=wire_mem_map -Wl,--wrap=wire_mem_unmap
 # test-session drives session.c as a rank and as the engine do: the client socket, the UCX
 # address, the mapping of memory, remote daemons and the engine's entry points are its fakes.
 $(BUILD)/tests/test-session: UNIT_LDFLAGS := $(foreach f,ipc_send ipc_send_notice ipc_notice_bytes \

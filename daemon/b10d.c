@@ -124,6 +124,7 @@ b10_status_t b10d_start(struct b10d *d)
     list_init(&d->peers);
     list_init(&d->xfers);
     list_init(&d->settling);
+    list_init(&d->ahead_parked);
     list_init(&d->regs_waiting);
     if (d->now_ms == NULL)
         d->now_ms = b10d_monotonic_ms;
@@ -272,6 +273,11 @@ void b10d_stop(struct b10d *d)
         if (d->gathers_ahead_ending > 0)
             uv_sleep(1);
     }
+    /* One still running would give its view back into a freed pool: the pool stays. */
+    bool keep_pool = d->gathers_ahead_ending > 0;
+    if (keep_pool)
+        log_warning("%u gathers of failed sends still run after 10 s: the staging pool is left "
+                    "to the process's exit", d->gathers_ahead_ending);
     /* Inline copies are over already: their completions end what waits for them. */
     copy_stop(d);
     xfer_settle_all(d);
@@ -286,7 +292,8 @@ void b10d_stop(struct b10d *d)
     d->ipc = NULL;
     /* Views go before the wire: their UCX registrations must be released before UCX is. */
     quarantine_destroy(d->quarantine);
-    staging_destroy(d->staging);
+    if (!keep_pool)
+        staging_destroy(d->staging);
     wire_destroy(d->wire);
     d->wire = NULL;
     gate_destroy(d->gate);

@@ -151,6 +151,7 @@ struct b10d {
     uint32_t nxfers;
     struct list settling;           /* struct xfer.node: failed, news waiting for copies to end */
     uint32_t gathers_ahead_ending;  /* gathers ahead of READY still running for failed sends */
+    struct list ahead_parked;       /* struct xfer.ahead_node: sends holding a view gathered ahead */
     uint32_t test_copy_delay_ms;    /* B10_TEST_COPY_DELAY_MS: scatters wait this long (tests) */
     bool test_local_staged;         /* B10_TEST_LOCAL_STAGED: local copies through views (tests) */
     uint32_t fault_flip_every;      /* B10D_FAULT_FLIP_DATA: flip a byte of every Nth chunk sent */

@@ -131,6 +131,7 @@ bool xfer_view_room(const struct xfer *x);
 void xfer_view_count(struct xfer *x, const struct view *view);
 /* Wait for a free view; the role's pump runs again when one is given back. */
 void xfer_wait_for_view(struct xfer *x);
+void xfer_ahead_reclaim(struct b10d *d);
 struct xfer_slot *xfer_free_slot(struct xfer *x);
 void xfer_slot_release(struct xfer_slot *slot);
 bool xfer_slot_op_done(struct xfer_slot *slot);

@@ -64,7 +64,11 @@ static void xfer_send_on_gathered(struct copy_job *job, b10_status_t status)
         return;
     xfer_chunk_seal(slot, job);
     if (x->state != XFER_RUNNING) {
-        slot->parked = true;    /* gathered ahead of READY: xfer_send_on_ready sends it */
+        /* Gathered ahead of READY: xfer_send_on_ready sends it, unless views are short. */
+        slot->parked = true;
+        list_insert_tail(&x->d->ahead_parked, &x->ahead_node);
+        if (staging_waited(x->d->staging))
+            xfer_ahead_reclaim(x->d);
         return;
     }
     xfer_send_data(slot);
@@ -76,6 +80,7 @@ static void xfer_send_on_gathered(struct copy_job *job, b10_status_t status)
  */
 static void xfer_send_parked(struct xfer *x)
 {
+    list_remove(&x->ahead_node);
     for (uint32_t i = 0; i < x->nslots; i++)
         if (x->slots[i].busy && x->slots[i].view != NULL)
             staging_promote(x->d->staging, x->slots[i].view);

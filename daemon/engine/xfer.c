@@ -199,6 +199,7 @@ struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t
     x->peer_user.link = &x->link;
     list_init(&x->other_node);
     list_init(&x->waiter.node);
+    list_init(&x->ahead_node);
     x->started_ms = d->now_ms(d);
     x->deadline_ms = x->started_ms + budget_ms;
     uv_timer_init(d->loop, &x->timer);
@@ -277,6 +278,7 @@ static void xfer_detach(struct xfer *x)
     list_remove(&x->peer_user.node);
     list_remove(&x->other_node);
     list_remove(&x->node);
+    list_remove(&x->ahead_node);
     x->d->nxfers--;
     if (x->session != NULL && x->role != XFER_RECV)
         x->session->nxfers--;
@@ -774,6 +776,42 @@ static void xfer_on_view_free(struct staging_waiter *w)
         xfer_recv_pump(x);
 }
 
+/*
+ * Give back every view a send gathered ahead of READY and holds parked: a
+ * transfer waits for a view, and none may idle for a receiver's answer
+ * meanwhile (that receiver may be waiting on the very transfers that wait
+ * here). Their transfers gather those chunks again after READY. The views
+ * are taken from their slots first and put back after, so that the waiters
+ * woken by each put find every transfer already as it will stay.
+ */
+void xfer_ahead_reclaim(struct b10d *d)
+{
+    struct list views;
+    list_init(&views);
+    while (!list_empty(&d->ahead_parked)) {
+        struct xfer *x = list_entry(d->ahead_parked.next, struct xfer, ahead_node);
+        list_remove(&x->ahead_node);
+        for (uint32_t i = 0; i < x->nslots; i++) {
+            struct xfer_slot *slot = &x->slots[i];
+            if (!slot->busy || !slot->parked)
+                continue;
+            struct view *view = slot->view;
+            slot->parked = false;
+            slot->busy = false;
+            slot->view = NULL;
+            xfer_view_uncount(x, view);
+            list_insert_tail(&views, &view->node);
+        }
+        x->next_chunk = 0;
+        x->gather_ahead = false;
+    }
+    while (!list_empty(&views)) {
+        struct view *view = list_entry(views.next, struct view, node);
+        list_remove(&view->node);
+        staging_put(d->staging, view);
+    }
+}
+
 void xfer_wait_for_view(struct xfer *x)
 {
     if (x->waiting)
@@ -781,6 +819,7 @@ void xfer_wait_for_view(struct xfer *x)
     x->waiter.wake = xfer_on_view_free;
     x->waiting = true;
     staging_wait(x->d->staging, &x->waiter);
+    xfer_ahead_reclaim(x->d);
 }
 
 /*

@@ -167,6 +167,7 @@ struct xfer {
     bool tags_registered;
     bool gather_ahead;              /* S: its chunks may be gathered before READY */
     bool data_posted;               /* S: a DATA of it went out */
+    struct list ahead_node;         /* S: in b10d.ahead_parked while a chunk is parked */
     bool control_sent;
     bool released;                  /* the client dropped its handle: no done notice */
 

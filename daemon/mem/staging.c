@@ -158,6 +158,11 @@ static void staging_release_use(struct staging *s, struct view *v)
         s->ahead_busy--;
 }
 
+bool staging_waited(const struct staging *s)
+{
+    return !list_empty(&s->waiters);
+}
+
 void staging_promote(struct staging *s, struct view *v)
 {
     if (v->use == VIEW_AHEAD) {

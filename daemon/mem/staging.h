@@ -56,6 +56,8 @@ b10_status_t staging_create(struct b10d *d, uint64_t total_bytes, uint64_t view_
 void staging_destroy(struct staging *s);
 
 struct view *staging_get(struct staging *s, enum view_use use);
+/* Whether a transfer waits for a view. */
+bool staging_waited(const struct staging *s);
 /* A view taken VIEW_AHEAD becomes a running sender's (VIEW_SEND): READY came. */
 void staging_promote(struct staging *s, struct view *v);
 /* A view whose last use ended cleanly goes back to the pool. */

@@ -7,7 +7,8 @@
  * quarantine. The transfers here are a rank's READ and local transfers, on a
  * real libuv loop with real timers; what lies above the engine is the
  * rank_ops table the engine reaches ranks through (rank.h), here a recorder,
- * and below it the wire and the quarantine, seen through -Wl,--wrap.
+ * and below it the wire and the quarantine, seen through -Wl,--wrap. A
+ * staging pool is real, its views registered with no UCX.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include "quarantine.h"
 #include "rank.h"
 #include "session.h"
+#include "staging.h"
 #include "tags.h"
 #include "xfer-int.h"
 
@@ -87,6 +89,18 @@ void __wrap_tags_quarantine(struct tags *tags, uint64_t tag, uint64_t expires_ms
     quarantined_until_ms = expires_ms;
 }
 
+b10_status_t __wrap_wire_mem_map(struct wire *wire, void *addr, size_t length, void **memh_p);
+void __wrap_wire_mem_unmap(struct wire *wire, void *memh);
+b10_status_t __wrap_wire_mem_map(struct wire *wire, void *addr, size_t length, void **memh_p)
+{
+    *memh_p = NULL;
+    return B10_OK;
+}
+
+void __wrap_wire_mem_unmap(struct wire *wire, void *memh)
+{
+}
+
 void __wrap_wire_cancel(struct wire *w, struct wire_op *op);
 void __wrap_wire_cancel(struct wire *w, struct wire_op *op)
 {
@@ -110,6 +124,7 @@ static int setup(void **state)
     test_d.rank_ops = &recorder;
     list_init(&test_d.xfers);
     list_init(&test_d.settling);
+    list_init(&test_d.ahead_parked);
     ids_init(&test_d.ids, 0x1234);
     memset(&rank, 0, sizeof(rank));
     memset(&told, 0, sizeof(told));
@@ -313,6 +328,75 @@ static void test_send_fail_without_tags(void **state)
     assert_int_equal(told.calls, 1);
 }
 
+/*
+ * A view a send gathered ahead of READY idles until its receiver answers,
+ * and that receiver may be waiting on the very transfers that wait for views
+ * here. So a transfer that finds no view takes the parked ones back for the
+ * pool: the waiter is woken with one free, and the send gathers that chunk
+ * again after READY. A send whose gather is still running keeps its view.
+ */
+static void test_waiter_takes_back_views_gathered_ahead(void **state)
+{
+    struct staging *s = NULL;
+    assert_int_equal(staging_create(&test_d, 4 * 65536, 65536, &s), B10_OK);
+    test_d.staging = s;
+
+    /* a: a send before READY, its first chunk gathered ahead and parked. */
+    struct xfer *a = new_xfer(XFER_SEND, 60000);
+    a->state = XFER_WAIT_READY;
+    a->gather_ahead = true;
+    a->next_chunk = 1;
+    struct view *av = staging_get(s, VIEW_AHEAD);
+    assert_non_null(av);
+    a->slots[0] = (struct xfer_slot){ .x = a, .busy = true, .chunk = 0, .view = av,
+                                      .parked = true };
+    list_insert_tail(&test_d.ahead_parked, &a->ahead_node);
+    /* c: another, its gather ahead still running: not parked, not taken back. */
+    struct xfer *c = new_xfer(XFER_SEND, 60000);
+    c->state = XFER_WAIT_READY;
+    c->gather_ahead = true;
+    c->next_chunk = 1;
+    struct view *cv = staging_get(s, VIEW_AHEAD);
+    assert_null(cv);                    /* a quarter of 4 views: one gathered ahead at a time */
+    cv = staging_get(s, VIEW_SEND);
+    c->slots[0] = (struct xfer_slot){ .x = c, .busy = true, .chunk = 0, .view = cv,
+                                      .copying = true };
+    /* The rest of the pool is out. */
+    struct view *o[2];
+    for (int i = 0; i < 2; i++)
+        assert_non_null(o[i] = staging_get(s, VIEW_SEND));
+    assert_int_equal(staging_free_views(s), 0);
+
+    /* b, a local transfer with nothing left to copy (its pump is a no-op), waits for a view. */
+    struct xfer *b = new_xfer(XFER_LOCAL, 60000);
+    b->next_chunk = b->plan->nchunks;
+    xfer_wait_for_view(b);
+    assert_false(b->waiting);           /* woken: a's view came back */
+    assert_int_equal(staging_free_views(s), 1);
+    assert_false(a->slots[0].busy);
+    assert_null(a->slots[0].view);
+    assert_int_equal(a->next_chunk, 0); /* gathered again after READY */
+    assert_false(a->gather_ahead);      /* and nothing more ahead of it */
+    assert_true(list_empty(&test_d.ahead_parked));
+    assert_true(c->slots[0].busy);      /* the running gather keeps its view */
+    assert_ptr_equal(c->slots[0].view, cv);
+
+    /* Taking back again finds nothing parked. */
+    xfer_ahead_reclaim(&test_d);
+    assert_int_equal(staging_free_views(s), 1);
+
+    c->slots[0] = (struct xfer_slot){ 0 };
+    staging_put(s, cv);
+    for (int i = 0; i < 2; i++)
+        staging_put(s, o[i]);
+    assert_int_equal(staging_free_views(s), 4);
+    xfer_fail(a, B10_ERR_CANCELLED, "test over");
+    xfer_fail(b, B10_ERR_CANCELLED, "test over");
+    xfer_fail(c, B10_ERR_CANCELLED, "test over");
+    test_d.staging = NULL;
+    staging_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +408,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rank_gone_before_the_news, setup, teardown),
         cmocka_unit_test_setup_teardown(test_send_fail_quarantines_its_tags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_send_fail_without_tags, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_waiter_takes_back_views_gathered_ahead, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests_name("xfer", tests, NULL, NULL);
 }
