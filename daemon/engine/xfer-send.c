@@ -67,7 +67,7 @@ static void xfer_send_on_gathered(struct copy_job *job, b10_status_t status)
         /* Gathered ahead of READY: xfer_send_on_ready sends it, unless views are short. */
         slot->parked = true;
         list_insert_tail(&x->d->ahead_parked, &x->ahead_node);
-        if (staging_waited(x->d->staging))
+        if (staging_waited(x->d->staging) && staging_free_views(x->d->staging) == 0)
             xfer_ahead_reclaim(x->d);
         return;
     }

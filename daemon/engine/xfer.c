@@ -778,9 +778,9 @@ static void xfer_on_view_free(struct staging_waiter *w)
 
 /*
  * Give back every view a send gathered ahead of READY and holds parked: a
- * transfer waits for a view, and none may idle for a receiver's answer
- * meanwhile (that receiver may be waiting on the very transfers that wait
- * here). Their transfers gather those chunks again after READY. The views
+ * transfer waits for a view and the pool has none, and none may idle for a
+ * receiver's answer meanwhile (that receiver may be waiting on the very
+ * transfers that wait here). Their transfers gather those chunks again after READY. The views
  * are taken from their slots first and put back after, so that the waiters
  * woken by each put find every transfer already as it will stay.
  */
@@ -819,7 +819,10 @@ void xfer_wait_for_view(struct xfer *x)
     x->waiter.wake = xfer_on_view_free;
     x->waiting = true;
     staging_wait(x->d->staging, &x->waiter);
-    xfer_ahead_reclaim(x->d);
+    /* Only when the pool has none: a wait for a peer's share or the receive cap
+     * gains nothing from them, and their sends would gather twice. */
+    if (staging_free_views(x->d->staging) == 0)
+        xfer_ahead_reclaim(x->d);
 }
 
 /*

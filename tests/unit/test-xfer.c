@@ -331,9 +331,10 @@ static void test_send_fail_without_tags(void **state)
 /*
  * A view a send gathered ahead of READY idles until its receiver answers,
  * and that receiver may be waiting on the very transfers that wait for views
- * here. So a transfer that finds no view takes the parked ones back for the
- * pool: the waiter is woken with one free, and the send gathers that chunk
- * again after READY. A send whose gather is still running keeps its view.
+ * here. So a transfer that finds the pool empty takes the parked ones back:
+ * the waiters are woken with one free, and the send gathers that chunk again
+ * after READY. A send whose gather is still running keeps its view, and a
+ * wait while the pool still has views (for a peer's share) takes none back.
  */
 static void test_waiter_takes_back_views_gathered_ahead(void **state)
 {
@@ -361,10 +362,17 @@ static void test_waiter_takes_back_views_gathered_ahead(void **state)
     cv = staging_get(s, VIEW_SEND);
     c->slots[0] = (struct xfer_slot){ .x = c, .busy = true, .chunk = 0, .view = cv,
                                       .copying = true };
-    /* The rest of the pool is out. */
+    /* A wait while the pool still has a view (for a peer's share, say) takes nothing back. */
     struct view *o[2];
-    for (int i = 0; i < 2; i++)
-        assert_non_null(o[i] = staging_get(s, VIEW_SEND));
+    assert_non_null(o[0] = staging_get(s, VIEW_SEND));
+    struct xfer *e = new_xfer(XFER_LOCAL, 60000);
+    e->next_chunk = e->plan->nchunks;
+    xfer_wait_for_view(e);
+    assert_true(e->waiting);
+    assert_true(a->slots[0].busy);
+    assert_false(list_empty(&test_d.ahead_parked));
+    /* The rest of the pool is out. */
+    assert_non_null(o[1] = staging_get(s, VIEW_SEND));
     assert_int_equal(staging_free_views(s), 0);
 
     /* b, a local transfer with nothing left to copy (its pump is a no-op), waits for a view. */
@@ -372,6 +380,7 @@ static void test_waiter_takes_back_views_gathered_ahead(void **state)
     b->next_chunk = b->plan->nchunks;
     xfer_wait_for_view(b);
     assert_false(b->waiting);           /* woken: a's view came back */
+    assert_false(e->waiting);           /* so was the earlier waiter, first */
     assert_int_equal(staging_free_views(s), 1);
     assert_false(a->slots[0].busy);
     assert_null(a->slots[0].view);
@@ -393,6 +402,7 @@ static void test_waiter_takes_back_views_gathered_ahead(void **state)
     xfer_fail(a, B10_ERR_CANCELLED, "test over");
     xfer_fail(b, B10_ERR_CANCELLED, "test over");
     xfer_fail(c, B10_ERR_CANCELLED, "test over");
+    xfer_fail(e, B10_ERR_CANCELLED, "test over");
     test_d.staging = NULL;
     staging_destroy(s);
 }
