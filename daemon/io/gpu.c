@@ -27,9 +27,15 @@ _Static_assert(GPU_COPY_SUM_BLOCK == CHECKSUM_BLOCK, "the GPU sums checksum.h's 
  * a submission of 1024 pieces of 4 KiB waited up to 0.3 ms before its first
  * kernel ran (decode p99 1.76-1.84 x alone, its GPU time unchanged); behind
  * submissions of 256, 11 us at p99 (1.04 x); of 128, 5 us (1.03 x).
+ * It is the submission's bytes too: 128 pieces of 32 KiB (a whole 4 MiB view)
+ * took the step's p99 to 1.16 x; cut at 1 MiB, 1.08 x; at 512 KiB, 1.02 x, the
+ * rate unchanged (runs 31-35). At 256 KiB the rate fell to 0.6-0.7 x the wire. A
+ * single piece beyond the cap stays whole: a contiguous 4 MiB copy cost a model
+ * nothing measurable (1.02 x).
  */
 #define GPU_MAX_PIECES 65536
 #define GPU_ENGINE_PIECES GPU_COPY_BATCH_PIECES
+#define GPU_ENGINE_BYTES (512u * 1024u)
 #define GPU_SLOTS      16
 
 /*
@@ -205,6 +211,16 @@ static uint32_t gpu_part_pieces(const struct gpu *gpu)
     return gpu->kernels ? GPU_MAX_PIECES : GPU_ENGINE_PIECES;
 }
 
+/* A part of npieces and bytes so far is full before one more piece of len. */
+static bool gpu_part_full(const struct gpu *gpu, uint32_t npieces, size_t bytes, size_t len)
+{
+    if (npieces == 0)
+        return false;
+    if (npieces >= gpu_part_pieces(gpu))
+        return true;
+    return !gpu->kernels && bytes + len > GPU_ENGINE_BYTES;
+}
+
 static gpu_copier_t *gpu_copier(struct gpu *gpu, int device)
 {
     if (device < 0 || device >= gpu->ndevices)
@@ -333,12 +349,15 @@ static void gpu_queue(struct gpu *gpu, struct gpu_part *part)
 
 bool gpu_one_submission(const struct b10d *d, const struct copy_job *job)
 {
-    if (!gpu_present(d) || job->host_segs > 0 || job->nsegs == 0 ||
-        job->nsegs > gpu_part_pieces(d->gpu))
+    if (!gpu_present(d) || job->host_segs > 0 || job->nsegs == 0)
         return false;
-    for (uint32_t i = 1; i < job->nsegs; i++)
-        if (job->segs[i].device != job->segs[0].device)
+    size_t bytes = 0;
+    for (uint32_t i = 0; i < job->nsegs; i++) {
+        if (job->segs[i].device != job->segs[0].device ||
+            gpu_part_full(d->gpu, i, bytes, job->segs[i].len))
             return false;
+        bytes += job->segs[i].len;
+    }
     return true;
 }
 
@@ -363,6 +382,7 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
     /* One pass per device the job touches (a rank's regions rarely span more than one). */
     for (int device = 0; device < (gpu != NULL ? gpu->ndevices : 0); device++) {
         struct gpu_part *part = NULL;
+        size_t part_bytes = 0;
         /* Piece tables sized to the job: a chunk's few hundred pieces need KiB, not 1.5 MiB. */
         uint32_t left = 0, most = gpu_part_pieces(gpu);
         for (uint32_t i = 0; i < job->nsegs; i++)
@@ -371,7 +391,12 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
             const struct copy_seg *seg = &job->segs[i];
             if (seg->device != device)
                 continue;
+            if (part != NULL && gpu_part_full(gpu, (uint32_t)part->npieces, part_bytes, seg->len)) {
+                gpu_queue(gpu, part);
+                part = NULL;
+            }
             if (part == NULL) {
+                part_bytes = 0;
                 part = calloc(1, sizeof(*part));
                 if (part != NULL)
                     part->pieces = malloc((left < most ? left : most) *
@@ -391,10 +416,7 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
                 ? (gpu_copy_piece_t){ (void *)seg->src, seg->dst, seg->len }
                 : (gpu_copy_piece_t){ seg->dst, (void *)seg->src, seg->len };
             left--;
-            if (part->npieces == most) {
-                gpu_queue(gpu, part);
-                part = NULL;
-            }
+            part_bytes += seg->len;
         }
         if (part != NULL)
             gpu_queue(gpu, part);

@@ -282,6 +282,43 @@ static void test_engine_cuts_a_chunk_into_submissions(void **state)
     free(f.segs);
 }
 
+/*
+ * The copy engines also cut a submission at GPU_ENGINE_BYTES (512 KiB): 128
+ * pieces of 32 KiB, a whole 4 MiB view, held a model's step behind them. A
+ * single piece beyond the cap stays whole (a contiguous copy costs a model
+ * nothing), and the pieces after it start the next submission. (128 pieces
+ * of 4 KiB are exactly 512 KiB: the count cuts those, as above.)
+ */
+static void test_engine_cuts_at_half_a_mib(void **state)
+{
+    struct job_fixture f;
+    assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+    job_init(&f, 100, 0);
+    for (uint32_t i = 0; i < 100; i++)
+        f.segs[i].len = 32768;
+    f.segs[20].len = 4u << 20;              /* one contiguous run, alone in its submission */
+    gpu_copy_job(&test_d, &f.job);
+    /* 16 pieces of 32 KiB; then 4; the 4 MiB one; 79 more: 4 x 16 + 15. */
+    static const size_t want[] = { 16, 4, 1, 16, 16, 16, 16, 15 };
+    assert_int_equal(nops, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < nops; i++) {
+        size_t bytes = 0;
+        for (size_t p = 0; p < ops[i].npieces; p++)
+            bytes += ops[i].pieces[p].len;
+        assert_int_equal(ops[i].npieces, want[i]);
+        assert_true(bytes <= 512 * 1024 || ops[i].npieces == 1);
+    }
+    assert_int_equal(ops[2].pieces[0].len, 4u << 20);
+    assert_pieces(&f, 0, nops, 0);
+    assert_int_equal(f.job.parts, 1 + nops);
+    for (size_t i = 0; i < nops; i++)
+        end_op(i, GPU_COPY_OK);
+    assert_int_equal(f.job.parts, 1);
+    assert_int_equal(first_failure, B10_OK);
+    stop();
+    free(f.segs);
+}
+
 /* With the kernels, a chunk is one submission: one launch, its sums chained to it. */
 static void test_kernels_take_a_chunk_whole(void **state)
 {
@@ -414,6 +451,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_cuts_a_chunk_into_submissions),
+        cmocka_unit_test(test_engine_cuts_at_half_a_mib),
         cmocka_unit_test(test_kernels_take_a_chunk_whole),
         cmocka_unit_test(test_full_copier_queues_in_order),
         cmocka_unit_test(test_one_devices_backlog_holds_no_other),
