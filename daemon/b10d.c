@@ -290,6 +290,12 @@ void b10d_stop(struct b10d *d)
      */
     ipc_destroy(d->ipc);
     d->ipc = NULL;
+    /*
+     * What the lanes still carry is cancelled now, its completions delivered:
+     * a send that finished before its DATA's completion gives its view back
+     * into the pool, which must still be there.
+     */
+    wire_quiesce(d->wire);
     /* Views go before the wire: their UCX registrations must be released before UCX is. */
     quarantine_destroy(d->quarantine);
     if (!keep_pool)

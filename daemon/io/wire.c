@@ -56,6 +56,7 @@ struct wire {
     unsigned nlanes;
     struct lane *lanes[WIRE_MAX_LANES];
     bool lanes_gone;                /* destroyed: nothing is posted to them any more */
+    bool lanes_settled;             /* and nothing of theirs is left in flight */
     uv_async_t lane_wake;           /* a lane has reports */
     uint64_t next_op_id;
     uint8_t *packed;                /* this wire's address: every worker's */
@@ -578,9 +579,9 @@ static void wire_close_handle_done(uv_handle_t *handle)
     /* The wire is freed after the loop ran these callbacks (see wire_destroy). */
 }
 
-void wire_destroy(struct wire *wire)
+void wire_quiesce(struct wire *wire)
 {
-    if (wire == NULL)
+    if (wire == NULL || wire->lanes_gone)
         return;
     /*
      * Lanes first: what they still hold is reported cancelled and delivered;
@@ -592,6 +593,7 @@ void wire_destroy(struct wire *wire)
     wire->lanes_gone = true;
     while (wire->nlanes > 0)
         settled &= lane_destroy(wire->lanes[--wire->nlanes], &reports);
+    wire->lanes_settled = settled;
     wire_take_reports(wire, &reports);
     wire_deliver(wire);
     /* Let closes and cancellations settle, bounded: a dead peer must not hang shutdown. */
@@ -603,6 +605,13 @@ void wire_destroy(struct wire *wire)
     }
     if (wire->outstanding > 0)
         log_warning("%u ucx operations still outstanding at exit", wire->outstanding);
+}
+
+void wire_destroy(struct wire *wire)
+{
+    if (wire == NULL)
+        return;
+    wire_quiesce(wire);
     uv_poll_stop(&wire->poll);
     uv_close((uv_handle_t *)&wire->poll, wire_close_handle_done);
     uv_close((uv_handle_t *)&wire->prepare, wire_close_handle_done);
@@ -620,7 +629,7 @@ void wire_destroy(struct wire *wire)
         free(op);
     }
     /* A lane left with requests in flight keeps its worker, and so the context. */
-    if (settled)
+    if (wire->lanes_settled)
         ucp_cleanup(wire->context);
     free(wire->packed);
     free(wire);

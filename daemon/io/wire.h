@@ -71,6 +71,13 @@ struct wire_hooks {
  * B10_ERR_NO_MEMORY, or B10_ERR_IO when UCX would not start (logged with its reason).
  */
 b10_status_t wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network, struct wire **wire_p);
+/*
+ * Destroy the data lanes, cancel what is posted on them and deliver every
+ * completion, waiting (bounded) for them to settle; endpoints and memory
+ * registrations stay usable. Before the owners' buffers go: a cancelled
+ * send's completion gives its staging view back.
+ */
+void wire_quiesce(struct wire *wire);
 /* Close every endpoint, cancel what is posted, and wait (bounded) for it to settle. */
 void wire_destroy(struct wire *wire);
 
