@@ -49,7 +49,7 @@ enum { UNROLL = 8 };
  */
 static const size_t BATCH_CALL_PIECES = GPU_COPY_BATCH_PIECES;
 
-enum slot_state { SLOT_FREE, SLOT_OWNED, SLOT_ORPHAN };
+enum slot_state { SLOT_FREE, SLOT_OWNED };
 
 struct gpu_copy_op {
     struct gpu_copier    *copier;
@@ -594,16 +594,12 @@ fail:
     return rc;
 }
 
-/* A free slot, reclaiming orphans (slots of failed submissions) whose work ended. */
+/* A free slot. */
 static struct gpu_copy_op *
 copier_take_slot(struct gpu_copier *c)
 {
     for (unsigned i = 0; i < c->max_inflight; i++) {
         struct gpu_copy_op *op = &c->ops[i];
-        if (op->state == SLOT_ORPHAN && cudaEventQuery(op->ev_done) != cudaErrorNotReady) {
-            (void)cudaGetLastError();
-            op->state = SLOT_FREE;
-        }
         if (op->state == SLOT_FREE)
             return op;
     }
@@ -724,7 +720,7 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
     }
     if ((e = cudaEventRecord(op->ev_start, c->stream)) != cudaSuccess)
         return copier_fail(c, e, "cudaEventRecord");
-    /* From here on work may be enqueued: on failure the slot is orphaned, not freed. */
+    /* From here on work may be enqueued: a failure waits for the stream before it returns. */
 
     /* A scatter's view is summed before it is copied; with `expect`, the gate stops the copy. */
     if (scatter && req->sum)
@@ -803,13 +799,13 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
     }
     if (e != cudaSuccess) {
         int rc = copier_fail(c, e, what);
-        /* Whatever got enqueued may still run: the slot comes back when the stream
-         * has passed it (a fresh record, so ev_done cannot be an old completion). */
-        if (cudaEventRecord(op->ev_done, c->stream) == cudaSuccess)
-            op->state = SLOT_ORPHAN;
-        else
-            (void)cudaStreamSynchronize(c->stream), op->state = SLOT_FREE;
+        /* Whatever got enqueued may still run, and a caller told of a failure takes it
+         * that nothing of the submission can still write: wait for the stream (a rare
+         * path; its other submissions end too, their callbacks on the driver's thread).
+         * A context whose error is sticky runs nothing more. */
+        (void)cudaStreamSynchronize(c->stream);
         (void)cudaGetLastError();
+        op->state = SLOT_FREE;
         return rc;
     }
     op->state = SLOT_OWNED;

@@ -177,7 +177,9 @@ int  gpu_copy_create(const gpu_copy_params_t *params, gpu_copier_t **copier_p);
 void gpu_copy_destroy(gpu_copier_t *copier);
 
 /* Enqueues the copy on the copier's stream and returns at once. The pieces may
- * be reused on return; the spans they name must stay valid until completion. */
+ * be reused on return; the spans they name must stay valid until completion. A
+ * failure returns only once nothing it enqueued can still run (it waits for the
+ * stream), so the caller may report it as final. */
 int gpu_copy_submit(gpu_copier_t *copier, const gpu_copy_req_t *req, gpu_copy_op_t **op_p);
 
 /* GPU_COPY_OK when done, GPU_COPY_PENDING while in flight, < 0 when it failed. */
