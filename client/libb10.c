@@ -187,6 +187,7 @@ struct b10_conn {
      * socket as 3.2 MB read in 64 KiB turns and decoded into a copy.
      */
     bool daemon_arena;             /* the daemon reads one (HelloReply.span_arena) */
+    bool daemon_grids;             /* and picked rows of grids (HelloReply.span_grids) */
     int arena_fd;                  /* -1 while none */
     uint8_t *arena;                /* its mapping, arena_len bytes */
     size_t arena_len;
@@ -1184,6 +1185,7 @@ static b10_status_t conn_hello(b10_conn_t *conn)
     conn->max_frame = max > FRAME_MAX_LIMIT ? FRAME_MAX_LIMIT : (uint32_t)max;
     conn->reader.max = conn->max_frame;
     conn->daemon_arena = hr->span_arena;
+    conn->daemon_grids = hr->span_grids;
     /*
      * The same boot again (it dropped us, or an attempt failed after the
      * hello): the descriptor held is still its own; only a new boot's
@@ -2480,11 +2482,86 @@ static b10_status_t xfer_frame_tables(b10_conn_t *conn, const b10_xfer_params_t 
         sx->remote_spans = (ProtobufCBinaryData){ .len = table, .data = (uint8_t *)params->remote };
         return xfer_check_spans(conn, params, NULL, NULL);
     }
-    if (*spans_p == NULL && (*spans_p = malloc(2 * table)) == NULL)
-        return conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory for %zu spans", params->count);
+    if (*spans_p == NULL && (*spans_p = malloc(2 * table)) == NULL) {
+        conn_set_detail(conn, "out of memory for %zu spans", params->count);   /* the lock held */
+        return B10_ERR_NO_MEMORY;
+    }
     sx->local_spans = (ProtobufCBinaryData){ .len = table, .data = *spans_p };
     sx->remote_spans = (ProtobufCBinaryData){ .len = table, .data = *spans_p + table };
     return xfer_check_spans(conn, params, picks, *spans_p);
+}
+
+/* Whether some row of a grid wraps around the address space. */
+static bool xfer_grid_wraps(const b10_span_grid_t *g)
+{
+    uint64_t reach, end;
+    if (__builtin_mul_overflow((uint64_t)g->per_base - 1, g->stride, &reach) ||
+        __builtin_add_overflow(reach, g->length, &reach))
+        return true;
+    for (size_t b = 0; b < g->nbases; b++)
+        if (__builtin_add_overflow(g->bases[b], reach, &end))
+            return true;
+    return false;
+}
+
+/*
+ * Picks of two grids go to the daemon as they are: the grids in the request
+ * and a u32 index a row in the arena (8 bytes a pair where the spans take
+ * 32), when both sides are grids of fewer than 2^32 rows and one length,
+ * no row of either wraps (the daemon checks grids whole; the spans' way
+ * checks only the rows picked), their bases take fewer bytes than the
+ * spans would and fit a frame, and the daemon reads them. Else the spans
+ * go, and are checked, as before. The daemon checks it all again.
+ */
+static bool xfer_sends_picks(const b10_conn_t *conn, const b10_xfer_params_t *params,
+                             const struct pick_side *picks)
+{
+    if (picks == NULL || !conn->daemon_grids || picks[0].grid == NULL || picks[1].grid == NULL ||
+        picks[0].rows > UINT32_MAX || picks[1].rows > UINT32_MAX ||
+        picks[0].grid->length != picks[1].grid->length)
+        return false;
+    uint64_t bases = (uint64_t)picks[0].grid->nbases + picks[1].grid->nbases;
+    if (bases > params->count * 3 || bases * 8 + 4096 > conn->max_frame)
+        return false;
+    return !xfer_grid_wraps(picks[0].grid) && !xfer_grid_wraps(picks[1].grid);
+}
+
+/*
+ * The picks' own checks (the lock held), written into out on the way: count
+ * u32 local indices, then count remote ones (the arena's layout for
+ * SubmitXfer.arena_picks).
+ */
+static b10_status_t xfer_write_picks(b10_conn_t *conn, const b10_xfer_params_t *params,
+                                     const struct pick_side *picks, uint8_t *out)
+{
+    uint8_t *rout = out + params->count * 4;
+    for (size_t i = 0; i < params->count; i++) {
+        uint64_t li = (uint64_t)params->local_index[i], ri = (uint64_t)params->remote_index[i];
+        if (li >= picks[0].rows || ri >= picks[1].rows)
+            return xfer_bad_index(conn, params, picks, i);
+        frame_put_u32(out + i * 4, (uint32_t)li);
+        frame_put_u32(rout + i * 4, (uint32_t)ri);
+    }
+    return B10_OK;
+}
+
+/* A grid as the request carries it; bases in *packed_p (malloc'd) where the host's u64s are not the wire's. */
+static b10_status_t xfer_grid_msg(const b10_span_grid_t *g, B10__SpanGrid *msg, uint8_t **packed_p)
+{
+    size_t bytes = g->nbases * 8;
+    const uint8_t *bases = (const uint8_t *)g->bases;
+    if (!SPANS_ARE_WIRE) {
+        if ((*packed_p = malloc(bytes)) == NULL)
+            return B10_ERR_NO_MEMORY;
+        for (size_t b = 0; b < g->nbases; b++)
+            frame_put_u64(*packed_p + b * 8, g->bases[b]);
+        bases = *packed_p;
+    }
+    msg->bases = (ProtobufCBinaryData){ .len = bytes, .data = (uint8_t *)bases };
+    msg->per_base = g->per_base;
+    msg->stride = g->stride;
+    msg->length = g->length;
+    return B10_OK;
 }
 
 
@@ -2514,7 +2591,8 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
     }
 
     size_t table = params->count * SPAN_BYTES;
-    uint8_t *spans = NULL;
+    uint8_t *spans = NULL, *grid_bases[2] = { NULL, NULL };
+    B10__SpanGrid local_grid = B10__SPAN_GRID__INIT, remote_grid = B10__SPAN_GRID__INIT;
     b10_xfer_t *xfer = calloc(1, sizeof(*xfer));
     if (xfer == NULL)
         return conn_reject(conn, B10_ERR_NO_MEMORY, "out of memory for a transfer");
@@ -2539,16 +2617,37 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
      * it and refuses the spans, so such a request goes again in the frame.
      */
     uint64_t boot = conn->boot;
-    bool in_arena = params->count >= ARENA_MIN_SPANS && conn->daemon_arena &&
-                    2 * table <= conn->max_frame && conn_arena_ready(conn, 2 * table) == B10_OK;
-    status = in_arena ? xfer_check_spans(conn, params, picks, conn->arena)
-                      : xfer_frame_tables(conn, params, picks, &sx, &spans);
+    bool in_arena = params->count >= ARENA_MIN_SPANS && conn->daemon_arena, as_picks = false;
+    /* Asked again once the arena is ready: readying it may meet a restarted daemon. */
+    if (in_arena && xfer_sends_picks(conn, params, picks) &&
+        params->count * 8 <= conn->max_frame && conn_arena_ready(conn, params->count * 8) == B10_OK)
+        as_picks = xfer_sends_picks(conn, params, picks);
+    if (in_arena && !as_picks)
+        in_arena = 2 * table <= conn->max_frame && conn_arena_ready(conn, 2 * table) == B10_OK;
+    if (as_picks) {
+        status = xfer_write_picks(conn, params, picks, conn->arena);
+        if (status == B10_OK &&
+            (xfer_grid_msg(picks[0].grid, &local_grid, &grid_bases[0]) != B10_OK ||
+             xfer_grid_msg(picks[1].grid, &remote_grid, &grid_bases[1]) != B10_OK)) {
+            conn_set_detail(conn, "out of memory for the grids");
+            status = B10_ERR_NO_MEMORY;
+        }
+    } else {
+        status = in_arena ? xfer_check_spans(conn, params, picks, conn->arena)
+                          : xfer_frame_tables(conn, params, picks, &sx, &spans);
+    }
     if (status != B10_OK) {
         pthread_mutex_unlock(&conn->lock);
         goto free_all;
     }
-    if (in_arena) {
+    if (as_picks) {
+        sx.arena_picks = params->count;
+        sx.local_grid = &local_grid;
+        sx.remote_grid = &remote_grid;
+    } else if (in_arena) {
         sx.arena_spans = params->count;
+    }
+    if (in_arena) {
         status = conn_request(conn, &msg, -1, B10__REPLY__BODY_SUBMIT, xfer, NULL);
         /*
          * Unanswered, the submit may still be read later: the daemon takes frames in order
@@ -2560,6 +2659,8 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
             conn_arena_drop(conn);
         if (status == B10_ERR_INVALID_ARG && conn->boot != boot && conn->arena_boot != conn->boot) {
             sx.arena_spans = 0;
+            sx.arena_picks = 0;
+            sx.local_grid = sx.remote_grid = NULL;
             in_arena = false;
             status = xfer_frame_tables(conn, params, picks, &sx, &spans);
             if (status != B10_OK) {
@@ -2579,12 +2680,16 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
     if (status != B10_OK)
         goto free_all;
     free(spans);
+    free(grid_bases[0]);
+    free(grid_bases[1]);
     /* The reply's dispatch already put xfer into the table and the list. */
     *xfer_p = xfer;
     return B10_OK;
 
 free_all:
     free(spans);
+    free(grid_bases[0]);
+    free(grid_bases[1]);
     xfer_free(xfer);
     return status;
 }

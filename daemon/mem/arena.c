@@ -54,19 +54,20 @@ b10_status_t arena_open(struct arena *a, int fd, uint64_t length, uint64_t max, 
     return B10_OK;
 }
 
-b10_status_t arena_take(const struct arena *a, uint64_t count, uint8_t **tables_p, char *detail,
-                        size_t detail_len)
+b10_status_t arena_take(const struct arena *a, uint64_t count, size_t unit, uint8_t **tables_p,
+                        char *detail, size_t detail_len)
 {
+    const char *what = unit == SPAN_BYTES ? "spans" : "entries";
     /* Bounded before the product, so that it cannot wrap. */
-    if (count == 0 || a->fd < 0 || count > a->length / (2 * SPAN_BYTES)) {
-        snprintf(detail, detail_len, "%" PRIu64 " spans each way do not lie inside the span "
-                 "arena's %zu bytes", count, a->fd >= 0 ? a->length : 0);
+    if (count == 0 || unit == 0 || a->fd < 0 || count > a->length / (2 * unit)) {
+        snprintf(detail, detail_len, "%" PRIu64 " %s each way do not lie inside the span "
+                 "arena's %zu bytes", count, what, a->fd >= 0 ? a->length : 0);
         return B10_ERR_INVALID_ARG;
     }
-    size_t bytes = (size_t)count * 2 * SPAN_BYTES;
+    size_t bytes = (size_t)count * 2 * unit;
     uint8_t *tables = malloc(bytes);
     if (tables == NULL) {
-        snprintf(detail, detail_len, "out of memory for %" PRIu64 " spans", count);
+        snprintf(detail, detail_len, "out of memory for %" PRIu64 " %s", count, what);
         return B10_ERR_NO_MEMORY;
     }
     /* One read of the shared bytes: the rank may rewrite them meanwhile, never after. */

@@ -39,13 +39,14 @@ b10_status_t arena_open(struct arena *a, int fd, uint64_t length, uint64_t max, 
                         size_t detail_len);
 
 /*
- * Read a request's tables from the arena's first 32 * count bytes (count
- * local spans, then count remote ones, 16 bytes a span as on the wire) into
- * *tables_p (malloc'd, the caller's): B10_ERR_INVALID_ARG when count is 0
- * or they do not lie inside the arena, B10_ERR_NO_MEMORY, B10_ERR_IO.
+ * Read a request's tables from the arena's first 2 * unit * count bytes
+ * (count local entries, then count remote ones, unit bytes each: a span's
+ * 16 as on the wire, or a picked row's u32 index) into *tables_p (malloc'd,
+ * the caller's): B10_ERR_INVALID_ARG when count is 0 or they do not lie
+ * inside the arena, B10_ERR_NO_MEMORY, B10_ERR_IO.
  */
-b10_status_t arena_take(const struct arena *a, uint64_t count, uint8_t **tables_p, char *detail,
-                        size_t detail_len);
+b10_status_t arena_take(const struct arena *a, uint64_t count, size_t unit, uint8_t **tables_p,
+                        char *detail, size_t detail_len);
 
 /* Let it go; an arena that has none is accepted. */
 void arena_close(struct arena *a);

@@ -17,6 +17,7 @@
 #include "ipc.h"
 #include "names.h"
 #include "peer.h"
+#include "picks.h"
 #include "plan.h"
 #include "rank.h"
 #include "wire.h"
@@ -466,6 +467,7 @@ static b10_status_t session_on_hello(struct session *s, uint64_t seq, const B10_
     hr.agent_desc = (ProtobufCBinaryData){ desc_len, packed };
     hr.max_frame = d->cfg.max_frame;
     hr.span_arena = true;
+    hr.span_grids = true;
     hr.pid = (uint32_t)getpid();
     B10__Reply reply = B10__REPLY__INIT;
     reply.body_case = B10__REPLY__BODY_HELLO;
@@ -872,6 +874,86 @@ struct session_arrival {
     uint64_t received_ns, decoded_ns;
 };
 
+/* A grid from the request, checked whole (picks.h); side names it in a refusal. */
+static b10_status_t session_grid(const B10__SpanGrid *msg, const char *side, struct picks_grid *g,
+                                 char *detail, size_t detail_len)
+{
+    *g = (struct picks_grid){ .bases = msg->bases.data, .nbases = msg->bases.len / 8,
+                              .per_base = msg->per_base, .stride = msg->stride,
+                              .length = msg->length };
+    return picks_grid_check(g, msg->bases.len, side, detail, detail_len);
+}
+
+/*
+ * A request whose spans lie in the span arena: their tables, copied out
+ * (the rank may rewrite the arena from here on), in *tables_p, and
+ * *from_arena the request with them in place. Two forms: the spans as they
+ * are (arena_spans), or u32 row indices into two grids (arena_picks), each
+ * index checked against its grid while the spans are written out.
+ */
+static b10_status_t session_arena_tables(struct session *s, const B10__SubmitXfer *req,
+                                         B10__SubmitXfer *from_arena, uint8_t **tables_p,
+                                         char *detail, size_t detail_len)
+{
+    bool grids = req->local_grid != NULL || req->remote_grid != NULL;
+    uint64_t count = req->arena_spans != 0 ? req->arena_spans : req->arena_picks;
+
+    if (req->local_spans.len != 0 || req->remote_spans.len != 0) {
+        snprintf(detail, detail_len, "spans both in the arena and in the request");
+        return B10_ERR_INVALID_ARG;
+    }
+    if (req->arena_spans != 0 && (req->arena_picks != 0 || grids)) {
+        snprintf(detail, detail_len, "spans in the arena both as spans and as picked rows");
+        return B10_ERR_INVALID_ARG;
+    }
+    if (req->arena_picks != 0 && (req->local_grid == NULL || req->remote_grid == NULL)) {
+        snprintf(detail, detail_len, "picked rows need both sides' grids");
+        return B10_ERR_INVALID_ARG;
+    }
+    b10_status_t status;
+    uint8_t *tables = NULL;
+    size_t table = (size_t)count * SPAN_BYTES;
+    if (req->arena_spans != 0) {
+        if ((status = arena_take(&s->arena, count, SPAN_BYTES, &tables, detail,
+                                 detail_len)) != B10_OK)
+            return status;
+    } else {
+        struct picks_grid local, remote;
+        uint8_t *picks = NULL;
+        if ((status = session_grid(req->local_grid, "local", &local, detail, detail_len)) != B10_OK ||
+            (status = session_grid(req->remote_grid, "remote", &remote, detail,
+                                   detail_len)) != B10_OK ||
+            (status = arena_take(&s->arena, count, 4, &picks, detail, detail_len)) != B10_OK)
+            return status;
+        /* Before the tables are sized by it: 32 bytes a pick, from 8 in the arena. */
+        if (count > s->d->cfg.max_spans) {
+            snprintf(detail, detail_len, "%" PRIu64 " spans exceed --max-spans %u", count,
+                     s->d->cfg.max_spans);
+            free(picks);
+            return B10_ERR_TOO_LARGE;
+        }
+        tables = malloc(2 * table);
+        status = tables != NULL ? picks_spans(&local, &remote, picks, count, tables, detail,
+                                              detail_len)
+                                : B10_ERR_NO_MEMORY;
+        if (tables == NULL)
+            snprintf(detail, detail_len, "out of memory for %" PRIu64 " spans", count);
+        free(picks);
+        if (status != B10_OK) {
+            free(tables);
+            return status;
+        }
+    }
+    *from_arena = *req;
+    from_arena->local_spans = (ProtobufCBinaryData){ table, tables };
+    from_arena->remote_spans = (ProtobufCBinaryData){ table, tables + table };
+    from_arena->arena_spans = 0;
+    from_arena->arena_picks = 0;
+    from_arena->local_grid = from_arena->remote_grid = NULL;
+    *tables_p = tables;
+    return B10_OK;
+}
+
 static void session_on_submit(struct session *s, uint64_t seq, const B10__SubmitXfer *req,
                               struct session_arrival *at)
 {
@@ -881,23 +963,16 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
     uint8_t *tables = NULL;
     b10_status_t status = B10_OK;
 
-    if (req->arena_spans != 0) {
-        /* The tables are the arena's copy from here on: the rank may rewrite the arena. */
-        if (req->local_spans.len != 0 || req->remote_spans.len != 0) {
-            snprintf(detail, sizeof(detail), "spans both in the arena and in the request");
-            status = B10_ERR_INVALID_ARG;
-        } else {
-            status = arena_take(&s->arena, req->arena_spans, &tables, detail, sizeof(detail));
-        }
+    bool picked = req->arena_picks != 0;
+    if (req->arena_spans != 0 || req->arena_picks != 0) {
+        status = session_arena_tables(s, req, &from_arena, &tables, detail, sizeof(detail));
         if (status == B10_OK) {
-            size_t table = (size_t)req->arena_spans * SPAN_BYTES;
-            from_arena = *req;
-            from_arena.local_spans = (ProtobufCBinaryData){ table, tables };
-            from_arena.remote_spans = (ProtobufCBinaryData){ table, tables + table };
-            from_arena.arena_spans = 0;
             req = &from_arena;
             at->decoded_ns = uv_hrtime();
         }
+    } else if (req->local_grid != NULL || req->remote_grid != NULL) {
+        snprintf(detail, sizeof(detail), "grids come with picked rows in the span arena");
+        status = B10_ERR_INVALID_ARG;
     }
     if (status == B10_OK)
         status = xfer_submit(s, req, &x, detail, sizeof(detail));
@@ -907,6 +982,8 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
         session_reply(s, seq, status, detail, NULL);
         return;
     }
+    if (picked)
+        s->d->stats.xfers_picked++;
     x->times.received_ns = at->received_ns;
     x->times.decoded_ns = at->decoded_ns;
     x->times.spans = req->local_spans.len / SPAN_BYTES;

@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Refused for 0 bytes: then arena_take must refuse whatever the count. */
     arena_open(&arena, fd, length, UINT64_C(1) << 30, detail, sizeof(detail));
     close(fd);
-    b10_status_t st = arena_take(&arena, count, &tables, detail, sizeof(detail));
+    b10_status_t st = arena_take(&arena, count, SPAN_BYTES, &tables, detail, sizeof(detail));
     arena_close(&arena);
     if (st == B10_OK) {
         if (count == 0 || count * 2 * SPAN_BYTES > length ||

@@ -1027,6 +1027,162 @@ out:
     return bad;
 }
 
+/* A grid for a picks submit: nbases bases from 0x100000, 1 MiB apart. */
+struct raw_grid {
+    uint8_t bases[4 * 8];
+    B10__SpanGrid msg;
+};
+
+static void raw_grid(struct raw_grid *g, size_t nbases, uint64_t per_base, uint64_t stride,
+                     uint64_t length)
+{
+    for (size_t b = 0; b < nbases && b < 4; b++)
+        frame_put_u64(g->bases + b * 8, 0x100000 + b * (1u << 20));
+    g->msg = (B10__SpanGrid)B10__SPAN_GRID__INIT;
+    g->msg.bases = (ProtobufCBinaryData){ nbases * 8, g->bases };
+    g->msg.per_base = per_base;
+    g->msg.stride = stride;
+    g->msg.length = length;
+}
+
+/* A submit to itself of count picks in the arena with these grids (NULL: none) and arena_spans. */
+static int picks_submit(struct conn *c, const char *name, const char *what, const char *agent,
+                        uint64_t count, uint64_t arena_spans, struct raw_grid *lg,
+                        struct raw_grid *rg, b10_status_t want, const char *says)
+{
+    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
+    B10__SubmitXfer sub = B10__SUBMIT_XFER__INIT;
+    char detail[256] = "";
+    b10_status_t st;
+
+    sub.op = B10__OP__OP_WRITE;
+    sub.remote_agent = (char *)agent;
+    sub.arena_picks = count;
+    sub.arena_spans = arena_spans;
+    sub.local_grid = lg != NULL ? &lg->msg : NULL;
+    sub.remote_grid = rg != NULL ? &rg->msg : NULL;
+    msg.body_case = B10__CLIENT_MSG__BODY_SUBMIT;
+    msg.submit = &sub;
+    if (ask(c, name, what, &msg, -1, &st, detail, sizeof(detail)) != 0)
+        return 1;
+    if (st != want || detail[0] == '\0' || (says != NULL && strstr(detail, says) == NULL))
+        return fail(name, "%s: %s (%s), expected %s with a reason%s%s", what, b10_status_name(st),
+                    detail, b10_status_name(want), says != NULL ? " saying " : "",
+                    says != NULL ? says : "");
+    return 0;
+}
+
+/*
+ * Spans as rows picked from two grids (SubmitXfer.arena_picks): the grids
+ * are the frame's and the indices the arena's, all the rank's. Every grid
+ * that is no grid, every count outside the arena or past --max-spans and
+ * every index past its grid is refused with a reason, the connection kept;
+ * picks that pass reach the registration check as a frame's spans would.
+ */
+static int case_picks(const char *name)
+{
+    struct conn c;
+    B10__DaemonMsg *m = NULL;
+    char agent[64];
+    size_t size = 1u << 20;
+    int mfd = sealed_memfd(size, true), big = -1;
+    int bad = 1;
+    uint8_t *arena = MAP_FAILED;
+    struct raw_grid lg, rg, g;
+
+    if (mfd < 0)
+        return fail(name, "memfd: %s", strerror(errno));
+    if (conn_open(&c) != 0)
+        return fail(name, "connect");
+    if (hello_self(&c, name, agent, sizeof(agent), &m) != 0)
+        goto out;
+    if (!m->reply->hello->span_grids) {
+        fail(name, "the daemon does not say it reads picked rows of grids");
+        goto out;
+    }
+    arena = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (arena == MAP_FAILED) {
+        fail(name, "mmap: %s", strerror(errno));
+        goto out;
+    }
+    raw_grid(&lg, 2, 64, 8192, 4096);          /* 128 rows */
+    raw_grid(&rg, 1, 256, 4096, 4096);         /* 256 rows */
+    /* Indices 0..9 each way, all inside both grids. */
+    for (uint32_t i = 0; i < 10; i++) {
+        frame_put_u32(arena + i * 4, i);
+        frame_put_u32(arena + 40 + i * 4, i);
+    }
+    if (picks_submit(&c, name, "picks in an arena never given", agent, 10, 0, &lg, &rg,
+                     B10_ERR_INVALID_ARG, "arena") ||
+        arena_give(&c, name, "the sealed memfd", size, mfd, B10_OK))
+        goto out;
+    if (picks_submit(&c, name, "picks without grids", agent, 10, 0, NULL, &rg,
+                     B10_ERR_INVALID_ARG, "both sides' grids") ||
+        picks_submit(&c, name, "grids without picks", agent, 0, 0, &lg, &rg,
+                     B10_ERR_INVALID_ARG, "picked rows") ||
+        picks_submit(&c, name, "grids beside spans in the arena", agent, 0, 10, &lg, &rg,
+                     B10_ERR_INVALID_ARG, "both as spans and as picked rows") ||
+        picks_submit(&c, name, "picks past the arena", agent, size / 8 + 1, 0, &lg, &rg,
+                     B10_ERR_INVALID_ARG, "inside the span arena") ||
+        picks_submit(&c, name, "2^64 - 1 picks", agent, UINT64_MAX, 0, &lg, &rg,
+                     B10_ERR_INVALID_ARG, "inside the span arena"))
+        goto out;
+    raw_grid(&g, 2, 64, 8192, 0);
+    if (picks_submit(&c, name, "a grid of rows of 0 bytes", agent, 10, 0, &g, &rg,
+                     B10_ERR_INVALID_ARG, "local grid"))
+        goto out;
+    raw_grid(&g, 1, 4, 4096, 4096);
+    g.msg.bases.len = 7;
+    if (picks_submit(&c, name, "bases that are not whole u64s", agent, 10, 0, &lg, &g,
+                     B10_ERR_INVALID_ARG, "remote grid"))
+        goto out;
+    raw_grid(&g, 1, 65536, 65536, 4096);
+    g.msg.per_base = (uint64_t)1 << 32;
+    if (picks_submit(&c, name, "a grid of 2^32 rows", agent, 10, 0, &g, &rg,
+                     B10_ERR_INVALID_ARG, "2^32"))
+        goto out;
+    raw_grid(&g, 1, 3, UINT64_MAX / 2, 4096);     /* the third row ends past 2^64 */
+    if (picks_submit(&c, name, "a grid whose rows wrap", agent, 10, 0, &g, &rg,
+                     B10_ERR_INVALID_ARG, "address space"))
+        goto out;
+    raw_grid(&g, 1, 256, 4096, 2048);
+    if (picks_submit(&c, name, "grids of rows of different lengths", agent, 10, 0, &lg, &g,
+                     B10_ERR_INVALID_ARG, "as long"))
+        goto out;
+    frame_put_u32(arena + 3 * 4, 128);
+    if (picks_submit(&c, name, "a local index one past its grid", agent, 10, 0, &lg, &rg,
+                     B10_ERR_INVALID_ARG, "local index 128 (at 3)"))
+        goto out;
+    frame_put_u32(arena + 3 * 4, 127);
+    frame_put_u32(arena + 40 + 9 * 4, UINT32_MAX);
+    if (picks_submit(&c, name, "a remote index of 2^32 - 1", agent, 10, 0, &lg, &rg,
+                     B10_ERR_INVALID_ARG, "remote index 4294967295 (at 9)"))
+        goto out;
+    /* Within every bound: the rows are memory nobody registered, refused as such. */
+    frame_put_u32(arena + 40 + 9 * 4, 255);
+    if (picks_submit(&c, name, "picks of memory not registered", agent, 10, 0, &lg, &rg,
+                     B10_ERR_NOT_REGISTERED, "local span"))
+        goto out;
+    /* An arena of 9 MiB holds more picks than the daemon's default --max-spans (2^20). */
+    big = sealed_memfd(9u << 20, true);
+    if (big < 0 || arena_give(&c, name, "an arena of 9 MiB", 9u << 20, big, B10_OK) ||
+        picks_submit(&c, name, "2^20 + 1 picks", agent, (1u << 20) + 1, 0, &lg, &rg,
+                     B10_ERR_TOO_LARGE, "--max-spans"))
+        goto out;
+    bad = pass(name, "grids that are no grids, picks outside the arena or their grids refused "
+               "with reasons, the connection kept; picks within them reach the registrations");
+out:
+    if (arena != MAP_FAILED)
+        munmap(arena, size);
+    if (m != NULL)
+        b10__daemon_msg__free_unpacked(m, NULL);
+    conn_close(&c);
+    close(mfd);
+    if (big >= 0)
+        close(big);
+    return bad;
+}
+
 /*
  * A forged VRAM registration: real memory of this process (a cudaMalloc
  * exported as an IPC handle, a VMM allocation exported as a descriptor)
@@ -1183,6 +1339,7 @@ static const struct testout_case cases[] = {
     { "procreg", case_procreg },
     { "hugespan", case_hugespan },
     { "arena", case_arena },
+    { "picks", case_picks },
     { "vramclaim", case_vramclaim },
     { "alive", case_alive },
 };

@@ -428,6 +428,49 @@ def submit_grid(r: Any, key: str, d_addr: int, remote_name: str, lshape: str, rs
     return st.xfer_id, pieces
 
 
+def counter(daemon: "Daemon", name: str) -> int:
+    """One of the daemon's counters (`b10ctl --json stats`)."""
+    import json
+    out = subprocess.run([str(build_dir() / "bin" / "b10ctl"), "--socket", str(daemon.sock),
+                          "--json", "stats"], check=True, capture_output=True, text=True).stdout
+    return int(json.loads(out)["counters"][name])
+
+
+def submit_grid_picks(r: Any, key: str, d_addr: int, remote_name: str, seed: int,
+                      spoil: Optional[int] = None, wrapping_base: bool = False) -> Any:
+    """A WRITE of 6000 rows picked from two grids, enough for libb10 to send the grids and
+    a u32 index a row through the span arena (SubmitXfer.arena_picks) rather than spans:
+    local rows of 256 bytes every 512 in the buffer key's two 2 MiB halves, the upper
+    first (2 bases of 4000 rows: a division by no power of two); remote rows tiling the
+    first 1,024,000 bytes of each 1 MiB of d_addr's 4 MiB, in the order 1, 3, 0, 2 (4
+    bases of 4000). spoil: that local index first, to be refused. wrapping_base: the local
+    grid gets a third base, none of whose rows is picked, whose last row would wrap the
+    address space. Returns as submit_grid."""
+    import numpy as np
+    src = r.bufs[key].ptr
+    lbases = [src + 2 * 1024 * 1024, src] + ([2 ** 64 - 4096] if wrapping_base else [])
+    lgrid = (np.array(lbases, dtype=np.uint64), 4000, 512, 256)
+    rgrid = (np.array([d_addr + k * 1024 * 1024 for k in (1, 3, 0, 2)], dtype=np.uint64),
+             4000, 256, 256)
+
+    def row(g: Any, k: int) -> int:
+        bases, per, stride, _ = g
+        return int(bases[k // per]) + (k % per) * stride
+    rng = np.random.default_rng(seed)
+    li = np.ascontiguousarray(rng.permutation(8000)[:6000], dtype=np.int64)
+    ri = np.ascontiguousarray(rng.permutation(16000)[:6000], dtype=np.int64)
+    pieces = [(row(lgrid, int(a)) - src, row(rgrid, int(b)) - d_addr, 256) for a, b in zip(li, ri)]
+    if spoil is not None:
+        li[0] = spoil
+    try:
+        st = r.agent.submit_picked("WRITE", None, li, None, ri, remote_name, None, 30000,
+                                   lgrid, rgrid)
+    except b10.B10TransferError as e:
+        return (e.status, e.detail), pieces
+    r.xfers[st.xfer_id] = st
+    return st.xfer_id, pieces
+
+
 def wait(r: Any, xfer_id: int, timeout_ms: Optional[int] = None) -> bool:
     return r.xfers[xfer_id].wait(timeout_ms)
 

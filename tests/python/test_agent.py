@@ -26,8 +26,9 @@ import b10
 from b10 import descs as bdescs
 from b10test import (SLOW, TOP, Rank, alloc, await_messages, check, close_agent, fill, is_completed,
                      notifications, notify, pair, pattern, read, submit, submit_arrays,
-                     submit_grid, submit_picked, threaded_writes, wait, watch_sync, xfer_state)
-from b10test import Daemon, build_dir, load, load_granting, outcome
+                     submit_grid, submit_grid_picks, submit_picked, threaded_writes, wait,
+                     watch_sync, xfer_state)
+from b10test import Daemon, build_dir, counter, load, load_granting, outcome
 from b10test import desc as b10test_desc
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -432,6 +433,30 @@ def test_write_of_grid_rows(ranks, daemons, lshape: str, rshape: str) -> None:
     assert d.run(read, "kv") == bytes(size)
     xid, pieces = p.run(submit_grid, "kv", d_addr, d.name, lshape, rshape, 43)
     landed_as(p, d, xid, image(size, pattern(41, size), pieces))
+
+
+def test_write_of_grid_picks(ranks, daemons) -> None:
+    """6000 rows picked from two grids go to the daemon as the grids and a u32 index a
+    row (SubmitXfer.arena_picks; the daemon checks and computes every row itself, and
+    counts it in xfers_picked) and land byte for byte. An index past its grid is refused
+    naming it, nothing lands, and the same call then lands. A grid with an unused base
+    whose rows would wrap goes as spans, as before, and lands."""
+    pytest.importorskip("numpy", reason="numpy is not installed (scripts/deps.sh --test)")
+    size = 4 * MiB
+    p, d, _, d_addr = pair_with_buffers(ranks, daemons, size, seed=47)
+    a = daemons[0]
+    picked = counter(a, "xfers_picked")
+    got, _ = p.run(submit_grid_picks, "kv", d_addr, d.name, 53, 8000)
+    assert got[0] == "B10_ERR_INVALID_ARG", got
+    assert "local index 8000 (at 0) is outside its table of 8000 spans" in got[1], got
+    assert d.run(read, "kv") == bytes(size)
+    xid, pieces = p.run(submit_grid_picks, "kv", d_addr, d.name, 53)
+    landed_as(p, d, xid, image(size, pattern(47, size), pieces))
+    assert counter(a, "xfers_picked") == picked + 1
+    xid, pieces = p.run(submit_grid_picks, "kv", d_addr, d.name, 59, None, True)
+    assert p.run(wait, xid, 60000 * SLOW) is True
+    assert p.run(xfer_state, xid)[0] == "B10_OK"
+    assert counter(a, "xfers_picked") == picked + 1
 
 
 @pytest.mark.parametrize("piece,gap,shift", [(64 * KiB, 0, 0), (4 * KiB, 0, 0), (777, 13, 5)],

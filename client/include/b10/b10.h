@@ -452,7 +452,10 @@ typedef struct {
      * B10_XFER_FIELD_INDICES, optional: a side whose grid is not NULL is
      * that grid, its table pointer and count unused (NULL and 0 are fine).
      * libb10 computes each picked row instead of reading it from a table the
-     * size of the pool, which 10^5 random picks find out of the caches.
+     * size of the pool, which 10^5 random picks find out of the caches. With
+     * both sides grids of fewer than 2^32 rows, a large request sends the
+     * daemon the grids and a u32 index a pair each way instead of the spans
+     * (where the daemon reads them), and the daemon computes the rows.
      */
     const b10_span_grid_t *local_grid;
     const b10_span_grid_t *remote_grid;

@@ -1,0 +1,124 @@
+/*
+ * fuzz-picks — libFuzzer target for a submit whose spans are rows picked
+ * from two grids (daemon/base/picks.c, SubmitXfer.arena_picks): the grids
+ * from the frame and the indices in the arena are all the rank's.
+ *
+ * Input: 8 bytes the count; per side 1 byte its count of bases (0-15), then
+ * u64 per_base, stride and length, then its bases; the rest is the arena.
+ * Both grids are checked as session.c checks them; arena_take must read
+ * nothing outside the arena and hand over 8 bytes a pick; then, when
+ * picks_spans accepts them, every span must be its row (computed here by
+ * division), every index inside its grid, no span wrapping, and the tables
+ * must go through plan_build as session.c hands them to the engine.
+ */
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "frame.h"
+#include "picks.h"
+#include "plan.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* One side's grid from the input: false when the input ends first. */
+static bool take_grid(const uint8_t **p, size_t *left, struct picks_grid *g, size_t *bases_len)
+{
+    if (*left < 1 + 24)
+        return false;
+    size_t nbases = (*p)[0] % 16;
+    g->per_base = frame_get_u64(*p + 1);
+    g->stride = frame_get_u64(*p + 9);
+    g->length = frame_get_u64(*p + 17);
+    /* Small grids reach their last rows: per_base folded, as a rank's pool would be. */
+    if (g->per_base > 4096)
+        g->per_base %= 4096;
+    *p += 25;
+    *left -= 25;
+    if (*left < nbases * 8)
+        return false;
+    g->bases = *p;
+    g->nbases = nbases;
+    *bases_len = nbases * 8;
+    *p += nbases * 8;
+    *left -= nbases * 8;
+    return true;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 8)
+        return 0;
+    uint64_t count = frame_get_u64(data);
+    const uint8_t *p = data + 8;
+    size_t left = size - 8, llen, rlen;
+    struct picks_grid l, r;
+    if (!take_grid(&p, &left, &l, &llen) || !take_grid(&p, &left, &r, &rlen))
+        return 0;
+    char detail[256];
+    if (picks_grid_check(&l, llen, "local", detail, sizeof(detail)) != B10_OK ||
+        picks_grid_check(&r, rlen, "remote", detail, sizeof(detail)) != B10_OK)
+        return 0;
+    if (picks_grid_rows(&l) == 0 || picks_grid_rows(&l) > UINT32_MAX ||
+        picks_grid_rows(&r) == 0 || picks_grid_rows(&r) > UINT32_MAX)
+        abort();
+
+    int fd = memfd_create("fuzz-picks", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0 || (left > 0 && write(fd, p, left) != (ssize_t)left) ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    struct arena arena;
+    arena_init(&arena);
+    arena_open(&arena, fd, left, UINT64_C(1) << 30, detail, sizeof(detail));
+    close(fd);
+    uint8_t *picks = NULL;
+    b10_status_t st = arena_take(&arena, count, 4, &picks, detail, sizeof(detail));
+    arena_close(&arena);
+    if (st != B10_OK)
+        return 0;
+    if (count == 0 || count * 8 > left || memcmp(picks, p, count * 8) != 0)
+        abort();
+    uint8_t *tables = malloc(count * 2 * SPAN_BYTES);
+    if (tables == NULL) {
+        free(picks);
+        return 0;
+    }
+    st = picks_spans(&l, &r, picks, count, tables, detail, sizeof(detail));
+    if (st == B10_OK) {
+        if (l.length != r.length)
+            abort();
+        for (uint64_t i = 0; i < count; i++) {
+            uint64_t li = frame_get_u32(picks + i * 4), ri = frame_get_u32(picks + count * 4 + i * 4);
+            if (li >= picks_grid_rows(&l) || ri >= picks_grid_rows(&r))
+                abort();
+            uint64_t la = frame_get_u64(l.bases + (li / l.per_base) * 8) + (li % l.per_base) * l.stride;
+            uint64_t ra = frame_get_u64(r.bases + (ri / r.per_base) * 8) + (ri % r.per_base) * r.stride;
+            const uint8_t *ls = tables + i * SPAN_BYTES, *rs = tables + (count + i) * SPAN_BYTES;
+            if (frame_get_u64(ls) != la || frame_get_u64(rs) != ra ||
+                frame_get_u64(ls + 8) != l.length || frame_get_u64(rs + 8) != r.length ||
+                la + l.length < la || ra + r.length < ra)
+                abort();
+        }
+        /* xfer_check_local's bound on the bytes (--max-xfer-bytes, 256 GiB), then the planner. */
+        struct plan *plan = NULL;
+        if (l.length <= (UINT64_C(256) << 30) / count &&
+            plan_build(tables, tables + count * SPAN_BYTES, count, 4u << 20, &plan, detail,
+                       sizeof(detail)) == B10_OK) {
+            if (plan->total != count * l.length)
+                abort();
+            plan_free(plan);
+        }
+    }
+    free(tables);
+    free(picks);
+    return 0;
+}
