@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "arena.h"
+#include "arena-input.h"
 #include "frame.h"
 #include "plan.h"
 
@@ -35,23 +35,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t max_chunk = ((uint64_t)frame_get_u32(data + 8) % 64 + 1) * (64u << 10);
     size_t length = size - 12;
     const uint8_t *map = data + 12;
-    /* A memfd of exactly the arena's bytes, sealed as libb10 seals it, as the daemon gets it. */
-    int fd = memfd_create("fuzz-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0 || (length > 0 && write(fd, map, length) != (ssize_t)length) ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    struct arena arena;
-    arena_init(&arena);
     uint8_t *tables = NULL;
     char detail[256];
-    /* Refused for 0 bytes: then arena_take must refuse whatever the count. */
-    arena_open(&arena, fd, length, UINT64_C(1) << 30, detail, sizeof(detail));
-    close(fd);
-    b10_status_t st = arena_take(&arena, count, SPAN_BYTES, &tables, detail, sizeof(detail));
-    arena_close(&arena);
+    b10_status_t st = arena_input_take(map, length, count, SPAN_BYTES, &tables);
     if (st == B10_OK) {
         if (count == 0 || count * 2 * SPAN_BYTES > length ||
             memcmp(tables, map, count * 2 * SPAN_BYTES) != 0)

@@ -897,26 +897,18 @@ static int ask(struct conn *c, const char *name, const char *what, B10__ClientMs
     return rc;
 }
 
-/* A submit to itself of count spans in the arena (and frame_spans of them in the frame too),
- * answered want with a reason (that says says, when not NULL). */
-static int arena_submit_says(struct conn *c, const char *name, const char *what, const char *agent,
-                             uint64_t count, size_t frame_spans, b10_status_t want, const char *says)
+/* Submit sub (a WRITE to agent), answered want with a reason (that says says, when not NULL). */
+static int submit_says(struct conn *c, const char *name, const char *what, const char *agent,
+                       B10__SubmitXfer *sub, b10_status_t want, const char *says)
 {
     B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
-    B10__SubmitXfer sub = B10__SUBMIT_XFER__INIT;
-    uint8_t span[SPAN_BYTES] = { 0 };
     char detail[256] = "";
     b10_status_t st;
 
-    sub.op = B10__OP__OP_WRITE;
-    sub.remote_agent = (char *)agent;
-    sub.arena_spans = count;
-    if (frame_spans > 0) {
-        sub.local_spans = (ProtobufCBinaryData){ sizeof(span), span };
-        sub.remote_spans = (ProtobufCBinaryData){ sizeof(span), span };
-    }
+    sub->op = B10__OP__OP_WRITE;
+    sub->remote_agent = (char *)agent;
     msg.body_case = B10__CLIENT_MSG__BODY_SUBMIT;
-    msg.submit = &sub;
+    msg.submit = sub;
     if (ask(c, name, what, &msg, -1, &st, detail, sizeof(detail)) != 0)
         return 1;
     if (st != want || detail[0] == '\0' || (says != NULL && strstr(detail, says) == NULL))
@@ -924,6 +916,22 @@ static int arena_submit_says(struct conn *c, const char *name, const char *what,
                     detail, b10_status_name(want), says != NULL ? " saying " : "",
                     says != NULL ? says : "");
     return 0;
+}
+
+/* A submit to itself of count spans in the arena (and frame_spans of them in the frame too),
+ * answered want with a reason (that says says, when not NULL). */
+static int arena_submit_says(struct conn *c, const char *name, const char *what, const char *agent,
+                             uint64_t count, size_t frame_spans, b10_status_t want, const char *says)
+{
+    B10__SubmitXfer sub = B10__SUBMIT_XFER__INIT;
+    uint8_t span[SPAN_BYTES] = { 0 };
+
+    sub.arena_spans = count;
+    if (frame_spans > 0) {
+        sub.local_spans = (ProtobufCBinaryData){ sizeof(span), span };
+        sub.remote_spans = (ProtobufCBinaryData){ sizeof(span), span };
+    }
+    return submit_says(c, name, what, agent, &sub, want, says);
 }
 
 static int arena_submit(struct conn *c, const char *name, const char *what, const char *agent,
@@ -1050,26 +1058,13 @@ static int picks_submit(struct conn *c, const char *name, const char *what, cons
                         uint64_t count, uint64_t arena_spans, struct raw_grid *lg,
                         struct raw_grid *rg, b10_status_t want, const char *says)
 {
-    B10__ClientMsg msg = B10__CLIENT_MSG__INIT;
     B10__SubmitXfer sub = B10__SUBMIT_XFER__INIT;
-    char detail[256] = "";
-    b10_status_t st;
 
-    sub.op = B10__OP__OP_WRITE;
-    sub.remote_agent = (char *)agent;
     sub.arena_picks = count;
     sub.arena_spans = arena_spans;
     sub.local_grid = lg != NULL ? &lg->msg : NULL;
     sub.remote_grid = rg != NULL ? &rg->msg : NULL;
-    msg.body_case = B10__CLIENT_MSG__BODY_SUBMIT;
-    msg.submit = &sub;
-    if (ask(c, name, what, &msg, -1, &st, detail, sizeof(detail)) != 0)
-        return 1;
-    if (st != want || detail[0] == '\0' || (says != NULL && strstr(detail, says) == NULL))
-        return fail(name, "%s: %s (%s), expected %s with a reason%s%s", what, b10_status_name(st),
-                    detail, b10_status_name(want), says != NULL ? " saying " : "",
-                    says != NULL ? says : "");
-    return 0;
+    return submit_says(c, name, what, agent, &sub, want, says);
 }
 
 /*
