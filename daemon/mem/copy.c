@@ -7,8 +7,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "checksum.h"
@@ -244,31 +242,9 @@ static b10_status_t copy_host_part(struct copy_job *job)
     return status;
 }
 
-/*
- * The nice value of the pool threads that copy and sum. The model whose GPU
- * the daemon shares is launched by CPU threads too: measured on the H200,
- * with the model and the daemons on CPUs of their own a `--verify-data on`
- * WRITE left the model's decode p99 at 1.03 x alone, where sharing all the
- * cores it was 1.17-1.39 x (four checking tasks a chunk beside its threads).
- * At nice 10 a copy thread yields a core to a waking model thread at once
- * and still takes any core that idles.
- */
-#define COPY_THREAD_NICE 10
-
-/* Once per pool thread: Linux keeps a nice value per thread. */
-static void copy_thread_yielding(void)
-{
-    static __thread bool done;
-    if (done)
-        return;
-    done = true;
-    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), COPY_THREAD_NICE);
-}
-
 /* On a pool thread: touches only the job's own host segments and view. */
 static void copy_run(uv_work_t *work)
 {
-    copy_thread_yielding();
     struct copy_job *job = work->data;
     if (!job->gather && job->d->test_copy_delay_ms > 0)
         usleep(job->d->test_copy_delay_ms * 1000u);
@@ -290,7 +266,6 @@ struct copy_sum_task {
 
 static void copy_sum_run(uv_work_t *work)
 {
-    copy_thread_yielding();
     struct copy_sum_task *t = work->data;
     struct copy_job *job = t->job;
     checksum_block_sums(job->view, job->view_len, job->seed, t->first, t->count, job->block_sums);
