@@ -735,6 +735,48 @@ static void test_destroy_reports_lane_ops(void **state)
     uv_run(&test_loop, UV_RUN_NOWAIT);
 }
 
+/*
+ * wire_quiesce, which b10d_stop calls before the staging pool goes: what
+ * the lanes hold is reported cancelled, on the loop thread, before it
+ * returns, so that its owners put their views back into a pool still
+ * there; memory registrations still work after it (the pool's views are
+ * unregistered next); a second call does nothing, and wire_destroy after
+ * it finishes the wire.
+ */
+static void test_quiesce_reports_lane_ops(void **state)
+{
+    struct side c = { .name = "c" }, d = { .name = "d" };
+    uint8_t buf[4096];
+    struct result r = { 0 };
+    void *memh = NULL;
+
+    assert_int_equal(side_create(&c), 0);
+    assert_int_equal(side_create(&d), 0);
+    struct wire_ep *cd = link_sides(&c, &d), *dc = link_sides(&d, &c);
+    warm_up(cd, dc, &d);
+    warm_up(dc, cd, &c);
+
+    assert_int_equal(wire_recv_bulk(dc, 1, 0xb002, buf, sizeof(buf), NULL, on_done, &r, NULL), 0);
+    assert_int_equal(wire_outstanding(d.wire), 1);
+    assert_int_equal(r.calls, 0);
+    wire_quiesce(d.wire);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.status, B10_ERR_CANCELLED);
+    assert_true(r.on_loop_thread);
+    assert_int_equal(wire_outstanding(d.wire), 0);
+    assert_int_equal(wire_mem_map(d.wire, buf, sizeof(buf), &memh), 0);
+    wire_mem_unmap(d.wire, memh);
+    wire_quiesce(d.wire);
+    assert_int_equal(r.calls, 1);
+    wire_ep_close(dc);
+    wire_destroy(d.wire);
+    assert_int_equal(r.calls, 1);
+    wait_count(&c.ep_errors, 1);
+    wire_ep_close(cd);
+    wire_destroy(c.wire);
+    uv_run(&test_loop, UV_RUN_NOWAIT);
+}
+
 /* ---------------------------------------------------------------- a node-local wire */
 
 /*
@@ -790,6 +832,7 @@ int main(void)
         T(test_bulk_cancel),
         T(test_lane_strays),
         T(test_destroy_reports_lane_ops),
+        T(test_quiesce_reports_lane_ops),
         T(test_local_wire),
     };
 #undef T
