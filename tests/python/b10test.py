@@ -437,8 +437,9 @@ def counter(daemon: "Daemon", name: str) -> int:
 
 
 def submit_grid_picks(r: Any, key: str, d_addr: int, remote_name: str, seed: int,
-                      spoil: Optional[int] = None, wrapping_base: bool = False) -> Any:
-    """A WRITE of 6000 rows picked from two grids, enough for libb10 to send the grids and
+                      spoil: Optional[int] = None, wrapping_base: bool = False,
+                      op: str = "WRITE") -> Any:
+    """A WRITE (or op) of 6000 rows picked from two grids, enough for libb10 to send the grids and
     a u32 index a row through the span arena (SubmitXfer.arena_picks) rather than spans:
     local rows of 256 bytes every 512 in the buffer key's two 2 MiB halves, the upper
     first (2 bases of 4000 rows: a division by no power of two); remote rows tiling the
@@ -463,7 +464,7 @@ def submit_grid_picks(r: Any, key: str, d_addr: int, remote_name: str, seed: int
     if spoil is not None:
         li[0] = spoil
     try:
-        st = r.agent.submit_picked("WRITE", None, li, None, ri, remote_name, None, 30000,
+        st = r.agent.submit_picked(op, None, li, None, ri, remote_name, None, 30000,
                                    lgrid, rgrid)
     except b10.B10TransferError as e:
         return (e.status, e.detail), pieces

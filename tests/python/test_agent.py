@@ -459,6 +459,26 @@ def test_write_of_grid_picks(ranks, daemons) -> None:
     assert counter(a, "xfers_picked") == picked + 1
 
 
+def test_read_of_grid_picks(ranks, daemons) -> None:
+    """A READ of 6000 rows picked from two grids, sent as the grids and their indices:
+    each local row takes its remote row's bytes (d's zeros), the rest of the reading
+    rank's buffer stays as it was."""
+    pytest.importorskip("numpy", reason="numpy is not installed (scripts/deps.sh --test)")
+    size = 4 * MiB
+    p, d, _, d_addr = pair_with_buffers(ranks, daemons, size, seed=61)
+    picked = counter(daemons[0], "xfers_picked")
+    xid, pieces = p.run(submit_grid_picks, "kv", d_addr, d.name, 67, None, False, "READ")
+    assert isinstance(xid, int), xid
+    assert p.run(wait, xid, 60000 * SLOW) is True
+    assert p.run(xfer_state, xid)[0] == "B10_OK"
+    want = bytearray(pattern(61, size))
+    for local, _, n in pieces:
+        want[local:local + n] = bytes(n)
+    got = p.run(read, "kv")
+    assert got == bytes(want), first_difference(got, bytes(want))
+    assert counter(daemons[0], "xfers_picked") == picked + 1
+
+
 @pytest.mark.parametrize("piece,gap,shift", [(64 * KiB, 0, 0), (4 * KiB, 0, 0), (777, 13, 5)],
                          ids=["blocks", "4k", "odd"])
 def test_write_verified(ranks, daemons, piece: int, gap: int, shift: int) -> None:
