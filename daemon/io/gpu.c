@@ -206,6 +206,21 @@ static void gpu_on_idle(uv_idle_t *handle)
     gpu_poll_update(gpu);
 }
 
+/*
+ * Slots a copier has. The kernels' each hold descriptor tables: GPU_SLOTS.
+ * The copy engines' hold two events each, so they get room for two views'
+ * submissions at the byte cut: a view larger than the default (8 MiB of
+ * 32 KiB pieces is 16 submissions) is not held to one at a time. At most 64,
+ * gpu-copy's bound; the default view keeps GPU_SLOTS.
+ */
+static unsigned gpu_slots(const struct gpu *gpu)
+{
+    if (gpu->kernels)
+        return GPU_SLOTS;
+    uint64_t want = 2 * ((gpu->d->cfg.view_bytes + GPU_ENGINE_BYTES - 1) / GPU_ENGINE_BYTES);
+    return want < GPU_SLOTS ? GPU_SLOTS : want > 64 ? 64 : (unsigned)want;
+}
+
 static uint32_t gpu_part_pieces(const struct gpu *gpu)
 {
     return gpu->kernels ? GPU_MAX_PIECES : GPU_ENGINE_PIECES;
@@ -235,7 +250,7 @@ static gpu_copier_t *gpu_copier(struct gpu *gpu, int device)
             .kernels = gpu->kernels,
             .max_ctas = gpu->d->cfg.gpu_max_ctas,
             .max_pieces = GPU_MAX_PIECES,
-            .max_inflight = GPU_SLOTS,
+            .max_inflight = gpu_slots(gpu),
             .max_sum_blocks = gpu->d->cfg.view_bytes / CHECKSUM_BLOCK + 1,
         };
         int rc = gpu_copy_create(&params, &gpu->copiers[device]);

@@ -31,7 +31,7 @@
 
 /* ---------------------------------------------------------------- the fake copier */
 
-#define FAKE_SLOTS 16       /* gpu.c asks for GPU_SLOTS: the same, so BUSY comes as there */
+#define FAKE_SLOTS 16       /* gpu.c asks for GPU_SLOTS at the default view: BUSY comes as there */
 #define FAKE_OPS 4096
 
 struct gpu_copier {
@@ -84,10 +84,12 @@ int __wrap_gpu_copy_device_host_pointers(int device)
     return 1;
 }
 
+static unsigned asked_slots;         /* max_inflight of the last copier made */
+
 int __wrap_gpu_copy_create(const gpu_copy_params_t *params, gpu_copier_t **copier_p)
 {
     assert_true(params->device >= 0 && params->device < ndevices);
-    assert_int_equal(params->max_inflight, FAKE_SLOTS);
+    asked_slots = params->max_inflight;
     copiers[params->device] = (struct gpu_copier){ .device = params->device };
     *copier_p = &copiers[params->device];
     return GPU_COPY_OK;
@@ -319,6 +321,35 @@ static void test_engine_cuts_at_half_a_mib(void **state)
     free(f.segs);
 }
 
+/*
+ * A copier's slots: GPU_SLOTS at the default view (the fake's BUSY below
+ * relies on it) and with the kernels; with the copy engines, two views'
+ * submissions of 512 KiB for larger views, at most 64.
+ */
+static void test_slots_follow_the_view(void **state)
+{
+    static const struct { enum config_gpu_copy mode; uint64_t view; unsigned slots; } cases[] = {
+        { CONFIG_GPU_COPY_ENGINE, 4u << 20, FAKE_SLOTS },
+        { CONFIG_GPU_COPY_ENGINE, 1u << 20, FAKE_SLOTS },
+        { CONFIG_GPU_COPY_ENGINE, 8u << 20, 32 },
+        { CONFIG_GPU_COPY_ENGINE, (8u << 20) + 1, 34 },
+        { CONFIG_GPU_COPY_ENGINE, 64u << 20, 64 },
+        { CONFIG_GPU_COPY_KERNEL, 64u << 20, FAKE_SLOTS },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct job_fixture f;
+        assert_int_equal(start(cases[i].mode, 1), 0);
+        test_d.cfg.view_bytes = cases[i].view;     /* read when the copier is made */
+        asked_slots = 0;
+        job_init(&f, 1, 0);
+        gpu_copy_job(&test_d, &f.job);
+        assert_int_equal(asked_slots, cases[i].slots);
+        end_op(0, GPU_COPY_OK);
+        stop();
+        free(f.segs);
+    }
+}
+
 /* With the kernels, a chunk is one submission: one launch, its sums chained to it. */
 static void test_kernels_take_a_chunk_whole(void **state)
 {
@@ -452,6 +483,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_cuts_a_chunk_into_submissions),
         cmocka_unit_test(test_engine_cuts_at_half_a_mib),
+        cmocka_unit_test(test_slots_follow_the_view),
         cmocka_unit_test(test_kernels_take_a_chunk_whole),
         cmocka_unit_test(test_full_copier_queues_in_order),
         cmocka_unit_test(test_one_devices_backlog_holds_no_other),
