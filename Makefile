@@ -319,6 +319,8 @@ install: $(B10D) $(LIB_SO) $(B10CTL)
 		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/devices.conf.example
 	install -m 0644 systemd/b10d-gate-caps.conf \
 		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/gate-caps.conf.example
+	install -m 0644 systemd/b10d-cpus.conf \
+		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/cpus.conf.example
 	install -d $(DESTDIR)$(PREFIX)/share/b10d
 	install -m 0644 systemd/b10d-dashboard.json $(DESTDIR)$(PREFIX)/share/b10d/grafana-dashboard.json
 	install -m 0644 systemd/b10d.sysusers $(DESTDIR)$(SYSUSERSDIR)/b10d.conf
@@ -335,6 +337,7 @@ uninstall:
 		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/metrics.conf.example \
 		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/devices.conf.example \
 		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/gate-caps.conf.example \
+		$(DESTDIR)$(SYSCONFDIR)/systemd/system/b10d.service.d/cpus.conf.example \
 		$(DESTDIR)$(PREFIX)/share/b10d/grafana-dashboard.json
 
 clean:

@@ -527,6 +527,7 @@ scen_units() {
     cp "$TOPDIR/systemd/b10d-network.conf" "$D/units/b10d.service.d/network.conf"
     cp "$TOPDIR/systemd/b10d-metrics.conf" "$D/units/b10d.service.d/metrics.conf"
     cp "$TOPDIR/systemd/b10d-devices.conf" "$D/units/b10d.service.d/devices.conf"
+    cp "$TOPDIR/systemd/b10d-cpus.conf" "$D/units/b10d.service.d/cpus.conf"
     # The metrics drop-in's options are valid ones.
     _mopts=$(sed -n 's/^Environment=B10D_METRICS_OPTS=//p' "$TOPDIR/systemd/b10d-metrics.conf")
     [ -n "$_mopts" ] || die "b10d-metrics.conf sets no B10D_METRICS_OPTS"
@@ -763,7 +764,8 @@ scen_install() {
         etc/systemd/system/b10d.service.d/network.conf.example \
         etc/systemd/system/b10d.service.d/metrics.conf.example \
         etc/systemd/system/b10d.service.d/devices.conf.example \
-        etc/systemd/system/b10d.service.d/gate-caps.conf.example usr/share/b10d/grafana-dashboard.json; do
+        etc/systemd/system/b10d.service.d/gate-caps.conf.example \
+        etc/systemd/system/b10d.service.d/cpus.conf.example usr/share/b10d/grafana-dashboard.json; do
         [ -e "$D/root/$f" ] || die "make install did not install /$f"
     done
     if command -v readelf >/dev/null 2>&1; then
