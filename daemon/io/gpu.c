@@ -208,16 +208,18 @@ static void gpu_on_idle(uv_idle_t *handle)
 
 /*
  * Slots a copier has. The kernels' each hold descriptor tables: GPU_SLOTS.
- * The copy engines' hold two events each, so they get room for two views'
- * submissions at the byte cut: a view larger than the default (8 MiB of
- * 32 KiB pieces is 16 submissions) is not held to one at a time. At most 64,
- * gpu-copy's bound; the default view keeps GPU_SLOTS.
+ * The copy engines' hold two events each, so they get room for four views'
+ * submissions at the byte cut. 4 KiB pieces need it: a view of them is eight
+ * submissions, and with room for only two views a WRITE into the GPU moved
+ * 3.8-4.2 GB/s where room for four moved 5.1-5.5 against a wire of 6.5-7.0
+ * (H200, tests/bench/RESULTS.md, run 38); room for eight moved no more.
+ * At least GPU_SLOTS, at most 64, gpu-copy's bound.
  */
 static unsigned gpu_slots(const struct gpu *gpu)
 {
     if (gpu->kernels)
         return GPU_SLOTS;
-    uint64_t want = 2 * ((gpu->d->cfg.view_bytes + GPU_ENGINE_BYTES - 1) / GPU_ENGINE_BYTES);
+    uint64_t want = 4 * ((gpu->d->cfg.view_bytes + GPU_ENGINE_BYTES - 1) / GPU_ENGINE_BYTES);
     return want < GPU_SLOTS ? GPU_SLOTS : want > 64 ? 64 : (unsigned)want;
 }
 

@@ -31,11 +31,13 @@
 
 /* ---------------------------------------------------------------- the fake copier */
 
-#define FAKE_SLOTS 16       /* gpu.c asks for GPU_SLOTS at the default view: BUSY comes as there */
+#define FAKE_SLOTS 16       /* gpu.c's GPU_SLOTS: what a copier gets at a view of SMALL_VIEW */
+#define SMALL_VIEW (1u << 20)
 #define FAKE_OPS 4096
 
 struct gpu_copier {
     int device;
+    unsigned slots;         /* max_inflight: BUSY past it, as the real copier */
     unsigned inflight;
 };
 
@@ -90,7 +92,8 @@ int __wrap_gpu_copy_create(const gpu_copy_params_t *params, gpu_copier_t **copie
 {
     assert_true(params->device >= 0 && params->device < ndevices);
     asked_slots = params->max_inflight;
-    copiers[params->device] = (struct gpu_copier){ .device = params->device };
+    copiers[params->device] = (struct gpu_copier){ .device = params->device,
+                                                 .slots = params->max_inflight };
     *copier_p = &copiers[params->device];
     return GPU_COPY_OK;
 }
@@ -101,7 +104,7 @@ void __wrap_gpu_copy_destroy(gpu_copier_t *copier)
 
 int __wrap_gpu_copy_submit(gpu_copier_t *copier, const gpu_copy_req_t *req, gpu_copy_op_t **op_p)
 {
-    if (copier->inflight == FAKE_SLOTS) {
+    if (copier->inflight == copier->slots) {
         busy_answers++;
         return GPU_COPY_E_BUSY;
     }
@@ -322,17 +325,16 @@ static void test_engine_cuts_at_half_a_mib(void **state)
 }
 
 /*
- * A copier's slots: GPU_SLOTS at the default view (the fake's BUSY below
- * relies on it) and with the kernels; with the copy engines, two views'
- * submissions of 512 KiB for larger views, at most 64.
+ * A copier's slots: GPU_SLOTS with the kernels; with the copy engines, four
+ * views' submissions of 512 KiB, at least GPU_SLOTS and at most 64.
  */
 static void test_slots_follow_the_view(void **state)
 {
     static const struct { enum config_gpu_copy mode; uint64_t view; unsigned slots; } cases[] = {
-        { CONFIG_GPU_COPY_ENGINE, 4u << 20, FAKE_SLOTS },
-        { CONFIG_GPU_COPY_ENGINE, 1u << 20, FAKE_SLOTS },
-        { CONFIG_GPU_COPY_ENGINE, 8u << 20, 32 },
-        { CONFIG_GPU_COPY_ENGINE, (8u << 20) + 1, 34 },
+        { CONFIG_GPU_COPY_ENGINE, 4u << 20, 32 },
+        { CONFIG_GPU_COPY_ENGINE, SMALL_VIEW, FAKE_SLOTS },
+        { CONFIG_GPU_COPY_ENGINE, (2u << 20) + 1, 20 },
+        { CONFIG_GPU_COPY_ENGINE, 8u << 20, 64 },
         { CONFIG_GPU_COPY_ENGINE, 64u << 20, 64 },
         { CONFIG_GPU_COPY_KERNEL, 64u << 20, FAKE_SLOTS },
     };
@@ -376,6 +378,7 @@ static void test_full_copier_queues_in_order(void **state)
 {
     struct job_fixture a, b;
     assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+    test_d.cfg.view_bytes = SMALL_VIEW;     /* FAKE_SLOTS slots */
     job_init(&a, 128 * 20, 0);              /* 20 submissions */
     job_init(&b, 128 * 6 + 1, 0);           /* 7 more */
     gpu_copy_job(&test_d, &a.job);
@@ -409,6 +412,7 @@ static void test_one_devices_backlog_holds_no_other(void **state)
 {
     struct job_fixture a, b;
     assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 2), 0);
+    test_d.cfg.view_bytes = SMALL_VIEW;     /* FAKE_SLOTS slots */
     job_init(&a, 128 * 20, 0);              /* device 0 only: 20 submissions */
     gpu_copy_job(&test_d, &a.job);
     assert_int_equal(nops, FAKE_SLOTS);
