@@ -5,7 +5,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "frame.h"
 
 uint64_t picks_grid_rows(const struct picks_grid *g)
 {
@@ -44,26 +43,6 @@ b10_status_t picks_grid_check(const struct picks_grid *g, size_t bases_len, cons
         }
     }
     return B10_OK;
-}
-
-/* One side of the pass: row k's address, the base found by a multiply (rows < 2^32). */
-struct picks_side {
-    const struct picks_grid *g;
-    uint64_t rows;
-    uint64_t magic;     /* floor(2^64 / per_base) + 1: k * magic >> 64 == k / per_base */
-};
-
-static void picks_side_init(struct picks_side *s, const struct picks_grid *g)
-{
-    s->g = g;
-    s->rows = picks_grid_rows(g);
-    s->magic = g->per_base > 1 ? UINT64_MAX / g->per_base + 1 : 0;
-}
-
-static inline uint64_t picks_addr(const struct picks_side *s, uint64_t k)
-{
-    uint64_t b = s->magic != 0 ? (uint64_t)(((unsigned __int128)s->magic * k) >> 64) : k;
-    return frame_get_u64(s->g->bases + b * 8) + (k - b * s->g->per_base) * s->g->stride;
 }
 
 b10_status_t picks_spans(const struct picks_grid *local, const struct picks_grid *remote,

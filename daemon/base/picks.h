@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "b10/b10.h"
+#include "frame.h"
 
 struct picks_grid {
     const uint8_t *bases;   /* nbases packed little-endian u64 */
@@ -27,6 +28,33 @@ struct picks_grid {
 
 /* Rows a grid has: 0 when it is refused by picks_grid_check. */
 uint64_t picks_grid_rows(const struct picks_grid *g);
+
+/* A checked grid's row arithmetic: row k's base found by a multiply, not a divide. */
+struct picks_side {
+    const struct picks_grid *g;
+    uint64_t rows;
+    uint64_t magic;     /* floor(2^64 / per_base) + 1: k * magic >> 64 == k / per_base */
+};
+
+static inline void picks_side_init(struct picks_side *s, const struct picks_grid *g)
+{
+    s->g = g;
+    s->rows = picks_grid_rows(g);
+    s->magic = g->per_base > 1 ? UINT64_MAX / g->per_base + 1 : 0;
+}
+
+/* k / per_base, for k < rows (below 2^32: the product's high word is exact). */
+static inline uint64_t picks_base_of(const struct picks_side *s, uint64_t k)
+{
+    return s->magic != 0 ? (uint64_t)(((unsigned __int128)s->magic * k) >> 64) : k;
+}
+
+/* Row k's address. */
+static inline uint64_t picks_addr(const struct picks_side *s, uint64_t k)
+{
+    uint64_t b = picks_base_of(s, k);
+    return frame_get_u64(s->g->bases + b * 8) + (k - b * s->g->per_base) * s->g->stride;
+}
 
 /*
  * B10_OK, or B10_ERR_INVALID_ARG with a detail naming side ("local",

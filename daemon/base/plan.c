@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "frame.h"
+#include "plan-pack.h"
 
 
 struct plan_span {
@@ -98,16 +99,7 @@ static const uint32_t *plan_sort(const struct plan_span *spans, size_t n, bool b
                 count[pass][r >> (index_bits + pass * width) & mask]++;
         }
         for (unsigned pass = 0; pass < passes; pass++) {
-            unsigned shift = index_bits + pass * width;
-            uint32_t *c = count[pass];
-            uint32_t at = 0;
-            for (uint64_t b = 0; b <= mask; b++) {
-                uint32_t k = c[b];
-                c[b] = at;
-                at += k;
-            }
-            for (size_t i = 0; i < n; i++)
-                to[c[from[i] >> shift & mask]++] = from[i];
+            plan_radix_pass(from, to, n, index_bits + pass * width, mask, count[pass]);
             uint64_t *swap = from;
             from = to;
             to = swap;
@@ -175,7 +167,7 @@ void plan_free(struct plan *plan)
     free(plan);
 }
 
-static struct plan *plan_alloc(size_t max_pieces, size_t max_chunks)
+struct plan *plan_alloc(size_t max_pieces, size_t max_chunks)
 {
     struct plan *plan = calloc(1, sizeof(*plan));
     if (plan == NULL)
@@ -197,7 +189,7 @@ static struct plan *plan_alloc(size_t max_pieces, size_t max_chunks)
  * the allocator hand the next plan fresh pages, whose faults cost more
  * than the pass the bound saves.
  */
-static void plan_trim(struct plan *plan, uint64_t max_pieces, uint64_t max_chunks)
+void plan_trim(struct plan *plan, uint64_t max_pieces, uint64_t max_chunks)
 {
     if (plan->npieces > 0 && plan->npieces < max_pieces / 4) {
         struct plan_piece *p = realloc(plan->pieces, plan->npieces * sizeof(*p));
@@ -210,6 +202,7 @@ static void plan_trim(struct plan *plan, uint64_t max_pieces, uint64_t max_chunk
             plan->chunks = c;
     }
 }
+
 
 /*
  * Destinations of one size that is a power of two, each at a whole number of
@@ -476,44 +469,6 @@ static uint64_t plan_runs(const struct plan_span *spans, const struct plan_order
         prev = s;
     }
     return runs;
-}
-
-/* A plan being packed: chunk after chunk, piece after piece. */
-struct plan_packer {
-    struct plan *plan;
-    struct plan_chunk *chunk;   /* the chunk being filled; NULL before the first */
-    struct plan_piece *last;    /* its last piece */
-    uint64_t max_chunk;
-};
-
-/*
- * Add len bytes from src to dst. Contiguous with the last piece on both
- * sides, they extend it; a piece is split where a chunk fills.
- */
-static inline void plan_pack_add(struct plan_packer *pk, uint64_t src, uint64_t dst, uint64_t left)
-{
-    struct plan *plan = pk->plan;
-    while (left > 0) {
-        if (pk->chunk == NULL || pk->chunk->bytes == pk->max_chunk) {
-            pk->chunk = &plan->chunks[plan->nchunks++];
-            *pk->chunk = (struct plan_chunk){ plan->npieces, 0, 0 };
-            pk->last = NULL;
-        }
-        uint64_t room = pk->max_chunk - pk->chunk->bytes;
-        uint64_t take = left < room ? left : room;
-        struct plan_piece *last = pk->last;
-        if (last != NULL && last->src + last->len == src && last->dst + last->len == dst) {
-            last->len += take;
-        } else {
-            pk->last = &plan->pieces[plan->npieces++];
-            *pk->last = (struct plan_piece){ src, dst, take };
-            pk->chunk->count++;
-        }
-        pk->chunk->bytes += take;
-        src += take;
-        dst += take;
-        left -= take;
-    }
 }
 
 /*

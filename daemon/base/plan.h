@@ -45,6 +45,22 @@ struct plan {
 b10_status_t plan_build(const uint8_t *src_spans, const uint8_t *dst_spans, size_t count,
                         uint64_t max_chunk, struct plan **plan_p, char *detail, size_t detail_len);
 
+struct picks_grid;
+
+/*
+ * plan_build of the spans picks_spans (picks.h) would write from count
+ * source and destination row indices (little-endian u32s) into two checked
+ * grids, made from the indices themselves: the same plan, for grids whose
+ * rows lie in address order once their bases are sorted (no row overlaps
+ * another, as a KV pool's blocks). B10_ERR_UNSUPPORTED for any other
+ * request, whether grids of another shape or one plan_build refuses (an
+ * index outside its grid, a destination picked twice): make the spans and
+ * plan_build them, which names the reason. B10_ERR_NO_MEMORY.
+ */
+b10_status_t plan_build_picks(const struct picks_grid *src, const struct picks_grid *dst,
+                              const uint8_t *src_picks, const uint8_t *dst_picks, size_t count,
+                              uint64_t max_chunk, struct plan **plan_p);
+
 /*
  * Encode the destination side for CONTROL: chunk_pieces (u32 per chunk) and
  * pieces (u64 dst, u64 len per piece), both malloc'd. B10_ERR_NO_MEMORY

@@ -101,11 +101,12 @@ struct xfer *xfer_new_submitted(struct b10d *d, enum xfer_role role, struct sess
 /*
  * plan_build of a rank's request into chunks of one staging view, and how
  * long it took (*ns_p, for XferTimes): the planner's own cost, apart from
- * the checks around it.
+ * the checks around it. With picks (not NULL), from them where
+ * plan_build_picks can, the remote side the source when remote_src.
  */
 b10_status_t xfer_plan(struct b10d *d, const uint8_t *src_spans, const uint8_t *dst_spans,
-                       size_t count, struct plan **plan_p, uint64_t *ns_p, char *detail,
-                       size_t detail_len);
+                       size_t count, const struct xfer_picks *picks, bool remote_src,
+                       struct plan **plan_p, uint64_t *ns_p, char *detail, size_t detail_len);
 /* Free a finished transfer once nothing in flight can call back into it. */
 void xfer_maybe_free(struct xfer *x);
 /* Past its deadline: failed now (true), or still in time. */
@@ -160,12 +161,17 @@ bool xfer_copy_ended(struct xfer_slot *slot, struct copy_job *job, b10_status_t 
 /* Copying into the destination rank's memory was refused (st) for chunk: fail x saying why. */
 void xfer_fail_dst(struct xfer *x, b10_status_t st, uint32_t chunk, const char *rank);
 
-/* Checks every role makes. */
+/*
+ * Checks every role makes. Where the side checked came as rows of a grid
+ * (grid not NULL; those spans are its rows), a grid whose every base's
+ * rows lie in regions, none stuck, passes whole; any other is checked span
+ * by span, which names what is wrong.
+ */
 b10_status_t xfer_admit_limits(struct session *s, size_t count, char *detail, size_t detail_len);
 b10_status_t xfer_check_local(struct session *s, const uint8_t *spans, size_t count,
-                              char *detail, size_t detail_len);
-b10_status_t xfer_check_dst(const struct plan *plan, struct mem_table *mem, char *detail,
-                            size_t detail_len);
+                              const struct picks_grid *grid, char *detail, size_t detail_len);
+b10_status_t xfer_check_dst(const struct plan *plan, struct mem_table *mem,
+                            const struct picks_grid *grid, char *detail, size_t detail_len);
 b10_status_t xfer_peer_limits(struct peer *peer, uint32_t deadline_ms, size_t control_bytes,
                               char *detail, size_t detail_len);
 bool xfer_name_ok(const char *name);
@@ -206,9 +212,9 @@ void xfer_trace_log(struct xfer *x);
 
 b10_status_t xfer_send_new(struct session *s, struct peer *peer, const char *remote_agent,
                            enum xfer_role role, const uint8_t *src_spans, const uint8_t *dst_spans,
-                           size_t count, uint32_t deadline_ms, const uint8_t *sync,
-                           size_t sync_length, struct xfer **xfer_p, char *detail,
-                           size_t detail_len);
+                           size_t count, const struct xfer_picks *picks, uint32_t deadline_ms,
+                           const uint8_t *sync, size_t sync_length, struct xfer **xfer_p,
+                           char *detail, size_t detail_len);
 void xfer_send_pump(struct xfer *x);
 /* The outbound link of x's peer is up (now, or once peer_use's wait ended): CONTROL goes. */
 void xfer_send_link_up(struct xfer *x);
@@ -233,7 +239,8 @@ struct xfer *xfer_read_waiting(struct b10d *d, struct peer *peer, struct session
 /* ---------------------------------------------------------------- xfer-local.c */
 
 b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__SubmitXfer *req,
-                            size_t count, struct xfer **xfer_p, char *detail, size_t detail_len);
+                            size_t count, const struct xfer_picks *picks, struct xfer **xfer_p,
+                            char *detail, size_t detail_len);
 void xfer_local_pump(struct xfer *x);
 
 #endif

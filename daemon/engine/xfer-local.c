@@ -203,8 +203,8 @@ void xfer_local_pump(struct xfer *x)
  * other rank's daemon would check it, planned, listed with both ranks.
  */
 b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__SubmitXfer *req,
-                                  size_t count, struct xfer **xfer_p, char *detail,
-                                  size_t detail_len)
+                            size_t count, const struct xfer_picks *picks, struct xfer **xfer_p,
+                            char *detail, size_t detail_len)
 {
     struct b10d *d = s->d;
     bool read = req->op == B10__OP__OP_READ;
@@ -225,7 +225,9 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
     }
     uint64_t checked_from = uv_hrtime();
     if ((status = xfer_admit_limits(s, count, detail, detail_len)) != B10_OK ||
-        (status = xfer_check_local(s, req->local_spans.data, count, detail, detail_len)) != B10_OK)
+        (status = xfer_check_local(s, req->local_spans.data, count,
+                                   picks != NULL ? &picks->local : NULL, detail,
+                                   detail_len)) != B10_OK)
         return status;
     /* The other rank's leave, as its daemon would ask it of a rank of another node. */
     access_origin(&origin, self, s->agent);
@@ -238,12 +240,13 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
                  req->remote_agent);
         return B10_ERR_BUSY;
     }
-    status = xfer_plan(d, src, dst, count, &plan, &plan_ns, detail, detail_len);
+    status = xfer_plan(d, src, dst, count, picks, read, &plan, &plan_ns, detail, detail_len);
     if (status != B10_OK)
         return status;
     /* Its side inside its registrations, as for a transfer from another node. */
-    status = read ? xfer_check_local(other, theirs, count, detail, detail_len)
-                  : xfer_check_dst(plan, &other->mem, detail, detail_len);
+    const struct picks_grid *their_grid = picks != NULL ? &picks->remote : NULL;
+    status = read ? xfer_check_local(other, theirs, count, their_grid, detail, detail_len)
+                  : xfer_check_dst(plan, &other->mem, their_grid, detail, detail_len);
     if (status != B10_OK) {
         plan_free(plan);
         return status == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : status;

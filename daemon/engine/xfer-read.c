@@ -72,7 +72,7 @@ b10_status_t xfer_read_new(struct session *s, struct peer *peer, const char *rem
     struct xfer *x;
     size_t table = count * SPAN_BYTES;
     b10_status_t status = xfer_send_new(s, peer, remote_agent, XFER_READ, req->remote_spans.data,
-                                         req->local_spans.data, count, req->deadline_ms,
+                                         req->local_spans.data, count, NULL, req->deadline_ms,
                                          req->sync_msg.data, req->sync_msg.len, &x, detail,
                                          detail_len);
     if (status != B10_OK)
@@ -163,7 +163,7 @@ void xfer_read_serve(struct peer *peer, const B10__Peer__ReadRequest *req, size_
      */
     b10_status_t status = xfer_send_new(holder, peer, req->dst_agent, XFER_SEND,
                                          req->src_spans.data, req->dst_spans.data, count,
-                                         req->deadline_ms, req->sync_msg.data, req->sync_msg.len,
+                                         NULL, req->deadline_ms, req->sync_msg.data, req->sync_msg.len,
                                          &x, detail, sizeof(detail));
     if (status != B10_OK) {
         char why[512];

@@ -343,7 +343,7 @@ void xfer_recv_admit(struct peer *peer, const B10__Peer__Control *control, size_
     status = grant == ACCESS_OPEN_ONLY ? access_plan_open(target, &origin, plan, detail, sizeof(detail))
                                        : B10_OK;
     if (status == B10_OK)
-        status = xfer_check_dst(plan, &target->mem, detail, sizeof(detail));
+        status = xfer_check_dst(plan, &target->mem, NULL, detail, sizeof(detail));
     if (status != B10_OK) {
         plan_free(plan);
         xfer_recv_refuse(peer, control, status, detail);

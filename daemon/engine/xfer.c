@@ -211,12 +211,22 @@ struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t
 }
 
 b10_status_t xfer_plan(struct b10d *d, const uint8_t *src_spans, const uint8_t *dst_spans,
-                       size_t count, struct plan **plan_p, uint64_t *ns_p, char *detail,
-                       size_t detail_len)
+                       size_t count, const struct xfer_picks *picks, bool remote_src,
+                       struct plan **plan_p, uint64_t *ns_p, char *detail, size_t detail_len)
 {
     uint64_t t0 = uv_hrtime();
-    b10_status_t status = plan_build(src_spans, dst_spans, count, staging_view_bytes(d->staging),
-                                     plan_p, detail, detail_len);
+    uint64_t view = staging_view_bytes(d->staging);
+    b10_status_t status = B10_ERR_UNSUPPORTED;
+    if (picks != NULL)
+        status = remote_src ? plan_build_picks(&picks->remote, &picks->local, picks->remote_rows,
+                                               picks->local_rows, count, view, plan_p)
+                            : plan_build_picks(&picks->local, &picks->remote, picks->local_rows,
+                                               picks->remote_rows, count, view, plan_p);
+    /* Any other shape, and every refusal, the spans' planner decides and names. */
+    if (status == B10_ERR_UNSUPPORTED)
+        status = plan_build(src_spans, dst_spans, count, view, plan_p, detail, detail_len);
+    else if (status == B10_ERR_NO_MEMORY)
+        snprintf(detail, detail_len, "out of memory for the plan of %zu spans", count);
     *ns_p = uv_hrtime() - t0;
     return status;
 }
@@ -868,10 +878,28 @@ static b10_status_t xfer_check_emit(void *arg, struct region *r, uint64_t offset
 
 #define XFER_STUCK_WHY "lies in a region that a failed transfer's copy may still write (--settle-ms passed)"
 
+/*
+ * Every row of grid in mem's regions, none of them stuck: a walk a base,
+ * each over all its rows (a KV pool's layer is one region), where a check
+ * a span walked 10^5 times. False says nothing: the spans decide.
+ */
+static bool xfer_grid_inside(struct mem_table *mem, const struct picks_grid *grid)
+{
+    /* A checked grid's rows end below 2^64 (picks_grid_check). */
+    uint64_t reach = (grid->per_base - 1) * grid->stride + grid->length;
+    for (size_t b = 0; b < grid->nbases; b++)
+        if (mem_table_walk(mem, frame_get_u64(grid->bases + b * 8), reach, xfer_check_emit,
+                           NULL) != B10_OK)
+            return false;
+    return true;
+}
+
 /* R: every destination byte of the plan must lie in the target rank's regions. */
 b10_status_t xfer_check_dst(const struct plan *plan, struct mem_table *mem,
-                                   char *detail, size_t detail_len)
+                            const struct picks_grid *grid, char *detail, size_t detail_len)
 {
+    if (grid != NULL && xfer_grid_inside(mem, grid))
+        return B10_OK;
     for (uint32_t i = 0; i < plan->npieces; i++) {
         const struct plan_piece *p = &plan->pieces[i];
         struct region *r = mem_table_hinted(mem, p->dst, p->len);
@@ -923,9 +951,14 @@ b10_status_t xfer_admit_limits(struct session *s, size_t count, char *detail,
  * the lengths, which are only the client's claim until checked.
  */
 b10_status_t xfer_check_local(struct session *s, const uint8_t *spans, size_t count,
-                                     char *detail, size_t detail_len)
+                              const struct picks_grid *grid, char *detail, size_t detail_len)
 {
     uint64_t total = 0;
+
+    if (grid != NULL && !__builtin_mul_overflow((uint64_t)count, grid->length, &total) &&
+        total <= s->d->cfg.max_xfer_bytes && xfer_grid_inside(&s->mem, grid))
+        return B10_OK;
+    total = 0;
 
     for (size_t i = 0; i < count; i++) {
         uint64_t addr = frame_get_u64(spans + i * SPAN_BYTES);
@@ -981,8 +1014,9 @@ void xfer_discard(struct xfer *x)
     xfer_maybe_free(x);
 }
 
-b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct xfer **xfer_p,
-                         char *detail, size_t detail_len)
+b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req,
+                         const struct xfer_picks *picks, struct xfer **xfer_p, char *detail,
+                         size_t detail_len)
 {
     size_t count = req->local_spans.len / SPAN_BYTES;
 
@@ -1012,12 +1046,12 @@ b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req, struct x
         return status;
     /* Both ranks here: the bytes go from one mapping to the other, not over the wire. */
     if (peer_is_self(agent->peer))
-        return xfer_local_new(s, agent->peer, req, count, xfer_p, detail, detail_len);
+        return xfer_local_new(s, agent->peer, req, count, picks, xfer_p, detail, detail_len);
     if (req->op == B10__OP__OP_READ)
         return xfer_read_new(s, agent->peer, req->remote_agent, req, count, xfer_p, detail,
                              detail_len);
     return xfer_send_new(s, agent->peer, req->remote_agent, XFER_SEND, req->local_spans.data,
-                          req->remote_spans.data, count, req->deadline_ms, req->sync_msg.data,
+                          req->remote_spans.data, count, picks, req->deadline_ms, req->sync_msg.data,
                           req->sync_msg.len, xfer_p, detail, detail_len);
 }
 

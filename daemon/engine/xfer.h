@@ -24,6 +24,7 @@
 #include "auth.h"
 #include "b10d.h"
 #include "peer.h"
+#include "picks.h"
 #include "staging.h"
 #include "tags.h"
 
@@ -205,12 +206,25 @@ struct xfer {
 };
 
 /*
+ * A request that came as rows picked from two grids (SubmitXfer.arena_picks):
+ * both grids checked, and the indices, count u32s a side, each inside its
+ * grid (the span tables of the request were written from them). The plan is
+ * made from these where plan_build_picks can.
+ */
+struct xfer_picks {
+    struct picks_grid local, remote;
+    const uint8_t *local_rows, *remote_rows;
+};
+
+/*
  * S: check a client's SubmitXfer and create the transfer. It does not move
  * until xfer_start(), which the session calls after its reply is queued, so
- * that the client learns the id before any news of the transfer.
+ * that the client learns the id before any news of the transfer. picks: the
+ * request's rows as picks (NULL: it came as spans).
  */
 b10_status_t xfer_submit(struct session *s, const struct B10__SubmitXfer *req,
-                         struct xfer **xfer_p, char *detail, size_t detail_len);
+                         const struct xfer_picks *picks, struct xfer **xfer_p, char *detail,
+                         size_t detail_len);
 void xfer_start(struct xfer *x);
 /* The daemon that holds a READ's bytes: write them back to the asker. */
 struct B10__Peer__ReadRequest;

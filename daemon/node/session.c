@@ -889,10 +889,12 @@ static b10_status_t session_grid(const B10__SpanGrid *msg, const char *side, str
  * (the rank may rewrite the arena from here on), in *tables_p, and
  * *from_arena the request with them in place. Two forms: the spans as they
  * are (arena_spans), or u32 row indices into two grids (arena_picks), each
- * index checked against its grid while the spans are written out.
+ * index checked against its grid while the spans are written out; then
+ * *picks_p holds them for the planner (xfer_picks), their copy in *rows_p.
  */
 static b10_status_t session_arena_tables(struct session *s, const B10__SubmitXfer *req,
                                          B10__SubmitXfer *from_arena, uint8_t **tables_p,
+                                         struct xfer_picks *picks_p, uint8_t **rows_p,
                                          char *detail, size_t detail_len)
 {
     bool grids = req->local_grid != NULL || req->remote_grid != NULL;
@@ -938,11 +940,13 @@ static b10_status_t session_arena_tables(struct session *s, const B10__SubmitXfe
                                 : B10_ERR_NO_MEMORY;
         if (tables == NULL)
             snprintf(detail, detail_len, "out of memory for %" PRIu64 " spans", count);
-        free(picks);
         if (status != B10_OK) {
+            free(picks);
             free(tables);
             return status;
         }
+        *picks_p = (struct xfer_picks){ local, remote, picks, picks + count * 4 };
+        *rows_p = picks;
     }
     *from_arena = *req;
     from_arena->local_spans = (ProtobufCBinaryData){ table, tables };
@@ -960,12 +964,13 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
     char detail[256] = "";
     struct xfer *x;
     B10__SubmitXfer from_arena;
-    uint8_t *tables = NULL;
+    struct xfer_picks picks;
+    uint8_t *tables = NULL, *rows = NULL;
     b10_status_t status = B10_OK;
 
-    bool picked = req->arena_picks != 0;
     if (req->arena_spans != 0 || req->arena_picks != 0) {
-        status = session_arena_tables(s, req, &from_arena, &tables, detail, sizeof(detail));
+        status = session_arena_tables(s, req, &from_arena, &tables, &picks, &rows, detail,
+                                      sizeof(detail));
         if (status == B10_OK) {
             req = &from_arena;
             at->decoded_ns = uv_hrtime();
@@ -975,14 +980,15 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
         status = B10_ERR_INVALID_ARG;
     }
     if (status == B10_OK)
-        status = xfer_submit(s, req, &x, detail, sizeof(detail));
+        status = xfer_submit(s, req, rows != NULL ? &picks : NULL, &x, detail, sizeof(detail));
     free(tables);
+    free(rows);
     if (status != B10_OK) {
         log_info("client %s: transfer refused: %s: %s", s->agent, b10_status_name(status), detail);
         session_reply(s, seq, status, detail, NULL);
         return;
     }
-    if (picked)
+    if (rows != NULL)
         s->d->stats.xfers_picked++;
     x->times.received_ns = at->received_ns;
     x->times.decoded_ns = at->decoded_ns;

@@ -11,7 +11,9 @@
  * nothing outside the arena and hand over 8 bytes a pick; then, when
  * picks_spans accepts them, every span must be its row (computed here by
  * division), every index inside its grid, no span wrapping, and the tables
- * must go through plan_build as session.c hands them to the engine.
+ * must go through plan_build as session.c hands them to the engine; and
+ * plan_build_picks, from the picks themselves, must make plan_build's plan
+ * or leave the request to it, never plan one plan_build refuses.
  */
 #include <fcntl.h>
 #include <stdbool.h>
@@ -108,13 +110,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         /* xfer_check_local's bound on the bytes (--max-xfer-bytes, 256 GiB), then the planner. */
         struct plan *plan = NULL;
-        if (l.length <= (UINT64_C(256) << 30) / count &&
-            plan_build(tables, tables + count * SPAN_BYTES, count, 4u << 20, &plan, detail,
-                       sizeof(detail)) == B10_OK) {
-            if (plan->total != count * l.length)
+        if (l.length <= (UINT64_C(256) << 30) / count)
+            st = plan_build(tables, tables + count * SPAN_BYTES, count, 4u << 20, &plan, detail,
+                            sizeof(detail));
+        if (plan != NULL && plan->total != count * l.length)
+            abort();
+        /* The planner of the picks themselves: plan_build's plan, or none where it refused. */
+        if (l.length <= (UINT64_C(256) << 30) / count) {
+            struct plan *fast = NULL;
+            b10_status_t fst = plan_build_picks(&l, &r, picks, picks + count * 4, count, 4u << 20,
+                                                &fast);
+            if (fst == B10_OK && (st != B10_OK || fast->npieces != plan->npieces ||
+                                  fast->nchunks != plan->nchunks || fast->total != plan->total ||
+                                  memcmp(fast->pieces, plan->pieces,
+                                         plan->npieces * sizeof(*plan->pieces)) != 0 ||
+                                  memcmp(fast->chunks, plan->chunks,
+                                         plan->nchunks * sizeof(*plan->chunks)) != 0))
                 abort();
-            plan_free(plan);
+            if (fst != B10_OK && (fast != NULL || (fst != B10_ERR_UNSUPPORTED &&
+                                                   fst != B10_ERR_NO_MEMORY)))
+                abort();
+            plan_free(fast);
         }
+        plan_free(plan);
+    } else {
+        /* A request picks_spans refuses is never planned from its picks. */
+        struct plan *fast = NULL;
+        if (plan_build_picks(&l, &r, picks, picks + count * 4, count, 4u << 20, &fast) == B10_OK)
+            abort();
     }
     free(tables);
     free(picks);

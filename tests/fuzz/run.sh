@@ -37,7 +37,7 @@ for src in "$top"/tests/fuzz/fuzz-*.c; do
     [ "$name" = fuzz-arena ] && extra="$top/daemon/mem/arena.c $top/daemon/base/plan.c
         $top/daemon/base/log.c"
     [ "$name" = fuzz-picks ] && extra="$top/daemon/mem/arena.c $top/daemon/base/picks.c
-        $top/daemon/base/plan.c $top/daemon/base/log.c"
+        $top/daemon/base/plan.c $top/daemon/base/plan-picks.c $top/daemon/base/log.c"
     [ "$name" = fuzz-knock ] && extra="$top/daemon/io/auth.c $top/daemon/io/knock.c $top/daemon/io/nodeid.c $top/daemon/io/gate.c $top/daemon/base/caps.c
         $top/daemon/base/wireaddr.c $top/daemon/base/status.c $top/daemon/base/config.c
         $top/daemon/base/config-table.c $top/daemon/base/optdoc.c $top/daemon/base/log.c"

@@ -438,7 +438,7 @@ def counter(daemon: "Daemon", name: str) -> int:
 
 def submit_grid_picks(r: Any, key: str, d_addr: int, remote_name: str, seed: int,
                       spoil: Optional[int] = None, wrapping_base: bool = False,
-                      op: str = "WRITE") -> Any:
+                      op: str = "WRITE", outside_base: bool = False) -> Any:
     """A WRITE (or op) of 6000 rows picked from two grids, enough for libb10 to send the grids and
     a u32 index a row through the span arena (SubmitXfer.arena_picks) rather than spans:
     local rows of 256 bytes every 512 in the buffer key's two 2 MiB halves, the upper
@@ -446,13 +446,16 @@ def submit_grid_picks(r: Any, key: str, d_addr: int, remote_name: str, seed: int
     first 1,024,000 bytes of each 1 MiB of d_addr's 4 MiB, in the order 1, 3, 0, 2 (4
     bases of 4000). spoil: that local index first, to be refused. wrapping_base: the local
     grid gets a third base, none of whose rows is picked, whose last row would wrap the
-    address space. Returns as submit_grid."""
+    address space. outside_base: each grid gets a base more, 1 GiB past its buffer, in
+    memory no rank registered (its rows picked only by spoil). Returns as submit_grid."""
     import numpy as np
     src = r.bufs[key].ptr
-    lbases = [src + 2 * 1024 * 1024, src] + ([2 ** 64 - 4096] if wrapping_base else [])
+    lbases = [src + 2 * 1024 * 1024, src] + ([2 ** 64 - 4096] if wrapping_base else []) + \
+        ([src + 1024 ** 3] if outside_base else [])
     lgrid = (np.array(lbases, dtype=np.uint64), 4000, 512, 256)
-    rgrid = (np.array([d_addr + k * 1024 * 1024 for k in (1, 3, 0, 2)], dtype=np.uint64),
-             4000, 256, 256)
+    rbases = [d_addr + k * 1024 * 1024 for k in (1, 3, 0, 2)] + \
+        ([d_addr + 1024 ** 3] if outside_base else [])
+    rgrid = (np.array(rbases, dtype=np.uint64), 4000, 256, 256)
 
     def row(g: Any, k: int) -> int:
         bases, per, stride, _ = g

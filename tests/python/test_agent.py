@@ -459,6 +459,28 @@ def test_write_of_grid_picks(ranks, daemons) -> None:
     assert counter(a, "xfers_picked") == picked + 1
 
 
+@pytest.mark.parametrize("where", ["one", "two"])
+def test_grid_picks_beside_unregistered_rows(ranks, daemons, where: str) -> None:
+    """Grids whose every base's rows are registered are checked a base at a time; these
+    have a base more on each side in memory no rank registered, none of its rows picked,
+    so each picked row is checked instead: the transfer lands byte for byte, on one
+    daemon and across two. A row of that base picked is refused naming its span, and
+    nothing lands."""
+    pytest.importorskip("numpy", reason="numpy is not installed (scripts/deps.sh --test)")
+    size = 4 * MiB
+    a, b = daemons
+    p, d = ranks("prefill", a), ranks("decode", a if where == "one" else b)
+    pair(p, d)
+    p.run(alloc, "kv", size, 71)
+    d_addr = d.run(alloc, "kv", size, None)
+    got, _ = p.run(submit_grid_picks, "kv", d_addr, d.name, 73, 8000, False, "WRITE", True)
+    assert got[0] == "B10_ERR_NOT_REGISTERED", got
+    assert "local span 0 " in got[1] and "outside this rank's registered memory" in got[1], got
+    assert d.run(read, "kv") == bytes(size)
+    xid, pieces = p.run(submit_grid_picks, "kv", d_addr, d.name, 73, None, False, "WRITE", True)
+    landed_as(p, d, xid, image(size, pattern(71, size), pieces))
+
+
 def test_read_of_grid_picks(ranks, daemons) -> None:
     """A READ of 6000 rows picked from two grids, sent as the grids and their indices:
     each local row takes its remote row's bytes (d's zeros), the rest of the reading
