@@ -99,13 +99,29 @@ struct xfer *xfer_new_submitted(struct b10d *d, enum xfer_role role, struct sess
                                 struct plan *plan, uint32_t deadline_ms, uint64_t checked_from,
                                 uint64_t plan_ns);
 /*
+ * A request's two sides, the rank's own (local) and the other's: span
+ * tables, or picks (not NULL) whose tables are written on first need.
+ */
+struct xfer_rows {
+    size_t count;
+    const uint8_t *local, *remote;      /* count spans each; NULL until written, with picks */
+    struct xfer_picks *picks;
+};
+
+/*
+ * The rows' span tables, written from the picks where they are not yet:
+ * B10_OK, B10_ERR_INVALID_ARG for an index outside its grid or grids of
+ * other lengths (named in detail), B10_ERR_NO_MEMORY.
+ */
+b10_status_t xfer_rows_spans(struct xfer_rows *rows, char *detail, size_t detail_len);
+
+/*
  * plan_build of a rank's request into chunks of one staging view, and how
  * long it took (*ns_p, for XferTimes): the planner's own cost, apart from
- * the checks around it. With picks (not NULL), from them where
- * plan_build_picks can, the remote side the source when remote_src.
+ * the checks around it. The remote side is the source when remote_src.
+ * From picks where plan_build_picks can.
  */
-b10_status_t xfer_plan(struct b10d *d, const uint8_t *src_spans, const uint8_t *dst_spans,
-                       size_t count, const struct xfer_picks *picks, bool remote_src,
+b10_status_t xfer_plan(struct b10d *d, struct xfer_rows *rows, bool remote_src,
                        struct plan **plan_p, uint64_t *ns_p, char *detail, size_t detail_len);
 /* Free a finished transfer once nothing in flight can call back into it. */
 void xfer_maybe_free(struct xfer *x);
@@ -162,14 +178,15 @@ bool xfer_copy_ended(struct xfer_slot *slot, struct copy_job *job, b10_status_t 
 void xfer_fail_dst(struct xfer *x, b10_status_t st, uint32_t chunk, const char *rank);
 
 /*
- * Checks every role makes. Where the side checked came as rows of a grid
- * (grid not NULL; those spans are its rows), a grid whose every base's
- * rows lie in regions, none stuck, passes whole; any other is checked span
- * by span, which names what is wrong.
+ * Checks every role makes. xfer_check_local checks one side of rows (the
+ * remote one when remote_side) against s's registrations. Where the side
+ * checked came as rows of a grid (for check_dst: grid not NULL), a grid
+ * whose every base's rows lie in regions, none stuck, passes whole; any
+ * other is checked span by span, which names what is wrong.
  */
 b10_status_t xfer_admit_limits(struct session *s, size_t count, char *detail, size_t detail_len);
-b10_status_t xfer_check_local(struct session *s, const uint8_t *spans, size_t count,
-                              const struct picks_grid *grid, char *detail, size_t detail_len);
+b10_status_t xfer_check_local(struct session *s, struct xfer_rows *rows, bool remote_side,
+                              char *detail, size_t detail_len);
 b10_status_t xfer_check_dst(const struct plan *plan, struct mem_table *mem,
                             const struct picks_grid *grid, char *detail, size_t detail_len);
 b10_status_t xfer_peer_limits(struct peer *peer, uint32_t deadline_ms, size_t control_bytes,
@@ -210,9 +227,9 @@ void xfer_trace_log(struct xfer *x);
 
 /* ---------------------------------------------------------------- xfer-send.c */
 
+/* rows: s's side local, the source but for XFER_READ. */
 b10_status_t xfer_send_new(struct session *s, struct peer *peer, const char *remote_agent,
-                           enum xfer_role role, const uint8_t *src_spans, const uint8_t *dst_spans,
-                           size_t count, const struct xfer_picks *picks, uint32_t deadline_ms,
+                           enum xfer_role role, struct xfer_rows *rows, uint32_t deadline_ms,
                            const uint8_t *sync, size_t sync_length, struct xfer **xfer_p,
                            char *detail, size_t detail_len);
 void xfer_send_pump(struct xfer *x);
@@ -229,8 +246,8 @@ void xfer_recv_pump(struct xfer *x);
 /* ---------------------------------------------------------------- xfer-read.c */
 
 b10_status_t xfer_read_new(struct session *s, struct peer *peer, const char *remote_agent,
-                           const B10__SubmitXfer *req, size_t count, struct xfer **xfer_p,
-                           char *detail, size_t detail_len);
+                           const B10__SubmitXfer *req, struct xfer_rows *rows,
+                           struct xfer **xfer_p, char *detail, size_t detail_len);
 void xfer_read_link_up(struct xfer *x);
 /* The READ of rank s from peer that a write-back named read_id lands for, if one waits. */
 struct xfer *xfer_read_waiting(struct b10d *d, struct peer *peer, struct session *s,
@@ -239,8 +256,8 @@ struct xfer *xfer_read_waiting(struct b10d *d, struct peer *peer, struct session
 /* ---------------------------------------------------------------- xfer-local.c */
 
 b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__SubmitXfer *req,
-                            size_t count, const struct xfer_picks *picks, struct xfer **xfer_p,
-                            char *detail, size_t detail_len);
+                            struct xfer_rows *rows, struct xfer **xfer_p, char *detail,
+                            size_t detail_len);
 void xfer_local_pump(struct xfer *x);
 
 #endif

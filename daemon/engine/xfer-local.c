@@ -203,15 +203,14 @@ void xfer_local_pump(struct xfer *x)
  * other rank's daemon would check it, planned, listed with both ranks.
  */
 b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__SubmitXfer *req,
-                            size_t count, const struct xfer_picks *picks, struct xfer **xfer_p,
-                            char *detail, size_t detail_len)
+                            struct xfer_rows *rows, struct xfer **xfer_p, char *detail,
+                            size_t detail_len)
 {
     struct b10d *d = s->d;
     bool read = req->op == B10__OP__OP_READ;
     struct session *other = rank_find(d, req->remote_agent);
-    const uint8_t *src = read ? req->remote_spans.data : req->local_spans.data;
-    const uint8_t *dst = read ? req->local_spans.data : req->remote_spans.data;
-    const uint8_t *theirs = req->remote_spans.data;
+    size_t count = rows->count;
+    enum access_op op = read ? ACCESS_READ : ACCESS_WRITE;
     struct access_origin origin;
     enum access_grant grant;
     struct plan *plan = NULL;
@@ -225,14 +224,17 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
     }
     uint64_t checked_from = uv_hrtime();
     if ((status = xfer_admit_limits(s, count, detail, detail_len)) != B10_OK ||
-        (status = xfer_check_local(s, req->local_spans.data, count,
-                                   picks != NULL ? &picks->local : NULL, detail,
-                                   detail_len)) != B10_OK)
+        (status = xfer_check_local(s, rows, false, detail, detail_len)) != B10_OK)
         return status;
     /* The other rank's leave, as its daemon would ask it of a rank of another node. */
     access_origin(&origin, self, s->agent);
-    status = access_spans(other, &origin, read ? ACCESS_READ : ACCESS_WRITE, theirs, count,
-                          req->sync_msg.len > 0, &grant, detail, detail_len);
+    /* Short of a full grant, its regions' leave is asked span by span. */
+    char scratch[8];
+    if (access_grant(other, &origin, op, scratch, sizeof(scratch)) != ACCESS_FULL &&
+        (status = xfer_rows_spans(rows, detail, detail_len)) != B10_OK)
+        return status;
+    status = access_spans(other, &origin, op, rows->remote, count, req->sync_msg.len > 0,
+                          &grant, detail, detail_len);
     if (status != B10_OK)
         return status;
     if (req->sync_msg.len > 0 && !rank_notice_room(d, other, req->sync_msg.len)) {
@@ -240,13 +242,14 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
                  req->remote_agent);
         return B10_ERR_BUSY;
     }
-    status = xfer_plan(d, src, dst, count, picks, read, &plan, &plan_ns, detail, detail_len);
+    status = xfer_plan(d, rows, read, &plan, &plan_ns, detail, detail_len);
     if (status != B10_OK)
         return status;
     /* Its side inside its registrations, as for a transfer from another node. */
-    const struct picks_grid *their_grid = picks != NULL ? &picks->remote : NULL;
-    status = read ? xfer_check_local(other, theirs, count, their_grid, detail, detail_len)
-                  : xfer_check_dst(plan, &other->mem, their_grid, detail, detail_len);
+    status = read ? xfer_check_local(other, rows, true, detail, detail_len)
+                  : xfer_check_dst(plan, &other->mem,
+                                   rows->picks != NULL ? &rows->picks->remote : NULL, detail,
+                                   detail_len);
     if (status != B10_OK) {
         plan_free(plan);
         return status == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : status;

@@ -66,24 +66,28 @@ void xfer_read_link_up(struct xfer *x)
 
 /* A READ of rank s: remote_spans of remote_agent into its own local_spans. */
 b10_status_t xfer_read_new(struct session *s, struct peer *peer, const char *remote_agent,
-                                  const B10__SubmitXfer *req, size_t count, struct xfer **xfer_p,
-                                  char *detail, size_t detail_len)
+                           const B10__SubmitXfer *req, struct xfer_rows *rows,
+                           struct xfer **xfer_p, char *detail, size_t detail_len)
 {
     struct xfer *x;
-    size_t table = count * SPAN_BYTES;
-    b10_status_t status = xfer_send_new(s, peer, remote_agent, XFER_READ, req->remote_spans.data,
-                                         req->local_spans.data, count, NULL, req->deadline_ms,
+    size_t table = rows->count * SPAN_BYTES;
+    b10_status_t status = xfer_send_new(s, peer, remote_agent, XFER_READ, rows, req->deadline_ms,
                                          req->sync_msg.data, req->sync_msg.len, &x, detail,
                                          detail_len);
     if (status != B10_OK)
         return status;
+    /* A request of picks whose checks and plan needed no spans: written for the holder now. */
+    if ((status = xfer_rows_spans(rows, detail, detail_len)) != B10_OK) {
+        xfer_discard(x);
+        return status;
+    }
     /* The request carries both tables to the daemon that holds the bytes. */
     if ((x->read.spans = malloc(2 * table)) == NULL) {
         xfer_discard(x);
         return B10_ERR_NO_MEMORY;
     }
-    memcpy(x->read.spans, req->remote_spans.data, table);
-    memcpy(x->read.spans + table, req->local_spans.data, table);
+    memcpy(x->read.spans, rows->remote, table);
+    memcpy(x->read.spans + table, rows->local, table);
     x->read.spans_length = 2 * table;
     *xfer_p = x;
     return B10_OK;
@@ -161,9 +165,9 @@ void xfer_read_serve(struct peer *peer, const B10__Peer__ReadRequest *req, size_
      * WRITE's sources are; to the reader, a source outside them is the remote
      * side refusing.
      */
-    b10_status_t status = xfer_send_new(holder, peer, req->dst_agent, XFER_SEND,
-                                         req->src_spans.data, req->dst_spans.data, count,
-                                         NULL, req->deadline_ms, req->sync_msg.data, req->sync_msg.len,
+    struct xfer_rows rows = { count, req->src_spans.data, req->dst_spans.data, NULL };
+    b10_status_t status = xfer_send_new(holder, peer, req->dst_agent, XFER_SEND, &rows,
+                                         req->deadline_ms, req->sync_msg.data, req->sync_msg.len,
                                          &x, detail, sizeof(detail));
     if (status != B10_OK) {
         char why[512];

@@ -417,23 +417,19 @@ out:
  * xfer_start() is called.
  */
 b10_status_t xfer_send_new(struct session *s, struct peer *peer, const char *remote_agent,
-                                   enum xfer_role role, const uint8_t *src_spans,
-                                   const uint8_t *dst_spans, size_t count,
-                                   const struct xfer_picks *picks, uint32_t deadline_ms,
-                                   const uint8_t *sync, size_t sync_length, struct xfer **xfer_p,
-                                   char *detail, size_t detail_len)
+                           enum xfer_role role, struct xfer_rows *rows, uint32_t deadline_ms,
+                           const uint8_t *sync, size_t sync_length, struct xfer **xfer_p,
+                           char *detail, size_t detail_len)
 {
     struct b10d *d = s->d;
-    const uint8_t *local = role == XFER_READ ? dst_spans : src_spans;
+    size_t count = rows->count;
     struct plan *plan = NULL;
     uint64_t plan_ns;
     b10_status_t status;
 
     uint64_t checked_from = uv_hrtime();
     if ((status = xfer_admit_limits(s, count, detail, detail_len)) != B10_OK ||
-        (status = xfer_check_local(s, local, count,
-                                   picks != NULL && role == XFER_SEND ? &picks->local : NULL,
-                                   detail, detail_len)) != B10_OK)
+        (status = xfer_check_local(s, rows, false, detail, detail_len)) != B10_OK)
         return status;
     if (peer->quarantined > config_peer_quarantine(&d->cfg)) {
         snprintf(detail, detail_len, "transfers with daemon %s left %" PRIu64 " bytes of staging "
@@ -441,8 +437,7 @@ b10_status_t xfer_send_new(struct session *s, struct peer *peer, const char *rem
                  peer->quarantined, config_peer_quarantine(&d->cfg));
         return B10_ERR_STAGING_EXHAUSTED;
     }
-    status = xfer_plan(d, src_spans, dst_spans, count, picks, role == XFER_READ, &plan, &plan_ns,
-                       detail, detail_len);
+    status = xfer_plan(d, rows, role == XFER_READ, &plan, &plan_ns, detail, detail_len);
     if (status != B10_OK)
         return status;
     struct xfer *x = xfer_new_submitted(d, role, s, plan, deadline_ms, checked_from, plan_ns);

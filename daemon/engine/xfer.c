@@ -210,23 +210,52 @@ struct xfer *xfer_new(struct b10d *d, enum xfer_role role, uint64_t id, uint32_t
     return x;
 }
 
-b10_status_t xfer_plan(struct b10d *d, const uint8_t *src_spans, const uint8_t *dst_spans,
-                       size_t count, const struct xfer_picks *picks, bool remote_src,
+b10_status_t xfer_rows_spans(struct xfer_rows *rows, char *detail, size_t detail_len)
+{
+    struct xfer_picks *p = rows->picks;
+    if (rows->local != NULL)
+        return B10_OK;
+    size_t table = rows->count * SPAN_BYTES;
+    if ((p->spans = malloc(2 * table)) == NULL) {
+        snprintf(detail, detail_len, "out of memory for %zu spans", rows->count);
+        return B10_ERR_NO_MEMORY;
+    }
+    /* The picks lie as the request carried them: count local indices, then count remote. */
+    b10_status_t status = picks_spans(&p->local, &p->remote, p->local_rows, rows->count,
+                                      p->spans, detail, detail_len);
+    if (status != B10_OK) {
+        free(p->spans);
+        p->spans = NULL;
+        return status;
+    }
+    rows->local = p->spans;
+    rows->remote = p->spans + table;
+    return B10_OK;
+}
+
+b10_status_t xfer_plan(struct b10d *d, struct xfer_rows *rows, bool remote_src,
                        struct plan **plan_p, uint64_t *ns_p, char *detail, size_t detail_len)
 {
     uint64_t t0 = uv_hrtime();
     uint64_t view = staging_view_bytes(d->staging);
+    const struct xfer_picks *p = rows->picks;
+    size_t count = rows->count;
     b10_status_t status = B10_ERR_UNSUPPORTED;
-    if (picks != NULL)
-        status = remote_src ? plan_build_picks(&picks->remote, &picks->local, picks->remote_rows,
-                                               picks->local_rows, count, view, plan_p)
-                            : plan_build_picks(&picks->local, &picks->remote, picks->local_rows,
-                                               picks->remote_rows, count, view, plan_p);
-    /* Any other shape, and every refusal, the spans' planner decides and names. */
-    if (status == B10_ERR_UNSUPPORTED)
-        status = plan_build(src_spans, dst_spans, count, view, plan_p, detail, detail_len);
-    else if (status == B10_ERR_NO_MEMORY)
+    if (p != NULL)
+        status = remote_src ? plan_build_picks(&p->remote, &p->local, p->remote_rows,
+                                               p->local_rows, count, view, plan_p)
+                            : plan_build_picks(&p->local, &p->remote, p->local_rows,
+                                               p->remote_rows, count, view, plan_p);
+    if (status == B10_ERR_NO_MEMORY)
         snprintf(detail, detail_len, "out of memory for the plan of %zu spans", count);
+    /* Any other shape, and every refusal, the spans' planner decides and names. */
+    if (status == B10_ERR_UNSUPPORTED) {
+        status = xfer_rows_spans(rows, detail, detail_len);
+        if (status == B10_OK)
+            status = plan_build(remote_src ? rows->remote : rows->local,
+                                remote_src ? rows->local : rows->remote, count, view, plan_p,
+                                detail, detail_len);
+    }
     *ns_p = uv_hrtime() - t0;
     return status;
 }
@@ -950,14 +979,21 @@ b10_status_t xfer_admit_limits(struct session *s, size_t count, char *detail,
  * total against its limit: before planning, since the plan's size follows
  * the lengths, which are only the client's claim until checked.
  */
-b10_status_t xfer_check_local(struct session *s, const uint8_t *spans, size_t count,
-                              const struct picks_grid *grid, char *detail, size_t detail_len)
+b10_status_t xfer_check_local(struct session *s, struct xfer_rows *rows, bool remote_side,
+                              char *detail, size_t detail_len)
 {
+    const struct picks_grid *grid = rows->picks == NULL ? NULL
+                                    : remote_side ? &rows->picks->remote : &rows->picks->local;
+    size_t count = rows->count;
     uint64_t total = 0;
 
     if (grid != NULL && !__builtin_mul_overflow((uint64_t)count, grid->length, &total) &&
         total <= s->d->cfg.max_xfer_bytes && xfer_grid_inside(&s->mem, grid))
         return B10_OK;
+    b10_status_t status = xfer_rows_spans(rows, detail, detail_len);
+    if (status != B10_OK)
+        return status;
+    const uint8_t *spans = remote_side ? rows->remote : rows->local;
     total = 0;
 
     for (size_t i = 0; i < count; i++) {
@@ -1015,17 +1051,20 @@ void xfer_discard(struct xfer *x)
 }
 
 b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req,
-                         const struct xfer_picks *picks, struct xfer **xfer_p, char *detail,
+                         struct xfer_picks *picks, struct xfer **xfer_p, char *detail,
                          size_t detail_len)
 {
-    size_t count = req->local_spans.len / SPAN_BYTES;
+    struct xfer_rows rows = { req->local_spans.len / SPAN_BYTES, req->local_spans.data,
+                              req->remote_spans.data, NULL };
+    if (picks != NULL)
+        rows = (struct xfer_rows){ picks->count, NULL, NULL, picks };
 
     if (req->op != B10__OP__OP_WRITE && req->op != B10__OP__OP_READ) {
         snprintf(detail, detail_len, "unknown operation %d", (int)req->op);
         return B10_ERR_UNSUPPORTED;
     }
-    if (req->local_spans.len % SPAN_BYTES != 0 || req->remote_spans.len != req->local_spans.len ||
-        count == 0) {
+    if (picks == NULL && (req->local_spans.len % SPAN_BYTES != 0 ||
+                          req->remote_spans.len != req->local_spans.len || rows.count == 0)) {
         snprintf(detail, detail_len, "span tables must be equal, non-empty lists of 16-byte spans");
         return B10_ERR_INVALID_ARG;
     }
@@ -1046,13 +1085,12 @@ b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req,
         return status;
     /* Both ranks here: the bytes go from one mapping to the other, not over the wire. */
     if (peer_is_self(agent->peer))
-        return xfer_local_new(s, agent->peer, req, count, picks, xfer_p, detail, detail_len);
+        return xfer_local_new(s, agent->peer, req, &rows, xfer_p, detail, detail_len);
     if (req->op == B10__OP__OP_READ)
-        return xfer_read_new(s, agent->peer, req->remote_agent, req, count, xfer_p, detail,
+        return xfer_read_new(s, agent->peer, req->remote_agent, req, &rows, xfer_p, detail,
                              detail_len);
-    return xfer_send_new(s, agent->peer, req->remote_agent, XFER_SEND, req->local_spans.data,
-                          req->remote_spans.data, count, picks, req->deadline_ms, req->sync_msg.data,
-                          req->sync_msg.len, xfer_p, detail, detail_len);
+    return xfer_send_new(s, agent->peer, req->remote_agent, XFER_SEND, &rows, req->deadline_ms,
+                         req->sync_msg.data, req->sync_msg.len, xfer_p, detail, detail_len);
 }
 
 void xfer_start(struct xfer *x)

@@ -207,23 +207,26 @@ struct xfer {
 
 /*
  * A request that came as rows picked from two grids (SubmitXfer.arena_picks):
- * both grids checked, and the indices, count u32s a side, each inside its
- * grid (the span tables of the request were written from them). The plan is
- * made from these where plan_build_picks can.
+ * both grids checked, count indices a side (u32s, each still to be checked
+ * against its grid). The checks and the plan take them as they are where
+ * they can; the span tables are written only where something must read
+ * spans, into spans, which the submitter frees.
  */
 struct xfer_picks {
     struct picks_grid local, remote;
     const uint8_t *local_rows, *remote_rows;
+    size_t count;
+    uint8_t *spans;     /* NULL, or the local table then the remote one */
 };
 
 /*
  * S: check a client's SubmitXfer and create the transfer. It does not move
  * until xfer_start(), which the session calls after its reply is queued, so
  * that the client learns the id before any news of the transfer. picks: the
- * request's rows as picks (NULL: it came as spans).
+ * request's rows as picks, its span tables unused (NULL: it came as spans).
  */
 b10_status_t xfer_submit(struct session *s, const struct B10__SubmitXfer *req,
-                         const struct xfer_picks *picks, struct xfer **xfer_p, char *detail,
+                         struct xfer_picks *picks, struct xfer **xfer_p, char *detail,
                          size_t detail_len);
 void xfer_start(struct xfer *x);
 /* The daemon that holds a READ's bytes: write them back to the asker. */

@@ -888,9 +888,10 @@ static b10_status_t session_grid(const B10__SpanGrid *msg, const char *side, str
  * A request whose spans lie in the span arena: their tables, copied out
  * (the rank may rewrite the arena from here on), in *tables_p, and
  * *from_arena the request with them in place. Two forms: the spans as they
- * are (arena_spans), or u32 row indices into two grids (arena_picks), each
- * index checked against its grid while the spans are written out; then
- * *picks_p holds them for the planner (xfer_picks), their copy in *rows_p.
+ * are (arena_spans), or u32 row indices into two grids (arena_picks): then
+ * *picks_p holds the grids and the indices (xfer_picks: the engine checks
+ * each index where it reads it, and writes spans only where it needs them),
+ * the indices' copy in *rows_p, and the request's tables stay empty.
  */
 static b10_status_t session_arena_tables(struct session *s, const B10__SubmitXfer *req,
                                          B10__SubmitXfer *from_arena, uint8_t **tables_p,
@@ -934,23 +935,13 @@ static b10_status_t session_arena_tables(struct session *s, const B10__SubmitXfe
             free(picks);
             return B10_ERR_TOO_LARGE;
         }
-        tables = malloc(2 * table);
-        status = tables != NULL ? picks_spans(&local, &remote, picks, count, tables, detail,
-                                              detail_len)
-                                : B10_ERR_NO_MEMORY;
-        if (tables == NULL)
-            snprintf(detail, detail_len, "out of memory for %" PRIu64 " spans", count);
-        if (status != B10_OK) {
-            free(picks);
-            free(tables);
-            return status;
-        }
-        *picks_p = (struct xfer_picks){ local, remote, picks, picks + count * 4 };
+        *picks_p = (struct xfer_picks){ local, remote, picks, picks + count * 4, count, NULL };
         *rows_p = picks;
     }
     *from_arena = *req;
-    from_arena->local_spans = (ProtobufCBinaryData){ table, tables };
-    from_arena->remote_spans = (ProtobufCBinaryData){ table, tables + table };
+    from_arena->local_spans = (ProtobufCBinaryData){ tables != NULL ? table : 0, tables };
+    from_arena->remote_spans = (ProtobufCBinaryData){ tables != NULL ? table : 0,
+                                                      tables != NULL ? tables + table : NULL };
     from_arena->arena_spans = 0;
     from_arena->arena_picks = 0;
     from_arena->local_grid = from_arena->remote_grid = NULL;
@@ -981,7 +972,10 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
     }
     if (status == B10_OK)
         status = xfer_submit(s, req, rows != NULL ? &picks : NULL, &x, detail, sizeof(detail));
+    size_t count = rows != NULL ? picks.count : req->local_spans.len / SPAN_BYTES;
     free(tables);
+    if (rows != NULL)
+        free(picks.spans);
     free(rows);
     if (status != B10_OK) {
         log_info("client %s: transfer refused: %s: %s", s->agent, b10_status_name(status), detail);
@@ -992,7 +986,7 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
         s->d->stats.xfers_picked++;
     x->times.received_ns = at->received_ns;
     x->times.decoded_ns = at->decoded_ns;
-    x->times.spans = req->local_spans.len / SPAN_BYTES;
+    x->times.spans = count;
     x->times.accepted_ns = uv_hrtime();
     B10__SubmitReply sr = B10__SUBMIT_REPLY__INIT;
     sr.xfer_id = x->id;
