@@ -182,14 +182,19 @@ static void hook_part_done(struct copy_job *job, b10_status_t status)
 
 static const struct gpu_hooks hooks = { hook_sum_blocks, hook_sums, hook_part_done };
 
-/* End submission i as its copy would, callback on "a driver thread", then the loop's turn. */
+/*
+ * End submission i as its copy would: its event complete, its callback (where
+ * it has one) on "a driver thread", then the loop's turn. A stream ends its
+ * submissions in order: the tests end one device's in order too.
+ */
 static void end_op(size_t i, int rc)
 {
     assert_true(i < nops);
     assert_false(ops[i].ended);
     ops[i].ended = true;
     ops[i].rc = rc;
-    ops[i].cb(ops[i].arg);
+    if (ops[i].cb != NULL)
+        ops[i].cb(ops[i].arg);
     uv_run(&test_loop, UV_RUN_NOWAIT);
 }
 
@@ -441,6 +446,57 @@ static void test_one_devices_backlog_holds_no_other(void **state)
  * before and after it still run and end; the job's parts come to zero only
  * when the last has, and it has heard the failure.
  */
+/*
+ * A callback stalls the stream until a driver thread has run it, so only the
+ * parts that need one have one: a job's last part, and the part that takes
+ * the copier's last slot. The parts before a callback end with it, in order;
+ * without one, nothing ends them early (no polling in these tests).
+ */
+static void test_callbacks_where_no_later_part_may_come(void **state)
+{
+    struct job_fixture f;
+    assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+    job_init(&f, 128 * 5, 0);
+    gpu_copy_job(&test_d, &f.job);
+    assert_int_equal(nops, 5);
+    for (size_t i = 0; i < 4; i++)
+        assert_null(ops[i].cb);
+    assert_non_null(ops[4].cb);
+    for (size_t i = 0; i < 4; i++)
+        end_op(i, GPU_COPY_OK);
+    assert_int_equal(parts_done, 0);
+    end_op(4, GPU_COPY_OK);
+    assert_int_equal(parts_done, 5);
+    assert_int_equal(f.job.parts, 1);
+    stop();
+    free(f.segs);
+
+    /* 20 parts, 16 slots: the 16th is called back, or the four behind it would wait forever. */
+    assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+    test_d.cfg.view_bytes = SMALL_VIEW;     /* FAKE_SLOTS slots */
+    job_init(&f, 128 * 20, 0);
+    gpu_copy_job(&test_d, &f.job);
+    assert_int_equal(nops, FAKE_SLOTS);
+    for (size_t i = 0; i + 1 < FAKE_SLOTS; i++)
+        assert_null(ops[i].cb);
+    assert_non_null(ops[FAKE_SLOTS - 1].cb);
+    for (size_t i = 0; i + 1 < FAKE_SLOTS; i++)
+        end_op(i, GPU_COPY_OK);
+    assert_int_equal(nops, FAKE_SLOTS);
+    assert_int_equal(parts_done, 0);
+    end_op(FAKE_SLOTS - 1, GPU_COPY_OK);
+    assert_int_equal(parts_done, FAKE_SLOTS);
+    assert_int_equal(nops, 20);             /* the slots came back: the rest went out */
+    assert_null(ops[FAKE_SLOTS].cb);
+    assert_non_null(ops[19].cb);            /* the job's last */
+    for (size_t i = FAKE_SLOTS; i < 20; i++)
+        end_op(i, GPU_COPY_OK);
+    assert_int_equal(parts_done, 20);
+    assert_int_equal(f.job.parts, 1);
+    stop();
+    free(f.segs);
+}
+
 static void test_refused_submission_midway(void **state)
 {
     struct job_fixture f;
@@ -491,6 +547,7 @@ int main(void)
         cmocka_unit_test(test_kernels_take_a_chunk_whole),
         cmocka_unit_test(test_full_copier_queues_in_order),
         cmocka_unit_test(test_one_devices_backlog_holds_no_other),
+        cmocka_unit_test(test_callbacks_where_no_later_part_may_come),
         cmocka_unit_test(test_refused_submission_midway),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
