@@ -183,6 +183,13 @@ b10_status_t plan_build_picks(const struct picks_grid *src, const struct picks_g
     uint64_t full = total / max_chunk;
     if (full > UINT32_MAX || full + 2 * (uint64_t)count > UINT32_MAX)
         return B10_ERR_UNSUPPORTED;
+    /*
+     * Bounded by the picks before any work a grid's size sets: its bases are sorted and
+     * its destination rows a bitmap, and a rank may send millions of bases for two picks.
+     */
+    if (src->nbases > 2 * (uint64_t)count || dst->nbases > 2 * (uint64_t)count ||
+        picks_grid_rows(dst) / PICKS_BITS_PER_PICK > count)
+        return B10_ERR_UNSUPPORTED;
     struct picks_order so, dor;
     if (!picks_order_init(&so, src))
         return B10_ERR_UNSUPPORTED;

@@ -910,10 +910,14 @@ static b10_status_t xfer_check_emit(void *arg, struct region *r, uint64_t offset
 /*
  * Every row of grid in mem's regions, none of them stuck: a walk a base,
  * each over all its rows (a KV pool's layer is one region), where a check
- * a span walked 10^5 times. False says nothing: the spans decide.
+ * a span walked 10^5 times. Only for grids of no more bases than picks
+ * (count): a walk a base must cost no more than a check a span. False
+ * says nothing: the spans decide.
  */
-static bool xfer_grid_inside(struct mem_table *mem, const struct picks_grid *grid)
+static bool xfer_grid_inside(struct mem_table *mem, const struct picks_grid *grid, size_t count)
 {
+    if (grid->nbases > count)
+        return false;
     /* A checked grid's rows end below 2^64 (picks_grid_check). */
     uint64_t reach = (grid->per_base - 1) * grid->stride + grid->length;
     for (size_t b = 0; b < grid->nbases; b++)
@@ -927,7 +931,7 @@ static bool xfer_grid_inside(struct mem_table *mem, const struct picks_grid *gri
 b10_status_t xfer_check_dst(const struct plan *plan, struct mem_table *mem,
                             const struct picks_grid *grid, char *detail, size_t detail_len)
 {
-    if (grid != NULL && xfer_grid_inside(mem, grid))
+    if (grid != NULL && xfer_grid_inside(mem, grid, plan->npieces))
         return B10_OK;
     for (uint32_t i = 0; i < plan->npieces; i++) {
         const struct plan_piece *p = &plan->pieces[i];
@@ -988,7 +992,7 @@ b10_status_t xfer_check_local(struct session *s, struct xfer_rows *rows, bool re
     uint64_t total = 0;
 
     if (grid != NULL && !__builtin_mul_overflow((uint64_t)count, grid->length, &total) &&
-        total <= s->d->cfg.max_xfer_bytes && xfer_grid_inside(&s->mem, grid))
+        total <= s->d->cfg.max_xfer_bytes && xfer_grid_inside(&s->mem, grid, count))
         return B10_OK;
     b10_status_t status = xfer_rows_spans(rows, detail, detail_len);
     if (status != B10_OK)

@@ -91,7 +91,8 @@ struct gpu {
     struct list polling;        /* parts submitted within GPU_POLL_NS, polled each loop turn */
     struct list *fifo;          /* per device: its submitted parts, oldest first */
     uint32_t *dev_inflight;     /* per device: parts in fifo (its copier's slots taken) */
-    bool sweep_all;             /* a submission failed: its stream is drained, sweep every fifo */
+    uv_timer_t orphan_timer;    /* sweeps while a device's newest part has no callback */
+    bool orphan_on;
     uv_idle_t idle;             /* runs while polling is not empty */
     bool idle_on;
     uint32_t inflight;          /* submitted, not yet completed */
@@ -112,6 +113,7 @@ bool gpu_kernels(const struct b10d *d)
 
 static void gpu_submit_pending(struct gpu *gpu);
 static void gpu_on_idle(uv_idle_t *handle);
+static void gpu_orphans(struct gpu *gpu);
 
 /* On a CUDA driver thread: hand the part to the loop and return. */
 static void gpu_on_done(void *arg)
@@ -184,6 +186,40 @@ static bool gpu_sweep(struct gpu *gpu, int device)
     return ended;
 }
 
+/* Sweep every device each millisecond while one has parts no callback will end. */
+static void gpu_on_orphan_timer(uv_timer_t *handle)
+{
+    struct gpu *gpu = handle->data;
+    bool ended = false;
+    for (int device = 0; device < gpu->ndevices; device++)
+        ended |= gpu_sweep(gpu, device);
+    if (ended)
+        gpu_submit_pending(gpu);
+    gpu_orphans(gpu);
+}
+
+/*
+ * Whether a device's newest submitted part lacks a callback. Not in the
+ * daemon's own flow (a job's last part and a full copier's newest have one),
+ * but after a job cut short (no memory for its next part) or a submission
+ * refused before its stream drained, nothing would end the parts before it:
+ * a timer sweeps them, for as long as that lasts.
+ */
+static void gpu_orphans(struct gpu *gpu)
+{
+    bool orphans = false;
+    for (int device = 0; device < gpu->ndevices && !orphans; device++)
+        orphans = !list_empty(&gpu->fifo[device]) &&
+                  !list_entry(gpu->fifo[device].prev, struct gpu_part, fifo_node)->notify;
+    if (orphans == gpu->orphan_on)
+        return;
+    gpu->orphan_on = orphans;
+    if (orphans)
+        uv_timer_start(&gpu->orphan_timer, gpu_on_orphan_timer, 1, 1);
+    else
+        uv_timer_stop(&gpu->orphan_timer);
+}
+
 static void gpu_on_async(uv_async_t *handle)
 {
     struct gpu *gpu = handle->data;
@@ -199,11 +235,6 @@ static void gpu_on_async(uv_async_t *handle)
     }
     pthread_mutex_unlock(&gpu->lock);
 
-    if (gpu->sweep_all) {
-        gpu->sweep_all = false;
-        for (int device = 0; device < gpu->ndevices; device++)
-            gpu_sweep(gpu, device);
-    }
     while (!list_empty(&done)) {
         struct gpu_part *part = list_entry(done.next, struct gpu_part, node);
         list_remove(&part->node);
@@ -353,10 +384,8 @@ static b10_status_t gpu_submit(struct gpu *gpu, struct gpu_part *part)
     if (rc != GPU_COPY_OK) {
         log_err("gpu: submitting a copy of %zu pieces on device %d: %s: %s", part->npieces,
                 part->device, gpu_copy_strstatus(rc), gpu_copy_last_error(copier));
-        /* The copier drained its stream first: the parts before this one, maybe without a
-         * callback to come, are over and ended from the loop (not here, inside a submit). */
-        gpu->sweep_all = true;
-        uv_async_send(&gpu->async);
+        /* The parts before it may have waited for its callback: swept from a timer now. */
+        gpu_orphans(gpu);
         return B10_ERR_INTERNAL;
     }
     list_insert_tail(&gpu->fifo[part->device], &part->fifo_node);
@@ -471,24 +500,28 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
             const struct copy_seg *seg = &job->segs[i];
             if (seg->device != device)
                 continue;
-            if (part != NULL && gpu_part_full(gpu, (uint32_t)part->npieces, part_bytes, seg->len)) {
-                gpu_queue(gpu, part);
-                part = NULL;
-            }
-            if (part == NULL) {
-                part_bytes = 0;
-                part = calloc(1, sizeof(*part));
-                if (part != NULL)
-                    part->pieces = malloc((left < most ? left : most) *
-                                          sizeof(*part->pieces));
-                if (part == NULL || part->pieces == NULL) {
-                    free(part);
+            if (part == NULL || gpu_part_full(gpu, (uint32_t)part->npieces, part_bytes, seg->len)) {
+                /* The next part first: without it, the full one is the last and is called back. */
+                struct gpu_part *next = calloc(1, sizeof(*next));
+                gpu_copy_piece_t *pieces = malloc((left < most ? left : most) * sizeof(*pieces));
+                if (next == NULL || pieces == NULL) {
+                    free(next);
+                    free(pieces);
+                    if (part != NULL) {
+                        part->last = true;
+                        gpu_queue(gpu, part);
+                    }
                     job->parts++;
                     d->gpu_hooks->part_done(job, B10_ERR_NO_MEMORY);
+                    gpu_orphans(gpu);
                     return;
                 }
+                if (part != NULL)
+                    gpu_queue(gpu, part);
+                part = next;
+                part_bytes = 0;
                 *part = (struct gpu_part){ .gpu = gpu, .job = job, .device = device,
-                                           .pieces = part->pieces, .sum_blocks = chained };
+                                           .pieces = pieces, .sum_blocks = chained };
                 list_init(&part->node);
                 job->parts++;
             }
@@ -504,6 +537,8 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
         }
     }
     /* Segments of a device this daemon does not have cannot exist: regions are opened on one. */
+    if (gpu != NULL)
+        gpu_orphans(gpu);
 }
 
 void gpu_sum_job(struct b10d *d, struct copy_job *job, uint32_t nblocks)
@@ -567,6 +602,8 @@ b10_status_t gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
     uv_async_init(d->loop, &gpu->async, gpu_on_async);
     gpu->async.data = gpu;
     uv_idle_init(d->loop, &gpu->idle);
+    uv_timer_init(d->loop, &gpu->orphan_timer);
+    gpu->orphan_timer.data = gpu;
     gpu->idle.data = gpu;
     d->gpu = gpu;
     /*
@@ -631,9 +668,10 @@ void gpu_stop(struct b10d *d)
         gpu_copy_destroy(gpu->copiers[dev]);
     d->gpu = NULL;
     /* Both at once, so that no late completion runs after this; the second close frees gpu. */
-    gpu->closing = 2;
+    gpu->closing = 3;
     uv_close((uv_handle_t *)&gpu->idle, gpu_on_closed);
     uv_close((uv_handle_t *)&gpu->async, gpu_on_closed);
+    uv_close((uv_handle_t *)&gpu->orphan_timer, gpu_on_closed);
 }
 
 b10_status_t gpu_host_register(struct b10d *d, int device, void *addr, size_t length)

@@ -497,6 +497,34 @@ static void test_callbacks_where_no_later_part_may_come(void **state)
     free(f.segs);
 }
 
+/*
+ * The job's last part, the one with the callback, refused before its stream
+ * drained (the fake never drains it): the parts before it have no callback
+ * to come, and a timer sweeps them once their copies end.
+ */
+static void test_parts_left_without_a_callback_end(void **state)
+{
+    struct job_fixture f;
+    assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+    job_init(&f, 128 * 4, 0);
+    fail_submission = 3;
+    gpu_copy_job(&test_d, &f.job);
+    assert_int_equal(nops, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_null(ops[i].cb);
+    assert_int_equal(parts_done, 1);        /* the refused one */
+    for (size_t i = 0; i < 3; i++)
+        end_op(i, GPU_COPY_OK);
+    /* Bounded: the sweep is due within a millisecond of the loop's clock. */
+    for (int turn = 0; turn < 10000 && parts_done < 4; turn++)
+        uv_run(&test_loop, UV_RUN_ONCE);
+    assert_int_equal(parts_done, 4);
+    assert_int_equal(f.job.parts, 1);
+    assert_int_equal(first_failure, B10_ERR_INTERNAL);
+    stop();
+    free(f.segs);
+}
+
 static void test_refused_submission_midway(void **state)
 {
     struct job_fixture f;
@@ -548,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_full_copier_queues_in_order),
         cmocka_unit_test(test_one_devices_backlog_holds_no_other),
         cmocka_unit_test(test_callbacks_where_no_later_part_may_come),
+        cmocka_unit_test(test_parts_left_without_a_callback_end),
         cmocka_unit_test(test_refused_submission_midway),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

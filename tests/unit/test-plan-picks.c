@@ -236,6 +236,20 @@ static void test_left_to_the_spans(void **state)
                      B10_ERR_UNSUPPORTED);
     assert_null(p);
 
+    /* Grids of more bases than two a pick: left to the spans before their bases are sorted. */
+    struct grid_fixture few, many;
+    grid_init(&few, 8, 4, 4096, 4096, 0, 0x7f0000000000ull);
+    grid_init(&many, 9, 4, 4096, 4096, 0, 0x7f0000000000ull);
+    uint8_t four[32];
+    for (uint32_t i = 0; i < 4; i++) {
+        frame_put_u32(four + i * 4, 3 * i);
+        frame_put_u32(four + 16 + i * 4, 5 * i);
+    }
+    assert_int_equal(plan_both(&few.g, &s.g, four, 4, 1 << 20), B10_OK);
+    assert_int_equal(plan_both(&many.g, &s.g, four, 4, 1 << 20), B10_ERR_UNSUPPORTED);
+    assert_int_equal(plan_both(&s.g, &few.g, four, 4, 1 << 20), B10_OK);
+    assert_int_equal(plan_both(&s.g, &many.g, four, 4, 1 << 20), B10_ERR_UNSUPPORTED);
+
     /* Destinations too sparse for the bitmap (more than 64 rows a pick): left to the spans. */
     struct grid_fixture wide;
     grid_init(&wide, 1, 64 * 64 + 64, 4096, 4096, 0, 0x7e0000000000ull);
