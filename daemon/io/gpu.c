@@ -270,11 +270,15 @@ static void gpu_on_idle(uv_idle_t *handle)
     bool ended = false;
     struct list *pos, *tmp;
     uint64_t sweep = 0;     /* devices with a part complete; past 64, all of them */
+    uint64_t busy = 0;      /* devices whose oldest polled part is still running */
 
     list_for_each_safe(pos, tmp, &gpu->polling) {
         struct gpu_part *part = list_entry(pos, struct gpu_part, poll_node);
-        int rc = gpu_copy_op_poll(part->op);
+        uint64_t bit = part->device < 64 ? UINT64_C(1) << part->device : 0;
+        /* A stream runs its parts in order: behind a running one, no event is worth a query. */
+        int rc = (busy & bit) != 0 ? GPU_COPY_PENDING : gpu_copy_op_poll(part->op);
         if (rc == GPU_COPY_PENDING) {
+            busy |= bit;
             /* Signed: a part submitted during this pass began after `now`. */
             if ((int64_t)(now - part->submitted_ns) > (int64_t)GPU_POLL_NS ||
                 cpuload_oversubscribed())
@@ -494,8 +498,11 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
         size_t part_bytes = 0;
         /* Piece tables sized to the job: a chunk's few hundred pieces need KiB, not 1.5 MiB. */
         uint32_t left = 0, most = gpu_part_pieces(gpu);
-        for (uint32_t i = 0; i < job->nsegs; i++)
-            left += job->segs[i].device == device;
+        if (gpu->ndevices == 1)
+            left = job->nsegs - job->host_segs;
+        else
+            for (uint32_t i = 0; i < job->nsegs; i++)
+                left += job->segs[i].device == device;
         for (uint32_t i = 0; i < job->nsegs; i++) {
             const struct copy_seg *seg = &job->segs[i];
             if (seg->device != device)

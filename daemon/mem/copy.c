@@ -64,6 +64,18 @@ static b10_status_t copy_job_ref(struct region_refs *list, struct region *r)
     return B10_OK;
 }
 
+b10_status_t copy_job_reserve(struct copy_job *job, uint32_t nsegs)
+{
+    if (nsegs <= job->cap)
+        return B10_OK;
+    struct copy_seg *segs = realloc(job->segs, nsegs * sizeof(*segs));
+    if (segs == NULL)
+        return B10_ERR_NO_MEMORY;
+    job->segs = segs;
+    job->cap = nsegs;
+    return B10_OK;
+}
+
 static b10_status_t copy_job_seg(struct copy_job *job, void *dst, const void *src, size_t len,
                                  int device, int src_fd, int dst_fd)
 {
@@ -110,14 +122,19 @@ bool copy_direct_ok(const struct b10d *d, const struct region *from, const struc
 b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, struct region *to,
                                  void *dst, const void *src, size_t len)
 {
-    if (!copy_direct_ok(job->d, from, to))
-        return B10_ERR_UNSUPPORTED;
-    /* Apart: a copy past --settle-ms leaves stuck only what it writes (xfer_stick). */
-    b10_status_t status = copy_job_ref(&job->reads, from);
-    if (status == B10_OK)
-        status = copy_job_ref(&job->refs, to);
-    if (status != B10_OK)
-        return status;
+    /* The last pair again: allowed, and both already the last of their lists. */
+    if (job->nsegs == 0 || from != job->pair_from || to != job->pair_to) {
+        if (!copy_direct_ok(job->d, from, to))
+            return B10_ERR_UNSUPPORTED;
+        /* Apart: a copy past --settle-ms leaves stuck only what it writes (xfer_stick). */
+        b10_status_t status = copy_job_ref(&job->reads, from);
+        if (status == B10_OK)
+            status = copy_job_ref(&job->refs, to);
+        if (status != B10_OK)
+            return status;
+        job->pair_from = from;
+        job->pair_to = to;
+    }
     return copy_job_seg(job, dst, src, len, to->kind == B10_MEM_VRAM ? to->device : -1,
                         from->proc_fd, to->proc_fd);
 }

@@ -62,6 +62,8 @@ struct copy_job {
     uint32_t host_segs;         /* segments with device -1 */
     struct region_refs refs;    /* the regions it reads (gather) or writes (else) */
     struct region_refs reads;   /* a direct job: the regions it reads */
+    /* A direct job's last pair of regions, checked and referenced: most pieces repeat it. */
+    const struct region *pair_from, *pair_to;
     uint64_t bytes;
     uint32_t parts;             /* parts (host, each GPU submission) still running */
     b10_status_t status;        /* the first failure of a part */
@@ -102,6 +104,8 @@ void copy_stop(struct b10d *d);
 
 struct copy_job *copy_job_new(struct b10d *d, bool gather, copy_done_fn *done, void *arg,
                               uint32_t index);
+/* Room for nsegs segments in all, so that a job of known size grows its table once. */
+b10_status_t copy_job_reserve(struct copy_job *job, uint32_t nsegs);
 /* Add a segment; takes a reference on r (once per run of segments in r). */
 b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, const void *src,
                           size_t len);

@@ -519,6 +519,22 @@ static void test_direct_ok(void **state)
     assert_int_equal(job->refs.n, 1);
     assert_int_equal(vram0.refs, 2);
     assert_int_equal(vram0b.refs, 2);
+    /* The same pair again: a segment, no second reference. */
+    assert_int_equal(copy_job_add_direct(job, &vram0, &vram0b, mem, mem, 16), B10_OK);
+    assert_int_equal(job->nsegs, 2);
+    assert_int_equal(vram0.refs, 2);
+    assert_int_equal(vram0b.refs, 2);
+    /* After it, a refused pair is still refused, and another allowed one referenced. */
+    assert_int_equal(copy_job_add_direct(job, &vram0, &vram1, mem, mem, 16), B10_ERR_UNSUPPORTED);
+    assert_int_equal(job->nsegs, 2);
+    assert_int_equal(vram1.refs, 1);
+    assert_int_equal(copy_job_add_direct(job, &vram0b, &vram0, mem, mem, 16), B10_OK);
+    assert_int_equal(copy_job_add_direct(job, &vram0, &vram0b, mem, mem, 16), B10_OK);
+    assert_int_equal(job->nsegs, 4);
+    assert_int_equal(job->reads.n, 3);     /* vram0, vram0b, vram0: a reference a run */
+    assert_int_equal(job->refs.n, 3);
+    assert_int_equal(vram0.refs, 4);
+    assert_int_equal(vram0b.refs, 4);
     copy_job_free(job);
     assert_int_equal(vram0.refs, 1);
     assert_int_equal(vram0b.refs, 1);
