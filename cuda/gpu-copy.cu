@@ -600,7 +600,8 @@ copier_take_slot(struct gpu_copier *c)
 {
     for (unsigned i = 0; i < c->max_inflight; i++) {
         struct gpu_copy_op *op = &c->ops[i];
-        if (op->state == SLOT_FREE)
+        /* Freed by gpu_copy_op_release, perhaps on another thread than this one. */
+        if (__atomic_load_n(&op->state, __ATOMIC_ACQUIRE) == SLOT_FREE)
             return op;
     }
     return NULL;
@@ -672,7 +673,10 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
     int scatter;
     bool gated;
 
-    if (!c || !req || !op_p || (req->npieces && !req->pieces))
+    if (!op_p)
+        return GPU_COPY_E_INVAL;
+    *op_p = NULL;
+    if (!c || !req || (req->npieces && !req->pieces))
         return GPU_COPY_E_INVAL;
     if (req->dir != GPU_COPY_GATHER && req->dir != GPU_COPY_SCATTER)
         return GPU_COPY_E_INVAL;
@@ -710,6 +714,10 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
         return GPU_COPY_E_BUSY;
     if ((e = cudaSetDevice(c->device)) != cudaSuccess)
         return copier_fail(c, e, "cudaSetDevice");
+    /* Taken, and the caller's before anything is enqueued: the done callback may run
+     * (on another thread) before this call returns, and its owner reads *op_p. */
+    __atomic_store_n(&op->state, SLOT_OWNED, __ATOMIC_RELAXED);
+    *op_p = op;
     scatter = req->dir == GPU_COPY_SCATTER;
     /* The kernel's table is planned before the start event, so that the elapsed
      * time is the GPU's; a pipelined caller overlaps planning with earlier copies. */
@@ -805,11 +813,10 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
          * A context whose error is sticky runs nothing more. */
         (void)cudaStreamSynchronize(c->stream);
         (void)cudaGetLastError();
-        op->state = SLOT_FREE;
+        *op_p = NULL;
+        __atomic_store_n(&op->state, SLOT_FREE, __ATOMIC_RELEASE);
         return rc;
     }
-    op->state = SLOT_OWNED;
-    *op_p = op;
     return GPU_COPY_OK;
 }
 
@@ -873,7 +880,7 @@ gpu_copy_op_release(gpu_copy_op_t *op)
         return;
     if (cudaEventSynchronize(op->ev_done) != cudaSuccess)
         (void)cudaGetLastError();
-    op->state = SLOT_FREE;
+    __atomic_store_n(&op->state, SLOT_FREE, __ATOMIC_RELEASE);
 }
 
 /* ---------------------------------------------------------------- client memory */

@@ -22,9 +22,13 @@
  * that places each piece in staging at an offset congruent to its device address
  * modulo 16 gets the fast path for every piece.
  *
- * Threads: a copier is used by one thread at a time (the daemon's loop thread).
- * The done callback runs on a CUDA driver thread: it must not call CUDA, nor
- * this API; it hands the completion to the loop (uv_async_send) and returns.
+ * Threads: one thread submits to a copier (the daemon's feed thread of its
+ * device); one other may poll, time, read and release the operations it was
+ * given (the loop), once it knows them submitted: from *op_p, which is set
+ * before anything is enqueued, or from their done callback. The last error's
+ * text is either thread's. The done callback runs on a CUDA driver thread: it
+ * must not call CUDA, nor this API; it hands the completion to the loop
+ * (uv_async_send) and returns.
  */
 #ifndef B10_GPU_COPY_H
 #define B10_GPU_COPY_H
@@ -179,7 +183,9 @@ void gpu_copy_destroy(gpu_copier_t *copier);
 /* Enqueues the copy on the copier's stream and returns at once. The pieces may
  * be reused on return; the spans they name must stay valid until completion. A
  * failure returns only once nothing it enqueued can still run (it waits for the
- * stream), so the caller may report it as final. */
+ * stream), so the caller may report it as final. *op_p is the operation before
+ * anything is enqueued (the done callback may run before the call returns), and
+ * NULL again on failure. */
 int gpu_copy_submit(gpu_copier_t *copier, const gpu_copy_req_t *req, gpu_copy_op_t **op_p);
 
 /* GPU_COPY_OK when done, GPU_COPY_PENDING while in flight, < 0 when it failed. */

@@ -101,6 +101,7 @@ struct stats {
     uint64_t peers_evicted;         /* idle peer entries dropped (--peer-idle-ms) */
     uint64_t descriptors_resolved;  /* descriptors of an earlier boot taken for the later one known */
     uint64_t descriptors_refused;   /* agent descriptors that opened under no key held here */
+    uint64_t gpu_copies_rescued;    /* GPU copies complete but ended only by gpu.c's watch (a bug) */
     uint64_t cpu_us;                /* the daemon's CPU time, all threads (read when asked) */
 };
 

@@ -55,6 +55,7 @@ struct config {
     uint32_t max_peers;
     uint64_t max_control_bytes;     /* a peer CONTROL message, bytes */
     uint32_t gpu_max_ctas;          /* CTAs of one gather or scatter launch: the GPU stays the model's */
+    uint32_t gpu_feeds;             /* copy streams a device, each with a submitting thread (gpu.c) */
     /* --gpu-copy (gpu.h): what moves bytes on a rank's GPU, and sums them there. */
     enum config_gpu_copy {
         CONFIG_GPU_COPY_AUTO,       /* engine, with MPS as without: the figures in README "GPU" */

@@ -56,47 +56,99 @@ _Static_assert(GPU_COPY_SUM_BLOCK == CHECKSUM_BLOCK, "the GPU sums checksum.h's 
  * stream sixteen times, and a local VRAM -> VRAM copy through staging moved 3.9-4.1
  * GB/s where one submission a chunk moved 15 (H200, RESULTS run 40). A stream runs
  * its submissions in order, so the callback of a later one says the earlier ones
- * are over too: each device keeps its submitted parts in order (gpu.fifo), and a
- * callback, or the loop's polling, ends every part at the head whose event is
+ * are over too: each feed (a stream) keeps its parts in order (gpu_feed.fifo), and
+ * a callback, or the loop's polling, ends every part at the head whose event is
  * complete. A part is called back where a later one may not come: the last of its
- * job on its device, and the one that takes a device's last slot (the parts behind
- * it wait for a slot that only its callback frees).
+ * job on its feed, and the one that takes a feed's last slot (the parts behind it
+ * wait for a slot that only its callback frees).
  */
 struct gpu_part {
-    struct list node;           /* gpu.pending until submitted; gpu.done once called back */
+    struct list node;           /* gpu.pending, then its feed's queue; gpu.done once called back */
     struct list poll_node;      /* gpu.polling while the loop polls it */
-    struct list fifo_node;      /* gpu.fifo[device] from submission until finished */
+    struct list fifo_node;      /* its feed's fifo from hand-over until finished */
     struct gpu *gpu;
+    struct gpu_feed *feed;      /* every part of a job on a device goes to one */
     struct copy_job *job;
     int device;
     gpu_copy_piece_t *pieces;
     size_t npieces;
-    gpu_copy_op_t *op;
+    gpu_copy_op_t *op;          /* the feed thread's: set before CUDA may call back */
+    gpu_copy_req_t req;         /* what the feed thread submits */
+    gpu_copy_sum_t sum;
+    uint64_t seq;               /* its place in its feed: with CUDA once fed > seq */
+    int submit_rc;              /* GPU_COPY_OK, or why CUDA refused it (set by the feed) */
     uint32_t sum_blocks;        /* > 0: the submission also sums the job's view */
     uint64_t submitted_ns;
     bool polled;                /* in gpu.polling */
     bool finished;              /* ended before its callback: only the callback is still due */
-    bool last;                  /* its job's last part on its device */
+    bool last;                  /* its job's last part on its feed */
     bool notify;                /* submitted with a callback, which frees it */
+    bool overdue;               /* gpu_on_watch logged it */
+};
+
+/*
+ * A copy stream of a device, and the thread that submits to it.
+ *
+ * The loop does not call CUDA to submit: it hands each part to a feed, whose
+ * thread does, in the order handed over (so the stream runs them in fifo
+ * order). Submitting is most of the CPU work of a copy through the copy
+ * engines, the driver's time a piece: a WRITE of 4 KiB spans into a GPU kept
+ * the loop thread 80-90 % busy, most of it in the driver, where the same WRITE
+ * into host memory left it at 10 %. On a feed thread it took that thread
+ * 84-88 % and the loop 10-14 % (H200, RESULTS run 43), and one thread's
+ * submissions were the bound: b10-gpubench's hammer moved 4.0-4.8 GB/s of 4 KiB
+ * pieces on one thread, 12.0 on two processes at once and 18.9 on four. So a
+ * device may have --gpu-feeds of them with the copy engines (the kernels' few,
+ * large submissions need one), each job going to its device's least busy:
+ * with two, a 4 KiB WRITE moved 0.90-1.00 of the wire's rate, against
+ * 0.75-0.86 with one. A job's parts stay on one stream, but jobs on two
+ * streams end in either order.
+ *
+ * The thread touches a part only until it is submitted: from then on CUDA may
+ * call it back and the loop free it. A part CUDA refused it hands back through
+ * gpu.done, as a callback would.
+ */
+struct gpu_feed {
+    struct gpu *gpu;
+    int device;
+    unsigned index;             /* in gpu.feeds: its bit in the passes' masks (past 64, none) */
+    gpu_copier_t *copier;       /* its stream: made at its first part, with the thread */
+    unsigned slots;             /* the copier's: parts in fifo at most */
+    uint32_t inflight;          /* parts in fifo */
+    uint32_t waiting;           /* its parts in gpu.pending */
+    struct list fifo;           /* handed-over parts, oldest first, until finished */
+    uint64_t handed;            /* parts handed over (the loop's) */
+    uint64_t fed;               /* parts submitted or refused (__atomic: the thread's) */
+    bool running;               /* its thread was started (the loop's) */
+    pthread_t thread;
+    pthread_mutex_t lock;       /* guards queue, holding, stop */
+    pthread_cond_t wake;        /* parts queued, or stop */
+    pthread_cond_t idle;        /* the queue empty, no part in hand */
+    struct list queue;
+    bool holding;               /* a part taken off the queue and not yet submitted */
+    bool stop;
 };
 
 struct gpu {
     struct b10d *d;
     int ndevices;
-    gpu_copier_t **copiers;     /* per device, made on first use */
+    unsigned per_device;        /* feeds a device has */
+    unsigned nfeeds;
+    struct gpu_feed *feeds;     /* device n's: [n * per_device, (n + 1) * per_device) */
     uv_async_t async;
-    pthread_mutex_t lock;       /* guards done: the only state CUDA threads touch */
+    pthread_mutex_t lock;       /* guards done: the only gpu state other threads touch */
     struct list done;
-    struct list pending;        /* parts waiting for a free slot of their copier */
+    struct list pending;        /* parts waiting for a free slot of their feed */
     struct list polling;        /* parts submitted within GPU_POLL_NS, polled each loop turn */
-    struct list *fifo;          /* per device: its submitted parts, oldest first */
-    uint32_t *dev_inflight;     /* per device: parts in fifo (its copier's slots taken) */
-    uv_timer_t orphan_timer;    /* sweeps while a device's newest part has no callback */
+    uv_timer_t orphan_timer;    /* sweeps while a feed's newest part has no callback */
     bool orphan_on;
+    uv_timer_t watch_timer;     /* each second while parts are in flight: gpu_on_watch */
+    bool watch_on;
     uv_idle_t idle;             /* runs while polling is not empty */
     bool idle_on;
-    uint32_t inflight;          /* submitted, not yet completed */
-    uint32_t callbacks;         /* submitted, callback not yet handled (holds the part) */
+    bool stopped;               /* gpu_stop ended the feeds: nothing more is handed over */
+    uint32_t inflight;          /* handed over, not yet completed */
+    uint32_t callbacks;         /* handed over, callback (or refusal) not yet handled */
     int closing;                /* handles still closing in gpu_stop */
     bool kernels;               /* gpu_kernels: --gpu-copy, resolved at start */
 };
@@ -115,7 +167,7 @@ static void gpu_submit_pending(struct gpu *gpu);
 static void gpu_on_idle(uv_idle_t *handle);
 static void gpu_orphans(struct gpu *gpu);
 
-/* On a CUDA driver thread: hand the part to the loop and return. */
+/* On a CUDA driver thread, or a feed's for a refused part: hand the part to the loop. */
 static void gpu_on_done(void *arg)
 {
     struct gpu_part *part = arg;
@@ -127,6 +179,84 @@ static void gpu_on_done(void *arg)
     uv_async_send(&gpu->async);
 }
 
+static void *gpu_feed_main(void *arg)
+{
+    struct gpu_feed *feed = arg;
+
+    pthread_mutex_lock(&feed->lock);
+    for (;;) {
+        while (list_empty(&feed->queue) && !feed->stop) {
+            pthread_cond_broadcast(&feed->idle);
+            pthread_cond_wait(&feed->wake, &feed->lock);
+        }
+        if (list_empty(&feed->queue))
+            break;
+        struct gpu_part *part = list_entry(feed->queue.next, struct gpu_part, node);
+        list_remove(&part->node);
+        feed->holding = true;
+        pthread_mutex_unlock(&feed->lock);
+
+        int rc = gpu_copy_submit(feed->copier, &part->req, &part->op);
+        /* Refused: nothing was enqueued, so no callback will come and the part is still ours. */
+        if (rc != GPU_COPY_OK)
+            part->submit_rc = rc;
+        __atomic_fetch_add(&feed->fed, 1, __ATOMIC_RELEASE);
+        if (rc != GPU_COPY_OK)
+            gpu_on_done(part);
+
+        pthread_mutex_lock(&feed->lock);
+        feed->holding = false;
+    }
+    pthread_cond_broadcast(&feed->idle);
+    pthread_mutex_unlock(&feed->lock);
+    return NULL;
+}
+
+/* Whether the feed thread is done with the part: its op (or refusal) can be read. */
+static bool gpu_part_fed(const struct gpu_part *part)
+{
+    return part->seq < __atomic_load_n(&part->feed->fed, __ATOMIC_ACQUIRE);
+}
+
+/* Hand the part to its feed's thread, behind the parts before it. */
+static void gpu_feed_push(struct gpu_feed *feed, struct gpu_part *part)
+{
+    part->seq = feed->handed++;
+    pthread_mutex_lock(&feed->lock);
+    /* The thread waits only on an empty queue. */
+    bool wake = list_empty(&feed->queue);
+    list_insert_tail(&feed->queue, &part->node);
+    if (wake)
+        pthread_cond_signal(&feed->wake);
+    pthread_mutex_unlock(&feed->lock);
+}
+
+void gpu_drain(struct b10d *d)
+{
+    struct gpu *gpu = d->gpu;
+    for (unsigned i = 0; gpu != NULL && i < gpu->nfeeds; i++) {
+        struct gpu_feed *feed = &gpu->feeds[i];
+        if (!feed->running)
+            continue;
+        pthread_mutex_lock(&feed->lock);
+        while (!list_empty(&feed->queue) || feed->holding)
+            pthread_cond_wait(&feed->idle, &feed->lock);
+        pthread_mutex_unlock(&feed->lock);
+    }
+}
+
+static void gpu_feed_stop(struct gpu_feed *feed)
+{
+    if (!feed->running)
+        return;
+    pthread_mutex_lock(&feed->lock);
+    feed->stop = true;
+    pthread_cond_signal(&feed->wake);
+    pthread_mutex_unlock(&feed->lock);
+    pthread_join(feed->thread, NULL);     /* it submits what is queued first */
+    feed->running = false;
+}
+
 static void gpu_unpoll(struct gpu_part *part)
 {
     if (part->polled) {
@@ -135,13 +265,18 @@ static void gpu_unpoll(struct gpu_part *part)
     }
 }
 
-/* The part's copy ended (rc from its event): the job hears of it, the slot goes back. */
+/* The part's copy ended (rc from its event, or its refusal): the job hears of it, the slot goes back. */
 static void gpu_part_finish(struct gpu *gpu, struct gpu_part *part, int rc)
 {
+    struct gpu_feed *feed = part->feed;
     b10_status_t status = B10_OK;
-    if (rc != GPU_COPY_OK) {
+    if (part->submit_rc != GPU_COPY_OK) {
+        log_err("gpu: submitting a copy of %zu pieces on device %d: %s: %s", part->npieces,
+                part->device, gpu_copy_strstatus(rc), gpu_copy_last_error(feed->copier));
+        status = B10_ERR_INTERNAL;
+    } else if (rc != GPU_COPY_OK) {
         log_err("gpu: copy on device %d failed: %s: %s", part->device, gpu_copy_strstatus(rc),
-                gpu_copy_last_error(gpu->copiers[part->device]));
+                gpu_copy_last_error(feed->copier));
         status = B10_ERR_INTERNAL;
     }
     float ms = 0;
@@ -154,8 +289,9 @@ static void gpu_part_finish(struct gpu *gpu, struct gpu_part *part, int rc)
     }
     gpu_unpoll(part);
     list_remove(&part->fifo_node);
-    gpu->dev_inflight[part->device]--;
-    gpu_copy_op_release(part->op);
+    feed->inflight--;
+    if (part->op != NULL)               /* a refused part holds no slot */
+        gpu_copy_op_release(part->op);
     part->op = NULL;
     part->finished = true;
     gpu->inflight--;
@@ -165,52 +301,60 @@ static void gpu_part_finish(struct gpu *gpu, struct gpu_part *part, int rc)
     part->pieces = NULL;
 }
 
+/* The part's state: its refusal, or its event's. A part its feed still holds is pending. */
+static int gpu_part_poll(struct gpu_part *part)
+{
+    if (!gpu_part_fed(part))
+        return GPU_COPY_PENDING;
+    return part->submit_rc != GPU_COPY_OK ? part->submit_rc : gpu_copy_op_poll(part->op);
+}
+
 /*
- * End device's parts from the oldest while their events are complete: a
+ * End a feed's parts from the oldest while their events are complete: a
  * stream runs them in order. A part without a callback is freed here; one
- * with a callback stays for it. Whether any ended.
+ * with a callback, or refused (handed back as one), stays for it. Whether any ended.
  */
-static bool gpu_sweep(struct gpu *gpu, int device)
+static bool gpu_sweep(struct gpu *gpu, struct gpu_feed *feed)
 {
     bool ended = false;
-    while (!list_empty(&gpu->fifo[device])) {
-        struct gpu_part *part = list_entry(gpu->fifo[device].next, struct gpu_part, fifo_node);
-        int rc = gpu_copy_op_poll(part->op);
+    while (!list_empty(&feed->fifo)) {
+        struct gpu_part *part = list_entry(feed->fifo.next, struct gpu_part, fifo_node);
+        int rc = gpu_part_poll(part);
         if (rc == GPU_COPY_PENDING)
             break;
         gpu_part_finish(gpu, part, rc);
-        if (!part->notify)
+        if (!part->notify && part->submit_rc == GPU_COPY_OK)
             free(part);
         ended = true;
     }
     return ended;
 }
 
-/* Sweep every device each millisecond while one has parts no callback will end. */
+/* Sweep every feed each millisecond while one has parts no callback will end. */
 static void gpu_on_orphan_timer(uv_timer_t *handle)
 {
     struct gpu *gpu = handle->data;
     bool ended = false;
-    for (int device = 0; device < gpu->ndevices; device++)
-        ended |= gpu_sweep(gpu, device);
+    for (unsigned i = 0; i < gpu->nfeeds; i++)
+        ended |= gpu_sweep(gpu, &gpu->feeds[i]);
     if (ended)
         gpu_submit_pending(gpu);
     gpu_orphans(gpu);
 }
 
 /*
- * Whether a device's newest submitted part lacks a callback. Not in the
- * daemon's own flow (a job's last part and a full copier's newest have one),
- * but after a job cut short (no memory for its next part) or a submission
- * refused before its stream drained, nothing would end the parts before it:
- * a timer sweeps them, for as long as that lasts.
+ * Whether a feed's newest part lacks a callback. Not in the daemon's own
+ * flow (a job's last part and a full copier's newest have one), but after a
+ * job cut short (no memory for its next part) or a submission refused after
+ * the parts before it, nothing would end those: a timer sweeps them, for as
+ * long as that lasts.
  */
 static void gpu_orphans(struct gpu *gpu)
 {
     bool orphans = false;
-    for (int device = 0; device < gpu->ndevices && !orphans; device++)
-        orphans = !list_empty(&gpu->fifo[device]) &&
-                  !list_entry(gpu->fifo[device].prev, struct gpu_part, fifo_node)->notify;
+    for (unsigned i = 0; i < gpu->nfeeds && !orphans; i++)
+        orphans = !list_empty(&gpu->feeds[i].fifo) &&
+                  !list_entry(gpu->feeds[i].fifo.prev, struct gpu_part, fifo_node)->notify;
     if (orphans == gpu->orphan_on)
         return;
     gpu->orphan_on = orphans;
@@ -218,6 +362,68 @@ static void gpu_orphans(struct gpu *gpu)
         uv_timer_start(&gpu->orphan_timer, gpu_on_orphan_timer, 1, 1);
     else
         uv_timer_stop(&gpu->orphan_timer);
+}
+
+/* How long a part may stay in flight before gpu_on_watch says so. */
+#define GPU_OVERDUE_NS (5ull * 1000 * 1000 * 1000)
+/* A part the watch ends older than this: a completion lost, not one on its way. */
+#define GPU_RESCUE_NS (1ull * 1000 * 1000 * 1000)
+
+/*
+ * Each second while parts are in flight: sweep every feed, and name the
+ * oldest part of each that has been out longer than GPU_OVERDUE_NS, once,
+ * with where it stands. A sweep that ends a part here means a completion
+ * that reached nobody (a bug: logged); a part that stays is a copy that does
+ * not end (a wedged GPU, or a feed thread stuck in the driver).
+ */
+static void gpu_on_watch(uv_timer_t *handle)
+{
+    struct gpu *gpu = handle->data;
+    uint64_t now = uv_hrtime();
+    bool ended = false;
+    if (gpu->inflight == 0) {
+        uv_timer_stop(&gpu->watch_timer);
+        gpu->watch_on = false;
+        return;
+    }
+    for (unsigned i = 0; i < gpu->nfeeds; i++) {
+        struct gpu_feed *feed = &gpu->feeds[i];
+        if (list_empty(&feed->fifo))
+            continue;
+        struct gpu_part *head = list_entry(feed->fifo.next, struct gpu_part, fifo_node);
+        uint64_t age = now - head->submitted_ns;
+        if (gpu_sweep(gpu, feed)) {
+            ended = true;
+            /* Younger ones may be between their end and the callback that says so. */
+            if (age > GPU_RESCUE_NS) {
+                gpu->d->stats.gpu_copies_rescued++;
+                log_warning("gpu: copies on device %d, stream %u, ended %.1f s after they were "
+                            "handed over, by the second's sweep: their completion reached "
+                            "nothing", feed->device, i, (double)age / 1e9);
+            }
+            continue;
+        }
+        if (age <= GPU_OVERDUE_NS || head->overdue)
+            continue;
+        head->overdue = true;
+        log_warning("gpu: a copy of %zu pieces on device %d, stream %u, has run %.1f s: %s "
+                    "(%u parts in flight there, %u waiting)", head->npieces, feed->device, i,
+                    (double)age / 1e9,
+                    !gpu_part_fed(head) ? "its submitting thread still holds it"
+                    : head->submit_rc != GPU_COPY_OK ? "refused, its news not yet handled"
+                    : "submitted, its event not complete", feed->inflight, feed->waiting);
+    }
+    if (ended)
+        gpu_submit_pending(gpu);
+    gpu_orphans(gpu);
+}
+
+static void gpu_watch(struct gpu *gpu)
+{
+    if (gpu->watch_on)
+        return;
+    gpu->watch_on = true;
+    uv_timer_start(&gpu->watch_timer, gpu_on_watch, 1000, 1000);
 }
 
 static void gpu_on_async(uv_async_t *handle)
@@ -240,14 +446,21 @@ static void gpu_on_async(uv_async_t *handle)
         list_remove(&part->node);
         /* Its callback ran: it and every part before it on its stream are over. */
         if (!part->finished)
-            gpu_sweep(gpu, part->device);
-        /* One the loop ended already waited for this callback only, to be freed. */
+            gpu_sweep(gpu, part->feed);
+        /*
+         * One the loop ended already waited for this callback only, to be freed. One not
+         * ended is over all the same: called back (its feed may not have counted it yet),
+         * or refused.
+         */
         if (!part->finished)
-            gpu_part_finish(gpu, part, gpu_copy_op_poll(part->op));
-        gpu->callbacks--;
+            gpu_part_finish(gpu, part, part->submit_rc != GPU_COPY_OK
+                                           ? part->submit_rc : gpu_copy_op_poll(part->op));
+        gpu->callbacks -= part->notify;
         free(part);
     }
     gpu_submit_pending(gpu);
+    /* A refused part that was to be called back leaves the parts before it without one. */
+    gpu_orphans(gpu);
 }
 
 static void gpu_poll_update(struct gpu *gpu)
@@ -262,6 +475,12 @@ static void gpu_poll_update(struct gpu *gpu)
         uv_idle_stop(&gpu->idle);
 }
 
+/* A feed's bit in a pass's mask: past 64 feeds, none (each part is then tried). */
+static uint64_t gpu_feed_bit(const struct gpu_feed *feed)
+{
+    return feed->index < 64 ? UINT64_C(1) << feed->index : 0;
+}
+
 /* Each loop turn while copies are young: their events, without waiting for the callback. */
 static void gpu_on_idle(uv_idle_t *handle)
 {
@@ -269,14 +488,14 @@ static void gpu_on_idle(uv_idle_t *handle)
     uint64_t now = uv_hrtime();
     bool ended = false;
     struct list *pos, *tmp;
-    uint64_t sweep = 0;     /* devices with a part complete; past 64, all of them */
-    uint64_t busy = 0;      /* devices whose oldest polled part is still running */
+    uint64_t sweep = 0;     /* feeds with a part complete; past 64, all of them */
+    uint64_t busy = 0;      /* feeds whose oldest polled part is still running */
 
     list_for_each_safe(pos, tmp, &gpu->polling) {
         struct gpu_part *part = list_entry(pos, struct gpu_part, poll_node);
-        uint64_t bit = part->device < 64 ? UINT64_C(1) << part->device : 0;
+        uint64_t bit = gpu_feed_bit(part->feed);
         /* A stream runs its parts in order: behind a running one, no event is worth a query. */
-        int rc = (busy & bit) != 0 ? GPU_COPY_PENDING : gpu_copy_op_poll(part->op);
+        int rc = (busy & bit) != 0 ? GPU_COPY_PENDING : gpu_part_poll(part);
         if (rc == GPU_COPY_PENDING) {
             busy |= bit;
             /* Signed: a part submitted during this pass began after `now`. */
@@ -285,12 +504,12 @@ static void gpu_on_idle(uv_idle_t *handle)
                 gpu_unpoll(part);       /* a callback at or after it ends it */
             continue;
         }
-        sweep |= part->device < 64 ? UINT64_C(1) << part->device : UINT64_MAX;
+        sweep |= bit != 0 ? bit : UINT64_MAX;
     }
     /* After the walk: ending parts takes them off the polling list. */
-    for (int device = 0; sweep != 0 && device < gpu->ndevices; device++)
-        if (device >= 64 || (sweep & UINT64_C(1) << device) != 0)
-            ended |= gpu_sweep(gpu, device);
+    for (unsigned i = 0; sweep != 0 && i < gpu->nfeeds; i++)
+        if (i >= 64 || (sweep & UINT64_C(1) << i) != 0)
+            ended |= gpu_sweep(gpu, &gpu->feeds[i]);
     if (ended)
         gpu_submit_pending(gpu);
     gpu_poll_update(gpu);
@@ -328,51 +547,88 @@ static bool gpu_part_full(const struct gpu *gpu, uint32_t npieces, size_t bytes,
     return !gpu->kernels && bytes + len > GPU_ENGINE_BYTES;
 }
 
-static gpu_copier_t *gpu_copier(struct gpu *gpu, int device)
+/*
+ * The device's feed with the least work (parts handed over or waiting for a
+ * slot), the first of equals: one copy at a time keeps to one stream and one
+ * thread, and more at once spread over them. NULL for a device we do not have.
+ */
+static struct gpu_feed *gpu_pick(struct gpu *gpu, int device)
 {
     if (device < 0 || device >= gpu->ndevices)
         return NULL;
-    /* Made at the device's first copy (not at start: it makes a context); tried again after a failure. */
-    if (gpu->copiers[device] == NULL) {
-        gpu_copy_params_t params = {
-            .field_mask = GPU_COPY_PARAM_DEVICE | GPU_COPY_PARAM_MAX_CTAS |
-                          GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_INFLIGHT |
-                          GPU_COPY_PARAM_MAX_SUM_BLOCKS | GPU_COPY_PARAM_KERNELS,
-            .device = device,
-            .kernels = gpu->kernels,
-            .max_ctas = gpu->d->cfg.gpu_max_ctas,
-            .max_pieces = GPU_MAX_PIECES,
-            .max_inflight = gpu_slots(gpu),
-            .max_sum_blocks = gpu->d->cfg.view_bytes / CHECKSUM_BLOCK + 1,
-        };
-        int rc = gpu_copy_create(&params, &gpu->copiers[device]);
-        if (rc != GPU_COPY_OK) {
-            log_err("gpu: no copier for device %d: %s", device, gpu_copy_strstatus(rc));
-            return NULL;
-        }
-        log_debug("gpu: copier on device %d, at most %u CTAs a copy", device,
-                 gpu->d->cfg.gpu_max_ctas);
+    struct gpu_feed *first = &gpu->feeds[(unsigned)device * gpu->per_device], *best = first;
+    for (unsigned k = 1; k < gpu->per_device; k++) {
+        struct gpu_feed *f = first + k;
+        if (f->inflight + f->waiting < best->inflight + best->waiting)
+            best = f;
     }
-    return gpu->copiers[device];
+    return best;
+}
+
+/* The feed's copier and thread, made at its first part (not at start: a copier makes a context). */
+static bool gpu_feed_ready(struct gpu *gpu, struct gpu_feed *feed)
+{
+    if (gpu->stopped)
+        return false;
+    if (feed->copier != NULL)
+        return true;
+    unsigned slots = gpu_slots(gpu);
+    gpu_copy_params_t params = {
+        .field_mask = GPU_COPY_PARAM_DEVICE | GPU_COPY_PARAM_MAX_CTAS |
+                      GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_INFLIGHT |
+                      GPU_COPY_PARAM_MAX_SUM_BLOCKS | GPU_COPY_PARAM_KERNELS,
+        .device = feed->device,
+        .kernels = gpu->kernels,
+        .max_ctas = gpu->d->cfg.gpu_max_ctas,
+        .max_pieces = GPU_MAX_PIECES,
+        .max_inflight = slots,
+        .max_sum_blocks = gpu->d->cfg.view_bytes / CHECKSUM_BLOCK + 1,
+    };
+    /* Tried again at the next part after a failure. */
+    int rc = gpu_copy_create(&params, &feed->copier);
+    if (rc != GPU_COPY_OK) {
+        log_err("gpu: no copier for device %d: %s", feed->device, gpu_copy_strstatus(rc));
+        feed->copier = NULL;
+        return false;
+    }
+    feed->slots = slots;
+    rc = pthread_create(&feed->thread, NULL, gpu_feed_main, feed);
+    if (rc != 0) {
+        log_err("gpu: no submitting thread for device %d: %s", feed->device, strerror(rc));
+        gpu_copy_destroy(feed->copier);
+        feed->copier = NULL;
+        return false;
+    }
+    char name[16];
+    snprintf(name, sizeof(name), "b10d-gpu%u", feed->index % 1000);
+    pthread_setname_np(feed->thread, name);
+    feed->running = true;
+    log_debug("gpu: copy stream %u of device %d, %u slots, at most %u CTAs a copy",
+              feed->index - (unsigned)feed->device * gpu->per_device, feed->device, slots,
+              gpu->d->cfg.gpu_max_ctas);
+    return true;
 }
 
 /*
- * Submit a part: B10_OK, B10_ERR_BUSY when every slot is taken (it waits in
- * pending), B10_ERR_INTERNAL when CUDA refused it (logged).
+ * Hand a part over: B10_OK, B10_ERR_BUSY when every slot of its feed is
+ * taken (it waits in pending), B10_ERR_INTERNAL without a copier (logged).
+ * CUDA's refusal comes later, through gpu.done.
  */
 static b10_status_t gpu_submit(struct gpu *gpu, struct gpu_part *part)
 {
-    gpu_copier_t *copier = gpu_copier(gpu, part->device);
-    if (copier == NULL)
+    struct gpu_feed *feed = part->feed;
+    if (!gpu_feed_ready(gpu, feed))
         return B10_ERR_INTERNAL;
+    if (feed->inflight >= feed->slots)
+        return B10_ERR_BUSY;
     /* A checked scatter: the trailer's table gates the copy (copy_check_gated). */
-    gpu_copy_sum_t sum = { .bytes = part->job->view, .nblocks = part->sum_blocks,
-                           .seed = part->job->seed,
-                           .expect = part->job->gpu_gate_blocks > 0 && part->npieces > 0
-                                         ? part->job->table : NULL };
-    /* Called back where no later part of this device may come to say it is over. */
-    part->notify = part->last || gpu->dev_inflight[part->device] + 1 >= gpu_slots(gpu);
-    gpu_copy_req_t req = {
+    part->sum = (gpu_copy_sum_t){ .bytes = part->job->view, .nblocks = part->sum_blocks,
+                                  .seed = part->job->seed,
+                                  .expect = part->job->gpu_gate_blocks > 0 && part->npieces > 0
+                                                ? part->job->table : NULL };
+    /* Called back where no later part of this feed may come to say it is over. */
+    part->notify = part->last || feed->inflight + 1 >= feed->slots;
+    part->req = (gpu_copy_req_t){
         .dir = part->job->gather ? GPU_COPY_GATHER : GPU_COPY_SCATTER,
         /* AUTO: the kernel for pieces below GPU_COPY_CE_MIN_PIECE, the copy engines above. */
         .engine = gpu->kernels ? GPU_COPY_AUTO : GPU_COPY_BATCH,
@@ -380,84 +636,71 @@ static b10_status_t gpu_submit(struct gpu *gpu, struct gpu_part *part)
         .npieces = part->npieces,
         .done_cb = part->notify ? gpu_on_done : NULL,
         .done_arg = part,
-        .sum = part->sum_blocks > 0 ? &sum : NULL,
+        .sum = part->sum_blocks > 0 ? &part->sum : NULL,
     };
-    int rc = gpu_copy_submit(copier, &req, &part->op);
-    if (rc == GPU_COPY_E_BUSY)
-        return B10_ERR_BUSY;
-    if (rc != GPU_COPY_OK) {
-        log_err("gpu: submitting a copy of %zu pieces on device %d: %s: %s", part->npieces,
-                part->device, gpu_copy_strstatus(rc), gpu_copy_last_error(copier));
-        /* The parts before it may have waited for its callback: swept from a timer now. */
-        gpu_orphans(gpu);
-        return B10_ERR_INTERNAL;
-    }
-    list_insert_tail(&gpu->fifo[part->device], &part->fifo_node);
-    gpu->dev_inflight[part->device]++;
+    part->op = NULL;
+    part->submit_rc = GPU_COPY_OK;
+    list_insert_tail(&feed->fifo, &part->fifo_node);
+    feed->inflight++;
     gpu->inflight++;
     gpu->callbacks += part->notify;
     part->submitted_ns = uv_hrtime();
+    gpu_watch(gpu);
     if (gpu->d->cfg.progress_spin && !cpuload_oversubscribed()) {
         list_insert_tail(&gpu->polling, &part->poll_node);
         part->polled = true;
         gpu_poll_update(gpu);
     }
+    gpu_feed_push(feed, part);
     return B10_OK;
 }
 
-/* Whether an earlier part for device waits in pending: a new one queues behind it. */
-static bool gpu_device_waits(struct gpu *gpu, int device)
+/* A part that could not be handed over: its job hears why. */
+static void gpu_part_drop(struct gpu *gpu, struct gpu_part *part, b10_status_t st)
 {
-    struct list *pos, *tmp;
-    list_for_each_safe(pos, tmp, &gpu->pending)
-        if (list_entry(pos, struct gpu_part, node)->device == device)
-            return true;
-    return false;
+    gpu->d->gpu_hooks->part_done(part->job, st);
+    free(part->pieces);
+    free(part);
 }
 
 static void gpu_submit_pending(struct gpu *gpu)
 {
     struct list *pos, *tmp;
     /*
-     * Devices found full in this pass: their later parts are not tried (a try checks
-     * every piece before it finds no slot, and a chunk of 4 KiB pieces is 8 parts).
-     * Past 64 devices each part is tried.
+     * Feeds found full in this pass: their later parts are not tried (a chunk of
+     * 4 KiB pieces is 8 parts). Past 64 feeds each part is tried.
      */
     uint64_t full = 0;
     list_for_each_safe(pos, tmp, &gpu->pending) {
         struct gpu_part *part = list_entry(pos, struct gpu_part, node);
-        uint64_t bit = part->device < 64 ? UINT64_C(1) << part->device : 0;
+        uint64_t bit = gpu_feed_bit(part->feed);
         if ((full & bit) != 0)
             continue;
-        /* Off the list first: once submitted, a CUDA thread may link it into done. */
+        /* Off the list first: once handed over, a CUDA thread may link it into done. */
         list_remove(&part->node);
         b10_status_t st = gpu_submit(gpu, part);
         if (st == B10_ERR_BUSY) {
             list_insert_tail(tmp, &part->node);     /* back in its place, before tmp */
             full |= bit;
-            continue;   /* this device is still full; another may not be */
+            continue;   /* this feed is still full; another may not be */
         }
-        if (st != B10_OK) {
-            gpu->d->gpu_hooks->part_done(part->job, st);
-            free(part->pieces);
-            free(part);
-        }
+        part->feed->waiting--;
+        if (st != B10_OK)
+            gpu_part_drop(gpu, part, st);
     }
 }
 
 static void gpu_queue(struct gpu *gpu, struct gpu_part *part)
 {
-    /* Behind its own device's waiters only: another device's backlog does not hold it. */
-    b10_status_t st = gpu_device_waits(gpu, part->device) ? B10_ERR_BUSY : gpu_submit(gpu, part);
+    /* Behind its own feed's waiters only: another's backlog does not hold it. */
+    b10_status_t st = part->feed->waiting > 0 ? B10_ERR_BUSY : gpu_submit(gpu, part);
     if (st == B10_ERR_BUSY) {
         list_insert_tail(&gpu->pending, &part->node);   /* in order behind earlier waiters */
+        part->feed->waiting++;
         return;
     }
-    if (st != B10_OK) {
-        gpu->d->gpu_hooks->part_done(part->job, st);
-        free(part->pieces);
-        free(part);
-    }
+    if (st != B10_OK)
+        gpu_part_drop(gpu, part, st);
 }
 
 bool gpu_one_submission(const struct b10d *d, const struct copy_job *job)
@@ -495,6 +738,7 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
     /* One pass per device the job touches (a rank's regions rarely span more than one). */
     for (int device = 0; device < (gpu != NULL ? gpu->ndevices : 0); device++) {
         struct gpu_part *part = NULL;
+        struct gpu_feed *feed = NULL;   /* picked at the device's first piece */
         size_t part_bytes = 0;
         /* Piece tables sized to the job: a chunk's few hundred pieces need KiB, not 1.5 MiB. */
         uint32_t left = 0, most = gpu_part_pieces(gpu);
@@ -525,9 +769,11 @@ void gpu_copy_job(struct b10d *d, struct copy_job *job)
                 }
                 if (part != NULL)
                     gpu_queue(gpu, part);
+                if (feed == NULL)
+                    feed = gpu_pick(gpu, device);
                 part = next;
                 part_bytes = 0;
-                *part = (struct gpu_part){ .gpu = gpu, .job = job, .device = device,
+                *part = (struct gpu_part){ .gpu = gpu, .feed = feed, .job = job, .device = device,
                                            .pieces = pieces, .sum_blocks = chained };
                 list_init(&part->node);
                 job->parts++;
@@ -554,14 +800,15 @@ void gpu_sum_job(struct b10d *d, struct copy_job *job, uint32_t nblocks)
     int device = -1;
     for (uint32_t i = 0; i < job->nsegs && device < 0; i++)
         device = job->segs[i].device;
-    struct gpu_part *part = device >= 0 && gpu != NULL ? calloc(1, sizeof(*part)) : NULL;
+    struct gpu_feed *feed = gpu != NULL ? gpu_pick(gpu, device) : NULL;
+    struct gpu_part *part = feed != NULL ? calloc(1, sizeof(*part)) : NULL;
     job->parts++;
     if (part == NULL) {
-        d->gpu_hooks->part_done(job, device < 0 ? B10_ERR_INTERNAL : B10_ERR_NO_MEMORY);
+        d->gpu_hooks->part_done(job, feed == NULL ? B10_ERR_INTERNAL : B10_ERR_NO_MEMORY);
         return;
     }
-    *part = (struct gpu_part){ .gpu = gpu, .job = job, .device = device, .sum_blocks = nblocks,
-                               .last = true };
+    *part = (struct gpu_part){ .gpu = gpu, .feed = feed, .job = job, .device = device,
+                               .sum_blocks = nblocks, .last = true };
     list_init(&part->node);
     gpu_queue(gpu, part);
 }
@@ -593,26 +840,6 @@ b10_status_t gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
             free(gpu);
             return B10_ERR_UNSUPPORTED;
         }
-    gpu->copiers = calloc((size_t)gpu->ndevices, sizeof(*gpu->copiers));
-    gpu->fifo = calloc((size_t)gpu->ndevices, sizeof(*gpu->fifo));
-    gpu->dev_inflight = calloc((size_t)gpu->ndevices, sizeof(*gpu->dev_inflight));
-    if (gpu->copiers == NULL || gpu->fifo == NULL || gpu->dev_inflight == NULL) {
-        free(gpu->copiers);
-        free(gpu->fifo);
-        free(gpu->dev_inflight);
-        free(gpu);
-        return B10_ERR_NO_MEMORY;
-    }
-    for (int dev = 0; dev < gpu->ndevices; dev++)
-        list_init(&gpu->fifo[dev]);
-    pthread_mutex_init(&gpu->lock, NULL);
-    uv_async_init(d->loop, &gpu->async, gpu_on_async);
-    gpu->async.data = gpu;
-    uv_idle_init(d->loop, &gpu->idle);
-    uv_timer_init(d->loop, &gpu->orphan_timer);
-    gpu->orphan_timer.data = gpu;
-    gpu->idle.data = gpu;
-    d->gpu = gpu;
     /*
      * auto is the copy engines, with MPS as without: measured on the H200, a model's
      * decode step beside the kernels took 1.9-2.4 x without MPS and, at p99, 1.4 x
@@ -620,26 +847,56 @@ b10_status_t gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
      * devices share contexts through MPS is logged, for the operator who weighs
      * --gpu-copy kernel.
      */
+    enum config_gpu_copy mode = d->cfg.gpu_copy;
+    gpu->kernels = mode == CONFIG_GPU_COPY_KERNEL;
+    /* The kernels' submissions are few and large: one stream a device takes them. */
+    gpu->per_device = gpu->kernels || d->cfg.gpu_feeds < 1 ? 1 : d->cfg.gpu_feeds;
+    gpu->nfeeds = (unsigned)gpu->ndevices * gpu->per_device;
+    gpu->feeds = calloc(gpu->nfeeds, sizeof(*gpu->feeds));
+    if (gpu->feeds == NULL) {
+        free(gpu);
+        return B10_ERR_NO_MEMORY;
+    }
+    for (unsigned i = 0; i < gpu->nfeeds; i++) {
+        struct gpu_feed *feed = &gpu->feeds[i];
+        feed->gpu = gpu;
+        feed->index = i;
+        feed->device = (int)(i / gpu->per_device);
+        list_init(&feed->fifo);
+        list_init(&feed->queue);
+        pthread_mutex_init(&feed->lock, NULL);
+        pthread_cond_init(&feed->wake, NULL);
+        pthread_cond_init(&feed->idle, NULL);
+    }
+    pthread_mutex_init(&gpu->lock, NULL);
+    uv_async_init(d->loop, &gpu->async, gpu_on_async);
+    gpu->async.data = gpu;
+    uv_idle_init(d->loop, &gpu->idle);
+    uv_timer_init(d->loop, &gpu->orphan_timer);
+    gpu->orphan_timer.data = gpu;
+    uv_timer_init(d->loop, &gpu->watch_timer);
+    gpu->watch_timer.data = gpu;
+    gpu->idle.data = gpu;
+    d->gpu = gpu;
     int mps = 0;
     for (int dev = 0; dev < gpu->ndevices; dev++)
         mps += gpu_copy_device_mps(dev);
-    enum config_gpu_copy mode = d->cfg.gpu_copy;
-    gpu->kernels = mode == CONFIG_GPU_COPY_KERNEL;
 
     /*
      * No copier and no pinned staging yet: either makes a CUDA context, which holds
      * ~500 MiB of the GPU's memory (an empty one measured 518 MiB on the H200), and a
      * GPU where no rank of this node registered memory should lose none to the daemon.
      * A device's context comes with its first VRAM registration (cudaIpcOpenMemHandle,
-     * off the loop); its copier, a stream and events then, at its first copy.
+     * off the loop); a feed's copier, a stream and events then, at its first copy.
      */
     log_info("gpu: %d CUDA device%s (%d under MPS); a device's context at its first VRAM "
              "registration, staging pinned at its first copy there; copies by %s "
-             "(--gpu-copy %s)", gpu->ndevices, gpu->ndevices == 1 ? "" : "s", mps,
+             "(--gpu-copy %s), submitted on %u stream%s a device", gpu->ndevices,
+             gpu->ndevices == 1 ? "" : "s", mps,
              gpu->kernels ? "SM kernels below 1 MiB pieces and the copy engines above, chunk sums "
                             "by a kernel"
                           : "the copy engines alone, chunk sums by the CPU",
-             config_gpu_copy_name(mode));
+             config_gpu_copy_name(mode), gpu->per_device, gpu->per_device == 1 ? "" : "s");
     return B10_OK;
 }
 
@@ -648,13 +905,15 @@ static void gpu_on_closed(uv_handle_t *handle)
     struct gpu *gpu = handle->data;
     if (--gpu->closing > 0)
         return;
+    for (unsigned i = 0; i < gpu->nfeeds; i++) {
+        pthread_mutex_destroy(&gpu->feeds[i].lock);
+        pthread_cond_destroy(&gpu->feeds[i].wake);
+        pthread_cond_destroy(&gpu->feeds[i].idle);
+    }
     pthread_mutex_destroy(&gpu->lock);
-    free(gpu->copiers);
-    free(gpu->fifo);
-    free(gpu->dev_inflight);
+    free(gpu->feeds);
     free(gpu);
 }
-
 
 void gpu_stop(struct b10d *d)
 {
@@ -671,14 +930,22 @@ void gpu_stop(struct b10d *d)
     }
     if (gpu->inflight > 0)
         log_warning("gpu: %u copies still in flight at exit", gpu->inflight);
-    for (int dev = 0; dev < gpu->ndevices; dev++)
-        gpu_copy_destroy(gpu->copiers[dev]);
+    /* Each feed submits what it holds, then ends; nothing is handed over after. */
+    for (unsigned i = 0; i < gpu->nfeeds; i++)
+        gpu_feed_stop(&gpu->feeds[i]);
+    gpu->stopped = true;
+    /* What the feeds refused at the last: ended and freed, while their copiers still exist. */
+    gpu_on_async(&gpu->async);
+    /* A copier waits for its stream (a copy still running at exit) before it is freed. */
+    for (unsigned i = 0; i < gpu->nfeeds; i++)
+        gpu_copy_destroy(gpu->feeds[i].copier);
     d->gpu = NULL;
-    /* Both at once, so that no late completion runs after this; the second close frees gpu. */
-    gpu->closing = 3;
+    /* All at once, so that no late completion runs after this; the last close frees gpu. */
+    gpu->closing = 4;
     uv_close((uv_handle_t *)&gpu->idle, gpu_on_closed);
     uv_close((uv_handle_t *)&gpu->async, gpu_on_closed);
     uv_close((uv_handle_t *)&gpu->orphan_timer, gpu_on_closed);
+    uv_close((uv_handle_t *)&gpu->watch_timer, gpu_on_closed);
 }
 
 b10_status_t gpu_host_register(struct b10d *d, int device, void *addr, size_t length)
@@ -794,6 +1061,10 @@ b10_status_t gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
 }
 
 void gpu_stop(struct b10d *d)
+{
+}
+
+void gpu_drain(struct b10d *d)
 {
 }
 

@@ -7,8 +7,11 @@
  * pages (with a GPU too, until a view's first copy with one: gpu_host_register),
  * and nothing else changes.
  *
- * Threads: copies complete on a CUDA driver thread, which only queues the
- * completion and wakes the loop (uv_async); the loop thread does the rest.
+ * Threads: the loop cuts copy jobs into parts and hands each to its device's
+ * feed thread, which submits it to CUDA (the driver's time a piece is the
+ * biggest CPU cost of a copy). Copies complete on a CUDA driver thread, which
+ * only queues the completion and wakes the loop (uv_async); the loop thread
+ * does the rest.
  */
 #ifndef B10D_GPU_H
 #define B10D_GPU_H
@@ -44,6 +47,11 @@ struct gpu_hooks {
 b10_status_t gpu_start(struct b10d *d, const struct gpu_hooks *hooks);
 /* Wait (bounded) for copies in flight, then free everything. */
 void gpu_stop(struct b10d *d);
+/*
+ * Wait until every part handed to a feed thread is with CUDA: submitted, or
+ * refused and queued back to the loop (which hears of it at its next turn).
+ */
+void gpu_drain(struct b10d *d);
 bool gpu_present(const struct b10d *d);
 /*
  * Whether the daemon's own kernels may run on its GPUs (--gpu-copy): they copy

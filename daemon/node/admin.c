@@ -67,6 +67,7 @@ static const char *admin_peer_name(const struct b10d *d, uint64_t id)
     X(peers_evicted, "unused remote daemons forgotten (--peer-idle-ms)")                       \
     X(descriptors_resolved, "descriptors of an earlier boot of a node taken for its later boot known") \
     X(descriptors_refused, "agent descriptors refused: they opened under no key held here")   \
+    X(gpu_copies_rescued, "GPU copies found complete a second late: their completion reached nothing (a bug)") \
     X(cpu_us, "CPU time of the daemon, all threads, in us: over bytes_sent + bytes_landed, what moving them cost")
 
 static const struct {

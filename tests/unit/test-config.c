@@ -268,6 +268,7 @@ static const struct bound bounds[] = {
     { "max-peers", false, 1, 65536 },
     { "max-control-bytes", true, 4 * KiB, GiB },
     { "gpu-max-ctas", false, 1, 1024 },
+    { "gpu-feeds", false, 1, 8 },
     { "max-peer-xfers", false, 1, 65536 },
     { "max-peer-staging", true, 0, 1024 * GiB },
     { "max-peer-control", true, 4 * KiB, 16 * GiB },
