@@ -15,7 +15,7 @@ empty CUDA context's, measured in the same run.
 
     python3 tests/bench/coresidence.py BUILD OUT.json [--cases NAMES] [--seconds S] [--keep DIR]
         [--daemon-flags "FLAGS"] [--decode eager|graph] [--model-cpus CPUS --daemon-cpus CPUS]
-        [--split]
+        [--split] [--threads]
     python3 tests/bench/coresidence.py --markdown LABEL=OUT.json...
 
 Run by scripts/bench-coresidence.sh (make bench on a GPU machine), which also runs it
@@ -95,6 +95,9 @@ PLACE = {"model": "", "daemons": ""}
 # How the model launches a decode step (--decode): "eager", eight launches from Python, or
 # "graph", one CUDA graph replay (as vLLM and SGLang run decode).
 DECODE: Dict[str, Any] = {"mode": "eager", "split": False}
+# --threads: each daemon thread's CPU, sampled every THREAD_PERIOD s while a case runs.
+THREADS = {"on": False}
+THREAD_PERIOD = 0.5
 
 EXTRA = {"raw-write-4k-nocb", "raw-write-4k-depth2", "raw-write-4k-depth16", "raw-write-4k-memcpy",
          "raw-d2d-4k", "raw-d2d-4k-memcpy", "raw-d2d-contig", "write-4k-inflight16", "read-4k-inflight16",
@@ -356,6 +359,60 @@ class Daemons:
                 p.kill()
 
 
+def thread_ticks(pid: int) -> Dict[str, int]:
+    """A process's threads' CPU ticks by role: "loop" (the main thread), "pool" (libuv's
+    unnamed workers, together), and the named ones (b10d-laneN, b10d-gpuN, CUDA's)."""
+    out: Dict[str, int] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                s = f.read()
+        except OSError:
+            continue
+        comm = s[s.index("(") + 1:s.rindex(")")]
+        fields = s.rsplit(")", 1)[1].split()
+        name = "loop" if int(tid) == pid else "pool" if comm == "b10d" else comm
+        out[name] = out.get(name, 0) + int(fields[11]) + int(fields[12])
+    return out
+
+
+class ThreadSampler:
+    """--threads: the daemons' threads' CPU, a share of one core each, every THREAD_PERIOD s.
+    busy() is each thread's mean over the samples in which its daemon used half a core or
+    more (the daemon at work, not waiting between phases)."""
+
+    def __init__(self, procs: Dict[str, subprocess.Popen]):
+        import threading
+        self.procs, self.samples, self.stop_flag = procs, [], threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        hz = os.sysconf("SC_CLK_TCK")
+        prev = {n: thread_ticks(p.pid) for n, p in self.procs.items()}
+        while not self.stop_flag.wait(THREAD_PERIOD):
+            sample = {}
+            for n, p in self.procs.items():
+                try:
+                    cur = thread_ticks(p.pid)
+                except OSError:
+                    return
+                sample[n] = {k: (v - prev[n].get(k, v)) / hz / THREAD_PERIOD for k, v in cur.items()}
+                prev[n] = cur
+            self.samples.append(sample)
+
+    def stop(self) -> Dict[str, Dict[str, float]]:
+        self.stop_flag.set()
+        self.thread.join(10)
+        busy: Dict[str, Dict[str, float]] = {}
+        for n in self.procs:
+            active = [s[n] for s in self.samples if sum(s.get(n, {}).values()) >= 0.5]
+            names = sorted({k for s in active for k in s})
+            busy[n] = {k: round(sum(s.get(k, 0.0) for s in active) / len(active), 2)
+                       for k in names} if active else {}
+        return busy
+
+
 def case_result(name: str, op: str, span: int, mem: str, flags: List[str], dec0: List[float],
                 pre0: List[float], dec1: List[float], pre1: List[float], rate0: float,
                 rate1: float) -> Dict[str, Any]:
@@ -408,6 +465,7 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
     ctx = mp.get_context("spawn")
     d = Daemons(build, folder, flags)
     model = mover = None
+    sampler = ThreadSampler(d.procs) if THREADS["on"] else None
     try:
         m_conn, m_child = ctx.Pipe()
         model = ctx.Process(target=model_main, args=(m_child, d.sock["A"], PLACE["model"],
@@ -452,11 +510,15 @@ def run_case(build: Path, folder: Path, name: str, seconds: float) -> Dict[str, 
                         moved1 / t1 / 1e9)
         r.update(gpu_steps(gpu0, gpu1))
         r.update(step_split(dec0, gpu0, split0, dec1, gpu1, split1))
+        if sampler is not None:
+            r["threads_busy"] = sampler.stop()
         r.update({"request_p50_ms": pct(lat0, 0.5) * 1e3,
                   "cpu_s_per_gb": (c1 - c0) / (moved0 / 1e9), "wire_gbs": wire,
                   "gpu_mib": {n: gpu_mem.get(p.pid) for n, p in d.procs.items()}})
         return r
     finally:
+        if sampler is not None:
+            sampler.stop_flag.set()
         for p in (model, mover):
             if p is not None and p.is_alive():
                 p.kill()
@@ -572,6 +634,10 @@ def main() -> int:
             # before its first event runs, its GPU time (the model polls the event).
             DECODE["split"] = True
             args = args[1:]
+        elif args[0] == "--threads":
+            # Each daemon thread's CPU while it works: which one bounds a transfer.
+            THREADS["on"] = True
+            args = args[1:]
         elif args[0] == "--seconds":
             seconds = float(args[1])
             args = args[2:]
@@ -608,6 +674,9 @@ def main() -> int:
                       f"transfer {r['rate_during_gbs']:.2f} GB/s meanwhile, {r['rate_alone_gbs']:.2f} "
                       f"alone ({r['rate_x']:.2f} x), wire {r.get('wire_gbs', float('nan')):.2f}; daemons {r['cpu_s_per_gb']:.2f} core-s/GB; "
                       f"GPU MiB {r['gpu_mib']}", flush=True)
+                for n, busy in r.get("threads_busy", {}).items():
+                    print(f"  daemon {n}'s threads, cores busy while it works: " +
+                          ", ".join(f"{k} {v:.2f}" for k, v in busy.items()), flush=True)
                 for tag in ("alone", "during"):
                     w = r.get(f"slowest_1pct_{tag}_ms")
                     if w:
