@@ -6,6 +6,7 @@
 #                   (T=NAME: one of them: test-plan, integ/restart, python/test_x;
 #                   J=N: N tests at once, 3 by default)
 #   make check-stress  the plain build's tests with two busy loops beside them
+#   make check-threads  the unit tests of threaded rooms under ThreadSanitizer
 #   make coverage  the unit tests' line coverage of daemon/, per file and in all (build/cov)
 #   make soak       the long runs kept out of check (S=seconds of faults, 60)
 #   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
@@ -119,11 +120,11 @@ ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAU
 
 # Keep intermediate objects and generated code: otherwise make deletes and rebuilds them every run.
 .SECONDARY:
-.PHONY: all deps deps-test demo check check-stress coverage soak fuzz-ucx check-run check-san bench install uninstall clean help python-wheel man
+.PHONY: all deps deps-test demo check check-stress check-threads coverage soak fuzz-ucx check-run check-san bench install uninstall clean help python-wheel man
 all: $(ALL)
 
 help:
-	@sed -n '1,17p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,18p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	$(Q)sh scripts/deps.sh
@@ -255,6 +256,20 @@ check: deps-test
 check-stress: deps-test
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(CHECK_JOBS) B10_CHECK_HOG=2 B10_CHECK_ONLY=$(T) sh scripts/check.sh build
+
+# The unit tests of rooms with threads of their own (gpu.c's feed threads, test-gpu's
+# stress test) under ThreadSanitizer, in a folder of their own; not part of check, as
+# TSan's shadow memory does not start under every kernel's address-space layout.
+# UCX's memory hooks stay out of its way.
+TSAN_BUILD := build/tsan
+TSAN_TESTS := test-gpu
+check-threads: deps-test
+	$(Q)$(MAKE) --no-print-directory SAN=0 BUILD=$(TSAN_BUILD) OPT='-O1 -g' \
+		EXTRA_CFLAGS=-fsanitize=thread EXTRA_LDFLAGS=-fsanitize=thread \
+		$(addprefix $(TSAN_BUILD)/tests/,$(TSAN_TESTS))
+	$(Q)for t in $(TSAN_TESTS); do \
+		UCX_MEM_EVENTS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no \
+		TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/$$t || exit 1; done
 
 # The soaks (each runner's soak_scenarios), too long for check: on the plain build.
 soak: deps-test

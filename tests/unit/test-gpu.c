@@ -117,9 +117,12 @@ int __wrap_gpu_copy_create(const gpu_copy_params_t *params, gpu_copier_t **copie
     assert_true(params->device >= 0 && params->device < ndevices);
     assert_true(ncopiers < sizeof(copiers) / sizeof(copiers[0]));
     asked_slots = params->max_inflight;
+    /* Under the stress test's lock: its GPU thread walks the copiers made. */
+    pthread_mutex_lock(&gpu_mu);
     copiers[ncopiers] = (struct gpu_copier){ .device = params->device,
                                              .slots = params->max_inflight };
     *copier_p = &copiers[ncopiers++];
+    pthread_mutex_unlock(&gpu_mu);
     return GPU_COPY_OK;
 }
 
