@@ -205,14 +205,15 @@ const struct config_opt config_table[] = {
       NUM(gpu_max_ctas, false, 1, 1024) },
     { .doc = { "gpu-feeds", OPT_GPU_FEEDS, REQ, "N",
         "copy streams of each GPU with the copy engines, each\n"
-        "with a thread that submits to it (default 1, 1..8)",
+        "with a thread that submits to it (default 2, 1..8)",
         "Copy streams the daemon keeps on each GPU it copies with (`--gpu-copy engine`, the "
         "default), each with a thread of its own that submits the copy engines' work: the "
         "driver takes about a microsecond of a CPU a piece, so one thread moves 4 KiB pieces "
         "at 4-5 GB/s and several at once add up. With 2, a WRITE of 4 KiB spans into a GPU "
-        "moved 0.90-1.00 of the wire's rate where one stream moved 0.75-0.86 (README \"A "
-        "model's GPU\"). A copy goes to the device's least busy stream; the threads and "
-        "streams are made as copies first need them. With `--gpu-copy kernel`, one." },
+        "moved 0.90-1.00 of the wire's rate where one stream moved 0.75-0.86, and four "
+        "added nothing (README \"A model's GPU\"). A copy goes to the device's least "
+        "busy stream; the threads and streams are made as copies first need them. With "
+        "`--gpu-copy kernel`, one." },
       NUM(gpu_feeds, false, 1, 8) },
     { .doc = { "verify-data", OPT_VERIFY_DATA, REQ, "on|auto|off",
         "on: checksum every DATA chunk where it is gathered and\n"

@@ -74,7 +74,7 @@ void config_defaults(struct config *cfg)
     cfg->max_peers = 1024;
     cfg->max_control_bytes = 64 * MiB;
     cfg->gpu_max_ctas = 32;
-    cfg->gpu_feeds = 1;
+    cfg->gpu_feeds = 2;
     /*
      * One peer may hold a share of what is shared (a quarter of the staging
      * views and of the quarantine's budget, config_peer_staging) so that a
