@@ -42,7 +42,6 @@ void copy_job_free(struct copy_job *job)
     }
     free(job->segs);
     free(job->block_sums);
-    free(job->sum_tasks);
     free(job);
 }
 
@@ -269,23 +268,21 @@ static void copy_run(uv_work_t *work)
 }
 
 /*
- * A device job's checksum, off the loop: its blocks shared out among this
- * many pool tasks, so that a 4 MiB view is summed by several cores at once
- * and its chunk waits a quarter as long.
+ * A device job's checksum, off the loop: one pool task sums the whole view.
+ * Four tasks a view summed a 4 MiB chunk in a quarter of the time, but they
+ * woke four threads at once in each daemon, and beside a model sharing the
+ * cores that burst cost its step: with one task, `--verify-data on` WRITEs
+ * into the model's GPU held its decode p99 at 1.14-1.17 x alone where four
+ * gave 1.16-1.28, moved 0.92-0.95 of the wire's rate where four moved
+ * 0.79-0.99, on 12 % less CPU a GB; READs kept their rate (H200, RESULTS
+ * run 45). A chunk's sum (a fraction of a millisecond) hides behind the
+ * other chunks in flight.
  */
-#define COPY_SUM_TASKS 4
-
-struct copy_sum_task {
-    uv_work_t work;
-    struct copy_job *job;
-    uint32_t first, count;
-};
-
 static void copy_sum_run(uv_work_t *work)
 {
-    struct copy_sum_task *t = work->data;
-    struct copy_job *job = t->job;
-    checksum_block_sums(job->view, job->view_len, job->seed, t->first, t->count, job->block_sums);
+    struct copy_job *job = work->data;
+    checksum_block_sums(job->view, job->view_len, job->seed, 0, checksum_blocks(job->view_len),
+                        job->block_sums);
 }
 
 /* The step is over (st): a checked scatter goes on to its copy, anything else ends the job. */
@@ -301,39 +298,18 @@ static void copy_sum_ended(struct copy_job *job, b10_status_t st)
 
 static void copy_sum_after(uv_work_t *work, int status)
 {
-    struct copy_sum_task *t = work->data;
-    struct copy_job *job = t->job;
-    if (status != 0)
-        job->sum_cancelled = true;      /* the loop is torn down */
-    if (--job->sum_tasks_left > 0)
-        return;
-    b10_status_t st = B10_ERR_CANCELLED;
-    if (!job->sum_cancelled)
+    struct copy_job *job = work->data;
+    b10_status_t st = B10_ERR_CANCELLED;        /* status != 0: the loop is torn down */
+    if (status == 0)
         st = copy_sum_finish(job, checksum_combine(job->block_sums, checksum_blocks(job->view_len),
                                                    job->view_len, job->seed));
     copy_sum_ended(job, st);
 }
 
-/* Queue the checksum's tasks: B10_OK, or no memory for their tables. */
-static b10_status_t copy_sum_queue(struct copy_job *job)
+static void copy_sum_queue(struct copy_job *job)
 {
-    uint32_t nblocks = checksum_blocks(job->view_len);
-    uint32_t ntasks = nblocks < COPY_SUM_TASKS ? nblocks : COPY_SUM_TASKS;
-    free(job->sum_tasks);
-    job->sum_tasks = calloc(ntasks, sizeof(*job->sum_tasks));
-    if (job->sum_tasks == NULL)
-        return B10_ERR_NO_MEMORY;
-    job->sum_tasks_left = ntasks;
-    job->sum_cancelled = false;
-    for (uint32_t i = 0, first = 0; i < ntasks; i++) {
-        struct copy_sum_task *t = &job->sum_tasks[i];
-        uint32_t count = nblocks / ntasks + (i < nblocks % ntasks);
-        *t = (struct copy_sum_task){ .job = job, .first = first, .count = count };
-        t->work.data = t;
-        first += count;
-        uv_queue_work(job->d->loop, &t->work, copy_sum_run, copy_sum_after);
-    }
-    return B10_OK;
+    job->sum_work.data = job;
+    uv_queue_work(job->d->loop, &job->sum_work, copy_sum_run, copy_sum_after);
 }
 
 bool copy_sums_device(const struct copy_job *job, size_t len)
@@ -421,13 +397,12 @@ static b10_status_t copy_sum_from_gpu(struct copy_job *job)
 /*
  * A device job's checksum step. With a GPU the kernel sums the view's whole
  * blocks (the CPU would read every byte of it cold, a third of a copy
- * thread's time); else inline when the view is small (a few µs), or shared
- * out among pool tasks. A check that fails inside a submission completes on
- * the next loop turn, never inside it.
+ * thread's time); else inline when the view is small (a few µs), or on a
+ * pool task. A check that fails inside a submission completes on the next
+ * loop turn, never inside it.
  */
 static void copy_sum_phase(struct copy_job *job)
 {
-    b10_status_t st;
     if (job->gpu_sums_ready) {
         copy_sum_ended(job, copy_sum_from_gpu(job));
         return;
@@ -440,11 +415,10 @@ static void copy_sum_phase(struct copy_job *job)
         return;
     }
     if (job->view_len > COPY_INLINE_BYTES || !job->d->copies_inline_on) {
-        if ((st = copy_sum_queue(job)) == B10_OK)
-            return;
-    } else {
-        st = copy_sum_step(job);
+        copy_sum_queue(job);
+        return;
     }
+    b10_status_t st = copy_sum_step(job);
     if (job->sum_mode == COPY_SUM_CHECK && st != B10_OK) {
         copy_end_next_turn(job, st);
         return;

@@ -78,11 +78,9 @@ struct copy_job {
     uint64_t seed;
     uint64_t sum;               /* MAKE: the result; CHECK: what the sender computed */
     bool sum_done;              /* MAKE: computed; CHECK: passed */
-    /* A device job's sum, by blocks: computed by several pool tasks, or on the GPU. */
+    /* A device job's sum, by blocks: computed by a pool task, or on the GPU. */
     uint64_t *block_sums;
-    struct copy_sum_task *sum_tasks;
-    uint32_t sum_tasks_left;
-    bool sum_cancelled;
+    uv_work_t sum_work;
     const uint8_t *table;       /* CHECK of several blocks: the sender's sums of them (trailer) */
     bool gpu_sum_asked;         /* a GPU operation sums the view, on its own */
     bool gpu_sums_ready;        /* block_sums holds the GPU's sums of the whole blocks */

@@ -788,7 +788,7 @@ static void test_device_scatter_checked_first(void **state)
 /*
  * A large device gather with the daemon's kernels: the GPU sums the view's
  * whole blocks, the host the last, shorter one; the pieces make the one
- * checksum() of the view. Without kernels the pool's tasks sum it, to the
+ * checksum() of the view. Without kernels a pool task sums it, to the
  * same value.
  */
 static void test_device_sum_in_pieces(void **state)
