@@ -58,6 +58,10 @@ struct conn {
     struct frame_reader rd;
     uint64_t seq;
     uint64_t max_frame;
+    /* Bytes received past the last message taken: the daemon may send a
+     * transfer's events right behind its Reply, in one read. */
+    uint8_t held[4096];
+    size_t held_off, held_len;
 };
 
 static double now_ms(void)
@@ -158,38 +162,40 @@ static enum recv_result recv_msg(struct conn *c, int wait_ms, B10__DaemonMsg **m
     double end = now_ms() + wait_ms;
 
     for (;;) {
-        uint8_t buf[4096];
-        struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
-        int left = (int)(end - now_ms());
-        ssize_t n;
+        if (c->held_off == c->held_len) {
+            struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+            int left = (int)(end - now_ms());
+            ssize_t n;
 
-        if (left < 0)
-            return RECV_TIMEOUT;
-        n = poll(&pfd, 1, left);
-        if (n < 0 && errno != EINTR) {
-            snprintf(why, why_len, "poll: %s", strerror(errno));
-            return RECV_ERROR;
-        }
-        if (n <= 0)
-            continue;
-        /* One byte at a time past a frame boundary would be slow; peek-free: read and feed. */
-        n = recv(c->fd, buf, sizeof(buf), 0);
-        if (n == 0)
-            return RECV_EOF;
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN)
+            if (left < 0)
+                return RECV_TIMEOUT;
+            n = poll(&pfd, 1, left);
+            if (n < 0 && errno != EINTR) {
+                snprintf(why, why_len, "poll: %s", strerror(errno));
+                return RECV_ERROR;
+            }
+            if (n <= 0)
                 continue;
-            if (errno == ECONNRESET)
+            n = recv(c->fd, c->held, sizeof(c->held), 0);
+            if (n == 0)
                 return RECV_EOF;
-            snprintf(why, why_len, "recv: %s", strerror(errno));
-            return RECV_ERROR;
+            if (n < 0) {
+                if (errno == EINTR || errno == EAGAIN)
+                    continue;
+                if (errno == ECONNRESET)
+                    return RECV_EOF;
+                snprintf(why, why_len, "recv: %s", strerror(errno));
+                return RECV_ERROR;
+            }
+            c->held_off = 0;
+            c->held_len = (size_t)n;
         }
-        size_t off = 0;
-        while (off < (size_t)n) {
+        while (c->held_off < c->held_len) {
             size_t used;
-            enum frame_result fr = frame_reader_feed(&c->rd, buf + off, (size_t)n - off, &used);
+            enum frame_result fr = frame_reader_feed(&c->rd, c->held + c->held_off,
+                                                     c->held_len - c->held_off, &used);
 
-            off += used;
+            c->held_off += used;
             if (fr == FRAME_READY) {
                 uint32_t len;
                 uint8_t *body = frame_reader_take(&c->rd, &len);
@@ -200,13 +206,7 @@ static enum recv_result recv_msg(struct conn *c, int wait_ms, B10__DaemonMsg **m
                     snprintf(why, why_len, "daemon sent a frame that is not a DaemonMsg");
                     return RECV_ERROR;
                 }
-                if (off < (size_t)n) {
-                    /* This test reads one message at a time; the daemon never pipelines here. */
-                    snprintf(why, why_len, "daemon sent more than one message at once");
-                    b10__daemon_msg__free_unpacked(m, NULL);
-                    return RECV_ERROR;
-                }
-                *msg_p = m;
+                *msg_p = m;     /* the bytes after it wait for the next call */
                 return RECV_MSG;
             }
             if (fr != FRAME_MORE) {
