@@ -281,8 +281,18 @@ void b10d_stop(struct b10d *d)
     /* Inline copies are over already: their completions end what waits for them. */
     copy_stop(d);
     xfer_settle_all(d);
-    /* Copies on the GPU hold regions and views: they finish before either goes. */
-    gpu_stop(d);
+    /*
+     * Copies on the GPU hold regions and views: they finish before either goes.
+     * On a wedged GPU one may still write into a rank's memory, and a rank
+     * takes its socket's end to mean nothing of this daemon does: so the
+     * process ends here, as the service manager's kill would end it (the
+     * driver tears its contexts down), and closes no socket by hand before.
+     */
+    if (!gpu_stop(d)) {
+        log_err("copies on a GPU did not end: exiting now, without closing ranks' sockets "
+                "first");
+        _exit(EXIT_FAILURE);
+    }
     /*
      * Clients last: a rank that sees its socket end takes it that nothing of
      * this daemon writes its memory any more. What is queued for them (the

@@ -156,6 +156,7 @@ struct b10d {
     struct list ahead_parked;       /* struct xfer.ahead_node: sends holding a view gathered ahead */
     uint32_t test_copy_delay_ms;    /* B10_TEST_COPY_DELAY_MS: scatters wait this long (tests) */
     bool test_local_staged;         /* B10_TEST_LOCAL_STAGED: local copies through views (tests) */
+    uint32_t test_gpu_stop_ms;      /* gpu_stop's waits, each (unit tests); 0: gpu.c's bounds */
     uint32_t fault_flip_every;      /* B10D_FAULT_FLIP_DATA: flip a byte of every Nth chunk sent */
     uint64_t fault_flip_seen;       /* chunks sealed since start, for that count */
     /* Small host copies done on the loop thread, their completions due next turn (copy.c). */

@@ -147,6 +147,7 @@ struct gpu {
     uv_idle_t idle;             /* runs while polling is not empty */
     bool idle_on;
     bool stopped;               /* gpu_stop ended the feeds: nothing more is handed over */
+    bool left;                  /* under lock: gpu_stop left it behind (gpu_left_behind) */
     uint32_t inflight;          /* handed over, not yet completed */
     uint32_t callbacks;         /* handed over, callback (or refusal) not yet handled */
     int closing;                /* handles still closing in gpu_stop */
@@ -167,6 +168,19 @@ static void gpu_submit_pending(struct gpu *gpu);
 static void gpu_on_idle(uv_idle_t *handle);
 static void gpu_orphans(struct gpu *gpu);
 
+/*
+ * At exit, gpu_stop gives copies in flight GPU_STOP_COPIES_MS to end and then
+ * each feed thread GPU_STOP_FEED_MS to come back from the driver. A copy still
+ * running, or a thread still inside cudaMemcpyBatchAsync, past those is a
+ * wedged GPU: destroying its streams would wait on it for ever, and the
+ * service manager would kill the daemon mid-shutdown. So gpu_stop leaves the
+ * streams, the threads and the state they may still touch (never freed,
+ * reachable here) and the rest of the daemon shuts down.
+ */
+#define GPU_STOP_COPIES_MS 10000
+#define GPU_STOP_FEED_MS 2000
+static struct gpu *gpu_left_behind;
+
 /* On a CUDA driver thread, or a feed's for a refused part: hand the part to the loop. */
 static void gpu_on_done(void *arg)
 {
@@ -175,8 +189,11 @@ static void gpu_on_done(void *arg)
 
     pthread_mutex_lock(&gpu->lock);
     list_insert_tail(&gpu->done, &part->node);
+    /* Left behind: the loop's handle is closed, and the part stays on the list. */
+    bool left = gpu->left;
     pthread_mutex_unlock(&gpu->lock);
-    uv_async_send(&gpu->async);
+    if (!left)
+        uv_async_send(&gpu->async);
 }
 
 static void *gpu_feed_main(void *arg)
@@ -245,16 +262,21 @@ void gpu_drain(struct b10d *d)
     }
 }
 
-static void gpu_feed_stop(struct gpu_feed *feed)
+/* End the feed's thread, once it submitted what is queued; false: not ended by then. */
+static bool gpu_feed_stop(struct gpu_feed *feed, const struct timespec *by)
 {
     if (!feed->running)
-        return;
+        return true;
     pthread_mutex_lock(&feed->lock);
     feed->stop = true;
     pthread_cond_signal(&feed->wake);
     pthread_mutex_unlock(&feed->lock);
-    pthread_join(feed->thread, NULL);     /* it submits what is queued first */
+    if (pthread_timedjoin_np(feed->thread, NULL, by) != 0) {
+        pthread_detach(feed->thread);   /* should it come back, it ends on its own */
+        return false;
+    }
     feed->running = false;
+    return true;
 }
 
 static void gpu_unpoll(struct gpu_part *part)
@@ -903,7 +925,7 @@ b10_status_t gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
 static void gpu_on_closed(uv_handle_t *handle)
 {
     struct gpu *gpu = handle->data;
-    if (--gpu->closing > 0)
+    if (--gpu->closing > 0 || gpu == gpu_left_behind)
         return;
     for (unsigned i = 0; i < gpu->nfeeds; i++) {
         pthread_mutex_destroy(&gpu->feeds[i].lock);
@@ -915,30 +937,60 @@ static void gpu_on_closed(uv_handle_t *handle)
     free(gpu);
 }
 
-void gpu_stop(struct b10d *d)
+bool gpu_stop(struct b10d *d)
 {
     struct gpu *gpu = d->gpu;
 
     if (gpu == NULL)
-        return;
-    /* Copies in flight finish first: they hold regions and views. Bounded: 10 s. */
-    for (int i = 0; i < 10000 && (gpu->inflight > 0 || gpu->callbacks > 0 ||
-                                  !list_empty(&gpu->pending)); i++) {
+        return true;
+    uint32_t copies_ms = d->test_gpu_stop_ms > 0 ? d->test_gpu_stop_ms : GPU_STOP_COPIES_MS;
+    uint32_t feed_ms = d->test_gpu_stop_ms > 0 ? d->test_gpu_stop_ms : GPU_STOP_FEED_MS;
+    /* Copies in flight finish first: they hold regions and views. */
+    uint64_t until = uv_hrtime() + copies_ms * 1000000ull;
+    while ((gpu->inflight > 0 || gpu->callbacks > 0 || !list_empty(&gpu->pending)) &&
+           uv_hrtime() < until) {
         uv_run(d->loop, UV_RUN_NOWAIT);
         if (gpu->inflight > 0 || gpu->callbacks > 0)
             uv_sleep(1);
     }
     if (gpu->inflight > 0)
-        log_warning("gpu: %u copies still in flight at exit", gpu->inflight);
+        log_err("gpu: %u copies still running %u ms into shutdown: a wedged GPU?",
+                gpu->inflight, copies_ms);
     /* Each feed submits what it holds, then ends; nothing is handed over after. */
+    struct timespec by;
+    clock_gettime(CLOCK_REALTIME, &by);
+    by.tv_sec += feed_ms / 1000;
+    by.tv_nsec += (long)(feed_ms % 1000) * 1000000L;
+    if (by.tv_nsec >= 1000000000L) {
+        by.tv_sec++;
+        by.tv_nsec -= 1000000000L;
+    }
+    unsigned stuck = 0;
+    bool left = false;
     for (unsigned i = 0; i < gpu->nfeeds; i++)
-        gpu_feed_stop(&gpu->feeds[i]);
+        if (!gpu_feed_stop(&gpu->feeds[i], &by)) {
+            log_err("gpu: device %d's copy stream %u: its thread is still inside the CUDA "
+                    "driver %u ms after shutdown asked it to end: a wedged GPU?",
+                    gpu->feeds[i].device, i % gpu->per_device, feed_ms);
+            stuck++;
+        }
     gpu->stopped = true;
     /* What the feeds refused at the last: ended and freed, while their copiers still exist. */
     gpu_on_async(&gpu->async);
-    /* A copier waits for its stream (a copy still running at exit) before it is freed. */
-    for (unsigned i = 0; i < gpu->nfeeds; i++)
-        gpu_copy_destroy(gpu->feeds[i].copier);
+    if (stuck > 0 || gpu->inflight > 0) {
+        /* A copier would wait for its stream for ever: streams, threads and state stay. */
+        log_err("gpu: leaving %u copy thread%s and the copy streams as they are",
+                stuck, stuck == 1 ? "" : "s");
+        pthread_mutex_lock(&gpu->lock);
+        gpu->left = true;
+        pthread_mutex_unlock(&gpu->lock);
+        gpu_left_behind = gpu;
+        left = true;
+    } else {
+        /* A copier waits for its stream before it is freed: nothing runs on it now. */
+        for (unsigned i = 0; i < gpu->nfeeds; i++)
+            gpu_copy_destroy(gpu->feeds[i].copier);
+    }
     d->gpu = NULL;
     /* All at once, so that no late completion runs after this; the last close frees gpu. */
     gpu->closing = 4;
@@ -946,6 +998,7 @@ void gpu_stop(struct b10d *d)
     uv_close((uv_handle_t *)&gpu->async, gpu_on_closed);
     uv_close((uv_handle_t *)&gpu->orphan_timer, gpu_on_closed);
     uv_close((uv_handle_t *)&gpu->watch_timer, gpu_on_closed);
+    return !left;
 }
 
 b10_status_t gpu_host_register(struct b10d *d, int device, void *addr, size_t length)
@@ -1060,8 +1113,9 @@ b10_status_t gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
     return B10_OK;
 }
 
-void gpu_stop(struct b10d *d)
+bool gpu_stop(struct b10d *d)
 {
+    return true;
 }
 
 void gpu_drain(struct b10d *d)

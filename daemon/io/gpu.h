@@ -45,8 +45,13 @@ struct gpu_hooks {
  * (logged); B10_ERR_NO_MEMORY.
  */
 b10_status_t gpu_start(struct b10d *d, const struct gpu_hooks *hooks);
-/* Wait (bounded) for copies in flight, then free everything. */
-void gpu_stop(struct b10d *d);
+/*
+ * Wait (bounded) for copies in flight, then free everything: true. false:
+ * copies still ran or a feed thread stayed in the driver past the bounds (a
+ * wedged GPU), and the streams, threads and their state were left as they
+ * are; a copy may still write.
+ */
+bool gpu_stop(struct b10d *d);
 /*
  * Wait until every part handed to a feed thread is with CUDA: submitted, or
  * refused and queued back to the loop (which hears of it at its next turn).

@@ -126,8 +126,29 @@ int __wrap_gpu_copy_create(const gpu_copy_params_t *params, gpu_copier_t **copie
     return GPU_COPY_OK;
 }
 
+static unsigned copiers_destroyed;
+
 void __wrap_gpu_copy_destroy(gpu_copier_t *copier)
 {
+    copiers_destroyed++;
+}
+
+/* A wedged GPU: while wedge is set, a submission stays inside the "driver". */
+static pthread_mutex_t wedge_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wedge_cv = PTHREAD_COND_INITIALIZER;
+static bool wedge;
+static unsigned wedged_in;          /* submissions that found the GPU wedged */
+
+static void wedge_hold(void)
+{
+    pthread_mutex_lock(&wedge_mu);
+    if (wedge) {
+        wedged_in++;
+        pthread_cond_broadcast(&wedge_cv);
+        while (wedge)
+            pthread_cond_wait(&wedge_cv, &wedge_mu);
+    }
+    pthread_mutex_unlock(&wedge_mu);
 }
 
 static int async_submit(gpu_copier_t *copier, const gpu_copy_req_t *req, gpu_copy_op_t **op_p)
@@ -186,6 +207,7 @@ int __wrap_gpu_copy_submit(gpu_copier_t *copier, const gpu_copy_req_t *req, gpu_
 {
     if (pthread_equal(pthread_self(), loop_thread))
         loop_submissions++;
+    wedge_hold();
     if (async_gpu)
         return async_submit(copier, req, op_p);
     if (__atomic_load_n(&copier->inflight, __ATOMIC_ACQUIRE) == copier->slots) {
@@ -806,6 +828,70 @@ static void test_stress_threads_and_streams(void **state)
     }
 }
 
+/*
+ * Shutdown on a wedged GPU: a feed thread stays inside the driver with its
+ * copy, which never ends. gpu_stop waits its bounds (short here), says the
+ * copies did not end, and leaves the thread, the streams and their state as
+ * they are, destroying no copier (its stream would be waited for for ever).
+ * When the driver lets the thread go, it submits, finds the stop and ends on
+ * state still there, and the copy's late callback reaches no closed handle.
+ * A GPU whose copies end stops whole, its copiers destroyed.
+ */
+static void test_stop_leaves_a_wedged_gpu(void **state)
+{
+    struct job_fixture f;
+
+    assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+    job_init(&f, 10, 0);
+    gpu_copy_job(&test_d, &f.job);
+    assert_int_equal(submitted(), 1);
+    end_op(0, GPU_COPY_OK);
+    copiers_destroyed = 0;
+    assert_true(gpu_stop(&test_d));
+    uv_run(&test_loop, UV_RUN_NOWAIT);
+    assert_int_equal(copiers_destroyed, ncopiers);
+    free(ops[0].pieces);
+    free(f.segs);
+
+    assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+    test_d.test_gpu_stop_ms = 20;
+    pthread_mutex_lock(&wedge_mu);
+    wedge = true;
+    wedged_in = 0;
+    pthread_mutex_unlock(&wedge_mu);
+    job_init(&f, 10, 0);
+    gpu_copy_job(&test_d, &f.job);
+    pthread_mutex_lock(&wedge_mu);
+    while (wedged_in == 0)
+        pthread_cond_wait(&wedge_cv, &wedge_mu);
+    pthread_mutex_unlock(&wedge_mu);
+    copiers_destroyed = 0;
+    assert_false(gpu_stop(&test_d));
+    uv_run(&test_loop, UV_RUN_NOWAIT);
+    assert_null(test_d.gpu);
+    assert_int_equal(copiers_destroyed, 0);
+    assert_int_equal(f.job.parts, 2);       /* its part never ended */
+
+    pthread_mutex_lock(&wedge_mu);
+    wedge = false;
+    pthread_cond_broadcast(&wedge_cv);
+    pthread_mutex_unlock(&wedge_mu);
+    /* Bounded: a minute for the thread's one submission (the copier counts it last). */
+    uint64_t until = uv_hrtime() + 60ull * 1000 * 1000 * 1000;
+    while (__atomic_load_n(&copiers[0].inflight, __ATOMIC_ACQUIRE) == 0 && uv_hrtime() < until)
+        uv_sleep(1);
+    assert_int_equal(__atomic_load_n(&copiers[0].inflight, __ATOMIC_ACQUIRE), 1);
+    assert_int_equal(nops, 1);
+    ops[0].ended = true;
+    if (ops[0].cb != NULL)
+        ops[0].cb(ops[0].arg);
+    uv_run(&test_loop, UV_RUN_NOWAIT);
+    assert_int_equal(f.job.parts, 2);       /* the part stays with the state left behind */
+    free(ops[0].pieces);
+    nops = 0;
+    free(f.segs);
+}
+
 static int group_setup(void **state)
 {
     log_setup(LOG_LEVEL_ERR, "test-gpu");
@@ -832,6 +918,7 @@ int main(void)
         cmocka_unit_test(test_refused_submission_midway),
         cmocka_unit_test(test_jobs_spread_over_feeds),
         cmocka_unit_test(test_stress_threads_and_streams),
+        cmocka_unit_test(test_stop_leaves_a_wedged_gpu),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
