@@ -198,9 +198,11 @@ $(BUILD)/tests/test-cpuload: UNIT_LDFLAGS := -Wl,--wrap=open -Wl,--wrap=read -Wl
 # test-copy runs device parts without a GPU: the GPU room's entry points are its fakes.
 $(BUILD)/tests/test-copy: UNIT_LDFLAGS := $(foreach f,present kernels one_submission copy_job sum_job,\
 	-Wl,--wrap=gpu_$(f))
-# test-gpu cuts copy jobs into submissions without a GPU: the CUDA library's entry points are its fakes.
+# test-gpu cuts copy jobs into submissions without a GPU: the CUDA library's entry points are its
+# fakes; and it sees every wake-up of the loop (none on a closed handle).
 $(BUILD)/tests/test-gpu: UNIT_LDFLAGS := $(foreach f,device_count device_mps device_host_pointers \
-	create destroy submit op_poll op_elapsed_ms op_sums op_release last_error,-Wl,--wrap=gpu_copy_$(f))
+	create destroy submit op_poll op_elapsed_ms op_sums op_release last_error,-Wl,--wrap=gpu_copy_$(f)) \
+	-Wl,--wrap=uv_async_send
 # test-xfer watches the failure funnel retire ids and cancel wire operations.
 $(BUILD)/tests/test-xfer: UNIT_LDFLAGS := -Wl,--wrap=quarantine_add -Wl,--wrap=wire_cancel \
 	-Wl,--wrap=tags_quarantine -Wl,--wrap=wire_mem_map -Wl,--wrap=wire_mem_unmap

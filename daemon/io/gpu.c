@@ -127,6 +127,7 @@ struct gpu_feed {
     struct list queue;
     bool holding;               /* a part taken off the queue and not yet submitted */
     bool stop;
+    bool left;                  /* gpu_stop left it behind: it submits nothing more */
 };
 
 struct gpu {
@@ -148,6 +149,7 @@ struct gpu {
     bool idle_on;
     bool stopped;               /* gpu_stop ended the feeds: nothing more is handed over */
     bool left;                  /* under lock: gpu_stop left it behind (gpu_left_behind) */
+    struct gpu *left_next;      /* the one left behind before it */
     uint32_t inflight;          /* handed over, not yet completed */
     uint32_t callbacks;         /* handed over, callback (or refusal) not yet handled */
     int closing;                /* handles still closing in gpu_stop */
@@ -170,12 +172,13 @@ static void gpu_orphans(struct gpu *gpu);
 
 /*
  * At exit, gpu_stop gives copies in flight GPU_STOP_COPIES_MS to end and then
- * each feed thread GPU_STOP_FEED_MS to come back from the driver. A copy still
- * running, or a thread still inside cudaMemcpyBatchAsync, past those is a
- * wedged GPU: destroying its streams would wait on it for ever, and the
- * service manager would kill the daemon mid-shutdown. So gpu_stop leaves the
- * streams, the threads and the state they may still touch (never freed,
- * reachable here) and the rest of the daemon shuts down.
+ * the feed threads GPU_STOP_FEED_MS in all to come back from the driver. A
+ * copy still running (or its callback not yet run), or a thread still inside
+ * cudaMemcpyBatchAsync, past those is a wedged GPU: destroying its streams
+ * would wait on it for ever, and the service manager would kill the daemon
+ * mid-shutdown. So gpu_stop leaves the streams, the threads and the state
+ * they may still touch as they are (never freed, reachable from here) and
+ * says so: b10d then exits at once.
  */
 #define GPU_STOP_COPIES_MS 10000
 #define GPU_STOP_FEED_MS 2000
@@ -189,11 +192,11 @@ static void gpu_on_done(void *arg)
 
     pthread_mutex_lock(&gpu->lock);
     list_insert_tail(&gpu->done, &part->node);
-    /* Left behind: the loop's handle is closed, and the part stays on the list. */
-    bool left = gpu->left;
-    pthread_mutex_unlock(&gpu->lock);
-    if (!left)
+    /* Left behind: the loop's handle is closed, and the part stays on the list. Under the
+     * lock, so that gpu_stop cannot leave it between the look and the send. */
+    if (!gpu->left)
         uv_async_send(&gpu->async);
+    pthread_mutex_unlock(&gpu->lock);
 }
 
 static void *gpu_feed_main(void *arg)
@@ -206,7 +209,8 @@ static void *gpu_feed_main(void *arg)
             pthread_cond_broadcast(&feed->idle);
             pthread_cond_wait(&feed->wake, &feed->lock);
         }
-        if (list_empty(&feed->queue))
+        /* Left behind by gpu_stop, it submits nothing more: what is queued stays queued. */
+        if (list_empty(&feed->queue) || feed->left)
             break;
         struct gpu_part *part = list_entry(feed->queue.next, struct gpu_part, node);
         list_remove(&part->node);
@@ -262,17 +266,29 @@ void gpu_drain(struct b10d *d)
     }
 }
 
-/* End the feed's thread, once it submitted what is queued; false: not ended by then. */
-static bool gpu_feed_stop(struct gpu_feed *feed, const struct timespec *by)
+/* Ask the feed's thread to end once it has submitted what is queued. */
+static void gpu_feed_stop(struct gpu_feed *feed)
 {
     if (!feed->running)
-        return true;
+        return;
     pthread_mutex_lock(&feed->lock);
     feed->stop = true;
     pthread_cond_signal(&feed->wake);
     pthread_mutex_unlock(&feed->lock);
-    if (pthread_timedjoin_np(feed->thread, NULL, by) != 0) {
-        pthread_detach(feed->thread);   /* should it come back, it ends on its own */
+}
+
+/* Wait for the stopped feed's thread until by (CLOCK_REALTIME); false: it has not ended. */
+static bool gpu_feed_join(struct gpu_feed *feed, const struct timespec *by)
+{
+    if (!feed->running)
+        return true;
+    int rc = pthread_timedjoin_np(feed->thread, NULL, by);
+    if (rc == ETIMEDOUT) {
+        /* Should it come back, it submits nothing more and ends on its own. */
+        pthread_mutex_lock(&feed->lock);
+        feed->left = true;
+        pthread_mutex_unlock(&feed->lock);
+        pthread_detach(feed->thread);
         return false;
     }
     feed->running = false;
@@ -925,7 +941,7 @@ b10_status_t gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
 static void gpu_on_closed(uv_handle_t *handle)
 {
     struct gpu *gpu = handle->data;
-    if (--gpu->closing > 0 || gpu == gpu_left_behind)
+    if (--gpu->closing > 0 || gpu->left)     /* left: kept for its threads, as it is */
         return;
     for (unsigned i = 0; i < gpu->nfeeds; i++) {
         pthread_mutex_destroy(&gpu->feeds[i].lock);
@@ -953,11 +969,13 @@ bool gpu_stop(struct b10d *d)
         if (gpu->inflight > 0 || gpu->callbacks > 0)
             uv_sleep(1);
     }
-    if (gpu->inflight > 0)
-        log_err("gpu: %u copies still running %u ms into shutdown: a wedged GPU?",
-                gpu->inflight, copies_ms);
+    if (gpu->inflight > 0 || gpu->callbacks > 0)
+        log_err("gpu: %u copies still running, %u callbacks not yet run %u ms into shutdown: "
+                "a wedged GPU?", gpu->inflight, gpu->callbacks, copies_ms);
     /* Each feed submits what it holds, then ends; nothing is handed over after. */
-    struct timespec by;
+    for (unsigned i = 0; i < gpu->nfeeds; i++)
+        gpu_feed_stop(&gpu->feeds[i]);
+    struct timespec by;     /* the wall clock, as pthread_timedjoin_np counts */
     clock_gettime(CLOCK_REALTIME, &by);
     by.tv_sec += feed_ms / 1000;
     by.tv_nsec += (long)(feed_ms % 1000) * 1000000L;
@@ -968,7 +986,7 @@ bool gpu_stop(struct b10d *d)
     unsigned stuck = 0;
     bool left = false;
     for (unsigned i = 0; i < gpu->nfeeds; i++)
-        if (!gpu_feed_stop(&gpu->feeds[i], &by)) {
+        if (!gpu_feed_join(&gpu->feeds[i], &by)) {
             log_err("gpu: device %d's copy stream %u: its thread is still inside the CUDA "
                     "driver %u ms after shutdown asked it to end: a wedged GPU?",
                     gpu->feeds[i].device, i % gpu->per_device, feed_ms);
@@ -977,13 +995,15 @@ bool gpu_stop(struct b10d *d)
     gpu->stopped = true;
     /* What the feeds refused at the last: ended and freed, while their copiers still exist. */
     gpu_on_async(&gpu->async);
-    if (stuck > 0 || gpu->inflight > 0) {
+    /* A copy still running, or its callback not yet run, would hold its stream's destruction. */
+    if (stuck > 0 || gpu->inflight > 0 || gpu->callbacks > 0) {
         /* A copier would wait for its stream for ever: streams, threads and state stay. */
         log_err("gpu: leaving %u copy thread%s and the copy streams as they are",
                 stuck, stuck == 1 ? "" : "s");
         pthread_mutex_lock(&gpu->lock);
         gpu->left = true;
         pthread_mutex_unlock(&gpu->lock);
+        gpu->left_next = gpu_left_behind;
         gpu_left_behind = gpu;
         left = true;
     } else {

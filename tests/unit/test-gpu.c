@@ -133,6 +133,20 @@ void __wrap_gpu_copy_destroy(gpu_copier_t *copier)
     copiers_destroyed++;
 }
 
+/* The loop's wake-ups: one on a closed handle would be a write into a freed loop's eventfd. */
+int __real_uv_async_send(uv_async_t *async);
+int __wrap_uv_async_send(uv_async_t *async);
+static unsigned sends_on_closed;
+
+int __wrap_uv_async_send(uv_async_t *async)
+{
+    if (uv_is_closing((uv_handle_t *)async)) {
+        __atomic_fetch_add(&sends_on_closed, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    return __real_uv_async_send(async);
+}
+
 /* A wedged GPU: while wedge is set, a submission stays inside the "driver". */
 static pthread_mutex_t wedge_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wedge_cv = PTHREAD_COND_INITIALIZER;
@@ -834,8 +848,9 @@ static void test_stress_threads_and_streams(void **state)
  * copies did not end, and leaves the thread, the streams and their state as
  * they are, destroying no copier (its stream would be waited for for ever).
  * When the driver lets the thread go, it submits, finds the stop and ends on
- * state still there, and the copy's late callback reaches no closed handle.
- * A GPU whose copies end stops whole, its copiers destroyed.
+ * state still there, and the copy's late callback wakes no closed handle. A
+ * copy submitted that never ends is left behind the same way. A GPU whose
+ * copies end stops whole, its copiers destroyed.
  */
 static void test_stop_leaves_a_wedged_gpu(void **state)
 {
@@ -882,11 +897,33 @@ static void test_stop_leaves_a_wedged_gpu(void **state)
         uv_sleep(1);
     assert_int_equal(__atomic_load_n(&copiers[0].inflight, __ATOMIC_ACQUIRE), 1);
     assert_int_equal(nops, 1);
+    sends_on_closed = 0;
+    assert_non_null(ops[0].cb);             /* the job's last part: called back */
     ops[0].ended = true;
-    if (ops[0].cb != NULL)
-        ops[0].cb(ops[0].arg);
+    ops[0].cb(ops[0].arg);
     uv_run(&test_loop, UV_RUN_NOWAIT);
+    assert_int_equal(sends_on_closed, 0);
     assert_int_equal(f.job.parts, 2);       /* the part stays with the state left behind */
+    free(ops[0].pieces);
+    nops = 0;
+    free(f.segs);
+
+    /* Submitted, the thread back, but the copy never ends: left behind all the same. */
+    assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+    test_d.test_gpu_stop_ms = 20;
+    job_init(&f, 10, 0);
+    gpu_copy_job(&test_d, &f.job);
+    assert_int_equal(submitted(), 1);
+    copiers_destroyed = 0;
+    assert_false(gpu_stop(&test_d));
+    uv_run(&test_loop, UV_RUN_NOWAIT);
+    assert_int_equal(copiers_destroyed, 0);
+    assert_non_null(ops[0].cb);
+    ops[0].ended = true;
+    ops[0].cb(ops[0].arg);
+    uv_run(&test_loop, UV_RUN_NOWAIT);
+    assert_int_equal(sends_on_closed, 0);
+    assert_int_equal(f.job.parts, 2);
     free(ops[0].pieces);
     nops = 0;
     free(f.segs);
