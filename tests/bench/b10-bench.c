@@ -20,8 +20,10 @@
  * the destination was poisoned before the first WRITE, so a byte that
  * matches is one the daemon wrote.
  *
- * Output: a line per pair and one "result KEY VALUE ..." line for the
- * script. Exit 0: every WRITE landed and every byte verified; 1: a WRITE
+ * Output: a line per pair, a "stages" line per pair (where each WRITE's
+ * time went, from b10_xfer_times: the first byte's time after the submit is
+ * what a request of many spans waits before anything moves), and one
+ * "result KEY VALUE ..." line for the script. Exit 0: every WRITE landed and every byte verified; 1: a WRITE
  * failed, a byte differs or a resource could not be had; 2: usage; 3: what
  * was asked for is not available here (CUDA).
  */
@@ -296,6 +298,8 @@ struct pair {
     uint32_t *perm_src, *perm_dst;   /* slot of span i in the source and the destination pool */
     char name_a[64], name_b[64];
     double *us;                 /* each timed WRITE, µs */
+    b10_xfer_times_t *times;    /* each timed WRITE's stages (b10_xfer_times) */
+    double *back_us;            /* ... and when its wait returned, µs */
     double t_start, t_end;      /* the timed window, µs of CLOCK_MONOTONIC */
     b10_status_t st;            /* the first failure; B10_OK */
     char why[512];
@@ -321,8 +325,58 @@ static void pair_fail(struct pair *p, b10_status_t st, const char *fmt, ...)
     atomic_store(&any_failed, true);
 }
 
-/* One WRITE of the pair's whole request, waited for; its time in *us_p. */
-static b10_status_t pair_write(struct pair *p, double *us_p)
+/*
+ * Where a pair's timed WRITEs spent their time, medians in ms: the client's
+ * encoding and its write to the socket, the request's way to the daemon and
+ * its decoding there, the daemon's checks and its plan, its start of the
+ * first copy or gather, the bytes moving until the last landed, and the
+ * result's way back to the waiting caller; then the first byte's time after
+ * the submit. Printed only where the daemon sent every WRITE's timings.
+ */
+static void pair_stages(const struct pair *p)
+{
+    enum { ENCODE, SEND, REACH, DECODE, CHECK, PLAN, START, MOVE, BACK, FIRST, NSTAGE };
+    static const char *const names[NSTAGE] = { "encode", "send", "reach", "decode", "checks",
+                                               "plan", "start", "moving", "back", "first" };
+    const uint64_t all = B10_XFER_TIMES_CLIENT | B10_XFER_TIMES_DAEMON | B10_XFER_TIMES_FIRST;
+    double *v = calloc((size_t)NSTAGE * wo.iters, sizeof(*v));
+    if (v == NULL)
+        return;
+    for (unsigned i = 0; i < wo.iters; i++) {
+        const b10_xfer_times_t *t = &p->times[i];
+        if ((t->field_mask & all) != all) {
+            free(v);
+            return;
+        }
+        double ms[NSTAGE] = {
+            [ENCODE] = (double)(t->encoded_ns - t->submit_ns),
+            [SEND] = (double)(t->sent_ns - t->encoded_ns),
+            [REACH] = (double)t->received_ns - (double)t->sent_ns,
+            [DECODE] = (double)(t->decoded_ns - t->received_ns),
+            [CHECK] = (double)(t->accepted_ns - t->decoded_ns) - (double)t->plan_ns,
+            [PLAN] = (double)t->plan_ns,
+            [START] = (double)t->first_ns - (double)t->accepted_ns,
+            [MOVE] = (double)(t->ended_ns - t->first_ns),
+            [BACK] = p->back_us[i] * 1e3 - (double)t->ended_ns,
+            [FIRST] = (double)(t->first_ns - t->submit_ns),
+        };
+        for (int k = 0; k < NSTAGE; k++)
+            v[(size_t)k * wo.iters + i] = ms[k] / 1e6;
+    }
+    printf("stages pair %u, ms, medians of %u:", p->idx, wo.iters);
+    for (int k = 0; k < NSTAGE; k++) {
+        double *col = v + (size_t)k * wo.iters;
+        qsort(col, wo.iters, sizeof(*col), cmp_double);
+        printf("%s %s %.3f", k == 0 ? "" : (k == FIRST ? ";" : ","), names[k],
+               percentile(col, wo.iters, 0.5));
+    }
+    printf(" after the submit\n");
+    free(v);
+}
+
+/* One WRITE of the pair's whole request, waited for; its time in *us_p, its stages in the
+ * pair's tables at timed (-1: untimed). */
+static b10_status_t pair_write(struct pair *p, double *us_p, int timed)
 {
     b10_xfer_params_t xp = {
         .field_mask = B10_XFER_FIELD_DEADLINE,
@@ -345,7 +399,10 @@ static b10_status_t pair_write(struct pair *p, double *us_p)
     /* The daemon fails a WRITE at its deadline; the wait gives it 10 s more to
      * say so before calling the daemon stuck. */
     st = b10_xfer_wait(x, (int)wo.deadline_ms + 10000);
-    *us_p = now_us() - t0;
+    double back = now_us();
+    *us_p = back - t0;
+    if (timed >= 0 && st == B10_OK && b10_xfer_times(x, &p->times[timed]) == B10_OK)
+        p->back_us[timed] = back;
     if (st == B10_IN_PROGRESS) {
         pair_fail(p, B10_ERR_DEADLINE, "WRITE %" PRIx64 " not ended %u ms after its deadline",
                   b10_xfer_id(x), 10000u);
@@ -371,16 +428,16 @@ static void *pair_run(void *arg)
     double us;
 
     for (unsigned i = 0; i < wo.warmup && p->st == B10_OK; i++)
-        pair_write(p, &us);
+        pair_write(p, &us, -1);
     pthread_barrier_wait(&start_line);
     p->t_start = now_us();
     for (unsigned i = 0; i < wo.iters && p->st == B10_OK && !atomic_load(&any_failed); i++)
-        if (pair_write(p, &p->us[i]) != B10_OK)
+        if (pair_write(p, &p->us[i], (int)i) != B10_OK)
             break;
     p->t_end = now_us();
     atomic_fetch_add(&pairs_timed, 1);
     while (p->st == B10_OK && !atomic_load(&any_failed) && atomic_load(&pairs_timed) < wo.pairs)
-        pair_write(p, &us);
+        pair_write(p, &us, -1);
     return NULL;
 }
 
@@ -496,7 +553,10 @@ static int pair_setup(struct pair *p)
     p->perm_src = calloc(p->nspans, sizeof(*p->perm_src));
     p->perm_dst = calloc(p->nspans, sizeof(*p->perm_dst));
     p->us = calloc(wo.iters, sizeof(*p->us));
-    if (!p->local || !p->remote || !p->perm_src || !p->perm_dst || !p->us) {
+    p->times = calloc(wo.iters, sizeof(*p->times));
+    p->back_us = calloc(wo.iters, sizeof(*p->back_us));
+    if (!p->local || !p->remote || !p->perm_src || !p->perm_dst || !p->us || !p->times ||
+        !p->back_us) {
         warn("pair %u: no memory for %u spans", p->idx, p->nspans);
         return -1;
     }
@@ -564,6 +624,8 @@ static void pair_teardown(struct pair *p)
     free(p->perm_src);
     free(p->perm_dst);
     free(p->us);
+    free(p->times);
+    free(p->back_us);
 }
 
 static void write_usage(FILE *f)
@@ -713,6 +775,7 @@ static int cmd_write(int argc, char **argv)
                " p99 %.0f us, max %.0f us\n", i, wo.iters, wo.size, p->nspans, rate,
                percentile(p->us, wo.iters, 0.5), percentile(p->us, wo.iters, 0.99),
                p->us[wo.iters - 1]);
+        pair_stages(p);
         sum += rate;
         lo_rate = rate < lo_rate ? rate : lo_rate;
         hi_rate = rate > hi_rate ? rate : hi_rate;
