@@ -843,6 +843,24 @@ static void test_stress_threads_and_streams(void **state)
 }
 
 /*
+ * The one copy of a GPU left behind ends late, its callback on "a driver
+ * thread": it wakes no closed handle, and its part stays with that state.
+ */
+static void end_left_behind(struct job_fixture *f)
+{
+    sends_on_closed = 0;
+    assert_non_null(ops[0].cb);             /* the job's last part: called back */
+    ops[0].ended = true;
+    ops[0].cb(ops[0].arg);
+    uv_run(&test_loop, UV_RUN_NOWAIT);
+    assert_int_equal(sends_on_closed, 0);
+    assert_int_equal(f->job.parts, 2);
+    free(ops[0].pieces);
+    nops = 0;
+    free(f->segs);
+}
+
+/*
  * Shutdown on a wedged GPU: a feed thread stays inside the driver with its
  * copy, which never ends. gpu_stop waits its bounds (short here), says the
  * copies did not end, and leaves the thread, the streams and their state as
@@ -897,16 +915,7 @@ static void test_stop_leaves_a_wedged_gpu(void **state)
         uv_sleep(1);
     assert_int_equal(__atomic_load_n(&copiers[0].inflight, __ATOMIC_ACQUIRE), 1);
     assert_int_equal(nops, 1);
-    sends_on_closed = 0;
-    assert_non_null(ops[0].cb);             /* the job's last part: called back */
-    ops[0].ended = true;
-    ops[0].cb(ops[0].arg);
-    uv_run(&test_loop, UV_RUN_NOWAIT);
-    assert_int_equal(sends_on_closed, 0);
-    assert_int_equal(f.job.parts, 2);       /* the part stays with the state left behind */
-    free(ops[0].pieces);
-    nops = 0;
-    free(f.segs);
+    end_left_behind(&f);
 
     /* Submitted, the thread back, but the copy never ends: left behind all the same. */
     assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
@@ -918,15 +927,7 @@ static void test_stop_leaves_a_wedged_gpu(void **state)
     assert_false(gpu_stop(&test_d));
     uv_run(&test_loop, UV_RUN_NOWAIT);
     assert_int_equal(copiers_destroyed, 0);
-    assert_non_null(ops[0].cb);
-    ops[0].ended = true;
-    ops[0].cb(ops[0].arg);
-    uv_run(&test_loop, UV_RUN_NOWAIT);
-    assert_int_equal(sends_on_closed, 0);
-    assert_int_equal(f.job.parts, 2);
-    free(ops[0].pieces);
-    nops = 0;
-    free(f.segs);
+    end_left_behind(&f);
 }
 
 static int group_setup(void **state)
