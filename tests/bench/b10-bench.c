@@ -282,6 +282,7 @@ static struct {
     unsigned iters, warmup, pairs;
     unsigned deadline_ms;
     enum bench_mem mem;
+    bool picks;                 /* post as NIXL's lists do: two grids and the rows' indices */
 } wo = {
     .size = 32 * MIB, .span = 32 * KIB, .iters = 20, .warmup = 2, .pairs = 1,
     .deadline_ms = 120000, .mem = MEM_DRAM,
@@ -296,6 +297,9 @@ struct pair {
     b10_span_t *local, *remote; /* the WRITE's spans, nspans each */
     uint32_t nspans;
     uint32_t *perm_src, *perm_dst;   /* slot of span i in the source and the destination pool */
+    int64_t *index_src, *index_dst;  /* --picks: the same slots, as the rows of two grids */
+    uint64_t base_src, base_dst;     /* --picks: each grid's one base, its pool's */
+    b10_span_grid_t grid_src, grid_dst;
     char name_a[64], name_b[64];
     double *us;                 /* each timed WRITE, µs */
     b10_xfer_times_t *times;    /* each timed WRITE's stages (b10_xfer_times) */
@@ -387,6 +391,15 @@ static b10_status_t pair_write(struct pair *p, double *us_p, int timed)
         .remote_agent = p->name_b,
         .deadline_ms = wo.deadline_ms,
     };
+    if (wo.picks) {
+        /* Each pool a grid of nspans rows; pair i is row perm_src[i] → row perm_dst[i]. */
+        xp.field_mask |= B10_XFER_FIELD_INDICES;
+        xp.local = xp.remote = NULL;
+        xp.local_index = p->index_src;
+        xp.remote_index = p->index_dst;
+        xp.local_grid = &p->grid_src;
+        xp.remote_grid = &p->grid_dst;
+    }
     b10_xfer_t *x;
     double t0 = now_us();
     b10_status_t st = b10_xfer_submit(p->a, &xp, &x);
@@ -552,11 +565,13 @@ static int pair_setup(struct pair *p)
     p->remote = calloc(p->nspans, sizeof(*p->remote));
     p->perm_src = calloc(p->nspans, sizeof(*p->perm_src));
     p->perm_dst = calloc(p->nspans, sizeof(*p->perm_dst));
+    p->index_src = calloc(p->nspans, sizeof(*p->index_src));
+    p->index_dst = calloc(p->nspans, sizeof(*p->index_dst));
     p->us = calloc(wo.iters, sizeof(*p->us));
     p->times = calloc(wo.iters, sizeof(*p->times));
     p->back_us = calloc(wo.iters, sizeof(*p->back_us));
-    if (!p->local || !p->remote || !p->perm_src || !p->perm_dst || !p->us || !p->times ||
-        !p->back_us) {
+    if (!p->local || !p->remote || !p->perm_src || !p->perm_dst || !p->index_src ||
+        !p->index_dst || !p->us || !p->times || !p->back_us) {
         warn("pair %u: no memory for %u spans", p->idx, p->nspans);
         return -1;
     }
@@ -566,7 +581,13 @@ static int pair_setup(struct pair *p)
     for (uint32_t i = 0; i < p->nspans; i++) {
         p->local[i] = (b10_span_t){ sbase + (uint64_t)p->perm_src[i] * wo.span, wo.span };
         p->remote[i] = (b10_span_t){ dbase + (uint64_t)p->perm_dst[i] * wo.span, wo.span };
+        p->index_src[i] = p->perm_src[i];
+        p->index_dst[i] = p->perm_dst[i];
     }
+    p->base_src = sbase;
+    p->base_dst = dbase;
+    p->grid_src = (b10_span_grid_t){ &p->base_src, 1, p->nspans, wo.span, wo.span };
+    p->grid_dst = (b10_span_grid_t){ &p->base_dst, 1, p->nspans, wo.span, wo.span };
     return 0;
 }
 
@@ -623,6 +644,8 @@ static void pair_teardown(struct pair *p)
     free(p->remote);
     free(p->perm_src);
     free(p->perm_dst);
+    free(p->index_src);
+    free(p->index_dst);
     free(p->us);
     free(p->times);
     free(p->back_us);
@@ -642,13 +665,15 @@ static void write_usage(FILE *f)
         "      --pairs N         rank pairs writing at once, a thread each (1; 1..%u)\n"
         "      --mem KIND        where the pools live: dram (b10_dram_alloc), heap (malloc,\n"
         "                        reached through /proc/self/mem) or vram (CUDA device 0)\n"
-        "      --deadline-ms MS  of each WRITE (120000; 1..%u)\n",
+        "      --deadline-ms MS  of each WRITE (120000; 1..%u)\n"
+        "      --picks           post each WRITE as NIXL's prepared lists do: both pools as\n"
+        "                        grids of --span rows and the picked rows' indices\n",
         (unsigned long long)MAX_SPANS, MAX_ITERS, MAX_WARMUP, MAX_PAIRS, MAX_DEADLINE);
 }
 
 static int cmd_write(int argc, char **argv)
 {
-    enum { O_SIZE = 256, O_SPAN, O_ITERS, O_WARMUP, O_PAIRS, O_MEM, O_DEADLINE };
+    enum { O_SIZE = 256, O_SPAN, O_ITERS, O_WARMUP, O_PAIRS, O_MEM, O_DEADLINE, O_PICKS };
     static const struct option lo[] = {
         { "sock-a", required_argument, NULL, 'a' },
         { "sock-b", required_argument, NULL, 'b' },
@@ -659,6 +684,7 @@ static int cmd_write(int argc, char **argv)
         { "pairs", required_argument, NULL, O_PAIRS },
         { "mem", required_argument, NULL, O_MEM },
         { "deadline-ms", required_argument, NULL, O_DEADLINE },
+        { "picks", no_argument, NULL, O_PICKS },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -676,6 +702,7 @@ static int cmd_write(int argc, char **argv)
         case O_WARMUP: ok = parse_uint(optarg, 0, MAX_WARMUP, &wo.warmup); break;
         case O_PAIRS: ok = parse_uint(optarg, 1, MAX_PAIRS, &wo.pairs); break;
         case O_DEADLINE: ok = parse_uint(optarg, 1, MAX_DEADLINE, &wo.deadline_ms); break;
+        case O_PICKS: wo.picks = true; break;
         case O_MEM:
             if (strcmp(optarg, "dram") == 0)
                 wo.mem = MEM_DRAM;
@@ -771,8 +798,9 @@ static int cmd_write(int argc, char **argv)
 
         memcpy(all + (size_t)i * wo.iters, p->us, wo.iters * sizeof(*p->us));
         qsort(p->us, wo.iters, sizeof(*p->us), cmp_double);
-        printf("pair %u: %u WRITEs of %" PRIu64 " bytes in %u spans: %.3f GB/s, p50 %.0f us,"
-               " p99 %.0f us, max %.0f us\n", i, wo.iters, wo.size, p->nspans, rate,
+        printf("pair %u: %u WRITEs of %" PRIu64 " bytes in %u spans%s: %.3f GB/s, p50 %.0f us,"
+               " p99 %.0f us, max %.0f us\n", i, wo.iters, wo.size, p->nspans,
+               wo.picks ? " (picked rows of two grids)" : "", rate,
                percentile(p->us, wo.iters, 0.5), percentile(p->us, wo.iters, 0.99),
                p->us[wo.iters - 1]);
         pair_stages(p);
