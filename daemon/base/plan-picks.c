@@ -20,6 +20,11 @@
  * Everything unusual is left to that path (B10_ERR_UNSUPPORTED): grids of
  * another shape, an index outside its grid, a destination row picked twice,
  * totals that overflow. It names the refusal, as it always did.
+ *
+ * plan_picker makes the same kind of plan a part at a time, for a transfer
+ * that starts copying before it is planned whole: the same checks of every
+ * pick first, then each part's picks sorted among themselves and packed
+ * onto the end of the plan.
  */
 #include "plan.h"
 
@@ -55,10 +60,13 @@ static int picks_base_cmp(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* Again after a failed picks_order_init, or of one never made (zeroed): nothing. */
 static void picks_order_free(struct picks_order *o)
 {
     free(o->sorted);
     free(o->rank);
+    o->sorted = NULL;
+    o->rank = NULL;
 }
 
 /*
@@ -171,9 +179,13 @@ static uint64_t *picks_sort(uint64_t *recs, uint64_t *tmp, size_t count, unsigne
     return from;
 }
 
-b10_status_t plan_build_picks(const struct picks_grid *src, const struct picks_grid *dst,
-                              const uint8_t *src_picks, const uint8_t *dst_picks, size_t count,
-                              uint64_t max_chunk, struct plan **plan_p)
+/*
+ * The shapes both planners take: B10_OK with the request's bytes in *total_p
+ * and its most chunks in *max_chunks_p, else B10_ERR_UNSUPPORTED.
+ */
+static b10_status_t picks_admit(const struct picks_grid *src, const struct picks_grid *dst,
+                                size_t count, uint64_t max_chunk, uint64_t *total_p,
+                                uint64_t *max_chunks_p)
 {
     uint64_t len = src->length, total;
     if (count < 2 || count > UINT32_MAX / 2 || max_chunk == 0 || dst->length != len ||
@@ -189,6 +201,49 @@ b10_status_t plan_build_picks(const struct picks_grid *src, const struct picks_g
      */
     if (src->nbases > 2 * (uint64_t)count || dst->nbases > 2 * (uint64_t)count ||
         picks_grid_rows(dst) / PICKS_BITS_PER_PICK > count)
+        return B10_ERR_UNSUPPORTED;
+    *total_p = total;
+    *max_chunks_p = full + count;
+    return B10_OK;
+}
+
+/* How many radix passes of what width sort places of a grid of rows rows. */
+static void picks_passes(uint64_t rows, unsigned *passes_p, unsigned *width_p)
+{
+    uint64_t top = rows - 1;
+    unsigned kbits = top == 0 ? 1 : 64 - (unsigned)__builtin_clzll(top);
+    unsigned passes = (kbits + PICKS_DIGIT_MAX_BITS - 1) / PICKS_DIGIT_MAX_BITS;
+    *passes_p = passes;
+    *width_p = (kbits + passes - 1) / passes;
+}
+
+/*
+ * Pack count picks in source order among themselves: recs (2 * count
+ * records) takes them, sorted unless they came so.
+ */
+static void picks_pack_sorted(struct plan_packer *pk, const struct picks_order *so,
+                              const struct picks_order *dor, const uint8_t *src_picks,
+                              const uint8_t *dst_picks, size_t count, uint64_t *recs)
+{
+    unsigned passes, width;
+    picks_passes(so->side.rows, &passes, &width);
+    uint32_t digits[PICKS_PASSES_MAX][1u << PICKS_DIGIT_MAX_BITS];
+    memset(digits, 0, passes * sizeof(digits[0]));
+    const uint64_t *walk = recs;
+    if (!picks_records(so, src_picks, dst_picks, count, recs, passes, width, digits))
+        walk = picks_sort(recs, recs + count, count, passes, width, digits);
+    uint64_t len = so->side.g->length;
+    for (size_t i = 0; i < count; i++)
+        plan_pack_add(pk, picks_key_addr(so, walk[i] >> 32),
+                      picks_addr(&dor->side, (uint32_t)walk[i]), len);
+}
+
+b10_status_t plan_build_picks(const struct picks_grid *src, const struct picks_grid *dst,
+                              const uint8_t *src_picks, const uint8_t *dst_picks, size_t count,
+                              uint64_t max_chunk, struct plan **plan_p)
+{
+    uint64_t len = src->length, total, max_chunks;
+    if (picks_admit(src, dst, count, max_chunk, &total, &max_chunks) != B10_OK)
         return B10_ERR_UNSUPPORTED;
     struct picks_order so, dor;
     if (!picks_order_init(&so, src))
@@ -215,7 +270,6 @@ b10_status_t plan_build_picks(const struct picks_grid *src, const struct picks_g
     if (!picks_read(&so, &dor, src_picks, dst_picks, count, slots, &slotted, bits))
         goto out;
 
-    uint64_t max_chunks = full + count;
     struct plan_packer pk = { plan_alloc(count + max_chunks, max_chunks), NULL, NULL, max_chunk };
     if ((plan = pk.plan) == NULL) {
         status = B10_ERR_NO_MEMORY;
@@ -231,22 +285,11 @@ b10_status_t plan_build_picks(const struct picks_grid *src, const struct picks_g
                                   picks_addr(&dor.side, slots[k] - 1), len);
     } else {
         /* The places' bits, in as few passes of at most 11 bits as they take. */
-        uint64_t top = nslots - 1;
-        unsigned kbits = top == 0 ? 1 : 64 - (unsigned)__builtin_clzll(top);
-        unsigned passes = (kbits + PICKS_DIGIT_MAX_BITS - 1) / PICKS_DIGIT_MAX_BITS;
-        unsigned width = (kbits + passes - 1) / passes;
-        uint32_t digits[PICKS_PASSES_MAX][1u << PICKS_DIGIT_MAX_BITS];
-        memset(digits, 0, passes * sizeof(digits[0]));
         if ((recs = malloc(2 * count * sizeof(*recs))) == NULL) {
             status = B10_ERR_NO_MEMORY;
             goto out;
         }
-        const uint64_t *walk = recs;
-        if (!picks_records(&so, src_picks, dst_picks, count, recs, passes, width, digits))
-            walk = picks_sort(recs, recs + count, count, passes, width, digits);
-        for (size_t i = 0; i < count; i++)
-            plan_pack_add(&pk, picks_key_addr(&so, walk[i] >> 32),
-                          picks_addr(&dor.side, (uint32_t)walk[i]), len);
+        picks_pack_sorted(&pk, &so, &dor, src_picks, dst_picks, count, recs);
     }
     plan->total = total;
     plan_trim(plan, count + max_chunks, max_chunks);
@@ -261,4 +304,129 @@ out:
     picks_order_free(&so);
     picks_order_free(&dor);
     return status;
+}
+
+/* ---------------------------------------------------------------- a part at a time */
+
+struct plan_picker {
+    struct picks_grid src, dst;     /* the request's grids, their bases in bases */
+    uint8_t *bases;
+    struct picks_order so, dor;
+    const uint8_t *src_picks, *dst_picks;
+    size_t count, next;             /* picks, and the first not planned */
+    uint64_t *recs;                 /* two records a pick of the largest part so far */
+    size_t recs_picks;
+    struct plan_packer pk;
+    uint64_t max_pieces, max_chunks;
+};
+
+b10_status_t plan_picker_new(const struct picks_grid *src, const struct picks_grid *dst,
+                             const uint8_t *src_picks, const uint8_t *dst_picks, size_t count,
+                             uint64_t max_chunk, struct plan_picker **picker_p,
+                             struct plan **plan_p)
+{
+    uint64_t total, max_chunks;
+    if (picks_admit(src, dst, count, max_chunk, &total, &max_chunks) != B10_OK)
+        return B10_ERR_UNSUPPORTED;
+    struct plan_picker *pp = calloc(1, sizeof(*pp));
+    if (pp == NULL)
+        return B10_ERR_NO_MEMORY;
+    /* The grids outlive the request that carried them: their bases are copied. */
+    pp->bases = malloc((src->nbases + dst->nbases) * 8);
+    if (pp->bases == NULL) {
+        free(pp);
+        return B10_ERR_NO_MEMORY;
+    }
+    memcpy(pp->bases, src->bases, src->nbases * 8);
+    memcpy(pp->bases + src->nbases * 8, dst->bases, dst->nbases * 8);
+    pp->src = *src;
+    pp->src.bases = pp->bases;
+    pp->dst = *dst;
+    pp->dst.bases = pp->bases + src->nbases * 8;
+    pp->src_picks = src_picks;
+    pp->dst_picks = dst_picks;
+    pp->count = count;
+    b10_status_t status = B10_ERR_UNSUPPORTED;
+    if (!picks_order_init(&pp->so, &pp->src) || !picks_order_init(&pp->dor, &pp->dst))
+        goto fail;
+    /* Every pick checked now, the whole request: no part may fail for what it holds. */
+    uint64_t *bits = calloc(pp->dor.side.rows / 64 + 1, sizeof(*bits));
+    if (bits == NULL) {
+        status = B10_ERR_NO_MEMORY;
+        goto fail;
+    }
+    bool slotted;
+    bool ok = picks_read(&pp->so, &pp->dor, src_picks, dst_picks, count, NULL, &slotted, bits);
+    free(bits);
+    if (!ok)
+        goto fail;
+    pp->max_pieces = count + max_chunks;
+    pp->max_chunks = max_chunks;
+    pp->pk = (struct plan_packer){ plan_alloc(pp->max_pieces, max_chunks), NULL, NULL, max_chunk };
+    if (pp->pk.plan == NULL) {
+        status = B10_ERR_NO_MEMORY;
+        goto fail;
+    }
+    pp->pk.plan->total = total;
+    *picker_p = pp;
+    *plan_p = pp->pk.plan;
+    return B10_OK;
+fail:
+    picks_order_free(&pp->dor);
+    picks_order_free(&pp->so);
+    free(pp->bases);
+    free(pp);
+    return status;
+}
+
+b10_status_t plan_picker_next(struct plan_picker *pp, size_t n)
+{
+    size_t m = pp->count - pp->next < n ? pp->count - pp->next : n;
+    if (m == 0)
+        return B10_OK;
+    if (m > pp->recs_picks) {
+        uint64_t *recs = realloc(pp->recs, 2 * m * sizeof(*recs));
+        if (recs == NULL)
+            return B10_ERR_NO_MEMORY;
+        pp->recs = recs;
+        pp->recs_picks = m;
+    }
+    picks_pack_sorted(&pp->pk, &pp->so, &pp->dor, pp->src_picks + pp->next * 4,
+                      pp->dst_picks + pp->next * 4, m, pp->recs);
+    pp->next += m;
+    if (pp->next == pp->count) {
+        plan_trim(pp->pk.plan, pp->max_pieces, pp->max_chunks);
+        pp->pk.chunk = NULL;        /* the plan's arrays may have moved */
+        pp->pk.last = NULL;
+        free(pp->recs);
+        pp->recs = NULL;
+        pp->recs_picks = 0;
+    }
+    return B10_OK;
+}
+
+bool plan_picker_done(const struct plan_picker *pp)
+{
+    return pp->next == pp->count;
+}
+
+uint32_t plan_picker_sealed(const struct plan_picker *pp)
+{
+    const struct plan *plan = pp->pk.plan;
+    /* The last chunk grows with the next part, unless it is full. */
+    if (plan_picker_done(pp) || plan->nchunks == 0 ||
+        plan->chunks[plan->nchunks - 1].bytes == pp->pk.max_chunk)
+        return plan->nchunks;
+    return plan->nchunks - 1;
+}
+
+void plan_picker_free(struct plan_picker *pp)
+{
+    if (pp == NULL)
+        return;
+    picks_order_free(&pp->so);
+    picks_order_free(&pp->dor);
+    free(pp->recs);
+    free(pp->bases);
+    free(pp);
 }

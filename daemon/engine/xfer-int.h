@@ -116,6 +116,15 @@ struct xfer_rows {
 b10_status_t xfer_rows_spans(struct xfer_rows *rows, char *detail, size_t detail_len);
 
 /*
+ * Every row of grid in mem's regions, none of them stuck: a walk a base,
+ * each over all its rows (a KV pool's layer is one region), where a check
+ * a span walked 10^5 times. Only for grids of no more bases than picks
+ * (count): a walk a base must cost no more than a check a span. False
+ * says nothing: the spans decide.
+ */
+bool xfer_grid_inside(struct mem_table *mem, const struct picks_grid *grid, size_t count);
+
+/*
  * plan_build of a rank's request into chunks of one staging view, and how
  * long it took (*ns_p, for XferTimes): the planner's own cost, apart from
  * the checks around it. The remote side is the source when remote_src.

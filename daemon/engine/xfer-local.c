@@ -52,7 +52,7 @@ static void xfer_local_on_scattered(struct copy_job *job, b10_status_t status)
         x->d->stats.bytes_landed += x->plan->chunks[c].bytes;
     x->chunks_done += slot->nchunks;
     xfer_slot_release(slot);
-    if (x->chunks_done == x->plan->nchunks)
+    if (x->picker == NULL && x->chunks_done == x->plan->nchunks)
         xfer_finish(x);
     else
         xfer_local_pump(x);
@@ -118,6 +118,42 @@ static b10_status_t xfer_direct_emit_src(void *arg, struct region *r, uint64_t o
 #define XFER_DIRECT_GPU_BYTES (256u << 20)
 
 /*
+ * A request of at least XFER_PARTS_MIN picks is planned a part at a time
+ * (plan.h, plan_picker), the first of XFER_PART_FIRST picks, each next one
+ * twice the last up to XFER_PART_MOST, and only when a copy could take its
+ * chunks: its first copy starts after a part of it is planned, not all of
+ * it. Planning 81,920 picks took 0.7-0.9 ms on the H200 host before any
+ * byte moved, where the kernels moved all 2.5 GiB in about 1.6 ms
+ * (tests/bench/RESULTS.md, runs 42 and 47). Every pick is checked before
+ * the first part: no part can fail for what the request holds.
+ */
+#define XFER_PARTS_MIN 4096
+#define XFER_PART_FIRST 1024
+#define XFER_PART_MOST 65536
+
+/* Chunks a copy may take: those whole (a plan made in parts keeps growing its last). */
+static uint32_t xfer_local_sealed(const struct xfer *x)
+{
+    return x->picker != NULL ? plan_picker_sealed(x->picker) : x->plan->nchunks;
+}
+
+/* Plan the next part: B10_OK (the picker gone once the plan is whole), or why not. */
+static b10_status_t xfer_local_plan_part(struct xfer *x)
+{
+    b10_status_t status = plan_picker_next(x->picker, x->picker_part);
+    if (status != B10_OK)
+        return status;
+    x->picker_part = x->picker_part < XFER_PART_MOST / 2 ? x->picker_part * 2 : XFER_PART_MOST;
+    if (plan_picker_done(x->picker)) {
+        plan_picker_free(x->picker);
+        x->picker = NULL;
+        free(x->picker_rows);
+        x->picker_rows = NULL;
+    }
+    return B10_OK;
+}
+
+/*
  * Copy slot's chunks directly (chunk on, as many as fit the bound above):
  * B10_OK (submitted, slot->nchunks set); B10_ERR_UNSUPPORTED when a pair of
  * their runs needs staging; another status (*dst_side says whose side
@@ -145,7 +181,8 @@ static b10_status_t xfer_local_direct(struct xfer_slot *slot, bool *dst_side)
                         ? XFER_DIRECT_GPU_BYTES : XFER_DIRECT_HOST_BYTES;
     uint64_t bytes = plan->chunks[slot->chunk].bytes;
     uint32_t npieces = plan->chunks[slot->chunk].count, end = slot->chunk + 1;
-    while (slot->chunk > 0 && end < plan->nchunks && bytes + plan->chunks[end].bytes <= most) {
+    uint32_t sealed = xfer_local_sealed(x);
+    while (slot->chunk > 0 && end < sealed && bytes + plan->chunks[end].bytes <= most) {
         bytes += plan->chunks[end].bytes;
         npieces += plan->chunks[end].count;
         end++;
@@ -191,10 +228,27 @@ static b10_status_t xfer_local_direct(struct xfer_slot *slot, bool *dst_side)
     return B10_OK;
 }
 
-/* Keep up to nslots chunks in copies: direct where it can be, else through a view. */
+/*
+ * Keep up to nslots chunks in copies: direct where it can be, else through
+ * a view. A plan made in parts grows by a part where a copy could take more
+ * than is planned.
+ */
 void xfer_local_pump(struct xfer *x)
 {
-    while (x->state == XFER_RUNNING && x->next_chunk < x->plan->nchunks) {
+    while (x->state == XFER_RUNNING) {
+        if (x->next_chunk == xfer_local_sealed(x)) {
+            if (x->picker == NULL)
+                return;                 /* every chunk is copying or copied */
+            if (xfer_free_slot(x) == NULL)
+                return;                 /* the next part waits for a copy to end */
+            b10_status_t status = xfer_local_plan_part(x);
+            if (status != B10_OK) {
+                xfer_fail(x, status, "planning the next part of its picks: %s",
+                          b10_status_str(status));
+                return;
+            }
+            continue;
+        }
         struct xfer_slot *slot = xfer_free_slot(x);
         if (slot == NULL)
             return;
@@ -226,8 +280,34 @@ void xfer_local_pump(struct xfer *x)
 }
 
 /*
+ * A plan made in parts, where the request allows it: picks enough, their
+ * buffer the daemon's to keep, and for a WRITE every row of the destination
+ * grid inside the other rank's regions, so that no part needs a check of
+ * its own (a READ's other side was checked as rows). B10_OK with the picker
+ * and its plan; B10_ERR_UNSUPPORTED: plan it whole; B10_ERR_NO_MEMORY.
+ */
+static b10_status_t xfer_local_picker(struct b10d *d, struct xfer_rows *rows, bool read,
+                                      struct session *other, struct plan_picker **picker_p,
+                                      struct plan **plan_p, uint64_t *ns_p)
+{
+    const struct xfer_picks *p = rows->picks;
+    if (p == NULL || p->rows_buf == NULL || rows->count < XFER_PARTS_MIN ||
+        (!read && !xfer_grid_inside(&other->mem, &p->remote, rows->count)))
+        return B10_ERR_UNSUPPORTED;
+    uint64_t t0 = uv_hrtime(), view = staging_view_bytes(d->staging);
+    b10_status_t status =
+        read ? plan_picker_new(&p->remote, &p->local, p->remote_rows, p->local_rows, rows->count,
+                               view, picker_p, plan_p)
+             : plan_picker_new(&p->local, &p->remote, p->local_rows, p->remote_rows, rows->count,
+                               view, picker_p, plan_p);
+    *ns_p = uv_hrtime() - t0;
+    return status;
+}
+
+/*
  * A WRITE or READ of rank s with a rank of this daemon: checked as the
- * other rank's daemon would check it, planned, listed with both ranks.
+ * other rank's daemon would check it, planned (in parts where it can be),
+ * listed with both ranks.
  */
 b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__SubmitXfer *req,
                             struct xfer_rows *rows, struct xfer **xfer_p, char *detail,
@@ -269,22 +349,43 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
                  req->remote_agent);
         return B10_ERR_BUSY;
     }
-    status = xfer_plan(d, rows, read, &plan, &plan_ns, detail, detail_len);
-    if (status != B10_OK)
+    struct plan_picker *picker = NULL;
+    status = xfer_local_picker(d, rows, read, other, &picker, &plan, &plan_ns);
+    if (status == B10_ERR_NO_MEMORY) {
+        snprintf(detail, detail_len, "out of memory for the plan of %zu spans", count);
         return status;
-    /* Its side inside its registrations, as for a transfer from another node. */
-    status = read ? xfer_check_local(other, rows, true, detail, detail_len)
-                  : xfer_check_dst(plan, &other->mem,
-                                   rows->picks != NULL ? &rows->picks->remote : NULL, detail,
-                                   detail_len);
+    }
     if (status != B10_OK) {
+        status = xfer_plan(d, rows, read, &plan, &plan_ns, detail, detail_len);
+        if (status != B10_OK)
+            return status;
+    }
+    /* Its side inside its registrations, as for a transfer from another node. */
+    if (read)
+        status = xfer_check_local(other, rows, true, detail, detail_len);
+    else if (picker == NULL)
+        status = xfer_check_dst(plan, &other->mem,
+                                rows->picks != NULL ? &rows->picks->remote : NULL, detail,
+                                detail_len);
+    if (status != B10_OK) {
+        plan_picker_free(picker);
         plan_free(plan);
         return status == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : status;
     }
     struct xfer *x = xfer_new_submitted(d, XFER_LOCAL, s, plan, req->deadline_ms, checked_from,
                                         plan_ns);
-    if (x == NULL)
+    if (x == NULL) {
+        plan_picker_free(picker);
         return B10_ERR_NO_MEMORY;
+    }
+    if (picker != NULL) {
+        /* It reads the picks until the plan is whole: the request's buffer is its now. */
+        x->picker = picker;
+        x->picker_rows = rows->picks->rows_buf;
+        rows->picks->rows_buf = NULL;
+        x->picker_part = XFER_PART_FIRST;
+        d->stats.xfers_planned_in_parts++;
+    }
     x->local_read = read;
     x->staged = d->test_local_staged;
     x->from = read ? other : s;

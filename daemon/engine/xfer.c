@@ -114,6 +114,8 @@ static void xfer_on_timer_closed(uv_handle_t *handle)
     if (x->peer != NULL)
         peer_release(x->peer);
     xfer_trace_log(x);          /* ended without news (discarded): still a line */
+    plan_picker_free(x->picker);
+    free(x->picker_rows);
     plan_free(x->plan);
     free(x->slots);
     free(x->sync);
@@ -907,14 +909,7 @@ static b10_status_t xfer_check_emit(void *arg, struct region *r, uint64_t offset
 
 #define XFER_STUCK_WHY "lies in a region that a failed transfer's copy may still write (--settle-ms passed)"
 
-/*
- * Every row of grid in mem's regions, none of them stuck: a walk a base,
- * each over all its rows (a KV pool's layer is one region), where a check
- * a span walked 10^5 times. Only for grids of no more bases than picks
- * (count): a walk a base must cost no more than a check a span. False
- * says nothing: the spans decide.
- */
-static bool xfer_grid_inside(struct mem_table *mem, const struct picks_grid *grid, size_t count)
+bool xfer_grid_inside(struct mem_table *mem, const struct picks_grid *grid, size_t count)
 {
     if (grid->nbases > count)
         return false;

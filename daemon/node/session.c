@@ -935,7 +935,8 @@ static b10_status_t session_arena_tables(struct session *s, const B10__SubmitXfe
             free(picks);
             return B10_ERR_TOO_LARGE;
         }
-        *picks_p = (struct xfer_picks){ local, remote, picks, picks + count * 4, count, NULL };
+        *picks_p = (struct xfer_picks){ local, remote, picks, picks + count * 4, count, NULL,
+                                        picks };
         *rows_p = picks;
     }
     *from_arena = *req;
@@ -956,7 +957,7 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
     struct xfer *x;
     B10__SubmitXfer from_arena;
     struct xfer_picks picks;
-    uint8_t *tables = NULL, *rows = NULL;
+    uint8_t *tables = NULL, *rows = NULL;   /* rows: the picks' buffer, in picks.rows_buf */
     b10_status_t status = B10_OK;
 
     if (req->arena_spans != 0 || req->arena_picks != 0) {
@@ -970,19 +971,21 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
         snprintf(detail, sizeof(detail), "grids come with picked rows in the span arena");
         status = B10_ERR_INVALID_ARG;
     }
+    bool picked = rows != NULL;
     if (status == B10_OK)
-        status = xfer_submit(s, req, rows != NULL ? &picks : NULL, &x, detail, sizeof(detail));
-    size_t count = rows != NULL ? picks.count : req->local_spans.len / SPAN_BYTES;
+        status = xfer_submit(s, req, picked ? &picks : NULL, &x, detail, sizeof(detail));
+    size_t count = picked ? picks.count : req->local_spans.len / SPAN_BYTES;
     free(tables);
-    if (rows != NULL)
+    if (picked) {
         free(picks.spans);
-    free(rows);
+        free(picks.rows_buf);   /* NULL where the transfer kept the rows */
+    }
     if (status != B10_OK) {
         log_info("client %s: transfer refused: %s: %s", s->agent, b10_status_name(status), detail);
         session_reply(s, seq, status, detail, NULL);
         return;
     }
-    if (rows != NULL)
+    if (picked)
         s->d->stats.xfers_picked++;
     x->times.received_ns = at->received_ns;
     x->times.decoded_ns = at->decoded_ns;

@@ -438,7 +438,7 @@ def counter(daemon: "Daemon", name: str) -> int:
 
 def submit_grid_picks(r: Any, key: str, d_addr: int, remote_name: str, seed: int,
                       spoil: Optional[int] = None, wrapping_base: bool = False,
-                      op: str = "WRITE", outside_base: bool = False) -> Any:
+                      op: str = "WRITE", outside_base: bool = False, twice: bool = False) -> Any:
     """A WRITE (or op) of 6000 rows picked from two grids, enough for libb10 to send the grids and
     a u32 index a row through the span arena (SubmitXfer.arena_picks) rather than spans:
     local rows of 256 bytes every 512 in the buffer key's two 2 MiB halves, the upper
@@ -447,7 +447,8 @@ def submit_grid_picks(r: Any, key: str, d_addr: int, remote_name: str, seed: int
     bases of 4000). spoil: that local index first, to be refused. wrapping_base: the local
     grid gets a third base, none of whose rows is picked, whose last row would wrap the
     address space. outside_base: each grid gets a base more, 1 GiB past its buffer, in
-    memory no rank registered (its rows picked only by spoil). Returns as submit_grid."""
+    memory no rank registered (its rows picked only by spoil). twice: the destination side's
+    second index made its first (a destination row picked twice). Returns as submit_grid."""
     import numpy as np
     src = r.bufs[key].ptr
     lbases = [src + 2 * 1024 * 1024, src] + ([2 ** 64 - 4096] if wrapping_base else []) + \
@@ -466,6 +467,9 @@ def submit_grid_picks(r: Any, key: str, d_addr: int, remote_name: str, seed: int
     pieces = [(row(lgrid, int(a)) - src, row(rgrid, int(b)) - d_addr, 256) for a, b in zip(li, ri)]
     if spoil is not None:
         li[0] = spoil
+    if twice:
+        dst = ri if op == "WRITE" else li
+        dst[1] = dst[0]
     try:
         st = r.agent.submit_picked(op, None, li, None, ri, remote_name, None, 30000,
                                    lgrid, rgrid)

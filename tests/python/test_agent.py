@@ -481,6 +481,52 @@ def test_grid_picks_beside_unregistered_rows(ranks, daemons, where: str) -> None
     landed_as(p, d, xid, image(size, pattern(71, size), pieces))
 
 
+@pytest.mark.parametrize("op", ["WRITE", "READ"])
+def test_grid_picks_on_one_daemon_planned_in_parts(ranks, daemons, op: str) -> None:
+    """6000 rows picked from two grids between two ranks of one daemon are planned a part
+    at a time (xfers_planned_in_parts): every pick is checked first, the first copies begin
+    after the first part, and the rows land byte for byte. A destination row picked twice
+    is refused naming the overlap before any copy, nothing lands, and it is not planned in
+    parts; nor is a WRITE whose destination grid has a base outside the target's regions,
+    which lands all the same."""
+    pytest.importorskip("numpy", reason="numpy is not installed (scripts/deps.sh --test)")
+    size = 4 * MiB
+    a = daemons[0]
+    p, d = ranks("prefill", a), ranks("decode", a)
+    pair(p, d)
+    p.run(alloc, "kv", size, 83)
+    d_addr = d.run(alloc, "kv", size, 89)
+    parts = counter(a, "xfers_planned_in_parts")
+    got, _ = p.run(submit_grid_picks, "kv", d_addr, d.name, 97, None, False, op, False, True)
+    assert got[0] == "B10_ERR_INVALID_ARG", got
+    assert "destination spans" in got[1] and "overlap" in got[1], got
+    assert p.run(read, "kv") == pattern(83, size) and d.run(read, "kv") == pattern(89, size)
+    assert counter(a, "xfers_planned_in_parts") == parts
+    xid, pieces = p.run(submit_grid_picks, "kv", d_addr, d.name, 97, None, False, op)
+    assert isinstance(xid, int), xid
+    assert p.run(wait, xid, 60000 * SLOW) is True
+    assert p.run(xfer_state, xid)[0] == "B10_OK"
+    assert counter(a, "xfers_planned_in_parts") == parts + 1
+    if op == "WRITE":
+        want = bytearray(pattern(89, size))
+        src = pattern(83, size)
+        for s, t, n in pieces:
+            want[t:t + n] = src[s:s + n]
+        got = d.run(read, "kv")
+    else:
+        want = bytearray(pattern(83, size))
+        src = pattern(89, size)
+        for s, t, n in pieces:
+            want[s:s + n] = src[t:t + n]
+        got = p.run(read, "kv")
+    assert got == bytes(want), first_difference(got, bytes(want))
+    if op == "WRITE":
+        xid, _ = p.run(submit_grid_picks, "kv", d_addr, d.name, 101, None, False, op, True)
+        assert p.run(wait, xid, 60000 * SLOW) is True
+        assert p.run(xfer_state, xid)[0] == "B10_OK"
+        assert counter(a, "xfers_planned_in_parts") == parts + 1
+
+
 def test_read_of_grid_picks(ranks, daemons) -> None:
     """A READ of 6000 rows picked from two grids, sent as the grids and their indices:
     each local row takes its remote row's bytes (d's zeros), the rest of the reading

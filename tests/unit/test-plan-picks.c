@@ -9,6 +9,8 @@
  * shuffled bases, dense and sparse picks (the slot walk and the radix
  * sort), sources picked twice, picks already in order; then each shape the
  * planner leaves to the spans beside the one just inside it that it plans.
+ * Each request goes through plan_picker too, in parts: the same refusals,
+ * the same bytes to the same places, sealed chunks never changed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -62,6 +64,109 @@ static bool plans_equal(const struct plan *a, const struct plan *b)
            memcmp(a->chunks, b->chunks, a->nchunks * sizeof(*a->chunks)) == 0;
 }
 
+static int piece_cmp(const void *a, const void *b)
+{
+    const struct plan_piece *x = a, *y = b;
+    return x->dst < y->dst ? -1 : x->dst > y->dst;
+}
+
+/*
+ * What a plan moves, however it was cut: its pieces by destination (no two
+ * write one byte, where a source may be read twice), runs contiguous on
+ * both sides merged.
+ */
+static struct plan_piece *plan_canon(const struct plan *p, uint32_t *n_p)
+{
+    struct plan_piece *v = malloc((p->npieces + 1) * sizeof(*v));
+    assert_non_null(v);
+    memcpy(v, p->pieces, p->npieces * sizeof(*v));
+    qsort(v, p->npieces, sizeof(*v), piece_cmp);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->npieces; i++) {
+        if (n > 0 && v[n - 1].src + v[n - 1].len == v[i].src &&
+            v[n - 1].dst + v[n - 1].len == v[i].dst)
+            v[n - 1].len += v[i].len;
+        else
+            v[n++] = v[i];
+    }
+    *n_p = n;
+    return v;
+}
+
+/*
+ * The same request through plan_picker, in parts of random sizes: it plans
+ * exactly where plan_build_picks does (want_st), moves the same bytes to the
+ * same places (want), fills every chunk but the last, and never changes a
+ * chunk once it said it was sealed.
+ */
+static void picker_check(const struct picks_grid *src, const struct picks_grid *dst,
+                         const uint8_t *picks, size_t count, uint64_t max_chunk,
+                         b10_status_t want_st, const struct plan *want)
+{
+    struct plan_picker *pp = NULL;
+    struct plan *got = NULL;
+    b10_status_t st = plan_picker_new(src, dst, picks, picks + count * 4, count, max_chunk, &pp,
+                                      &got);
+    assert_int_equal(st, want_st);
+    if (st != B10_OK) {
+        assert_null(pp);
+        assert_null(got);
+        return;
+    }
+    assert_int_equal(got->total, want->total);
+    assert_int_equal(got->nchunks, 0);
+    /* Each chunk and its pieces as they were when it was sealed. */
+    struct plan_chunk *seen_c = NULL;
+    struct plan_piece *seen_p = NULL;
+    uint32_t nseen = 0, nseen_p = 0;
+    while (!plan_picker_done(pp)) {
+        size_t part = rng_next() % 3 == 0 ? 1 : 1 + rng_next() % (count / 3 + 1);
+        assert_int_equal(plan_picker_next(pp, part), B10_OK);
+        uint32_t sealed = plan_picker_sealed(pp);
+        assert_true(sealed >= nseen && sealed <= got->nchunks);
+        for (uint32_t c = nseen; c < sealed; c++) {
+            const struct plan_chunk *ch = &got->chunks[c];
+            seen_c = realloc(seen_c, (c + 1) * sizeof(*seen_c));
+            seen_p = realloc(seen_p, (nseen_p + ch->count) * sizeof(*seen_p));
+            assert_non_null(seen_c);
+            assert_non_null(seen_p);
+            seen_c[c] = *ch;
+            memcpy(seen_p + nseen_p, got->pieces + ch->first, ch->count * sizeof(*seen_p));
+            nseen_p += ch->count;
+        }
+        nseen = sealed;
+    }
+    assert_int_equal(plan_picker_next(pp, 5), B10_OK);     /* nothing left: nothing changes */
+    assert_int_equal(plan_picker_sealed(pp), got->nchunks);
+    plan_picker_free(pp);
+    assert_int_equal(nseen, got->nchunks);
+    assert_memory_equal(seen_c, got->chunks, nseen * sizeof(*seen_c));
+    assert_memory_equal(seen_p, got->pieces, nseen_p * sizeof(*seen_p));
+    assert_int_equal(nseen_p, got->npieces);
+    uint64_t sum = 0;
+    for (uint32_t c = 0; c < got->nchunks; c++) {
+        const struct plan_chunk *ch = &got->chunks[c];
+        uint64_t bytes = 0;
+        for (uint32_t i = ch->first; i < ch->first + ch->count; i++)
+            bytes += got->pieces[i].len;
+        assert_int_equal(bytes, ch->bytes);
+        assert_true(ch->bytes > 0 && ch->bytes <= max_chunk);
+        if (c + 1 < got->nchunks)
+            assert_int_equal(ch->bytes, max_chunk);
+        sum += bytes;
+    }
+    assert_int_equal(sum, got->total);
+    uint32_t ng, nw;
+    struct plan_piece *g = plan_canon(got, &ng), *w = plan_canon(want, &nw);
+    assert_int_equal(ng, nw);
+    assert_memory_equal(g, w, ng * sizeof(*g));
+    free(g);
+    free(w);
+    free(seen_c);
+    free(seen_p);
+    plan_free(got);
+}
+
 /*
  * Plan count picks (src indices, then dst ones) both ways. Returns what
  * plan_build_picks said, having checked it against plan_build: the same
@@ -79,6 +184,7 @@ static b10_status_t plan_both(const struct picks_grid *src, const struct picks_g
         spans = plan_build(tables, tables + count * SPAN_BYTES, count, max_chunk, &want, detail,
                            sizeof(detail));
     b10_status_t st = plan_build_picks(src, dst, picks, picks + count * 4, count, max_chunk, &got);
+    picker_check(src, dst, picks, count, max_chunk, st, got);
     if (st == B10_OK) {
         assert_int_equal(spans, B10_OK);
         assert_true(plans_equal(got, want));
