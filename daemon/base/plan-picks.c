@@ -314,19 +314,19 @@ struct plan_picker {
     struct picks_order so, dor;
     const uint8_t *src_picks, *dst_picks;
     size_t count, next;             /* picks, and the first not planned */
-    uint64_t *recs;                 /* two records a pick of the largest part so far */
-    size_t recs_picks;
+    uint64_t *recs;                 /* two records a pick of a part */
+    size_t most_part;
     struct plan_packer pk;
     uint64_t max_pieces, max_chunks;
 };
 
 b10_status_t plan_picker_new(const struct picks_grid *src, const struct picks_grid *dst,
                              const uint8_t *src_picks, const uint8_t *dst_picks, size_t count,
-                             uint64_t max_chunk, struct plan_picker **picker_p,
+                             uint64_t max_chunk, size_t most_part, struct plan_picker **picker_p,
                              struct plan **plan_p)
 {
     uint64_t total, max_chunks;
-    if (picks_admit(src, dst, count, max_chunk, &total, &max_chunks) != B10_OK)
+    if (most_part == 0 || picks_admit(src, dst, count, max_chunk, &total, &max_chunks) != B10_OK)
         return B10_ERR_UNSUPPORTED;
     struct plan_picker *pp = calloc(1, sizeof(*pp));
     if (pp == NULL)
@@ -360,6 +360,13 @@ b10_status_t plan_picker_new(const struct picks_grid *src, const struct picks_gr
     free(bits);
     if (!ok)
         goto fail;
+    /* Every part's records now: a transfer's later parts cannot run out of memory. */
+    pp->most_part = most_part < count ? most_part : count;
+    pp->recs = malloc(2 * pp->most_part * sizeof(*pp->recs));
+    if (pp->recs == NULL) {
+        status = B10_ERR_NO_MEMORY;
+        goto fail;
+    }
     pp->max_pieces = count + max_chunks;
     pp->max_chunks = max_chunks;
     pp->pk = (struct plan_packer){ plan_alloc(pp->max_pieces, max_chunks), NULL, NULL, max_chunk };
@@ -374,23 +381,19 @@ b10_status_t plan_picker_new(const struct picks_grid *src, const struct picks_gr
 fail:
     picks_order_free(&pp->dor);
     picks_order_free(&pp->so);
+    free(pp->recs);
     free(pp->bases);
     free(pp);
     return status;
 }
 
-b10_status_t plan_picker_next(struct plan_picker *pp, size_t n)
+void plan_picker_next(struct plan_picker *pp, size_t n)
 {
     size_t m = pp->count - pp->next < n ? pp->count - pp->next : n;
+    if (m > pp->most_part)
+        m = pp->most_part;
     if (m == 0)
-        return B10_OK;
-    if (m > pp->recs_picks) {
-        uint64_t *recs = realloc(pp->recs, 2 * m * sizeof(*recs));
-        if (recs == NULL)
-            return B10_ERR_NO_MEMORY;
-        pp->recs = recs;
-        pp->recs_picks = m;
-    }
+        return;
     picks_pack_sorted(&pp->pk, &pp->so, &pp->dor, pp->src_picks + pp->next * 4,
                       pp->dst_picks + pp->next * 4, m, pp->recs);
     pp->next += m;
@@ -400,9 +403,7 @@ b10_status_t plan_picker_next(struct plan_picker *pp, size_t n)
         pp->pk.last = NULL;
         free(pp->recs);
         pp->recs = NULL;
-        pp->recs_picks = 0;
     }
-    return B10_OK;
 }
 
 bool plan_picker_done(const struct plan_picker *pp)

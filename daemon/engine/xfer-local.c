@@ -137,12 +137,10 @@ static uint32_t xfer_local_sealed(const struct xfer *x)
     return x->picker != NULL ? plan_picker_sealed(x->picker) : x->plan->nchunks;
 }
 
-/* Plan the next part: B10_OK (the picker gone once the plan is whole), or why not. */
-static b10_status_t xfer_local_plan_part(struct xfer *x)
+/* Plan the next part; the picker goes once the plan is whole. */
+static void xfer_local_plan_part(struct xfer *x)
 {
-    b10_status_t status = plan_picker_next(x->picker, x->picker_part);
-    if (status != B10_OK)
-        return status;
+    plan_picker_next(x->picker, x->picker_part);
     x->picker_part = x->picker_part < XFER_PART_MOST / 2 ? x->picker_part * 2 : XFER_PART_MOST;
     if (plan_picker_done(x->picker)) {
         plan_picker_free(x->picker);
@@ -150,7 +148,6 @@ static b10_status_t xfer_local_plan_part(struct xfer *x)
         free(x->picker_rows);
         x->picker_rows = NULL;
     }
-    return B10_OK;
 }
 
 /*
@@ -236,17 +233,12 @@ static b10_status_t xfer_local_direct(struct xfer_slot *slot, bool *dst_side)
 void xfer_local_pump(struct xfer *x)
 {
     while (x->state == XFER_RUNNING) {
-        if (x->next_chunk == xfer_local_sealed(x)) {
+        if (x->next_chunk >= xfer_local_sealed(x)) {
             if (x->picker == NULL)
                 return;                 /* every chunk is copying or copied */
             if (xfer_free_slot(x) == NULL)
                 return;                 /* the next part waits for a copy to end */
-            b10_status_t status = xfer_local_plan_part(x);
-            if (status != B10_OK) {
-                xfer_fail(x, status, "planning the next part of its picks: %s",
-                          b10_status_str(status));
-                return;
-            }
+            xfer_local_plan_part(x);
             continue;
         }
         struct xfer_slot *slot = xfer_free_slot(x);
@@ -297,9 +289,9 @@ static b10_status_t xfer_local_picker(struct b10d *d, struct xfer_rows *rows, bo
     uint64_t t0 = uv_hrtime(), view = staging_view_bytes(d->staging);
     b10_status_t status =
         read ? plan_picker_new(&p->remote, &p->local, p->remote_rows, p->local_rows, rows->count,
-                               view, picker_p, plan_p)
+                               view, XFER_PART_MOST, picker_p, plan_p)
              : plan_picker_new(&p->local, &p->remote, p->local_rows, p->remote_rows, rows->count,
-                               view, picker_p, plan_p);
+                               view, XFER_PART_MOST, picker_p, plan_p);
     *ns_p = uv_hrtime() - t0;
     return status;
 }
@@ -384,7 +376,6 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
         x->picker_rows = rows->picks->rows_buf;
         rows->picks->rows_buf = NULL;
         x->picker_part = XFER_PART_FIRST;
-        d->stats.xfers_planned_in_parts++;
     }
     x->local_read = read;
     x->staged = d->test_local_staged;
@@ -403,6 +394,8 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
     }
     x->notice_reserved = req->sync_msg.len;
     rank_notice_reserve(d, other, x->notice_reserved);
+    if (x->picker != NULL)
+        d->stats.xfers_planned_in_parts++;
     *xfer_p = x;
     log_debug("transfer %016" PRIx64 ": %s %s %s here, %zu spans, %" PRIu64 " bytes", x->id, s->agent,
               read ? "←" : "→", other->agent, count, plan->total);

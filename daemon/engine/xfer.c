@@ -143,9 +143,9 @@ static void xfer_on_deadline(uv_timer_t *timer)
                         : x->state == XFER_QUEUED     ? "in the queue for its peer's staging share"
                         : x->role == XFER_SEND        ? "for DATA to be sent and RESULT"
                                                       : "for DATA";
-    xfer_fail(x, B10_ERR_DEADLINE, "deadline of %" PRIu64 " ms expired waiting %s (%u of %u chunks %s)",
+    xfer_fail(x, B10_ERR_DEADLINE, "deadline of %" PRIu64 " ms expired waiting %s (%u of %u chunks %s%s)",
               x->deadline_ms - x->started_ms, where, x->chunks_done, x->plan ? x->plan->nchunks : 0,
-              x->role == XFER_SEND ? "sent" : "landed");
+              x->picker != NULL ? "planned so far " : "", x->role == XFER_SEND ? "sent" : "landed");
 }
 
 /*

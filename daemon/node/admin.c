@@ -55,7 +55,7 @@ static const char *admin_peer_name(const struct b10d *d, uint64_t id)
     X(chunks_corrupt, "chunks that failed their checksum, not scattered (--verify-data)")      \
     X(client_protocol_errors, "protocol violations by local clients")                           \
     X(xfers_picked, "submitted transfers whose spans came as rows picked from two grids")    \
-    X(xfers_planned_in_parts, "local transfers of picks whose first copies began before the whole plan") \
+    X(xfers_planned_in_parts, "local transfers of picks planned a part at a time")              \
     X(peers_lost, "remote daemons given up: endpoint errors, silence past --peer-timeout-ms")   \
     X(stalls, "times this daemon found itself stalled past 3/4 of --peer-timeout-ms")         \
     X(hellos_unauthenticated, "HELLOs dropped: they opened under no key this daemon holds")    \

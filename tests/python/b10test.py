@@ -438,7 +438,8 @@ def counter(daemon: "Daemon", name: str) -> int:
 
 def submit_grid_picks(r: Any, key: str, d_addr: int, remote_name: str, seed: int,
                       spoil: Optional[int] = None, wrapping_base: bool = False,
-                      op: str = "WRITE", outside_base: bool = False, twice: bool = False) -> Any:
+                      op: str = "WRITE", outside_base: bool = False, twice: bool = False,
+                      deadline_ms: int = 30000) -> Any:
     """A WRITE (or op) of 6000 rows picked from two grids, enough for libb10 to send the grids and
     a u32 index a row through the span arena (SubmitXfer.arena_picks) rather than spans:
     local rows of 256 bytes every 512 in the buffer key's two 2 MiB halves, the upper
@@ -471,7 +472,7 @@ def submit_grid_picks(r: Any, key: str, d_addr: int, remote_name: str, seed: int
         dst = ri if op == "WRITE" else li
         dst[1] = dst[0]
     try:
-        st = r.agent.submit_picked(op, None, li, None, ri, remote_name, None, 30000,
+        st = r.agent.submit_picked(op, None, li, None, ri, remote_name, None, deadline_ms,
                                    lgrid, rgrid)
     except b10.B10TransferError as e:
         return (e.status, e.detail), pieces

@@ -481,50 +481,81 @@ def test_grid_picks_beside_unregistered_rows(ranks, daemons, where: str) -> None
     landed_as(p, d, xid, image(size, pattern(71, size), pieces))
 
 
+def grid_picks_image(op: str, p_seed: int, d_seed: int, size: int, pieces) -> Tuple[bytes, bool]:
+    """What a transfer of submit_grid_picks' pieces leaves, and in whose buffer: the
+    destination's (True) for a WRITE, the asking rank's for a READ."""
+    want = bytearray(pattern(d_seed if op == "WRITE" else p_seed, size))
+    src = pattern(p_seed if op == "WRITE" else d_seed, size)
+    for local, remote, n in pieces:
+        if op == "WRITE":
+            want[remote:remote + n] = src[local:local + n]
+        else:
+            want[local:local + n] = src[remote:remote + n]
+    return bytes(want), op == "WRITE"
+
+
 @pytest.mark.parametrize("op", ["WRITE", "READ"])
-def test_grid_picks_on_one_daemon_planned_in_parts(ranks, daemons, op: str) -> None:
+def test_grid_picks_on_one_daemon_planned_in_parts(ranks, tmp_path: Path, op: str) -> None:
     """6000 rows picked from two grids between two ranks of one daemon are planned a part
-    at a time (xfers_planned_in_parts): every pick is checked first, the first copies begin
-    after the first part, and the rows land byte for byte. A destination row picked twice
-    is refused naming the overlap before any copy, nothing lands, and it is not planned in
-    parts; nor is a WRITE whose destination grid has a base outside the target's regions,
-    which lands all the same."""
+    at a time (xfers_planned_in_parts): every pick is checked first, then with 96 KiB
+    views (16 chunks, a part ending inside one) and one copy in flight, chunks copy while
+    later parts wait to be planned, and the rows land byte for byte. A destination row picked twice is refused
+    naming the overlap before any copy, nothing lands, and it is not planned in parts; nor
+    is a WRITE whose destination grid has a base outside the target's regions, which lands
+    all the same. With each copy held 300 ms, a 100 ms deadline fails the transfer before
+    its plan is whole (B10_ERR_DEADLINE), and the daemon goes on: the request then lands."""
     pytest.importorskip("numpy", reason="numpy is not installed (scripts/deps.sh --test)")
+    from nixltest import start_daemon
     size = 4 * MiB
-    a = daemons[0]
-    p, d = ranks("prefill", a), ranks("decode", a)
-    pair(p, d)
-    p.run(alloc, "kv", size, 83)
-    d_addr = d.run(alloc, "kv", size, 89)
-    parts = counter(a, "xfers_planned_in_parts")
-    got, _ = p.run(submit_grid_picks, "kv", d_addr, d.name, 97, None, False, op, False, True)
-    assert got[0] == "B10_ERR_INVALID_ARG", got
-    assert "destination spans" in got[1] and "overlap" in got[1], got
-    assert p.run(read, "kv") == pattern(83, size) and d.run(read, "kv") == pattern(89, size)
-    assert counter(a, "xfers_planned_in_parts") == parts
-    xid, pieces = p.run(submit_grid_picks, "kv", d_addr, d.name, 97, None, False, op)
-    assert isinstance(xid, int), xid
-    assert p.run(wait, xid, 60000 * SLOW) is True
-    assert p.run(xfer_state, xid)[0] == "B10_OK"
-    assert counter(a, "xfers_planned_in_parts") == parts + 1
-    if op == "WRITE":
-        want = bytearray(pattern(89, size))
-        src = pattern(83, size)
-        for s, t, n in pieces:
-            want[t:t + n] = src[s:s + n]
-        got = d.run(read, "kv")
-    else:
-        want = bytearray(pattern(83, size))
-        src = pattern(89, size)
-        for s, t, n in pieces:
-            want[s:s + n] = src[t:t + n]
-        got = p.run(read, "kv")
-    assert got == bytes(want), first_difference(got, bytes(want))
-    if op == "WRITE":
-        xid, _ = p.run(submit_grid_picks, "kv", d_addr, d.name, 101, None, False, op, True)
+    views = ("--view-bytes", "96K", "--max-in-flight", "1")   # parts end inside chunks
+    a = Daemon("PA", tmp_path, *views)
+    slow = start_daemon("PS", tmp_path, *views, copy_delay_ms=300)
+    try:
+        p, d = ranks("prefill", a), ranks("decode", a)
+        pair(p, d)
+        p.run(alloc, "kv", size, 83)
+        d_addr = d.run(alloc, "kv", size, 89)
+        parts = counter(a, "xfers_planned_in_parts")
+        got, _ = p.run(submit_grid_picks, "kv", d_addr, d.name, 97, None, False, op, False, True)
+        assert got[0] == "B10_ERR_INVALID_ARG", got
+        assert "destination spans" in got[1] and "overlap" in got[1], got
+        assert p.run(read, "kv") == pattern(83, size) and d.run(read, "kv") == pattern(89, size)
+        assert counter(a, "xfers_planned_in_parts") == parts
+        xid, pieces = p.run(submit_grid_picks, "kv", d_addr, d.name, 97, None, False, op)
+        assert isinstance(xid, int), xid
         assert p.run(wait, xid, 60000 * SLOW) is True
         assert p.run(xfer_state, xid)[0] == "B10_OK"
         assert counter(a, "xfers_planned_in_parts") == parts + 1
+        want, at_d = grid_picks_image(op, 83, 89, size, pieces)
+        got = (d if at_d else p).run(read, "kv")
+        assert got == want, first_difference(got, want)
+        if op == "WRITE":
+            xid, _ = p.run(submit_grid_picks, "kv", d_addr, d.name, 101, None, False, op, True)
+            assert p.run(wait, xid, 60000 * SLOW) is True
+            assert p.run(xfer_state, xid)[0] == "B10_OK"
+            assert counter(a, "xfers_planned_in_parts") == parts + 1
+
+        sp, sd = ranks("prefill", slow), ranks("decode", slow)
+        pair(sp, sd)
+        sp.run(alloc, "kv", size, 83)
+        sd_addr = sd.run(alloc, "kv", size, 89)
+        xid, pieces = sp.run(submit_grid_picks, "kv", sd_addr, sd.name, 103, None, False, op,
+                             False, False, 100)
+        assert isinstance(xid, int), xid
+        with pytest.raises(b10.B10Error) as e:
+            sp.run(wait, xid, 60000 * SLOW)
+        assert e.value.status == "B10_ERR_DEADLINE", e.value
+        assert "planned so far" in e.value.detail, e.value
+        xid, pieces = sp.run(submit_grid_picks, "kv", sd_addr, sd.name, 103, None, False, op)
+        assert sp.run(wait, xid, 60000 * SLOW) is True
+        assert sp.run(xfer_state, xid)[0] == "B10_OK"
+        want, at_d = grid_picks_image(op, 83, 89, size, pieces)
+        got = (sd if at_d else sp).run(read, "kv")
+        assert got == want, first_difference(got, want)
+        assert counter(slow, "xfers_planned_in_parts") == 2
+    finally:
+        problems = a.stop() + slow.stop()
+        assert not problems, problems
 
 
 def test_read_of_grid_picks(ranks, daemons) -> None:

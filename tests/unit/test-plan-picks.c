@@ -105,8 +105,10 @@ static void picker_check(const struct picks_grid *src, const struct picks_grid *
 {
     struct plan_picker *pp = NULL;
     struct plan *got = NULL;
-    b10_status_t st = plan_picker_new(src, dst, picks, picks + count * 4, count, max_chunk, &pp,
-                                      &got);
+    /* Parts of at most most_part picks, asked for in random sizes below and above it. */
+    size_t most_part = 1 + rng_next() % (count / 2 + 1);
+    b10_status_t st = plan_picker_new(src, dst, picks, picks + count * 4, count, max_chunk,
+                                      most_part, &pp, &got);
     assert_int_equal(st, want_st);
     if (st != B10_OK) {
         assert_null(pp);
@@ -119,9 +121,19 @@ static void picker_check(const struct picks_grid *src, const struct picks_grid *
     struct plan_chunk *seen_c = NULL;
     struct plan_piece *seen_p = NULL;
     uint32_t nseen = 0, nseen_p = 0;
+    size_t parts = 0, planned = 0;
     while (!plan_picker_done(pp)) {
         size_t part = rng_next() % 3 == 0 ? 1 : 1 + rng_next() % (count / 3 + 1);
-        assert_int_equal(plan_picker_next(pp, part), B10_OK);
+        plan_picker_next(pp, part);
+        assert_true(++parts <= count);
+        /* Exactly the picks asked for, up to most_part and what is left: their bytes. */
+        size_t m = part < most_part ? part : most_part;
+        m = m < count - planned ? m : count - planned;
+        planned += m;
+        uint64_t bytes = 0;
+        for (uint32_t c = 0; c < got->nchunks; c++)
+            bytes += got->chunks[c].bytes;
+        assert_int_equal(bytes, (uint64_t)planned * src->length);
         uint32_t sealed = plan_picker_sealed(pp);
         assert_true(sealed >= nseen && sealed <= got->nchunks);
         for (uint32_t c = nseen; c < sealed; c++) {
@@ -136,7 +148,7 @@ static void picker_check(const struct picks_grid *src, const struct picks_grid *
         }
         nseen = sealed;
     }
-    assert_int_equal(plan_picker_next(pp, 5), B10_OK);     /* nothing left: nothing changes */
+    plan_picker_next(pp, 5);        /* nothing left: nothing changes */
     assert_int_equal(plan_picker_sealed(pp), got->nchunks);
     plan_picker_free(pp);
     assert_int_equal(nseen, got->nchunks);
