@@ -13,7 +13,9 @@
  * division), every index inside its grid, no span wrapping, and the tables
  * must go through plan_build as session.c hands them to the engine; and
  * plan_build_picks, from the picks themselves, must make plan_build's plan
- * or leave the request to it, never plan one plan_build refuses.
+ * or leave the request to it, never plan one plan_build refuses; and
+ * plan_picker, a part at a time, must take exactly what plan_build_picks
+ * takes and plan its bytes, chunk by chunk within the bound.
  */
 #include <fcntl.h>
 #include <stdbool.h>
@@ -28,6 +30,55 @@
 #include "frame.h"
 #include "picks.h"
 #include "plan.h"
+
+/*
+ * The same request through plan_picker in parts of 1,000 picks: it takes it
+ * exactly where plan_build_picks did (want_st; memory aside), and its plan
+ * holds want's bytes in full chunks but the last, each piece inside its
+ * chunk's count.
+ */
+static void picker_check(const struct picks_grid *l, const struct picks_grid *r,
+                         const uint8_t *picks, size_t count, b10_status_t want_st,
+                         const struct plan *want)
+{
+    struct plan_picker *pp = NULL;
+    struct plan *got = NULL;
+    b10_status_t st = plan_picker_new(l, r, picks, picks + count * 4, count, 4u << 20, 1000, &pp,
+                                      &got);
+    if (st != B10_OK && st != B10_ERR_UNSUPPORTED && st != B10_ERR_NO_MEMORY)
+        abort();
+    if (st == B10_ERR_NO_MEMORY || want_st == B10_ERR_NO_MEMORY) {     /* memory aside */
+        plan_picker_free(pp);
+        plan_free(got);
+        return;
+    }
+    if ((st == B10_OK) != (want_st == B10_OK))
+        abort();
+    if (st != B10_OK) {
+        if (pp != NULL || got != NULL)
+            abort();
+        return;
+    }
+    while (!plan_picker_done(pp))
+        plan_picker_next(pp, 1000);
+    plan_picker_free(pp);
+    uint64_t bytes = 0;
+    for (uint32_t c = 0; c < got->nchunks; c++) {
+        const struct plan_chunk *ch = &got->chunks[c];
+        uint64_t in = 0;
+        if ((uint64_t)ch->first + ch->count > got->npieces)
+            abort();
+        for (uint32_t i = ch->first; i < ch->first + ch->count; i++)
+            in += got->pieces[i].len;
+        if (in != ch->bytes || ch->bytes == 0 || ch->bytes > (4u << 20) ||
+            (c + 1 < got->nchunks && ch->bytes != (4u << 20)))
+            abort();
+        bytes += in;
+    }
+    if (bytes != want->total || got->total != want->total)
+        abort();
+    plan_free(got);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -130,6 +181,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (fst != B10_OK && (fast != NULL || (fst != B10_ERR_UNSUPPORTED &&
                                                    fst != B10_ERR_NO_MEMORY)))
                 abort();
+            picker_check(&l, &r, picks, count, fst, fast);
             plan_free(fast);
         }
         plan_free(plan);
@@ -138,6 +190,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct plan *fast = NULL;
         if (plan_build_picks(&l, &r, picks, picks + count * 4, count, 4u << 20, &fast) == B10_OK)
             abort();
+        picker_check(&l, &r, picks, count, B10_ERR_UNSUPPORTED, NULL);
     }
     free(tables);
     free(picks);
