@@ -411,6 +411,12 @@ bool plan_picker_done(const struct plan_picker *pp)
     return pp->next == pp->count;
 }
 
+uint32_t plan_picker_chunks(const struct plan_picker *pp)
+{
+    const struct plan *plan = pp->pk.plan;
+    return (uint32_t)((plan->total + pp->pk.max_chunk - 1) / pp->pk.max_chunk);
+}
+
 uint32_t plan_picker_sealed(const struct plan_picker *pp)
 {
     const struct plan *plan = pp->pk.plan;

@@ -83,6 +83,8 @@ b10_status_t plan_picker_new(const struct picks_grid *src, const struct picks_gr
                              struct plan **plan_p);
 void plan_picker_next(struct plan_picker *pp, size_t n);
 bool plan_picker_done(const struct plan_picker *pp);
+/* The chunks the whole plan will have: every one full but the last. */
+uint32_t plan_picker_chunks(const struct plan_picker *pp);
 uint32_t plan_picker_sealed(const struct plan_picker *pp);
 void plan_picker_free(struct plan_picker *pp);
 

@@ -133,6 +133,13 @@ void xfer_maybe_free(struct xfer *x)
     uv_close((uv_handle_t *)&x->timer, xfer_on_timer_closed);
 }
 
+uint32_t xfer_nchunks(const struct xfer *x)
+{
+    if (x->picker != NULL)
+        return plan_picker_chunks(x->picker);
+    return x->plan != NULL ? x->plan->nchunks : 0;
+}
+
 static void xfer_on_deadline(uv_timer_t *timer)
 {
     struct xfer *x = timer->data;
@@ -143,9 +150,9 @@ static void xfer_on_deadline(uv_timer_t *timer)
                         : x->state == XFER_QUEUED     ? "in the queue for its peer's staging share"
                         : x->role == XFER_SEND        ? "for DATA to be sent and RESULT"
                                                       : "for DATA";
-    xfer_fail(x, B10_ERR_DEADLINE, "deadline of %" PRIu64 " ms expired waiting %s (%u of %u chunks %s%s)",
-              x->deadline_ms - x->started_ms, where, x->chunks_done, x->plan ? x->plan->nchunks : 0,
-              x->picker != NULL ? "planned so far " : "", x->role == XFER_SEND ? "sent" : "landed");
+    xfer_fail(x, B10_ERR_DEADLINE, "deadline of %" PRIu64 " ms expired waiting %s (%u of %u chunks %s)",
+              x->deadline_ms - x->started_ms, where, x->chunks_done, xfer_nchunks(x),
+              x->role == XFER_SEND ? "sent" : "landed");
 }
 
 /*

@@ -271,6 +271,8 @@ void xfer_local_forget_rank(struct session *s);
 void xfer_settle_forget(struct b10d *d, const struct session *s);
 
 const char *xfer_role_name(enum xfer_role role);
+/* The chunks its whole plan has (or, planned in parts, will have); 0 without one. */
+uint32_t xfer_nchunks(const struct xfer *x);
 const char *xfer_state_name(enum xfer_state state);
 
 #endif

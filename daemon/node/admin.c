@@ -249,7 +249,7 @@ static void admin_fill_xfers(struct admin_answer *a)
         r->local_agent = x->local_agent;
         r->remote_agent = x->remote_agent;
         r->bytes = x->plan != NULL ? x->plan->total : 0;
-        r->chunks = x->plan != NULL ? x->plan->nchunks : 0;
+        r->chunks = xfer_nchunks(x);
         r->chunks_done = x->chunks_done;
         r->age_ms = a->now - x->started_ms;
         r->deadline_in_ms = (int64_t)x->deadline_ms - (int64_t)a->now;

@@ -117,6 +117,7 @@ static void picker_check(const struct picks_grid *src, const struct picks_grid *
     }
     assert_int_equal(got->total, want->total);
     assert_int_equal(got->nchunks, 0);
+    uint32_t chunks = plan_picker_chunks(pp);
     /* Each chunk and its pieces as they were when it was sealed. */
     struct plan_chunk *seen_c = NULL;
     struct plan_piece *seen_p = NULL;
@@ -150,6 +151,7 @@ static void picker_check(const struct picks_grid *src, const struct picks_grid *
     }
     plan_picker_next(pp, 5);        /* nothing left: nothing changes */
     assert_int_equal(plan_picker_sealed(pp), got->nchunks);
+    assert_int_equal(got->nchunks, chunks);        /* as said before a part was planned */
     plan_picker_free(pp);
     assert_int_equal(nseen, got->nchunks);
     assert_memory_equal(seen_c, got->chunks, nseen * sizeof(*seen_c));
