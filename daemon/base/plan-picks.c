@@ -21,10 +21,10 @@
  * another shape, an index outside its grid, a destination row picked twice,
  * totals that overflow. It names the refusal, as it always did.
  *
- * plan_picker makes the same kind of plan a part at a time, for a transfer
- * that starts copying before it is planned whole: the same checks of every
- * pick first, then each part's picks sorted among themselves and packed
- * onto the end of the plan.
+ * plan_picker makes the same plan a part at a time, for a transfer that
+ * starts copying before it is planned whole: every check and the source
+ * order first, then the packing, part by part; plan_build_picks is the
+ * picker packing every pick at once.
  */
 #include "plan.h"
 
@@ -217,198 +217,198 @@ static void picks_passes(uint64_t rows, unsigned *passes_p, unsigned *width_p)
     *width_p = (kbits + passes - 1) / passes;
 }
 
+/* ---------------------------------------------------------------- the picker */
+
 /*
- * Pack count picks in source order among themselves: recs (2 * count
- * records) takes them, sorted unless they came so.
+ * Both planners' state: plan_build_picks packs every pick at once,
+ * plan_picker a part at a time, in the same order, so that their plans are
+ * the same piece for piece. All the checks and the order are made first
+ * (picker_prepare); the packing walks the slots or the sorted records.
  */
-static void picks_pack_sorted(struct plan_packer *pk, const struct picks_order *so,
-                              const struct picks_order *dor, const uint8_t *src_picks,
-                              const uint8_t *dst_picks, size_t count, uint64_t *recs)
+struct plan_picker {
+    struct picks_grid src, dst;     /* a picker's own copies of the request's grids */
+    uint8_t *bases;                 /* their bases; NULL when the grids are the caller's */
+    struct picks_order so, dor;
+    const uint8_t *src_picks, *dst_picks;
+    size_t count, packed;           /* picks, and those packed so far */
+    uint32_t *slots;                /* each source place's destination index + 1, or NULL: */
+    uint64_t *recs;                 /* the picks' records, two a pick, */
+    const uint64_t *walk;           /* in source order */
+    uint64_t place, base, row;      /* slots: the next place to look at, its base and row */
+    struct plan_packer pk;
+    uint64_t max_pieces, max_chunks;
+};
+
+static void picker_release(struct plan_picker *pp)
 {
-    unsigned passes, width;
-    picks_passes(so->side.rows, &passes, &width);
-    uint32_t digits[PICKS_PASSES_MAX][1u << PICKS_DIGIT_MAX_BITS];
-    memset(digits, 0, passes * sizeof(digits[0]));
-    const uint64_t *walk = recs;
-    if (!picks_records(so, src_picks, dst_picks, count, recs, passes, width, digits))
-        walk = picks_sort(recs, recs + count, count, passes, width, digits);
-    uint64_t len = so->side.g->length;
-    for (size_t i = 0; i < count; i++)
-        plan_pack_add(pk, picks_key_addr(so, walk[i] >> 32),
-                      picks_addr(&dor->side, (uint32_t)walk[i]), len);
+    picks_order_free(&pp->so);
+    picks_order_free(&pp->dor);
+    free(pp->slots);
+    free(pp->recs);
+    pp->slots = NULL;
+    pp->recs = NULL;
+}
+
+/*
+ * Everything but the packing, for pp zeroed with its grids set: B10_OK,
+ * B10_ERR_UNSUPPORTED (left to the spans), B10_ERR_NO_MEMORY. On failure
+ * pp holds nothing (its grids aside).
+ */
+static b10_status_t picker_prepare(struct plan_picker *pp, const uint8_t *src_picks,
+                                   const uint8_t *dst_picks, size_t count, uint64_t max_chunk)
+{
+    uint64_t total, max_chunks;
+    if (picks_admit(&pp->src, &pp->dst, count, max_chunk, &total, &max_chunks) != B10_OK ||
+        !picks_order_init(&pp->so, &pp->src) || !picks_order_init(&pp->dor, &pp->dst)) {
+        picker_release(pp);
+        return B10_ERR_UNSUPPORTED;
+    }
+    pp->src_picks = src_picks;
+    pp->dst_picks = dst_picks;
+    pp->count = count;
+    b10_status_t status = B10_ERR_NO_MEMORY;
+    uint64_t nslots = pp->so.side.rows;
+    uint64_t *bits = calloc(pp->dor.side.rows / 64 + 1, sizeof(*bits));
+    if (nslots <= 2 * (uint64_t)count)
+        pp->slots = calloc(nslots, sizeof(*pp->slots));
+    if (bits == NULL || (nslots <= 2 * (uint64_t)count && pp->slots == NULL))
+        goto fail;
+    bool slotted;
+    if (!picks_read(&pp->so, &pp->dor, src_picks, dst_picks, count, pp->slots, &slotted, bits)) {
+        status = B10_ERR_UNSUPPORTED;
+        goto fail;
+    }
+    free(bits);
+    bits = NULL;
+    if (!slotted) {
+        /* A source row picked twice, or rows too many for slots: the picks sorted. */
+        free(pp->slots);
+        pp->slots = NULL;
+        if ((pp->recs = malloc(2 * count * sizeof(*pp->recs))) == NULL)
+            goto fail;
+        unsigned passes, width;
+        picks_passes(nslots, &passes, &width);
+        uint32_t digits[PICKS_PASSES_MAX][1u << PICKS_DIGIT_MAX_BITS];
+        memset(digits, 0, passes * sizeof(digits[0]));
+        pp->walk = pp->recs;
+        if (!picks_records(&pp->so, src_picks, dst_picks, count, pp->recs, passes, width, digits))
+            pp->walk = picks_sort(pp->recs, pp->recs + count, count, passes, width, digits);
+    }
+    pp->max_pieces = count + max_chunks;
+    pp->max_chunks = max_chunks;
+    pp->pk = (struct plan_packer){ plan_alloc(pp->max_pieces, max_chunks), NULL, NULL, max_chunk };
+    if (pp->pk.plan == NULL)
+        goto fail;
+    pp->pk.plan->total = total;
+    return B10_OK;
+fail:
+    free(bits);
+    picker_release(pp);
+    return status;
+}
+
+/*
+ * Pack the next picks, at most n, in source order; the plan trimmed once all
+ * are. The packer and the cursor are worked on in locals: through pp, the
+ * compiler reloaded them after every piece written (a fifth more time).
+ */
+static void picker_pack(struct plan_picker *pp, size_t n)
+{
+    size_t left = pp->count - pp->packed, want = n < left ? n : left, got = 0;
+    uint64_t len = pp->src.length;
+    struct plan_packer pk = pp->pk;
+    const struct picks_side dside = pp->dor.side;
+    if (pp->slots != NULL) {
+        /* The slots in order, base by base: each row's address without a divide. */
+        const uint32_t *slots = pp->slots;
+        const uint64_t *sorted = pp->so.sorted;
+        uint64_t per_base = pp->src.per_base, stride = pp->src.stride;
+        uint64_t k = pp->place, b = pp->base, r = pp->row;
+        while (got < want) {
+            uint32_t slot = slots[k];
+            if (slot != 0) {
+                plan_pack_add(&pk, sorted[b] + r * stride, picks_addr(&dside, slot - 1), len);
+                got++;
+            }
+            k++;
+            if (++r == per_base) {
+                r = 0;
+                b++;
+            }
+        }
+        pp->place = k;
+        pp->base = b;
+        pp->row = r;
+    } else {
+        const uint64_t *walk = pp->walk + pp->packed;
+        for (; got < want; got++)
+            plan_pack_add(&pk, picks_key_addr(&pp->so, walk[got] >> 32),
+                          picks_addr(&dside, (uint32_t)walk[got]), len);
+    }
+    pp->pk = pk;
+    pp->packed += got;
+    if (pp->packed == pp->count && want > 0) {
+        plan_trim(pp->pk.plan, pp->max_pieces, pp->max_chunks);
+        pp->pk.chunk = NULL;        /* the plan's arrays may have moved */
+        pp->pk.last = NULL;
+        picker_release(pp);
+    }
 }
 
 b10_status_t plan_build_picks(const struct picks_grid *src, const struct picks_grid *dst,
                               const uint8_t *src_picks, const uint8_t *dst_picks, size_t count,
                               uint64_t max_chunk, struct plan **plan_p)
 {
-    uint64_t len = src->length, total, max_chunks;
-    if (picks_admit(src, dst, count, max_chunk, &total, &max_chunks) != B10_OK)
-        return B10_ERR_UNSUPPORTED;
-    struct picks_order so, dor;
-    if (!picks_order_init(&so, src))
-        return B10_ERR_UNSUPPORTED;
-    if (!picks_order_init(&dor, dst)) {
-        picks_order_free(&so);
-        return B10_ERR_UNSUPPORTED;
-    }
-    b10_status_t status = B10_ERR_UNSUPPORTED;
-    uint64_t nbits = dor.side.rows, nslots = so.side.rows;
-    uint64_t *recs = NULL, *bits = NULL;
-    uint32_t *slots = NULL;
-    struct plan *plan = NULL;
-    if (nbits / PICKS_BITS_PER_PICK > count)
-        goto out;
-    bits = calloc(nbits / 64 + 1, sizeof(*bits));
-    if (nslots <= 2 * (uint64_t)count)
-        slots = calloc(nslots, sizeof(*slots));
-    if (bits == NULL || (nslots <= 2 * (uint64_t)count && slots == NULL)) {
-        status = B10_ERR_NO_MEMORY;
-        goto out;
-    }
-    bool slotted;
-    if (!picks_read(&so, &dor, src_picks, dst_picks, count, slots, &slotted, bits))
-        goto out;
-
-    struct plan_packer pk = { plan_alloc(count + max_chunks, max_chunks), NULL, NULL, max_chunk };
-    if ((plan = pk.plan) == NULL) {
-        status = B10_ERR_NO_MEMORY;
-        goto out;
-    }
-    if (slotted) {
-        /* The slots in order, base by base: each row's address without a divide. */
-        const struct picks_grid *g = so.side.g;
-        for (size_t b = 0, k = 0; b < g->nbases; b++)
-            for (uint64_t r = 0; r < g->per_base; r++, k++)
-                if (slots[k] != 0)
-                    plan_pack_add(&pk, so.sorted[b] + r * g->stride,
-                                  picks_addr(&dor.side, slots[k] - 1), len);
-    } else {
-        /* The places' bits, in as few passes of at most 11 bits as they take. */
-        if ((recs = malloc(2 * count * sizeof(*recs))) == NULL) {
-            status = B10_ERR_NO_MEMORY;
-            goto out;
-        }
-        picks_pack_sorted(&pk, &so, &dor, src_picks, dst_picks, count, recs);
-    }
-    plan->total = total;
-    plan_trim(plan, count + max_chunks, max_chunks);
-    *plan_p = plan;
-    plan = NULL;
-    status = B10_OK;
-out:
-    plan_free(plan);
-    free(recs);
-    free(bits);
-    free(slots);
-    picks_order_free(&so);
-    picks_order_free(&dor);
-    return status;
+    struct plan_picker pp = { .src = *src, .dst = *dst };
+    b10_status_t status = picker_prepare(&pp, src_picks, dst_picks, count, max_chunk);
+    if (status != B10_OK)
+        return status;
+    picker_pack(&pp, count);
+    *plan_p = pp.pk.plan;
+    return B10_OK;
 }
-
-/* ---------------------------------------------------------------- a part at a time */
-
-struct plan_picker {
-    struct picks_grid src, dst;     /* the request's grids, their bases in bases */
-    uint8_t *bases;
-    struct picks_order so, dor;
-    const uint8_t *src_picks, *dst_picks;
-    size_t count, next;             /* picks, and the first not planned */
-    uint64_t *recs;                 /* two records a pick of a part */
-    size_t most_part;
-    struct plan_packer pk;
-    uint64_t max_pieces, max_chunks;
-};
 
 b10_status_t plan_picker_new(const struct picks_grid *src, const struct picks_grid *dst,
                              const uint8_t *src_picks, const uint8_t *dst_picks, size_t count,
-                             uint64_t max_chunk, size_t most_part, struct plan_picker **picker_p,
+                             uint64_t max_chunk, struct plan_picker **picker_p,
                              struct plan **plan_p)
 {
-    uint64_t total, max_chunks;
-    if (most_part == 0 || picks_admit(src, dst, count, max_chunk, &total, &max_chunks) != B10_OK)
+    /* Bounded as plan_build_picks bounds them before the copy: at most two bases a pick. */
+    if (src->nbases > 2 * (uint64_t)count || dst->nbases > 2 * (uint64_t)count)
         return B10_ERR_UNSUPPORTED;
     struct plan_picker *pp = calloc(1, sizeof(*pp));
-    if (pp == NULL)
-        return B10_ERR_NO_MEMORY;
-    /* The grids outlive the request that carried them: their bases are copied. */
-    pp->bases = malloc((src->nbases + dst->nbases) * 8);
-    if (pp->bases == NULL) {
+    uint8_t *bases = pp != NULL ? malloc((src->nbases + dst->nbases) * 8) : NULL;
+    if (bases == NULL) {
         free(pp);
         return B10_ERR_NO_MEMORY;
     }
-    memcpy(pp->bases, src->bases, src->nbases * 8);
-    memcpy(pp->bases + src->nbases * 8, dst->bases, dst->nbases * 8);
+    /* The grids outlive the request that carried them: their bases are copied. */
+    memcpy(bases, src->bases, src->nbases * 8);
+    memcpy(bases + src->nbases * 8, dst->bases, dst->nbases * 8);
+    pp->bases = bases;
     pp->src = *src;
-    pp->src.bases = pp->bases;
+    pp->src.bases = bases;
     pp->dst = *dst;
-    pp->dst.bases = pp->bases + src->nbases * 8;
-    pp->src_picks = src_picks;
-    pp->dst_picks = dst_picks;
-    pp->count = count;
-    b10_status_t status = B10_ERR_UNSUPPORTED;
-    if (!picks_order_init(&pp->so, &pp->src) || !picks_order_init(&pp->dor, &pp->dst))
-        goto fail;
-    /* Every pick checked now, the whole request: no part may fail for what it holds. */
-    uint64_t *bits = calloc(pp->dor.side.rows / 64 + 1, sizeof(*bits));
-    if (bits == NULL) {
-        status = B10_ERR_NO_MEMORY;
-        goto fail;
+    pp->dst.bases = bases + src->nbases * 8;
+    b10_status_t status = picker_prepare(pp, src_picks, dst_picks, count, max_chunk);
+    if (status != B10_OK) {
+        free(bases);
+        free(pp);
+        return status;
     }
-    bool slotted;
-    bool ok = picks_read(&pp->so, &pp->dor, src_picks, dst_picks, count, NULL, &slotted, bits);
-    free(bits);
-    if (!ok)
-        goto fail;
-    /* Every part's records now: a transfer's later parts cannot run out of memory. */
-    pp->most_part = most_part < count ? most_part : count;
-    pp->recs = malloc(2 * pp->most_part * sizeof(*pp->recs));
-    if (pp->recs == NULL) {
-        status = B10_ERR_NO_MEMORY;
-        goto fail;
-    }
-    pp->max_pieces = count + max_chunks;
-    pp->max_chunks = max_chunks;
-    pp->pk = (struct plan_packer){ plan_alloc(pp->max_pieces, max_chunks), NULL, NULL, max_chunk };
-    if (pp->pk.plan == NULL) {
-        status = B10_ERR_NO_MEMORY;
-        goto fail;
-    }
-    pp->pk.plan->total = total;
     *picker_p = pp;
     *plan_p = pp->pk.plan;
     return B10_OK;
-fail:
-    picks_order_free(&pp->dor);
-    picks_order_free(&pp->so);
-    free(pp->recs);
-    free(pp->bases);
-    free(pp);
-    return status;
 }
 
 void plan_picker_next(struct plan_picker *pp, size_t n)
 {
-    size_t m = pp->count - pp->next < n ? pp->count - pp->next : n;
-    if (m > pp->most_part)
-        m = pp->most_part;
-    if (m == 0)
-        return;
-    picks_pack_sorted(&pp->pk, &pp->so, &pp->dor, pp->src_picks + pp->next * 4,
-                      pp->dst_picks + pp->next * 4, m, pp->recs);
-    pp->next += m;
-    if (pp->next == pp->count) {
-        plan_trim(pp->pk.plan, pp->max_pieces, pp->max_chunks);
-        pp->pk.chunk = NULL;        /* the plan's arrays may have moved */
-        pp->pk.last = NULL;
-        free(pp->recs);
-        pp->recs = NULL;
-    }
+    picker_pack(pp, n);
 }
 
 bool plan_picker_done(const struct plan_picker *pp)
 {
-    return pp->next == pp->count;
+    return pp->packed == pp->count;
 }
 
 uint32_t plan_picker_chunks(const struct plan_picker *pp)
@@ -431,9 +431,7 @@ void plan_picker_free(struct plan_picker *pp)
 {
     if (pp == NULL)
         return;
-    picks_order_free(&pp->so);
-    picks_order_free(&pp->dor);
-    free(pp->recs);
+    picker_release(pp);
     free(pp->bases);
     free(pp);
 }

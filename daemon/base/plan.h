@@ -62,24 +62,22 @@ b10_status_t plan_build_picks(const struct picks_grid *src, const struct picks_g
                               uint64_t max_chunk, struct plan **plan_p);
 
 /*
- * A plan of picks made a part at a time, so that a transfer's first copies
- * can start while the rest is planned. plan_picker_new checks the whole
- * request first, as plan_build_picks would (B10_ERR_UNSUPPORTED for all it
- * leaves to the spans, B10_ERR_NO_MEMORY), takes the memory its parts of
- * up to most_part picks need, and hands back the plan the picker fills: its
- * total set, no chunk yet. The picker copies the grids; the picks themselves
- * it reads until it is done, so they must live as long. plan_picker_next
- * plans the next picks, at most n and most_part, in source order among
- * themselves: the plan may hold more pieces than plan_build_picks' (a run
- * continues into the next part only while the last chunk has room), and a
- * part cannot fail. The chunks before plan_picker_sealed are final; the
- * last may still grow until plan_picker_done. Freeing the picker leaves the
- * plan to its owner.
+ * plan_build_picks' plan, packed a part at a time, so that a transfer's
+ * first copies can start while the rest is packed. plan_picker_new does
+ * all plan_build_picks does but the packing: every check (B10_ERR_UNSUPPORTED
+ * for all it leaves to the spans, B10_ERR_NO_MEMORY) and the picks' source
+ * order; it hands back the plan the picker fills, its total set, no chunk
+ * yet. It copies the grids; the picks it reads until it is done, so they
+ * must live as long. plan_picker_next packs the next picks, at most n, in
+ * that order, and cannot fail: the whole plan is plan_build_picks' piece
+ * for piece. The chunks before plan_picker_sealed are final; the last may
+ * still grow until plan_picker_done. Freeing the picker leaves the plan to
+ * its owner.
  */
 struct plan_picker;
 b10_status_t plan_picker_new(const struct picks_grid *src, const struct picks_grid *dst,
                              const uint8_t *src_picks, const uint8_t *dst_picks, size_t count,
-                             uint64_t max_chunk, size_t most_part, struct plan_picker **picker_p,
+                             uint64_t max_chunk, struct plan_picker **picker_p,
                              struct plan **plan_p);
 void plan_picker_next(struct plan_picker *pp, size_t n);
 bool plan_picker_done(const struct plan_picker *pp);

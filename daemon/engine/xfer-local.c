@@ -118,14 +118,14 @@ static b10_status_t xfer_direct_emit_src(void *arg, struct region *r, uint64_t o
 #define XFER_DIRECT_GPU_BYTES (256u << 20)
 
 /*
- * A request of at least XFER_PARTS_MIN picks is planned a part at a time
+ * A request of at least XFER_PARTS_MIN picks is packed a part at a time
  * (plan.h, plan_picker), the first of XFER_PART_FIRST picks, each next one
  * twice the last up to XFER_PART_MOST, and only when a copy could take its
- * chunks: its first copy starts after a part of it is planned, not all of
+ * chunks: its first copy starts once a part of it is packed, not all of
  * it. Planning 81,920 picks took 0.7-0.9 ms on the H200 host before any
  * byte moved, where the kernels moved all 2.5 GiB in about 1.6 ms
- * (tests/bench/RESULTS.md, runs 42 and 47). Every pick is checked before
- * the first part: no part can fail for what the request holds.
+ * (tests/bench/RESULTS.md, runs 42 and 47). Every check comes first: no
+ * part can fail for what the request holds.
  */
 #define XFER_PARTS_MIN 4096
 #define XFER_PART_FIRST 1024
@@ -140,7 +140,10 @@ static uint32_t xfer_local_sealed(const struct xfer *x)
 /* Plan the next part; the picker goes once the plan is whole. */
 static void xfer_local_plan_part(struct xfer *x)
 {
+    uint64_t t0 = uv_hrtime();
     plan_picker_next(x->picker, x->picker_part);
+    x->parts++;
+    x->parts_ns += uv_hrtime() - t0;
     x->picker_part = x->picker_part < XFER_PART_MOST / 2 ? x->picker_part * 2 : XFER_PART_MOST;
     if (plan_picker_done(x->picker)) {
         plan_picker_free(x->picker);
@@ -289,9 +292,9 @@ static b10_status_t xfer_local_picker(struct b10d *d, struct xfer_rows *rows, bo
     uint64_t t0 = uv_hrtime(), view = staging_view_bytes(d->staging);
     b10_status_t status =
         read ? plan_picker_new(&p->remote, &p->local, p->remote_rows, p->local_rows, rows->count,
-                               view, XFER_PART_MOST, picker_p, plan_p)
+                               view, picker_p, plan_p)
              : plan_picker_new(&p->local, &p->remote, p->local_rows, p->remote_rows, rows->count,
-                               view, XFER_PART_MOST, picker_p, plan_p);
+                               view, picker_p, plan_p);
     *ns_p = uv_hrtime() - t0;
     return status;
 }
@@ -424,13 +427,16 @@ static void xfer_local_landed(struct xfer *x)
     d->stats.xfers_succeeded++;
     stats_landed(&d->hists, x->role, (double)(d->now_ms(d) - x->started_ms) / 1e3, x->plan_ms / 1e3,
                  x->plan->total, x->plan->npieces);
-    char pipe[256];
+    char pipe[256], parts[64] = "";
     xfer_pipe_describe(x, pipe, sizeof(pipe));
+    if (x->parts > 0)
+        snprintf(parts, sizeof(parts), ", then planned in %u parts, %.2f ms, as it copied",
+                 x->parts, (double)x->parts_ns / 1e6);
     log_info("local %s %016" PRIx64 " %s %s landed: %" PRIu64 " bytes in %u chunks, %" PRIu64
-             " ms of a %" PRIu64 " ms deadline (checked and planned in %.1f ms before; %s)",
+             " ms of a %" PRIu64 " ms deadline (checked and planned in %.1f ms before%s; %s)",
              x->local_read ? "read" : "write", x->id, x->local_read ? "from" : "to",
              x->remote_agent, x->plan->total, x->plan->nchunks, d->now_ms(d) - x->started_ms,
-             x->deadline_ms - x->started_ms, x->plan_ms, pipe);
+             x->deadline_ms - x->started_ms, x->plan_ms, parts, pipe);
     /* The other rank hears the sync message once its bytes landed (or were read) first. */
     struct session *noticed = xfer_noticed(x);
     if (noticed != NULL && x->sync_length > 0)

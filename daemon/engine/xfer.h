@@ -138,6 +138,8 @@ struct xfer {
     struct plan_picker *picker;
     uint8_t *picker_rows;
     uint32_t picker_part;
+    uint32_t parts;                 /* ... planned so far, and their time */
+    uint64_t parts_ns;
     char local_agent[256];
     char remote_agent[256];
 

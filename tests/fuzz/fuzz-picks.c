@@ -15,7 +15,7 @@
  * plan_build_picks, from the picks themselves, must make plan_build's plan
  * or leave the request to it, never plan one plan_build refuses; and
  * plan_picker, a part at a time, must take exactly what plan_build_picks
- * takes and plan its bytes, chunk by chunk within the bound.
+ * takes and make its plan, chunk by chunk within the bound.
  */
 #include <fcntl.h>
 #include <stdbool.h>
@@ -33,9 +33,8 @@
 
 /*
  * The same request through plan_picker in parts of 1,000 picks: it takes it
- * exactly where plan_build_picks did (want_st; memory aside), and its plan
- * holds want's bytes in full chunks but the last, each piece inside its
- * chunk's count.
+ * exactly where plan_build_picks did (want_st; memory aside), its chunks
+ * are full but the last, and its plan is want's.
  */
 static void picker_check(const struct picks_grid *l, const struct picks_grid *r,
                          const uint8_t *picks, size_t count, b10_status_t want_st,
@@ -43,7 +42,7 @@ static void picker_check(const struct picks_grid *l, const struct picks_grid *r,
 {
     struct plan_picker *pp = NULL;
     struct plan *got = NULL;
-    b10_status_t st = plan_picker_new(l, r, picks, picks + count * 4, count, 4u << 20, 1000, &pp,
+    b10_status_t st = plan_picker_new(l, r, picks, picks + count * 4, count, 4u << 20, &pp,
                                       &got);
     if (st != B10_OK && st != B10_ERR_UNSUPPORTED && st != B10_ERR_NO_MEMORY)
         abort();
@@ -75,7 +74,10 @@ static void picker_check(const struct picks_grid *l, const struct picks_grid *r,
             abort();
         bytes += in;
     }
-    if (bytes != want->total || got->total != want->total)
+    if (bytes != want->total || got->total != want->total || got->npieces != want->npieces ||
+        got->nchunks != want->nchunks ||
+        memcmp(got->pieces, want->pieces, want->npieces * sizeof(*want->pieces)) != 0 ||
+        memcmp(got->chunks, want->chunks, want->nchunks * sizeof(*want->chunks)) != 0)
         abort();
     plan_free(got);
 }
