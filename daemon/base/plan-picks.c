@@ -229,7 +229,6 @@ struct plan_picker {
     struct picks_grid src, dst;     /* a picker's own copies of the request's grids */
     uint8_t *bases;                 /* their bases; NULL when the grids are the caller's */
     struct picks_order so, dor;
-    const uint8_t *src_picks, *dst_picks;
     size_t count, packed;           /* picks, and those packed so far */
     uint32_t *slots;                /* each source place's destination index + 1, or NULL: */
     uint64_t *recs;                 /* the picks' records, two a pick, */
@@ -247,6 +246,7 @@ static void picker_release(struct plan_picker *pp)
     free(pp->recs);
     pp->slots = NULL;
     pp->recs = NULL;
+    pp->walk = NULL;
 }
 
 /*
@@ -263,8 +263,6 @@ static b10_status_t picker_prepare(struct plan_picker *pp, const uint8_t *src_pi
         picker_release(pp);
         return B10_ERR_UNSUPPORTED;
     }
-    pp->src_picks = src_picks;
-    pp->dst_picks = dst_picks;
     pp->count = count;
     b10_status_t status = B10_ERR_NO_MEMORY;
     uint64_t nslots = pp->so.side.rows;
@@ -315,6 +313,8 @@ fail:
 static void picker_pack(struct plan_picker *pp, size_t n)
 {
     size_t left = pp->count - pp->packed, want = n < left ? n : left, got = 0;
+    if (want == 0)
+        return;
     uint64_t len = pp->src.length;
     struct plan_packer pk = pp->pk;
     const struct picks_side dside = pp->dor.side;
@@ -347,7 +347,7 @@ static void picker_pack(struct plan_picker *pp, size_t n)
     }
     pp->pk = pk;
     pp->packed += got;
-    if (pp->packed == pp->count && want > 0) {
+    if (pp->packed == pp->count) {
         plan_trim(pp->pk.plan, pp->max_pieces, pp->max_chunks);
         pp->pk.chunk = NULL;        /* the plan's arrays may have moved */
         pp->pk.last = NULL;
@@ -374,7 +374,8 @@ b10_status_t plan_picker_new(const struct picks_grid *src, const struct picks_gr
                              struct plan **plan_p)
 {
     /* Bounded as plan_build_picks bounds them before the copy: at most two bases a pick. */
-    if (src->nbases > 2 * (uint64_t)count || dst->nbases > 2 * (uint64_t)count)
+    if (count > UINT32_MAX / 2 || src->nbases > 2 * (uint64_t)count ||
+        dst->nbases > 2 * (uint64_t)count)
         return B10_ERR_UNSUPPORTED;
     struct plan_picker *pp = calloc(1, sizeof(*pp));
     uint8_t *bases = pp != NULL ? malloc((src->nbases + dst->nbases) * 8) : NULL;

@@ -67,10 +67,9 @@ b10_status_t plan_build_picks(const struct picks_grid *src, const struct picks_g
  * all plan_build_picks does but the packing: every check (B10_ERR_UNSUPPORTED
  * for all it leaves to the spans, B10_ERR_NO_MEMORY) and the picks' source
  * order; it hands back the plan the picker fills, its total set, no chunk
- * yet. It copies the grids; the picks it reads until it is done, so they
- * must live as long. plan_picker_next packs the next picks, at most n, in
- * that order, and cannot fail: the whole plan is plan_build_picks' piece
- * for piece. The chunks before plan_picker_sealed are final; the last may
+ * yet. It keeps what it needs of the grids and the picks: the caller's
+ * may go. plan_picker_next packs the next picks, at most n, in that order,
+ * and cannot fail: the whole plan is plan_build_picks' piece for piece. The chunks before plan_picker_sealed are final; the last may
  * still grow until plan_picker_done. Freeing the picker leaves the plan to
  * its owner.
  */

@@ -148,8 +148,6 @@ static void xfer_local_plan_part(struct xfer *x)
     if (plan_picker_done(x->picker)) {
         plan_picker_free(x->picker);
         x->picker = NULL;
-        free(x->picker_rows);
-        x->picker_rows = NULL;
     }
 }
 
@@ -275,8 +273,8 @@ void xfer_local_pump(struct xfer *x)
 }
 
 /*
- * A plan made in parts, where the request allows it: picks enough, their
- * buffer the daemon's to keep, and for a WRITE every row of the destination
+ * A plan made in parts, where the request allows it: picks enough, and for
+ * a WRITE every row of the destination
  * grid inside the other rank's regions, so that no part needs a check of
  * its own (a READ's other side was checked as rows). B10_OK with the picker
  * and its plan; B10_ERR_UNSUPPORTED: plan it whole; B10_ERR_NO_MEMORY.
@@ -286,7 +284,7 @@ static b10_status_t xfer_local_picker(struct b10d *d, struct xfer_rows *rows, bo
                                       struct plan **plan_p, uint64_t *ns_p)
 {
     const struct xfer_picks *p = rows->picks;
-    if (p == NULL || p->rows_buf == NULL || rows->count < XFER_PARTS_MIN ||
+    if (p == NULL || rows->count < XFER_PARTS_MIN ||
         (!read && !xfer_grid_inside(&other->mem, &p->remote, rows->count)))
         return B10_ERR_UNSUPPORTED;
     uint64_t t0 = uv_hrtime(), view = staging_view_bytes(d->staging);
@@ -374,10 +372,7 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
         return B10_ERR_NO_MEMORY;
     }
     if (picker != NULL) {
-        /* It reads the picks until the plan is whole: the request's buffer is its now. */
         x->picker = picker;
-        x->picker_rows = rows->picks->rows_buf;
-        rows->picks->rows_buf = NULL;
         x->picker_part = XFER_PART_FIRST;
     }
     x->local_read = read;

@@ -130,13 +130,8 @@ struct xfer {
     struct peer *peer;
     struct tag_link link;           /* the link's identity when the transfer started */
     struct plan *plan;
-    /*
-     * LOCAL, picks: the plan still being made, a part at a time (NULL once
-     * whole), the picks it reads (its own copy of the request's), and the
-     * next part's size.
-     */
+    /* LOCAL, picks: the plan still being packed, a part at a time (NULL once whole), the next part's size. */
     struct plan_picker *picker;
-    uint8_t *picker_rows;
     uint32_t picker_part;
     uint32_t parts;                 /* ... planned so far, and their time */
     uint64_t parts_ns;
@@ -227,11 +222,6 @@ struct xfer_picks {
     const uint8_t *local_rows, *remote_rows;
     size_t count;
     uint8_t *spans;     /* NULL, or the local table then the remote one */
-    /*
-     * The buffer local_rows and remote_rows lie in, the caller's to free,
-     * or NULL: a transfer that reads them after its submission took it.
-     */
-    uint8_t *rows_buf;
 };
 
 /*

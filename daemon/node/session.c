@@ -935,8 +935,7 @@ static b10_status_t session_arena_tables(struct session *s, const B10__SubmitXfe
             free(picks);
             return B10_ERR_TOO_LARGE;
         }
-        *picks_p = (struct xfer_picks){ local, remote, picks, picks + count * 4, count, NULL,
-                                        picks };
+        *picks_p = (struct xfer_picks){ local, remote, picks, picks + count * 4, count, NULL };
         *rows_p = picks;
     }
     *from_arena = *req;
@@ -957,7 +956,7 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
     struct xfer *x;
     B10__SubmitXfer from_arena;
     struct xfer_picks picks;
-    uint8_t *tables = NULL, *rows = NULL;   /* rows: the picks' buffer, in picks.rows_buf */
+    uint8_t *tables = NULL, *rows = NULL;
     b10_status_t status = B10_OK;
 
     if (req->arena_spans != 0 || req->arena_picks != 0) {
@@ -976,10 +975,9 @@ static void session_on_submit(struct session *s, uint64_t seq, const B10__Submit
         status = xfer_submit(s, req, picked ? &picks : NULL, &x, detail, sizeof(detail));
     size_t count = picked ? picks.count : req->local_spans.len / SPAN_BYTES;
     free(tables);
-    if (picked) {
+    if (picked)
         free(picks.spans);
-        free(picks.rows_buf);   /* NULL where the transfer kept the rows */
-    }
+    free(rows);
     if (status != B10_OK) {
         log_info("client %s: transfer refused: %s: %s", s->agent, b10_status_name(status), detail);
         session_reply(s, seq, status, detail, NULL);
