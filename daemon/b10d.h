@@ -90,6 +90,8 @@ struct stats {
     uint64_t client_protocol_errors;
     uint64_t xfers_picked;          /* submitted as rows picked from two grids (arena_picks) */
     uint64_t xfers_planned_in_parts;    /* local, picks: planned a part at a time */
+    uint64_t gpu_parts_single;          /* copy-engine submissions of one call a piece */
+    uint64_t gpu_parts_batched;         /* copy-engine submissions of batched calls */
     uint64_t peers_lost;            /* remote daemons given up: endpoint error, silence, ... */
     uint64_t stalls;                /* times this daemon found itself stalled (--peer-timeout-ms) */
     uint64_t hellos_unauthenticated;/* HELLOs that opened under no key this daemon holds */

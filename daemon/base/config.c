@@ -143,6 +143,11 @@ const char *config_gpu_copy_name(enum config_gpu_copy c)
     return c == CONFIG_GPU_COPY_ENGINE ? "engine" : c == CONFIG_GPU_COPY_KERNEL ? "kernel" : "auto";
 }
 
+const char *config_gpu_calls_name(enum config_gpu_calls c)
+{
+    return c == CONFIG_GPU_CALLS_SINGLE ? "single" : c == CONFIG_GPU_CALLS_BATCH ? "batch" : "auto";
+}
+
 b10_status_t config_parse_size(const char *text, uint64_t *bytes_p)
 {
     char *end;
@@ -504,6 +509,19 @@ b10_status_t config_parse(struct config *cfg, int argc, char **argv)
                 return B10_ERR_INVALID_ARG;
             }
             break;
+        case OPT_GPU_COPY_CALLS:
+            if (strcmp(optarg, "single") == 0) {
+                cfg->gpu_copy_calls = CONFIG_GPU_CALLS_SINGLE;
+            } else if (strcmp(optarg, "batch") == 0) {
+                cfg->gpu_copy_calls = CONFIG_GPU_CALLS_BATCH;
+            } else if (strcmp(optarg, "auto") == 0) {
+                cfg->gpu_copy_calls = CONFIG_GPU_CALLS_AUTO;
+            } else {
+                fprintf(stderr, "b10d: --gpu-copy-calls: '%s' is not auto, single or batch\n",
+                        optarg);
+                return B10_ERR_INVALID_ARG;
+            }
+            break;
         case OPT_REMOTE_ACCESS:
             if (strcmp(optarg, "any") == 0)
                 cfg->remote_access = CONFIG_REMOTE_ANY;
@@ -609,6 +627,7 @@ void config_print(const struct config *cfg, const char *key_path, uint64_t key_i
     printf("trace %s\n", cfg->trace ? "yes" : "no");
     printf("verify-data %s\n", config_verify_name(cfg->verify_data));
     printf("gpu-copy %s\n", config_gpu_copy_name(cfg->gpu_copy));
+    printf("gpu-copy-calls %s\n", config_gpu_calls_name(cfg->gpu_copy_calls));
     printf("net-devices %s\n", cfg->net_devices[0] ? cfg->net_devices : "(UCX_NET_DEVICES, else all)");
     printf("remote-access %s\n", cfg->remote_access == CONFIG_REMOTE_PAIRED ? "paired" : "any");
     if (cfg->metrics_on)

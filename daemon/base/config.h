@@ -62,6 +62,12 @@ struct config {
         CONFIG_GPU_COPY_ENGINE,     /* copy engines only; the chunk sums on the CPU */
         CONFIG_GPU_COPY_KERNEL,     /* SM kernels for small pieces and for the sums */
     } gpu_copy;
+    /* --gpu-copy-calls (pace.h): how the copy engines are handed scattered pieces. */
+    enum config_gpu_calls {
+        CONFIG_GPU_CALLS_AUTO,      /* one call a piece while that keeps up, else batches */
+        CONFIG_GPU_CALLS_SINGLE,    /* one cudaMemcpyAsync a piece, always */
+        CONFIG_GPU_CALLS_BATCH,     /* cudaMemcpyBatchAsync, always */
+    } gpu_copy_calls;
 
     /* Trust between daemons (auth.h, peer.h). */
     char cluster_key[256];          /* --cluster-key; "": the credential or /etc/b10d's, if there */
@@ -146,5 +152,6 @@ b10_status_t config_parse_size(const char *text, uint64_t *bytes_p);
 /* "on", "auto" or "off". */
 const char *config_verify_name(enum config_verify v);
 const char *config_gpu_copy_name(enum config_gpu_copy c);
+const char *config_gpu_calls_name(enum config_gpu_calls c);
 
 #endif

@@ -760,6 +760,7 @@ b10_status_t xfer_copy_chunk(struct xfer_slot *slot, bool gather, copy_done_fn *
                                  slot->view->base, gather, x->open_only && others };
     if (ctx.job == NULL)
         return B10_ERR_NO_MEMORY;
+    ctx.job->flat_out = x->role == XFER_LOCAL;
     for (uint32_t p = chunk->first; p < chunk->first + chunk->count; p++) {
         const struct plan_piece *piece = &x->plan->pieces[p];
         b10_status_t status = mem_table_walk(&s->mem, gather ? piece->src : piece->dst,

@@ -86,6 +86,8 @@ struct copy_job {
     bool gpu_sums_ready;        /* block_sums holds the GPU's sums of the whole blocks */
     uint32_t gpu_gate_blocks;   /* CHECK: the whole blocks the GPU checks inside the scatter's
                                    submission, gating it (0: not so) */
+    bool flat_out;              /* no wire sets its pace (a local transfer): the copy engines
+                                   take it as fast as they can (gpu.c, --gpu-copy-calls) */
 };
 
 /*

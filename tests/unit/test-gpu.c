@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -62,6 +63,7 @@ static struct gpu_copy_op ops[FAKE_OPS];
 static size_t nops;                 /* submissions made, in order (by the feed threads) */
 static size_t busy_answers;         /* GPU_COPY_E_BUSY answered */
 static int fail_submission = -1;    /* the index of a submission to refuse with E_CUDA */
+static uint64_t single_piece_ns;    /* what one cudaMemcpyAsync a piece costs the submitter */
 static int ndevices = 1;
 static pthread_t loop_thread;       /* the test's: no submission may come from it */
 
@@ -222,6 +224,11 @@ int __wrap_gpu_copy_submit(gpu_copier_t *copier, const gpu_copy_req_t *req, gpu_
     if (pthread_equal(pthread_self(), loop_thread))
         loop_submissions++;
     wedge_hold();
+    if (req->engine == GPU_COPY_MEMCPY && single_piece_ns > 0) {
+        uint64_t until = uv_hrtime() + single_piece_ns * req->npieces;
+        while (uv_hrtime() < until)
+            ;   /* the driver's time: the submitting thread is busy, not asleep */
+    }
     if (async_gpu)
         return async_submit(copier, req, op_p);
     if (__atomic_load_n(&copier->inflight, __ATOMIC_ACQUIRE) == copier->slots) {
@@ -354,6 +361,7 @@ static int start_feeds(enum config_gpu_copy mode, int devices, uint32_t feeds)
     nops = busy_answers = loop_submissions = 0;
     loop_thread = pthread_self();
     fail_submission = -1;
+    single_piece_ns = 0;
     parts_done = 0;
     first_failure = B10_OK;
     return gpu_start(&test_d, &hooks) == B10_OK && gpu_present(&test_d) ? 0 : -1;
@@ -422,9 +430,11 @@ static void assert_pieces(const struct job_fixture *f, size_t from, size_t to, i
 
 /*
  * The copy engines take a chunk of 1000 pieces in submissions of at most 128
- * (GPU_COPY_BATCH_PIECES), each its own batch call, event and callback: a
- * model's step waits on the GPU behind one submission, not behind a chunk.
- * The job hears of each part; only the last brings its parts to zero.
+ * (GPU_COPY_BATCH_PIECES), each its own calls, event and callback: a model's
+ * step waits on the GPU behind one submission, not behind a chunk. The
+ * driver takes these submissions as fast as they come, so they go one call
+ * a piece (--gpu-copy-calls auto). The job hears of each part; only the last
+ * brings its parts to zero.
  */
 static void test_engine_cuts_a_chunk_into_submissions(void **state)
 {
@@ -435,17 +445,111 @@ static void test_engine_cuts_a_chunk_into_submissions(void **state)
     assert_int_equal(submitted(), 8);              /* 7 x 128 + 104 */
     for (size_t i = 0; i < nops; i++) {
         assert_int_equal(ops[i].npieces, i < 7 ? 128 : 104);
-        assert_int_equal(ops[i].engine, GPU_COPY_BATCH);
+        assert_int_equal(ops[i].engine, GPU_COPY_MEMCPY);
     }
     assert_pieces(&f, 0, nops, 0);
     assert_int_equal(f.job.parts, 1 + 8);
     for (size_t i = 0; i < nops; i++)
         end_op(i, GPU_COPY_OK);
     assert_int_equal(parts_done, 8);
+    assert_int_equal(test_d.stats.gpu_parts_single, 8);
+    assert_int_equal(test_d.stats.gpu_parts_batched, 0);
     assert_int_equal(f.job.parts, 1);
     assert_int_equal(first_failure, B10_OK);
     stop();
     free(f.segs);
+}
+
+/* Ends every submission so far, in order, and frees the job's segments. */
+static void end_all(struct job_fixture *f, size_t from)
+{
+    for (size_t i = from; i < submitted(); i++)
+        end_op(i, GPU_COPY_OK);
+    assert_int_equal(first_failure, B10_OK);
+    free(f->segs);
+}
+
+/*
+ * --gpu-copy-calls auto (pace.h): one call a piece while the feed keeps up at
+ * what that costs, batches once it cannot, single calls again once the
+ * pieces come slowly enough. The fake driver takes 20 us of the feed's thread
+ * a single piece, so a part of 128 keeps it busy for a whole window: the
+ * chunk's next parts are batched. Then the chunks come one piece at a time,
+ * with pauses: the feed goes back to single calls (waited for with a bound).
+ */
+static void test_calls_single_while_they_keep_up(void **state)
+{
+    struct job_fixture f;
+    assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+    single_piece_ns = 20 * 1000;
+    job_init(&f, 1000, 0);
+    gpu_copy_job(&test_d, &f.job);
+    assert_int_equal(submitted(), 8);
+    assert_int_equal(ops[0].engine, GPU_COPY_MEMCPY);
+    for (size_t i = 1; i < nops; i++)
+        assert_int_equal(ops[i].engine, GPU_COPY_BATCH);
+    end_all(&f, 0);
+    assert_int_equal(test_d.stats.gpu_parts_single, 1);
+    assert_int_equal(test_d.stats.gpu_parts_batched, 7);
+
+    /* A trickle: one piece every 10 ms, until a submission is single again (or 10 s). */
+    bool single = false;
+    for (int tries = 0; tries < 1000 && !single; tries++) {
+        size_t at = submitted();
+        job_init(&f, 1, 0);
+        gpu_copy_job(&test_d, &f.job);
+        assert_int_equal(submitted(), at + 1);
+        single = ops[at].engine == GPU_COPY_MEMCPY;
+        end_all(&f, at);
+        if (!single)
+            usleep(10 * 1000);
+    }
+    assert_true(single);
+    stop();
+}
+
+/*
+ * A job no wire paces (a local transfer) is batched under auto from its first
+ * part, the driver idle or not; the wire's jobs beside it go singly.
+ */
+static void test_calls_flat_out_batched(void **state)
+{
+    struct job_fixture f, g;
+    assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+    job_init(&f, 300, 0);
+    f.job.flat_out = true;
+    gpu_copy_job(&test_d, &f.job);
+    job_init(&g, 10, 0);
+    gpu_copy_job(&test_d, &g.job);
+    assert_int_equal(submitted(), 4);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(ops[i].engine, GPU_COPY_BATCH);
+    assert_int_equal(ops[3].engine, GPU_COPY_MEMCPY);
+    end_all(&f, 0);
+    free(g.segs);
+    assert_int_equal(test_d.stats.gpu_parts_batched, 3);
+    assert_int_equal(test_d.stats.gpu_parts_single, 1);
+    stop();
+}
+
+/* --gpu-copy-calls single and batch hold to their way whatever the load. */
+static void test_calls_forced(void **state)
+{
+    static const enum config_gpu_calls modes[] = { CONFIG_GPU_CALLS_SINGLE, CONFIG_GPU_CALLS_BATCH };
+    for (size_t m = 0; m < 2; m++) {
+        struct job_fixture f;
+        assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
+        test_d.cfg.gpu_copy_calls = modes[m];
+        single_piece_ns = 20 * 1000;
+        job_init(&f, 1000, 0);
+        gpu_copy_job(&test_d, &f.job);
+        assert_int_equal(submitted(), 8);
+        for (size_t i = 0; i < nops; i++)
+            assert_int_equal(ops[i].engine, m == 0 ? GPU_COPY_MEMCPY : GPU_COPY_BATCH);
+        end_all(&f, 0);
+        assert_int_equal(m == 0 ? test_d.stats.gpu_parts_single : test_d.stats.gpu_parts_batched, 8);
+        stop();
+    }
 }
 
 /*
@@ -946,6 +1050,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_cuts_a_chunk_into_submissions),
+        cmocka_unit_test(test_calls_single_while_they_keep_up),
+        cmocka_unit_test(test_calls_flat_out_batched),
+        cmocka_unit_test(test_calls_forced),
         cmocka_unit_test(test_engine_cuts_at_half_a_mib),
         cmocka_unit_test(test_slots_follow_the_view),
         cmocka_unit_test(test_kernels_take_a_chunk_whole),
