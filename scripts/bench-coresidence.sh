@@ -31,7 +31,7 @@ runs="no MPS=$run/nomps.json"
 # alone, where an eager step's also holds the gaps its launching thread left. --split:
 # how long each step waited on the GPU before it ran (another context's work ahead of it).
 python3 "$top/tests/bench/coresidence.py" "$BUILD" "$run/graph.json" --seconds "$secs" \
-    --decode graph --split --cases write-4k,write-32k,read-4k,read-32k,write-32k-verify-on
+    --decode graph --split --cases write-4k,write-32k,read-4k,read-32k,write-32k-verify-on,write-4k-verify-on,write-4k-single,write-32k-verify-on-batch
 runs="$runs|no MPS, graph decode=$run/graph.json"
 if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
     mkdir -p "$run/mps" "$run/mps-log"

@@ -39,7 +39,7 @@ LAYERS: Dict[str, int] = {
     # 0: pure or leaf rooms
     "config-table": 0, "optdoc": 0,
     "log": 0, "config": 0, "plan": 0, "plan-picks": 0, "picks": 0, "wireaddr": 0, "checksum": 0,
-    "checksum-avx2": 0, "cpuload": 0, "ids": 0, "stats": 0, "status": 0, "caps": 0,
+    "checksum-avx2": 0, "cpuload": 0, "pace": 0, "ids": 0, "stats": 0, "status": 0, "caps": 0,
     # 1: foreign libraries, one room each, and the messages they carry
     "wire": 1, "lane": 1, "gpu": 1, "ipc": 1, "auth": 1, "hello": 1, "gate": 1, "knock": 1, "door": 1,
     "nodeid": 1,

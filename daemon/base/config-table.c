@@ -205,16 +205,18 @@ const struct config_opt config_table[] = {
         "time slice but takes the driver 2-3 us a piece (4 KiB\n"
         "pieces at 1.5 GB/s); batch: cudaMemcpyBatchAsync, a third\n"
         "of the CPU, but a model's step can wait up to 0.3 ms\n"
-        "behind it; auto (default): single while it keeps up",
+        "behind it; auto (default): single while it keeps up\n"
+        "(local transfers: batch)",
         "How the copy engines are handed scattered pieces (`--gpu-copy engine`). `single`: one "
         "`cudaMemcpyAsync` a piece. Measured on the H200, it never cost a co-resident model a "
         "time slice, but the driver takes 2-3 us of a CPU a call, one call of a process at a "
         "time however many streams submit: 4 KiB pieces move at 1.5 GB/s, 32 KiB ones at 10. "
         "`batch`: `cudaMemcpyBatchAsync` of up to 128 pieces, about a third of the CPU a "
         "piece, but in about half the runs a model's decode step waited up to 0.3 ms behind "
-        "such batches (p99 1.24-1.89 times its time alone). `auto`, the default: single calls "
+        "such batches (p99 1.24-1.92 times its time alone). `auto`, the default: single calls "
         "while they keep up, batches while the pieces come faster than single calls could "
-        "take them, judged every 2 ms on each copy stream (README \"A model's GPU\")." } },
+        "take them, judged over windows of at least 2 ms on each copy stream; a local "
+        "transfer, which no wire paces, is batched (README \"A model's GPU\")." } },
     { .doc = { "gpu-max-ctas", OPT_GPU_MAX_CTAS, REQ, "N",
         "CTAs of one gather or scatter kernel, so a transfer leaves\n"
         "the GPU to the model (default 32, 1..1024)" },

@@ -22,8 +22,9 @@ _Static_assert(GPU_COPY_SUM_BLOCK == CHECKSUM_BLOCK, "the GPU sums checksum.h's 
 /*
  * Most pieces one submission carries; a chunk with more is cut into several.
  * The kernels take a chunk in one submission: one launch, its sums chained to it.
- * The copy engines take one cudaMemcpyBatchAsync call's worth, each submission
- * ending in its event and host callback. Measured on the H200 without MPS
+ * The copy engines take one cudaMemcpyBatchAsync call's worth, batched or one
+ * cudaMemcpyAsync a piece (pace.h), each submission ending in its event and
+ * host callback. Measured on the H200 without MPS
  * (tests/bench/RESULTS.md, runs 28-29): a co-resident model's step queued behind
  * a submission of 1024 pieces of 4 KiB waited up to 0.3 ms before its first
  * kernel ran (decode p99 1.76-1.84 x alone, its GPU time unchanged); behind
@@ -177,7 +178,7 @@ static void gpu_orphans(struct gpu *gpu);
  * At exit, gpu_stop gives copies in flight GPU_STOP_COPIES_MS to end and then
  * the feed threads GPU_STOP_FEED_MS in all to come back from the driver. A
  * copy still running (or its callback not yet run), or a thread still inside
- * cudaMemcpyBatchAsync, past those is a wedged GPU: destroying its streams
+ * the driver's copy calls, past those is a wedged GPU: destroying its streams
  * would wait on it for ever, and the service manager would kill the daemon
  * mid-shutdown. So gpu_stop leaves the streams, the threads and the state
  * they may still touch as they are (never freed, reachable from here) and
@@ -204,19 +205,19 @@ static void gpu_on_done(void *arg)
 
 /*
  * How the copy engines get a part's pieces: one cudaMemcpyAsync each, or
- * batched (pace.h says why both). On the feed's thread, which owns the part
- * until it is submitted.
+ * batched (pace.h says why both); true when batched. On the feed's thread,
+ * which owns the part until it is submitted.
  *
  * A job no wire paces (a local transfer through staging, down and up on the
  * copy engines) is batched: its rate is the engines', and single calls
  * lengthen each view's round trip, which no backlog shows. Measured on the
  * H200 with single calls whenever the feed's load allowed, a local 32 KiB
- * WRITE beside a model moved 6.4 GB/s, against 11.7 alone (RESULTS run 48).
+ * WRITE beside a model moved 6.4 GB/s, against 11.7 alone (RESULTS run 50).
  */
-static void gpu_feed_calls(struct gpu_feed *feed, struct gpu_part *part)
+static bool gpu_feed_calls(struct gpu_feed *feed, struct gpu_part *part)
 {
     if (part->req.engine != GPU_COPY_BATCH)
-        return;     /* the kernels' parts */
+        return false;   /* the kernels' parts */
     bool batch;
     switch (feed->gpu->d->cfg.gpu_copy_calls) {
     case CONFIG_GPU_CALLS_SINGLE: batch = false; break;
@@ -225,6 +226,7 @@ static void gpu_feed_calls(struct gpu_feed *feed, struct gpu_part *part)
     }
     if (!batch)
         part->req.engine = GPU_COPY_MEMCPY;
+    return batch;
 }
 
 static void *gpu_feed_main(void *arg)
@@ -245,10 +247,13 @@ static void *gpu_feed_main(void *arg)
         feed->holding = true;
         pthread_mutex_unlock(&feed->lock);
 
-        gpu_feed_calls(feed, part);
+        /* Read before the submission: once it is the driver's, the loop may free the part. */
+        bool batched = gpu_feed_calls(feed, part);
+        size_t npieces = part->npieces;
         uint64_t t0 = uv_hrtime();
         int rc = gpu_copy_submit(feed->copier, &part->req, &part->op);
-        pace_note(&feed->pace, part->req.engine == GPU_COPY_BATCH, part->npieces, t0, uv_hrtime());
+        if (rc == GPU_COPY_OK && !feed->gpu->kernels)
+            pace_note(&feed->pace, batched, npieces, t0, uv_hrtime());
         /* Refused: nothing was enqueued, so no callback will come and the part is still ours. */
         if (rc != GPU_COPY_OK)
             part->submit_rc = rc;
@@ -348,9 +353,11 @@ static void gpu_part_finish(struct gpu *gpu, struct gpu_part *part, int rc)
                 gpu_copy_last_error(feed->copier));
         status = B10_ERR_INTERNAL;
     }
-    if (part->npieces > 0 && part->req.engine == GPU_COPY_BATCH)
+    /* Fed (its submission or refusal happened before the loop heard of it): req is settled. */
+    if (part->submit_rc == GPU_COPY_OK && part->npieces > 0 && part->req.engine == GPU_COPY_BATCH)
         gpu->d->stats.gpu_parts_batched++;
-    else if (part->npieces > 0 && part->req.engine == GPU_COPY_MEMCPY)
+    else if (part->submit_rc == GPU_COPY_OK && part->npieces > 0 &&
+             part->req.engine == GPU_COPY_MEMCPY)
         gpu->d->stats.gpu_parts_single++;
     float ms = 0;
     if (rc == GPU_COPY_OK && gpu_copy_op_elapsed_ms(part->op, &ms) == GPU_COPY_OK)

@@ -58,6 +58,11 @@ CASES: Dict[str, tuple] = {
     "write-32k-engine": ("WRITE", 32 * KiB, "dram", ["--gpu-copy", "engine"]),
     "read-32k-engine": ("READ", 32 * KiB, "dram", ["--gpu-copy", "engine"]),
     "read-4k-engine": ("READ", 4 * KiB, "dram", ["--gpu-copy", "engine"]),
+    # --gpu-copy-calls' two ways beside auto's choice: single calls leave the model its time
+    # slices at a third of the wire at 4 KiB; batches move the wire and sometimes take them.
+    "write-4k-single": ("WRITE", 4 * KiB, "dram", ["--gpu-copy-calls", "single"]),
+    "write-32k-verify-on-batch": ("WRITE", 32 * KiB, "dram",
+                                  ["--verify-data", "on", "--gpu-copy-calls", "batch"]),
     # No daemon moves anything: b10-gpubench drives the copy engines as b10d does, so these
     # rows show what the copy engines alone cost the model (the floor under the rows above).
     # Both ranks on daemon A, both pools on the model's GPU: a local transfer (no wire),
@@ -101,7 +106,8 @@ THREAD_PERIOD = 0.5
 
 EXTRA = {"raw-write-4k-nocb", "raw-write-4k-depth2", "raw-write-4k-depth16", "raw-write-4k-memcpy",
          "raw-d2d-4k", "raw-d2d-4k-memcpy", "raw-d2d-contig", "write-4k-inflight16", "read-4k-inflight16",
-         "raw-write-4k-streams2", "raw-write-4k-streams4", "raw-read-4k-streams2"}
+         "raw-write-4k-streams2", "raw-write-4k-streams4", "raw-read-4k-streams2",
+         "write-4k-single", "write-32k-verify-on-batch"}
 
 
 class RawMover:

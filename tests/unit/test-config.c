@@ -208,6 +208,9 @@ static void test_names(void **state)
     assert_string_equal(config_gpu_copy_name(CONFIG_GPU_COPY_ENGINE), "engine");
     assert_string_equal(config_gpu_copy_name(CONFIG_GPU_COPY_KERNEL), "kernel");
     assert_string_equal(config_gpu_copy_name(CONFIG_GPU_COPY_AUTO), "auto");
+    assert_string_equal(config_gpu_calls_name(CONFIG_GPU_CALLS_AUTO), "auto");
+    assert_string_equal(config_gpu_calls_name(CONFIG_GPU_CALLS_SINGLE), "single");
+    assert_string_equal(config_gpu_calls_name(CONFIG_GPU_CALLS_BATCH), "batch");
 }
 
 /* ---------------------------------------------------------------- defaults */
@@ -495,6 +498,7 @@ static void test_word_options(void **state)
         { "--progress", "busy", { "spin", "event", "auto" } },
         { "--verify-data", "yes", { "on", "auto", "off" } },
         { "--gpu-copy", "dma", { "engine", "kernel", "auto" } },
+        { "--gpu-copy-calls", "many", { "auto", "single", "batch" } },
         { "--remote-access", "none", { "any", "paired", NULL } },
     };
 
@@ -506,7 +510,9 @@ static void test_word_options(void **state)
             allowed(FRESH(words[i].opt, words[i].good[k]));
     }
     allowed(FRESH("--log-level", "DEBUG", "--ucx-err-mode", "none", "--progress", "spin",
-                  "--verify-data", "on", "--gpu-copy", "kernel", "--remote-access", "paired"));
+                  "--verify-data", "on", "--gpu-copy", "kernel", "--remote-access", "paired",
+                  "--gpu-copy-calls", "batch"));
+    assert_int_equal(cfg.gpu_copy_calls, CONFIG_GPU_CALLS_BATCH);
     assert_int_equal(cfg.log_level, LOG_LEVEL_DEBUG);
     assert_int_equal(cfg.err_mode, CONFIG_ERR_MODE_NONE);
     assert_true(cfg.progress_spin);
@@ -515,6 +521,7 @@ static void test_word_options(void **state)
     assert_int_equal(cfg.remote_access, CONFIG_REMOTE_PAIRED);
     allowed(FRESH("--progress", "event", "--verify-data", "off", "--gpu-copy", "engine",
                   "--insecure", "--trace"));
+    assert_int_equal(cfg.gpu_copy_calls, CONFIG_GPU_CALLS_AUTO);
     assert_false(cfg.progress_spin);
     assert_int_equal(cfg.verify_data, CONFIG_VERIFY_OFF);
     assert_int_equal(cfg.gpu_copy, CONFIG_GPU_COPY_ENGINE);

@@ -134,6 +134,39 @@ static void test_cost_follows_the_driver(void **state)
     assert_true(p.piece_ns > 6000);
 }
 
+/*
+ * A cost raised once does not hold the feed to batches: the thread preempted
+ * in one single submission (20 ms for 128 pieces) batches the next window,
+ * but while batching every PACE_PROBE_WINDOWS-th window sends one submission
+ * singly, which measures the calls' true cost again, and the demand, a third
+ * of what single calls take, goes back to single calls.
+ */
+static void test_probe_measures_a_stale_cost_again(void **state)
+{
+    struct pace p;
+    uint64_t now = 1 * MS;
+    pace_init(&p);
+    feed(&p, &now, 128, 1152 * US, 3000, 10 * MS);  /* 0.33 x: single */
+    assert_false(pace_batch(&p));
+    pace_note(&p, false, 128, now, now + 20 * MS);  /* preempted */
+    now += 20 * MS;
+    feed(&p, &now, 128, 1152 * US, 3000, 3 * MS);
+    assert_true(pace_batch(&p));
+    double raised = p.piece_ns;
+    assert_true(raised > 10000);
+    unsigned probes = 0;
+    for (int i = 0; i < 2000 && (p.batch || probes == 0); i++) {
+        bool batched = pace_batch(&p);
+        probes += !batched && p.batch;
+        pace_note(&p, batched, 128, now, now + 128 * (batched ? 1000 : 3000));
+        now += 1152 * US;
+    }
+    assert_true(probes > 0);
+    assert_false(p.batch);
+    /* Back at single calls where their cost would keep the thread half busy: 4.5 us. */
+    assert_true(p.piece_ns <= 4500 && p.piece_ns > 3000);
+}
+
 /* Submissions of no pieces (a sum alone) say nothing of the pace. */
 static void test_empty_submissions_ignored(void **state)
 {
@@ -155,6 +188,7 @@ int main(void)
         cmocka_unit_test(test_between_the_thresholds_holds),
         cmocka_unit_test(test_burst_after_a_pause),
         cmocka_unit_test(test_cost_follows_the_driver),
+        cmocka_unit_test(test_probe_measures_a_stale_cost_again),
         cmocka_unit_test(test_empty_submissions_ignored),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
