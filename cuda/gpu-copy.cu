@@ -138,6 +138,24 @@ warp_copy(char *dst, const char *src, size_t len, unsigned lane)
         dst[done + lane] = src[done + lane];
 }
 
+/* One warp copies len bytes, in the widest vectors dst and src share. */
+__device__ __forceinline__ void
+warp_copy_any(char *dst, const char *src, size_t len, unsigned lane)
+{
+    const uintptr_t mis = (uintptr_t)dst ^ (uintptr_t)src;
+
+    if (!(mis & 15))
+        warp_copy<uint4, UNROLL>(dst, src, len, lane);
+    else if (!(mis & 7))
+        warp_copy<uint2, UNROLL>(dst, src, len, lane);
+    else if (!(mis & 3))
+        warp_copy<unsigned int, UNROLL>(dst, src, len, lane);
+    else if (!(mis & 1))
+        warp_copy<unsigned short, UNROLL>(dst, src, len, lane);
+    else
+        warp_copy<unsigned char, UNROLL>(dst, src, len, lane);
+}
+
 template <int SCATTER>
 __global__ void __launch_bounds__(512)
 gpu_copy_kernel(const struct gpu_copy_item *__restrict__ items, size_t n,
@@ -164,24 +182,51 @@ gpu_copy_kernel(const struct gpu_copy_item *__restrict__ items, size_t n,
         if (more)
             nit = items[next];
 
-        char *dst = (char *)(SCATTER ? it.dev : it.host);
-        const char *src = (const char *)(SCATTER ? it.host : it.dev);
-        const uintptr_t mis = (uintptr_t)dst ^ (uintptr_t)src;
-
-        if (!(mis & 15))
-            warp_copy<uint4, UNROLL>(dst, src, it.len, lane);
-        else if (!(mis & 7))
-            warp_copy<uint2, UNROLL>(dst, src, it.len, lane);
-        else if (!(mis & 3))
-            warp_copy<unsigned int, UNROLL>(dst, src, it.len, lane);
-        else if (!(mis & 1))
-            warp_copy<unsigned short, UNROLL>(dst, src, it.len, lane);
-        else
-            warp_copy<unsigned char, UNROLL>(dst, src, it.len, lane);
+        warp_copy_any((char *)(SCATTER ? it.dev : it.host),
+                      (const char *)(SCATTER ? it.host : it.dev), it.len, lane);
         if (!more)
             break;
         it = nit;
         i = next;
+    }
+}
+
+/*
+ * Rows picked from two grids (gpu_copy_grid_t). A work item is a slice of a
+ * pick's row: rows long beside the picks are cut so that every warp of the
+ * launch gets a few items, as pieces are. Each warp finds its item's two rows
+ * from the pick's indices (a divide a side) and copies the slice.
+ */
+struct grid_shape {
+    const uint2    *pairs;          /* (source row, destination row) a pick */
+    const uint64_t *src_bases, *dst_bases;
+    uint64_t        src_stride, dst_stride, length;
+    uint64_t        slice;          /* bytes an item: the row's, or a multiple of 4 KiB */
+    uint64_t        nitems;         /* picks × slices */
+    uint32_t        src_per_base, dst_per_base, slices;
+};
+
+__global__ void __launch_bounds__(512)
+gpu_grid_kernel(const struct grid_shape g)
+{
+    const unsigned lane = threadIdx.x & 31;
+    const uint64_t nwarps = ((uint64_t)gridDim.x * blockDim.x) >> 5;
+
+    for (uint64_t i = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < g.nitems;
+         i += nwarps) {
+        uint64_t pick = i, off = 0;
+        if (g.slices > 1) {
+            pick = i / g.slices;
+            off = (i - pick * g.slices) * g.slice;
+        }
+        const uint2 p = g.pairs[pick];
+        const uint32_t sb = p.x / g.src_per_base, db = p.y / g.dst_per_base;
+        const char *src = (const char *)(uintptr_t)(
+            g.src_bases[sb] + (uint64_t)(p.x - sb * g.src_per_base) * g.src_stride + off);
+        char *dst = (char *)(uintptr_t)(
+            g.dst_bases[db] + (uint64_t)(p.y - db * g.dst_per_base) * g.dst_stride + off);
+        const uint64_t left = g.length - off;
+        warp_copy_any(dst, src, left < g.slice ? left : g.slice, lane);
     }
 }
 
@@ -640,6 +685,87 @@ copier_plan_items(const struct gpu_copier *c, struct gpu_copy_op *op, const gpu_
     return k;
 }
 
+/* A grid request's shape, before a slot is taken: GPU_COPY_OK, E_INVAL or E_TOOBIG. */
+static int
+grid_check(const struct gpu_copier *c, const gpu_copy_req_t *req)
+{
+    const gpu_copy_grid_t *g = req->grid;
+    const gpu_copy_grid_side_t *sides[2] = { &g->src, &g->dst };
+
+    if (req->npieces || req->sum || !c->kernels ||
+        (req->engine != GPU_COPY_AUTO && req->engine != GPU_COPY_KERNEL) ||
+        g->count == 0 || g->length == 0 || !g->pairs)
+        return GPU_COPY_E_INVAL;
+    for (int k = 0; k < 2; k++) {
+        const gpu_copy_grid_side_t *sd = sides[k];
+        if (!sd->bases || sd->nbases == 0 || sd->per_base == 0)
+            return GPU_COPY_E_INVAL;
+        /* A base's last row ends below 2^64. */
+        uint64_t reach;
+        if (__builtin_mul_overflow((uint64_t)(sd->per_base - 1), sd->stride, &reach) ||
+            __builtin_add_overflow(reach, g->length, &reach))
+            return GPU_COPY_E_INVAL;
+        for (uint32_t b = 0; b < sd->nbases; b++)
+            if (sd->bases[b] == 0 || sd->bases[b] + reach < sd->bases[b])
+                return GPU_COPY_E_INVAL;
+    }
+    if (g->src.nbases + (size_t)g->dst.nbases > c->max_pieces ||
+        g->count > 3 * c->max_pieces - g->src.nbases - g->dst.nbases)
+        return GPU_COPY_E_TOOBIG;
+    return GPU_COPY_OK;
+}
+
+/*
+ * A grid request's table in op's descriptors: the pairs, each checked against
+ * its grids, then both sides' bases; its kernel's shape in *g. false for an
+ * index outside its grid.
+ */
+static bool
+grid_plan(const struct gpu_copier *c, struct gpu_copy_op *op, const gpu_copy_grid_t *grid,
+          struct grid_shape *g, size_t *bytes_p)
+{
+    uint32_t *pairs = (uint32_t *)op->h_items;
+    const uint64_t src_rows = (uint64_t)grid->src.nbases * grid->src.per_base;
+    const uint64_t dst_rows = (uint64_t)grid->dst.nbases * grid->dst.per_base;
+    uint32_t top_src = 0, top_dst = 0;
+
+    for (size_t i = 0; i < 2 * grid->count; i += 2) {
+        uint32_t s = grid->pairs[i], d = grid->pairs[i + 1];
+        top_src = s > top_src ? s : top_src;
+        top_dst = d > top_dst ? d : top_dst;
+        pairs[i] = s;
+        pairs[i + 1] = d;
+    }
+    if (top_src >= src_rows || top_dst >= dst_rows)
+        return false;
+    uint64_t *src_bases = (uint64_t *)(pairs + 2 * grid->count);
+    uint64_t *dst_bases = src_bases + grid->src.nbases;
+    memcpy(src_bases, grid->src.bases, grid->src.nbases * sizeof(uint64_t));
+    memcpy(dst_bases, grid->dst.bases, grid->dst.nbases * sizeof(uint64_t));
+    *bytes_p = (size_t)((char *)(dst_bases + grid->dst.nbases) - (char *)op->h_items);
+
+    /* Long rows beside the picks are cut in slices, a few for every warp of the launch. */
+    const uint64_t nwarps = (uint64_t)c->max_ctas * (c->threads / 32);
+    uint64_t slice = grid->length;
+    if (grid->count < 4 * nwarps && grid->length > 32768) {
+        uint64_t want = (4 * nwarps + grid->count - 1) / grid->count;
+        slice = (grid->length + want - 1) / want;
+        if (slice < 32768)
+            slice = 32768;
+        slice = (slice + 4095) & ~(uint64_t)4095;   /* keeps the sides congruent mod 16 */
+    }
+    *g = (struct grid_shape){};
+    g->src_stride = grid->src.stride;
+    g->dst_stride = grid->dst.stride;
+    g->length = grid->length;
+    g->slice = slice;
+    g->slices = (uint32_t)(1 + (grid->length - 1) / slice);
+    g->nitems = (uint64_t)grid->count * g->slices;
+    g->src_per_base = grid->src.per_base;
+    g->dst_per_base = grid->dst.per_base;
+    return true;
+}
+
 /* The sum kernel on the copier's stream, into op's table; with `expect`, the gate cleared first. */
 static cudaError_t
 launch_sums(struct gpu_copier *c, struct gpu_copy_op *op, const gpu_copy_sum_t *sum,
@@ -662,6 +788,79 @@ launch_sums(struct gpu_copier *c, struct gpu_copy_op *op, const gpu_copy_sum_t *
     return cudaGetLastError();
 }
 
+/*
+ * A submission's end, whatever it enqueued before (e: how that went): its
+ * done event and callback, or, on a failure, the slot given back once the
+ * stream ran what got enqueued.
+ */
+static int
+submit_end(struct gpu_copier *c, struct gpu_copy_op *op, const gpu_copy_req_t *req, cudaError_t e,
+           const char *what, gpu_copy_op_t **op_p)
+{
+    if (e == cudaSuccess) {
+        what = "cudaEventRecord";
+        e = cudaEventRecord(op->ev_done, c->stream);
+    }
+    if (e == cudaSuccess && req->done_cb) {
+        what = "cudaLaunchHostFunc";
+        e = cudaLaunchHostFunc(c->stream, req->done_cb, req->done_arg);
+    }
+    if (e != cudaSuccess) {
+        int rc = copier_fail(c, e, what);
+        /* Whatever got enqueued may still run, and a caller told of a failure takes it
+         * that nothing of the submission can still write: wait for the stream (a rare
+         * path; its other submissions end too, their callbacks on the driver's thread).
+         * A context whose error is sticky runs nothing more. */
+        (void)cudaStreamSynchronize(c->stream);
+        (void)cudaGetLastError();
+        *op_p = NULL;
+        __atomic_store_n(&op->state, SLOT_FREE, __ATOMIC_RELEASE);
+        return rc;
+    }
+    return GPU_COPY_OK;
+}
+
+/* gpu_copy_submit of rows picked from two grids: one upload of the table, one launch. */
+static int
+submit_grid(struct gpu_copier *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p)
+{
+    struct grid_shape g;
+    size_t bytes;
+    cudaError_t e;
+    int rc = grid_check(c, req);
+
+    if (rc != GPU_COPY_OK)
+        return rc;
+    struct gpu_copy_op *op = copier_take_slot(c);
+    if (!op)
+        return GPU_COPY_E_BUSY;
+    if ((e = cudaSetDevice(c->device)) != cudaSuccess)
+        return copier_fail(c, e, "cudaSetDevice");
+    /* The slot is free (nothing reads its table) until it is marked taken. */
+    if (!grid_plan(c, op, req->grid, &g, &bytes))
+        return GPU_COPY_E_INVAL;
+    __atomic_store_n(&op->state, SLOT_OWNED, __ATOMIC_RELAXED);
+    *op_p = op;
+    op->summed = false;
+    if ((e = cudaEventRecord(op->ev_start, c->stream)) != cudaSuccess)
+        return submit_end(c, op, req, e, "cudaEventRecord", op_p);
+    const char *what = "cudaMemcpyAsync(grid table)";
+    e = cudaMemcpyAsync(op->d_items, op->h_items, bytes, cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess) {
+        const size_t per_cta = c->threads / 32;
+        uint64_t grid = (g.nitems + per_cta - 1) / per_cta;
+        if (grid > c->max_ctas)
+            grid = c->max_ctas;
+        g.pairs = (const uint2 *)op->d_items;
+        g.src_bases = (const uint64_t *)((const char *)op->d_items + 8 * req->grid->count);
+        g.dst_bases = g.src_bases + req->grid->src.nbases;
+        what = "grid copy kernel launch";
+        gpu_grid_kernel<<<(unsigned)grid, c->threads, 0, c->stream>>>(g);
+        e = cudaGetLastError();
+    }
+    return submit_end(c, op, req, e, what, op_p);
+}
+
 int
 gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p)
 {
@@ -678,6 +877,8 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
     *op_p = NULL;
     if (!c || !req || (req->npieces && !req->pieces))
         return GPU_COPY_E_INVAL;
+    if (req->grid)
+        return submit_grid(c, req, op_p);
     if (req->dir != GPU_COPY_GATHER && req->dir != GPU_COPY_SCATTER)
         return GPU_COPY_E_INVAL;
     if (req->npieces > c->max_pieces)
@@ -727,7 +928,7 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
                                    (size_t)c->max_ctas * per_cta);
     }
     if ((e = cudaEventRecord(op->ev_start, c->stream)) != cudaSuccess)
-        return copier_fail(c, e, "cudaEventRecord");
+        return submit_end(c, op, req, e, "cudaEventRecord", op_p);
     /* From here on work may be enqueued: a failure waits for the stream before it returns. */
 
     /* A scatter's view is summed before it is copied; with `expect`, the gate stops the copy. */
@@ -797,27 +998,7 @@ gpu_copy_submit(gpu_copier_t *c, const gpu_copy_req_t *req, gpu_copy_op_t **op_p
     /* After the copy on the same stream: a gather's view is whole by then. */
     if (e == cudaSuccess && !scatter && req->sum)
         e = launch_sums(c, op, req->sum, &what);
-    if (e == cudaSuccess) {
-        what = "cudaEventRecord";
-        e = cudaEventRecord(op->ev_done, c->stream);
-    }
-    if (e == cudaSuccess && req->done_cb) {
-        what = "cudaLaunchHostFunc";
-        e = cudaLaunchHostFunc(c->stream, req->done_cb, req->done_arg);
-    }
-    if (e != cudaSuccess) {
-        int rc = copier_fail(c, e, what);
-        /* Whatever got enqueued may still run, and a caller told of a failure takes it
-         * that nothing of the submission can still write: wait for the stream (a rare
-         * path; its other submissions end too, their callbacks on the driver's thread).
-         * A context whose error is sticky runs nothing more. */
-        (void)cudaStreamSynchronize(c->stream);
-        (void)cudaGetLastError();
-        *op_p = NULL;
-        __atomic_store_n(&op->state, SLOT_FREE, __ATOMIC_RELEASE);
-        return rc;
-    }
-    return GPU_COPY_OK;
+    return submit_end(c, op, req, e, what, op_p);
 }
 
 int

@@ -152,6 +152,35 @@ typedef struct gpu_copy_sum {
                                or KERNEL) */
 } gpu_copy_sum_t;
 
+/*
+ * Rows picked from two grids, device to device: row src_rows[i] of the source
+ * grid is copied to row dst_rows[i] of the destination grid, length bytes each,
+ * by a kernel that finds each row itself from the indices: no piece table is
+ * planned on the CPU. A KV pool is such a grid (a base per layer's K or V, a
+ * row per block), and the engines post a transfer as two index arrays into it.
+ *
+ * A grid's row k lies at bases[k / per_base] + (k % per_base) * stride; the
+ * bases are addresses the copier's device can read (source) or write
+ * (destination). Every index is checked against its grid at submission
+ * (GPU_COPY_E_INVAL: nothing is enqueued). What rows overlap is the caller's
+ * to refuse: two picks of overlapping destination rows race.
+ */
+typedef struct gpu_copy_grid_side {
+    const uint64_t *bases;  /* nbases addresses; read during the call only */
+    uint32_t        nbases;
+    uint32_t        per_base;   /* rows a base, at least 1 */
+    uint64_t        stride;     /* bytes from a row to the next of its base */
+} gpu_copy_grid_side_t;
+
+typedef struct gpu_copy_grid {
+    gpu_copy_grid_side_t src, dst;
+    uint64_t        length;     /* bytes a row, at least 1 */
+    const uint32_t *pairs;      /* count (source row, destination row) pairs, 2 u32 each;
+                                   read during the call only */
+    size_t          count;      /* at least 1; count + both nbases at most 3 × max_pieces,
+                                   both nbases at most max_pieces (else GPU_COPY_E_TOOBIG) */
+} gpu_copy_grid_t;
+
 typedef struct gpu_copy_req {
     gpu_copy_dir_t          dir;
     gpu_copy_engine_t       engine;
@@ -162,6 +191,8 @@ typedef struct gpu_copy_req {
     void                   *done_arg;
     const gpu_copy_sum_t   *sum;     /* optional: sums to compute, after a gather's copy and
                                         before a scatter's; read during the call only */
+    const gpu_copy_grid_t  *grid;    /* optional: rows of two grids instead of pieces (none),
+                                        by the kernel (AUTO or KERNEL), no sum, dir ignored */
 } gpu_copy_req_t;
 
 /* Number of CUDA devices; 0 when there is no GPU or the runtime fails (no

@@ -90,6 +90,7 @@ struct stats {
     uint64_t client_protocol_errors;
     uint64_t xfers_picked;          /* submitted as rows picked from two grids (arena_picks) */
     uint64_t xfers_planned_in_parts;    /* local, picks: planned a part at a time */
+    uint64_t xfers_grid_copied;         /* local, picks: copied by the GPU from their indices */
     uint64_t gpu_parts_single;          /* copy-engine submissions of one call a piece */
     uint64_t gpu_parts_batched;         /* copy-engine submissions of batched calls */
     uint64_t peers_lost;            /* remote daemons given up: endpoint error, silence, ... */

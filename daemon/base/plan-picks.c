@@ -42,6 +42,9 @@
 /* A destination bitmap of at most this many bits a pick (8 bytes: the size of its record). */
 #define PICKS_BITS_PER_PICK 64
 
+/* plan_grid_pairs' bitmap of destination rows may have this many bits whatever the picks (2 MiB). */
+#define PICKS_GRID_BITS (UINT64_C(1) << 24)
+
 /* A grid in address order: its bases sorted, each one's rank. */
 struct picks_order {
     struct picks_side side;
@@ -353,6 +356,47 @@ static void picker_pack(struct plan_picker *pp, size_t n)
         pp->pk.last = NULL;
         picker_release(pp);
     }
+}
+
+b10_status_t plan_grid_pairs(const struct picks_grid *src, const struct picks_grid *dst,
+                             const uint8_t *src_picks, const uint8_t *dst_picks, size_t count,
+                             uint32_t *pairs)
+{
+    uint64_t total, src_rows = picks_grid_rows(src), dst_rows = picks_grid_rows(dst);
+    struct picks_order dor;
+    /*
+     * Bounded before any work a grid's size sets: its bases are looked up for every
+     * copy and sorted here, its destination rows a bitmap. A KV pool's grid has
+     * a base a layer's K or V, and rows for every block of the pool, which a
+     * transfer of a few blocks a layer picks few of.
+     */
+    if (count == 0 || count > UINT32_MAX || src->length != dst->length ||
+        __builtin_mul_overflow((uint64_t)count, src->length, &total) ||
+        src->nbases > PLAN_GRID_BASES || dst->nbases > PLAN_GRID_BASES ||
+        (dst_rows / PICKS_BITS_PER_PICK > count && dst_rows > PICKS_GRID_BITS) ||
+        !picks_order_init(&dor, dst))
+        return B10_ERR_UNSUPPORTED;
+    uint64_t *bits = calloc(dor.side.rows / 64 + 1, sizeof(*bits));
+    b10_status_t status = bits != NULL ? B10_OK : B10_ERR_NO_MEMORY;
+    for (size_t i = 0; status == B10_OK && i < count; i++) {
+        uint32_t s = frame_get_u32(src_picks + i * 4), d = frame_get_u32(dst_picks + i * 4);
+        if (s >= src_rows || d >= dst_rows) {
+            status = B10_ERR_UNSUPPORTED;
+            break;
+        }
+        /* Rows of the destination grid overlap only where they are the same row. */
+        uint64_t dk = picks_key(&dor, d), bit = UINT64_C(1) << (dk & 63);
+        if ((bits[dk / 64] & bit) != 0) {
+            status = B10_ERR_UNSUPPORTED;
+            break;
+        }
+        bits[dk / 64] |= bit;
+        pairs[2 * i] = s;
+        pairs[2 * i + 1] = d;
+    }
+    free(bits);
+    picks_order_free(&dor);
+    return status;
 }
 
 b10_status_t plan_build_picks(const struct picks_grid *src, const struct picks_grid *dst,

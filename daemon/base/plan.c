@@ -167,6 +167,29 @@ void plan_free(struct plan *plan)
     free(plan);
 }
 
+struct plan *plan_rows(size_t count, uint64_t len, uint32_t per_chunk)
+{
+    uint64_t total;
+    if (count == 0 || count > UINT32_MAX || len == 0 || per_chunk == 0 ||
+        __builtin_mul_overflow((uint64_t)count, len, &total))
+        return NULL;
+    uint32_t nchunks = (uint32_t)((count + per_chunk - 1) / per_chunk);
+    struct plan *plan = calloc(1, sizeof(*plan));
+    if (plan == NULL || (plan->chunks = malloc(nchunks * sizeof(*plan->chunks))) == NULL) {
+        free(plan);
+        return NULL;
+    }
+    for (uint32_t c = 0; c < nchunks; c++) {
+        uint32_t first = c * per_chunk;
+        uint32_t n = count - first < per_chunk ? (uint32_t)(count - first) : per_chunk;
+        plan->chunks[c] = (struct plan_chunk){ first, n, n * len };
+    }
+    plan->nchunks = nchunks;
+    plan->npieces = (uint32_t)count;
+    plan->total = total;
+    return plan;
+}
+
 struct plan *plan_alloc(size_t max_pieces, size_t max_chunks)
 {
     struct plan *plan = calloc(1, sizeof(*plan));

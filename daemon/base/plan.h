@@ -62,6 +62,30 @@ b10_status_t plan_build_picks(const struct picks_grid *src, const struct picks_g
                               uint64_t max_chunk, struct plan **plan_p);
 
 /*
+ * The checks a copy of rows picked from two checked grids needs where it
+ * takes the picks as they are, with no plan (the GPU's grid copy, gpu-copy.h):
+ * grids of one length, every index inside its grid, no two destination rows
+ * overlapping, none picked twice. The picks go out as count (source row,
+ * destination row) pairs into pairs (2 * count u32s). B10_ERR_UNSUPPORTED
+ * for anything else, as plan_build_picks: the planners decide, and name
+ * what is wrong; and for grids of more than PLAN_GRID_BASES bases, or whose
+ * destination rows are many beside the picks (more than 64 a pick and 2^24
+ * in all). B10_ERR_NO_MEMORY.
+ */
+#define PLAN_GRID_BASES 1024
+b10_status_t plan_grid_pairs(const struct picks_grid *src, const struct picks_grid *dst,
+                             const uint8_t *src_picks, const uint8_t *dst_picks, size_t count,
+                             uint32_t *pairs);
+
+/*
+ * The plan of such a copy: count rows of len bytes, in chunks of at most
+ * per_chunk rows in the picks' order. It holds no pieces: chunk c's first
+ * and count are picks, and npieces counts them. NULL without memory or for
+ * counts out of bounds (none, 2^32 or more, a total past 2^64).
+ */
+struct plan *plan_rows(size_t count, uint64_t len, uint32_t per_chunk);
+
+/*
  * plan_build_picks' plan, packed a part at a time, so that a transfer's
  * first copies can start while the rest is packed. plan_picker_new does
  * all plan_build_picks does but the packing: every check (B10_ERR_UNSUPPORTED

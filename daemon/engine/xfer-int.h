@@ -51,6 +51,9 @@ extern const struct xfer_role_ops xfer_recv_role;     /* xfer-recv.c */
 extern const struct xfer_role_ops xfer_read_role;     /* xfer-read.c */
 extern const struct xfer_role_ops xfer_local_role;    /* xfer-local.c */
 
+/* xfer-local.c: a transfer's grid copy (x->grid), with the transfer. Accepts NULL. */
+void xfer_local_grid_free(struct xfer_grid *grid);
+
 /* ---------------------------------------------------------------- xfer.c */
 
 /* The "landed" log line's account of where the time went. */

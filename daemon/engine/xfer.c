@@ -115,6 +115,7 @@ static void xfer_on_timer_closed(uv_handle_t *handle)
         peer_release(x->peer);
     xfer_trace_log(x);          /* ended without news (discarded): still a line */
     plan_picker_free(x->picker);
+    xfer_local_grid_free(x->grid);
     plan_free(x->plan);
     free(x->slots);
     free(x->sync);

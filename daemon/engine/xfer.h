@@ -133,6 +133,8 @@ struct xfer {
     /* LOCAL, picks: the plan still being packed, a part at a time (NULL once whole), the next part's size. */
     struct plan_picker *picker;
     uint32_t picker_part;
+    /* LOCAL, picks the GPU copies straight from their indices (xfer-local.c), else NULL. */
+    struct xfer_grid *grid;
     uint32_t parts;                 /* ... planned so far, and their time */
     uint64_t parts_ns;
     char local_agent[256];

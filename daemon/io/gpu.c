@@ -74,6 +74,7 @@ struct gpu_part {
     int device;
     gpu_copy_piece_t *pieces;
     size_t npieces;
+    gpu_copy_grid_t grid;       /* a grid job's part (count > 0): its rows, no pieces */
     gpu_copy_op_t *op;          /* the feed thread's: set before CUDA may call back */
     gpu_copy_req_t req;         /* what the feed thread submits */
     gpu_copy_sum_t sum;
@@ -339,14 +340,26 @@ static void gpu_unpoll(struct gpu_part *part)
     }
 }
 
+/* What a part copies, for the logs: pieces, or a grid job's rows. */
+static size_t gpu_part_count(const struct gpu_part *part)
+{
+    return part->grid.count > 0 ? part->grid.count : part->npieces;
+}
+
+static const char *gpu_part_units(const struct gpu_part *part)
+{
+    return part->grid.count > 0 ? "rows of two grids" : "pieces";
+}
+
 /* The part's copy ended (rc from its event, or its refusal): the job hears of it, the slot goes back. */
 static void gpu_part_finish(struct gpu *gpu, struct gpu_part *part, int rc)
 {
     struct gpu_feed *feed = part->feed;
     b10_status_t status = B10_OK;
     if (part->submit_rc != GPU_COPY_OK) {
-        log_err("gpu: submitting a copy of %zu pieces on device %d: %s: %s", part->npieces,
-                part->device, gpu_copy_strstatus(rc), gpu_copy_last_error(feed->copier));
+        log_err("gpu: submitting a copy of %zu %s on device %d: %s: %s", gpu_part_count(part),
+                gpu_part_units(part), part->device, gpu_copy_strstatus(rc),
+                gpu_copy_last_error(feed->copier));
         status = B10_ERR_INTERNAL;
     } else if (rc != GPU_COPY_OK) {
         log_err("gpu: copy on device %d failed: %s: %s", part->device, gpu_copy_strstatus(rc),
@@ -486,8 +499,9 @@ static void gpu_on_watch(uv_timer_t *handle)
         if (age <= GPU_OVERDUE_NS || head->overdue)
             continue;
         head->overdue = true;
-        log_warning("gpu: a copy of %zu pieces on device %d, stream %u, has run %.1f s: %s "
-                    "(%u parts in flight there, %u waiting)", head->npieces, feed->device, i,
+        log_warning("gpu: a copy of %zu %s on device %d, stream %u, has run %.1f s: %s "
+                    "(%u parts in flight there, %u waiting)", gpu_part_count(head),
+                    gpu_part_units(head), feed->device, i,
                     (double)age / 1e9,
                     !gpu_part_fed(head) ? "its submitting thread still holds it"
                     : head->submit_rc != GPU_COPY_OK ? "refused, its news not yet handled"
@@ -717,6 +731,8 @@ static b10_status_t gpu_submit(struct gpu *gpu, struct gpu_part *part)
         .done_cb = part->notify ? gpu_on_done : NULL,
         .done_arg = part,
         .sum = part->sum_blocks > 0 ? &part->sum : NULL,
+        /* Only the kernel takes rows of grids: without kernels no grid job is made. */
+        .grid = part->grid.count > 0 ? &part->grid : NULL,
     };
     part->op = NULL;
     part->submit_rc = GPU_COPY_OK;
@@ -810,9 +826,52 @@ static uint32_t gpu_chained_sums(struct b10d *d, struct copy_job *job)
     return make && gpu_one_submission(d, job) ? d->gpu_hooks->sum_blocks(job) : 0;
 }
 
+/*
+ * A grid job is one part: one launch of the grid kernel, which the rows'
+ * indices and the bases are the whole table of (the caller sizes its jobs to
+ * the copier's bound, gpu-copy.h).
+ */
+static void gpu_grid_job(struct b10d *d, struct copy_job *job)
+{
+    struct gpu *gpu = d->gpu;
+    const struct copy_grid *g = job->grid;
+    struct gpu_part *part = NULL;
+
+    job->parts++;
+    /* copy_direct_ok makes grid jobs only where the kernels may run: else our own bug. */
+    if (gpu == NULL || !gpu->kernels || g->device < 0 || g->device >= gpu->ndevices) {
+        log_err("gpu: a grid copy on device %d, which this daemon's kernels may not copy on",
+                g->device);
+        d->gpu_hooks->part_done(job, B10_ERR_INTERNAL);
+        return;
+    }
+    if ((part = calloc(1, sizeof(*part))) == NULL) {
+        d->gpu_hooks->part_done(job, B10_ERR_NO_MEMORY);
+        return;
+    }
+    *part = (struct gpu_part){
+        .gpu = gpu, .feed = gpu_pick(gpu, g->device), .job = job, .device = g->device,
+        .last = true,
+        .grid = {
+            .src = { g->src_bases, g->src_nbases, g->src_per_base, g->src_stride },
+            .dst = { g->dst_bases, g->dst_nbases, g->dst_per_base, g->dst_stride },
+            .length = g->length,
+            .pairs = g->pairs,
+            .count = g->count,
+        },
+    };
+    list_init(&part->node);
+    gpu_queue(gpu, part);
+    gpu_orphans(gpu);
+}
+
 void gpu_copy_job(struct b10d *d, struct copy_job *job)
 {
     struct gpu *gpu = d->gpu;
+    if (job->grid != NULL) {
+        gpu_grid_job(d, job);
+        return;
+    }
     uint32_t chained = gpu_chained_sums(d, job);
 
     /* One pass per device the job touches (a rank's regions rarely span more than one). */

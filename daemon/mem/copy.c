@@ -30,6 +30,15 @@ struct copy_job *copy_job_new(struct b10d *d, bool gather, copy_done_fn *done, v
     return job;
 }
 
+static void copy_grid_free(struct copy_grid *grid)
+{
+    if (grid == NULL)
+        return;
+    free(grid->src_bases);
+    free(grid->dst_bases);
+    free(grid);
+}
+
 void copy_job_free(struct copy_job *job)
 {
     if (job == NULL)
@@ -42,6 +51,7 @@ void copy_job_free(struct copy_job *job)
     }
     free(job->segs);
     free(job->block_sums);
+    copy_grid_free(job->grid);
     free(job);
 }
 
@@ -118,17 +128,34 @@ bool copy_direct_ok(const struct b10d *d, const struct region *from, const struc
     return from->proc_fd < 0 || to->proc_fd < 0;
 }
 
+b10_status_t copy_job_hold_direct(struct copy_job *job, struct region *from, struct region *to)
+{
+    if (!copy_direct_ok(job->d, from, to))
+        return B10_ERR_UNSUPPORTED;
+    /* Apart: a copy past --settle-ms leaves stuck only what it writes (xfer_stick). */
+    b10_status_t status = copy_job_ref(&job->reads, from);
+    if (status == B10_OK)
+        status = copy_job_ref(&job->refs, to);
+    return status;
+}
+
+b10_status_t copy_job_add_grid(struct copy_job *job, struct copy_grid *grid)
+{
+    if (job->nsegs > 0 || job->grid != NULL || job->gather || grid->count == 0) {
+        copy_grid_free(grid);
+        return B10_ERR_INVALID_ARG;
+    }
+    job->grid = grid;
+    job->bytes = (uint64_t)grid->count * grid->length;
+    return B10_OK;
+}
+
 b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, struct region *to,
                                  void *dst, const void *src, size_t len)
 {
     /* The last pair again: allowed, and both already the last of their lists. */
     if (job->nsegs == 0 || from != job->pair_from || to != job->pair_to) {
-        if (!copy_direct_ok(job->d, from, to))
-            return B10_ERR_UNSUPPORTED;
-        /* Apart: a copy past --settle-ms leaves stuck only what it writes (xfer_stick). */
-        b10_status_t status = copy_job_ref(&job->reads, from);
-        if (status == B10_OK)
-            status = copy_job_ref(&job->refs, to);
+        b10_status_t status = copy_job_hold_direct(job, from, to);
         if (status != B10_OK)
             return status;
         job->pair_from = from;
@@ -517,7 +544,7 @@ void copy_job_submit(struct copy_job *job)
         job->parts++;
         uv_queue_work(job->d->loop, &job->work, copy_run, copy_after);
     }
-    if (job->host_segs < job->nsegs)
+    if (job->host_segs < job->nsegs || job->grid != NULL)
         gpu_copy_job(job->d, job);
     copy_job_part_done(job, B10_OK);
 }

@@ -36,6 +36,22 @@ struct copy_seg {
     int src_fd, dst_fd;         /* -1: a pointer of the daemon's */
 };
 
+/*
+ * A direct job's rows picked from two grids, all on one GPU: the GPU room
+ * hands them to the grid kernel (gpu-copy.h), which finds each row from its
+ * indices, so the job has no segments. Bases are the daemon's addresses.
+ */
+struct copy_grid {
+    int device;
+    uint64_t *src_bases, *dst_bases;    /* the job's own */
+    uint32_t src_nbases, dst_nbases;
+    uint32_t src_per_base, dst_per_base;
+    uint64_t src_stride, dst_stride, length;
+    const uint32_t *pairs;              /* count (source row, destination row): the
+                                           caller's, kept until the job is done */
+    uint32_t count;
+};
+
 /* Regions a job holds, one reference each (once per run of segments in one). */
 struct region_refs {
     struct region **r;
@@ -88,6 +104,7 @@ struct copy_job {
                                    submission, gating it (0: not so) */
     bool flat_out;              /* no wire sets its pace (a local transfer): the copy engines
                                    take it as fast as they can (gpu.c, --gpu-copy-calls) */
+    struct copy_grid *grid;     /* a grid job's rows (copy_job_add_grid), else NULL */
 };
 
 /*
@@ -118,6 +135,19 @@ b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, con
 bool copy_direct_ok(const struct b10d *d, const struct region *from, const struct region *to);
 b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, struct region *to,
                                  void *dst, const void *src, size_t len);
+/*
+ * Reference from (read) and to (written) for a direct job that copies
+ * between them otherwise than by segments (a grid job): B10_ERR_UNSUPPORTED
+ * when the pair needs staging, as copy_job_add_direct.
+ */
+b10_status_t copy_job_hold_direct(struct copy_job *job, struct region *from, struct region *to);
+/*
+ * Make a direct job, with no segment, a grid job: grid (calloc'd, its bases
+ * too) is the job's from here on, freed with it, even on failure. Every
+ * region its bases lie in held first (copy_job_hold_direct). B10_ERR_INVALID_ARG
+ * for a job with segments or an empty grid.
+ */
+b10_status_t copy_job_add_grid(struct copy_job *job, struct copy_grid *grid);
 /*
  * Make (a gather) or check (a scatter) the checksum of the view's first len
  * bytes with seed; want is the sum to check, table the sender's block sums

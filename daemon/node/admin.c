@@ -56,6 +56,7 @@ static const char *admin_peer_name(const struct b10d *d, uint64_t id)
     X(client_protocol_errors, "protocol violations by local clients")                           \
     X(xfers_picked, "submitted transfers whose spans came as rows picked from two grids")    \
     X(xfers_planned_in_parts, "local transfers of picks planned a part at a time")              \
+    X(xfers_grid_copied, "local transfers of picks the GPU copied straight from their indices") \
     X(gpu_parts_single, "copy-engine submissions made one cudaMemcpyAsync a piece (--gpu-copy-calls)") \
     X(gpu_parts_batched, "copy-engine submissions made as batches, which a model's step may wait behind") \
     X(peers_lost, "remote daemons given up: endpoint errors, silence past --peer-timeout-ms")   \

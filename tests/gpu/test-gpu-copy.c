@@ -13,6 +13,11 @@
  * over host staging and device memory, seeds that wrap, a grid smaller than
  * the blocks, and behind a gather in the same submission.
  *
+ * Grid copies (rows picked between two grids of device memory) are held to the
+ * same standard: every byte of both grids' area is compared, the rows left
+ * alone and the gaps between rows and bases included; each refusal sits beside
+ * the allowed request next to it, and leaves the destination as it was.
+ *
  * Without a GPU (CI has nvcc but none) it prints "SKIP: no GPU (reason)" and
  * exits 0. Any mismatch exits 1.
  */
@@ -709,6 +714,456 @@ sum_cases(struct pools *p, const struct set *s)
         failures++;
 }
 
+/* ---------------------------------------------------------------- grid copies */
+
+#define GRID_MAX_BASES 32
+
+/* One side of a grid copy: its bases as offsets in the device pool and as addresses. */
+struct gside {
+    uint32_t nbases, per_base;
+    uint64_t stride;
+    size_t   off[GRID_MAX_BASES];
+    uint64_t bases[GRID_MAX_BASES];
+};
+
+/* Where row k of g lies in the device pool (gpu-copy.h's formula, on offsets). */
+static size_t
+grid_row(const struct gside *g, uint32_t k)
+{
+    return g->off[k / g->per_base] + (size_t)(k % g->per_base) * g->stride;
+}
+
+/*
+ * Places g's bases in the device pool from *cur on, in a shuffled order, each
+ * after a gap of 1..64 bytes, at `residue` mod 16 (-1: any, drawn per base);
+ * *cur ends past the last row. The gaps and the bytes between rows are canaries.
+ */
+static void
+grid_place(struct gside *g, uint8_t *dev, size_t *cur, uint64_t length, int residue)
+{
+    uint32_t perm[GRID_MAX_BASES];
+
+    for (uint32_t b = 0; b < g->nbases; b++)
+        perm[b] = b;
+    for (uint32_t b = g->nbases; b > 1; b--) {
+        uint32_t j = (uint32_t)(rnd() % b), t = perm[b - 1];
+        perm[b - 1] = perm[j];
+        perm[j] = t;
+    }
+    for (uint32_t j = 0; j < g->nbases; j++) {
+        size_t at = *cur + 1 + rnd() % 64;
+        size_t want = residue < 0 ? rnd() % 16 : (size_t)residue;
+
+        at += (want + 16 - at % 16) % 16;
+        g->off[perm[j]] = at;
+        g->bases[perm[j]] = (uint64_t)(uintptr_t)(dev + at);
+        *cur = at + (size_t)(g->per_base - 1) * g->stride + length;
+    }
+    if (*cur + 64 > POOL) {
+        fprintf(stderr, "FAIL: a grid of %u bases does not fit the pool\n", g->nbases);
+        exit(1);
+    }
+}
+
+/*
+ * count picks onto distinct destination rows (a shuffle of them), from source
+ * rows drawn at random, so that sources repeat: the second and third picks
+ * read one row. The first pick is of each grid's last row.
+ */
+static void
+grid_picks(uint32_t *pairs, size_t count, uint32_t src_rows, uint32_t dst_rows)
+{
+    uint32_t *perm = malloc(dst_rows * sizeof(*perm));
+
+    if (!perm || count > dst_rows) {
+        fprintf(stderr, "FAIL: grid picks: no memory, or more picks than rows\n");
+        exit(1);
+    }
+    for (uint32_t i = 0; i < dst_rows; i++)
+        perm[i] = dst_rows - 1 - i;     /* the last row first, the rest shuffled behind it */
+    for (uint32_t i = dst_rows - 1; i > 1; i--) {
+        uint32_t j = 1 + (uint32_t)(rnd() % i), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (size_t i = 0; i < count; i++) {
+        pairs[2 * i] = (uint32_t)(rnd() % src_rows);
+        pairs[2 * i + 1] = perm[i];
+    }
+    pairs[0] = src_rows - 1;
+    if (count >= 3)
+        pairs[2] = pairs[4];
+    free(perm);
+}
+
+/* What the picks leave in the pool's image: each destination row a copy of its source row. */
+static void
+grid_expect(uint8_t *img, const struct gside *s, const struct gside *d, uint64_t length,
+            const uint32_t *pairs, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        memcpy(img + grid_row(d, pairs[2 * i + 1]), img + grid_row(s, pairs[2 * i]), length);
+}
+
+static gpu_copy_grid_t
+grid_of(const struct gside *s, const struct gside *d, uint64_t length, const uint32_t *pairs,
+        size_t count)
+{
+    return (gpu_copy_grid_t){
+        .src = { .bases = s->bases, .nbases = s->nbases, .per_base = s->per_base,
+                 .stride = s->stride },
+        .dst = { .bases = d->bases, .nbases = d->nbases, .per_base = d->per_base,
+                 .stride = d->stride },
+        .length = length, .pairs = pairs, .count = count,
+    };
+}
+
+/* The grids' area of the pool, [0, end): sources random below dst_at, destinations poisoned. */
+static void
+grid_fill(struct pools *p, size_t dst_at, size_t end, uint8_t salt)
+{
+    fill_random(p->dev_exp, dst_at);
+    fill_poison(p->dev_exp + dst_at, end - dst_at, salt);
+    CK(cudaMemcpy(p->dev, p->dev_exp, end, cudaMemcpyHostToDevice));
+}
+
+/* Bytes of the area that differ from its image. */
+static size_t
+grid_compare(struct pools *p, size_t end, const char *what)
+{
+    CK(cudaMemcpy(p->readback, p->dev, end, cudaMemcpyDeviceToHost));
+    return check(p->readback, p->dev_exp, end, what, 0);
+}
+
+static gpu_copier_t *
+grid_copier(unsigned ctas, unsigned threads, size_t max_pieces, int kernels)
+{
+    gpu_copy_params_t prm = {
+        .field_mask = GPU_COPY_PARAM_MAX_CTAS | GPU_COPY_PARAM_THREADS |
+                      GPU_COPY_PARAM_MAX_PIECES | GPU_COPY_PARAM_MAX_INFLIGHT |
+                      GPU_COPY_PARAM_KERNELS,
+        .max_ctas = ctas, .threads = threads, .max_pieces = max_pieces, .max_inflight = 2,
+        .kernels = kernels,
+    };
+    gpu_copier_t *c = NULL;
+
+    return gpu_copy_create(&prm, &c) == GPU_COPY_OK ? c : NULL;
+}
+
+/* Submits req and waits for it: its status. */
+static int
+grid_run(gpu_copier_t *c, const gpu_copy_req_t *req)
+{
+    gpu_copy_op_t *op = NULL;
+    int rc = gpu_copy_submit(c, req, &op);
+
+    if (rc == GPU_COPY_OK) {
+        rc = gpu_copy_op_wait(op);
+        gpu_copy_op_release(op);
+    }
+    return rc;
+}
+
+struct grid_cfg {
+    const char *name;
+    gpu_copy_engine_t engine;
+    unsigned ctas, threads;
+    int residue;        /* the destination bases' residue mod 16 (-1: any) */
+};
+
+/*
+ * One grid copy between s and d, placed afresh in the pool, and the whole
+ * area compared: picked rows, rows left alone, the gaps, and the sources
+ * (which must not change). Returns 1 when every byte is as expected.
+ */
+static int
+grid_case(struct pools *p, const char *what, const struct grid_cfg *cfg, struct gside *s,
+          struct gside *d, uint64_t length, int src_residue, const uint32_t *pairs, size_t count)
+{
+    size_t cur = rnd() % 64, dst_at, end, bad = 0;
+    gpu_copier_t *c;
+    int rc = GPU_COPY_E_NOMEM;
+
+    cases++;
+    grid_place(s, p->dev, &cur, length, src_residue);
+    dst_at = cur + 64;
+    cur = dst_at;
+    grid_place(d, p->dev, &cur, length, cfg->residue);
+    end = cur + 64;
+    grid_fill(p, dst_at, end, (uint8_t)rnd());
+
+    c = grid_copier(cfg->ctas, cfg->threads, MAX_PIECES, 1);
+    if (c != NULL) {
+        gpu_copy_grid_t g = grid_of(s, d, length, pairs, count);
+        gpu_copy_req_t req = { .engine = cfg->engine, .grid = &g };
+        rc = grid_run(c, &req);
+    }
+    if (rc != GPU_COPY_OK) {
+        fprintf(stderr, "FAIL: grid %s %s: %s %s\n", what, cfg->name, gpu_copy_strstatus(rc),
+                c ? gpu_copy_last_error(c) : "no copier");
+        failures++;
+        gpu_copy_destroy(c);
+        return 0;
+    }
+    gpu_copy_destroy(c);
+    grid_expect(p->dev_exp, s, d, length, pairs, count);
+    bad = grid_compare(p, end, "grid area");
+    printf("%s grid %-9s %-14s rows %8llu B, %3zu picks, %ux%u -> %ux%u rows, strides %llu/%llu\n",
+           bad ? "FAIL" : "ok  ", what, cfg->name, (unsigned long long)length, count, s->nbases,
+           s->per_base, d->nbases, d->per_base, (unsigned long long)s->stride,
+           (unsigned long long)d->stride);
+    if (bad)
+        failures++;
+    return bad == 0;
+}
+
+/*
+ * Rows picked at random between grids of several bases each, shuffled through
+ * the pool, each side with a stride of its own: rows of 32 KiB and 4 KiB on
+ * 16-byte aligned bases and strides, and of 777 bytes on bases and odd
+ * strides of any residue, where the vector width falls back row by row.
+ */
+static void
+grid_pick_cases(struct pools *p, int quick)
+{
+    enum { SRC_BASES = 6, SRC_PER = 16, DST_BASES = 5, DST_PER = 20, PICKS = 75 };
+    static const struct { const char *name; uint64_t length; int odd; } rows[] = {
+        { "32KiB", 32768, 0 }, { "4KiB", 4096, 0 }, { "777B-odd", 777, 1 },
+    };
+    static const struct grid_cfg cfgs[] = {
+        { "kernel/1x32", GPU_COPY_KERNEL, 1, 32, 0 },
+        { "auto/3x256", GPU_COPY_AUTO, 3, 256, 0 },
+        { "kernel/32x512", GPU_COPY_KERNEL, 32, 512, 0 },
+    };
+    uint32_t pairs[2 * PICKS];
+
+    for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++)
+        for (size_t e = 0; e < sizeof(cfgs) / sizeof(cfgs[0]); e++) {
+            if (quick && e != 1)
+                continue;
+            uint64_t len = rows[r].length;
+            struct gside s = { .nbases = SRC_BASES, .per_base = SRC_PER };
+            struct gside d = { .nbases = DST_BASES, .per_base = DST_PER };
+            struct grid_cfg cfg = cfgs[e];
+
+            /* Strides that differ: the source's at most the destination's less 2 (16). */
+            if (rows[r].odd) {
+                s.stride = len + 2 * (rnd() % 32) + 1;
+                d.stride = len + 2 * (rnd() % 32) + 65;
+                cfg.residue = -1;
+            } else {
+                s.stride = len + 16 * (1 + rnd() % 8);
+                d.stride = len + 16 * (9 + rnd() % 8);
+            }
+            grid_picks(pairs, PICKS, SRC_BASES * SRC_PER, DST_BASES * DST_PER);
+            grid_case(p, rows[r].name, &cfg, &s, &d, len, rows[r].odd ? -1 : 0, pairs, PICKS);
+        }
+}
+
+/*
+ * A few rows of 8 MiB and a bit: submission cuts each into slices (a warp
+ * each), the last slice shorter, and the slices keep the residues: on
+ * aligned bases, on bases 8 apart mod 16, and on any.
+ */
+static void
+grid_long_rows(struct pools *p, int quick)
+{
+    static const struct grid_cfg cfgs[] = {
+        { "kernel/32x512", GPU_COPY_KERNEL, 32, 512, 0 },
+        { "auto/1x32", GPU_COPY_AUTO, 1, 32, -1 },
+        { "kernel/3x256", GPU_COPY_KERNEL, 3, 256, 8 },
+    };
+    /* Source row 3 twice; every destination row once. */
+    static const uint32_t pairs[6] = { 3, 1, 0, 2, 3, 0 };
+    const uint64_t len = (8u << 20) + 333;
+
+    for (size_t e = 0; e < sizeof(cfgs) / sizeof(cfgs[0]); e++) {
+        if (quick && e != 1)
+            continue;
+        struct gside s = { .nbases = 2, .per_base = 2, .stride = len + 4096 + 48 };
+        struct gside d = { .nbases = 3, .per_base = 1, .stride = 0 };
+        grid_case(p, "long-rows", &cfgs[e], &s, &d, len, 0, pairs, 3);
+    }
+}
+
+/*
+ * Submits req on c, which must answer want; then the whole area must match
+ * its image: with the request's rows copied when it was to succeed, and as it
+ * was when it was to be refused. A mismatch is reported and taken as the
+ * image, so that the steps after it are judged on their own.
+ */
+static void
+grid_step(struct pools *p, gpu_copier_t *c, const gpu_copy_req_t *req, int want,
+          const struct gside *s, const struct gside *d, size_t end, const char *what, int *ok)
+{
+    int rc = grid_run(c, req);
+
+    if (rc != want) {
+        fprintf(stderr, "FAIL: grid refusals: %s gave %s, not %s %s\n", what,
+                gpu_copy_strstatus(rc), gpu_copy_strstatus(want), gpu_copy_last_error(c));
+        *ok = 0;
+    }
+    if (rc == GPU_COPY_OK && want == GPU_COPY_OK)
+        grid_expect(p->dev_exp, s, d, req->grid->length, req->grid->pairs, req->grid->count);
+    if (grid_compare(p, end, what)) {
+        fprintf(stderr, "FAIL: grid refusals: %s: the grids' bytes are not as expected\n", what);
+        *ok = 0;
+        memcpy(p->dev_exp, p->readback, end);
+    }
+}
+
+/* Four picks onto destination rows no step named before, from *next on. */
+static void
+grid_fresh(uint32_t *pairs, uint32_t *next, uint32_t src_rows)
+{
+    for (int i = 0; i < 4; i++) {
+        pairs[2 * i] = (uint32_t)(rnd() % src_rows);
+        pairs[2 * i + 1] = (*next)++;
+    }
+}
+
+/*
+ * Each refusal beside the same request made right, which succeeds: an index
+ * equal to its grid's rows on either side, the copy engines, a sum, pieces, a
+ * zero base, a base whose last row would wrap 2^64, a copier without kernels,
+ * more bases than max_pieces, and picks and bases past 3 x max_pieces. Every
+ * refused request names rows still poisoned, which must stay so.
+ */
+static void
+grid_refusals(struct pools *p)
+{
+    enum { MAXP = 16, LEN = 256, SRC_ROWS = 8, DST_ROWS = 96 };
+    struct gside s = { .nbases = 2, .per_base = 4, .stride = 320 };
+    struct gside d = { .nbases = 2, .per_base = 48, .stride = 272 };
+    uint32_t pairs[2 * 3 * MAXP];
+    uint32_t next = 0;      /* the first destination row no step has named */
+    size_t cur = 0, dst_at, end;
+    gpu_copy_grid_t g;
+    gpu_copy_req_t req;
+    int ok = 1;
+
+    cases++;
+    grid_place(&s, p->dev, &cur, LEN, 0);
+    dst_at = cur + 64;
+    cur = dst_at;
+    grid_place(&d, p->dev, &cur, LEN, 0);
+    end = cur + 64;
+    grid_fill(p, dst_at, end, 0x47);
+    gpu_copier_t *c = grid_copier(32, 512, MAXP, 1);
+    gpu_copier_t *engines_only = grid_copier(32, 512, MAXP, 0);
+    if (!c || !engines_only) {
+        fprintf(stderr, "FAIL: grid refusals: gpu_copy_create\n");
+        failures++;
+        gpu_copy_destroy(c);
+        gpu_copy_destroy(engines_only);
+        return;
+    }
+
+    /* Picks and bases at most 3 x max_pieces: 45 picks and 4 bases are refused, 44 go. */
+    for (uint32_t i = 0; i < 3 * MAXP - 3; i++) {
+        pairs[2 * i] = (uint32_t)(rnd() % SRC_ROWS);
+        pairs[2 * i + 1] = i;
+    }
+    g = grid_of(&s, &d, LEN, pairs, 3 * MAXP - 3);
+    req = (gpu_copy_req_t){ .grid = &g };
+    grid_step(p, c, &req, GPU_COPY_E_TOOBIG, &s, &d, end, "45 picks + 4 bases", &ok);
+    g.count = 3 * MAXP - 4;
+    grid_step(p, c, &req, GPU_COPY_OK, &s, &d, end, "44 picks + 4 bases", &ok);
+    next = 3 * MAXP - 4;
+
+    /* An index equal to its grid's rows, in the third pick; one less is the last row. */
+    grid_fresh(pairs, &next, SRC_ROWS);
+    g = grid_of(&s, &d, LEN, pairs, 4);
+    pairs[4] = SRC_ROWS;
+    grid_step(p, c, &req, GPU_COPY_E_INVAL, &s, &d, end, "source index == rows", &ok);
+    pairs[4] = SRC_ROWS - 1;
+    grid_step(p, c, &req, GPU_COPY_OK, &s, &d, end, "source index == rows - 1", &ok);
+    grid_fresh(pairs, &next, SRC_ROWS);
+    pairs[5] = DST_ROWS;
+    grid_step(p, c, &req, GPU_COPY_E_INVAL, &s, &d, end, "destination index == rows", &ok);
+    pairs[5] = DST_ROWS - 1;    /* no fresh pick reaches it: checked below */
+    grid_step(p, c, &req, GPU_COPY_OK, &s, &d, end, "destination index == rows - 1", &ok);
+
+    /* Only the kernel finds rows: the copy engines are refused. */
+    grid_fresh(pairs, &next, SRC_ROWS);
+    req.engine = GPU_COPY_MEMCPY;
+    grid_step(p, c, &req, GPU_COPY_E_INVAL, &s, &d, end, "engine memcpy", &ok);
+    req.engine = GPU_COPY_BATCH;
+    grid_step(p, c, &req, GPU_COPY_E_INVAL, &s, &d, end, "engine batch", &ok);
+    req.engine = GPU_COPY_KERNEL;
+    grid_step(p, c, &req, GPU_COPY_OK, &s, &d, end, "engine kernel", &ok);
+    req.engine = GPU_COPY_AUTO;
+
+    /* No sum, and no pieces, beside a grid. */
+    gpu_copy_sum_t sum = { .bytes = p->host, .nblocks = 1, .seed = 1 };
+    grid_fresh(pairs, &next, SRC_ROWS);
+    req.sum = &sum;
+    grid_step(p, c, &req, GPU_COPY_E_INVAL, &s, &d, end, "a sum given", &ok);
+    req.sum = NULL;
+    grid_step(p, c, &req, GPU_COPY_OK, &s, &d, end, "no sum", &ok);
+    gpu_copy_piece_t piece = { .dev = p->dev + end, .host = p->host, .len = 64 };
+    grid_fresh(pairs, &next, SRC_ROWS);
+    req.pieces = &piece;
+    req.npieces = 1;
+    grid_step(p, c, &req, GPU_COPY_E_INVAL, &s, &d, end, "a piece given", &ok);
+    req.pieces = NULL;
+    req.npieces = 0;
+    grid_step(p, c, &req, GPU_COPY_OK, &s, &d, end, "no piece", &ok);
+
+    /* A zero base; a base whose last row would end past 2^64. */
+    struct gside bad = s;
+    grid_fresh(pairs, &next, SRC_ROWS);
+    bad.bases[1] = 0;
+    g = grid_of(&bad, &d, LEN, pairs, 4);
+    grid_step(p, c, &req, GPU_COPY_E_INVAL, &s, &d, end, "a zero base", &ok);
+    g = grid_of(&s, &d, LEN, pairs, 4);
+    grid_step(p, c, &req, GPU_COPY_OK, &s, &d, end, "the base restored", &ok);
+    bad = d;
+    grid_fresh(pairs, &next, SRC_ROWS);
+    bad.bases[0] = UINT64_MAX - ((uint64_t)(d.per_base - 1) * d.stride + LEN) + 2;
+    g = grid_of(&s, &bad, LEN, pairs, 4);
+    grid_step(p, c, &req, GPU_COPY_E_INVAL, &s, &d, end, "a base that wraps", &ok);
+    g = grid_of(&s, &d, LEN, pairs, 4);
+    grid_step(p, c, &req, GPU_COPY_OK, &s, &d, end, "the base restored", &ok);
+
+    /* A copier without kernels has no grid kernel. */
+    grid_fresh(pairs, &next, SRC_ROWS);
+    grid_step(p, engines_only, &req, GPU_COPY_E_INVAL, &s, &d, end, "a copier without kernels", &ok);
+    grid_step(p, c, &req, GPU_COPY_OK, &s, &d, end, "a copier with kernels", &ok);
+
+    /* Bases at most max_pieces in all: 9 + 8 are refused, 8 + 8 go (the extra ones alias base 0). */
+    struct gside wide_s = s, wide_d = d;
+    wide_s.nbases = MAXP / 2 + 1;
+    wide_d.nbases = MAXP / 2;
+    for (uint32_t b = 2; b < wide_s.nbases; b++) {
+        wide_s.off[b] = s.off[0];
+        wide_s.bases[b] = s.bases[0];
+    }
+    for (uint32_t b = 2; b < wide_d.nbases; b++) {
+        wide_d.off[b] = d.off[0];
+        wide_d.bases[b] = d.bases[0];
+    }
+    pairs[0] = 0;
+    pairs[1] = next++;
+    g = grid_of(&wide_s, &wide_d, LEN, pairs, 1);
+    grid_step(p, c, &req, GPU_COPY_E_TOOBIG, &wide_s, &wide_d, end, "17 bases", &ok);
+    wide_s.nbases = MAXP / 2;
+    g = grid_of(&wide_s, &wide_d, LEN, pairs, 1);
+    grid_step(p, c, &req, GPU_COPY_OK, &wide_s, &wide_d, end, "16 bases", &ok);
+
+    if (next > DST_ROWS - 1) {
+        fprintf(stderr, "FAIL: grid refusals: %u fresh rows reach the one kept for the last\n", next);
+        ok = 0;
+    }
+    gpu_copy_destroy(engines_only);
+    gpu_copy_destroy(c);
+    printf("%s grid refusals: index == rows either side, memcpy, batch, sum, pieces, zero and "
+           "wrapping bases, no kernels, 17 bases, 45 + 4 over 48; each beside its allowed case\n",
+           ok ? "ok  " : "FAIL");
+    if (!ok)
+        failures++;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -781,6 +1236,9 @@ main(int argc, char **argv)
     }
     engines_only_cases(&p, &sets[0]);
     sum_cases(&p, &sets[2]);
+    grid_pick_cases(&p, quick);
+    grid_long_rows(&p, quick);
+    grid_refusals(&p);
 
     for (size_t si = 0; si < sizeof(sets) / sizeof(sets[0]); si++)
         set_free(&sets[si]);

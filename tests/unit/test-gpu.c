@@ -52,6 +52,15 @@ struct gpu_copy_op {
     gpu_copy_piece_t *pieces;
     size_t npieces;
     int engine;
+    /*
+     * A grid request as it reached the driver: NULL when it had none, else
+     * grid_req, whose pairs and bases point into copies of the op's own (the
+     * caller's arrays are valid during the call only).
+     */
+    const gpu_copy_grid_t *grid;
+    gpu_copy_grid_t grid_req;
+    uint32_t *grid_pairs;
+    uint64_t *grid_src_bases, *grid_dst_bases;
     pthread_t thread;       /* the one that submitted it */
     bool ended;             /* the test ended it: its callback ran */
     int rc;
@@ -219,6 +228,38 @@ static void *fake_gpu_main(void *arg)
     return NULL;
 }
 
+/* Keeps what a grid request says, its arrays too: they are the caller's during the call only. */
+static void record_grid(struct gpu_copy_op *op, const gpu_copy_grid_t *g)
+{
+    assert_true(g->pairs != NULL && g->src.bases != NULL && g->dst.bases != NULL);
+    op->grid_req = *g;
+    op->grid_pairs = malloc(2 * g->count * sizeof(*op->grid_pairs));
+    op->grid_src_bases = malloc(g->src.nbases * sizeof(*op->grid_src_bases));
+    op->grid_dst_bases = malloc(g->dst.nbases * sizeof(*op->grid_dst_bases));
+    assert_true(op->grid_pairs != NULL && op->grid_src_bases != NULL &&
+                op->grid_dst_bases != NULL);
+    memcpy(op->grid_pairs, g->pairs, 2 * g->count * sizeof(*op->grid_pairs));
+    memcpy(op->grid_src_bases, g->src.bases, g->src.nbases * sizeof(*op->grid_src_bases));
+    memcpy(op->grid_dst_bases, g->dst.bases, g->dst.nbases * sizeof(*op->grid_dst_bases));
+    op->grid_req.pairs = op->grid_pairs;
+    op->grid_req.src.bases = op->grid_src_bases;
+    op->grid_req.dst.bases = op->grid_dst_bases;
+    op->grid = &op->grid_req;
+}
+
+/* What a recorded submission holds of its own. */
+static void op_free(struct gpu_copy_op *op)
+{
+    free(op->pieces);
+    free(op->grid_pairs);
+    free(op->grid_src_bases);
+    free(op->grid_dst_bases);
+    op->pieces = NULL;
+    op->grid_pairs = NULL;
+    op->grid_src_bases = op->grid_dst_bases = NULL;
+    op->grid = NULL;
+}
+
 int __wrap_gpu_copy_submit(gpu_copier_t *copier, const gpu_copy_req_t *req, gpu_copy_op_t **op_p)
 {
     if (pthread_equal(pthread_self(), loop_thread))
@@ -246,9 +287,14 @@ int __wrap_gpu_copy_submit(gpu_copier_t *copier, const gpu_copy_req_t *req, gpu_
     *op = (struct gpu_copy_op){ .copier = copier, .cb = req->done_cb, .arg = req->done_arg,
                                 .npieces = req->npieces, .engine = req->engine,
                                 .thread = pthread_self() };
-    op->pieces = malloc(req->npieces * sizeof(*op->pieces));
-    assert_non_null(op->pieces);
-    memcpy(op->pieces, req->pieces, req->npieces * sizeof(*op->pieces));
+    /* A grid request has no pieces (and may have no piece array at all). */
+    if (req->npieces > 0) {
+        op->pieces = malloc(req->npieces * sizeof(*op->pieces));
+        assert_non_null(op->pieces);
+        memcpy(op->pieces, req->pieces, req->npieces * sizeof(*op->pieces));
+    }
+    if (req->grid != NULL)
+        record_grid(op, req->grid);
     __atomic_fetch_add(&copier->inflight, 1, __ATOMIC_RELEASE);
     *op_p = op;
     return GPU_COPY_OK;
@@ -348,7 +394,9 @@ static void end_op(size_t i, int rc)
     settle();
 }
 
-static int start_feeds(enum config_gpu_copy mode, int devices, uint32_t feeds)
+/* A GPU room whose parts' ends reach h: the test's counters, or the copy room's own. */
+static int start_hooked(enum config_gpu_copy mode, int devices, uint32_t feeds,
+                        const struct gpu_hooks *h)
 {
     memset(&test_d, 0, sizeof(test_d));
     config_defaults(&test_d.cfg);
@@ -366,7 +414,12 @@ static int start_feeds(enum config_gpu_copy mode, int devices, uint32_t feeds)
     single_piece_ns = 0;
     parts_done = 0;
     first_failure = B10_OK;
-    return gpu_start(&test_d, &hooks) == B10_OK && gpu_present(&test_d) ? 0 : -1;
+    return gpu_start(&test_d, h) == B10_OK && gpu_present(&test_d) ? 0 : -1;
+}
+
+static int start_feeds(enum config_gpu_copy mode, int devices, uint32_t feeds)
+{
+    return start_hooked(mode, devices, feeds, &hooks);
 }
 
 /* One copy stream a device: its submissions in one order, what most tests look at. */
@@ -375,16 +428,18 @@ static int start(enum config_gpu_copy mode, int devices)
     return start_feeds(mode, devices, 1);
 }
 
-static void stop(void)
+/* Whether gpu_stop found no copy in flight and no callback due. */
+static bool stop(void)
 {
     /* Every submission came from a feed thread, and none found its copier full. */
     assert_int_equal(loop_submissions, 0);
     assert_int_equal(busy_answers, 0);
-    gpu_stop(&test_d);
+    bool stopped = gpu_stop(&test_d);
     uv_run(&test_loop, UV_RUN_NOWAIT);
     /* The stress test's operations are its own (freed at release), not in ops. */
     for (size_t i = 0; !async_gpu && i < nops; i++)
-        free(ops[i].pieces);
+        op_free(&ops[i]);
+    return stopped;
 }
 
 /* A scatter job of n pieces of 4 KiB from a view onto device memory (fake addresses). */
@@ -821,6 +876,121 @@ static void test_refused_submission_midway(void **state)
     free(f.segs);
 }
 
+/*
+ * A grid job as the local engine makes one: rows picked between two grids of
+ * one GPU, no segment and no region (the fake driver reads no address). The
+ * source grid has 3 bases of 4 rows, the destination 2 of 5; the picks reach
+ * each grid's last row.
+ */
+#define GRID_PICKS 5
+#define GRID_LENGTH 20480u
+static const uint32_t grid_pairs[2 * GRID_PICKS] = { 0, 5, 11, 9, 3, 3, 7, 0, 2, 8 };
+static const uint64_t grid_src[3] = { 0x7100000000ull, 0x7180000000ull, 0x7140000000ull };
+static const uint64_t grid_dst[2] = { 0x7210000000ull, 0x7200000000ull };
+
+/* What the job's owner hears: done runs once per job, with its status. */
+static unsigned grid_jobs_done;
+static b10_status_t grid_job_status;
+
+static void grid_job_done(struct copy_job *job, b10_status_t status)
+{
+    grid_jobs_done++;
+    grid_job_status = status;
+}
+
+static struct copy_job *grid_job_new(void)
+{
+    struct copy_job *job = copy_job_new(&test_d, false, grid_job_done, NULL, 0);
+    struct copy_grid *g = calloc(1, sizeof(*g));
+    assert_non_null(job);
+    assert_non_null(g);
+    *g = (struct copy_grid){ .device = 0, .src_nbases = 3, .dst_nbases = 2,
+                             .src_per_base = 4, .dst_per_base = 5,
+                             .src_stride = 0x10000, .dst_stride = 0x6000,
+                             .length = GRID_LENGTH, .pairs = grid_pairs, .count = GRID_PICKS };
+    g->src_bases = calloc(3, sizeof(*g->src_bases));
+    g->dst_bases = calloc(2, sizeof(*g->dst_bases));
+    assert_true(g->src_bases != NULL && g->dst_bases != NULL);
+    memcpy(g->src_bases, grid_src, sizeof(grid_src));
+    memcpy(g->dst_bases, grid_dst, sizeof(grid_dst));
+    assert_int_equal(copy_job_add_grid(job, g), B10_OK);
+    assert_int_equal(job->bytes, (uint64_t)GRID_PICKS * GRID_LENGTH);
+    return job;
+}
+
+/*
+ * A grid job is one submission of the grid kernel: no pieces, the rows'
+ * indices and both grids' shapes exactly as the job has them, by the kernel
+ * (AUTO or KERNEL: the copy engines cannot take it), called back (nothing
+ * later on the stream would end it). Its owner hears of it once, when the
+ * copy has ended, and it counts as neither way of calling the copy engines.
+ */
+static void test_grid_job_is_one_kernel_submission(void **state)
+{
+    assert_int_equal(start_hooked(CONFIG_GPU_COPY_KERNEL, 1, 1, &copy_gpu_hooks), 0);
+    grid_jobs_done = 0;
+    copy_job_submit(grid_job_new());
+    assert_int_equal(submitted(), 1);
+    const struct gpu_copy_op *op = &ops[0];
+    assert_true(op->engine == GPU_COPY_AUTO || op->engine == GPU_COPY_KERNEL);
+    assert_int_equal(op->npieces, 0);
+    assert_non_null(op->cb);
+    const gpu_copy_grid_t *g = op->grid;
+    assert_non_null(g);
+    assert_int_equal(g->count, GRID_PICKS);
+    assert_int_equal(g->length, GRID_LENGTH);
+    assert_memory_equal(g->pairs, grid_pairs, sizeof(grid_pairs));
+    assert_int_equal(g->src.nbases, 3);
+    assert_int_equal(g->src.per_base, 4);
+    assert_int_equal(g->src.stride, 0x10000);
+    assert_memory_equal(g->src.bases, grid_src, sizeof(grid_src));
+    assert_int_equal(g->dst.nbases, 2);
+    assert_int_equal(g->dst.per_base, 5);
+    assert_int_equal(g->dst.stride, 0x6000);
+    assert_memory_equal(g->dst.bases, grid_dst, sizeof(grid_dst));
+    /* In flight until its copy ends. */
+    settle();
+    assert_int_equal(grid_jobs_done, 0);
+    end_op(0, GPU_COPY_OK);
+    assert_int_equal(grid_jobs_done, 1);
+    assert_int_equal(grid_job_status, B10_OK);
+    settle();
+    assert_int_equal(grid_jobs_done, 1);
+    assert_int_equal(test_d.stats.gpu_parts_single, 0);
+    assert_int_equal(test_d.stats.gpu_parts_batched, 0);
+    assert_true(stop());
+}
+
+/*
+ * A grid submission the driver refuses ends its job with a failure, and
+ * nothing of it stays in flight: the copier holds no slot for it and the
+ * GPU room stops with no copy and no callback due. The same job submitted
+ * next goes out and ends well.
+ */
+static void test_grid_job_refused(void **state)
+{
+    assert_int_equal(start_hooked(CONFIG_GPU_COPY_KERNEL, 1, 1, &copy_gpu_hooks), 0);
+    test_d.test_gpu_stop_ms = 20;     /* a part left in flight: stop says so at once */
+    grid_jobs_done = 0;
+    fail_submission = 0;
+    copy_job_submit(grid_job_new());
+    assert_int_equal(submitted(), 0);
+    assert_int_equal(grid_jobs_done, 1);
+    assert_int_equal(grid_job_status, B10_ERR_INTERNAL);
+    assert_int_equal(__atomic_load_n(&copiers[0].inflight, __ATOMIC_ACQUIRE), 0);
+
+    copy_job_submit(grid_job_new());
+    assert_int_equal(submitted(), 1);
+    assert_non_null(ops[0].grid);
+    end_op(0, GPU_COPY_OK);
+    assert_int_equal(grid_jobs_done, 2);
+    assert_int_equal(grid_job_status, B10_OK);
+    assert_int_equal(__atomic_load_n(&copiers[0].inflight, __ATOMIC_ACQUIRE), 0);
+    assert_int_equal(test_d.stats.gpu_parts_single, 0);
+    assert_int_equal(test_d.stats.gpu_parts_batched, 0);
+    assert_true(stop());
+}
+
 /* The submissions of copier c, in the order its feed made them: their indices in ops. */
 static size_t ops_of(const struct gpu_copier *c, size_t *idx, size_t most)
 {
@@ -968,7 +1138,7 @@ static void end_left_behind(struct job_fixture *f)
     uv_run(&test_loop, UV_RUN_NOWAIT);
     assert_int_equal(sends_on_closed, 0);
     assert_int_equal(f->job.parts, 2);
-    free(ops[0].pieces);
+    op_free(&ops[0]);
     nops = 0;
     free(f->segs);
 }
@@ -996,7 +1166,7 @@ static void test_stop_leaves_a_wedged_gpu(void **state)
     assert_true(gpu_stop(&test_d));
     uv_run(&test_loop, UV_RUN_NOWAIT);
     assert_int_equal(copiers_destroyed, ncopiers);
-    free(ops[0].pieces);
+    op_free(&ops[0]);
     free(f.segs);
 
     assert_int_equal(start(CONFIG_GPU_COPY_ENGINE, 1), 0);
@@ -1070,6 +1240,8 @@ int main(void)
         cmocka_unit_test(test_callbacks_where_no_later_part_may_come),
         cmocka_unit_test(test_parts_left_without_a_callback_end),
         cmocka_unit_test(test_refused_submission_midway),
+        cmocka_unit_test(test_grid_job_is_one_kernel_submission),
+        cmocka_unit_test(test_grid_job_refused),
         cmocka_unit_test(test_jobs_spread_over_feeds),
         cmocka_unit_test(test_stress_threads_and_streams),
         cmocka_unit_test(test_stop_leaves_a_wedged_gpu),
