@@ -206,27 +206,56 @@ struct grid_shape {
     uint32_t        src_per_base, dst_per_base, slices;
 };
 
+struct grid_item {
+    const char *src;
+    char       *dst;
+    uint64_t    len;
+};
+
+/* Item i's two spans: its pick's indices, then each side's base, read from the table. */
+__device__ __forceinline__ struct grid_item
+grid_item_at(const struct grid_shape &g, uint64_t i)
+{
+    uint64_t pick = i, off = 0;
+    if (g.slices > 1) {
+        pick = i / g.slices;
+        off = (i - pick * g.slices) * g.slice;
+    }
+    const uint2 p = g.pairs[pick];
+    const uint32_t sb = p.x / g.src_per_base, db = p.y / g.dst_per_base;
+    const uint64_t left = g.length - off;
+    struct grid_item it;
+    it.src = (const char *)(uintptr_t)(g.src_bases[sb] +
+                                       (uint64_t)(p.x - sb * g.src_per_base) * g.src_stride + off);
+    it.dst = (char *)(uintptr_t)(g.dst_bases[db] +
+                                 (uint64_t)(p.y - db * g.dst_per_base) * g.dst_stride + off);
+    it.len = left < g.slice ? left : g.slice;
+    return it;
+}
+
 __global__ void __launch_bounds__(512)
 gpu_grid_kernel(const struct grid_shape g)
 {
     const unsigned lane = threadIdx.x & 31;
     const uint64_t nwarps = ((uint64_t)gridDim.x * blockDim.x) >> 5;
+    uint64_t i = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 
-    for (uint64_t i = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < g.nitems;
-         i += nwarps) {
-        uint64_t pick = i, off = 0;
-        if (g.slices > 1) {
-            pick = i / g.slices;
-            off = (i - pick * g.slices) * g.slice;
-        }
-        const uint2 p = g.pairs[pick];
-        const uint32_t sb = p.x / g.src_per_base, db = p.y / g.dst_per_base;
-        const char *src = (const char *)(uintptr_t)(
-            g.src_bases[sb] + (uint64_t)(p.x - sb * g.src_per_base) * g.src_stride + off);
-        char *dst = (char *)(uintptr_t)(
-            g.dst_bases[db] + (uint64_t)(p.y - db * g.dst_per_base) * g.dst_stride + off);
-        const uint64_t left = g.length - off;
-        warp_copy_any(dst, src, left < g.slice ? left : g.slice, lane);
+    if (i >= g.nitems)
+        return;
+    struct grid_item it = grid_item_at(g, i);
+    for (;;) {
+        /* The next item's indices and bases are read before this one is copied: two
+         * dependent reads a row, worth hiding behind its copy. */
+        const uint64_t next = i + nwarps;
+        const bool more = next < g.nitems;
+        struct grid_item nit = { nullptr, nullptr, 0 };
+        if (more)
+            nit = grid_item_at(g, next);
+        warp_copy_any(it.dst, it.src, it.len, lane);
+        if (!more)
+            break;
+        it = nit;
+        i = next;
     }
 }
 

@@ -244,8 +244,18 @@ struct xfer_grid {
     size_t count;
 };
 
-/* Rows a grid copy takes: one kernel launch's, within gpu-copy.h's bound on its table. */
-#define XFER_GRID_ROWS 65536u
+/*
+ * A grid copy takes up to XFER_GRID_BYTES, and XFER_GRID_ROWS rows (within
+ * gpu-copy.h's bound on one launch's table). Each copy ends in a host
+ * callback, which holds the stream until a driver thread has run it, and a
+ * trip through the loop: on the H200, 2.5 GiB in copies of 256 MiB moved in
+ * 2.3-2.7 ms where their kernels ran 1.6; in copies of 1 GiB, 1.9 where
+ * they ran 1.5 (RESULTS run 52). A 4 GiB kernel runs about 2.4 ms there,
+ * which a failure waits for at most once per copy in flight.
+ */
+#define XFER_GRID_BYTES (4ull << 30)
+#define XFER_GRID_ROWS COPY_GRID_ROWS
+_Static_assert(PLAN_GRID_BASES <= COPY_GRID_BASES, "a checked grid's bases fit a grid job");
 
 void xfer_local_grid_free(struct xfer_grid *grid)
 {
@@ -262,23 +272,47 @@ static uint64_t xfer_grid_reach(const struct picks_grid *g)
     return (g->per_base - 1) * g->stride + g->length;
 }
 
-static b10_status_t xfer_grid_one(void *arg, struct region *r, uint64_t offset, uint64_t n)
+/*
+ * The regions a base's rows lie in, walked: each VRAM of one device, and
+ * one mapping for all (the daemon's address a fixed distance from the
+ * rank's: regions of one allocation, which CUDA maps once), so that the
+ * kernel can reach every row from one base. With a job, each is held.
+ */
+struct xfer_grid_walk {
+    struct b10d *d;
+    struct copy_job *job;           /* NULL: a check only */
+    bool written, open_only;
+    int device;                     /* every region's, once one was seen (-1 before) */
+    bool seen;                      /* a region of this base was seen: delta is its */
+    uint64_t delta;                 /* the daemon's address minus the rank's */
+};
+
+static b10_status_t xfer_grid_emit(void *arg, struct region *r, uint64_t offset, uint64_t n)
 {
-    struct region **found = arg;
-    if (*found != NULL)
-        return B10_ERR_UNSUPPORTED;     /* the rows span two regions */
-    *found = r;
-    return B10_OK;
+    struct xfer_grid_walk *w = arg;
+    uint64_t delta = (uint64_t)(uintptr_t)r->base - r->addr;
+    if (r->kind != B10_MEM_VRAM || (w->device >= 0 && r->device != w->device) ||
+        (w->seen && delta != w->delta) || !copy_direct_ok(w->d, r, r))
+        return B10_ERR_UNSUPPORTED;
+    if (w->open_only && !r->open)
+        return B10_ERR_PERMISSION;
+    w->device = r->device;
+    w->seen = true;
+    w->delta = delta;
+    return w->job != NULL ? copy_job_hold(w->job, r, w->written) : B10_OK;
 }
 
-/* The one VRAM region that holds every row of base b, or NULL. */
-static struct region *xfer_grid_region(struct mem_table *mem, const struct picks_grid *g, size_t b)
+/* Base b's rows through w: B10_OK with the daemon's address of the base in *addr_p. */
+static b10_status_t xfer_grid_base(struct mem_table *mem, const struct picks_grid *g, size_t b,
+                                   struct xfer_grid_walk *w, uint64_t *addr_p)
 {
     uint64_t addr = frame_get_u64(g->bases + b * 8), reach = xfer_grid_reach(g);
+    w->seen = false;
     struct region *r = mem_table_hinted(mem, addr, reach);
-    if (r == NULL && mem_table_walk(mem, addr, reach, xfer_grid_one, &r) != B10_OK)
-        r = NULL;
-    return r != NULL && r->kind == B10_MEM_VRAM ? r : NULL;
+    b10_status_t status = r != NULL ? xfer_grid_emit(w, r, addr - r->addr, reach)
+                                    : mem_table_walk(mem, addr, reach, xfer_grid_emit, w);
+    *addr_p = addr + w->delta;
+    return status;
 }
 
 /*
@@ -298,16 +332,13 @@ static b10_status_t xfer_local_grid_new(struct b10d *d, const struct xfer_rows *
     const struct picks_grid *dst = read ? &p->local : &p->remote;
     if (src->nbases > PLAN_GRID_BASES || dst->nbases > PLAN_GRID_BASES)
         return B10_ERR_UNSUPPORTED;
-    /* Every base's rows in one region of VRAM, and the kernels allowed between them. */
-    struct region *first = xfer_grid_region(&from->mem, src, 0);
-    for (size_t b = 0; first != NULL && b < src->nbases + dst->nbases; b++) {
-        struct region *r = b < src->nbases ? xfer_grid_region(&from->mem, src, b)
-                                           : xfer_grid_region(&to->mem, dst, b - src->nbases);
-        if (r == NULL || !copy_direct_ok(d, first, r))
+    /* Every base's rows in VRAM of one device, one mapping a base, and the kernels allowed. */
+    struct xfer_grid_walk w = { .d = d, .device = -1 };
+    uint64_t addr;
+    for (size_t b = 0; b < src->nbases + dst->nbases; b++)
+        if ((b < src->nbases ? xfer_grid_base(&from->mem, src, b, &w, &addr)
+                             : xfer_grid_base(&to->mem, dst, b - src->nbases, &w, &addr)) != B10_OK)
             return B10_ERR_UNSUPPORTED;
-    }
-    if (first == NULL)
-        return B10_ERR_UNSUPPORTED;
     struct xfer_grid *g = calloc(1, sizeof(*g));
     size_t nbases = src->nbases + dst->nbases;
     if (g == NULL || (g->pairs = malloc(rows->count * 2 * sizeof(*g->pairs))) == NULL ||
@@ -318,8 +349,8 @@ static b10_status_t xfer_local_grid_new(struct b10d *d, const struct xfer_rows *
     b10_status_t status = plan_grid_pairs(src, dst, read ? p->remote_rows : p->local_rows,
                                           read ? p->local_rows : p->remote_rows, rows->count,
                                           g->pairs);
-    uint32_t per_chunk = src->length >= (uint64_t)XFER_DIRECT_GPU_BYTES / XFER_GRID_ROWS
-                             ? (uint32_t)(XFER_DIRECT_GPU_BYTES / src->length) : XFER_GRID_ROWS;
+    uint32_t per_chunk = src->length >= XFER_GRID_BYTES / XFER_GRID_ROWS
+                             ? (uint32_t)(XFER_GRID_BYTES / src->length) : XFER_GRID_ROWS;
     if (status == B10_OK)
         status = (*plan_p = plan_rows(rows->count, src->length, per_chunk ? per_chunk : 1)) != NULL
                      ? B10_OK : B10_ERR_NO_MEMORY;
@@ -341,25 +372,16 @@ static b10_status_t xfer_local_grid_new(struct b10d *d, const struct xfer_rows *
 }
 
 /*
- * The daemon's address of each base of one side into bases, its region held
- * by job (paired with other, a region of the other side): B10_OK, or why
- * the side is no longer as admitted.
+ * The daemon's address of each base of one side into bases, its regions
+ * held by job: B10_OK, or why the side is no longer as admitted.
  */
-static b10_status_t xfer_grid_side(struct copy_job *job, struct mem_table *mem,
-                                   const struct picks_grid *g, bool open_only, bool is_src,
-                                   struct region *other, uint64_t *bases)
+static b10_status_t xfer_grid_side(struct xfer_grid_walk *w, struct mem_table *mem,
+                                   const struct picks_grid *g, uint64_t *bases)
 {
     for (size_t b = 0; b < g->nbases; b++) {
-        struct region *r = xfer_grid_region(mem, g, b);
-        if (r == NULL)
-            return B10_ERR_NOT_REGISTERED;
-        if (open_only && !r->open)
-            return B10_ERR_PERMISSION;
-        b10_status_t status = is_src ? copy_job_hold_direct(job, r, other)
-                                     : copy_job_hold_direct(job, other, r);
+        b10_status_t status = xfer_grid_base(mem, g, b, w, &bases[b]);
         if (status != B10_OK)
             return status == B10_ERR_UNSUPPORTED ? B10_ERR_NOT_REGISTERED : status;
-        bases[b] = (uint64_t)(uintptr_t)r->base + (frame_get_u64(g->bases + b * 8) - r->addr);
     }
     return B10_OK;
 }
@@ -387,20 +409,18 @@ static b10_status_t xfer_local_grid_copy(struct xfer_slot *slot, bool *dst_side)
         return B10_ERR_NO_MEMORY;
     }
     /* The other rank's side is the one admitted through open regions only, if so. */
-    struct region *rs = xfer_grid_region(&x->from->mem, &g->src, 0);
-    struct region *rd = xfer_grid_region(&x->to->mem, &g->dst, 0);
-    b10_status_t status = rs == NULL ? B10_ERR_NOT_REGISTERED : B10_OK;
-    if (status == B10_OK)
-        status = xfer_grid_side(job, &x->from->mem, &g->src, x->open_only && x->local_read, true,
-                                rd != NULL ? rd : rs, cg->src_bases);
+    struct xfer_grid_walk w = { .d = x->d, .job = job, .device = -1,
+                                .open_only = x->open_only && x->local_read };
+    b10_status_t status = xfer_grid_side(&w, &x->from->mem, &g->src, cg->src_bases);
     if (status == B10_OK) {
         *dst_side = true;
-        status = xfer_grid_side(job, &x->to->mem, &g->dst, x->open_only && !x->local_read, false,
-                                rs, cg->dst_bases);
+        w.written = true;
+        w.open_only = x->open_only && !x->local_read;
+        status = xfer_grid_side(&w, &x->to->mem, &g->dst, cg->dst_bases);
     }
     if (status == B10_OK) {
         *dst_side = false;
-        cg->device = rs->device;
+        cg->device = w.device;
         cg->src_nbases = (uint32_t)g->src.nbases;
         cg->dst_nbases = (uint32_t)g->dst.nbases;
         cg->src_per_base = (uint32_t)g->src.per_base;

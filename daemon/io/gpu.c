@@ -36,6 +36,9 @@ _Static_assert(GPU_COPY_SUM_BLOCK == CHECKSUM_BLOCK, "the GPU sums checksum.h's 
  * nothing measurable (1.02 x).
  */
 #define GPU_MAX_PIECES 65536
+/* A grid job is one launch, whose table (gpu-copy.h) holds its rows and both sides' bases. */
+_Static_assert(COPY_GRID_ROWS + 2 * COPY_GRID_BASES <= 3 * GPU_MAX_PIECES &&
+               2 * COPY_GRID_BASES <= GPU_MAX_PIECES, "a grid job fits one launch's table");
 #define GPU_ENGINE_PIECES GPU_COPY_BATCH_PIECES
 #define GPU_ENGINE_BYTES (512u * 1024u)
 #define GPU_SLOTS      16

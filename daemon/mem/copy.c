@@ -128,20 +128,16 @@ bool copy_direct_ok(const struct b10d *d, const struct region *from, const struc
     return from->proc_fd < 0 || to->proc_fd < 0;
 }
 
-b10_status_t copy_job_hold_direct(struct copy_job *job, struct region *from, struct region *to)
+b10_status_t copy_job_hold(struct copy_job *job, struct region *r, bool written)
 {
-    if (!copy_direct_ok(job->d, from, to))
-        return B10_ERR_UNSUPPORTED;
-    /* Apart: a copy past --settle-ms leaves stuck only what it writes (xfer_stick). */
-    b10_status_t status = copy_job_ref(&job->reads, from);
-    if (status == B10_OK)
-        status = copy_job_ref(&job->refs, to);
-    return status;
+    return copy_job_ref(written ? &job->refs : &job->reads, r);
 }
 
 b10_status_t copy_job_add_grid(struct copy_job *job, struct copy_grid *grid)
 {
-    if (job->nsegs > 0 || job->grid != NULL || job->gather || grid->count == 0) {
+    if (job->nsegs > 0 || job->grid != NULL || job->gather || grid->count == 0 ||
+        grid->count > COPY_GRID_ROWS || grid->src_nbases > COPY_GRID_BASES ||
+        grid->dst_nbases > COPY_GRID_BASES) {
         copy_grid_free(grid);
         return B10_ERR_INVALID_ARG;
     }
@@ -155,7 +151,12 @@ b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, stru
 {
     /* The last pair again: allowed, and both already the last of their lists. */
     if (job->nsegs == 0 || from != job->pair_from || to != job->pair_to) {
-        b10_status_t status = copy_job_hold_direct(job, from, to);
+        if (!copy_direct_ok(job->d, from, to))
+            return B10_ERR_UNSUPPORTED;
+        /* Apart: a copy past --settle-ms leaves stuck only what it writes (xfer_stick). */
+        b10_status_t status = copy_job_ref(&job->reads, from);
+        if (status == B10_OK)
+            status = copy_job_ref(&job->refs, to);
         if (status != B10_OK)
             return status;
         job->pair_from = from;

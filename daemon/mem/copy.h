@@ -52,6 +52,10 @@ struct copy_grid {
     uint32_t count;
 };
 
+/* The most rows and bases a grid job carries: one launch's table (gpu.c sizes its copiers). */
+#define COPY_GRID_ROWS 131072u
+#define COPY_GRID_BASES 1024u
+
 /* Regions a job holds, one reference each (once per run of segments in one). */
 struct region_refs {
     struct region **r;
@@ -136,16 +140,18 @@ bool copy_direct_ok(const struct b10d *d, const struct region *from, const struc
 b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, struct region *to,
                                  void *dst, const void *src, size_t len);
 /*
- * Reference from (read) and to (written) for a direct job that copies
- * between them otherwise than by segments (a grid job): B10_ERR_UNSUPPORTED
- * when the pair needs staging, as copy_job_add_direct.
+ * Reference r for a job that copies otherwise than by segments (a grid
+ * job): among the regions it writes (a copy past --settle-ms leaves those
+ * stuck), or those it reads. Whether the copy may be direct is the
+ * caller's to ask first (copy_direct_ok).
  */
-b10_status_t copy_job_hold_direct(struct copy_job *job, struct region *from, struct region *to);
+b10_status_t copy_job_hold(struct copy_job *job, struct region *r, bool written);
 /*
  * Make a direct job, with no segment, a grid job: grid (calloc'd, its bases
  * too) is the job's from here on, freed with it, even on failure. Every
- * region its bases lie in held first (copy_job_hold_direct). B10_ERR_INVALID_ARG
- * for a job with segments or an empty grid.
+ * region its rows lie in held first (copy_job_hold). B10_ERR_INVALID_ARG
+ * for a job with segments, an empty grid, or one past COPY_GRID_ROWS or
+ * COPY_GRID_BASES a side.
  */
 b10_status_t copy_job_add_grid(struct copy_job *job, struct copy_grid *grid);
 /*

@@ -14,28 +14,29 @@ if not torch.cuda.is_available():
     pytest.skip("torch sees no CUDA device: the VRAM tests run on the GPU machine",
                 allow_module_level=True)
 
-import nixl  # noqa: E402
 from b10test import Daemon, counter  # noqa: E402
 from nixltest import agents, block_table, indices, wait_done  # noqa: E402,F401
+import nixl  # noqa: E402  (the module nixltest puts on the path)
 
 REGIONS, BLOCKS, BLOCK = 4, 256, 32 << 10
+GB, GBLOCK = 2048, 4 << 10      # the grid copy's test: enough blocks for 4,096 picks and more
 
 
-def kv_tensors(seed: int):
+def kv_tensors(seed: int, blocks: int = BLOCKS, block: int = BLOCK):
     g = torch.Generator(device="cuda").manual_seed(seed)
     if seed < 0:
-        return [torch.zeros(BLOCKS * BLOCK, dtype=torch.uint8, device="cuda")
+        return [torch.zeros(blocks * block, dtype=torch.uint8, device="cuda")
                 for _ in range(REGIONS)]
-    return [torch.randint(0, 256, (BLOCKS * BLOCK,), generator=g, dtype=torch.uint8,
+    return [torch.randint(0, 256, (blocks * block,), generator=g, dtype=torch.uint8,
                           device="cuda") for _ in range(REGIONS)]
 
 
-def pull_pair(agents, pd, dd, seed: int, dev):
+def pull_pair(agents, pd, dd, seed: int, dev, blocks: int = BLOCKS, block: int = BLOCK):
     """A prefill agent on pd whose KV holds seeded blocks, a decode agent on dd whose KV
     is zeros, each the other's remote, and decode's prepared lists of every block, its
     own and prefill's (vLLM's pull). dev: register (base, length, device, "") tuples as
     vLLM does; None: the tensors themselves, as SGLang does."""
-    p_kv, d_kv = kv_tensors(seed), kv_tensors(-1)
+    p_kv, d_kv = kv_tensors(seed, blocks, block), kv_tensors(-1, blocks, block)
     torch.cuda.synchronize()
     p, d = agents("prefill", pd), agents("decode", dd)
     if dev is None:
@@ -47,8 +48,8 @@ def pull_pair(agents, pd, dd, seed: int, dev):
     name = d.add_remote_agent(p.get_agent_metadata())
     p.add_remote_agent(d.get_agent_metadata())
     local = d.prep_xfer_dlist("NIXL_INIT_AGENT",
-                              block_table([t.data_ptr() for t in d_kv], BLOCKS, BLOCK), "VRAM")
-    remote = d.prep_xfer_dlist(name, block_table([t.data_ptr() for t in p_kv], BLOCKS, BLOCK),
+                              block_table([t.data_ptr() for t in d_kv], blocks, block), "VRAM")
+    remote = d.prep_xfer_dlist(name, block_table([t.data_ptr() for t in p_kv], blocks, block),
                                "VRAM")
     return p, d, p_kv, d_kv, local, remote
 
@@ -93,16 +94,17 @@ def test_vram_picks_copied_by_the_grid_kernel(tmp_path, agents) -> None:
     before (no grid copy of it), and the daemon goes on serving."""
     k = Daemon("K", tmp_path, "--gpu-copy", "kernel")
     try:
-        p, d, p_kv, d_kv, local, remote = pull_pair(agents, k, k, 3, None)
+        # Requests of 4,096 spans and more go to the daemon as picks (libb10's arena).
+        p, d, p_kv, d_kv, local, remote = pull_pair(agents, k, k, 3, None, GB, GBLOCK)
         before = counter(k, "xfers_grid_copied")
 
         # Refused beside allowed: one destination block twice.
         rng = np.random.default_rng(21)
-        src_ids = rng.choice(BLOCKS, 64, replace=False)
-        twice = rng.choice(BLOCKS, 64, replace=False)
+        src_ids = rng.choice(GB, 1100, replace=False)
+        twice = rng.choice(GB, 1100, replace=False)
         twice[1] = twice[0]
-        h = d.make_prepped_xfer("READ", local, indices(twice, REGIONS, BLOCKS), remote,
-                                indices(src_ids, REGIONS, BLOCKS))
+        h = d.make_prepped_xfer("READ", local, indices(twice, REGIONS, GB), remote,
+                                indices(src_ids, REGIONS, GB))
         with pytest.raises(nixl.nixlError):
             d.transfer(h)
             wait_done(d, h)
@@ -111,42 +113,42 @@ def test_vram_picks_copied_by_the_grid_kernel(tmp_path, agents) -> None:
         assert all(int(t.count_nonzero()) == 0 for t in d_kv), "a refused READ wrote"
         assert counter(k, "xfers_grid_copied") == before
 
-        # vLLM's pull: READ by index arrays, 200 blocks a region.
-        dst_ids = rng.choice(BLOCKS, 200, replace=False)
-        src_ids = rng.choice(BLOCKS, 200, replace=True)     # a source block may repeat
-        h = d.make_prepped_xfer("READ", local, indices(dst_ids, REGIONS, BLOCKS), remote,
-                                indices(src_ids, REGIONS, BLOCKS), notif_msg=b"pulled")
+        # vLLM's pull: READ by index arrays, 1,200 blocks a region.
+        dst_ids = rng.choice(GB, 1200, replace=False)
+        src_ids = rng.choice(GB, 1200, replace=True)    # a source block may repeat
+        h = d.make_prepped_xfer("READ", local, indices(dst_ids, REGIONS, GB), remote,
+                                indices(src_ids, REGIONS, GB), notif_msg=b"pulled")
         d.transfer(h)
         wait_done(d, h)
         d.release_xfer_handle(h)
         torch.cuda.synchronize()
-        untouched = np.setdiff1d(np.arange(BLOCKS), dst_ids)
+        untouched = np.setdiff1d(np.arange(GB), dst_ids)
         for r in range(REGIONS):
-            got, want = d_kv[r].view(BLOCKS, BLOCK), p_kv[r].view(BLOCKS, BLOCK)
+            got, want = d_kv[r].view(GB, GBLOCK), p_kv[r].view(GB, GBLOCK)
             assert torch.equal(got[torch.as_tensor(dst_ids, device="cuda")],
                                want[torch.as_tensor(src_ids, device="cuda")]), f"region {r}: READ"
             assert int(got[torch.as_tensor(untouched, device="cuda")].count_nonzero()) == 0, \
                 f"region {r}: a block not picked was written"
         assert counter(k, "xfers_grid_copied") == before + 1
 
-        # The other way: WRITE from the decode side's lists back into prefill's zeroed blocks.
+        # SGLang's push: prefill WRITEs its blocks into decode's, zeroed first.
         p_local = p.prep_xfer_dlist("NIXL_INIT_AGENT",
-                                    block_table([t.data_ptr() for t in p_kv], BLOCKS, BLOCK),
+                                    block_table([t.data_ptr() for t in p_kv], GB, GBLOCK),
                                     "VRAM")
-        p_remote = p.prep_xfer_dlist(d.name, block_table([t.data_ptr() for t in d_kv], BLOCKS,
-                                                          BLOCK), "VRAM")
-        w_src, w_dst = untouched[:32], dst_ids[:32]
+        p_remote = p.prep_xfer_dlist(d.name, block_table([t.data_ptr() for t in d_kv], GB,
+                                                          GBLOCK), "VRAM")
+        w_src, w_dst = rng.choice(GB, 1100, replace=False), rng.choice(GB, 1100, replace=False)
         for t in d_kv:     # what the READ put there must not pass for the WRITE's bytes
-            t.view(BLOCKS, BLOCK)[torch.as_tensor(w_dst, device="cuda")] = 0
+            t.view(GB, GBLOCK)[torch.as_tensor(w_dst, device="cuda")] = 0
         torch.cuda.synchronize()
-        h = p.make_prepped_xfer("WRITE", p_local, indices(w_src, REGIONS, BLOCKS), p_remote,
-                                indices(w_dst, REGIONS, BLOCKS), notif_msg=b"pushed")
+        h = p.make_prepped_xfer("WRITE", p_local, indices(w_src, REGIONS, GB), p_remote,
+                                indices(w_dst, REGIONS, GB), notif_msg=b"pushed")
         p.transfer(h)
         wait_done(p, h)
         p.release_xfer_handle(h)
         torch.cuda.synchronize()
         for r in range(REGIONS):
-            got, want = d_kv[r].view(BLOCKS, BLOCK), p_kv[r].view(BLOCKS, BLOCK)
+            got, want = d_kv[r].view(GB, GBLOCK), p_kv[r].view(GB, GBLOCK)
             assert torch.equal(got[torch.as_tensor(w_dst, device="cuda")],
                                want[torch.as_tensor(w_src, device="cuda")]), f"region {r}: WRITE"
         assert counter(k, "xfers_grid_copied") == before + 2
