@@ -260,9 +260,10 @@ bench() {
 }
 
 # writes KEY SOCK_A SOCK_B SIZE SPAN WARMUP ITERS [PAIRS]: WRITEs, said in one line.
-writes() {
+writes() {  # WPICKS=1: posted as NIXL's prepared lists are (two grids, the rows' indices)
+    # shellcheck disable=SC2046
     bench "$1" write --mem "${WMEM:-$MEM}" -a "$2" -b "$3" --size "$4" --span "$5" --warmup "$6" \
-        --iters "$7" --pairs "${8:-1}" || return 1
+        --iters "$7" --pairs "${8:-1}" $([ "${WPICKS:-0}" = 1 ] && echo --picks) || return 1
     say "$1: $(rv "$1" gbps | fmt 3) GB/s, p50 $(rv "$1" p50_us | fmt 0) us, p99 $(rv "$1" p99_us | fmt 0) us, verified"
 }
 
@@ -365,6 +366,15 @@ if daemons_start main ""; then
             WMEM=heap writes "heap.local.$s" "$GM/A.sock" "$GM/A.sock" "$s" 32K $(iters_of "$s")
         done
     fi
+    daemons_stop
+fi
+# VRAM: both ranks on one daemon whose kernels may copy (--gpu-copy kernel, 132 CTAs as
+# the H200's SMs), the largest WRITE posted as NIXL's lists (the grid copy) and as spans.
+if [ "$MEM" = vram ] && daemons_start grid "--gpu-copy kernel --gpu-max-ctas 132"; then
+    # shellcheck disable=SC2046
+    WPICKS=1 writes "grid.picks" "$G/A.sock" "$G/A.sock" "$MAXB" 32K 2 8
+    # shellcheck disable=SC2046
+    writes "grid.spans" "$G/A.sock" "$G/A.sock" "$MAXB" 32K 2 8
     daemons_stop
 fi
 L2=${LANES_USED:-$LANES}
@@ -660,6 +670,22 @@ for path in two local; do
         row "$name" "$(r2 "$fig") GB/s" "$says" "$(calc "a / b" "$fig" "$ceil" | fmt 2)" \
             "$(us "$key" p50_us)" "$(us "$key" p99_us)" "—" ""
     done
+done
+
+# VRAM, one daemon with kernels: NIXL's lists (copied as rows of two grids) and spans.
+for c in picks spans; do
+    [ "$MEM" = vram ] || break
+    key=grid.$c
+    fig=$(rv "$key" gbps)
+    name="local (one daemon, \`--gpu-copy kernel\`), VRAM, $(human "$MAXB") in $((MAXB / 32768)) rows of 32 KiB $( [ $c = picks ] && echo "posted as picks (the grid copy)" || echo "posted as spans")"
+    if [ -z "$fig" ]; then
+        row "$name" FAILED "" "" "" "" "" ""
+        continue
+    fi
+    row "$name" "$(r2 "$fig") GB/s" "$(r2 "$D2D") GB/s: cudaMemcpy D2D" "$(calc "a / b" "$fig" "$D2D" | fmt 2)" \
+        "$(us "$key" p50_us)" "$(us "$key" p99_us)" \
+        "$( [ $c = picks ] && echo "≥ 0.5 × D2D" || echo "—")" \
+        "$( [ $c = picks ] && verdict "a / b >= 0.5" "$fig" "$D2D" || echo "")"
 done
 
 # Process memory (malloc'd, through /proc/self/mem) beside the memfd path of the same case.

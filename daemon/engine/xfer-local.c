@@ -273,6 +273,14 @@ static uint64_t xfer_grid_reach(const struct picks_grid *g)
 }
 
 /*
+ * Regions a grid copy's bases may lie in, counted once a base: each copy
+ * walks and holds them all again, so a rank that cut one allocation into
+ * thousands of regions under a thousand bases would cost the loop millions
+ * of steps a copy. Past this, the request is planned.
+ */
+#define XFER_GRID_RUNS 4096u
+
+/*
  * The regions a base's rows lie in, walked: each VRAM of one device, and
  * one mapping for all (the daemon's address a fixed distance from the
  * rank's: regions of one allocation, which CUDA maps once), so that the
@@ -282,6 +290,7 @@ struct xfer_grid_walk {
     struct b10d *d;
     struct copy_job *job;           /* NULL: a check only */
     bool written, open_only;
+    uint32_t runs;                  /* regions walked, every base's (each held once a copy) */
     int device;                     /* every region's, once one was seen (-1 before) */
     bool seen;                      /* a region of this base was seen: delta is its */
     uint64_t delta;                 /* the daemon's address minus the rank's */
@@ -296,6 +305,8 @@ static b10_status_t xfer_grid_emit(void *arg, struct region *r, uint64_t offset,
         return B10_ERR_UNSUPPORTED;
     if (w->open_only && !r->open)
         return B10_ERR_PERMISSION;
+    if (++w->runs > XFER_GRID_RUNS)
+        return B10_ERR_UNSUPPORTED;
     w->device = r->device;
     w->seen = true;
     w->delta = delta;
@@ -320,7 +331,7 @@ static b10_status_t xfer_grid_base(struct mem_table *mem, const struct picks_gri
  * its plan (plan_rows); B10_ERR_UNSUPPORTED: plan it; B10_ERR_NO_MEMORY.
  */
 static b10_status_t xfer_local_grid_new(struct b10d *d, const struct xfer_rows *rows, bool read,
-                                        struct session *from, struct session *to,
+                                        struct session *from, struct session *to, bool open_only,
                                         struct xfer_grid **grid_p, struct plan **plan_p,
                                         uint64_t *ns_p)
 {
@@ -332,13 +343,20 @@ static b10_status_t xfer_local_grid_new(struct b10d *d, const struct xfer_rows *
     const struct picks_grid *dst = read ? &p->local : &p->remote;
     if (src->nbases > PLAN_GRID_BASES || dst->nbases > PLAN_GRID_BASES)
         return B10_ERR_UNSUPPORTED;
-    /* Every base's rows in VRAM of one device, one mapping a base, and the kernels allowed. */
-    struct xfer_grid_walk w = { .d = d, .device = -1 };
+    /*
+     * Every base's rows in VRAM of one device, one mapping a base, and the kernels
+     * allowed; the other rank's regions open, where it admitted only those, as each
+     * copy asks again (of all a base's rows, where the planned copy asks of the picked).
+     */
+    struct xfer_grid_walk w = { .d = d, .device = -1, .open_only = open_only && read };
     uint64_t addr;
-    for (size_t b = 0; b < src->nbases + dst->nbases; b++)
+    for (size_t b = 0; b < src->nbases + dst->nbases; b++) {
+        if (b == src->nbases)
+            w.open_only = open_only && !read;
         if ((b < src->nbases ? xfer_grid_base(&from->mem, src, b, &w, &addr)
                              : xfer_grid_base(&to->mem, dst, b - src->nbases, &w, &addr)) != B10_OK)
             return B10_ERR_UNSUPPORTED;
+    }
     struct xfer_grid *g = calloc(1, sizeof(*g));
     size_t nbases = src->nbases + dst->nbases;
     if (g == NULL || (g->pairs = malloc(rows->count * 2 * sizeof(*g->pairs))) == NULL ||
@@ -577,8 +595,8 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
     /* A WRITE's destination grid must lie in the other rank's regions, as for a picker. */
     status = read || (rows->picks != NULL &&
                       xfer_grid_inside(&other->mem, &rows->picks->remote, rows->count))
-                 ? xfer_local_grid_new(d, rows, read, read ? other : s, read ? s : other, &grid,
-                                       &plan, &plan_ns)
+                 ? xfer_local_grid_new(d, rows, read, read ? other : s, read ? s : other,
+                                       grant == ACCESS_OPEN_ONLY, &grid, &plan, &plan_ns)
                  : B10_ERR_UNSUPPORTED;
     if (status == B10_ERR_UNSUPPORTED)
         status = xfer_local_picker(d, rows, read, other, &picker, &plan, &plan_ns);
