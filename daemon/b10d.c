@@ -96,7 +96,6 @@ static b10_status_t b10d_open_doors(struct b10d *d)
         size_t addr_len;
         wire_address(d->wire, &addr, &addr_len);
         door_set_boot(d->door, addr, addr_len, d->incarnation);
-        door_admit_host(d->door);
     }
     if (st == B10_OK)
         st = door_seal(d->door, detail, sizeof(detail));

@@ -126,8 +126,8 @@ static void ask_post_answer(struct ask *a)
 {
     uint64_t tag = tags_derive(&a->link, a->id, 0, TAG_KIND_RESULT);
 
-    if (wire_recv(a->d->wire, tag, a->buf, sizeof(a->buf), NULL, ask_on_result, a, &a->op) !=
-        B10_OK) {
+    if (wire_recv(a->d->wire, a->peer->ep, tag, a->buf, sizeof(a->buf), NULL, ask_on_result, a,
+                  &a->op) != B10_OK) {
         ask_finish(a, B10_ERR_INTERNAL, "posting the answer's receive failed");
         return;
     }

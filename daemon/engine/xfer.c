@@ -901,7 +901,7 @@ b10_status_t xfer_decode_reply(struct xfer *x, const uint8_t *buf, size_t length
 bool xfer_post_reply(struct xfer *x, uint64_t tag, uint8_t *buf, size_t length,
                             wire_done_cb *cb, struct wire_op **op_p, const char *what)
 {
-    if (wire_recv(x->d->wire, tag, buf, length, NULL, cb, x, op_p) != B10_OK) {
+    if (wire_recv(x->d->wire, x->peer->ep, tag, buf, length, NULL, cb, x, op_p) != B10_OK) {
         xfer_fail(x, B10_ERR_INTERNAL, "posting the %s receive failed", what);
         return false;
     }
@@ -1126,8 +1126,8 @@ b10_status_t xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb)
     if (x->plan->nchunks == 1)
         return send ? wire_send(x->peer->ep, tag, view->base, length, view->memh, cb, slot,
                                 &slot->op)
-                    : wire_recv(x->d->wire, tag, view->base, length, view->memh, cb, slot,
-                                &slot->op);
+                    : wire_recv(x->d->wire, x->peer->ep, tag, view->base, length, view->memh, cb,
+                                slot, &slot->op);
     return send ? wire_send_bulk(x->peer->ep, slot->chunk, tag, view->base, length, view->memh, cb,
                                  slot, &slot->op)
                 : wire_recv_bulk(x->peer->ep, slot->chunk, tag, view->base, length, view->memh,

@@ -890,12 +890,6 @@ unsigned door_fds(const struct door *door, int *fds, unsigned max)
     return n;
 }
 
-void door_admit_host(struct door *door)
-{
-    gate_allow(door->gate, door->own, door->nown);
-    gate_allow(door->gate, door_loopback, 2);
-}
-
 void door_set_boot(struct door *door, const void *address, size_t length, uint64_t incarnation)
 {
     door->address = address;

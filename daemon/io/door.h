@@ -103,14 +103,6 @@ struct door_knock *door_knock(struct door *door, const struct wireaddr_door *doo
                               const char *name, void *user, door_knock_cb cb);
 void door_knock_cancel(struct door_knock *k);
 
-/*
- * Put this host's own addresses (its devices' and loopback) on the gate: a
- * daemon's link to itself (the notices and checks between its own ranks)
- * goes through its UCX from them. Other processes of this node reach UCX by
- * them too; the gate keeps out other hosts.
- */
-void door_admit_host(struct door *door);
-
 /* What this daemon's doors answer: its boot's worker address (kept, not copied) and incarnation. */
 void door_set_boot(struct door *door, const void *address, size_t length, uint64_t incarnation);
 

@@ -30,6 +30,7 @@ struct wire_ep {
     struct lane_ep *lanes[WIRE_MAX_LANES];
     unsigned lanes_open;        /* lane endpoints not yet reported closed */
     bool closed;                /* by its owner: freed once lanes_open is 0 */
+    bool self;                  /* this daemon's link to itself, on wire.self_worker */
     char transports[128];
 };
 
@@ -61,6 +62,17 @@ struct wire {
     uint64_t next_op_id;
     uint8_t *packed;                /* this wire's address: every worker's */
     size_t packed_length;
+    /*
+     * This daemon's link to itself (the checks and notices between its own
+     * ranks) runs on a worker of its own, in a context of UCX's self
+     * transport alone: an endpoint to the loop's worker would reach it
+     * through its own TCP listener, and so the gate would have to let this
+     * host's addresses in, and with them every local user (gate.h).
+     */
+    ucp_context_h self_context;
+    ucp_worker_h self_worker;
+    ucp_address_t *self_address;
+    size_t self_address_length;
 };
 
 /* What an operation's UCX status means for its transfer (wire_done_cb). */
@@ -141,6 +153,8 @@ static void wire_deliver(struct wire *wire)
     }
 }
 
+static void wire_on_idle(uv_idle_t *handle);
+
 /*
  * Finish posting: UCS_OK means done at once (no callback comes), a pointer
  * means in flight unless the callback already ran inline, an error means
@@ -163,6 +177,11 @@ static b10_status_t wire_posted(struct wire *wire, struct wire_op *op, ucs_statu
         op->req = sp;
     wire->outstanding++;
     wire->outstanding_main++;
+    /* Nothing will signal the loop about the link to itself: it comes back on its own. */
+    if (op->worker == wire->self_worker && !wire->idle_on) {
+        wire->idle_on = true;
+        uv_idle_start(&wire->idle, wire_on_idle);
+    }
     if (op_p != NULL)
         *op_p = op;
     return B10_OK;
@@ -185,7 +204,7 @@ static struct wire_op *wire_op_new(struct wire *wire, enum wire_op_kind kind, wi
 }
 
 /* Receive a probed message into buf (take bytes: less truncates it) for op. */
-static ucs_status_ptr_t wire_msg_recv(struct wire *wire, ucp_tag_message_h msg, void *buf,
+static ucs_status_ptr_t wire_msg_recv(ucp_worker_h worker, ucp_tag_message_h msg, void *buf,
                                       size_t take, struct wire_op *op, ucp_tag_recv_info_t *info)
 {
     ucp_request_param_t param = {
@@ -195,11 +214,12 @@ static ucs_status_ptr_t wire_msg_recv(struct wire *wire, ucp_tag_message_h msg, 
         .user_data = op,
         .recv_info.tag_info = info,
     };
-    return ucp_tag_msg_recv_nbx(wire->worker, buf, take, msg, &param);
+    op->worker = worker;
+    return ucp_tag_msg_recv_nbx(worker, buf, take, msg, &param);
 }
 
 /* Take a probed message into 64 bytes of scratch, which UCX truncates: dropped unread. */
-static void wire_drop(struct wire *wire, ucp_tag_message_h msg, uint64_t tag)
+static void wire_drop(struct wire *wire, ucp_worker_h worker, ucp_tag_message_h msg, uint64_t tag)
 {
     ucp_tag_recv_info_t info;
     void *buf = malloc(64);
@@ -212,7 +232,7 @@ static void wire_drop(struct wire *wire, ucp_tag_message_h msg, uint64_t tag)
         return;
     }
     list_insert_tail(&wire->strays, &op->node);
-    ucs_status_ptr_t sp = wire_msg_recv(wire, msg, buf, 64, op, &info);
+    ucs_status_ptr_t sp = wire_msg_recv(worker, msg, buf, 64, op, &info);
     if (UCS_PTR_IS_ERR(sp)) {
         /* Truncated at once (an eager message): dropped, which is the point. */
         list_remove(&op->node);
@@ -228,18 +248,18 @@ static void wire_drop(struct wire *wire, ucp_tag_message_h msg, uint64_t tag)
  * are the sender's claims: the hooks say whether to take it at all, before
  * anything is allocated for it.
  */
-static void wire_probe(struct wire *wire)
+static void wire_probe(struct wire *wire, ucp_worker_h worker)
 {
     ucp_tag_recv_info_t info;
     ucp_tag_message_h msg;
 
-    while ((msg = ucp_tag_probe_nb(wire->worker, TAG_CLASS_CONTROL, TAG_CLASS_CONTROL, 1,
+    while ((msg = ucp_tag_probe_nb(worker, TAG_CLASS_CONTROL, TAG_CLASS_CONTROL, 1,
                                    &info)) != NULL) {
         uint64_t tag = info.sender_tag;
         size_t length = info.length;
         void *cookie = wire->hooks.take_control(wire->hooks.arg, tag, length);
         if (cookie == NULL) {
-            wire_drop(wire, msg, tag);
+            wire_drop(wire, worker, msg, tag);
             continue;
         }
         void *buf = malloc(length ? length : 1);
@@ -248,13 +268,13 @@ static void wire_probe(struct wire *wire)
             log_err("no memory for a %zu-byte control message: dropped", length);
             free(buf);
             wire->hooks.on_control(wire->hooks.arg, cookie, tag, NULL, length);
-            wire_drop(wire, msg, tag);
+            wire_drop(wire, worker, msg, tag);
             continue;
         }
         op->cookie = cookie;
         op->claimed = length;
         op->probed_tag = tag;
-        ucs_status_ptr_t sp = wire_msg_recv(wire, msg, buf, length, op, &info);
+        ucs_status_ptr_t sp = wire_msg_recv(worker, msg, buf, length, op, &info);
         if (wire_posted(wire, op, sp, length, tag, NULL) != B10_OK) {
             free(buf);
             wire->hooks.on_control(wire->hooks.arg, cookie, tag, NULL, length);
@@ -268,7 +288,7 @@ static void wire_probe(struct wire *wire)
  * one is still expected (its receive comes soon), the rest waits for a later
  * round.
  */
-static void wire_probe_stray(struct wire *wire)
+static void wire_probe_stray(struct wire *wire, ucp_worker_h worker)
 {
     ucp_tag_recv_info_t info;
     ucp_tag_message_h msg;
@@ -276,20 +296,21 @@ static void wire_probe_stray(struct wire *wire)
     if (wire->hooks.on_data == NULL)
         return;
     for (int n = 0; n < 64; n++) {
-        if (ucp_tag_probe_nb(wire->worker, 0, TAG_CLASS_CONTROL, 0, &info) == NULL)
+        if (ucp_tag_probe_nb(worker, 0, TAG_CLASS_CONTROL, 0, &info) == NULL)
             return;
         if (!wire->hooks.on_data(wire->hooks.arg, info.sender_tag, info.length))
             return;
-        msg = ucp_tag_probe_nb(wire->worker, info.sender_tag, UINT64_MAX, 1, &info);
+        msg = ucp_tag_probe_nb(worker, info.sender_tag, UINT64_MAX, 1, &info);
         if (msg == NULL)
             return;
         /* Truncated into 64 bytes: UCX completes it (and a rendezvous sender) with an error. */
-        wire_drop(wire, msg, info.sender_tag);
+        wire_drop(wire, worker, msg, info.sender_tag);
     }
 }
 
 static void wire_on_idle(uv_idle_t *handle)
 {
+    (void)handle;
     /* Nothing here: an active idle handle only keeps the loop from blocking; prepare drains. */
 }
 
@@ -307,10 +328,19 @@ static void wire_on_tick(uv_timer_t *handle);
 
 static void wire_drain(struct wire *wire)
 {
+    /*
+     * The worker of the link to itself has no event fd (UCX's self transport
+     * gives none): what is sent on it was posted from this thread, which
+     * then asks the loop to come back (wire_posted), and it is progressed
+     * here on every turn, beside the loop's worker.
+     */
+    bool self_busy = false;
     for (int i = 0; i < WIRE_PROGRESS_BATCH; i++) {
         uint64_t t = uv_hrtime();
-        unsigned n = ucp_worker_progress(wire->worker);
+        unsigned self_n = ucp_worker_progress(wire->self_worker);
+        unsigned n = ucp_worker_progress(wire->worker) + self_n;
         wire->progress_ns += uv_hrtime() - t;
+        self_busy = self_n > 0;
         /* Deliver at once: a completed receive's scatter then starts while
          * the next progress call copies the next chunk, not after the batch. */
         if (!list_empty(&wire->completed))
@@ -318,8 +348,10 @@ static void wire_drain(struct wire *wire)
         if (n == 0)
             break;
     }
-    wire_probe(wire);
-    wire_probe_stray(wire);
+    wire_probe(wire, wire->worker);
+    wire_probe(wire, wire->self_worker);
+    wire_probe_stray(wire, wire->worker);
+    wire_probe_stray(wire, wire->self_worker);
     wire_deliver(wire);
     /*
      * Arm even when the batch ran out with work left: UCS_ERR_BUSY then brings
@@ -339,7 +371,7 @@ static void wire_drain(struct wire *wire)
      * 1.9 GB/s over tcp), hence auto: spin from 8 CPUs up, and never while
      * more threads want to run than the host has CPUs (cpuload.h).
      */
-    bool want_idle = busy || !list_empty(&wire->completed) ||
+    bool want_idle = busy || self_busy || !list_empty(&wire->completed) ||
                      (wire->d->cfg.progress_spin && wire->outstanding_main > 0 &&
                       !cpuload_oversubscribed());
     if (want_idle != wire->idle_on) {
@@ -426,6 +458,63 @@ static void wire_on_lane_wake(uv_async_t *handle)
         lane_take(wire->lanes[i], &reports);
     wire_take_reports(wire, &reports);
     wire_deliver(wire);
+}
+
+/*
+ * The worker of this daemon's link to itself: UCX's self transport alone,
+ * whatever UCX_TLS says, so that it opens no socket. Its endpoint cannot
+ * fail apart from this process, so it asks no peer error handling, which
+ * the self transport does not offer.
+ */
+static b10_status_t wire_self_create(struct wire *wire)
+{
+    ucp_config_t *config = NULL;
+    ucs_status_t st = ucp_config_read(NULL, NULL, &config);
+    const char *what = "ucp_config_read";
+
+    if (st == UCS_OK) {
+        what = "ucp_config_modify TLS=self";
+        st = ucp_config_modify(config, "TLS", "self");
+    }
+    if (st == UCS_OK) {
+        ucp_params_t params = {
+            .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
+            .features = UCP_FEATURE_TAG,
+            .name = "b10d-self",
+        };
+        what = "ucp_init of the link to itself";
+        st = ucp_init(&params, config, &wire->self_context);
+    }
+    if (config != NULL)
+        ucp_config_release(config);
+    if (st != UCS_OK) {
+        log_err("%s: %s", what, ucs_status_string(st));
+        return wire_local_status(st);
+    }
+    ucp_worker_params_t wparams = {
+        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+        .thread_mode = UCS_THREAD_MODE_SINGLE,
+    };
+    st = ucp_worker_create(wire->self_context, &wparams, &wire->self_worker);
+    if (st == UCS_OK) {
+        st = ucp_worker_get_address(wire->self_worker, &wire->self_address,
+                                    &wire->self_address_length);
+        if (st != UCS_OK)
+            ucp_worker_destroy(wire->self_worker);
+    }
+    if (st != UCS_OK) {
+        log_err("the worker of the link to itself: %s", ucs_status_string(st));
+        ucp_cleanup(wire->self_context);
+        return wire_local_status(st);
+    }
+    return B10_OK;
+}
+
+static void wire_self_destroy(struct wire *wire)
+{
+    ucp_worker_release_address(wire->self_worker, wire->self_address);
+    ucp_worker_destroy(wire->self_worker);
+    ucp_cleanup(wire->self_context);
 }
 
 /* The address a peer gets: every worker's, the loop's first (wireaddr.h). */
@@ -548,6 +637,8 @@ b10_status_t wire_create(struct b10d *d, const struct wire_hooks *hooks, bool ne
     }
     if ((status = wire_pack_address(wire)) != B10_OK)
         goto err_lanes;
+    if ((status = wire_self_create(wire)) != B10_OK)
+        goto err_packed;
     uv_poll_init(d->loop, &wire->poll, wire->efd);
     uv_prepare_init(d->loop, &wire->prepare);
     uv_idle_init(d->loop, &wire->idle);
@@ -558,6 +649,8 @@ b10_status_t wire_create(struct b10d *d, const struct wire_hooks *hooks, bool ne
     *wire_p = wire;
     return B10_OK;
 
+err_packed:
+    free(wire->packed);
 err_lanes:
     while (wire->nlanes > 0)
         lane_destroy(wire->lanes[--wire->nlanes], NULL);
@@ -599,6 +692,7 @@ void wire_quiesce(struct wire *wire)
     /* Let closes and cancellations settle, bounded: a dead peer must not hang shutdown. */
     for (int i = 0; i < 1000 && (wire->outstanding > 0 || wire->closing > 0); i++) {
         ucp_worker_progress(wire->worker);
+        ucp_worker_progress(wire->self_worker);
         wire_deliver(wire);
         if (i % 100 == 99)
             uv_sleep(1);
@@ -621,6 +715,7 @@ void wire_destroy(struct wire *wire)
     uv_run(wire->d->loop, UV_RUN_NOWAIT);
     ucp_worker_release_address(wire->worker, wire->address);
     ucp_worker_destroy(wire->worker);
+    wire_self_destroy(wire);
     /* A dropped rendezvous whose sender went quiet never completes; only scratch is left. */
     while (!list_empty(&wire->strays)) {
         struct wire_op *op = list_entry(wire->strays.next, struct wire_op, node);
@@ -723,22 +818,28 @@ b10_status_t wire_ep_create(struct wire *wire, const void *addr, size_t length, 
         return B10_ERR_NO_MEMORY;
     wep->wire = wire;
     wep->user = user;
+    /* This daemon's own address: its link to itself, which no listener carries (struct wire). */
+    wep->self = length == wire->packed_length && memcmp(addr, wire->packed, length) == 0;
 
     /* Each UCX address is still a peer's claim; UCX unpacks it, and fails cleanly on garbage. */
     ucp_ep_params_t params = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .address = (const ucp_address_t *)addrs[0],
-        .err_mode = wire->d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? UCP_ERR_HANDLING_MODE_PEER
-                                                                  : UCP_ERR_HANDLING_MODE_NONE,
+        .address = wep->self ? wire->self_address : (const ucp_address_t *)addrs[0],
+        .err_mode = wire->d->cfg.err_mode == CONFIG_ERR_MODE_PEER && !wep->self
+                    ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE,
         .err_handler = { .cb = wire_on_ep_error, .arg = wep },
     };
-    ucs_status_t st = ucp_ep_create(wire->worker, &params, &wep->ep);
+    ucs_status_t st = ucp_ep_create(wep->self ? wire->self_worker : wire->worker, &params,
+                                    &wep->ep);
     if (st != UCS_OK) {
         log_warning("ucp_ep_create: %s", ucs_status_string(st));
         free(wep);
         return st == UCS_ERR_NO_MEMORY ? B10_ERR_NO_MEMORY : B10_ERR_PEER_UNREACHABLE;
     }
+    /* The link to itself carries no bulk data: the ranks' bytes never go by the wire here. */
+    if (wep->self)
+        count = 1;
     /* Lane i talks to the peer's lane i; both ends use the lanes they both have. */
     unsigned nlanes = count - 1 < wire->nlanes ? count - 1 : wire->nlanes;
     for (unsigned i = 0; i < nlanes; i++) {
@@ -775,7 +876,8 @@ void wire_ep_close(struct wire_ep *wep)
     ucp_request_param_t param = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
                         UCP_OP_ATTR_FIELD_USER_DATA,
-        .flags = wire->d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? UCP_EP_CLOSE_FLAG_FORCE : 0,
+        .flags = wire->d->cfg.err_mode == CONFIG_ERR_MODE_PEER && !wep->self
+                 ? UCP_EP_CLOSE_FLAG_FORCE : 0,
         .cb.send = wire_close_done,
         .user_data = wire,
     };
@@ -834,6 +936,10 @@ static b10_status_t wire_send_full(struct wire_ep *wep, uint64_t tag, const void
     struct wire_op *op = wire_op_new(wep->wire, WIRE_OP_SEND, cb, arg, owned);
     if (op == NULL)
         return B10_ERR_NO_MEMORY;
+    op->worker = wep->self ? wep->wire->self_worker : wep->wire->worker;
+    /* A registration is of the loop's context: the link to itself's copies from the buffer. */
+    if (wep->self)
+        memh = NULL;
     ucp_request_param_t param = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                         (memh != NULL ? UCP_OP_ATTR_FIELD_MEMH : 0),
@@ -859,13 +965,17 @@ b10_status_t wire_send_owned(struct wire_ep *wep, uint64_t tag, void *buf, size_
     return status;
 }
 
-b10_status_t wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *memh,
-                       wire_done_cb *cb, void *arg, struct wire_op **op_p)
+b10_status_t wire_recv(struct wire *wire, const struct wire_ep *by, uint64_t tag, void *buf,
+                       size_t length, void *memh, wire_done_cb *cb, void *arg,
+                       struct wire_op **op_p)
 {
     struct wire_op *op = wire_op_new(wire, WIRE_OP_RECV, cb, arg, NULL);
 
     if (op == NULL)
         return B10_ERR_NO_MEMORY;
+    op->worker = by != NULL && by->self ? wire->self_worker : wire->worker;
+    if (by != NULL && by->self)
+        memh = NULL;
     /*
      * Immediate completion is denied: UCX 1.13 does not fill recv_info when
      * a receive completes at once, and the length is what a receiver checks.
@@ -878,7 +988,7 @@ b10_status_t wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length
         .user_data = op,
         .memh = memh,
     };
-    ucs_status_ptr_t sp = ucp_tag_recv_nbx(wire->worker, buf, length, tag, UINT64_MAX, &param);
+    ucs_status_ptr_t sp = ucp_tag_recv_nbx(op->worker, buf, length, tag, UINT64_MAX, &param);
     return wire_posted(wire, op, sp, 0, 0, op_p);
 }
 
@@ -921,7 +1031,7 @@ b10_status_t wire_recv_bulk(struct wire_ep *wep, uint32_t key, uint64_t tag, voi
                             struct wire_op **op_p)
 {
     if (wep->nlanes == 0)
-        return wire_recv(wep->wire, tag, buf, length, memh, cb, arg, op_p);
+        return wire_recv(wep->wire, wep, tag, buf, length, memh, cb, arg, op_p);
     return wire_post_bulk(wep, key, WIRE_OP_RECV, tag, buf, length, memh, cb, arg, op_p);
 }
 
@@ -945,7 +1055,7 @@ void wire_cancel(struct wire *wire, struct wire_op *op)
     }
     /* Once done, the outcome is queued and delivery will tell it; nothing to cancel. */
     if (!op->done && op->req != NULL)
-        ucp_request_cancel(wire->worker, op->req);
+        ucp_request_cancel(op->worker, op->req);
 }
 
 uint32_t wire_outstanding(const struct wire *wire)

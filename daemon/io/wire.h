@@ -122,9 +122,14 @@ b10_status_t wire_send(struct wire_ep *ep, uint64_t tag, const void *buf, size_t
                        void *memh, wire_done_cb *cb, void *arg, struct wire_op **op_p);
 /* Send buf and free() it on completion: the caller hands it over (freed now when refused). */
 b10_status_t wire_send_owned(struct wire_ep *ep, uint64_t tag, void *buf, size_t length);
-/* Receive the message with exactly this tag. */
-b10_status_t wire_recv(struct wire *wire, uint64_t tag, void *buf, size_t length, void *memh,
-                       wire_done_cb *cb, void *arg, struct wire_op **op_p);
+/*
+ * Receive the message with exactly this tag, which comes by the endpoint
+ * `by` (its worker receives it: the link to itself has one of its own), or
+ * NULL: by any endpoint of the loop's worker.
+ */
+b10_status_t wire_recv(struct wire *wire, const struct wire_ep *by, uint64_t tag, void *buf,
+                       size_t length, void *memh, wire_done_cb *cb, void *arg,
+                       struct wire_op **op_p);
 /*
  * Bulk data, spread over the data lanes shared with the endpoint's peer: the
  * same key at both ends (a chunk's index, say) picks the same lane. Without

@@ -39,6 +39,7 @@ struct wire_op {
     enum wire_op_kind kind;
     struct wire *wire;
     struct lane *lane;          /* NULL on the loop's own worker */
+    ucp_worker_h worker;        /* the loop's worker it was posted on (wire.c), to cancel it */
     uint64_t id;                /* lane operations: what a CANCEL names */
     void *req;                  /* the UCX request while in flight */
     bool done;

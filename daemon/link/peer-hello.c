@@ -278,8 +278,8 @@ struct peer_ack {
 
 static int peer_hello_post_ack(struct peer *peer)
 {
-    if (wire_recv(peer->d->wire, peer->ack_tag, peer->ack->buf, sizeof(peer->ack->buf), NULL,
-                  peer_hello_on_ack, peer->ack, &peer->ack_op) != 0)
+    if (wire_recv(peer->d->wire, peer->ep, peer->ack_tag, peer->ack->buf, sizeof(peer->ack->buf),
+                  NULL, peer_hello_on_ack, peer->ack, &peer->ack_op) != 0)
         return -1;
     peer->acks_out++;
     return 0;

@@ -35,7 +35,7 @@ REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue
 LIMIT_S=150
 all_scenarios="kill9_recv kill9_send sigstop_late silent_recv silent_send_none client_kill_send
                client_kill_recv local_kill rogue node_cert_rogue door_cert floods bad_ack bad_frames budget netns_linkdown netns_loss
-               netns_rate fuzz"
+               netns_rate fuzz ucx_wire ucx_local"
 soak_scenarios="soak"
 
 # The checks read the daemons' "quarantine:" lines: debug level, whatever B10_LOG_LEVEL says.
@@ -1014,6 +1014,17 @@ scen_ucx_wire() {
     python3 "$TOPDIR/tests/fuzz/ucx-wire.py" "$BUILD" "${B10_UCX_WIRE_S:-10}" stranger \
         >"$D/ucx-wire.log" 2>&1 || die "$(grep -m1 FAIL "$D/ucx-wire.log" || tail -n 2 "$D/ucx-wire.log")"
     note "$(grep '^ucx-wire' "$D/ucx-wire.log" | tr '\n' ';')"
+}
+
+# UCX's own wire from this host's users: nothing of this host is on a gate at start, and a
+# daemon's link to itself opens no socket, so cut connection requests from 127.0.0.1 and
+# 127.0.0.2, as root and as another user, reach no UCX while the daemon serves its ranks.
+scen_ucx_local() {
+    [ "$(id -u)" = 0 ] || skip "capturing the conversation and making a user need root"
+    command -v useradd >/dev/null 2>&1 || skip "no useradd (passwd)"
+    python3 "$TOPDIR/tests/fuzz/ucx-wire.py" "$BUILD" 0 local \
+        >"$D/ucx-local.log" 2>&1 || die "$(grep -m1 FAIL "$D/ucx-local.log" || tail -n 2 "$D/ucx-local.log")"
+    note "$(grep '^ucx-wire' "$D/ucx-local.log" | tr '\n' ';')"
 }
 
 run_suite "$@"

@@ -7,7 +7,7 @@ opens connections to B's listeners and replays those conversations cut short, wi
 flipped, or whole, counting the connections B survived and the times it died (B is started
 again after each death, and A knocks at its door again so that 127.0.0.1 is let in).
 
-    python3 tests/fuzz/ucx-wire.py BUILD [SECONDS] [stranger|holder]
+    python3 tests/fuzz/ucx-wire.py BUILD [SECONDS] [stranger|holder|local]
 
 stranger (make check, the default): the connections come from 127.0.0.2, an address no
 daemon let in at its door (daemon/io/door.h): B's gate must drop every one before UCX sees a
@@ -15,6 +15,12 @@ byte, while a connection from 127.0.0.1, which A's knock let in, is taken. Exit 
 stranger's connection was established, B never died and the real transfer landed.
 holder (make fuzz-ucx): from 127.0.0.1, as a daemon that holds the key would send; UCX
 parses all of it. Exit 0 when B survived every connection, 1 when it died.
+local (make check, fault ucx_local): this host's own users. B starts again (a new boot, its
+gate empty) and serves its own ranks, whose checks and notices go by its link to itself; then
+every one of its UCX listeners gets the captured connection requests cut to 20 bytes, cut
+elsewhere, flipped and whole, from 127.0.0.1 and 127.0.0.2, as root and as a user this script
+makes (and removes). Exit 0 when none of those connections was established, B never died and
+still serves its ranks, and a daemon of this host that knocks (A) is then let in.
 
 UCX_LIBRARY_PATH=DIR runs the daemons on another UCX's libraries (a newer UCX's lib/ folder)
 for comparison. Every connection goes to 127.0.0.1 and to ports this script's own daemon
@@ -146,6 +152,121 @@ def transfer(build: Path, folder: Path, a: Daemon, b: Daemon) -> bool:
     return pre.returncode == 0 and dec.returncode == 0
 
 
+def cut_requests(convs: List[List[bytes]], rng: random.Random) -> List[bytes]:
+    """What one listener gets: a connection request cut to 20 bytes, cut elsewhere, flipped, whole."""
+    first = rng.choice(convs)[0]
+    flipped = bytearray(first)
+    for _ in range(rng.randint(1, 4)):
+        flipped[rng.randrange(len(flipped))] = rng.getrandbits(8)
+    return [first[:20], first[:rng.randrange(1, len(first))] if len(first) > 1 else first,
+            bytes(flipped), first]
+
+
+def attack(ports: List[int], convs: List[List[bytes]], seed: int) -> Tuple[int, int]:
+    """Every request of cut_requests to every port, from 127.0.0.1 and 127.0.0.2: (tried, established)."""
+    rng = random.Random(seed)
+    tried = established = 0
+    for source in ("127.0.0.1", "127.0.0.2"):
+        for port in ports:
+            for req in cut_requests(convs, rng):
+                tried += 1
+                s = connect_from(source, port, 0.3)
+                if s is None:
+                    continue
+                established += 1
+                try:
+                    s.sendall(req)
+                except OSError:
+                    pass
+                s.close()
+    return tried, established
+
+
+def attack_as(uid: Optional[int], ports: List[int], convs: List[List[bytes]], seed: int) -> Tuple[int, int]:
+    """attack() in a child process of this uid (None: root, as this script runs)."""
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(rd)
+        code = 1
+        try:
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            tried, established = attack(ports, convs, seed)
+            os.write(wr, f"{tried} {established}".encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(wr)
+    with os.fdopen(rd) as f:
+        out = f.read().split()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or len(out) != 2:
+        raise RuntimeError(f"the attacking process (uid {uid}) failed")
+    return int(out[0]), int(out[1])
+
+
+def agentops(build: Path, folder: Path, b: Daemon, name: str) -> bool:
+    """B's ranks check and notify each other (its link to itself), write and read: all ok."""
+    with open(folder / f"{name}.log", "wb") as out:
+        r = subprocess.run([str(build / "tests" / "b10-agentops"), str(b.sock), str(b.sock)],
+                           stdout=out, stderr=subprocess.STDOUT, timeout=180)
+    return r.returncode == 0
+
+
+def local(build: Path, folder: Path, a: Daemon, b: Daemon, convs: List[List[bytes]]) -> int:
+    """This host's users against B's UCX listeners (the docstring's local mode)."""
+    a.stop()
+    b.stop()
+    b.log.write_text("")
+    b.start()
+    if not agentops(build, folder, b, "ops-before"):
+        print("FAIL ucx-wire (B's ranks could not check, notify and move bytes between them: "
+              f"{(folder / 'ops-before.log').read_text()[-300:]})")
+        return 1
+    user = f"b10w{os.getpid()}"
+    made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                           "/usr/sbin/nologin", user], capture_output=True)
+    if made.returncode != 0:
+        print(f"FAIL ucx-wire (useradd {user}: {made.stderr.decode().strip()})")
+        return 1
+    try:
+        uid = int(subprocess.run(["id", "-u", user], capture_output=True, text=True,
+                                 check=True).stdout)
+        ports = listen_ports(b.proc.pid, b.log)
+        tried = established = 0
+        for who, seed in ((None, 1), (uid, 2)):
+            t, e = attack_as(who, ports, convs, seed)
+            tried += t
+            established += e
+    finally:
+        subprocess.run(["userdel", user], capture_output=True)
+    died = not alive(b.proc.pid)
+    print(f"ucx-wire (local): {tried} cut connection requests from 127.0.0.1 and 127.0.0.2, as "
+          f"root and as uid {uid}, to B's {len(ports)} UCX listeners: {established} established, "
+          f"{1 if died else 0} deaths")
+    if established or died:
+        print("FAIL ucx-wire (a local user's connection reached UCX)")
+        return 1
+    if not agentops(build, folder, b, "ops-after"):
+        print("FAIL ucx-wire (B's ranks no longer served after the attack)")
+        return 1
+    # The allowed case: a daemon of this host that knocks is let in from the address it knocked from.
+    a.start()
+    if not transfer(build, folder / "after", a, b):
+        print("FAIL ucx-wire (A's transfer to B after the attack did not land)")
+        return 1
+    took = [p for p in ports if (c := connect_from("127.0.0.1", p, 2.0)) and (c.close() or True)]
+    print(f"ucx-wire (local): after A knocked, B's listeners took {len(took)} of {len(ports)} "
+          f"connections from 127.0.0.1")
+    if len(took) != len(ports):
+        print("FAIL ucx-wire (the gate kept out a daemon of this host that knocked)")
+        return 1
+    return 0
+
+
 def main() -> int:
     if len(sys.argv) < 2:
         print(__doc__.strip().splitlines()[0])
@@ -153,7 +274,7 @@ def main() -> int:
     build = Path(sys.argv[1]).resolve()
     seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 30.0
     mode_name = sys.argv[3] if len(sys.argv) > 3 else "stranger"
-    if mode_name not in ("stranger", "holder"):
+    if mode_name not in ("stranger", "holder", "local"):
         print(__doc__.strip().splitlines()[0])
         return 2
     source = "127.0.0.2" if mode_name == "stranger" else "127.0.0.1"
@@ -188,6 +309,8 @@ def main() -> int:
                 print(f"FAIL ucx-wire (no conversation to replay: the transfer "
                       f"{'landed' if landed else 'failed'}, {len(segs)} segments seen)")
                 return 1
+            if mode_name == "local":
+                return local(build, folder, a, b, convs)
             # The gate lets in what knocked: A's address, and no other.
             ports = listen_ports(b.proc.pid, b.log)
             took = [p for p in ports if (c := connect_from("127.0.0.1", p, 2.0)) and (c.close() or True)]
