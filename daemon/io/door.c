@@ -880,8 +880,11 @@ static void door_knock_round_over(struct door_knock *k)
 
     k->rounds++;
     if (k->took && k->again != NULL && k->again(k->user)) {
+        uint64_t backoff = door_knock_backoff(k);
         k->door->stats->knocks_retried++;
-        uv_timer_start(&k->timer, door_knock_retry, door_knock_backoff(k), 0);
+        log_debug("door: knock %u at the doors of %s: %s; again in %" PRIu64 " ms", k->rounds,
+                  k->name, k->detail, backoff);
+        uv_timer_start(&k->timer, door_knock_retry, backoff, 0);
         return;
     }
     if (k->rounds == 1) {

@@ -859,7 +859,7 @@ static unsigned slots_same(struct door_slot *slots, unsigned at, const char *ip,
  */
 static void test_admit(void **state)
 {
-    struct door_slot slots[2 * DOOR_POOL_CONNS];
+    struct door_slot slots[2 * DOOR_POOL_CONNS] = { 0 };
     unsigned n, victim;
 
     /* Room: taken. */
