@@ -477,6 +477,54 @@ static unsigned door_admit_count(const struct door_slot *slots, unsigned n,
     return count;
 }
 
+/* The sources a full pool's slots come from, counted in one pass: open addressing, room to spare. */
+#define DOOR_TALLY (4 * DOOR_POOL_CONNS)
+
+static unsigned door_tally_hash(const struct gate_addr *a)
+{
+    uint32_t h = 2166136261u;   /* FNV-1a over the source's bytes */
+    for (unsigned i = 0; i < (a->family == 4 ? 4u : DOOR_SOURCE_V6_BYTES); i++)
+        h = (h ^ a->bytes[i]) * 16777619u;
+    return h & (DOOR_TALLY - 1);
+}
+
+/*
+ * The oldest slow slot of family `family` among slots[0..n) (n at most
+ * 2 * DOOR_POOL_CONNS) whose source holds the most of them, or n. Linear:
+ * a flood pays for each connection it opens, not the square of the pool.
+ */
+static unsigned door_admit_victim(const struct door_slot *slots, unsigned n, uint8_t family)
+{
+    uint16_t first[DOOR_TALLY] = { 0 };     /* 1 + the first slot of each source */
+    uint16_t count[DOOR_TALLY];
+    uint16_t bucket[2 * DOOR_POOL_CONNS];
+    unsigned victim = n, most = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        if (slots[i].from.family != family)
+            continue;
+        unsigned b = door_tally_hash(&slots[i].from);
+        while (first[b] != 0 && !door_same_source(&slots[first[b] - 1].from, &slots[i].from))
+            b = (b + 1) & (DOOR_TALLY - 1);
+        if (first[b] == 0) {
+            first[b] = (uint16_t)(i + 1);
+            count[b] = 0;
+        }
+        count[b]++;
+        bucket[i] = (uint16_t)b;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (slots[i].whole || slots[i].from.family != family)
+            continue;
+        /* The source holding the most: a newcomer's own one slot never outweighs a flood's. */
+        if (count[bucket[i]] > most) {
+            most = count[bucket[i]];
+            victim = i;
+        }
+    }
+    return victim;
+}
+
 /*
  * Why the slow ones, oldest first, and never a whole one: a slot held by
  * a stranger is one that trickles, so the flood evicts itself, and the
@@ -494,26 +542,16 @@ enum door_admit_verdict door_admit(const struct door_slot *slots, unsigned n,
 {
     bool source_full = door_admit_count(slots, n, from, true) >= DOOR_MAX_CONNS_PER_SOURCE;
     bool pool_full = door_admit_count(slots, n, from, false) >= DOOR_POOL_CONNS;
-    unsigned victim = n, most = 0;
+    unsigned victim = n;
 
     if (!source_full && !pool_full)
         return DOOR_ADMIT_TAKE;
-    for (unsigned i = 0; i < n; i++) {
-        if (slots[i].whole || slots[i].from.family != from->family)
-            continue;
-        if (source_full) {
-            if (door_same_source(&slots[i].from, from)) {
+    if (source_full) {
+        for (unsigned i = 0; i < n && victim == n; i++)
+            if (!slots[i].whole && door_same_source(&slots[i].from, from))
                 victim = i;
-                break;
-            }
-            continue;
-        }
-        /* The source holding the most: a newcomer's own one slot never outweighs a flood's. */
-        unsigned held = door_admit_count(slots, n, &slots[i].from, true);
-        if (held > most) {
-            most = held;
-            victim = i;
-        }
+    } else if (n <= 2 * DOOR_POOL_CONNS) {
+        victim = door_admit_victim(slots, n, from->family);
     }
     if (victim == n)
         return DOOR_ADMIT_FULL;

@@ -171,7 +171,8 @@ enum door_admit_verdict {
 
 /*
  * Where a new connection from `from` goes, beside the n connections held
- * now, oldest first (both families). Its source (an IPv4 address, an IPv6
+ * now, oldest first (both families; at most 2 * DOOR_POOL_CONNS, what a
+ * door holds). Its source (an IPv4 address, an IPv6
  * /64) at DOOR_MAX_CONNS_PER_SOURCE: that source's oldest slow connection
  * (knock not yet whole) makes room. Its family at DOOR_POOL_CONNS: the
  * oldest slow connection of the source holding the most of that pool. An
