@@ -73,7 +73,7 @@
     X(door_let_in, "knocks let in at this daemon's doors, their addresses on the gate")        \
     X(door_refused, "key holders' knocks refused at the doors, answered with the reason")     \
     X(door_dropped, "door connections closed unanswered: no key, malformed, slow, no room")   \
-    X(door_dropped_slow, "door connections with no whole knock within their bound (1 s)")      \
+    X(door_dropped_slow, "door connections with no whole knock within 1 s (less where --connect-timeout-ms is under 2 s)") \
     X(door_evicted_source, "slow door connections closed for a newer one of their source (an IPv4 address, an IPv6 /64)") \
     X(door_evicted_pool, "slow door connections closed for a newer one: their family's pool was full") \
     X(door_dropped_full, "door connections closed at once: their source or pool held only knocks being answered") \
