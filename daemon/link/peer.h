@@ -214,9 +214,9 @@ b10_status_t peer_use(struct peer *peer, struct link_user *u);
 b10_status_t peer_ensure_link(struct peer *peer);
 /*
  * Why the outbound link is not up yet, for work that waited for it past
- * its own deadline: what the knocks at the peer's door met so far (the
- * door never let this daemon in), or "" (not knocking, or no knock ended
- * yet). Good until the loop runs.
+ * its own deadline: what the knocks at the peer's door met so far (its
+ * door did not answer, or never let this daemon in), or "" (not
+ * knocking: the HELLO is out). Good until the loop runs.
  */
 const char *peer_link_why(struct peer *peer);
 
