@@ -80,7 +80,7 @@ static b10_status_t b10d_open_doors(struct b10d *d)
         .name = d->cfg.name, .daemon_id = d->daemon_id,
         .devices = d->cfg.net_devices[0] ? d->cfg.net_devices : env != NULL ? env : "",
         .port = (uint16_t)d->cfg.door_port, .timeout_ms = d->cfg.connect_timeout_ms,
-        .knocks_per_s = d->cfg.max_hellos_per_s,
+        .knocks_per_s = d->cfg.max_hellos_per_s, .stats = &d->stats.door,
     };
     struct wireaddr_door doors[WIREADDR_MAX_DOORS];
     char detail[256];

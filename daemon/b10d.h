@@ -49,6 +49,7 @@
 
 #include "auth.h"
 #include "config.h"
+#include "door.h"
 #include "ids.h"
 #include "list.h"
 #include "log.h"
@@ -107,7 +108,18 @@ struct stats {
     uint64_t descriptors_refused;   /* agent descriptors that opened under no key held here */
     uint64_t gpu_copies_rescued;    /* GPU copies complete but ended only by gpu.c's watch (a bug) */
     uint64_t cpu_us;                /* the daemon's CPU time, all threads (read when asked) */
+    /* The doors' counters (door.h): door.c counts in .door, admin.c's table reads each by name. */
+    union {
+        struct door_stats door;
+        struct {
+#define B10D_DOOR_STAT(field, text) uint64_t field;
+            DOOR_STATS(B10D_DOOR_STAT)
+#undef B10D_DOOR_STAT
+        };
+    };
 };
+_Static_assert(sizeof(struct door_stats) == sizeof(((struct stats *)0)->door),
+               "struct stats names each door counter once");
 
 struct metrics;
 struct rank_ops;

@@ -150,9 +150,11 @@ static void xfer_on_deadline(uv_timer_t *timer)
                         : x->state == XFER_QUEUED     ? "in the queue for its peer's staging share"
                         : x->role == XFER_SEND        ? "for DATA to be sent and RESULT"
                                                       : "for DATA";
-    xfer_fail(x, B10_ERR_DEADLINE, "deadline of %" PRIu64 " ms expired waiting %s (%u of %u chunks %s)",
+    /* Waiting for the link, it says what the knocks at the peer's door met. */
+    const char *why = x->state == XFER_WAIT_LINK && x->peer != NULL ? peer_link_why(x->peer) : "";
+    xfer_fail(x, B10_ERR_DEADLINE, "deadline of %" PRIu64 " ms expired waiting %s (%u of %u chunks %s)%s%s",
               x->deadline_ms - x->started_ms, where, x->chunks_done, xfer_nchunks(x),
-              x->role == XFER_SEND ? "sent" : "landed");
+              x->role == XFER_SEND ? "sent" : "landed", why[0] ? ": " : "", why);
 }
 
 /*

@@ -10,12 +10,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "knock.h"
 #include "list.h"
 #include "log.h"
 #include "nodeid.h"
+
+/*
+ * Connections the kernel holds for a door before it accepts them: room for
+ * a burst of a flood, so that a real knock's SYN among it is not dropped
+ * (and retried by its TCP a second later). The door accepts them all at
+ * each turn of the loop; door_admit sorts them out.
+ */
+#define DOOR_BACKLOG 512
 
 struct door_listener {
     uv_tcp_t tcp;
@@ -43,7 +52,8 @@ struct door {
     uint64_t incarnation;
     uint64_t log_ms;            /* when a dropped connection was last logged */
     uint64_t unlogged;
-    struct door_stats stats;
+    struct door_stats *stats;   /* cfg.stats, or own_stats */
+    struct door_stats own_stats;
 };
 
 /* One connection at a door: one KNOCK in, at most one KNOCK_ACK out. */
@@ -55,7 +65,7 @@ struct door_conn {
     struct list node;
     struct gate_addr from;
     unsigned open_handles;
-    bool done;                  /* answered or dropped: reads no more */
+    bool done;                  /* its knock whole (being answered), or dropped: reads no more */
     size_t have;
     uint8_t in[KNOCK_MAX_BYTES];
     uint8_t *out;               /* the KNOCK_ACK, while it is written */
@@ -75,7 +85,7 @@ struct door_try {
 struct door_knock {
     struct door *door;
     struct list node;
-    uv_timer_t timer;
+    uv_timer_t timer;           /* the round's bound, the backoff before the next, or the end told */
     struct door_try *now;
     struct wireaddr_door targets[WIREADDR_MAX_DOORS];
     unsigned ntargets, next;
@@ -83,9 +93,14 @@ struct door_knock {
     char name[CONFIG_NAME_MAX];     /* the daemon knocked at: a certified door's answer proves it */
     void *user;
     door_knock_cb cb;
+    door_knock_again_cb again;
+    uint64_t since_ms;          /* door_now_ms when the knock began */
+    unsigned rounds;            /* rounds that ended with no door letting this daemon in */
+    bool took;                  /* this round: a door took a connection (or the round ran out) */
     bool starting;              /* inside door_knock: an end now is told from the loop */
     b10_status_t status;        /* the end told from the loop */
     char detail[192];           /* why the last door tried did not let this daemon in */
+    char why[192 + 96];         /* door_knock_why's answer: the detail and its words */
 };
 
 static uint64_t door_now_ms(const struct door *door)
@@ -192,6 +207,17 @@ static void door_conn_close(struct door_conn *c)
     uv_close((uv_handle_t *)&c->tcp, door_conn_closed);
 }
 
+/*
+ * How long a connection has to deliver its whole knock: well within the
+ * exchange's bound, as a real knock is one write right after connect.
+ */
+static uint64_t door_whole_ms(const struct door *door)
+{
+    uint64_t whole = door->cfg.whole_ms != 0 ? door->cfg.whole_ms : DOOR_WHOLE_KNOCK_MS;
+    uint64_t half = door->cfg.timeout_ms / 2;
+    return half < whole ? (half > 0 ? half : 1) : whole;
+}
+
 /* Unanswered: a stranger, a malformed or slow knock, one too many. Logged once a second. */
 static void door_drop(struct door_conn *c, const char *why)
 {
@@ -199,7 +225,7 @@ static void door_drop(struct door_conn *c, const char *why)
     char ip[INET6_ADDRSTRLEN];
     uint64_t now = door_now_ms(door);
 
-    door->stats.dropped++;
+    door->stats->door_dropped++;
     if (now - door->log_ms >= 1000) {
         log_notice("door: dropped a connection from %s: %s%s", gate_addr_str(&c->from, ip, sizeof(ip)),
                    why, door->unlogged ? " (and others since the last such line)" : "");
@@ -210,6 +236,8 @@ static void door_drop(struct door_conn *c, const char *why)
     }
     door_conn_close(c);
 }
+
+static void door_conn_timeout(uv_timer_t *t);
 
 static void door_on_answered(uv_write_t *w, int status)
 {
@@ -241,6 +269,8 @@ static void door_answer(struct door_conn *c, const struct knock *knock, b10_stat
     uv_buf_t buf = uv_buf_init((char *)c->out, (unsigned)n);
     c->done = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
+    /* Whole and judged: the answer has the rest of the exchange's bound to be taken. */
+    uv_timer_start(&c->timer, door_conn_timeout, door->cfg.timeout_ms, 0);
     c->write.data = c;
     if (n == 0)
         log_err("door: cannot answer a knock of %s: no memory, or the node key would not sign",
@@ -345,13 +375,13 @@ static void door_judge(struct door_conn *c, size_t length)
         }
     }
     if (st != B10_OK) {
-        door->stats.refused++;
+        door->stats->door_refused++;
         log_warning("door: refused a knock of %s from %s: %s", k.name[0] ? k.name : "?",
                     gate_addr_str(&c->from, ip, sizeof(ip)), detail);
         door_answer(c, &k, st, detail);
         return;
     }
-    door->stats.let_in++;
+    door->stats->door_let_in++;
     log_info("door: let %s in from %s (%u addresses; %u on the gate)", k.name,
              gate_addr_str(&c->from, ip, sizeof(ip)), k.naddrs, gate_count(door->gate));
     door_answer(c, &k, B10_OK, "");
@@ -364,13 +394,12 @@ static void door_conn_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     *buf = uv_buf_init((char *)c->in + c->have, (unsigned)(sizeof(c->in) - c->have));
 }
 
-static void door_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/*
+ * nread more bytes in c->in (or a libuv error, UV_EOF at the end): judged
+ * once the knock is whole, dropped when it cannot be one.
+ */
+static void door_conn_took(struct door_conn *c, ssize_t nread)
 {
-    struct door_conn *c = s->data;
-    (void)buf;
-
-    if (c->done || nread == 0)
-        return;
     if (nread < 0) {
         door_drop(c, nread == UV_EOF ? "it hung up before its knock was whole" : uv_strerror((int)nread));
         return;
@@ -387,9 +416,184 @@ static void door_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         door_drop(c, "not a knock");
 }
 
+static void door_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct door_conn *c = s->data;
+    (void)buf;
+
+    if (!c->done && nread != 0)
+        door_conn_took(c, nread);
+}
+
+/*
+ * What came with the connection, read at its accept. A real knock is
+ * written right after connect, so it lies whole in the socket by the time
+ * a flooded door accepts it: judged now, it is never among the slow ones
+ * that newer connections of the same accept burst evict.
+ */
+static void door_conn_read_now(struct door_conn *c)
+{
+    uv_os_fd_t fd;
+
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
+        return;
+    while (!c->done && c->have < sizeof(c->in)) {
+        ssize_t n = recv(fd, c->in + c->have, sizeof(c->in) - c->have, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        door_conn_took(c, n > 0 ? n : n == 0 ? UV_EOF : -errno);
+    }
+}
+
 static void door_conn_timeout(uv_timer_t *t)
 {
-    door_drop(t->data, "no whole knock within --connect-timeout-ms");
+    struct door_conn *c = t->data;
+    char why[96];
+
+    if (c->done) {
+        door_drop(c, "its answer was not taken within --connect-timeout-ms");
+        return;
+    }
+    c->door->stats->door_dropped_slow++;
+    snprintf(why, sizeof(why), "no whole knock within %" PRIu64 " ms", door_whole_ms(c->door));
+    door_drop(c, why);
+}
+
+bool door_same_source(const struct gate_addr *a, const struct gate_addr *b)
+{
+    return a->family == b->family &&
+           memcmp(a->bytes, b->bytes, a->family == 4 ? 4 : DOOR_SOURCE_V6_BYTES) == 0;
+}
+
+/* How many of the n slots are of a's source (source) or of its family (!source). */
+static unsigned door_admit_count(const struct door_slot *slots, unsigned n,
+                                 const struct gate_addr *a, bool source)
+{
+    unsigned count = 0;
+    for (unsigned i = 0; i < n; i++)
+        count += source ? door_same_source(&slots[i].from, a) : slots[i].from.family == a->family;
+    return count;
+}
+
+/* The sources a full pool's slots come from, counted in one pass: open addressing, room to spare. */
+#define DOOR_TALLY (4 * DOOR_POOL_CONNS)
+
+static unsigned door_tally_hash(const struct gate_addr *a)
+{
+    uint32_t h = 2166136261u;   /* FNV-1a over the source's bytes */
+    for (unsigned i = 0; i < (a->family == 4 ? 4u : DOOR_SOURCE_V6_BYTES); i++)
+        h = (h ^ a->bytes[i]) * 16777619u;
+    return h & (DOOR_TALLY - 1);
+}
+
+/*
+ * The oldest slow slot of family `family` among slots[0..n) (n at most
+ * 2 * DOOR_POOL_CONNS) whose source holds the most of them, or n. Linear:
+ * a flood pays for each connection it opens, not the square of the pool.
+ */
+static unsigned door_admit_victim(const struct door_slot *slots, unsigned n, uint8_t family)
+{
+    uint16_t first[DOOR_TALLY] = { 0 };     /* 1 + the first slot of each source */
+    uint16_t count[DOOR_TALLY];
+    uint16_t bucket[2 * DOOR_POOL_CONNS];
+    unsigned victim = n, most = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        if (slots[i].from.family != family)
+            continue;
+        unsigned b = door_tally_hash(&slots[i].from);
+        while (first[b] != 0 && !door_same_source(&slots[first[b] - 1].from, &slots[i].from))
+            b = (b + 1) & (DOOR_TALLY - 1);
+        if (first[b] == 0) {
+            first[b] = (uint16_t)(i + 1);
+            count[b] = 0;
+        }
+        count[b]++;
+        bucket[i] = (uint16_t)b;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (slots[i].whole || slots[i].from.family != family)
+            continue;
+        /* The source holding the most: a newcomer's own one slot never outweighs a flood's. */
+        if (count[bucket[i]] > most) {
+            most = count[bucket[i]];
+            victim = i;
+        }
+    }
+    return victim;
+}
+
+/*
+ * Why the slow ones, oldest first, and never a whole one: a slot held by
+ * a stranger is one that trickles, so the flood evicts itself, and the
+ * knock that came whole at once is answered whatever the flood does. A
+ * newcomer evicting (rather than being turned away at a full door) makes
+ * the flood's connections the cheap ones to lose: to keep a real knock
+ * out, a flood would have to open a pool's worth of connections between
+ * that knock's accept and the read of the bytes that came with it
+ * (door_conn_read_now). Turning newcomers away instead would let a
+ * flood that merely keeps the pool full, a connection a slot, keep every
+ * knock out.
+ */
+enum door_admit_verdict door_admit(const struct door_slot *slots, unsigned n,
+                                   const struct gate_addr *from, unsigned *victim_p)
+{
+    bool source_full = door_admit_count(slots, n, from, true) >= DOOR_MAX_CONNS_PER_SOURCE;
+    bool pool_full = door_admit_count(slots, n, from, false) >= DOOR_POOL_CONNS;
+    unsigned victim = n;
+
+    if (!source_full && !pool_full)
+        return DOOR_ADMIT_TAKE;
+    if (source_full) {
+        for (unsigned i = 0; i < n && victim == n; i++)
+            if (!slots[i].whole && door_same_source(&slots[i].from, from))
+                victim = i;
+    } else if (n <= 2 * DOOR_POOL_CONNS) {
+        victim = door_admit_victim(slots, n, from->family);
+    }
+    if (victim == n)
+        return DOOR_ADMIT_FULL;
+    *victim_p = victim;
+    return source_full ? DOOR_ADMIT_EVICT_SOURCE : DOOR_ADMIT_EVICT_POOL;
+}
+
+/*
+ * Room for the newcomer c (the newest of door->conns): true, having closed
+ * a slow one for it where needed; false, having dropped c.
+ */
+static bool door_make_room(struct door *door, struct door_conn *c)
+{
+    struct door_slot slots[2 * DOOR_POOL_CONNS];
+    struct door_conn *held[2 * DOOR_POOL_CONNS];
+    unsigned n = 0, victim;
+    struct list *pos, *tmp;
+
+    list_for_each_safe(pos, tmp, &door->conns) {
+        struct door_conn *o = list_entry(pos, struct door_conn, node);
+        if (o == c || n == 2 * DOOR_POOL_CONNS)
+            continue;
+        slots[n] = (struct door_slot){ .from = o->from, .whole = o->done };
+        held[n++] = o;
+    }
+    switch (door_admit(slots, n, &c->from, &victim)) {
+    case DOOR_ADMIT_TAKE:
+        return true;
+    case DOOR_ADMIT_EVICT_SOURCE:
+        door->stats->door_evicted_source++;
+        door_drop(held[victim], "a newer connection from its source took its place before its knock was whole");
+        return true;
+    case DOOR_ADMIT_EVICT_POOL:
+        door->stats->door_evicted_pool++;
+        door_drop(held[victim], "a newer connection took its place before its knock was whole (the door was full)");
+        return true;
+    case DOOR_ADMIT_FULL:
+        break;
+    }
+    door->stats->door_dropped_full++;
+    door_drop(c, "no room: every connection of its source or its pool is a knock being answered");
+    return false;
 }
 
 static void door_on_connection(uv_stream_t *server, int status)
@@ -404,7 +608,7 @@ static void door_on_connection(uv_stream_t *server, int status)
         /* Accept and close at once, so the backlog does not hold it; without memory, leave it. */
         if (tmp != NULL && uv_tcp_init(door->loop, tmp) == 0) {
             if (uv_accept(server, (uv_stream_t *)tmp) == 0)
-                door->stats.dropped++;
+                door->stats->door_dropped++;
             uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
         } else {
             free(tmp);
@@ -423,25 +627,15 @@ static void door_on_connection(uv_stream_t *server, int status)
     if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 ||
         uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0 ||
         !gate_addr_of((struct sockaddr *)&ss, &c->from)) {
-        door->stats.dropped++;
+        door->stats->door_dropped++;
         door_conn_close(c);
         return;
     }
-    if (door->nconns > DOOR_MAX_CONNS) {
-        door_drop(c, "too many knocks at once");
+    if (!door_make_room(door, c))
         return;
-    }
-    /* One address holds at most a few: a slow one cannot keep the others' knocks out. */
-    unsigned same = 0;
-    struct list *pos, *tmp;
-    list_for_each_safe(pos, tmp, &door->conns)
-        same += gate_addr_eq(&list_entry(pos, struct door_conn, node)->from, &c->from);
-    if (same > DOOR_MAX_CONNS_PER_ADDR) {
-        door_drop(c, "too many knocks at once from this address");
-        return;
-    }
-    uv_timer_start(&c->timer, door_conn_timeout, door->cfg.timeout_ms, 0);
-    if (uv_read_start((uv_stream_t *)&c->tcp, door_conn_alloc, door_conn_read) != 0)
+    uv_timer_start(&c->timer, door_conn_timeout, door_whole_ms(door), 0);
+    door_conn_read_now(c);
+    if (!c->done && uv_read_start((uv_stream_t *)&c->tcp, door_conn_alloc, door_conn_read) != 0)
         door_drop(c, "cannot read");
 }
 
@@ -500,9 +694,9 @@ static void door_knock_end_ack(struct door_knock *k, b10_status_t status, const 
     list_remove(&k->node);
     uv_close((uv_handle_t *)&k->timer, door_knock_closed);
     if (status == B10_OK)
-        k->door->stats.knocked++;
+        k->door->stats->knocks_let_in++;
     else
-        k->door->stats.knock_failed++;
+        k->door->stats->knocks_failed++;
     if (cb != NULL)
         cb(user, status, detail, ack);
 }
@@ -643,6 +837,8 @@ static void door_try_connected(uv_connect_t *req, int status)
         door_try_failed(t, "the door at %s: %s", uv_strerror(status));
         return;
     }
+    /* Something listens there: a round that ends unanswered now is one to try again. */
+    k->took = true;
     /* Claim this daemon's addresses and the one this connection comes from. */
     struct knock knock = { .sender_id = door->cfg.daemon_id, .sent_ms = door_wall_ms() };
     struct sockaddr_storage ss;
@@ -674,12 +870,76 @@ static void door_try_connected(uv_connect_t *req, int status)
                         "would not sign)" : "cannot send the knock");
 }
 
+/*
+ * The next backoff: doubling from DOOR_RETRY_FIRST_MS to DOOR_RETRY_MAX_MS,
+ * half of it jitter, so that knockers a flood turned away together do not
+ * come back together.
+ */
+static uint64_t door_knock_backoff(const struct door_knock *k)
+{
+    uint64_t ceiling = DOOR_RETRY_FIRST_MS;
+    uint32_t r;
+
+    for (unsigned i = 1; i < k->rounds && ceiling < DOOR_RETRY_MAX_MS; i++)
+        ceiling *= 2;
+    if (ceiling > DOOR_RETRY_MAX_MS)
+        ceiling = DOOR_RETRY_MAX_MS;
+    auth_random(&r, sizeof(r));
+    return ceiling / 2 + r % (ceiling / 2 + 1);
+}
+
+static void door_knock_timeout(uv_timer_t *timer);
+
+static void door_knock_round(struct door_knock *k)
+{
+    k->next = 0;
+    k->took = false;
+    uv_timer_start(&k->timer, door_knock_timeout, k->door->cfg.timeout_ms, 0);
+    door_knock_next(k);
+}
+
+static void door_knock_retry(uv_timer_t *timer)
+{
+    door_knock_round(timer->data);
+}
+
+/*
+ * Every door of the round tried (or its time out) and none let this daemon
+ * in. Where one took the connection and then said nothing (dropped it at a
+ * flood, past its rate, under a key it does not hold, or kept silent), the
+ * next round may find room: again after a backoff while the caller says
+ * something still waits. Where nothing listened at any (refused, no
+ * route), the daemon is down: what waits fails now, as it would on a
+ * round that ends so fast again.
+ */
+static void door_knock_round_over(struct door_knock *k)
+{
+    char why[sizeof(k->detail) + 64];
+
+    k->rounds++;
+    if (k->took && k->again != NULL && k->again(k->user)) {
+        uint64_t backoff = door_knock_backoff(k);
+        k->door->stats->knocks_retried++;
+        log_debug("door: knock %u at the doors of %s: %s; again in %" PRIu64 " ms", k->rounds,
+                  k->name, k->detail, backoff);
+        uv_timer_start(&k->timer, door_knock_retry, backoff, 0);
+        return;
+    }
+    if (k->rounds == 1) {
+        door_knock_end(k, B10_ERR_PEER_UNREACHABLE, k->detail);
+        return;
+    }
+    snprintf(why, sizeof(why), "no door let this daemon in after %u knocks; the last: %s", k->rounds,
+             k->detail);
+    door_knock_end(k, B10_ERR_PEER_UNREACHABLE, why);
+}
+
 static void door_knock_next(struct door_knock *k)
 {
     struct door *door = k->door;
 
     if (k->next == k->ntargets) {
-        door_knock_end(k, B10_ERR_PEER_UNREACHABLE, k->detail);
+        door_knock_round_over(k);
         return;
     }
     struct door_try *t = calloc(1, sizeof(*t));
@@ -698,17 +958,24 @@ static void door_knock_next(struct door_knock *k)
         door_try_failed(t, "the door at %s: %s", uv_strerror(rc));
 }
 
+/* The round's time is out: the door tried now kept silent (or its SYN went unanswered). */
 static void door_knock_timeout(uv_timer_t *timer)
 {
     struct door_knock *k = timer->data;
-    char why[256];
+    char why[sizeof(k->detail) + 64];
+
     snprintf(why, sizeof(why), "no door let this daemon in within --connect-timeout-ms%s%s",
              k->detail[0] ? "; " : "", k->detail);
-    door_knock_end(k, B10_ERR_PEER_UNREACHABLE, why);
+    snprintf(k->detail, sizeof(k->detail), "%.*s", (int)sizeof(k->detail) - 1, why);
+    if (k->now != NULL)
+        door_try_end(k->now);
+    k->took = true;
+    door_knock_round_over(k);
 }
 
 struct door_knock *door_knock(struct door *door, const struct wireaddr_door *doors, unsigned n,
-                              const char *name, void *user, door_knock_cb cb)
+                              const char *name, void *user, door_knock_cb cb,
+                              door_knock_again_cb again)
 {
     struct door_knock *k = calloc(1, sizeof(*k));
 
@@ -719,6 +986,8 @@ struct door_knock *door_knock(struct door *door, const struct wireaddr_door *doo
     k->door = door;
     k->user = user;
     k->cb = cb;
+    k->again = again;
+    k->since_ms = door_now_ms(door);
     snprintf(k->name, sizeof(k->name), "%s", name);
     k->ntargets = n < WIREADDR_MAX_DOORS ? n : WIREADDR_MAX_DOORS;
     memcpy(k->targets, doors, k->ntargets * sizeof(doors[0]));
@@ -726,11 +995,29 @@ struct door_knock *door_knock(struct door *door, const struct wireaddr_door *doo
     uv_timer_init(door->loop, &k->timer);
     k->timer.data = k;
     list_insert_tail(&door->knocks, &k->node);
-    uv_timer_start(&k->timer, door_knock_timeout, door->cfg.timeout_ms, 0);
     k->starting = true;
-    door_knock_next(k);
+    door_knock_round(k);
     k->starting = false;
     return k;
+}
+
+const char *door_knock_why(struct door_knock *k)
+{
+    char where[64];
+
+    if (k == NULL)
+        return "";
+    uint64_t ms = door_now_ms(k->door) - k->since_ms;
+    if (k->detail[0] != '\0')
+        snprintf(k->why, sizeof(k->why), "its door did not let this daemon in (knocking for %" PRIu64
+                 " ms, %u round%s unanswered; the last: %s)", ms, k->rounds,
+                 k->rounds == 1 ? "" : "s", k->detail);
+    else if (k->next > 0)
+        snprintf(k->why, sizeof(k->why), "its door did not answer (knocking at %s for %" PRIu64 " ms)",
+                 door_where(&k->targets[k->next - 1], where, sizeof(where)), ms);
+    else
+        return "";
+    return k->why;
 }
 
 void door_knock_cancel(struct door_knock *k)
@@ -781,7 +1068,7 @@ static b10_status_t door_listen(struct door *door, const struct ifaddrs *ifa, ch
     door->listeners[door->nlisteners++] = l;
     int rc = uv_tcp_bind(&l->tcp, (struct sockaddr *)&ss, ss.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
     if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&l->tcp, 64, door_on_connection);
+        rc = uv_listen((uv_stream_t *)&l->tcp, DOOR_BACKLOG, door_on_connection);
     if (rc == 0)
         rc = uv_tcp_getsockname(&l->tcp, (struct sockaddr *)&ss, &len);
     struct gate_addr a;
@@ -818,6 +1105,8 @@ b10_status_t door_create(uv_loop_t *loop, const struct auth_keyring *keys,
     snprintf(door->name, sizeof(door->name), "%s", cfg->name);
     door->cfg.name = door->name;
     door->cfg.devices = NULL;
+    door->stats = cfg->stats != NULL ? cfg->stats : &door->own_stats;
+    door->cfg.stats = NULL;
     door->tokens = cfg->knocks_per_s;
     door->tokens_ms = uv_now(loop);
     list_init(&door->conns);
@@ -899,5 +1188,5 @@ void door_set_boot(struct door *door, const void *address, size_t length, uint64
 
 const struct door_stats *door_stats(const struct door *door)
 {
-    return &door->stats;
+    return door->stats;
 }

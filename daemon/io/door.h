@@ -23,11 +23,28 @@
  * lets in only an answer proven for the node it knocked for. An
  * uncertified door refuses a proof it cannot check.
  *
- * Bounded: DOOR_MAX_CONNS connections at once, DOOR_MAX_CONNS_PER_ADDR of
- * them from one address, each for --connect-timeout-ms at most, one framed
- * message of KNOCK_MAX_BYTES in and one out, knocks that open under a key
- * answered at --max-hellos-per-s (all knockers together; a stranger's spend
- * nothing of it; a proof is checked only within it).
+ * Bounded: each family (IPv4, IPv6) a pool of DOOR_POOL_CONNS connections
+ * of its own, so that strangers of one family cannot keep out the knocks
+ * of the other; DOOR_MAX_CONNS_PER_SOURCE of them from one source (an IPv4
+ * address; an IPv6 /64, which its holder has billions of addresses of).
+ * A real knock is one small write right after connect, and a connection
+ * has DOOR_WHOLE_KNOCK_MS (at most half of --connect-timeout-ms) to
+ * deliver its whole knock, --connect-timeout-ms for the exchange. One that
+ * has not delivered it yet gives its slot up to a newcomer: when a source
+ * or a pool is full, the oldest such connection (of the source holding the
+ * most) is closed for the newcomer, so that a flood of connections that
+ * trickle bytes never keeps a real knock out (door_admit). One message of
+ * KNOCK_MAX_BYTES in and one out; knocks that open under a key answered at
+ * --max-hellos-per-s (all knockers together; a stranger's spend nothing of
+ * it; a proof is checked only within it).
+ *
+ * A knock of this daemon tries each door of the other in turn; a round
+ * where some door took the connection and then dropped it or kept silent
+ * (a flood at that door, its rate, a key it does not hold) is tried again
+ * after a backoff with jitter while the knocker's caller says something
+ * still waits for the link (door_knock_again_cb). A refusal the door
+ * answered under the key is its say and ends the knock; so do doors that
+ * nothing listens at (the daemon is down).
  */
 #ifndef B10D_DOOR_H
 #define B10D_DOOR_H
@@ -41,8 +58,34 @@
 #include "gate.h"
 #include "wireaddr.h"
 
-#define DOOR_MAX_CONNS 64
-#define DOOR_MAX_CONNS_PER_ADDR 8
+#define DOOR_POOL_CONNS 64              /* connections at once, each family */
+#define DOOR_MAX_CONNS_PER_SOURCE 4     /* of them from one IPv4 address or IPv6 /64 */
+#define DOOR_SOURCE_V6_BYTES 8          /* an IPv6 source: its /64 */
+#define DOOR_WHOLE_KNOCK_MS 1000        /* from accept to a whole knock, at most */
+#define DOOR_RETRY_FIRST_MS 50          /* a knock's first backoff; doubling, jittered */
+#define DOOR_RETRY_MAX_MS 1000
+
+/*
+ * The door's counters, C name and help text (admin.c's counters table
+ * lists them; b10d.h's struct stats holds them by name).
+ */
+#define DOOR_STATS(X)                                                                           \
+    X(door_let_in, "knocks let in at this daemon's doors, their addresses on the gate")        \
+    X(door_refused, "key holders' knocks refused at the doors, answered with the reason")     \
+    X(door_dropped, "door connections closed unanswered: no key, malformed, slow, no room")   \
+    X(door_dropped_slow, "door connections with no whole knock within 1 s (less where --connect-timeout-ms is under 2 s)") \
+    X(door_evicted_source, "slow door connections closed for a newer one of their source (an IPv4 address, an IPv6 /64)") \
+    X(door_evicted_pool, "slow door connections closed for a newer one: their family's pool was full") \
+    X(door_dropped_full, "door connections closed at once: their source or pool held only knocks being answered") \
+    X(knocks_let_in, "knocks of this daemon let in at other daemons' doors")                   \
+    X(knocks_failed, "knocks of this daemon that ended without being let in")                 \
+    X(knocks_retried, "rounds of this daemon's knocks tried again after no door answered")
+
+struct door_stats {
+#define DOOR_STAT_FIELD(field, text) uint64_t field;
+    DOOR_STATS(DOOR_STAT_FIELD)
+#undef DOOR_STAT_FIELD
+};
 
 struct door_config {
     const char *name;           /* this daemon's --name */
@@ -50,15 +93,10 @@ struct door_config {
     const char *devices;        /* --net-devices, else UCX_NET_DEVICES; "" or "all": every device */
     uint16_t port;              /* --door-port; 0: one the kernel picks, a door each */
     uint32_t timeout_ms;        /* a knock's whole exchange, either side */
+    uint32_t whole_ms;          /* from accept to a whole knock (0: DOOR_WHOLE_KNOCK_MS), at most
+                                 * half of timeout_ms; the unit tests lengthen it */
     double knocks_per_s;        /* knocks answered, all knockers together */
-};
-
-struct door_stats {
-    uint64_t let_in;            /* knocks answered, their addresses on the gate */
-    uint64_t refused;           /* knocks that opened under a key, refused (answered) */
-    uint64_t dropped;           /* connections closed unanswered: no key, malformed, slow, too many */
-    uint64_t knocked;           /* knocks of this daemon that were let in */
-    uint64_t knock_failed;
+    struct door_stats *stats;   /* where the door counts (the caller's, outliving it); NULL: its own */
 };
 
 struct door;
@@ -71,6 +109,12 @@ struct knock;
  */
 typedef void (*door_knock_cb)(void *user, b10_status_t status, const char *detail,
                               const struct knock *ack);
+/*
+ * A round of the doors went unanswered (some door took the connection,
+ * then dropped it or kept silent): true to knock again after a backoff,
+ * false to end the knock B10_ERR_PEER_UNREACHABLE. Called from the loop.
+ */
+typedef bool (*door_knock_again_cb)(void *user);
 
 struct nodeid;
 /*
@@ -94,14 +138,53 @@ const struct door_stats *door_stats(const struct door *door);
 
 /*
  * Knock at the doors of the daemon `name` (tried in turn until one
- * answers) and call cb once, from the loop, never before door_knock
- * returned: B10_OK when it let this daemon in and its addresses are on
- * this gate (a certified daemon's: only once its answer proved the node
- * `name`). The handle is good until cb runs or door_knock_cancel.
+ * answers, each round bounded by cfg->timeout_ms) and call cb once, from
+ * the loop, never before door_knock returned: B10_OK when it let this
+ * daemon in and its addresses are on this gate (a certified daemon's: only
+ * once its answer proved the node `name`). A round no door answered is
+ * tried again while again(user) says so (NULL: one round). The handle is
+ * good until cb runs or door_knock_cancel.
  */
 struct door_knock *door_knock(struct door *door, const struct wireaddr_door *doors, unsigned n,
-                              const char *name, void *user, door_knock_cb cb);
+                              const char *name, void *user, door_knock_cb cb,
+                              door_knock_again_cb again);
 void door_knock_cancel(struct door_knock *k);
+/*
+ * What the knock met so far, for what waited for it past its own
+ * deadline: for how long no door answered it, or how many rounds no door
+ * let this daemon in and the last door's reason. Good until the loop runs.
+ */
+const char *door_knock_why(struct door_knock *k);
+
+/* One connection at a door, as its admission sees it (door_admit). */
+struct door_slot {
+    struct gate_addr from;
+    bool whole;                 /* its knock came whole: being answered, never evicted */
+};
+
+enum door_admit_verdict {
+    DOOR_ADMIT_TAKE,            /* room for it */
+    DOOR_ADMIT_EVICT_SOURCE,    /* its source is at its bound: that source's oldest slow one goes */
+    DOOR_ADMIT_EVICT_POOL,      /* its family's pool is full: a slow one goes (below) */
+    DOOR_ADMIT_FULL,            /* no room: all there are whole knocks being answered */
+};
+
+/*
+ * Where a new connection from `from` goes, beside the n connections held
+ * now, oldest first (both families; at most 2 * DOOR_POOL_CONNS, what a
+ * door holds). Its source (an IPv4 address, an IPv6
+ * /64) at DOOR_MAX_CONNS_PER_SOURCE: that source's oldest slow connection
+ * (knock not yet whole) makes room. Its family at DOOR_POOL_CONNS: the
+ * oldest slow connection of the source holding the most of that pool. An
+ * attacker's connections all stay slow, so they go first, oldest first,
+ * and a real knock, whole at once, is never among them; none evictable:
+ * DOOR_ADMIT_FULL. *victim_p: the index of the connection to close
+ * (EVICT_*), else untouched. Pure: the unit tests drive it from tables.
+ */
+enum door_admit_verdict door_admit(const struct door_slot *slots, unsigned n,
+                                   const struct gate_addr *from, unsigned *victim_p);
+/* Is b the same source as a: the same IPv4 address, the same IPv6 /64? */
+bool door_same_source(const struct gate_addr *a, const struct gate_addr *b);
 
 /* What this daemon's doors answer: its boot's worker address (kept, not copied) and incarnation. */
 void door_set_boot(struct door *door, const void *address, size_t length, uint64_t incarnation);

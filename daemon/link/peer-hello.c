@@ -509,6 +509,28 @@ static void peer_hello_on_knocked(void *user, b10_status_t status, const char *d
     peer_give_up(peer, status, why, true);
 }
 
+/*
+ * A round of knocks at the peer's door went unanswered (dropped, silent):
+ * knock again while a transfer or a question waits for the link (each
+ * gives up at its own deadline, and with the last the knocking ends), and
+ * for --connect-timeout-ms from the first knock in any case, the bound a
+ * link opened with nothing waiting (a rank's reload) had before.
+ */
+static bool peer_hello_knock_again(void *user)
+{
+    struct peer *peer = user;
+    struct b10d *d = peer->d;
+    struct list *pos, *tmp;
+
+    if (d->now_ms(d) - peer->knock_since_ms < d->cfg.connect_timeout_ms ||
+        !list_empty(&peer->waiting))
+        return true;
+    list_for_each_safe(pos, tmp, &peer->asks)
+        if (list_entry(pos, struct link_user, node)->unsent)
+            return true;
+    return false;
+}
+
 b10_status_t peer_hello_connect(struct peer *peer)
 {
     struct b10d *d = peer->d;
@@ -525,8 +547,9 @@ b10_status_t peer_hello_connect(struct peer *peer)
      */
     if (d->door != NULL && !peer->knocked && !peer_is_self(peer) &&
         (ndoors = wireaddr_doors(peer->address, peer->address_length, doors)) > 0) {
+        peer->knock_since_ms = d->now_ms(d);
         if ((peer->knock = door_knock(d->door, doors, (unsigned)ndoors, peer->name, peer,
-                                      peer_hello_on_knocked)) == NULL)
+                                      peer_hello_on_knocked, peer_hello_knock_again)) == NULL)
             return B10_ERR_NO_MEMORY;
         peer->state = PEER_KNOCKING;
         log_debug("peer %s: knocking at its door", peer->name);

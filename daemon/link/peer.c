@@ -608,6 +608,11 @@ b10_status_t peer_ensure_link(struct peer *peer)
     return B10_IN_PROGRESS;
 }
 
+const char *peer_link_why(struct peer *peer)
+{
+    return peer->state == PEER_KNOCKING ? door_knock_why(peer->knock) : "";
+}
+
 b10_status_t peer_use(struct peer *peer, struct link_user *u)
 {
     b10_status_t status = peer_ensure_link(peer);

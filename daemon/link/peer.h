@@ -117,6 +117,8 @@ struct peer {
 
     enum peer_state state;
     struct door_knock *knock;       /* KNOCKING: at its door */
+    uint64_t knock_since_ms;        /* ... since (b10d.now_ms): knocked again for at least
+                                     * --connect-timeout-ms, then while work waits */
     bool knocked;                   /* let in: the next HELLO goes straight to its UCX */
     struct auth_link out;           /* our link to it: its keys once PEER_UP */
     const struct auth_key *out_key; /* the cluster key our HELLO went under */
@@ -210,6 +212,13 @@ b10_status_t peer_use(struct peer *peer, struct link_user *u);
  * now if it was down), after which the peer calls up() of its unsent asks.
  */
 b10_status_t peer_ensure_link(struct peer *peer);
+/*
+ * Why the outbound link is not up yet, for work that waited for it past
+ * its own deadline: what the knocks at the peer's door met so far (its
+ * door did not answer, or never let this daemon in), or "" (not
+ * knocking: the HELLO is out). Good until the loop runs.
+ */
+const char *peer_link_why(struct peer *peer);
 
 /* Is the link of generation gen up (not retired, not given up)? */
 bool peer_link_live(const struct peer *peer, uint64_t gen);

@@ -81,6 +81,7 @@ static const struct {
 } admin_counters[] = {
 #define ADMIN_COUNTER(field, text) { #field, text, offsetof(struct stats, field) },
     ADMIN_COUNTERS(ADMIN_COUNTER)
+    DOOR_STATS(ADMIN_COUNTER)
 #undef ADMIN_COUNTER
 };
 #define ADMIN_NCOUNTERS (sizeof(admin_counters) / sizeof(admin_counters[0]))

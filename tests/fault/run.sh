@@ -34,8 +34,8 @@ SUITE=fault
 REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue"
 LIMIT_S=150
 all_scenarios="kill9_recv kill9_send sigstop_late silent_recv silent_send_none client_kill_send
-               client_kill_recv local_kill rogue node_cert_rogue door_cert floods bad_ack bad_frames budget netns_linkdown netns_loss
-               netns_rate fuzz ucx_wire ucx_local"
+               client_kill_recv local_kill rogue node_cert_rogue door_cert door_flood door_silent floods bad_ack
+               bad_frames budget netns_linkdown netns_loss netns_rate fuzz ucx_wire ucx_local"
 soak_scenarios="soak"
 
 # The checks read the daemons' "quarantine:" lines: debug level, whatever B10_LOG_LEVEL says.
@@ -551,6 +551,137 @@ scen_door_cert() {
     [ "$1" = "$2" ] || die "after node x's knock, $1 of B's $2 UCX listeners took its connections"
     note "B's $_listeners UCX listeners: none reached from 127.0.0.2 (key, no certificate), all from 127.0.0.3 (node x)"
     write_round A B after
+}
+
+# door_port NAME FAMILY: the port of daemon NAME's door at 127.0.0.1 (4) or [::1] (6).
+door_port() {
+    if [ "$2" = 4 ]; then
+        sed -n 's/.*door at 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$D/$1.log" | head -n 1
+    else
+        sed -n 's/.*door at \[::1\]:\([0-9]*\) .*/\1/p' "$D/$1.log" | head -n 1
+    fi
+}
+
+# flood_status FIELD: a field of the running flood's status (tests/fault/door-flood.py).
+flood_status() {
+    python3 -c "import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" \
+        "$D/flood.status" "$1" 2>/dev/null
+}
+
+# flood_start FLOW...: the slow-door flood, in the scenario's namespace, until flood_stop
+# (or 120 s at most); back once it has opened 256 connections and stood a second.
+flood_start() {
+    rm -f "$D/flood.status" "$D/flood.stop"
+    bg flood ip netns exec "$NS_B" python3 "$TOPDIR/tests/fault/door-flood.py" \
+        --seconds $(( 120 * SLOW )) --rate 300 --status "$D/flood.status" --stop "$D/flood.stop" "$@"
+    _n=$(( 300 * SLOW ))
+    until [ "$(flood_status opened)" -ge 256 ] 2>/dev/null &&
+          python3 -c "import sys; sys.exit(float(sys.argv[1]) < 1)" "$(flood_status elapsed)" 2>/dev/null; do
+        alive "$pid_flood" || die "the flood ended before it stood: $(tail -n 1 "$D/flood.log")"
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "the flood opened $(flood_status opened) connections in $(( 30 * SLOW )) s"
+        sleep 0.1
+    done
+}
+
+# flood_stop: the flood is still at it (the WRITE before this landed during it), then ends.
+flood_stop() {
+    if [ "$(flood_status "done")" != False ] || ! alive "$pid_flood"; then
+        die "the flood had stopped before the WRITE was done"
+    fi
+    _note=$(python3 -c "import json, sys; s = json.load(open(sys.argv[1])); print(f\"{s['opened']} connections opened in {s['elapsed']} s, {s['open']} standing, {s['closed']} closed by the door\")" \
+        "$D/flood.status")
+    touch "$D/flood.stop"
+    wait_client flood 15 "the flood"
+    [ "$rc" = 0 ] || die "the flood exited $rc: $(tail -n 1 "$D/flood.log")"
+    note "$1: $_note"
+}
+
+# A slow-door flood: many source addresses of 127.0.0.0/8, and many IPv6
+# addresses of one /64 and of many /64s (on the loopback of a network
+# namespace the scenario makes, where A, C and B run), each holding
+# connections to B's doors open and trickling a byte a second. A WRITE
+# from A, then one from C (each a first link, so a first knock) lands
+# byte for byte during the flood: IPv6 alone first (its pool is not
+# IPv4's, and its /64 is one source), then IPv4 and IPv6 together (slow
+# connections give their slots up to newer ones; a daemon's knock comes
+# whole at once). B's counters say what it evicted, and it serves after.
+scen_door_flood() {
+    command -v ip >/dev/null 2>&1 || skip "no ip(8)"
+    NS_A=b10f-$$-door
+    ip netns add "$NS_A" 2>"$D/ns.err" || skip "cannot create network namespaces: $(head -n 1 "$D/ns.err")"
+    echo "$NS_A" >>"$D/netns"
+    ip -n "$NS_A" link set lo up
+    NS_B=$NS_A NS_C=$NS_A
+    start_daemon A
+    start_daemon C
+    start_daemon B
+    _p4=$(door_port B 4)
+    _p6=$(door_port B 6)
+    [ -n "$_p4" ] || die "B logged no door at 127.0.0.1"
+    # The IPv6 sources, added once the daemons listed their addresses (a door each, otherwise).
+    _v6=""
+    if [ -n "$_p6" ]; then
+        _i=1
+        while [ $_i -le 80 ]; do
+            printf 'addr add fdb1:0:0:1::%x/128 dev lo nodad\naddr add fdb1:0:0:%x::1/128 dev lo nodad\n' \
+                $_i $(( 0x100 + _i ))
+            _i=$(( _i + 1 ))
+        done >"$D/v6.batch"
+        if ip -n "$NS_A" -6 -batch "$D/v6.batch" 2>"$D/v6.err"; then
+            _v6="::1/$_p6/fdb1:0:0:1::%x/1/48/2 ::1/$_p6/fdb1:0:0:%x::1/257/80/1"
+        else
+            note "IPv6 half skipped: cannot add IPv6 addresses in the namespace: $(head -n 1 "$D/v6.err")"
+        fi
+    else
+        note "IPv6 half skipped: B has no door at [::1] (no IPv6 on the namespace's loopback)"
+    fi
+    if [ -n "$_v6" ]; then
+        # shellcheck disable=SC2086
+        flood_start $_v6
+        write_round A B v6
+        flood_stop "IPv6 alone"
+    fi
+    # shellcheck disable=SC2086
+    flood_start "127.0.0.1/$_p4/127.0.1.%d/1/96/2" $_v6
+    write_round C B v4
+    _evicted=$(counter B door_evicted_pool)
+    flood_stop "IPv4 and IPv6"
+    [ "${_evicted:-0}" -gt 0 ] || die "B evicted no slow connection from its full pool (${_evicted:-no answer})"
+    if [ -n "$_v6" ]; then
+        _n=$(counter B door_evicted_source)
+        [ "${_n:-0}" -gt 0 ] || die "B evicted nothing for the bound of one /64 (${_n:-no answer})"
+    fi
+    for _c in door_let_in door_evicted_pool door_evicted_source door_dropped_slow door_dropped_full door_dropped; do
+        note "B $_c $(counter B $_c)"
+    done
+    note "knocks_retried A $(counter A knocks_retried), C $(counter C knocks_retried); knocks_failed A $(counter A knocks_failed), C $(counter C knocks_failed)"
+    # B still serves, and its door still lets a daemon in: A writes again, B knocks at A's.
+    write_round A B after
+    write_round B A back
+}
+
+# B stops (SIGSTOP) before A's first WRITE to it: A's knock at its door is
+# taken by the kernel and never answered. The WRITE fails at its own
+# deadline, with a reason that says the door never let A in; nothing
+# lands. B resumed, the knock that was still trying is answered, and a
+# fresh WRITE lands.
+scen_door_silent() {
+    start_daemon A
+    start_daemon B
+    decode dx B "$D/x" $KV --rounds 2 --strict
+    kill -STOP "$(daemon_pid B)"
+    prefill p0 A "$D/x" 0 $KV --req-blocks 8 --deadline-ms $(( 1500 * SLOW ))
+    kill -CONT "$(daemon_pid B)"
+    expect_rc p0 1
+    only_statuses p0 B10_ERR_DEADLINE
+    grep -q "ended B10_ERR_DEADLINE: .*expired waiting for the link to the remote daemon .*: its door did not" \
+        "$D/p0.log" || die "the failed WRITE does not say the door never let A in: $(grep -m1 'ended B10_' "$D/p0.log")"
+    note "$(sed -n 's/.*ended B10_ERR_DEADLINE: .*: \(its door did not[^)]*)\).*/\1/p' "$D/p0.log" | head -n 1)"
+    verified "$D/x" 0
+    prefill p1 A "$D/x" 1 $KV --req-blocks 8
+    expect_rc p1 0
+    finish dx 0
 }
 
 # A rogue remote daemon against B while a legitimate pair moves bytes into B.
