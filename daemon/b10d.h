@@ -106,6 +106,9 @@ struct stats {
     uint64_t descriptors_resolved;  /* descriptors of an earlier boot taken for the later one known */
     uint64_t descriptors_refused;   /* agent descriptors that opened under no key held here */
     uint64_t gpu_copies_rescued;    /* GPU copies complete but ended only by gpu.c's watch (a bug) */
+    uint64_t metrics_dropped_slow;  /* GET /metrics connections without a whole request in time */
+    uint64_t metrics_dropped_evicted;   /* ... closed to make room for a newcomer */
+    uint64_t metrics_refused;       /* ... newcomers closed unanswered: every one was being answered */
     uint64_t cpu_us;                /* the daemon's CPU time, all threads (read when asked) */
 };
 
