@@ -141,6 +141,8 @@ struct b10d {
     uint32_t admin_connections;     /* b10ctl connections of non-operators (admin.h) */
     uint32_t regs_running;          /* registrations being opened on the thread pool (session.c) */
     struct list regs_waiting;       /* ... and those waiting for a turn */
+    uint32_t aheads_running;        /* submits of many spans planned on the thread pool (session.c) */
+    struct list aheads_waiting;     /* ... and those waiting for a turn */
     struct list peers;              /* struct peer.node */
     uint32_t npeers;
     /*
