@@ -1009,16 +1009,25 @@ static void session_submit_answer(struct session *s, uint64_t seq, b10_status_t 
 }
 
 /*
- * A submit of this many spans in the span arena or more has its tables read
- * out and planned off the loop. On it, a million spans that do not merge
- * held every other rank, b10ctl and the peers for 60 to 200 ms a request
- * (on 2 cores): the read of 32 MB of tables, the sort, the pages both touch
- * first. The rank's connection feeds no more frames meanwhile, so its
- * requests keep their order; the checks against the ranks' registrations,
- * which read loop state, run on the loop once the plan is made. A rank
- * that leaves meanwhile orphans the work, which frees what it made.
+ * A submit of this many spans or more (in the span arena or in the frame)
+ * has its tables read out and planned off the loop. On it, a million spans
+ * that do not merge held every other rank, b10ctl and the peers for 60 to
+ * 200 ms a request (on 2 cores): the read of 32 MB of tables, the sort, the
+ * pages both touch first; 16,384 of them take 1 to 2 ms. The rank's
+ * connection feeds no more frames meanwhile, so its requests keep their
+ * order; the checks against the ranks' registrations, which read loop
+ * state, run on the loop once the plan is made. A rank that leaves
+ * meanwhile orphans the work, which frees what it made.
  */
-#define SESSION_AHEAD_SPANS 65536u
+#define SESSION_AHEAD_SPANS 16384u
+/*
+ * What a span costs the connection's turn (ipc_conn_charge), in the bytes a
+ * turn allows (IPC_BYTES_PER_TURN, 4 MiB): its 32 bytes of tables, read,
+ * and as much again three times for checking, planning and copying it on
+ * the loop (about 100 ns a span there, where reading 32 bytes takes some
+ * 25). A turn then takes some 32,768 spans of one rank's requests.
+ */
+#define SESSION_SPAN_WORK (4u * 2u * SPAN_BYTES)
 /* Like registrations, plans share the thread pool with the copies: this many at once. */
 #define SESSION_AHEADS_AT_ONCE 2u
 
@@ -1049,25 +1058,37 @@ static void session_ahead_start(struct b10d *d, struct session_ahead *a)
     uv_queue_work(d->loop, &a->work, session_ahead_run, session_ahead_done);
 }
 
-/* On a thread of the pool: it touches the request, its own arena descriptor and itself only. */
+/*
+ * On a thread of the pool: it touches the request, its own arena descriptor
+ * and itself only. The frame's tables are equal lists (xfer_submit refuses
+ * others, and plan_build reads only count spans of each).
+ */
 static void session_ahead_run(uv_work_t *work)
 {
     struct session_ahead *a = work->data;
-    size_t count = (size_t)a->msg->submit->arena_spans;
+    const B10__SubmitXfer *req = a->msg->submit;
+    size_t count = (size_t)(req->arena_spans != 0 ? req->arena_spans
+                                                  : req->local_spans.len / SPAN_BYTES);
 
-    a->status = arena_take(&a->arena, count, SPAN_BYTES, &a->tables, a->detail,
-                           sizeof(a->detail));
-    if (a->status != B10_OK)
-        return;
-    a->at.decoded_ns = uv_hrtime();
-    xfer_plan_ahead(a->tables, a->tables + count * SPAN_BYTES, count, &a->planned);
+    if (req->arena_spans != 0) {
+        a->status = arena_take(&a->arena, count, SPAN_BYTES, &a->tables, a->detail,
+                               sizeof(a->detail));
+        if (a->status != B10_OK)
+            return;
+        a->at.decoded_ns = uv_hrtime();
+        xfer_plan_ahead(a->tables, a->tables + count * SPAN_BYTES, count, &a->planned);
+    } else if (req->remote_spans.len == req->local_spans.len) {
+        xfer_plan_ahead(req->local_spans.data, req->remote_spans.data, count, &a->planned);
+    }
 }
 
 /* Back on the loop: admit it as a submit of its tables would be, the plan made. */
 static void session_ahead_submit(struct session *s, struct session_ahead *a, int status)
 {
     const B10__SubmitXfer *req = a->msg->submit;
-    size_t count = (size_t)req->arena_spans, table = count * SPAN_BYTES;
+    size_t count = (size_t)(req->arena_spans != 0 ? req->arena_spans
+                                                  : req->local_spans.len / SPAN_BYTES);
+    size_t table = count * SPAN_BYTES;
     b10_status_t st = a->status;
     struct xfer *x = NULL;
     char detail[256];
@@ -1079,9 +1100,12 @@ static void session_ahead_submit(struct session *s, struct session_ahead *a, int
     }
     if (st == B10_OK) {
         B10__SubmitXfer with = *req;
-        with.local_spans = (ProtobufCBinaryData){ table, a->tables };
-        with.remote_spans = (ProtobufCBinaryData){ table, a->tables + table };
-        with.arena_spans = 0;
+        if (req->arena_spans != 0) {
+            with.local_spans = (ProtobufCBinaryData){ table, a->tables };
+            with.remote_spans = (ProtobufCBinaryData){ table, a->tables + table };
+            with.arena_spans = 0;
+        }
+        /* A plan made of other tables than these could not be: none was (session_ahead_run). */
         st = xfer_submit(s, &with, NULL, &a->planned, &x, detail, sizeof(detail));
     }
     session_submit_answer(s, a->msg->seq, st, x, count, false, &a->at, detail);
@@ -1110,24 +1134,28 @@ static void session_ahead_done(uv_work_t *work, int status)
 }
 
 /*
- * Take submit msg off the loop where it is of that size and of the plain
- * form (spans in the arena, nothing else): B10_IN_PROGRESS, msg now the
- * work's. Else B10_ERR_UNSUPPORTED, and the loop serves it, which also
- * refuses every other form with its reason.
+ * Take submit msg off the loop where it is of that size and of a plain form
+ * (spans in the arena and nothing else, or spans in the frame and no
+ * arena): B10_IN_PROGRESS, msg now the work's. Else B10_ERR_UNSUPPORTED,
+ * and the loop serves it, which also refuses every other form with its
+ * reason.
  */
 static b10_status_t session_ahead_begin(struct session *s, B10__ClientMsg *msg,
                                         const struct session_arrival *at)
 {
     const B10__SubmitXfer *req = msg->submit;
-    if (req->arena_spans < SESSION_AHEAD_SPANS || req->arena_spans > s->d->cfg.max_spans ||
-        req->arena_picks != 0 || req->local_spans.len != 0 || req->remote_spans.len != 0 ||
+    bool arena = req->arena_spans != 0;
+    uint64_t count = arena ? req->arena_spans : req->local_spans.len / SPAN_BYTES;
+    if (count < SESSION_AHEAD_SPANS || count > s->d->cfg.max_spans || req->arena_picks != 0 ||
+        (arena && (req->local_spans.len != 0 || req->remote_spans.len != 0)) ||
         req->local_grid != NULL || req->remote_grid != NULL || s->conn == NULL)
         return B10_ERR_UNSUPPORTED;
     struct session_ahead *a = calloc(1, sizeof(*a));
     if (a == NULL)
         return B10_ERR_UNSUPPORTED;
     a->work.data = a;
-    if (arena_dup(&s->arena, &a->arena) != B10_OK) {
+    arena_init(&a->arena);
+    if (arena && arena_dup(&s->arena, &a->arena) != B10_OK) {
         free(a);
         return B10_ERR_UNSUPPORTED;
     }
@@ -1158,17 +1186,24 @@ static b10_status_t session_on_submit(struct session *s, B10__ClientMsg *msg,
     uint8_t *tables = NULL, *rows = NULL;
     b10_status_t status = B10_OK;
 
+    /*
+     * What its spans cost the loop counts in this connection's turn (ipc.h),
+     * beyond the frame's bytes, which count already: a frame of a few bytes
+     * may name a million spans in the arena. A turn then takes few such
+     * requests, and those that go off the loop pause it.
+     */
+    uint64_t spans = req->arena_spans != 0   ? req->arena_spans
+                     : req->arena_picks != 0 ? req->arena_picks
+                                             : req->local_spans.len / SPAN_BYTES;
+    uint64_t framed = req->local_spans.len + req->remote_spans.len;
+    ipc_conn_charge(s->conn, spans < SIZE_MAX / SESSION_SPAN_WORK
+                                 ? (size_t)(spans * SESSION_SPAN_WORK -
+                                            (framed < spans * SESSION_SPAN_WORK
+                                                 ? framed : spans * SESSION_SPAN_WORK))
+                                 : SIZE_MAX);
+    if (session_ahead_begin(s, msg, at) == B10_IN_PROGRESS)
+        return B10_IN_PROGRESS;
     if (req->arena_spans != 0 || req->arena_picks != 0) {
-        /*
-         * The frame is a few bytes; its tables, read and planned, are the
-         * work: they count in this connection's turn (ipc.h), as if they
-         * had come in the frame, so a turn takes few such requests.
-         */
-        uint64_t count = req->arena_spans != 0 ? req->arena_spans : req->arena_picks;
-        ipc_conn_charge(s->conn, count < SIZE_MAX / (2 * SPAN_BYTES) ? count * 2 * SPAN_BYTES
-                                                                      : SIZE_MAX);
-        if (session_ahead_begin(s, msg, at) == B10_IN_PROGRESS)
-            return B10_IN_PROGRESS;
         status = session_arena_tables(s, req, &from_arena, &tables, &picks, &rows, detail,
                                       sizeof(detail));
         if (status == B10_OK) {

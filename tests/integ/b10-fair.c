@@ -13,13 +13,14 @@
  *       registration (p50, p99, max, in µs), how long registering took, and
  *       the delay: the p99 during it less the p99 alone.
  *
- *   b10-fair spans SOCKET SECONDS COUNT [merged]
+ *   b10-fair spans SOCKET SECONDS COUNT [merged|read|framed]
  *       A rank that streams WRITEs to itself of COUNT spans each, their
  *       tables in the span arena, as fast as the socket takes them, for
  *       SECONDS. The spans lie on randomly permuted slots of both sides, so
  *       that none merge and each request costs the daemon its full planning
  *       ("merged": in order on both sides, so that they merge into one
- *       piece). Meanwhile, on a second connection, it asks for the daemon's
+ *       piece; "read": READs instead of WRITEs; "framed": the tables in
+ *       each submit's frame, 4 submits ahead of their answers). Meanwhile, on a second connection, it asks for the daemon's
  *       counters (b10ctl stats) again and again, and says for each how many
  *       of its transfers the daemon admitted between the question and its
  *       answer: "ok spans: ... admitted between question and answer: at
@@ -321,6 +322,7 @@ static int regdelay(const char *sock_a, const char *sock_b, size_t bytes)
 
 #define SPANS_LEN 64u                   /* bytes a span: many spans, little memory */
 #define SPANS_UNANSWERED 64u            /* submits sent and not yet answered, at most */
+#define SPANS_UNANSWERED_FRAMED 4u      /* ... when each carries its tables */
 
 /* A raw connection: frames in and out, one DaemonMsg at a time. */
 struct raw {
@@ -495,7 +497,7 @@ static void spans_slots(uint32_t *slot, size_t count, bool merged, uint64_t seed
 
 /* Hello, its own descriptor loaded, a pool registered and the span arena written and given. */
 static int spans_setup(struct raw *r, size_t count, bool merged, uint64_t base, char *agent,
-                       size_t agent_len)
+                       size_t agent_len, uint8_t **tables_p)
 {
     B10__ClientMsg m = B10__CLIENT_MSG__INIT;
     B10__Hello h = B10__HELLO__INIT;
@@ -548,6 +550,13 @@ static int spans_setup(struct raw *r, size_t count, bool merged, uint64_t base, 
         frame_put_u64(arena + table + i * SPAN_BYTES, base + (count + (uint64_t)dst[i]) * SPANS_LEN);
         frame_put_u64(arena + table + i * SPAN_BYTES + 8, SPANS_LEN);
     }
+    /* The tables for the frames too, when they go there. */
+    if (tables_p != NULL && (*tables_p = malloc(2 * table)) == NULL) {
+        printf("FAIL spans: no memory for %zu bytes of tables\n", 2 * table);
+        goto out;
+    }
+    if (tables_p != NULL)
+        memcpy(*tables_p, arena, 2 * table);
     B10__SpanArena sa = B10__SPAN_ARENA__INIT;
     sa.length = 2 * table;
     m = (B10__ClientMsg)B10__CLIENT_MSG__INIT;
@@ -600,11 +609,14 @@ static int spans_drain(struct raw *r, struct spans_seen *seen, int wait_ms)
     }
 }
 
-static int spans(const char *path, double seconds, size_t count, bool merged)
+static int spans(const char *path, double seconds, size_t count, bool merged, bool read,
+                 bool framed)
 {
     struct raw r, admin;
     char agent[64];
     struct spans_seen seen = { 0 };
+    uint8_t *tables = NULL;
+    unsigned ahead = framed ? SPANS_UNANSWERED_FRAMED : SPANS_UNANSWERED;
 
     if (count < 2 || count > (1u << 24)) {
         printf("FAIL spans: COUNT %zu: 2 .. 2^24\n", count);
@@ -614,15 +626,21 @@ static int spans(const char *path, double seconds, size_t count, bool merged)
         printf("FAIL spans: connect %s: %s\n", path, strerror(errno));
         return 1;
     }
-    if (spans_setup(&r, count, merged, UINT64_C(1) << 40, agent, sizeof(agent)) != 0)
+    if (spans_setup(&r, count, merged, UINT64_C(1) << 40, agent, sizeof(agent),
+                    framed ? &tables : NULL) != 0)
         return 1;
     int64_t base = spans_admitted(&admin);
     if (base < 0)
         return 1;
     B10__SubmitXfer sub = B10__SUBMIT_XFER__INIT;
-    sub.op = B10__OP__OP_WRITE;
+    sub.op = read ? B10__OP__OP_READ : B10__OP__OP_WRITE;
     sub.remote_agent = agent;
     sub.arena_spans = count;
+    if (framed) {
+        sub.arena_spans = 0;
+        sub.local_spans = (ProtobufCBinaryData){ count * SPAN_BYTES, tables };
+        sub.remote_spans = (ProtobufCBinaryData){ count * SPAN_BYTES, tables + count * SPAN_BYTES };
+    }
     B10__ClientMsg m = B10__CLIENT_MSG__INIT;
     m.body_case = B10__CLIENT_MSG__BODY_SUBMIT;
     m.submit = &sub;
@@ -636,7 +654,7 @@ static int spans(const char *path, double seconds, size_t count, bool merged)
     int64_t most = -1;
     unsigned asked = 0;
     while (now_us() < end) {
-        while (seen.sent - seen.admitted - seen.refused < SPANS_UNANSWERED) {
+        while (seen.sent - seen.admitted - seen.refused < ahead) {
             if (raw_send(&r, &m, -1) != 0) {
                 printf("FAIL spans: the daemon dropped the rank after %" PRIu64 " submits\n",
                        seen.sent);
@@ -663,14 +681,16 @@ static int spans(const char *path, double seconds, size_t count, bool merged)
     }
     raw_close(&admin);
     raw_close(&r);
+    free(tables);
     if (seen.admitted == 0) {
         printf("FAIL spans: none of %" PRIu64 " submits was admitted (%s)\n", seen.sent,
                seen.refusal);
         return 1;
     }
-    printf("ok spans: %" PRIu64 " submits of %zu %s spans in %.0f s: %" PRIu64 " admitted, %" PRIu64
-           " refused%s%s, %" PRIu64 " landed, %" PRIu64 " failed\n", seen.sent, count,
-           merged ? "mergeable" : "unmergeable", seconds, seen.admitted, seen.refused,
+    printf("ok spans: %" PRIu64 " %s of %zu %s spans in %.0f s: %" PRIu64 " admitted, %" PRIu64
+           " refused%s%s, %" PRIu64 " landed, %" PRIu64 " failed\n", seen.sent,
+           read ? "READs" : "submits", count, merged ? "mergeable" : "unmergeable", seconds,
+           seen.admitted, seen.refused,
            seen.refused ? ": " : "", seen.refusal, seen.landed, seen.failed);
     printf("ok spans: admitted between question and answer: at most %" PRId64 " (of %u questions)\n",
            most, asked);
@@ -684,10 +704,14 @@ int main(int argc, char **argv)
         return flood(argv[2], atof(argv[3]));
     if (argc == 5 && strcmp(argv[1], "regdelay") == 0)
         return regdelay(argv[2], argv[3], (size_t)strtoull(argv[4], NULL, 10));
-    if ((argc == 5 || (argc == 6 && strcmp(argv[5], "merged") == 0)) &&
+    const char *how = argc == 6 ? argv[5] : "";
+    if ((argc == 5 || (argc == 6 && (strcmp(how, "merged") == 0 || strcmp(how, "read") == 0 ||
+                                     strcmp(how, "framed") == 0))) &&
         strcmp(argv[1], "spans") == 0)
-        return spans(argv[2], atof(argv[3]), (size_t)strtoull(argv[4], NULL, 10), argc == 6);
+        return spans(argv[2], atof(argv[3]), (size_t)strtoull(argv[4], NULL, 10),
+                     strcmp(how, "merged") == 0, strcmp(how, "read") == 0,
+                     strcmp(how, "framed") == 0);
     fprintf(stderr, "usage: b10-fair flood SOCKET SECONDS | regdelay SOCKET_A SOCKET_B BYTES | "
-            "spans SOCKET SECONDS COUNT [merged]\n");
+            "spans SOCKET SECONDS COUNT [merged|read|framed]\n");
     return 2;
 }
