@@ -22,10 +22,10 @@
  * One loop turn reads at most this much of one connection, so that a
  * client streaming frames shares the loop with the others (and with
  * b10ctl, the peers, the liveness timer); the rest waits for the next turn.
- * A frame's bytes are not always its work: a submit whose spans lie in the
- * span arena is a few bytes that make the daemon read and plan megabytes,
- * so its user charges that work too (ipc_conn_charge), and the turn ends
- * sooner.
+ * A frame's bytes are not always its work: a submit of a few bytes may name
+ * a million spans in the span arena, which the daemon reads, checks and
+ * plans, so its user charges that work too (ipc_conn_charge, session.c: what
+ * each span costs), and the turn ends sooner.
  */
 #define IPC_FRAMES_PER_TURN 32u
 #define IPC_BYTES_PER_TURN  (4u << 20)

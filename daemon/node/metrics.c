@@ -83,6 +83,8 @@ static void metrics_conn_drop(struct metrics_conn *c, uint64_t *counter, const c
     metrics_conn_close(c);
 }
 
+_Static_assert(METRICS_REQUEST_MS == 2000, "the log line and the counter's help say 2 s");
+
 static void metrics_on_timeout(uv_timer_t *timer)
 {
     struct metrics_conn *c = timer->data;
