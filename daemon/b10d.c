@@ -125,6 +125,7 @@ b10_status_t b10d_start(struct b10d *d)
     list_init(&d->settling);
     list_init(&d->ahead_parked);
     list_init(&d->regs_waiting);
+    list_init(&d->aheads_waiting);
     if (d->now_ms == NULL)
         d->now_ms = b10d_monotonic_ms;
     /* The transfer engine reaches the node's ranks through session.c's operations. */

@@ -107,6 +107,9 @@ struct stats {
     uint64_t descriptors_resolved;  /* descriptors of an earlier boot taken for the later one known */
     uint64_t descriptors_refused;   /* agent descriptors that opened under no key held here */
     uint64_t gpu_copies_rescued;    /* GPU copies complete but ended only by gpu.c's watch (a bug) */
+    uint64_t metrics_dropped_slow;  /* GET /metrics connections without a whole request in time */
+    uint64_t metrics_dropped_evicted;   /* ... closed to make room for a newcomer */
+    uint64_t metrics_refused;       /* ... newcomers closed unanswered: every one was being answered */
     uint64_t cpu_us;                /* the daemon's CPU time, all threads (read when asked) */
     /* The doors' counters (door.h): door.c counts in .door, admin.c's table reads each by name. */
     union {
@@ -150,6 +153,8 @@ struct b10d {
     uint32_t admin_connections;     /* b10ctl connections of non-operators (admin.h) */
     uint32_t regs_running;          /* registrations being opened on the thread pool (session.c) */
     struct list regs_waiting;       /* ... and those waiting for a turn */
+    uint32_t aheads_running;        /* submits of many spans planned on the thread pool (session.c) */
+    struct list aheads_waiting;     /* ... and those waiting for a turn */
     struct list peers;              /* struct peer.node */
     uint32_t npeers;
     /*

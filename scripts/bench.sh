@@ -19,6 +19,10 @@
 #   python       100,000 spans into libb10's tables (py-submit.py); NIXL's
 #                make_prepped_xfer + transfer of 100,000 indices to the first
 #                byte moving, stage by stage (py-post.py), one daemon and two
+#   budget       `b10ctl status` 200 times on daemon A idle, then as often as
+#                it runs while a rank streams WRITEs of 1,048,576 unmergeable
+#                spans each, their tables in the span arena (b10-fair spans,
+#                15 s): p50 and p99 of each (ctl-latency.py)
 #
 # and the ceilings, with the daemons stopped, after the size cases and again
 # after the lane sweep (each ceiling the best of its runs): the kernel's TCP
@@ -259,6 +263,27 @@ bench() {
     return 1
 }
 
+# budget SOCK: b10ctl status on the daemon idle, then while a rank streams requests of a
+# million spans that do not merge into it; result lines r.budget.idle and r.budget.load.
+budget() {
+    _ctl="/usr/bin/python3 $top/tests/bench/ctl-latency.py $BUILD/bin/b10ctl $1"
+    # shellcheck disable=SC2086
+    timeout -k 5 120 $_ctl 200 >"$RUN/budget.idle.out" 2>&1 &&
+        grep '^result ' "$RUN/budget.idle.out" >"$RUN/r.budget.idle" ||
+        { failed "budget: idle: $(tail -n 1 "$RUN/budget.idle.out")"; return 1; }
+    timeout -k 5 120 "$BUILD/tests/b10-fair" spans "$1" 15 1048576 >"$RUN/budget.spans.out" 2>&1 &
+    _sp=$!
+    pids="$pids $_sp"
+    sleep 1
+    # shellcheck disable=SC2086
+    timeout -k 5 120 $_ctl 100000 $_sp >"$RUN/budget.load.out" 2>&1 &&
+        grep '^result ' "$RUN/budget.load.out" >"$RUN/r.budget.load" ||
+        failed "budget: under load: $(tail -n 1 "$RUN/budget.load.out")"
+    wait $_sp || failed "budget: b10-fair spans: $(grep -m1 FAIL "$RUN/budget.spans.out" || tail -n 1 "$RUN/budget.spans.out")"
+    untrack $_sp
+    say "budget: b10ctl status p99 $(rv budget.load p99_ms | fmt 1) ms while a rank streams requests of a million spans, $(rv budget.idle p99_ms | fmt 1) ms idle"
+}
+
 # writes KEY SOCK_A SOCK_B SIZE SPAN WARMUP ITERS [PAIRS]: WRITEs, said in one line.
 writes() {  # WPICKS=1: posted as NIXL's prepared lists are (two grids, the rows' indices)
     # shellcheck disable=SC2046
@@ -366,6 +391,7 @@ if daemons_start main ""; then
             WMEM=heap writes "heap.local.$s" "$GM/A.sock" "$GM/A.sock" "$s" 32K $(iters_of "$s")
         done
     fi
+    budget "$GM/A.sock"
     daemons_stop
 fi
 # VRAM: both ranks on one daemon whose kernels may copy (--gpu-copy kernel, 132 CTAs as
@@ -745,6 +771,19 @@ for c in local two; do
         "$(printf '%s' "$pns" | fmt 1) ns a span ($(rv "$key" plan_ms | fmt 2) ms)" "target 15 ns a span" \
         "$(calc "a / 15" "$pns" | fmt 2)" "" "" "≤ 15 ns a span" "$(verdict "a <= 15" "$pns")"
 done
+
+# b10ctl beside a rank streaming requests of a million spans that do not merge.
+bl99=$(rv budget.load p99_ms)
+blabel="\`b10ctl status\` while a rank streams WRITEs of 1,048,576 unmergeable spans (span arena), one daemon"
+if [ -n "$bl99" ]; then
+    row "$blabel, $(rv budget.load n) runs" "p99 $(printf '%s' "$bl99" | fmt 1) ms" \
+        "idle daemon: p50 $(rv budget.idle p50_ms | fmt 1) ms, p99 $(rv budget.idle p99_ms | fmt 1) ms" \
+        "$(calc "a / b" "$bl99" "$(rv budget.idle p99_ms)" | fmt 1)" \
+        "$(calc "a * 1000" "$(rv budget.load p50_ms)" | fmt 0)" "$(calc "a * 1000" "$bl99" | fmt 0)" \
+        "p99 ≤ 50 ms" "$(verdict "a <= 50" "$bl99")"
+else
+    row "$blabel" FAILED "" "" "" "" "" ""
+fi
 
 # Small requests: latency.
 for path in two local; do

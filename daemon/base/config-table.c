@@ -420,8 +420,10 @@ const struct config_opt config_table[] = {
         "Serve `GET /metrics` (Prometheus text, the same `b10ctl metrics` prints) over HTTP on "
         "<ADDR>:<PORT> (`[`<ADDR6>`]:`<PORT> for IPv6; port 0: one the kernel picks, logged). "
         "A bare <PORT> listens on 127.0.0.1 only: name an interface's address or 0.0.0.0 to "
-        "expose it. Unauthenticated; bounded (8 KiB and 64 lines of request head, 16 "
-        "connections, 10 s each). Default: off. Under systemd, the `metrics.conf` drop-in "
+        "expose it. Unauthenticated; bounded (8 KiB and 64 lines of request head, arriving "
+        "whole within 2 s; 16 connections, 10 s each; when they are all open, a new one takes "
+        "the place of the oldest not being answered, of the address holding the most). "
+        "Default: off. Under systemd, the `metrics.conf` drop-in "
         "(`systemd/b10d-metrics.conf`)." } },
     { .doc = { "check-config", OPT_CHECK, NONE, NULL,
         "run every check the start runs (options, the cluster keys:\n"

@@ -109,6 +109,7 @@ struct xfer_rows {
     size_t count;
     const uint8_t *local, *remote;      /* count spans each; NULL until written, with picks */
     struct xfer_picks *picks;
+    struct xfer_planned *planned;       /* the spans' plan made ahead, or NULL (xfer.h) */
 };
 
 /*
@@ -131,7 +132,8 @@ bool xfer_grid_inside(struct mem_table *mem, const struct picks_grid *grid, size
  * plan_build of a rank's request into chunks of one staging view, and how
  * long it took (*ns_p, for XferTimes): the planner's own cost, apart from
  * the checks around it. The remote side is the source when remote_src.
- * From picks where plan_build_picks can.
+ * From picks where plan_build_picks can; the plan made ahead where there is
+ * one of this direction and view (taken from rows->planned).
  */
 b10_status_t xfer_plan(struct b10d *d, struct xfer_rows *rows, bool remote_src,
                        struct plan **plan_p, uint64_t *ns_p, char *detail, size_t detail_len);

@@ -116,6 +116,13 @@ static b10_status_t xfer_direct_emit_src(void *arg, struct region *r, uint64_t o
  */
 #define XFER_DIRECT_HOST_BYTES (64u << 20)
 #define XFER_DIRECT_GPU_BYTES (256u << 20)
+/*
+ * ... and up to this many pieces: each is a walk and a segment made on the
+ * loop thread. 64 MiB of unmergeable 64-byte spans made a job of a million
+ * segments, which held every rank and b10ctl for 60 to 100 ms on 2 cores as
+ * it was made, and again as it was freed. A job still takes a chunk whole.
+ */
+#define XFER_DIRECT_PIECES 65536u
 
 /*
  * A request of at least XFER_PARTS_MIN picks is packed a part at a time
@@ -180,7 +187,8 @@ static b10_status_t xfer_local_direct(struct xfer_slot *slot, bool *dst_side)
     uint64_t bytes = plan->chunks[slot->chunk].bytes;
     uint32_t npieces = plan->chunks[slot->chunk].count, end = slot->chunk + 1;
     uint32_t sealed = xfer_local_sealed(x);
-    while (slot->chunk > 0 && end < sealed && bytes + plan->chunks[end].bytes <= most) {
+    while (slot->chunk > 0 && end < sealed && bytes + plan->chunks[end].bytes <= most &&
+           npieces + plan->chunks[end].count <= XFER_DIRECT_PIECES) {
         bytes += plan->chunks[end].bytes;
         npieces += plan->chunks[end].count;
         end++;

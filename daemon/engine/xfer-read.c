@@ -165,7 +165,7 @@ void xfer_read_serve(struct peer *peer, const B10__Peer__ReadRequest *req, size_
      * WRITE's sources are; to the reader, a source outside them is the remote
      * side refusing.
      */
-    struct xfer_rows rows = { count, req->src_spans.data, req->dst_spans.data, NULL };
+    struct xfer_rows rows = { count, req->src_spans.data, req->dst_spans.data, NULL, NULL };
     b10_status_t status = xfer_send_new(holder, peer, req->dst_agent, XFER_SEND, &rows,
                                          req->deadline_ms, req->sync_msg.data, req->sync_msg.len,
                                          &x, detail, sizeof(detail));

@@ -252,6 +252,19 @@ b10_status_t xfer_plan(struct b10d *d, struct xfer_rows *rows, bool remote_src,
     const struct xfer_picks *p = rows->picks;
     size_t count = rows->count;
     b10_status_t status = B10_ERR_UNSUPPORTED;
+    struct xfer_planned *ahead = rows->planned;
+
+    if (p == NULL && ahead != NULL && ahead->remote_src == remote_src && ahead->max_chunk == view &&
+        (ahead->status != B10_OK || ahead->plan != NULL)) {
+        *ns_p = ahead->ns;
+        if (ahead->status != B10_OK) {
+            snprintf(detail, detail_len, "%s", ahead->detail);
+            return ahead->status;
+        }
+        *plan_p = ahead->plan;
+        ahead->plan = NULL;
+        return B10_OK;
+    }
     if (p != NULL)
         status = remote_src ? plan_build_picks(&p->remote, &p->local, p->remote_rows,
                                                p->local_rows, count, view, plan_p)
@@ -269,6 +282,18 @@ b10_status_t xfer_plan(struct b10d *d, struct xfer_rows *rows, bool remote_src,
     }
     *ns_p = uv_hrtime() - t0;
     return status;
+}
+
+void xfer_plan_ahead(const uint8_t *local, const uint8_t *remote, size_t count,
+                     struct xfer_planned *planned)
+{
+    uint64_t t0 = uv_hrtime();
+    planned->plan = NULL;
+    planned->detail[0] = '\0';
+    planned->status = plan_build(planned->remote_src ? remote : local,
+                                 planned->remote_src ? local : remote, count, planned->max_chunk,
+                                 &planned->plan, planned->detail, sizeof(planned->detail));
+    planned->ns = uv_hrtime() - t0;
 }
 
 struct xfer *xfer_new_submitted(struct b10d *d, enum xfer_role role, struct session *s,
@@ -1060,13 +1085,13 @@ void xfer_discard(struct xfer *x)
 }
 
 b10_status_t xfer_submit(struct session *s, const B10__SubmitXfer *req,
-                         struct xfer_picks *picks, struct xfer **xfer_p, char *detail,
-                         size_t detail_len)
+                         struct xfer_picks *picks, struct xfer_planned *planned,
+                         struct xfer **xfer_p, char *detail, size_t detail_len)
 {
     struct xfer_rows rows = { req->local_spans.len / SPAN_BYTES, req->local_spans.data,
-                              req->remote_spans.data, NULL };
+                              req->remote_spans.data, NULL, planned };
     if (picks != NULL)
-        rows = (struct xfer_rows){ picks->count, NULL, NULL, picks };
+        rows = (struct xfer_rows){ picks->count, NULL, NULL, picks, NULL };
 
     if (req->op != B10__OP__OP_WRITE && req->op != B10__OP__OP_READ) {
         snprintf(detail, detail_len, "unknown operation %d", (int)req->op);

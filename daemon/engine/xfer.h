@@ -227,14 +227,40 @@ struct xfer_picks {
 };
 
 /*
+ * A request's plan made ahead, off the loop (session.c does it for requests
+ * of many spans, whose planning would hold every other rank, b10ctl and the
+ * peers for tens of ms): plan_build of its span tables in the direction its
+ * operation moves the bytes, into chunks of one staging view. xfer_submit
+ * takes it where its own planning would make the same plan, and says its
+ * refusal where planning would refuse; what it leaves, the submitter frees.
+ */
+struct xfer_planned {
+    bool remote_src;                /* a READ's: the other side is the source */
+    uint64_t max_chunk;             /* bytes: the staging view it was planned for */
+    b10_status_t status;            /* plan_build's */
+    struct plan *plan;              /* B10_OK: the plan, until xfer_submit takes it */
+    uint64_t ns;                    /* how long planning took */
+    char detail[256];               /* else why it refused */
+};
+
+/*
+ * Plan count spans a side (local, remote: span tables as on the wire) into
+ * *planned, whose remote_src and max_chunk the caller set. It reads only
+ * the tables and writes only *planned: any thread may run it.
+ */
+void xfer_plan_ahead(const uint8_t *local, const uint8_t *remote, size_t count,
+                     struct xfer_planned *planned);
+
+/*
  * S: check a client's SubmitXfer and create the transfer. It does not move
  * until xfer_start(), which the session calls after its reply is queued, so
  * that the client learns the id before any news of the transfer. picks: the
  * request's rows as picks, its span tables unused (NULL: it came as spans).
+ * planned: its plan made ahead from the request's span tables, or NULL.
  */
 b10_status_t xfer_submit(struct session *s, const struct B10__SubmitXfer *req,
-                         struct xfer_picks *picks, struct xfer **xfer_p, char *detail,
-                         size_t detail_len);
+                         struct xfer_picks *picks, struct xfer_planned *planned,
+                         struct xfer **xfer_p, char *detail, size_t detail_len);
 void xfer_start(struct xfer *x);
 /* The daemon that holds a READ's bytes: write them back to the asker. */
 struct B10__Peer__ReadRequest;

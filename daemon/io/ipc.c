@@ -22,6 +22,10 @@
  * One loop turn reads at most this much of one connection, so that a
  * client streaming frames shares the loop with the others (and with
  * b10ctl, the peers, the liveness timer); the rest waits for the next turn.
+ * A frame's bytes are not always its work: a submit of a few bytes may name
+ * a million spans in the span arena, which the daemon reads, checks and
+ * plans, so its user charges that work too (ipc_conn_charge, session.c: what
+ * each span costs), and the turn ends sooner.
  */
 #define IPC_FRAMES_PER_TURN 32u
 #define IPC_BYTES_PER_TURN  (4u << 20)
@@ -41,6 +45,12 @@ struct ipc_out {
     size_t length;
     size_t done;
     bool notice;                /* counts in ipc_conn.notices too */
+};
+
+/* What one connection may still be fed this turn. */
+struct ipc_budget {
+    uint32_t frames;
+    size_t bytes;
 };
 
 struct ipc_conn {
@@ -68,6 +78,7 @@ struct ipc_conn {
     bool paused;                /* its user waits on work off the loop: no frame is fed */
     bool in_ready;              /* in ipc.ready */
     struct list ready_node;
+    struct ipc_budget budget;   /* of the turn being read: the frames' bytes and the work charged */
 };
 
 struct ipc {
@@ -271,12 +282,6 @@ static int ipc_conn_take_fds(struct ipc_conn *c, struct msghdr *mh)
     return bad;
 }
 
-/* What one connection may still be fed this turn. */
-struct ipc_budget {
-    uint32_t frames;
-    size_t bytes;
-};
-
 static void ipc_on_resume(uv_idle_t *handle);
 
 /* Come back to c on the next loop turn: its frames wait. */
@@ -295,9 +300,9 @@ static void ipc_conn_later(struct ipc_conn *c)
  * the budget and while it is not paused. *used_p: how many were consumed
  * (the rest is the caller's to keep). 0, or -1 to drop the connection.
  */
-static int ipc_conn_feed(struct ipc_conn *c, const uint8_t *buf, size_t n, struct ipc_budget *b,
-                         size_t *used_p)
+static int ipc_conn_feed(struct ipc_conn *c, const uint8_t *buf, size_t n, size_t *used_p)
 {
+    struct ipc_budget *b = &c->budget;
     size_t off = 0;
 
     while (off < n && !c->paused && b->frames > 0 && b->bytes > 0) {
@@ -332,7 +337,7 @@ static int ipc_conn_feed(struct ipc_conn *c, const uint8_t *buf, size_t n, struc
 /* One turn's worth of c: its backlog first, then the socket. 0, or -1 to drop it. */
 static int ipc_conn_read(struct ipc_conn *c)
 {
-    struct ipc_budget b = { IPC_FRAMES_PER_TURN, IPC_BYTES_PER_TURN };
+    struct ipc_budget *b = &c->budget;
     uint8_t buf[IPC_READ_BYTES];
     union {
         struct cmsghdr align;
@@ -340,8 +345,9 @@ static int ipc_conn_read(struct ipc_conn *c)
     } control;
     size_t used;
 
+    *b = (struct ipc_budget){ IPC_FRAMES_PER_TURN, IPC_BYTES_PER_TURN };
     if (c->backlog != NULL) {
-        if (ipc_conn_feed(c, c->backlog + c->backlog_off, c->backlog_len - c->backlog_off, &b,
+        if (ipc_conn_feed(c, c->backlog + c->backlog_off, c->backlog_len - c->backlog_off,
                           &used) != 0)
             return -1;
         c->backlog_off += used;
@@ -353,7 +359,7 @@ static int ipc_conn_read(struct ipc_conn *c)
         free(c->backlog);
         c->backlog = NULL;
     }
-    while (!c->paused && b.frames > 0 && b.bytes > 0) {
+    while (!c->paused && b->frames > 0 && b->bytes > 0) {
         struct iovec iov = { buf, sizeof(buf) };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
                              .msg_controllen = sizeof(control.space) };
@@ -378,7 +384,7 @@ static int ipc_conn_read(struct ipc_conn *c)
                         c->user != NULL ? c->ipc->hooks->name(c->user) : "?");
             return -1;
         }
-        if (ipc_conn_feed(c, buf, (size_t)n, &b, &used) != 0)
+        if (ipc_conn_feed(c, buf, (size_t)n, &used) != 0)
             return -1;
         if (used < (size_t)n) {
             c->backlog_len = (size_t)n - used;
@@ -397,6 +403,11 @@ static int ipc_conn_read(struct ipc_conn *c)
         ipc_conn_later(c);
     ipc_conn_events(c);
     return 0;
+}
+
+void ipc_conn_charge(struct ipc_conn *c, size_t bytes)
+{
+    c->budget.bytes -= bytes < c->budget.bytes ? bytes : c->budget.bytes;
 }
 
 void ipc_conn_resume(struct ipc_conn *c)

@@ -66,6 +66,13 @@ size_t ipc_notice_bytes(const struct ipc_conn *conn);
 /* The oldest descriptor the client sent and no frame took yet, or -1; the caller owns it. */
 int ipc_conn_take_fd(struct ipc_conn *conn);
 /*
+ * The frame being fed made bytes of work beyond its own bytes (a submit
+ * whose spans lie in the span arena: the tables it reads and plans): they
+ * count in the connection's budget for this loop turn, so that the turn
+ * feeds it fewer frames, and none more once the budget is spent.
+ */
+void ipc_conn_charge(struct ipc_conn *conn, size_t bytes);
+/*
  * The user paused its connection (on_frame returned 1: work off
  * the loop it must wait for); feed its frames again from the next turn on.
  */

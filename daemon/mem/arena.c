@@ -87,6 +87,18 @@ b10_status_t arena_take(const struct arena *a, uint64_t count, size_t unit, uint
     return B10_OK;
 }
 
+b10_status_t arena_dup(const struct arena *a, struct arena *copy)
+{
+    if (a->fd < 0)
+        return B10_ERR_INVALID_ARG;
+    int own = fcntl(a->fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0)
+        return B10_ERR_BUSY;
+    copy->fd = own;
+    copy->length = a->length;
+    return B10_OK;
+}
+
 void arena_close(struct arena *a)
 {
     if (a->fd >= 0)

@@ -48,6 +48,13 @@ b10_status_t arena_open(struct arena *a, int fd, uint64_t length, uint64_t max, 
 b10_status_t arena_take(const struct arena *a, uint64_t count, size_t unit, uint8_t **tables_p,
                         char *detail, size_t detail_len);
 
+/*
+ * A second descriptor of a's arena in *copy (which holds none), so that
+ * another thread may read it while a is replaced or closed: B10_OK, or
+ * B10_ERR_INVALID_ARG when a has none, B10_ERR_BUSY out of descriptors.
+ */
+b10_status_t arena_dup(const struct arena *a, struct arena *copy);
+
 /* Let it go; an arena that has none is accepted. */
 void arena_close(struct arena *a);
 

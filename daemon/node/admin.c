@@ -72,6 +72,9 @@ static const char *admin_peer_name(const struct b10d *d, uint64_t id)
     X(descriptors_resolved, "descriptors of an earlier boot of a node taken for its later boot known") \
     X(descriptors_refused, "agent descriptors refused: they opened under no key held here")   \
     X(gpu_copies_rescued, "GPU copies found complete a second late: their completion reached nothing (a bug)") \
+    X(metrics_dropped_slow, "GET /metrics connections closed without a whole request 2 s after they opened") \
+    X(metrics_dropped_evicted, "GET /metrics connections not being answered, closed to make room for a newcomer") \
+    X(metrics_refused, "GET /metrics connections closed unanswered: every one open was being answered") \
     X(cpu_us, "CPU time of the daemon, all threads, in us: over bytes_sent + bytes_landed, what moving them cost")
 
 static const struct {

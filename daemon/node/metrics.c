@@ -2,6 +2,7 @@
 #include "metrics.h"
 
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,15 +16,18 @@ struct metrics {
     uv_tcp_t server;
     bool listening;                 /* server is open (until its close callback) */
     bool stopping;
-    struct list conns;              /* struct metrics_conn */
+    struct list conns;              /* struct metrics_conn, oldest first */
     uint32_t nconns;
+    uint64_t drop_log_ms;           /* drops log at most once a second */
 };
 
 struct metrics_conn {
     struct list node;               /* metrics.conns */
     struct metrics *m;
     uv_tcp_t tcp;
-    uv_timer_t timer;               /* METRICS_TIMEOUT_MS from accept */
+    uv_timer_t timer;               /* the bound of the stage it is in (metrics.h) */
+    uint64_t accepted_ms;
+    struct sockaddr_storage from;   /* the client's address (its port aside); AF_UNSPEC: unknown */
     uv_write_t write;
     uv_shutdown_t shutdown;
     int open_handles;               /* of tcp and timer, until their close callbacks */
@@ -63,9 +67,42 @@ static void metrics_conn_close(struct metrics_conn *c)
     uv_close((uv_handle_t *)&c->timer, metrics_conn_closed);
 }
 
+/* Say why connections are dropped, at most once a second; the counters say how many. */
+static void metrics_conn_drop(struct metrics_conn *c, uint64_t *counter, const char *why)
+{
+    struct b10d *d = c->m->d;
+    uint64_t now = d->now_ms(d);
+    (*counter)++;
+    if (now - c->m->drop_log_ms >= 1000) {
+        c->m->drop_log_ms = now;
+        log_warning("metrics: closing a connection %s (b10ctl stats: metrics_dropped_slow %" PRIu64
+                    ", metrics_dropped_evicted %" PRIu64 ", metrics_refused %" PRIu64 ")", why,
+                    d->stats.metrics_dropped_slow, d->stats.metrics_dropped_evicted,
+                    d->stats.metrics_refused);
+    }
+    metrics_conn_close(c);
+}
+
+_Static_assert(METRICS_REQUEST_MS == 2000, "the log line and the counter's help say 2 s");
+
 static void metrics_on_timeout(uv_timer_t *timer)
 {
-    metrics_conn_close(timer->data);
+    struct metrics_conn *c = timer->data;
+    if (!c->answered)
+        metrics_conn_drop(c, &c->m->d->stats.metrics_dropped_slow,
+                          "that sent no whole request within 2 s");
+    else
+        metrics_conn_close(c);
+}
+
+/* The rest of its time from accept up to bound_ms, at most most_ms, and at least 1 ms. */
+static void metrics_conn_bound(struct metrics_conn *c, uint64_t bound_ms, uint64_t most_ms)
+{
+    if (c->closing)
+        return;
+    uint64_t age = c->m->d->now_ms(c->m->d) - c->accepted_ms;
+    uint64_t left = age < bound_ms ? bound_ms - age : 1;
+    uv_timer_start(&c->timer, metrics_on_timeout, left < most_ms ? left : most_ms, 0);
 }
 
 static void metrics_on_shutdown(uv_shutdown_t *req, int status)
@@ -88,6 +125,7 @@ static void metrics_on_written(uv_write_t *req, int status)
      * comes until the client closes, the time bound at the latest.
      */
     c->draining = true;
+    metrics_conn_bound(c, METRICS_TIMEOUT_MS, METRICS_LINGER_MS);
     c->shutdown.data = c;
     if (status < 0 || uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, metrics_on_shutdown) != 0 ||
         uv_read_start((uv_stream_t *)&c->tcp, metrics_alloc, metrics_on_read) != 0)
@@ -101,6 +139,8 @@ static void metrics_respond(struct metrics_conn *c, const char *status, const ch
     char head[256];
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->answered = true;
+    /* The response has the rest of the connection's time to be written. */
+    metrics_conn_bound(c, METRICS_TIMEOUT_MS, METRICS_TIMEOUT_MS);
     int n = snprintf(head, sizeof(head), "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4; "
                      "charset=utf-8\r\nContent-Length: %zu\r\nConnection: close\r\n%s\r\n", status,
                      body_length, extra);
@@ -197,6 +237,55 @@ static void metrics_on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
         metrics_error(c, "431 Request Header Fields Too Large", "");
 }
 
+/* Do a and b name one host (their ports aside)? Unknown addresses are one host. */
+static bool metrics_same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return false;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+    return true;
+}
+
+/* May it go for a newcomer? Not while its response is being written. */
+static bool metrics_conn_evictable(const struct metrics_conn *c)
+{
+    return !c->closing && (!c->answered || c->draining);
+}
+
+/*
+ * The connection to close for a newcomer once the table is full: the oldest
+ * evictable one of the address that holds the most of them (a flood from
+ * one source pushes out its own). NULL when every one is being answered.
+ */
+static struct metrics_conn *metrics_victim(struct metrics *m)
+{
+    struct metrics_conn *victim = NULL;
+    uint32_t most = 0;
+
+    for (struct list *p = m->conns.next; p != &m->conns; p = p->next) {
+        struct metrics_conn *c = list_entry(p, struct metrics_conn, node);
+        if (!metrics_conn_evictable(c))
+            continue;
+        uint32_t n = 0;
+        struct metrics_conn *first = NULL;
+        for (struct list *q = m->conns.next; q != &m->conns; q = q->next) {
+            struct metrics_conn *o = list_entry(q, struct metrics_conn, node);
+            if (metrics_conn_evictable(o) && metrics_same_host(&o->from, &c->from) && n++ == 0)
+                first = o;
+        }
+        if (n > most) {
+            most = n;
+            victim = first;
+        }
+    }
+    return victim;
+}
+
 static void metrics_on_connection(uv_stream_t *server, int status)
 {
     struct metrics *m = server->data;
@@ -217,17 +306,30 @@ static void metrics_on_connection(uv_stream_t *server, int status)
     c->open_handles = 2;
     list_insert_tail(&m->conns, &c->node);
     m->nconns++;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+    c->accepted_ms = m->d->now_ms(m->d);
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 || m->stopping) {
         metrics_conn_close(c);
         return;
     }
-    if (m->nconns > METRICS_MAX_CONNECTIONS || m->stopping) {
-        log_debug("metrics: %u connections open already, closing a new one unanswered",
-                  m->nconns - 1);
-        metrics_conn_close(c);
-        return;
+    int len = sizeof(c->from);
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->from, &len) != 0)
+        c->from.ss_family = AF_UNSPEC;
+    /* Closing ones count until their close callbacks: only the open ones take a place. */
+    uint32_t open = 0;
+    for (struct list *p = m->conns.next; p != &m->conns; p = p->next)
+        open += !list_entry(p, struct metrics_conn, node)->closing;
+    if (open > METRICS_MAX_CONNECTIONS) {
+        struct metrics_conn *victim = metrics_victim(m);
+        if (victim == NULL || victim == c) {
+            metrics_conn_drop(c, &m->d->stats.metrics_refused,
+                              "on arrival: every connection open is being answered");
+            return;
+        }
+        metrics_conn_drop(victim, &m->d->stats.metrics_dropped_evicted,
+                          "not yet answered, for a newcomer (the oldest of the address holding "
+                          "the most)");
     }
-    uv_timer_start(&c->timer, metrics_on_timeout, METRICS_TIMEOUT_MS, 0);
+    metrics_conn_bound(c, METRICS_REQUEST_MS, METRICS_REQUEST_MS);
     if (uv_read_start((uv_stream_t *)&c->tcp, metrics_alloc, metrics_on_read) != 0)
         metrics_conn_close(c);
 }

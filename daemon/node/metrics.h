@@ -7,8 +7,13 @@
  * 400 for what is no HTTP/1.x request), one request per connection, then
  * closes (HTTP/1.0 style). Every input is bounded, since anyone who reaches
  * the port can send it anything: the request and its headers together, the
- * header lines, the time a connection may stay open, and the connections
- * open at once (past it, new ones are closed unanswered). No
+ * header lines, the time a whole request may take to arrive, the time a
+ * connection may stay open, and the connections open at once. A full table
+ * makes room for a newcomer: the oldest connection that is not being
+ * answered, of the address that holds the most of them, goes (so that idle
+ * or trickling connections, a source's own first, cannot lock a scraper
+ * out); only when every connection is being answered is the newcomer
+ * closed unanswered. Each drop is counted by its reason. No
  * authentication: what it shows is what `b10ctl metrics` shows an operator
  * (peers' names, counts), so expose it only to the network the scraper is on.
  * Loop thread only; libuv handles freed in their close callbacks.
@@ -21,7 +26,9 @@
 #define METRICS_MAX_CONNECTIONS 16u
 #define METRICS_MAX_REQUEST 8192u       /* request line and headers, bytes */
 #define METRICS_MAX_HEADERS 64u         /* header lines */
+#define METRICS_REQUEST_MS 2000u        /* from accept to the whole request head */
 #define METRICS_TIMEOUT_MS 10000u       /* from accept to the response written */
+#define METRICS_LINGER_MS 1000u         /* from the response written to the client's close */
 /*
  * The kernel's queue of connections not yet accepted: well above the bound,
  * so that connections are accepted (and counted) in the order they came

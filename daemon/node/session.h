@@ -38,6 +38,7 @@ struct session {
     bool admin;                     /* a b10ctl connection (an admin request, no Hello) */
     bool admin_counted;             /* ... of a non-operator: in b10d.admin_connections */
     struct session_reg *reg;        /* a registration being opened off the loop */
+    struct session_ahead *ahead;    /* a submit of many spans being planned off the loop */
     char agent[256];
     pid_t pid;
     uid_t uid;

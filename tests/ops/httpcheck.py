@@ -3,9 +3,9 @@
 
     httpcheck.py PORT
 
-Each bad request gets its 4xx and the connection closes; a connection past the
-bound is closed unanswered while the others are held; then a scrape is served again;
-a request left unfinished is closed at the time bound.
+Each bad request gets its 4xx and the connection closes; a scrape past the bound of
+idle connections held open is answered, in the place of one of them; a request left
+unfinished, trickling, is closed at the request bound.
 Exit 0, or 1 with the first finding.
 """
 import socket
@@ -61,10 +61,10 @@ expect(b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n", "431", "a 2
 expect(b"GET /metrics HTTP/1.1\r\nX: " + b"a" * (1 << 20), "431", "a 1 MB head, never ended")
 expect(b"GET /metrics HTTP/1.1\r\n" + b"X: y\r\n" * 100 + b"\r\n", "431", "100 header lines")
 
-# The connection bound: held ones count, one past them is closed unanswered. The
-# connections of the requests above close a moment after their clients did (the daemon
-# reads their EOF): until then they count, and would take held ones' places. So the
-# held ones must all still be open before the one past them is tried.
+# The connection bound: held ones count, and a newcomer past them takes the place of
+# the oldest that is not being answered (the connections of the requests above close a
+# moment after their clients did, and count until then: the newcomer may take one of
+# theirs). So the newcomer is answered, and at most one held connection is closed.
 def closed(s: socket.socket) -> bool:
     s.setblocking(False)
     try:
@@ -77,45 +77,33 @@ def closed(s: socket.socket) -> bool:
         s.setblocking(True)
 
 
-for attempt in range(5):
-    time.sleep(0.5)
-    held = [socket.create_connection(("127.0.0.1", PORT), timeout=10) for _ in range(MAX_CONNECTIONS)]
-    time.sleep(0.3)
-    if not any(closed(s) for s in held):
-        break
-    for s in held:
-        s.close()
-else:
-    sys.exit(f"{MAX_CONNECTIONS} connections could not be held open at once")
-extra = socket.create_connection(("127.0.0.1", PORT), timeout=10)
-try:
-    extra.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-    if extra.recv(100) != b"":
-        sys.exit(f"a connection past {MAX_CONNECTIONS} open ones was answered")
-except ConnectionResetError:
-    pass
-extra.close()
-if any(closed(s) for s in held):
-    sys.exit("a held connection was closed instead of the one past the bound")
+held = [socket.create_connection(("127.0.0.1", PORT), timeout=10) for _ in range(MAX_CONNECTIONS)]
+time.sleep(0.3)
+expect(b"GET /metrics HTTP/1.0\r\n\r\n", "200", f"a scrape past {MAX_CONNECTIONS} idle connections")
+if sum(closed(s) for s in held) > 1:
+    sys.exit("more than one held connection was closed for one newcomer")
 for s in held:
     s.close()
 time.sleep(0.3)
 expect(b"GET /metrics HTTP/1.1\r\n\r\n", "200", "a scrape once the held connections closed")
 
-# A request that never ends (slowloris) is closed at the bound, unanswered.
-TIMEOUT_S = 10              # METRICS_TIMEOUT_MS (daemon/node/metrics.h)
-slow = socket.create_connection(("127.0.0.1", PORT), timeout=TIMEOUT_S * 3)
+# A request that never ends (slowloris, a byte now and then) is closed unanswered at the
+# request bound; the wait for it is bounded well past that.
+REQUEST_S = 2               # METRICS_REQUEST_MS (daemon/node/metrics.h)
+slow = socket.create_connection(("127.0.0.1", PORT), timeout=1)
 slow.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
 t0 = time.monotonic()
-try:
-    got = slow.recv(100)
-except socket.timeout:
-    sys.exit(f"a request left unfinished was not closed in {TIMEOUT_S * 3} s")
-except ConnectionResetError:
-    got = b""
-took = time.monotonic() - t0
+got = None
+while got is None and time.monotonic() - t0 < REQUEST_S * 10:
+    try:
+        got = slow.recv(100)
+    except socket.timeout:
+        slow.sendall(b"a")
+    except ConnectionResetError:
+        got = b""
 slow.close()
-if got != b"" or not TIMEOUT_S - 1 <= took <= TIMEOUT_S * 2:
-    sys.exit(f"an unfinished request: {got!r} after {took:.1f} s, not closed at {TIMEOUT_S} s")
+if got != b"":
+    sys.exit(f"an unfinished request trickling a byte a second: {got!r}, not closed "
+             f"within {REQUEST_S * 10} s")
 expect(b"GET /metrics HTTP/1.1\r\n\r\n", "200", "a scrape after the slow one")
 print("httpcheck: ok")

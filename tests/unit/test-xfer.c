@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "b10d.h"
+#include "frame.h"
 #include "plan.h"
 #include "quarantine.h"
 #include "rank.h"
@@ -407,6 +408,69 @@ static void test_waiter_takes_back_views_gathered_ahead(void **state)
     staging_destroy(s);
 }
 
+/* count spans a side of len bytes: sources from src, destinations from dst, step apart. */
+static void plan_tables(uint8_t *t, size_t count, uint64_t src, uint64_t dst, uint64_t step,
+                        uint64_t len)
+{
+    for (size_t i = 0; i < count; i++) {
+        frame_put_u64(t + i * SPAN_BYTES, src + i * step);
+        frame_put_u64(t + i * SPAN_BYTES + 8, len);
+        frame_put_u64(t + (count + i) * SPAN_BYTES, dst + i * step);
+        frame_put_u64(t + (count + i) * SPAN_BYTES + 8, len);
+    }
+}
+
+/*
+ * A plan made ahead (off the loop) is the one planning takes, where it was
+ * made for the same direction and view; else planning makes its own and
+ * leaves it; a refusal made ahead is the refusal planning says.
+ */
+static void test_plan_made_ahead(void **state)
+{
+    (void)state;
+    struct staging *s = NULL;
+    assert_int_equal(staging_create(&test_d, 4 * 65536, 65536, &s), B10_OK);
+    test_d.staging = s;
+    uint8_t t[2 * 8 * SPAN_BYTES];
+    plan_tables(t, 8, 0x100000, 0x900000, 8192, 4096);
+    struct xfer_planned ahead = { .remote_src = false, .max_chunk = 65536 };
+    xfer_plan_ahead(t, t + 8 * SPAN_BYTES, 8, &ahead);
+    assert_int_equal(ahead.status, B10_OK);
+    struct plan *made = ahead.plan, *plan = NULL;
+    assert_non_null(made);
+    struct xfer_rows rows = { 8, t, t + 8 * SPAN_BYTES, NULL, &ahead };
+    uint64_t ns;
+    char detail[256] = "";
+
+    /* Made for the other direction: planned here, the one made ahead left to its owner. */
+    assert_int_equal(xfer_plan(&test_d, &rows, true, &plan, &ns, detail, sizeof(detail)), B10_OK);
+    assert_ptr_not_equal(plan, made);
+    assert_ptr_equal(ahead.plan, made);
+    assert_int_equal(plan->pieces[0].src, 0x900000);
+    plan_free(plan);
+    /* Its own direction: taken as it is. */
+    assert_int_equal(xfer_plan(&test_d, &rows, false, &plan, &ns, detail, sizeof(detail)), B10_OK);
+    assert_ptr_equal(plan, made);
+    assert_null(ahead.plan);
+    assert_int_equal(plan->total, 8 * 4096);
+    assert_int_equal(plan->pieces[0].src, 0x100000);
+    plan_free(plan);
+
+    /* Two destinations overlapping: the refusal made ahead, with its reason. */
+    plan_tables(t, 8, 0x100000, 0x900000, 8192, 4096);
+    frame_put_u64(t + (8 + 3) * SPAN_BYTES, 0x900000);
+    ahead = (struct xfer_planned){ .remote_src = false, .max_chunk = 65536 };
+    xfer_plan_ahead(t, t + 8 * SPAN_BYTES, 8, &ahead);
+    assert_int_equal(ahead.status, B10_ERR_INVALID_ARG);
+    plan = NULL;
+    assert_int_equal(xfer_plan(&test_d, &rows, false, &plan, &ns, detail, sizeof(detail)),
+                     B10_ERR_INVALID_ARG);
+    assert_null(plan);
+    assert_non_null(strstr(detail, "overlap"));
+    test_d.staging = NULL;
+    staging_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -420,6 +484,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_send_fail_without_tags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_waiter_takes_back_views_gathered_ahead, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_plan_made_ahead, setup, teardown),
     };
     return cmocka_run_group_tests_name("xfer", tests, NULL, NULL);
 }
