@@ -558,7 +558,8 @@ scen_units() {
     fi
     for k in Type=notify NotifyAccess=main WatchdogSec= Restart=on-failure LimitMEMLOCK=infinity \
         EnvironmentFile= TimeoutStopSec= NoNewPrivileges=yes ProtectSystem= IPAddressDeny=any \
-        IPAddressAllow=localhost SystemCallFilter= MemoryMax=; do
+        IPAddressAllow=localhost SystemCallFilter= MemoryMax= RuntimeDirectory=b10d/state \
+        RuntimeDirectoryMode=0700 RuntimeDirectoryPreserve=restart; do
         grep -q "^$k" "$D/units/b10d.service" || die "b10d.service lacks $k"
     done
     for k in ListenStream= SocketMode=0660 SocketGroup=; do
