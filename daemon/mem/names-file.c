@@ -32,7 +32,8 @@ struct names_file {
     uint8_t *buf;
     size_t len;
     int work_errno;
-    size_t last_len;            /* the last file's bytes: a large one spaces writes further */
+    uint64_t spacing_ms;        /* from the last write's start to the next's: NAMES_FILE_SYNC_MS,
+                                   or 100 times what encoding the table took the loop */
     uint64_t last_ms;           /* uv_now when the last write began */
     int failed_errno;           /* a failure said already; said again only after a success */
     uint64_t writes;
@@ -72,7 +73,7 @@ static uint64_t names_file_get64(const uint8_t *p)
 }
 
 struct names_file_out {
-    uint8_t *p;                 /* NULL: only count */
+    uint8_t *p;
     size_t len;
     uint32_t count;
 };
@@ -81,13 +82,11 @@ static void names_file_put_record(void *arg, const char *name, size_t len, uid_t
                                   uint64_t idle_ms)
 {
     struct names_file_out *o = arg;
-    if (o->p != NULL) {
-        uint8_t *r = o->p + o->len;
-        names_file_put32(r, (uint32_t)uid);
-        names_file_put64(r + 4, idle_ms);
-        r[12] = (uint8_t)len;
-        memcpy(r + 13, name, len);
-    }
+    uint8_t *r = o->p + o->len;
+    names_file_put32(r, (uint32_t)uid);
+    names_file_put64(r + 4, idle_ms);
+    r[12] = (uint8_t)len;
+    memcpy(r + 13, name, len);
     o->len += 13 + len;
     o->count++;
 }
@@ -95,23 +94,24 @@ static void names_file_put_record(void *arg, const char *name, size_t len, uid_t
 b10_status_t names_file_encode(const struct names *n, const uint8_t boot_id[16], uint64_t now_ms,
                                uint8_t **buf_p, size_t *len_p)
 {
-    struct names_file_out o = { NULL, NAMES_FILE_HEAD, 0 };
+    /*
+     * Room for the longest names, filled in one walk: the walk (a cache miss
+     * a claim) is what costs the loop, pages never written are never touched.
+     */
+    size_t room = NAMES_FILE_HEAD + (size_t)names_count(n) * (13 + NAMES_NAME_MAX) + NAMES_FILE_TAIL;
+    struct names_file_out o = { malloc(room), NAMES_FILE_HEAD, 0 };
 
-    names_walk(n, names_file_put_record, &o);
-    size_t total = o.len + NAMES_FILE_TAIL;
-    if ((o.p = malloc(total)) == NULL)
+    if (o.p == NULL)
         return B10_ERR_NO_MEMORY;
+    names_walk(n, names_file_put_record, &o);
     memcpy(o.p, NAMES_FILE_MAGIC, 8);
     names_file_put32(o.p + 8, NAMES_FILE_VERSION);
     names_file_put32(o.p + 12, o.count);
     memcpy(o.p + 16, boot_id, 16);
     names_file_put64(o.p + 32, now_ms);
-    o.len = NAMES_FILE_HEAD;
-    o.count = 0;
-    names_walk(n, names_file_put_record, &o);
     names_file_put64(o.p + o.len, checksum(o.p, o.len, NAMES_FILE_SEED));
     *buf_p = o.p;
-    *len_p = total;
+    *len_p = o.len + NAMES_FILE_TAIL;
     return B10_OK;
 }
 
@@ -187,12 +187,15 @@ b10_status_t names_file_decode(const uint8_t *buf, size_t len, const uint8_t boo
                                       .idle_ms = names_file_get64(buf + at + 4),
                                       .len = buf[at + 12],
                                       .name = (const char *)buf + at + 13 };
-        for (uint8_t k = 0; k < r[i].len; k++)
-            if (r[i].name[k] <= ' ' || r[i].name[k] > '~') {
+        /* What session.c lets a Hello name be: printable ASCII, no space. */
+        for (uint8_t k = 0; k < r[i].len; k++) {
+            uint8_t c = (uint8_t)r[i].name[k];
+            if (c <= ' ' || c > '~') {
                 st = names_file_bad(detail, detail_len, "record %" PRIu32 ": byte %u of its name "
-                                    "is 0x%02x, not printable", i, k, (uint8_t)r[i].name[k]);
+                                    "is 0x%02x, not printable", i, k, c);
                 goto bad;
             }
+        }
         if (r[i].idle_ms > written) {
             st = names_file_bad(detail, detail_len, "record %" PRIu32 ": idle since %" PRIu64
                                 " ms, after the file was written (%" PRIu64 ")", i, r[i].idle_ms,
@@ -397,12 +400,6 @@ void names_file_boot_id(uint8_t id[16])
 
 /* ---------------------------------------------------------------- keeping the table */
 
-/* A large file (many names) is written less often: its encoding is the loop's time. */
-static uint64_t names_file_interval(size_t len)
-{
-    return NAMES_FILE_SYNC_MS + NAMES_FILE_SYNC_MS * (uint64_t)(len >> 20);
-}
-
 /* A failure once, until a write succeeds again; that is said once too. */
 static void names_file_said(struct names_file *nf, int err)
 {
@@ -421,7 +418,7 @@ static void names_file_schedule(struct names_file *nf)
 {
     if (!nf->dirty || nf->in_flight || nf->closing || uv_is_active((uv_handle_t *)&nf->timer))
         return;
-    uint64_t now = uv_now(nf->d->loop), due = nf->last_ms + names_file_interval(nf->last_len);
+    uint64_t now = uv_now(nf->d->loop), due = nf->last_ms + nf->spacing_ms;
     uv_timer_start(&nf->timer, names_file_tick, due > now ? due - now : 0, 0);
 }
 
@@ -467,9 +464,12 @@ static void names_file_tick(uv_timer_t *t)
     names_expire(nf->d->names);
     nf->dirty = false;
     nf->last_ms = uv_now(nf->d->loop);
+    uint64_t t0 = uv_hrtime();
     st = names_file_encode(nf->d->names, nf->boot_id, names_now(nf->d->names), &nf->buf, &nf->len);
+    /* The walk is the loop's time: a table that takes long to encode is written less often. */
+    uint64_t spent_ms = (uv_hrtime() - t0) / 1000000u;
+    nf->spacing_ms = spent_ms * 100 > NAMES_FILE_SYNC_MS ? spent_ms * 100 : NAMES_FILE_SYNC_MS;
     if (st == B10_OK) {
-        nf->last_len = nf->len;
         if (uv_queue_work(nf->d->loop, &nf->work, names_file_work, names_file_work_done) == 0)
             return;
         free(nf->buf);
@@ -505,7 +505,7 @@ static void names_file_load(struct names_file *nf)
     free(records);
     free(buf);
     if (st == B10_OK) {
-        log_notice("names: %u names held by ranks before this start are theirs again (%s/%s), "
+        log_notice("names: %u names held before this start are kept for their users (%s/%s); "
                    "%u past --name-hold-ms forgotten", names_count(n), dir, NAMES_FILE_NAME,
                    expired);
         nf->dirty = expired > 0;
@@ -551,6 +551,7 @@ b10_status_t names_file_open(struct b10d *d, struct names_file **nf_p)
     }
     nf->d = d;
     nf->dirfd = dirfd;
+    nf->spacing_ms = NAMES_FILE_SYNC_MS;
     names_file_boot_id(nf->boot_id);
     uv_timer_init(d->loop, &nf->timer);
     nf->timer.data = nf;
@@ -597,7 +598,7 @@ void names_file_close(struct names_file *nf)
         int err = st == B10_OK ? names_file_write(nf->dirfd, nf->buf, nf->len) : ENOMEM;
         names_file_said(nf, err);
         if (err == 0)
-            log_info("names: %u names held kept in %s/%s for the next start",
+            log_info("names: %u names held, written to %s/%s for the next start",
                      names_count(nf->d->names), nf->d->cfg.runtime_dir, NAMES_FILE_NAME);
         nf->writes += err == 0;
         free(nf->buf);

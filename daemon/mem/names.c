@@ -16,6 +16,7 @@ struct name_entry {
     uint64_t idle_ms;           /* names.now_ms's time its last rank left; 0 while connected */
     uid_t uid;
     bool connected;
+    uint8_t len;                /* of name: the walk of names-file.c needs no strlen */
     char name[NAMES_NAME_MAX + 1];
 };
 
@@ -183,7 +184,7 @@ static void names_uid_drop(struct names *n, uid_t uid)
 
 static void names_forget(struct names *n, struct name_entry *e)
 {
-    struct name_entry **p = names_slot(n, e->name);
+    struct name_entry **p = names_slot_len(n, e->name, e->len);
 
     *p = e->next;
     list_remove(&e->idle_node);
@@ -239,6 +240,7 @@ static b10_status_t names_add(struct names *n, struct name_entry **p, const char
     }
     memcpy(e->name, name, len);
     e->name[len] = '\0';
+    e->len = (uint8_t)len;
     e->uid = uid;
     e->connected = connected;
     e->idle_ms = connected ? 0 : idle_ms;
@@ -322,7 +324,7 @@ void names_walk(const struct names *n,
 {
     for (uint32_t b = 0; b < NAMES_BUCKETS; b++)
         for (const struct name_entry *e = n->buckets[b]; e != NULL; e = e->next)
-            fn(arg, e->name, strlen(e->name), e->uid, e->connected ? 0 : e->idle_ms);
+            fn(arg, e->name, e->len, e->uid, e->connected ? 0 : e->idle_ms);
 }
 
 b10_status_t names_restore(struct names *n, const char *name, size_t len, uid_t uid,

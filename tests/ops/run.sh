@@ -719,7 +719,7 @@ BOOT
     unit_sd systemctl kill -s KILL b10d.service >>"$D/systemctl.log" 2>&1 || die "systemctl kill failed"
     _n=$(( 300 * SLOW ))
     until unit_sd journalctl -u b10d.service -o cat --no-pager 2>/dev/null |
-        grep -q "names: [1-9][0-9]* names held by ranks before this start are theirs again (/run/b10d/state/names)"; do
+        grep -q "names: [1-9][0-9]* names held before this start are kept for their users (/run/b10d/state/names)"; do
         _n=$(( _n - 1 ))
         [ "$_n" -gt 0 ] || die "b10d.service, killed, did not start again with its names: $(unit_state b10d.service ActiveState)"
         sleep 0.1
@@ -1191,7 +1191,7 @@ scen_names_restart() {
     [ "$rc" = 137 ] || die "b10d A did not die of SIGKILL (exit $rc)"
     forget_daemon A
     names_restart_daemon
-    grep -q "names: [1-9][0-9]* names held by ranks before this start are theirs again" "$D/A.log" ||
+    grep -q "names: [1-9][0-9]* names held before this start are kept for their users" "$D/A.log" ||
         die "the restarted daemon did not take the names back: $(grep -m1 'names:' "$D/A.log")"
     touch "$D/restarted"
     names_until "$D/left" "$pid_names" "rank a back, and its name"
@@ -1202,7 +1202,7 @@ scen_names_restart() {
     wait_exit "$(daemon_pid A)" $(( STOP_S * SLOW ))
     [ "$rc" = 0 ] || die "b10d A exited $rc on SIGTERM"
     forget_daemon A
-    grep -q "names: [0-9]* names held kept in $D/run/names for the next start" "$D/A.log" ||
+    grep -q "names: [0-9]* names held, written to $D/run/names for the next start" "$D/A.log" ||
         die "A's stop did not write the names"
     names_restart_daemon --name-hold-ms 1000
     touch "$D/restarted2"
@@ -1227,7 +1227,7 @@ scen_names_refused() {
     forget_daemon A
     cp -p "$D/run/names" "$D/good"
     names_restart_daemon
-    grep -q "names: 1 names held by ranks before this start are theirs again" "$D/A.log" ||
+    grep -q "names: 1 names held before this start are kept for their users" "$D/A.log" ||
         die "the daemon's own file was not read back: $(grep -m1 'names:' "$D/A.log")"
     for _case in group-writable owner changed fifo link; do
         kill -TERM "$(daemon_pid A)"
