@@ -512,6 +512,10 @@ static void names_file_load(struct names_file *nf)
     } else if (st == B10_ERR_NOT_FOUND) {
         log_info("names: %s/%s was %s: no names held from it", dir, NAMES_FILE_NAME, why);
         nf->dirty = true;
+    } else if (st == B10_ERR_NO_MEMORY) {
+        /* Nothing wrong with the file: it stays for the next start, until a write replaces it. */
+        log_err("names: no memory to read %s/%s back: starting with no names held", dir,
+                NAMES_FILE_NAME);
     } else {
         bool aside = renameat(nf->dirfd, NAMES_FILE_NAME, nf->dirfd, NAMES_FILE_REFUSED) == 0;
         log_err("names: refusing %s/%s: %s; %s; starting with no names held, so a rank of any "

@@ -1215,11 +1215,26 @@ scen_names_restart() {
 # The file of names is read back as hostile: one others may write, one of another owner,
 # one whose bytes changed, a FIFO and a link in its place are each refused at start,
 # logged and moved aside, and the daemon starts with no names held and serves; the
-# daemon's own file (the allowed case) gives its names back.
+# daemon's own file (the allowed case) gives its names back. The folder is a setting:
+# one others may write, or one another daemon keeps its names in, stops the start (and
+# --check-config).
 scen_names_refused() {
     [ "$(id -u)" = 0 ] || skip "needs root to give the file another owner"
     mkdir -m 0700 "$D/run"
+    mkdir -m 0770 "$D/shared"
+    "$B10D" --check-config --runtime-dir "$D/run" >"$D/check.out" 2>&1 ||
+        die "--check-config refused the daemon's own folder: $(tail -n 1 "$D/check.out")"
+    grep -q "^runtime-dir $D/run\$" "$D/check.out" || die "--check-config does not show the runtime-dir"
+    "$B10D" --check-config --runtime-dir "$D/shared" >"$D/check.out" 2>&1
+    [ $? = 1 ] || die "--check-config took a folder the group may write"
+    grep -q "not writable by group or others" "$D/check.out" || die "--check-config: no reason given"
+    "$B10D" --socket "$D/X.sock" --runtime-dir "$D/shared" $DAEMON_OPTS >"$D/X.log" 2>&1
+    [ $? = 1 ] || die "b10d started on a folder the group may write"
+    grep -q "not writable by group or others" "$D/X.log" || die "b10d did not say why it did not start"
     start_daemon A --runtime-dir "$D/run"
+    "$B10D" --socket "$D/Y.sock" --runtime-dir "$D/run" $DAEMON_OPTS >"$D/Y.log" 2>&1
+    [ $? = 1 ] || die "a second b10d started on A's runtime folder"
+    grep -q "another b10d keeps its names there" "$D/Y.log" || die "the second b10d did not say why it stopped"
     fg 30 alive "$RAWCLIENT" -t $(( 5000 * SLOW )) "$D/A.sock" alive
     [ "$rc" = 0 ] || die "a rank could not say hello: $(tail -n 1 "$D/alive.log")"
     kill -TERM "$(daemon_pid A)"
