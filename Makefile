@@ -264,7 +264,7 @@ check-stress: deps-test
 # TSan's shadow memory does not start under every kernel's address-space layout.
 # UCX's memory hooks stay out of its way.
 TSAN_BUILD := build/tsan
-TSAN_TESTS := test-gpu
+TSAN_TESTS := test-gpu test-names-file
 check-threads: deps-test
 	$(Q)$(MAKE) --no-print-directory SAN=0 BUILD=$(TSAN_BUILD) OPT='-O1 -g' \
 		EXTRA_CFLAGS=-fsanitize=thread EXTRA_LDFLAGS=-fsanitize=thread \

@@ -17,6 +17,7 @@
 #include "ipc.h"
 #include "metrics.h"
 #include "names.h"
+#include "names-file.h"
 #include "peer.h"
 #include "quarantine.h"
 #include "service.h"
@@ -183,6 +184,7 @@ b10_status_t b10d_start(struct b10d *d)
 
     if ((d->names = names_create()) == NULL)
         return B10_ERR_NO_MEMORY;
+    names_set_hold(d->names, d->cfg.name_hold_ms);
     d->tags = tags_create(1u << 20, 0);
     if (d->tags == NULL)
         return B10_ERR_NO_MEMORY;
@@ -217,6 +219,9 @@ b10_status_t b10d_start(struct b10d *d)
     } else if ((rc = ipc_create(d, d->cfg.socket_path, &session_ipc_hooks, &d->ipc)) != B10_OK) {
         return rc;
     }
+    /* The socket is this daemon's now (not another's it lost to): the names' file is too. */
+    if ((rc = names_file_open(d, &d->names_file)) != B10_OK)
+        return rc;
     uv_signal_init(d->loop, &d->sigterm);
     uv_signal_init(d->loop, &d->sigint);
     d->sigterm.data = d->sigint.data = d;
@@ -300,6 +305,9 @@ void b10d_stop(struct b10d *d)
      */
     ipc_destroy(d->ipc);
     d->ipc = NULL;
+    /* After the clients: every claim is idle from now on, as the next start will see it. */
+    names_file_close(d->names_file);
+    d->names_file = NULL;
     /*
      * What the lanes still carry is cancelled now, its completions delivered:
      * a send that finished before its DATA's completion gives its view back

@@ -5,6 +5,7 @@
  *    ├── struct config                  settings, read-only after start
  *    ├── uv_loop_t                      the one loop thread that owns all state below
  *    ├── struct names                   agent names and the uids that hold them (names.c)
+ *    ├── struct names_file              ... kept across restarts in --runtime-dir (names-file.c)
  *    ├── struct ipc                     client socket: listener and connections (ipc.c)
  *    │     └── struct session ×N        one per connected rank (session.c)
  *    │           ├── struct mem_table   its registered regions (mem.c; backends dram.c, …)
@@ -72,6 +73,7 @@ struct quarantine;
 struct service;
 struct gpu;
 struct names;
+struct names_file;
 
 /* Counters: monotonic, read by the admin interface and the logs. */
 struct stats {
@@ -147,6 +149,7 @@ struct b10d {
     struct gpu *gpu;                /* NULL without a CUDA device */
 
     struct names *names;            /* agent names and the uids holding them (names.c) */
+    struct names_file *names_file;  /* ... kept in --runtime-dir (names-file.c); NULL without */
     struct list sessions;           /* struct session.node */
     uint32_t nsessions;             /* connections: ranks, b10ctl, not yet introduced */
     uint32_t nranks;                /* sessions past Hello, counted against --max-clients */

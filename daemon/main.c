@@ -4,11 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "auth.h"
 #include "b10d.h"
 #include "caps.h"
 #include "metrics.h"
+#include "names-file.h"
 #include "nodeid.h"
 #include "peer.h"
 
@@ -73,8 +75,8 @@ static uint64_t main_monotonic_ms(struct b10d *d)
  * b10d --check-config: the options were checked by config_parse; the keys
  * are loaded by the very code the start runs (peer_start), so that a key
  * that would stop the start stops the check with the same message. Then
- * the effective values. 0: it would start; 1: a key or the metrics address
- * stops it.
+ * the effective values. 0: it would start; 1: a key, the metrics address or
+ * the runtime folder stops it.
  */
 static int main_check_config(struct b10d *d)
 {
@@ -91,6 +93,16 @@ static int main_check_config(struct b10d *d)
     if (ok)
         ok = metrics_start(d, NULL) == B10_OK;
     uv_run(d->loop, UV_RUN_NOWAIT);
+    /* The runtime folder as the start checks it; not its lock: this daemon may be running. */
+    if (ok && d->cfg.runtime_dir[0] != '\0') {
+        char why[512];
+        int fd;
+        ok = names_file_dir(d->cfg.runtime_dir, &fd, why, sizeof(why)) == B10_OK;
+        if (ok)
+            close(fd);
+        else
+            log_err("%s", why);
+    }
     if (!ok)
         return 1;
     if (d->keys.count > 0 && d->keys.keys[0].kind == AUTH_KEY_CLUSTER) {

@@ -411,6 +411,31 @@ const struct config_opt config_table[] = {
         "Members of <GROUP> (a name or a gid) are operators besides root and the daemon's own "
         "user: they see every rank's registrations and transfers, cancel any and drain. "
         "Default: none besides those two." } },
+    { .doc = { "name-hold-ms", OPT_NAME_HOLD, REQ, "MS",
+        "an agent name is the first uid's to say Hello with it while\n"
+        "its rank is connected and this long after it left, across\n"
+        "restarts of the daemon (default 86400000, 1000..2592000000)",
+        "An agent name belongs to the first user whose rank said Hello with it: while that rank "
+        "is connected, and for <MS> after it left (default 86400000, a day; 1000 to 2592000000). "
+        "Meanwhile a rank of that user takes it back and any other user's is refused "
+        "B10_ERR_PERMISSION, naming the holder's uid; a restart of the daemon changes nothing "
+        "of that while `--runtime-dir` keeps the names." },
+      NUM(name_hold_ms, false, 1000, 2592000000u) },
+    { .doc = { "runtime-dir", OPT_RUNTIME_DIR, REQ, "DIR",
+        "where the daemon keeps which user holds which rank name, so\n"
+        "that its restart gives no name to another user: a folder of\n"
+        "its own, not writable by group or others (default: systemd's\n"
+        "$RUNTIME_DIRECTORY; without one, a restart forgets them)",
+        "Where the daemon keeps which user holds which agent name (the file <DIR/names>, mode "
+        "0600), so that a restart of the daemon, a crash included, gives no rank's name to "
+        "another user before that rank reconnects. It must be a folder of the daemon's own "
+        "user that group and others cannot write, one daemon a folder (else the start fails). "
+        "A file there that is not the daemon's, is writable by others, or does not decode is "
+        "refused: logged, moved aside to <DIR/names.refused>, and the daemon starts with no "
+        "names held. Written at most every 100 ms and at shutdown: a crash forgets a name "
+        "claimed in its last 100 ms or so. Default: systemd's `$RUNTIME_DIRECTORY` (the unit's "
+        "`RuntimeDirectory=b10d/state`, which a restart keeps and a stop removes); without "
+        "either, or given an empty <DIR>, a restart forgets the names." } },
     { .doc = { NULL, 0, NONE, NULL, NULL, "Metrics and checks" } },
     { .doc = { "metrics-listen", OPT_METRICS_LISTEN, REQ, "[ADDR:]PORT",
         "serve GET /metrics (Prometheus text) over HTTP on\n"
@@ -429,18 +454,20 @@ const struct config_opt config_table[] = {
         "run every check the start runs (options, the cluster keys:\n"
         "present, mode 0600 or 0400, owned by this user or root,\n"
         "64 hex digits; node certificates; the --metrics-listen\n"
-        "address binds), print the effective configuration, exit\n"
-        "(0: it would start; 1: a key, a certificate or the metrics\n"
-        "address stops it; 2: an option)",
+        "address binds; the --runtime-dir folder), print the effective\n"
+        "configuration, exit (0: it would start; 1: a key, a\n"
+        "certificate, the metrics address or the folder stops it;\n"
+        "2: an option)",
         "Run every check the start runs \xe2\x80\x94 the options, and the cluster keys with "
         "the very code the start reads them with (present, a regular file of mode 0600 or "
         "0400, owned by this user or root, 64 hex digits), the node certificate, key and "
         "anchors (`--node-cert`: the chain, the dates, the name, the key) as the start checks "
-        "them, and that the --metrics-listen address binds \xe2\x80\x94 then print the "
+        "them, that the --metrics-listen address binds, and the `--runtime-dir` folder "
+        "(the daemon's own, not writable by group or others) \xe2\x80\x94 then print the "
         "effective configuration one \"key value\" per line (derived values as the daemon "
         "will use them: --max-peer-staging computed, the key file read and its id) and exit: "
-        "0 when the daemon would start, 1 when a key, a certificate or the metrics address "
-        "stops it (with the start's own message), 2 for a bad option. "
+        "0 when the daemon would start, 1 when a key, a certificate, the metrics address or "
+        "the runtime folder stops it (with the start's own message), 2 for a bad option. "
         "The unit runs it as `ExecStartPre=`." } },
     { .doc = { "help", 'h', NONE, NULL, "this text",
         "Print the options with their defaults and bounds, and exit." } },

@@ -92,6 +92,16 @@ void config_defaults(struct config *cfg)
     cfg->settle_ms = 5000;
     cfg->max_register_bytes = 4096 * GiB;
     cfg->hello_timeout_ms = 10000;
+    /*
+     * A day: a rank that restarts, or whose job pauses overnight, finds its
+     * name its own; a user whose job ended frees it for others by then.
+     */
+    cfg->name_hold_ms = 86400000;
+    /* systemd's RuntimeDirectory= (a list, ':' between; the unit names one). */
+    const char *rt = getenv("RUNTIME_DIRECTORY");
+    size_t rt_len = rt != NULL ? strcspn(rt, ":") : 0;
+    if (rt_len > 0 && rt_len < sizeof(cfg->runtime_dir))
+        snprintf(cfg->runtime_dir, sizeof(cfg->runtime_dir), "%.*s", (int)rt_len, rt);
 }
 
 /*
@@ -536,6 +546,14 @@ b10_status_t config_parse(struct config *cfg, int argc, char **argv)
             if (config_set_group(cfg, optarg) != B10_OK)
                 return B10_ERR_INVALID_ARG;
             break;
+        case OPT_RUNTIME_DIR:
+            /* Empty: names are not kept, whatever systemd says. */
+            if (optarg[0] == '\0')
+                cfg->runtime_dir[0] = '\0';
+            else if (config_set_path(cfg->runtime_dir, sizeof(cfg->runtime_dir), "runtime-dir",
+                                     optarg) != B10_OK)
+                return B10_ERR_INVALID_ARG;
+            break;
         case OPT_METRICS_LISTEN:
             if (config_set_metrics(cfg, optarg) != B10_OK)
                 return B10_ERR_INVALID_ARG;
@@ -640,6 +658,10 @@ void config_print(const struct config *cfg, const char *key_path, uint64_t key_i
         printf("admin-group %u\n", (unsigned)cfg->admin_gid);
     else
         printf("admin-group (none)\n");
+    if (cfg->runtime_dir[0] != '\0')
+        printf("runtime-dir %s\n", cfg->runtime_dir);
+    else
+        printf("runtime-dir (none: a restart forgets which user holds which rank name)\n");
     for (size_t i = 0; i < config_table_count; i++) {
         const struct config_opt *num = &config_table[i];
         if (!num->num)

@@ -117,6 +117,9 @@ struct config {
 
     /* Trust on the node (access.h, admin.h). */
     enum config_remote_access remote_access;
+    uint32_t name_hold_ms;          /* an agent name stays its uid's this long after its rank left */
+    char runtime_dir[256];          /* --runtime-dir: names-file.c keeps the names' claims there; "":
+                                       not kept (default: systemd's $RUNTIME_DIRECTORY) */
     bool admin_group_set;           /* --admin-group: its members are operators */
     uint32_t admin_gid;
 };

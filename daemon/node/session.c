@@ -454,7 +454,7 @@ static b10_status_t session_on_hello(struct session *s, uint64_t seq, const B10_
         session_reply(s, seq, B10_ERR_TOO_LARGE, detail, NULL);
         return B10_ERR_TOO_LARGE;
     }
-    /* A name is its first uid's for good: another user's rank cannot take it over. */
+    /* A name is its first uid's for --name-hold-ms after its rank left, restarts included. */
     uid_t holder = 0;
     b10_status_t status = names_claim(d->names, hello->agent_name, s->uid, &holder);
     if (status != B10_OK) {

@@ -48,12 +48,14 @@ for src in "$top"/tests/fuzz/fuzz-*.c; do
         $top/daemon/base/status.c $top/daemon/base/config.c $top/daemon/base/config-table.c
         $top/daemon/base/optdoc.c $top/daemon/base/log.c $top/daemon/mem/tags.c"
     # checksum.c calls its AVX2 build where the CPU has one: that file alone is built for AVX2.
-    if [ "$name" = fuzz-trailer ]; then
+    if [ "$name" = fuzz-trailer ] || [ "$name" = fuzz-names ]; then
         # shellcheck disable=SC2086
         clang $CFLAGS -mavx2 -c -o "$out/checksum-avx2.o" "$top/daemon/base/checksum-avx2.c" \
             >"$out/$name.build.log" 2>&1
         extra="$top/daemon/base/checksum.c $out/checksum-avx2.o -lxxhash"
     fi
+    [ "$name" = fuzz-names ] && extra="$extra $top/daemon/mem/names-file.c $top/daemon/mem/names.c
+        $top/daemon/io/auth.c $top/daemon/base/status.c $top/daemon/base/log.c $(pkg-config --libs libuv)"
     # shellcheck disable=SC2086
     if ! clang $CFLAGS -o "$out/$name" "$src" $extra $common $LIBS >"$out/$name.build.log" 2>&1; then
         echo "FAIL $name: build: $(grep -m1 error "$out/$name.build.log")"

@@ -21,9 +21,9 @@ REQUIRED_CMDS=python3
 # This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
-all_scenarios="config log_sinks check_keys deadline metrics_http metrics_held units unit_boot man_options install notify activation ctl max_clients max_clients_uid max_host_uid permission tenants
-               tenants_paired fair budget_spans idle_clients drain resume_stopping sigterm_finish sigterm_bound
-               trust"
+all_scenarios="config log_sinks check_keys deadline metrics_http metrics_held units unit_boot man_options install notify
+               activation ctl max_clients max_clients_uid max_host_uid permission tenants tenants_paired names_restart
+               names_refused fair budget_spans idle_clients drain resume_stopping sigterm_finish sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
 
@@ -581,7 +581,8 @@ scen_units() {
     fi
     for k in Type=notify NotifyAccess=main WatchdogSec= Restart=on-failure LimitMEMLOCK=infinity \
         EnvironmentFile= TimeoutStopSec= NoNewPrivileges=yes ProtectSystem= IPAddressDeny=any \
-        IPAddressAllow=localhost SystemCallFilter= MemoryMax=; do
+        IPAddressAllow=localhost SystemCallFilter= MemoryMax= RuntimeDirectory=b10d/state \
+        RuntimeDirectoryMode=0700 RuntimeDirectoryPreserve=restart; do
         grep -q "^$k" "$D/units/b10d.service" || die "b10d.service lacks $k"
     done
     for k in ListenStream= SocketMode=0660 SocketGroup=; do
@@ -730,6 +731,23 @@ BOOT
     prefill 0 unit --req-blocks 8
     expect_prefill 0 0
     finish_decode decode 0
+    # Killed, systemd starts it again (Restart=), and the names its ranks held come back
+    # from the unit's RuntimeDirectory=, which a restart keeps.
+    _n=$(( 100 * SLOW ))
+    until grep -qa prefill-r0 "$D/unitrun/state/names" 2>/dev/null; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "the unit's daemon kept no names in its RuntimeDirectory= (/run/b10d/state)"
+        sleep 0.1
+    done
+    unit_sd systemctl kill -s KILL b10d.service >>"$D/systemctl.log" 2>&1 || die "systemctl kill failed"
+    _n=$(( 300 * SLOW ))
+    until unit_sd journalctl -u b10d.service -o cat --no-pager 2>/dev/null |
+        grep -q "names: [1-9][0-9]* names held before this start are kept for their users (/run/b10d/state/names)"; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "b10d.service, killed, did not start again with its names: $(unit_state b10d.service ActiveState)"
+        sleep 0.1
+    done
+    [ "$(unit_state b10d.service MainPID)" != "$_mp" ] || die "b10d.service's pid did not change"
     # Stopped, it drains and exits 0: the unit's result is success, and its socket stays.
     unit_sd systemctl stop b10d.service >>"$D/systemctl.log" 2>&1 || die "systemctl stop b10d.service failed"
     [ "$(unit_state b10d.service Result)" = success ] ||
@@ -741,7 +759,7 @@ BOOT
     # Keyed, its UCX listeners are behind the gate, as user b10d with the unit's one capability.
     grep -q "gate: [0-9]* UCX listeners take packets only from daemons let in at a door" "$D/unit.log" ||
         die "the unit's b10d did not seal its UCX listeners: $(grep -m1 'filter' "$D/unit.log")"
-    note "b10d.service started by its socket, hardened, as b10d; a WRITE landed; stopped with success"
+    note "b10d.service started by its socket, hardened, as b10d; a WRITE landed; killed, restarted with its names; stopped with success"
 }
 
 # The man pages' option and command lists are what the programs' tables print (make man):
@@ -1145,6 +1163,134 @@ scen_tenants() {
     grep -q "refusing rank tenant-a of uid $uid_b .*held by uid $uid_a" "$D/A.log" ||
         die "A did not log the refused name"
     note "$(grep -c '^ok' "$D/tenant.log") checks"
+}
+
+# names_until PATH PID WHAT: PATH exists, else die (at once if b10-names PID ended, with its
+# first FAIL line).
+names_until() {
+    _n=$(( 600 * SLOW ))
+    while [ ! -e "$1" ]; do
+        alive "$2" || die "$3: $(grep -m1 '^FAIL' "$D/names.log" || tail -n 1 "$D/names.log")"
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "$3: no $(basename "$1") after $(( 60 * SLOW )) s"
+        sleep 0.1
+    done
+}
+
+# names_restart_daemon [b10d options]: A again, on its socket and runtime folder, reachable
+# by the scenario's users (its earlier log kept aside).
+names_restart_daemon() {
+    mv "$D/A.log" "$D/A-boot$(ls "$D"/A-boot*.log 2>/dev/null | wc -l).log"
+    start_daemon A --runtime-dir "$D/run" "$@"
+    chmod 0666 "$D/A.sock"
+}
+
+# A rank's name outlives a crash of its daemon (tests/integ/b10-names.c says each step):
+# b10d, killed -9 with a rank of uid A that holds a name and cannot reconnect yet, is
+# started again on the same --runtime-dir; a rank of uid B is refused the name, told
+# the holder; A's rank reconnects by itself and takes it back, and bytes written into it
+# land. Stopped in order and started with a hold of 1 s once A's ranks left, the
+# daemon lets B take the name when the hold ran out (the allowed case).
+scen_names_restart() {
+    tenant_users
+    mkdir -m 0700 "$D/run"
+    start_daemon A --runtime-dir "$D/run"
+    public_ctl A
+    bg names "$BUILD/tests/b10-names" "$D" "$D/A.sock" "$uid_a" "$uid_b" "$SLOW"
+    names_until "$D/held" "$pid_names" "rank a holding its name"
+    _name=$(sed -n 's/^ok N is //p' "$D/names.log")
+    [ -n "$_name" ] || die "b10-names did not say its name"
+    # The claim reaches the file within 100 ms of the hello: the crash comes after it.
+    _n=$(( 100 * SLOW ))
+    until grep -qa -- "$_name" "$D/run/names" 2>/dev/null; do
+        _n=$(( _n - 1 ))
+        [ "$_n" -gt 0 ] || die "the daemon's file of names never held $_name"
+        sleep 0.1
+    done
+    [ "$(stat -c '%a %u' "$D/run/names")" = "600 $(id -u)" ] ||
+        die "the file of names is mode and owner $(stat -c '%a %u' "$D/run/names"), not 600 $(id -u)"
+    kill -KILL "$(daemon_pid A)"
+    wait_exit "$(daemon_pid A)" $(( 15 * SLOW ))
+    [ "$rc" = 137 ] || die "b10d A did not die of SIGKILL (exit $rc)"
+    forget_daemon A
+    names_restart_daemon
+    grep -q "names: [1-9][0-9]* names held before this start are kept for their users" "$D/A.log" ||
+        die "the restarted daemon did not take the names back: $(grep -m1 'names:' "$D/A.log")"
+    touch "$D/restarted"
+    names_until "$D/left" "$pid_names" "rank a back, and its name"
+    grep -q "refusing rank $_name of uid $uid_b .*held by uid $uid_a" "$D/A.log" ||
+        die "A did not log refusing uid $uid_b the name $_name"
+    # Stopped in order, it writes the claims once more, idle from then on.
+    kill -TERM "$(daemon_pid A)"
+    wait_exit "$(daemon_pid A)" $(( STOP_S * SLOW ))
+    [ "$rc" = 0 ] || die "b10d A exited $rc on SIGTERM"
+    forget_daemon A
+    grep -q "names: [0-9]* names held, written to $D/run/names for the next start" "$D/A.log" ||
+        die "A's stop did not write the names"
+    names_restart_daemon --name-hold-ms 1000
+    touch "$D/restarted2"
+    wait_client names 90 "b10-names"
+    expect_exit "b10-names" "$D/names.log" 0 'FAIL' head
+    [ ! -e "$D/run/names.tmp" ] || die "a names.tmp was left in the runtime folder"
+    note "$(grep -c '^ok' "$D/names.log") checks; $(sed -n 's/^ok b was refused \([0-9]*\) times.*/b refused \1 times before the hold ran out/p' "$D/names.log")"
+}
+
+# The file of names is read back as hostile: one others may write, one of another owner,
+# one whose bytes changed, a FIFO and a link in its place are each refused at start,
+# logged and moved aside, and the daemon starts with no names held and serves; the
+# daemon's own file (the allowed case) gives its names back. The folder is a setting:
+# one others may write, or one another daemon keeps its names in, stops the start (and
+# --check-config).
+scen_names_refused() {
+    [ "$(id -u)" = 0 ] || skip "needs root to give the file another owner"
+    mkdir -m 0700 "$D/run"
+    mkdir -m 0770 "$D/shared"
+    "$B10D" --check-config --runtime-dir "$D/run" >"$D/check.out" 2>&1 ||
+        die "--check-config refused the daemon's own folder: $(tail -n 1 "$D/check.out")"
+    grep -q "^runtime-dir $D/run\$" "$D/check.out" || die "--check-config does not show the runtime-dir"
+    "$B10D" --check-config --runtime-dir "$D/shared" >"$D/check.out" 2>&1
+    [ $? = 1 ] || die "--check-config took a folder the group may write"
+    grep -q "not writable by group or others" "$D/check.out" || die "--check-config: no reason given"
+    "$B10D" --socket "$D/X.sock" --runtime-dir "$D/shared" $DAEMON_OPTS >"$D/X.log" 2>&1
+    [ $? = 1 ] || die "b10d started on a folder the group may write"
+    grep -q "not writable by group or others" "$D/X.log" || die "b10d did not say why it did not start"
+    start_daemon A --runtime-dir "$D/run"
+    "$B10D" --socket "$D/Y.sock" --runtime-dir "$D/run" $DAEMON_OPTS >"$D/Y.log" 2>&1
+    [ $? = 1 ] || die "a second b10d started on A's runtime folder"
+    grep -q "another b10d keeps its names there" "$D/Y.log" || die "the second b10d did not say why it stopped"
+    fg 30 alive "$RAWCLIENT" -t $(( 5000 * SLOW )) "$D/A.sock" alive
+    [ "$rc" = 0 ] || die "a rank could not say hello: $(tail -n 1 "$D/alive.log")"
+    kill -TERM "$(daemon_pid A)"
+    wait_exit "$(daemon_pid A)" $(( STOP_S * SLOW ))
+    forget_daemon A
+    cp -p "$D/run/names" "$D/good"
+    names_restart_daemon
+    grep -q "names: 1 names held before this start are kept for their users" "$D/A.log" ||
+        die "the daemon's own file was not read back: $(grep -m1 'names:' "$D/A.log")"
+    for _case in group-writable owner changed fifo link; do
+        kill -TERM "$(daemon_pid A)"
+        wait_exit "$(daemon_pid A)" $(( STOP_S * SLOW ))
+        [ "$rc" = 0 ] || die "b10d A exited $rc on SIGTERM before case $_case"
+        forget_daemon A
+        rm -f "$D/run/names" "$D/run/names.refused"
+        cp -p "$D/good" "$D/run/names"
+        case $_case in
+        group-writable) chmod 0620 "$D/run/names"; _why="writable by group or others" ;;
+        owner) chown 65534 "$D/run/names"; _why="owned by uid 65534" ;;
+        changed) printf 'x' | dd of="$D/run/names" bs=1 seek=45 conv=notrunc 2>/dev/null
+                 _why="checksum does not match" ;;
+        fifo) rm -f "$D/run/names"; mkfifo -m 0600 "$D/run/names"; _why="not a regular file" ;;
+        link) rm -f "$D/run/names"; ln -s "$D/good" "$D/run/names"; _why="a symbolic link" ;;
+        esac
+        names_restart_daemon
+        grep -q "names: refusing $D/run/names: .*$_why.*; moved aside to names.refused; starting with no names held" "$D/A.log" ||
+            die "case $_case: no refusal saying '$_why': $(grep -m1 'names:' "$D/A.log")"
+        [ -e "$D/run/names.refused" ] || [ -L "$D/run/names.refused" ] ||
+            die "case $_case: the refused file was not moved aside"
+        fg 30 alive "$RAWCLIENT" -t $(( 5000 * SLOW )) "$D/A.sock" alive
+        [ "$rc" = 0 ] || die "case $_case: the daemon does not serve: $(tail -n 1 "$D/alive.log")"
+    done
+    note "refused: a file writable by group, of another owner, changed, a FIFO, a link"
 }
 
 # One loop serves every client (tests/integ/b10-fair.c): b10ctl answers while a

@@ -232,6 +232,15 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.view_bytes, 4 * MiB);
     assert_int_equal(cfg.staging_bytes, 512 * MiB);
 
+    /* Names are kept where systemd's RuntimeDirectory= is, the first of its list; else nowhere. */
+    setenv("RUNTIME_DIRECTORY", "/run/b10d/state:/run/other", 1);
+    config_defaults(&cfg);
+    assert_string_equal(cfg.runtime_dir, "/run/b10d/state");
+    unsetenv("RUNTIME_DIRECTORY");
+    config_defaults(&cfg);
+    assert_string_equal(cfg.runtime_dir, "");
+    assert_int_equal(cfg.name_hold_ms, 86400000);
+
     /* The defaults pass their own checks, and say so with nothing on stderr. */
     allowed(FRESH("--name", "n1"));
     assert_int_equal(cfg.max_clients_per_uid, 192);    /* three quarters of 256 */
@@ -284,6 +293,7 @@ static const struct bound bounds[] = {
     { "max-register-bytes", true, MiB, 1024 * 1024 * GiB },
     { "hello-timeout-ms", false, 100, 600000 },
     { "days", false, 1, 36500 },
+    { "name-hold-ms", false, 1000, 2592000000u },
 };
 
 /*
@@ -574,6 +584,20 @@ static void test_string_options(void **state)
     refused(FRESH("--name", "a/b"), "--name 'a/b'");
     allowed(FRESH("--name", "node-7.rack_2"));
     assert_string_equal(cfg.name, "node-7.rack_2");
+
+    /* --runtime-dir: a path, or empty for names not kept whatever systemd says. */
+    memset(s, 'r', sizeof(s));
+    s[0] = '/';
+    s[255] = '\0';
+    allowed(FRESH("--runtime-dir", s));
+    assert_string_equal(cfg.runtime_dir, s);
+    s[255] = 'r';
+    s[256] = '\0';
+    refused(FRESH("--runtime-dir", s), "--runtime-dir");
+    setenv("RUNTIME_DIRECTORY", "/run/b10d/state", 1);
+    allowed(FRESH("--runtime-dir", ""));
+    assert_string_equal(cfg.runtime_dir, "");
+    unsetenv("RUNTIME_DIRECTORY");
 }
 
 static void test_net_devices(void **state)
