@@ -230,7 +230,11 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)
 $(BUILD)/tests/%: $(BUILD)/obj/tests/fault/%.o $(LIB_SO) $(DAEMON_LIB)
 	$(call say,LD,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) -o $@ $< $(DAEMON_LIB) $(LDFLAGS_ALL) $(LINK_LIBB10) $(PKG_LIBS) $(CUDA_LIBS) -lm
+	$(Q)$(CC) -o $@ $< $(DAEMON_LIB) $(LDFLAGS_ALL) $(FAULT_LDFLAGS) $(LINK_LIBB10) $(PKG_LIBS) \
+		$(CUDA_LIBS) -lm
+
+# The rogue presents node proofs b10d would not load (-f): its proof's two sources are its own.
+$(BUILD)/tests/b10-rogue: FAULT_LDFLAGS := -Wl,--wrap=nodeid_chain_of -Wl,--wrap=nodeid_sign
 
 # The bench client (tests/bench): a client of libb10 alone. Static pattern: it
 # takes these binaries before the integration and fault rules could.

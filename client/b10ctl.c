@@ -9,10 +9,11 @@
  *
  * Output: aligned tables for people, --json (one object per line) for
  * scripts, Prometheus text for `metrics`. Exit status, for scripts:
- *   0  done                      4  no such transfer (cancel)
- *   1  the daemon refused or     5  not permitted (operators only, or another user's)
- *      failed the request        6  drain: transfers still in flight when the wait ended
- *   2  usage                     3  daemon unreachable, or the connection broke
+ *   0  done                      4  no such transfer (cancel; another user's is none
+ *   1  the daemon refused or        to anyone but an operator)
+ *      failed the request        5  not permitted (operators only)
+ *   2  usage                     6  drain: transfers still in flight when the wait ended
+ *   3  daemon unreachable, or the connection broke
  */
 #include <errno.h>
 #include <getopt.h>

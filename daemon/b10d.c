@@ -134,9 +134,9 @@ b10_status_t b10d_start(struct b10d *d)
     do
         b10d_random(&d->daemon_id, sizeof(d->daemon_id));
     while (d->daemon_id == 0);
-    uint64_t epoch;
-    b10d_random(&epoch, sizeof(epoch));
-    ids_init(&d->ids, epoch);
+    uint64_t seed[IDS_SEED_WORDS];
+    b10d_random(seed, sizeof(seed));
+    ids_init(&d->ids, seed);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     d->incarnation = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;

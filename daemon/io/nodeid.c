@@ -165,15 +165,37 @@ static bool nodeid_names(X509 *leaf, const char *name)
 }
 
 /*
- * The checks a chain passes, ours at load and a peer's in its HELLO alike:
- * it reaches an anchor, every certificate is within its dates now, the leaf
- * names `name`, its key is of a kind this daemon signs and checks with.
+ * May this certificate issue others? X509_check_ca answers no for
+ * basicConstraints CA:FALSE whatever the keyUsage says, so a leaf with
+ * keyCertSign passed it; yet a verifier that reads keyUsage alone (or
+ * a CA's policy that issues by it) takes keyCertSign as leave to sign
+ * certificates. A node's certificate has neither, whichever one a
+ * reader believes.
+ */
+static const char *nodeid_may_issue(X509 *x)
+{
+    uint32_t flags = X509_get_extension_flags(x);
+
+    if ((flags & EXFLAG_BCONS) != 0 && (flags & EXFLAG_CA) != 0)
+        return "basicConstraints CA:TRUE";
+    if ((flags & EXFLAG_KUSAGE) != 0 && (X509_get_key_usage(x) & KU_KEY_CERT_SIGN) != 0)
+        return "keyUsage keyCertSign";
+    /* A version 1 root or a Netscape CA type: OpenSSL takes it for a CA's too. */
+    return X509_check_ca(x) != 0 ? "a CA's by OpenSSL's reading" : NULL;
+}
+
+/*
+ * The checks a chain passes, ours at load and a peer's in its HELLO or
+ * KNOCK alike: it reaches an anchor, every certificate is within its dates
+ * now, the leaf may not issue others, names `name`, and its key is of a
+ * kind this daemon signs and checks with.
  */
 static b10_status_t nodeid_check_chain(X509_STORE *anchors, X509 *leaf, STACK_OF(X509) *rest,
                                        const char *name, char *detail, size_t detail_len)
 {
     X509_STORE_CTX *ctx = X509_STORE_CTX_new();
     b10_status_t status = B10_ERR_PERMISSION;
+    const char *issuer;
 
     if (ctx == NULL || X509_STORE_CTX_init(ctx, anchors, leaf, rest) != 1) {
         X509_STORE_CTX_free(ctx);
@@ -186,10 +208,10 @@ static b10_status_t nodeid_check_chain(X509_STORE *anchors, X509 *leaf, STACK_OF
         int e = X509_STORE_CTX_get_error(ctx);
         snprintf(detail, detail_len, "certificate chain refused: %s (at depth %d)",
                  X509_verify_cert_error_string(e), X509_STORE_CTX_get_error_depth(ctx));
-    } else if (X509_check_ca(leaf) != 0) {
+    } else if ((issuer = nodeid_may_issue(leaf)) != NULL) {
         /* A CA's certificate names whoever it likes in what it signs: never a node's own. */
-        snprintf(detail, detail_len, "the node certificate is a CA's (basicConstraints CA:TRUE "
-                 "or keyCertSign): a node's certificate must not issue others");
+        snprintf(detail, detail_len, "the node certificate is a CA's (%s): a node's must not "
+                 "issue others", issuer);
     } else if (!nodeid_names(leaf, name)) {
         snprintf(detail, detail_len, "the certificate does not name '%s' (no subjectAltName "
                  "DNS:%s, nor a URI ending in /%s)", name, name, name);

@@ -6,7 +6,9 @@
  * (SO_PEERCRED, SO_PEERGROUPS). Operators (root, the daemon's own user and
  * members of --admin-group) see and act on everything. Anyone else the
  * socket lets in (its group holds every rank, of every user) sees only the
- * transfers and ranks of its own uid, cancels only those, and is answered
+ * transfers and ranks of its own uid, cancels only those (another user's
+ * transfer is answered as an id of none, B10_ERR_NOT_FOUND in the same
+ * words: no answer tells which ids are in flight), and is answered
  * B10_ERR_PERMISSION for drain and for what tells of other users' work
  * (quarantine, peers, stats, metrics); every answer says which it got.
  *

@@ -9,7 +9,8 @@
  * the key). Its transfers target that region, so it sees every byte the
  * daemon writes there and can tell what must not have changed.
  *
- *   b10-rogue [-t TIMEOUT_MS] [-k KEYFILE] [-i ID -n NAME] [-c STEM -a CA] [-b ADDR] SOCKET CASE...
+ *   b10-rogue [-t TIMEOUT_MS] [-k KEYFILE] [-i ID -n NAME] [-c STEM -a CA [-f STEM]] [-b ADDR]
+ *             SOCKET CASE...
  *
  * Without -k it is a stranger: it holds no cluster key (the "stranger" and
  * "mangled" cases; -i and -n name a legitimate peer of the victim it poses
@@ -20,6 +21,11 @@
  * for STEM's last segment, checked against the anchors of -a) as a
  * compromised certified node would: its HELLOs prove that name, and its
  * cases test that the name is all it can be (cert_claim, cert_ids).
+ * With -f STEM as well, the cert_forged case presents STEM.crt's chain and
+ * a signature by STEM.key in its HELLO and KNOCK instead, read with
+ * OpenSSL unchecked, as a node whose own daemon never checked them would:
+ * certificates b10d refuses to load, which a victim must refuse as a
+ * peer's proof too.
  * The knock case knocks at the victim's door from -b ADDR (an IPv4 address
  * of this host other than 127.0.0.1, which a door of this host lets in as
  * its own): a certified victim lets in only a certified node.
@@ -57,6 +63,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <ucp/api/ucp.h>
 
 #include "../testout.h"
@@ -122,6 +132,14 @@ static struct {
     const char *knock_from;     /* -b: the address the knock case knocks from */
     /* The victim's door refused this rogue for want of a certificate: its HELLO will be too. */
     bool door_refused;
+    /* -f: a proof b10d would not load, presented instead of -c's while forging is set. */
+    struct {
+        bool loaded, on;
+        EVP_PKEY *key;
+        unsigned count;
+        uint8_t *der[NODEID_MAX_CERTS];
+        size_t length[NODEID_MAX_CERTS];
+    } forged;
 } g;
 
 static uint8_t pat(uint64_t key, uint64_t i)
@@ -2866,12 +2884,146 @@ static int case_cert_desc(const char *c)
                    "nothing", g.pose_name);
 }
 
+/* ---------------------------------------------------------------- a forged proof (-f) */
+
+/*
+ * The proof a node presents comes from nodeid_chain_of and nodeid_sign,
+ * here and inside knock_pack: this program is linked with both wrapped
+ * (the Makefile), so that while g.forged.on they give STEM's chain and
+ * signature, which nodeid_load would refuse to hold.
+ */
+void __real_nodeid_chain_of(const struct nodeid *id, struct nodeid_chain *chain);
+void __wrap_nodeid_chain_of(const struct nodeid *id, struct nodeid_chain *chain);
+b10_status_t __real_nodeid_sign(const struct nodeid *id, const uint8_t *msg, size_t length,
+                                uint8_t sig[NODEID_MAX_SIG], size_t *sig_length_p);
+b10_status_t __wrap_nodeid_sign(const struct nodeid *id, const uint8_t *msg, size_t length,
+                                uint8_t sig[NODEID_MAX_SIG], size_t *sig_length_p);
+
+void __wrap_nodeid_chain_of(const struct nodeid *id, struct nodeid_chain *chain)
+{
+    if (!g.forged.on) {
+        __real_nodeid_chain_of(id, chain);
+        return;
+    }
+    chain->count = g.forged.count;
+    for (unsigned i = 0; i < g.forged.count; i++) {
+        chain->der[i] = g.forged.der[i];
+        chain->length[i] = g.forged.length[i];
+    }
+}
+
+b10_status_t __wrap_nodeid_sign(const struct nodeid *id, const uint8_t *msg, size_t length,
+                                uint8_t sig[NODEID_MAX_SIG], size_t *sig_length_p)
+{
+    if (!g.forged.on)
+        return __real_nodeid_sign(id, msg, length, sig, sig_length_p);
+    size_t n = NODEID_MAX_SIG;
+    bool ed = EVP_PKEY_get_base_id(g.forged.key) == EVP_PKEY_ED25519;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx != NULL &&
+             EVP_DigestSignInit(ctx, NULL, ed ? NULL : EVP_sha256(), NULL, g.forged.key) == 1 &&
+             EVP_DigestSign(ctx, sig, &n, msg, length) == 1;
+    EVP_MD_CTX_free(ctx);
+    if (!ok)
+        return B10_ERR_INTERNAL;
+    *sig_length_p = n;
+    return B10_OK;
+}
+
+/* STEM.crt (PEM, leaf first) and STEM.key, read as they are: no check of any kind. */
+static int forged_load(const char *stem)
+{
+    char path[512];
+    X509 *x;
+
+    snprintf(path, sizeof(path), "%s.crt", stem);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return fail("setup", "-f: %s: %s", path, strerror(errno));
+    while (g.forged.count < NODEID_MAX_CERTS && (x = PEM_read_X509(f, NULL, NULL, NULL)) != NULL) {
+        uint8_t *der = NULL;
+        int len = i2d_X509(x, &der);
+        X509_free(x);
+        if (len <= 0)
+            break;
+        g.forged.der[g.forged.count] = der;
+        g.forged.length[g.forged.count++] = (size_t)len;
+    }
+    fclose(f);
+    snprintf(path, sizeof(path), "%s.key", stem);
+    if ((f = fopen(path, "r")) != NULL) {
+        g.forged.key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+        fclose(f);
+    }
+    ERR_clear_error();
+    if (g.forged.count == 0 || g.forged.key == NULL)
+        return fail("setup", "-f %s: no PEM certificate in %s.crt or no key in %s.key", stem,
+                    stem, stem);
+    g.forged.loaded = true;
+    return 0;
+}
+
+static void forged_free(void)
+{
+    for (unsigned i = 0; i < g.forged.count; i++)
+        OPENSSL_free(g.forged.der[i]);
+    EVP_PKEY_free(g.forged.key);
+}
+
+/*
+ * The holder of node x's good certificate (-c) presents the forged proof
+ * (-f: a chain for its own name, of the victim's CA, signed by its key)
+ * in a HELLO as itself and in a KNOCK from -b: both refused for what the
+ * proof is, the victim serves on; the runner shows -c's own proof
+ * accepted beside it (the good and knock cases).
+ */
+static int case_cert_forged(const char *c)
+{
+    static struct knock ack;
+    B10__Peer__Hello h;
+    B10__Peer__Msg m = B10__PEER__MSG__INIT;
+    struct hello_ack hack;
+    uint8_t nonce[AUTH_NONCE_BYTES];
+
+    if (g.cert == NULL || !g.forged.loaded || !g.have_key)
+        return fail(c, "this case needs the key (-k), a certificate (-c) and a forged one (-f)");
+    uint64_t id = rnd64() & 0x7fffffffffffffffull, self = g.self_id;
+    auth_random(nonce, sizeof(nonce));
+    uint64_t gen = new_gen();
+    g.forged.on = true;
+    g.self_id = id;     /* a boot of ours that never linked: nothing of the real link moves */
+    make_hello(&h, id, g.self_name, gen, nonce);
+    m.body_case = B10__PEER__MSG__BODY_HELLO;
+    m.hello = &h;
+    int sent = send_static(&g.key, AUTH_KIND_HELLO, id, TAG_HELLO, &m, NULL, NULL);
+    int st = sent != 0 ? -1 : await_ack(&g.key, gen, nonce, timeout_ms, &hack);
+    char why[KNOCK_DETAIL_MAX + 64];
+    int knocked = knock_door(g.knock_from, &ack, why, sizeof(why));
+    g.self_id = self;
+    g.forged.on = false;
+    if (sent != 0)
+        return fail(c, "sending HELLO failed");
+    if (st != B10_ERR_PERMISSION || strstr(hack.detail, "is a CA's") == NULL)
+        return fail(c, "a HELLO with the forged proof got %s (%s), not a refusal for what the "
+                    "certificate is", st < 0 ? "no answer" : sname(st), st < 0 ? "" : hack.detail);
+    if (knocked != 0)
+        return fail(c, "%s", why);
+    if (ack.status == B10_OK || strstr(ack.detail, "is a CA's") == NULL)
+        return fail(c, "a KNOCK with the forged proof got %s (%s), not a refusal for what the "
+                    "certificate is", sname(ack.status), ack.detail);
+    if (victim_serves(c, "after the forged proofs", 0) != 0)
+        return 1;
+    return pass(c, "the forged proof of %s refused in a HELLO (%s) and at the door (%s)",
+                g.self_name, hack.detail, ack.detail);
+}
+
 static const struct testout_case cases[] = {
     { "good", case_good },
     { "knock", case_knock },
     { "cert_claim", case_cert_claim },
     { "cert_ids", case_cert_ids },
     { "cert_desc", case_cert_desc },
+    { "cert_forged", case_cert_forged },
     { "unknown", case_unknown },
     { "oversize", case_oversize },
     { "undersize", case_undersize },
@@ -2907,7 +3059,7 @@ static const struct testout_case cases[] = {
 /* ---------------------------------------------------------------- setup */
 
 static const char *key_path;
-static const char *cert_stem, *cert_ca;
+static const char *cert_stem, *cert_ca, *forged_stem;
 
 static int rogue_opt(int c, const char *arg)
 {
@@ -2929,6 +3081,9 @@ static int rogue_opt(int c, const char *arg)
         return 0;
     case 'b':
         g.knock_from = arg;
+        return 0;
+    case 'f':
+        forged_stem = arg;
         return 0;
     }
     return -1;
@@ -3002,6 +3157,8 @@ static int setup(const char *sock)
             return fail("setup", "-c: %s", cert_ca == NULL ? "needs -a CA" : err);
         snprintf(g.self_name, sizeof(g.self_name), "%s", name);
     }
+    if (forged_stem != NULL && forged_load(forged_stem) != 0)
+        return 1;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     g.self_incarnation = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -3050,7 +3207,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOLBF, 0);
     g.knock_from = "127.0.0.2";
-    int sock = testout_args_more(argc, argv, cases, ncases, &timeout_ms, "k:i:n:c:a:b:", rogue_opt);
+    int sock = testout_args_more(argc, argv, cases, ncases, &timeout_ms, "k:i:n:c:a:b:f:", rogue_opt);
     if (sock < 0 || setup(argv[sock]) != 0)
         return 2;
     int bad = testout_run(argv + sock + 1, argc - sock - 1, cases, ncases, after_case);
@@ -3065,6 +3222,7 @@ int main(int argc, char **argv)
     b10_dram_free(g.reg);
     free(g.want);
     free(g.victim_addr);
+    forged_free();
     nodeid_free(g.cert);
     return bad ? 1 : 0;
 }

@@ -34,8 +34,8 @@ SUITE=fault
 REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue"
 LIMIT_S=150
 all_scenarios="kill9_recv kill9_send sigstop_late silent_recv silent_send_none client_kill_send
-               client_kill_recv local_kill rogue node_cert_rogue door_cert door_flood door_silent floods bad_ack
-               bad_frames budget netns_linkdown netns_loss netns_rate fuzz ucx_wire ucx_local"
+               client_kill_recv local_kill rogue node_cert_rogue node_cert_forged door_cert door_flood door_silent
+               floods bad_ack bad_frames budget netns_linkdown netns_loss netns_rate fuzz ucx_wire ucx_local"
 soak_scenarios="soak"
 
 # The checks read the daemons' "quarantine:" lines: debug level, whatever B10_LOG_LEVEL says.
@@ -485,6 +485,37 @@ scen_node_cert_rogue() {
     [ "$_nx" -le 1 ] || die "8 daemon ids of node x hold $_nx peer entries on A"
     ! grep -q "no room for another peer" "$D/A.log" || die "A ran out of peer slots: $(grep -m1 'no room' "$D/A.log")"
     write_round B A after
+}
+
+# A holder of the cluster key and of node x's good certificate presents, in a HELLO and
+# at certified A's door, a proof b10d would never load itself: a certificate for x of A's
+# CA that could issue others (CA:FALSE with keyCertSign; CA:TRUE without it), signed by
+# its key. A refuses both, saying why, and serves on; x's good proof, beside it, links,
+# moves bytes and is let in at the door.
+scen_node_cert_forged() {
+    DAEMON_OPTS="$DAEMON_OPTS --peer-timeout-ms 60000"
+    node_ca ca
+    node_cert ca A
+    node_cert ca x
+    mkdir -p "$D/ku" "$D/bc"
+    python3 "$TOPDIR/tests/integ/mkcert.py" "$D/ca" x "$D/ku" --key-usage digital_signature,key_cert_sign ||
+        die "mkcert.py ku failed"
+    python3 "$TOPDIR/tests/integ/mkcert.py" "$D/ca" x "$D/bc" --ca --key-usage digital_signature ||
+        die "mkcert.py bc failed"
+    # shellcheck disable=SC2046
+    start_daemon A $(cert_opts ca A)
+    for _case in "ku|keyUsage keyCertSign" "bc|basicConstraints CA:TRUE"; do
+        _f=${_case%%|*}
+        _why="its node certificate is refused: the node certificate is a CA's (${_case#*|})"
+        fg 60 "rogue-$_f" "$ROGUE" -t $(( 3000 * SLOW )) -k "$(cluster_key)" -c "$D/ca/x" \
+            -a "$D/ca/ca.crt" -f "$D/$_f/x" -b 127.0.0.3 "$D/A.sock" cert_forged good knock
+        [ "$rc" = 0 ] || die "rogue ($_f): $(grep -m1 '^FAIL' "$D/rogue-$_f.log" || tail -n 1 "$D/rogue-$_f.log")"
+        grep -qF "door: refused a knock of x from 127.0.0.3: $_why" "$D/A.log" ||
+            die "A did not log refusing the $_f knock: $(grep -m1 'refused a knock' "$D/A.log")"
+    done
+    grep -c "refusing its link: daemon x's node certificate is refused: the node certificate is a CA's" \
+        "$D/A.log" | grep -qx 2 || die "A did not log refusing both forged HELLOs: $(grep -m1 'refusing its link' "$D/A.log")"
+    grep -q "door: let x in from 127.0.0.3" "$D/A.log" || die "A did not let x's good proof in at its door"
 }
 
 # ucx_took NAME SRC: how many of daemon NAME's UCX listeners (its listening TCP ports on

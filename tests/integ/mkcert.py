@@ -2,12 +2,15 @@
 """Node certificates b10d --issue-node-cert does not make, for the tests of certificates mode.
 
     mkcert.py CA_DIR NAME OUT_DIR [--key ed25519|p256] [--from DAYS] [--days DAYS]
-              [--san dns|uri]
+              [--san dns|uri] [--ca] [--key-usage USAGE,...]
 
 Signs with CA_DIR/ca.key and ca.crt (b10d --make-ca) a certificate for NAME,
 valid from DAYS (negative: in the past) for --days, its key Ed25519 or ECDSA
-P-256, naming NAME by a dNSName or a SPIFFE-style URI. Writes OUT_DIR/NAME.key
-(0600) and OUT_DIR/NAME.crt.
+P-256, naming NAME by a dNSName or a SPIFFE-style URI. Its basicConstraints say
+CA:FALSE, or CA:TRUE with --ca; --key-usage adds a critical keyUsage of those
+named (cryptography's names: digital_signature, key_cert_sign, crl_sign, ...),
+as a careless CA might issue a node. Writes OUT_DIR/NAME.key (0600) and
+OUT_DIR/NAME.crt.
 """
 import argparse
 import datetime
@@ -18,6 +21,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import NameOID
 
+# x509.KeyUsage's arguments, all of them (encipher_only and decipher_only need key_agreement).
+KEY_USAGES = ("digital_signature", "content_commitment", "key_encipherment", "data_encipherment",
+              "key_agreement", "key_cert_sign", "crl_sign", "encipher_only", "decipher_only")
 
 def main():
     ap = argparse.ArgumentParser()
@@ -28,7 +34,13 @@ def main():
     ap.add_argument("--from", dest="start", type=float, default=-1)
     ap.add_argument("--days", type=float, default=30)
     ap.add_argument("--san", choices=("dns", "uri"), default="dns")
+    ap.add_argument("--ca", action="store_true")
+    ap.add_argument("--key-usage", default="")
     a = ap.parse_args()
+    usages = [u for u in a.key_usage.split(",") if u]
+    for u in usages:
+        if u not in KEY_USAGES:
+            ap.error(f"--key-usage {u}: one of {', '.join(KEY_USAGES)}")
 
     with open(os.path.join(a.ca_dir, "ca.crt"), "rb") as f:
         ca = x509.load_pem_x509_certificate(f.read())
@@ -47,9 +59,13 @@ def main():
             .serial_number(x509.random_serial_number())
             .not_valid_before(start)
             .not_valid_after(start + datetime.timedelta(days=a.days))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.SubjectAlternativeName([san]), critical=False)
-            .sign(ca_key, None if isinstance(ca_key, ed25519.Ed25519PrivateKey) else hashes.SHA256()))
+            .add_extension(x509.BasicConstraints(ca=a.ca, path_length=None), critical=True)
+            .add_extension(x509.SubjectAlternativeName([san]), critical=False))
+    if usages:
+        cert = cert.add_extension(x509.KeyUsage(**{u: u in usages for u in KEY_USAGES}),
+                                  critical=True)
+    cert = cert.sign(ca_key, None if isinstance(ca_key, ed25519.Ed25519PrivateKey)
+                     else hashes.SHA256())
     path = os.path.join(a.out_dir, a.name + ".key")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:

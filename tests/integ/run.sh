@@ -24,7 +24,7 @@ all_scenarios="cli fragmented same_node same_node_staged process_mem concurrent8
                bad_input corrupt_data agentops settle settle_local settle_unsettled restart
                rank_restart_initiator rank_restart_target rank_restart_data rank_restart_term
                rank_restart_takeover rank_restart_dropped node_certs node_cert_start
-               node_cert_other_ca node_cert_mixed"
+               node_cert_other_ca node_cert_mixed node_cert_issuer"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -533,6 +533,54 @@ scen_node_cert_start() {
     grep -q "^node-cert $D/ca/A.crt" "$D/check-good.log" || die "--check-config did not print node-cert"
     # shellcheck disable=SC2046
     start_daemon A $(cert_opts ca A)
+}
+
+# A certificate that could issue others is no node's, however well it names its node:
+# CA:FALSE with keyUsage keyCertSign, and CA:TRUE with a keyUsage without it (both of which
+# OpenSSL's own X509_check_ca calls no CA), stop the start and --check-config (exit 1) with
+# the reason. Beside them a leaf of the same CA for the same name (CA:FALSE,
+# digitalSignature) checks, starts and moves WRITEs both ways with a certified peer.
+scen_node_cert_issuer() {
+    node_ca ca
+    node_cert ca B
+    mkdir -p "$D/ku" "$D/bc" "$D/leaf"
+    _mk="python3 $TOPDIR/tests/integ/mkcert.py $D/ca A"
+    $_mk "$D/ku" --key-usage digital_signature,key_cert_sign || die "mkcert.py ku failed"
+    $_mk "$D/bc" --ca --key-usage digital_signature || die "mkcert.py bc failed"
+    $_mk "$D/leaf" --key-usage digital_signature || die "mkcert.py leaf failed"
+    _ck="--cluster-key $(cluster_key) --socket $D/x.sock --name A $DAEMON_OPTS"
+    for _case in "ku|keyUsage keyCertSign" "bc|basicConstraints CA:TRUE"; do
+        _n=${_case%%|*}
+        _want="node certificate $D/$_n/A.crt: the node certificate is a CA's (${_case#*|})"
+        _o="--node-cert $D/$_n/A.crt --node-key $D/$_n/A.key --node-ca $D/ca/ca.crt"
+        # shellcheck disable=SC2086
+        "$B10D" $_ck $_o --check-config >"$D/check-$_n.log" 2>&1
+        _rc=$?
+        [ "$_rc" = 1 ] || die "--check-config with the $_n certificate exited $_rc, not 1"
+        grep -qF -- "$_want" "$D/check-$_n.log" ||
+            die "--check-config with the $_n certificate: not '$_want': $(head -n 3 "$D/check-$_n.log")"
+        # shellcheck disable=SC2086
+        timeout $(( 30 * SLOW )) "$B10D" $_ck $_o >"$D/start-$_n.log" 2>&1
+        _rc=$?
+        [ "$_rc" = 1 ] || die "b10d with the $_n certificate exited $_rc, not 1 (it must not start)"
+        grep -qF -- "$_want" "$D/start-$_n.log" ||
+            die "b10d with the $_n certificate: not '$_want': $(grep -m1 '^<[0-3]>' "$D/start-$_n.log")"
+        [ ! -S "$D/x.sock" ] || die "b10d with the $_n certificate made its socket"
+    done
+    # The allowed case: the leaf checks, starts, and links both ways.
+    _o="--node-cert $D/leaf/A.crt --node-key $D/leaf/A.key --node-ca $D/ca/ca.crt"
+    # shellcheck disable=SC2086
+    "$B10D" $_ck $_o --check-config >"$D/check-leaf.log" 2>&1 ||
+        die "--check-config with the leaf: $(grep -m1 '^<[0-3]>' "$D/check-leaf.log")"
+    # shellcheck disable=SC2086
+    start_daemon A $_o
+    # shellcheck disable=SC2046
+    start_daemon B $(cert_opts ca B)
+    grep -q "node certificate for A, valid until" "$D/A.log" || die "A did not log its certificate"
+    write_round A B one
+    write_round B A two
+    ! grep -q "refusing" "$D/A.log" "$D/B.log" ||
+        die "a link of the leaf was refused: $(grep -h -m1 refusing "$D/A.log" "$D/B.log")"
 }
 
 # A daemon certified by a CA the others do not trust is refused by them, both when it

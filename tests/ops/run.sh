@@ -21,9 +21,10 @@ REQUIRED_CMDS=python3
 # This runner always gave a daemon 20 s (scaled) to exit on SIGTERM, the
 # others 15: its scenarios are about the drain on SIGTERM (10 s by default).
 STOP_S=20
-all_scenarios="config log_sinks check_keys deadline metrics_http metrics_held units unit_boot man_options install notify
-               activation ctl max_clients max_clients_uid max_host_uid permission tenants tenants_paired names_restart
-               names_refused fair budget_spans idle_clients drain resume_stopping sigterm_finish sigterm_bound trust"
+all_scenarios="config log_sinks check_keys deadline metrics_http metrics_held units unit_boot unit_boot_judged man_options
+               install notify activation ctl max_clients max_clients_uid max_host_uid permission tenants tenants_paired
+               names_restart names_refused fair budget_spans idle_clients drain resume_stopping sigterm_finish
+               sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
 
@@ -101,6 +102,14 @@ tenant_users() {
     done
     uid_a=$(id -u "b10t$$a")
     uid_b=$(id -u "b10t$$b")
+}
+
+# unit_boot_judged runs unit_boot four times, each waiting its turn at unit_boot's lock.
+scenario_limit() {
+    case $1 in
+    unit_boot_judged) echo $(( 600 * SLOW )) ;;
+    *) echo $(( LIMIT_S * SLOW )) ;;
+    esac
 }
 
 cleanup_extra() {
@@ -610,12 +619,44 @@ scen_units() {
 # host's) starts b10d.socket; a client activates b10d.service under every hardening setting
 # the unit has, as user b10d; a rank on it writes to a rank of another daemon, byte for byte;
 # `systemctl stop` drains it and the unit ends in success.
+#
+# A command in that systemd's world: its mount and PID namespaces and its root (-r) and
+# working directory (-w). Entering a mount namespace puts a process at the namespace's
+# root, which in a chroot (a debootstrapped root entered with chroot(8)) is the host's,
+# whose /run holds no such manager: systemctl there says "System has not been booted
+# with systemd as init system" and answers nothing.
+# (B10_TEST_UNIT_MANAGER_PID: another process's world, one with no manager, for
+# unit_boot_judged alone.)
 unit_sd() {
-    nsenter -t "$(cat "$D/systemd.pid")" -m -p env SYSTEMD_COLORS=0 SYSTEMD_PAGER= "$@"
+    nsenter -t "${B10_TEST_UNIT_MANAGER_PID:-$(cat "$D/systemd.pid")}" -m -p -r -w \
+        env SYSTEMD_COLORS=0 SYSTEMD_PAGER= "$@"
 }
 
 unit_state() {
     unit_sd systemctl show -p "$2" --value "$1" 2>>"$D/systemctl.log"
+}
+
+# unit_probe: can the systemd started here run units at all? It must answer systemctl
+# (its SystemState, which systemctl cannot give without reaching it) and run a unit of
+# nothing (b10d-probe.service: /bin/true, no hardening) to success. Nothing of b10d's
+# units is judged before: a manager that cannot do this is this machine's limit, not the
+# unit's fault. Returns 1 with the reason in $D/probe.why.
+unit_probe() {
+    _n=$(( 300 * SLOW ))
+    until _st=$(unit_sd systemctl show -p SystemState --value 2>"$D/probe.err") && [ -n "$_st" ]; do
+        _n=$(( _n - 1 ))
+        if [ "$_n" -le 0 ] || ! alive "$(cat "$D/systemd.pid")"; then
+            echo "the systemd started here does not answer systemctl: $(grep -v '^$' "$D/probe.err" | head -n 1)" >"$D/probe.why"
+            return 1
+        fi
+        sleep 0.1
+    done
+    if ! unit_sd timeout $(( 60 * SLOW )) systemctl start b10d-probe.service >"$D/probe.err" 2>&1 ||
+        [ "$(unit_state b10d-probe.service Result)" != success ]; then
+        echo "the systemd started here (state $_st) does not run a unit of nothing: b10d-probe.service $(unit_state b10d-probe.service Result): $(grep -v '^$' "$D/probe.err" | tail -n 1)" >"$D/probe.why"
+        return 1
+    fi
+    return 0
 }
 
 scen_unit_boot() {
@@ -641,16 +682,20 @@ scen_unit_boot() {
     fi
     # The units: the shipped two with ExecStart and the key at this run's paths, an env file
     # as /etc/default/b10d would be, and empty targets for the dependencies every unit has.
+    # (B10_TEST_UNIT_DIR: other units than systemd/'s, for unit_boot_judged alone.)
+    _units=${B10_TEST_UNIT_DIR:-$TOPDIR/systemd}
     mkdir -p "$D/units" "$D/unitrun"
     chmod 0755 "$D/unitrun"
     sed -e "s|/usr/sbin/b10d|/run/b10d-unit/b10d|g" \
         -e "s|/etc/default/b10d|/run/b10d-unit/default|" \
         -e "s|/etc/b10d/cluster.key|/run/b10d-unit/cluster.key|" \
-        "$TOPDIR/systemd/b10d.service" >"$D/units/b10d.service"
-    cp "$TOPDIR/systemd/b10d.socket" "$D/units/"
+        "$_units/b10d.service" >"$D/units/b10d.service"
+    cp "$_units/b10d.socket" "$D/units/"
     for t in sysinit basic sockets network-online multi-user shutdown; do
         printf '[Unit]\nDescription=%s\n' "$t" >"$D/units/$t.target"
     done
+    printf '[Unit]\nDescription=can this systemd run a unit\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/true\n' \
+        >"$D/units/b10d-probe.service"
     # journald, from this host's systemd, so that the unit's output has somewhere to go.
     _j=""
     for u in systemd-journald.service systemd-journald.socket systemd-journald-dev-log.socket \
@@ -676,7 +721,7 @@ cp "$B10D" /run/b10d-unit/b10d
 install -m 0600 "$(cluster_key)" /run/b10d-unit/cluster.key
 install -m 0644 "$D/unit.env" /run/b10d-unit/default
 cp "$D"/units/* /run/b10d-unit/units/
-cp "$TOPDIR/systemd/b10d-gate-caps.conf" /run/b10d-unit/gate-caps.conf
+cp "$_units/b10d-gate-caps.conf" /run/b10d-unit/gate-caps.conf
 echo \$\$ >"$D/systemd.ns"
 # Its own /tmp and /var/tmp: the services' private ones are made there, and go with it.
 mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /var/tmp || exit 1
@@ -695,6 +740,7 @@ BOOT
         sleep 0.1
     done
     echo "$_sp" >"$D/systemd.pid"
+    unit_probe || skip "$(cat "$D/probe.why")"
     _n=$(( 300 * SLOW ))
     until [ -S "$D/unitrun/b10d.sock" ]; do
         _n=$(( _n - 1 ))
@@ -760,6 +806,77 @@ BOOT
     grep -q "gate: [0-9]* UCX listeners take packets only from daemons let in at a door" "$D/unit.log" ||
         die "the unit's b10d did not seal its UCX listeners: $(grep -m1 'filter' "$D/unit.log")"
     note "b10d.service started by its socket, hardened, as b10d; a WRITE landed; killed, restarted with its names; stopped with success"
+}
+
+# unit_boot's own judgement, by running it (the runner again) where its answer is known:
+#   - in a chroot of this root (a new mount namespace, / bound on a folder of $D), as a
+#     debootstrapped root is entered: the manager's world is the chroot, and unit_boot
+#     passes there as here (it failed "b10d.service ran before a client" when its
+#     systemctl looked at the host's /run);
+#   - with its systemctl pointed at a world where no manager runs (namespaces of their
+#     own, an empty /run), as on a root where systemd is not PID 1 and the one it started
+#     cannot be reached: unit_boot skips, saying why, and judges nothing of b10d's units;
+#   - with b10d.service broken (ExecStart=/bin/false) while everything else is as
+#     shipped: unit_boot fails, for the unit.
+scen_unit_boot_judged() {
+    [ "$(id -u)" = 0 ] || skip "needs root to start a systemd"
+    command -v chroot >/dev/null 2>&1 || skip "no chroot (coreutils)"
+    _self="$TOPDIR/tests/ops/run.sh"
+    _build=$(cd "$BUILD" && pwd)
+    # Where it runs as it is: the line it gives here, as the ground for the three below.
+    sh "$_self" "$_build" unit_boot >"$D/plain.out" 2>"$D/plain.err"
+    _plain=$(grep -m1 -E '^(PASS|FAIL|SKIP) unit_boot ' "$D/plain.out")
+    case $_plain in
+    "SKIP unit_boot ("*) skip "unit_boot skips here, so its judgement cannot be told apart: $_plain" ;;
+    "PASS unit_boot ("*) ;;
+    *) die "unit_boot here: ${_plain:-no line}: $(tail -n 3 "$D/plain.err")" ;;
+    esac
+    mkdir -p "$D/root"
+    unshare --mount --propagation private sh -c \
+        "mount --rbind / '$D/root' && exec chroot '$D/root' sh '$_self' '$_build' unit_boot" \
+        >"$D/chroot.out" 2>"$D/chroot.err"
+    # The bind went with its namespace: here the folder is an empty one again (else the
+    # removal of $D would walk into /).
+    if ! rmdir "$D/root" 2>/dev/null; then
+        umount -R -l "$D/root" 2>/dev/null
+        die "the chroot's bind of / outlived its namespace at $D/root"
+    fi
+    _line=$(grep -m1 -E '^(PASS|FAIL|SKIP) unit_boot ' "$D/chroot.out")
+    case $_line in
+    "PASS unit_boot ("*) ;;
+    *) die "in a chroot of this root, where it passes, unit_boot gave '${_line:-no line}': $(tail -n 3 "$D/chroot.err")" ;;
+    esac
+    # A world with no manager: PID 1 of its own namespaces, a /run of its own, empty.
+    unshare --pid --fork --kill-child --mount --mount-proc --propagation private \
+        sh -c 'mount -t tmpfs -o mode=0755 tmpfs /run && exec sleep 3600' >"$D/nosd.log" 2>&1 &
+    _u=$!
+    track $_u
+    _n=$(( 100 * SLOW ))
+    until _nosd=$(pgrep -P $_u -x sleep 2>/dev/null) && [ -n "$_nosd" ]; do
+        _n=$(( _n - 1 ))
+        if [ "$_n" -le 0 ] || ! alive $_u; then
+            die "no namespace without a manager: $(tail -n 1 "$D/nosd.log")"
+        fi
+        sleep 0.1
+    done
+    B10_TEST_UNIT_MANAGER_PID=$_nosd sh "$_self" "$_build" unit_boot >"$D/nosd.out" 2>"$D/nosd.err"
+    kill $_u 2>/dev/null
+    _line=$(grep -m1 -E '^(PASS|FAIL|SKIP) unit_boot ' "$D/nosd.out")
+    case $_line in
+    "SKIP unit_boot (the systemd started here does not answer systemctl: System has not been booted"*) ;;
+    *) die "with no manager for systemctl, unit_boot gave '${_line:-no line}', not a skip saying why" ;;
+    esac
+    mkdir -p "$D/broken"
+    cp "$TOPDIR"/systemd/* "$D/broken/"
+    sed -i 's|^ExecStart=.*|ExecStart=/bin/false|' "$D/broken/b10d.service"
+    grep -q '^ExecStart=/bin/false$' "$D/broken/b10d.service" || die "b10d.service has no ExecStart to break"
+    B10_TEST_UNIT_DIR="$D/broken" sh "$_self" "$_build" unit_boot >"$D/broken.out" 2>"$D/broken.err"
+    _line=$(grep -m1 -E '^(PASS|FAIL|SKIP) unit_boot ' "$D/broken.out")
+    case $_line in
+    "FAIL unit_boot ("*"through the unit's socket"*) ;;
+    *) die "with b10d.service broken, unit_boot gave '${_line:-no line}', not a failure of the unit" ;;
+    esac
+    note "in a chroot: passed; no manager: skipped; broken unit: failed ${_line#FAIL unit_boot }"
 }
 
 # The man pages' option and command lists are what the programs' tables print (make man):

@@ -111,6 +111,112 @@ def test_descriptors_duck_typed() -> None:
         bdescs.span_of((0x1000, 0, 0))
 
 
+def test_values_past_their_c_types_refused() -> None:
+    """What ctypes would wrap or cut short is refused before libb10 sees it, with the
+    exception each call raises for a bad argument; the largest values that fit are taken
+    (no daemon needed: nothing here reaches one)."""
+    np = pytest.importorskip("numpy", reason="numpy is not installed (scripts/deps.sh --test)")
+    top = 2**64
+    for desc, cls in [((top + 0x10000, 64, 0), ValueError),     # wrapped: address 0x10000
+                      ((0x10000, top + 64, 0), ValueError), ((top - 4096, 8192, 0), ValueError),
+                      ((-4096, 64, 0), ValueError), ((0x10000, 64, -1), ValueError),
+                      ((0x10000, 64, 2**32), ValueError), (b10.MemoryDesc(0x10000, 64, -2), ValueError),
+                      ((0x10000 + 0.5, 64, 0), TypeError), (("65536", 64, 0), TypeError)]:
+        with pytest.raises(cls):
+            bdescs.span_of(desc)
+    assert bdescs.span_of((top - 4096, 4096, 2**32 - 1)) == (top - 4096, 4096)
+    assert bdescs.span_of((np.uint64(top - 1), np.int64(1), np.uint32(7))) == (top - 1, 1)
+    ok = np.array([(0x10000, 64, 0)], dtype=np.uint64)
+    for rows, why in [(np.array([(0x10000, 64, 2**32)], dtype=np.uint64), "devices"),
+                      (np.array([(0x10000, 64, -1)], dtype=np.int64), "devices"),
+                      (np.array([(top - 64, 128, 0)], dtype=np.uint64), "past 2"),
+                      (np.array([(top - 1, top - 1)], dtype=np.uint64), "past 2")]:
+        with pytest.raises(ValueError, match=why):
+            bdescs.span_table(rows)
+    assert bdescs.span_table(ok).tolist() == [[0x10000, 64]]
+    # The submission path turns them into its own refusal, before anything is sent.
+    agent = b10.B10TransferAgent.__new__(b10.B10TransferAgent)
+    for src in ([(top + 0x10000, 64)], [(0x10000, 64, -1)]):
+        req = b10.TransferRequest("WRITE", b10.MemoryDescs("DRAM", src),
+                                  b10.MemoryDescs("DRAM", [(0x20000, 64)]), "peer")
+        with pytest.raises(b10.B10TransferError) as ei:
+            agent.submit_transfer_requests(req)
+        assert ei.value.status == "B10_ERR_INVALID_ARG", src
+    bases = np.array([4096], dtype=np.uint64)
+    with pytest.raises(b10.B10TransferError, match="grid must be"):   # wrapped: 1 row a base
+        agent.submit_picked("WRITE", None, np.array([0], dtype=np.int64), ok[:, :2].copy(),
+                            np.array([0], dtype=np.int64), "peer",
+                            local_grid=(bases, 2**64 + 1, 64, 64))
+    # Names: a NUL would end the C string early ("cut\0short" is agent "cut"); too long, or
+    # not printable ASCII, libb10's own rule.
+    for name in ("cut\0short", "x" * 256, "", "with space", "caf\u00e9", b"bytes"):
+        with pytest.raises(b10.B10Error) as ei:
+            b10.B10TransferAgent(name, "/nonexistent/b10d.sock")
+        assert ei.value.status == "B10_ERR_INVALID_ARG" and "agent name" in ei.value.detail
+        assert isinstance(ei.value, b10.FixError)
+    with pytest.raises(b10.B10Error, match="NUL"):
+        b10.B10TransferAgent("cut\0short", "/nonexistent/b10d.sock")
+    with pytest.raises(b10.B10Error, match="NUL"):
+        b10.B10TransferAgent("ok-name", "/run/b10d/b10d.sock\0junk")
+    for ms in (2**32 + 5000, 2**31, 0, -1, "soon"):
+        with pytest.raises(b10.B10Error, match="request_timeout_ms") as ei:
+            b10.B10TransferAgent("ok-name", "/nonexistent/b10d.sock", request_timeout_ms=ms)
+        assert ei.value.status == "B10_ERR_INVALID_ARG"
+    # The name that fits is taken: refused only because no daemon answers there.
+    with pytest.raises(b10.B10Error) as ei:
+        b10.B10TransferAgent("x" * 255, "/nonexistent/b10d.sock", request_timeout_ms=2**31 - 1)
+    assert ei.value.status != "B10_ERR_INVALID_ARG"
+    with pytest.raises(ValueError, match="1..2"):
+        b10.dram_alloc(2**64 + 4096)                          # wrapped: 4096 bytes
+    with pytest.raises(TypeError):
+        b10.dram_alloc(4096.0)
+    assert len(b10.dram_alloc(np.int64(4096))) == 4096
+
+
+def test_names_and_addresses_ctypes_would_cut(daemons) -> None:
+    """On a live daemon: a name with a NUL names no other agent, an address past 2^64
+    registers no other span; the same calls with what they stood for succeed."""
+    a, _ = daemons
+    with pytest.raises(b10.B10Error) as ei:
+        b10.B10TransferAgent("cut\0short", str(a.sock))
+    assert ei.value.status == "B10_ERR_INVALID_ARG" and "NUL" in ei.value.detail
+    with b10.B10TransferAgent("cut", str(a.sock)) as agent, \
+            b10.B10TransferAgent("cut-peer", str(a.sock)) as peer:
+        src, dst = b10.dram_alloc(64 * KiB), b10.dram_alloc(64 * KiB)
+        src.view[:] = pattern(41, 64 * KiB)
+        peer.register_memory(dst.descs())
+        desc = peer.get_local_agent_desc()
+        for call in (lambda n: agent.load_remote_agent(n, desc),
+                     lambda n: agent.notify_sync_message(n, b"m"),
+                     lambda n: agent.check_remote_descs(n, [(dst.ptr, 4096)]),
+                     lambda n: agent.invalidate_remote_agent(n)):
+            with pytest.raises(b10.B10Error) as ei:
+                call("cut-peer\0x")
+            assert ei.value.status == "B10_ERR_INVALID_ARG" and "NUL" in ei.value.detail
+        with pytest.raises(b10.B10Error) as ei:     # nothing was loaded under any name
+            agent.check_remote_descs("cut-peer", [(dst.ptr, 4096)])
+        assert ei.value.status == "B10_ERR_UNKNOWN_AGENT"
+        agent.load_remote_agent("cut-peer", desc)
+        assert agent.check_remote_descs("cut-peer", [(dst.ptr, 4096)])
+
+        with pytest.raises(ValueError, match="below 2"):
+            agent.register_memory(b10.MemoryDescs("DRAM", [(src.ptr + 2**64, 64 * KiB, 0)]))
+        agent.register_memory(src.descs())     # refused as EXISTS had the wrapped one gone in
+        req = b10.TransferRequest("WRITE", b10.MemoryDescs("DRAM", [(src.ptr + 2**64, 4096)]),
+                                  b10.MemoryDescs("DRAM", [(dst.ptr, 4096)]), "cut-peer\0x")
+        with pytest.raises(b10.B10TransferError) as ei:
+            agent.submit_transfer_requests(req)
+        assert ei.value.status == "B10_ERR_INVALID_ARG"
+        req.src_descs = b10.MemoryDescs("DRAM", [(src.ptr, 64 * KiB)])
+        req.dst_descs = b10.MemoryDescs("DRAM", [(dst.ptr, 64 * KiB)])
+        with pytest.raises(b10.B10TransferError) as ei:
+            agent.submit_transfer_requests(req)
+        assert ei.value.status == "B10_ERR_INVALID_ARG" and "NUL" in ei.value.detail
+        req.remote_name = "cut-peer"
+        assert agent.submit_transfer_requests(req).wait(20000 * SLOW)
+        assert bytes(dst.view) == pattern(41, 64 * KiB)
+
+
 def test_errors_carry_status_and_pickle() -> None:
     e = b10.B10TransferError(12, "span 3 outside", "submit", xfer_id=7)
     assert (e.status, e.action, e.code) == ("B10_ERR_REMOTE_REJECTED", "FIX", 12)

@@ -427,6 +427,51 @@ def test_refusals_are_typed_beside_the_allowed(daemons, agents) -> None:
         s.make_connection("nobody-loaded-this")
 
 
+def test_values_past_uint64_and_cut_names_refused(daemons, agents) -> None:
+    """NIXL's descriptor fields are uint64_t: a negative one is refused in every form of
+    list, not wrapped by numpy into the top of the range, and the edges of the range are
+    taken. Names with a NUL would name another agent once cut as C strings: an agent's
+    own, one in a peer's metadata, a notification's target. An address past 2^63 is
+    refused as NIXL's invalid parameter (before, its int64 copy went negative and b10's
+    ValueError escaped). Beside each, the call as it should be succeeds."""
+    # Mixed rows infer a float array in numpy, and take the checked path.
+    for bad in ([(2**63, -1, 0)], [(2**63, 64, -1)], [(-1, 2**63, 0)], [(2**64, 64, 0)]):
+        with pytest.raises(nb.nixlInvalidParamError, match="2\\^64|negative|descriptor"):
+            nb.nixlXferDList("DRAM", bad)
+        with pytest.raises(nb.nixlInvalidParamError):
+            nb.nixlRegDList("DRAM", [tuple(bad[0]) + ("m",)])
+    edge = nb.nixlXferDList("DRAM", [(2**63, 64, 2**64 - 1), (2**64 - 64, 64, 0)])
+    assert edge[0] == (2**63, 64, 2**64 - 1) and edge[1] == (2**64 - 64, 64, 0)
+    with pytest.raises(nb.nixlInvalidParamError):
+        nb.nixlXferDList("DRAM", -1)
+    assert nb.nixlXferDList("DRAM", 2).descCount() == 2
+
+    a, _ = daemons
+    with pytest.raises(nb.nixlInvalidParamError) as ei:
+        agents("cut", a, name="cut\0short")
+    assert "NUL" in ei.value.detail
+    s, d, s_kv, d_kv = _two(agents, a)
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.register_memory([(2**63 + 4096, 4096, 0)], "DRAM")
+    # A device NIXL allows and b10 does not use: registered and deregistered as given.
+    wide = KV(1, 1, 4096, None)
+    rows = [(wide.base_addrs()[0], 4096, 2**40, "")]
+    s.register_memory(rows, "DRAM")
+    s.deregister_memory(s.get_reg_descs(rows, "DRAM"))
+
+    md = nixl._api._pack_metadata(d.name + "\0x", d.agent.get_local_agent_desc(),
+                                  np.zeros((0, 4), dtype=np.uint64))
+    with pytest.raises(nb.nixlInvalidParamError) as ei:
+        s.add_remote_agent(md)
+    assert "NUL" in ei.value.detail
+    assert not s.check_remote_metadata(d.name + "\0x") and not s.check_remote_metadata(d.name)
+    assert s.add_remote_agent(d.get_agent_metadata()) == d.name
+    with pytest.raises(nb.nixlInvalidParamError):
+        s.send_notif(d.name + "\0x", b"cut")
+    s.send_notif(d.name, b"whole")
+    assert collect_notifs(d, 1) == {s.name: [b"whole"]}
+
+
 def test_release_racing_a_post_or_poll_wins(daemons, agents, monkeypatch) -> None:
     """Thread B found a transfer in the table just before thread A released it: B's
     transfer(), check_xfer_state() and get_xfer_telemetry() must say "released", and B

@@ -2,10 +2,10 @@
  * test-nodeid.c — daemon/io/nodeid.c: a node's certificate, key and trust
  * anchors loaded and checked, each refusal (another CA, expired, not yet
  * valid, another name, a key that is not the certificate's, a key file
- * others may read), a chain through an intermediate, the handshake's
- * signature checked and a flipped byte
- * refused, a peer's chain held to its bounds, and rotation: a good new file
- * replaces the identity, a bad one leaves the old in place.
+ * others may read, a certificate that could issue others), a chain
+ * through an intermediate, the handshake's signature checked and a flipped
+ * byte refused, a peer's chain held to its bounds, and rotation: a good new
+ * file replaces the identity, a bad one leaves the old in place.
  *
  * Every CA and certificate is made here (nodeid_make_ca, nodeid_issue) in a
  * temporary folder, removed at the end.
@@ -413,7 +413,93 @@ static void test_intermediate(void **state)
     run(cmd);
     assert_int_equal(load(in("int", "cax.crt"), in("int", "ca.key"), in("ca", "ca.crt"), "cax",
                           &id), B10_ERR_PERMISSION);
-    assert_non_null(strstr(detail, "is a CA's"));
+    assert_non_null(strstr(detail, "is a CA's (basicConstraints CA:TRUE)"));
+}
+
+/* Read a whole small file into buf; its length. */
+static size_t slurp(const char *path, uint8_t *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    ssize_t n = read(fd, buf, size);
+    close(fd);
+    assert_true(n > 0 && (size_t)n < size);
+    return (size_t)n;
+}
+
+/*
+ * Certificates that could issue others, each named, within its dates and
+ * of the right CA, made with the openssl tool as a careless or hostile CA
+ * would: refused at load, and refused as a peer's proof though its
+ * signature is good (the peer's key signs with the openssl tool here, as
+ * b10d would never load it). A leaf beside them, CA:FALSE with
+ * digitalSignature alone, loads and is taken from a peer.
+ */
+static void test_leaf_may_not_issue(void **state)
+{
+    static const struct {
+        const char *name, *ext, *words;
+    } cases[] = {
+        /* OpenSSL's X509_check_ca reads CA:FALSE as "no CA" whatever keyUsage says. */
+        { "ku", "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,"
+                "keyCertSign", "keyUsage keyCertSign" },
+        /* ...and a keyUsage without keyCertSign as "no CA" whatever basicConstraints says. */
+        { "bc", "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,digitalSignature",
+                "basicConstraints CA:TRUE" },
+        { "nobc", "keyUsage=critical,digitalSignature,keyCertSign", "keyUsage keyCertSign" },
+        { "leaf", "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature",
+                  NULL },
+    };
+    struct nodeid *peer = NULL, *id = NULL;
+    char cmd[1536], cert[256], key[256], name[16];
+    uint8_t msg[48], sig[NODEID_MAX_SIG], der[4096];
+
+    mkdir_in("iss");
+    load_ok("good", "a", &peer);
+    auth_random(msg, sizeof(msg));
+    snprintf(cmd, sizeof(cmd), "%s/iss/msg", dir);
+    int fd = open(cmd, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0 && write(fd, msg, sizeof(msg)) == (ssize_t)sizeof(msg));
+    close(fd);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *n = cases[i].name;
+        snprintf(cmd, sizeof(cmd),
+                 "cd %s/iss && openssl genpkey -algorithm ed25519 -out %s.key 2>/dev/null && "
+                 "chmod 600 %s.key && openssl req -new -key %s.key -subj /CN=%s -out %s.csr && "
+                 "printf '%s\nsubjectAltName=DNS:%s\n' >%s.ext && openssl x509 -req -in %s.csr "
+                 "-CA ../ca/ca.crt -CAkey ../ca/ca.key -days 2 -extfile %s.ext -out %s.crt "
+                 "2>/dev/null && openssl x509 -in %s.crt -outform DER -out %s.der && "
+                 "openssl pkeyutl -sign -rawin -inkey %s.key -in msg -out %s.sig",
+                 dir, n, n, n, n, n, cases[i].ext, n, n, n, n, n, n, n, n, n);
+        run(cmd);
+        snprintf(cert, sizeof(cert), "%s/iss/%s.crt", dir, n);
+        snprintf(key, sizeof(key), "%s/iss/%s.key", dir, n);
+        b10_status_t st = load(cert, key, in("ca", "ca.crt"), n, &id);
+        snprintf(name, sizeof(name), "%s.sig", n);
+        size_t sig_length = slurp(in("iss", name), sig, sizeof(sig));
+        snprintf(name, sizeof(name), "%s.der", n);
+        struct nodeid_chain chain = { .count = 1, .der = { der } };
+        chain.length[0] = slurp(in("iss", name), der, sizeof(der));
+        char vdetail[512];
+        b10_status_t vst = nodeid_verify(peer, &chain, n, msg, sizeof(msg), sig, sig_length,
+                                         vdetail, sizeof(vdetail));
+        if (cases[i].words == NULL) {
+            if (st != B10_OK || vst != B10_OK)
+                fail_msg("the leaf: load %s (%s), from a peer %s (%s)", b10_status_name(st),
+                         detail, b10_status_name(vst), vdetail);
+            nodeid_free(id);
+            id = NULL;
+            continue;
+        }
+        if (st != B10_ERR_PERMISSION || strstr(detail, cases[i].words) == NULL)
+            fail_msg("case %s: load %s, '%s'; expected a refusal for '%s'", n,
+                     b10_status_name(st), detail, cases[i].words);
+        assert_null(id);
+        if (vst != B10_ERR_PERMISSION || strstr(vdetail, cases[i].words) == NULL)
+            fail_msg("case %s: from a peer %s, '%s'; expected a refusal for '%s'", n,
+                     b10_status_name(vst), vdetail, cases[i].words);
+    }
+    nodeid_free(peer);
 }
 
 /*
@@ -524,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_peer_chain_bounds),
         cmocka_unit_test(test_rotation),
         cmocka_unit_test(test_intermediate),
+        cmocka_unit_test(test_leaf_may_not_issue),
         cmocka_unit_test(test_p256_and_uri),
         cmocka_unit_test(test_issue),
         cmocka_unit_test(test_transcript),

@@ -1310,6 +1310,57 @@ static void test_done_answer_cancel_release(void **state)
     free(y);
 }
 
+/*
+ * A rank's Cancel and Release of another user's transfer are answered as for
+ * an id no transfer has: the same status and words, nothing cancelled or
+ * released, so that a rank cannot tell which ids are in flight; the owner's
+ * Cancel works.
+ */
+static void test_cancel_of_others_answered_as_none(void **state)
+{
+    struct session *a = rank_of(0, 1000, "prefill-0");
+    struct session *b = rank_of(1, 2000, "decode-0");
+    struct xfer *y = xfer_of(b, &b->xfers, 0x5200000007);
+    B10__ClientMsg m = B10__CLIENT_MSG__INIT;
+    B10__CancelXfer cx = B10__CANCEL_XFER__INIT;
+    B10__ReleaseXfer rx = B10__RELEASE_XFER__INIT;
+    const uint64_t ids[2] = { 0x5200000007, 0x5200000008 };   /* b's, and none */
+    struct sent answers[2][2];
+
+    for (int i = 0; i < 2; i++) {
+        m.seq = next_seq++;
+        m.body_case = B10__CLIENT_MSG__BODY_CANCEL;
+        m.cancel = &cx;
+        cx.xfer_id = ids[i];
+        assert_int_equal(feed(a, &m), B10_OK);
+        answers[i][0] = *reply_to(a->conn, m.seq);
+        m.seq = next_seq++;
+        m.body_case = B10__CLIENT_MSG__BODY_RELEASE;
+        m.release = &rx;
+        rx.xfer_id = ids[i];
+        assert_int_equal(feed(a, &m), B10_OK);
+        answers[i][1] = *reply_to(a->conn, m.seq);
+    }
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(answers[0][k].status, answers[1][k].status);
+        assert_string_equal(answers[0][k].detail, answers[1][k].detail);
+    }
+    assert_int_equal(answers[0][0].status, B10_ERR_NOT_FOUND);
+    assert_null(cancelled);
+    assert_false(y->released);
+    /* The owner's. */
+    m.seq = next_seq++;
+    m.body_case = B10__CLIENT_MSG__BODY_CANCEL;
+    m.cancel = &cx;
+    cx.xfer_id = ids[0];
+    assert_int_equal(feed(b, &m), B10_OK);
+    assert_int_equal(reply_to(b->conn, m.seq)->status, B10_OK);
+    assert_ptr_equal(cancelled, y);
+
+    list_remove(&y->session_node);
+    free(y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1328,6 +1379,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reload_links_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_notices_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_done_answer_cancel_release, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_of_others_answered_as_none, setup, teardown),
     };
     return cmocka_run_group_tests_name("session", tests, group_setup, NULL);
 }

@@ -126,7 +126,7 @@ static int setup(void **state)
     list_init(&test_d.xfers);
     list_init(&test_d.settling);
     list_init(&test_d.ahead_parked);
-    ids_init(&test_d.ids, 0x1234);
+    ids_init(&test_d.ids, (const uint64_t[IDS_SEED_WORDS]){ 0x1234, 1, 2 });
     memset(&rank, 0, sizeof(rank));
     memset(&told, 0, sizeof(told));
     retired_ids = quarantined_other = tag_quarantines = 0;

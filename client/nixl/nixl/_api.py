@@ -604,7 +604,15 @@ class nixl_agent:
             raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, "an empty registration list",
                                  "register_memory")
         kind = nixlBind.seg_name(descs.getType())
-        self._b10(self.agent.register_memory, b10.MemoryDescs(kind, table.astype(np.int64)))
+        # The spans as they are (uint64: an int64 copy would turn an address past 2^63
+        # negative); b10 takes no device, the driver says where VRAM is. b10's refusal of
+        # a span (an address 0, a span past 2^64) is the caller's bad parameter.
+        try:
+            self._b10(self.agent.register_memory,
+                      b10.MemoryDescs(kind, np.ascontiguousarray(table[:, :2])))
+        except (TypeError, ValueError) as e:
+            raise nixlBind.error(_lib.B10_ERR_INVALID_ARG, str(e), "register_memory",
+                                 nixlInvalidParamError) from None
         rows = np.column_stack([np.full(table.shape[0], int(descs.getType()), dtype=np.uint64),
                                 table])
         with self._lock:
@@ -641,7 +649,7 @@ class nixl_agent:
                 taken.add(j)
         for i, row in enumerate(table):
             try:
-                self.agent.deregister_memory(b10.MemoryDescs(kind, [tuple(int(v) for v in row)]))
+                self.agent.deregister_memory(b10.MemoryDescs(kind, [(int(row[0]), int(row[1]))]))
             except B10Error as e:
                 raise nixlBind.error_class(e.code)(
                     e.code, f"{e.detail} (regions 0..{i - 1} of {len(table)} deregistered, "

@@ -20,6 +20,8 @@ from b10 import _lib
 from b10.errors import B10Error
 
 NIXL_INIT_AGENT = "NIXL_INIT_AGENT"
+# A descriptor's address, length and device are NIXL's uint64_t.
+_U64_MAX = 2**64 - 1
 
 # b10_status_t values this module raises itself (client/include/b10/b10.h holds them
 # all; b10._lib names those the Python side uses).
@@ -285,6 +287,11 @@ def _table(descs: Any, width: int) -> np.ndarray:
                         f"descriptor {r!r}: expected a tuple (address, length, device"
                         + (", meta)" if width == 4 else ")") + " of integers",
                         "descriptor list")
+        # NIXL's fields are uint64_t: numpy would wrap a negative one into the top of the range.
+        if not all(0 <= int(v) <= _U64_MAX for v in r[:3]):
+            raise error(_lib.B10_ERR_INVALID_ARG,
+                        f"descriptor {r!r}: address, length and device must be in 0..2^64-1 "
+                        "(no negative address, length or device)", "descriptor list")
     try:
         return np.array([(r[0], r[1], r[2]) for r in rows], dtype=np.uint64).reshape(-1, 3)
     except (OverflowError, ValueError, TypeError) as e:
@@ -299,6 +306,9 @@ class _DList:
     def __init__(self, type: Any, descs: Any = None, is_sorted: bool = False):
         self._seg = mem_seg(type)
         if isinstance(descs, int) or descs is None:       # NIXL's (type, init_size)
+            if descs is not None and descs < 0:
+                raise error(_lib.B10_ERR_INVALID_ARG, f"a list of {descs} descriptors",
+                            "descriptor list")
             self._a = np.zeros((int(descs or 0), 3), dtype=np.uint64)
         else:
             self._a = _table(descs, self._width)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import logging
+import os
 import threading
 import time
 import weakref
@@ -38,6 +39,34 @@ _LOG_LEVELS = {
 }
 
 Message = Union[str, bytes, bytearray, memoryview]
+
+
+# libb10's rule for agent names (b10.h, b10_conn_params_t.agent_name), applied before ctypes
+# hands the name over as a C string: there a NUL would end it early, and "a\0b" would
+# quietly be agent "a".
+_AGENT_NAME_MAX = 255
+
+
+def _agent_name(name: Any, what: str, error: type = B10Error) -> bytes:
+    """name as libb10 takes it, or error(B10_ERR_INVALID_ARG) with libb10's own words."""
+    if not isinstance(name, str):
+        raise error(_lib.B10_ERR_INVALID_ARG,
+                    f"agent name must be a str, not {type(name).__name__}", what)
+    raw = name.encode("utf-8", "surrogateescape")
+    if not 1 <= len(raw) <= _AGENT_NAME_MAX or any(c <= 0x20 or c >= 0x7f for c in raw):
+        why = " (it holds a NUL byte)" if b"\0" in raw else ""
+        raise error(_lib.B10_ERR_INVALID_ARG,
+                    f"agent name must be 1 to {_AGENT_NAME_MAX} bytes of printable ASCII "
+                    f"without spaces{why}: {name[:64]!r}", what)
+    return raw
+
+
+def _c_path(path: Any, what: str) -> bytes:
+    """A path for a C string: one with a NUL would name another file."""
+    raw = os.fsencode(path)
+    if b"\0" in raw:
+        raise B10Error(_lib.B10_ERR_INVALID_ARG, f"socket path {path!r} holds a NUL byte", what)
+    return raw
 
 
 def _msg_bytes(msg: Optional[Message]) -> bytes:
@@ -81,7 +110,7 @@ def _grid_struct(side: str, grid: Any, what: str) -> Tuple[Any, Any]:
         per_base, stride, length = int(per_base), int(stride), int(length)
         ok = getattr(bases, "dtype", None) is not None and bases.dtype == "uint64" and \
             bases.ndim == 1 and bases.flags["C_CONTIGUOUS"] and bases.shape[0] > 0 and \
-            per_base > 0 and length > 0 and 0 <= stride < 2**64 and length < 2**64
+            0 < per_base < 2**64 and 0 < length < 2**64 and 0 <= stride < 2**64
     except (TypeError, ValueError):
         ok = False
     if not ok:
@@ -314,22 +343,32 @@ class B10TransferAgent:
         self._conn: Optional[c_void_p] = None
         self.last_check_detail = ""   # why check_remote_descs last said False
 
+        what = f"agent {name!r}: connecting to b10d"
         params = _lib.ConnParams()
-        params.agent_name = name.encode()
+        params.agent_name = _agent_name(name, what)
         params.field_mask = _lib.B10_CONN_FIELD_LOG
         params.log_cb = self._log_cb
         if socket_path is not None:
             params.field_mask |= _lib.B10_CONN_FIELD_SOCKET_PATH
-            params.socket_path = str(socket_path).encode()
+            params.socket_path = _c_path(socket_path, what)
         if request_timeout_ms is not None:
+            # A C int: ctypes would wrap 2^32 + 5 into 5 ms.
+            try:
+                ms = int(request_timeout_ms)
+            except (TypeError, ValueError):
+                ms = -1
+            if not 1 <= ms <= 2**31 - 1:
+                raise B10Error(_lib.B10_ERR_INVALID_ARG,
+                               f"request_timeout_ms {request_timeout_ms!r} is not a number of "
+                               f"ms in 1..{2**31 - 1}", what)
             params.field_mask |= _lib.B10_CONN_FIELD_REQUEST_TIMEOUT
-            params.request_timeout_ms = int(request_timeout_ms)
+            params.request_timeout_ms = ms
         conn = c_void_p()
         st = self._lib.b10_conn_open(byref(params), byref(conn))
         if st != _lib.B10_OK:
             # No connection holds a detail yet: libb10 said why through the log callback.
             errs = [line for level, line in self._log_lines if level <= _lib.B10_LOG_WARNING]
-            raise B10Error(st, "; ".join(errs), f"agent {name}: connecting to b10d")
+            raise B10Error(st, "; ".join(errs), what)
         self._conn = conn
 
     # -- plumbing
@@ -441,12 +480,13 @@ class B10TransferAgent:
             raise TypeError("agent_desc must be the bytes of get_local_agent_desc(), not str")
         if grants & ~(GRANT_WRITE | GRANT_READ):
             raise ValueError(f"grants {grants:#x}: only b10.GRANT_WRITE and b10.GRANT_READ")
+        what = f"load_remote_agent {name}"
         desc = bytes(agent_desc)
-        self._call("b10_agent_pair", f"load_remote_agent {name}", name.encode(), desc, len(desc),
-                   grants)
+        self._call("b10_agent_pair", what, _agent_name(name, what), desc, len(desc), grants)
 
     def invalidate_remote_agent(self, name: str) -> None:
-        self._call("b10_agent_invalidate", f"invalidate_remote_agent {name}", name.encode())
+        what = f"invalidate_remote_agent {name}"
+        self._call("b10_agent_invalidate", what, _agent_name(name, what))
 
     def check_remote_descs(self, name: str, memory_descs: Any) -> bool:
         """Would `name` accept transfers into these spans (all inside its registrations)?
@@ -455,11 +495,12 @@ class B10TransferAgent:
         is in .last_check_detail); other failures (unknown agent, peer
         unreachable) raise, since they do not answer the question.
         """
+        raw = _agent_name(name, f"check_remote_descs {name}")
         _, items = descs_of(memory_descs)
         spans, keep, count = _span_table(items)
         fn = self._fn("b10_agent_check")
         with self._lock:
-            st = fn(self._open_conn(), name.encode(), spans, count)
+            st = fn(self._open_conn(), raw, spans, count)
             if st == _lib.B10_ERR_REMOTE_REJECTED:
                 self.last_check_detail = (self._lib.b10_conn_detail(self._conn) or b"").decode(
                     errors="replace")
@@ -473,8 +514,9 @@ class B10TransferAgent:
     def notify_sync_message(self, name: str, sync_message: Message) -> None:
         """Send a message to remote agent `name`, delivered once, in order with this
         rank's other messages, to its get_notified_messages()."""
+        what = f"notify_sync_message {name}"
         msg = _msg_bytes(sync_message)
-        self._call("b10_agent_notify", f"notify_sync_message {name}", name.encode(), msg, len(msg))
+        self._call("b10_agent_notify", what, _agent_name(name, what), msg, len(msg))
 
     def get_notified_messages(self) -> List[Tuple[str, bytes]]:
         """The messages notified to this rank since the last call, oldest first, as
@@ -587,7 +629,7 @@ class B10TransferAgent:
                 deadline: Any, sync: bytes, what: str,
                 pick: Optional[Tuple[Any, ...]] = None) -> TransferStatus:
         params = _lib.XferParams(op=op, local=local, remote=remote, count=count)
-        params.remote_agent = remote_name.encode()
+        params.remote_agent = _agent_name(remote_name, what, B10TransferError)
         if pick is not None:
             params.field_mask |= _lib.B10_XFER_FIELD_INDICES
             (params.local_index, params.remote_index, params.local_table_count,

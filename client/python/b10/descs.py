@@ -6,10 +6,17 @@ transceiver passes what it already has, and b10 imports without TRT-LLM.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _lib
+
+# libb10 takes addresses and lengths as uint64_t (b10_span_t) and size_t: ctypes would wrap
+# a larger Python int silently, so a span past these is refused here.
+U64_MAX = 2**64 - 1
+# TensorRT-LLM's MemoryDesc names its device by a uint32_t.
+DEVICE_MAX = 2**32 - 1
 
 
 class MemoryType:
@@ -87,21 +94,45 @@ def op_code(value: Any) -> int:
     raise ValueError(f"transfer op {value!r}: expected READ or WRITE")
 
 
+def _integer(value: Any, what: str, desc: Any) -> int:
+    """An integer as it is (int, numpy's, anything with __index__); a float or a string is
+    refused rather than truncated into another address."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"descriptor {desc!r}: its {what} is a {type(value).__name__}, "
+                        "not an integer") from None
+
+
 def span_of(desc: DescLike) -> Tuple[int, int]:
-    """(ptr, size) of a descriptor: a tuple, a MemoryDesc, or TRT-LLM's C++ MemoryDesc."""
+    """(ptr, size) of a descriptor: a tuple, a MemoryDesc, or TRT-LLM's C++ MemoryDesc.
+    Address and size are integers in 1..2^64-1 whose span does not pass 2^64; a device,
+    where the descriptor names one, an integer in 0..2^32-1 (TRT-LLM's uint32_t)."""
+    device = None
     if isinstance(desc, (tuple, list)):
         if len(desc) < 2:
             raise ValueError(f"descriptor {desc!r}: expected (ptr, size, device_id)")
         ptr, size = desc[0], desc[1]
+        device = desc[2] if len(desc) > 2 else None
     elif hasattr(desc, "ptr"):
         ptr, size = desc.ptr, desc.size
+        device = getattr(desc, "device_id", None)
     elif hasattr(desc, "addr"):
         ptr, size = desc.addr, getattr(desc, "len", getattr(desc, "size", None))
+        device = getattr(desc, "device_id", None)
     else:
         raise TypeError(f"descriptor {desc!r}: expected (ptr, size, device_id) or .ptr/.size")
-    ptr, size = int(ptr), int(size)
+    ptr, size = _integer(ptr, "address", desc), _integer(size, "size", desc)
     if ptr <= 0 or size <= 0:
         raise ValueError(f"descriptor ({ptr:#x}, {size}): address and size must be positive")
+    if ptr > U64_MAX or size > U64_MAX or ptr + size - 1 > U64_MAX:
+        raise ValueError(f"descriptor ({ptr:#x}, {size}): address and size must be below 2^64, "
+                         "and so must the span's end")
+    if device is not None:
+        device = _integer(device, "device", desc)
+        if not 0 <= device <= DEVICE_MAX:
+            raise ValueError(f"descriptor ({ptr:#x}, {size}, {device}): the device must be "
+                             f"in 0..{DEVICE_MAX}")
     return ptr, size
 
 
@@ -161,6 +192,11 @@ def span_table(items: Any) -> Any:
             raise ValueError(f"a span array of shape {a.shape}: expected N x 2 (ptr, size) "
                              "or N x 3 (ptr, size, device)")
         cols = (a[:, 0], a[:, 1])
+        if a.shape[1] == 3:
+            dev = a[:, 2]
+            if np.issubdtype(dev.dtype, np.integer) and dev.size and \
+                    (int(dev.min()) < 0 or int(dev.max()) > DEVICE_MAX):
+                raise ValueError(f"span devices must be in 0..{DEVICE_MAX}")
     if not all(np.issubdtype(c.dtype, np.integer) for c in cols):
         raise ValueError(f"span arrays of {cols[0].dtype} and {cols[1].dtype}: expected integers")
     if cols[0].size == 0:
@@ -171,4 +207,7 @@ def span_table(items: Any) -> Any:
     table = np.empty((cols[0].size, 2), dtype=np.uint64)
     table[:, 0] = cols[0]
     table[:, 1] = cols[1]
+    # uint64 arithmetic: an end past 2^64 shows as an address above 2^64 - length.
+    if (table[:, 0] > np.uint64(U64_MAX) - (table[:, 1] - np.uint64(1))).any():
+        raise ValueError("a span ends past 2^64: addresses plus lengths must stay below it")
     return table

@@ -10,11 +10,12 @@ remembers its fd, so registering by address (register_memory) finds it.
 from __future__ import annotations
 
 import ctypes
+import operator
 import weakref
 from typing import Optional
 
 from . import _lib
-from .descs import MemoryDesc, MemoryDescs, MemoryType
+from .descs import U64_MAX, MemoryDesc, MemoryDescs, MemoryType
 from .errors import B10Error
 
 
@@ -32,8 +33,13 @@ class DramBuffer:
     """
 
     def __init__(self, size: int):
-        if size <= 0:
-            raise ValueError("size must be positive")
+        try:
+            size = operator.index(size)
+        except TypeError:
+            raise TypeError(f"size must be an integer, not {type(size).__name__}") from None
+        if not 0 < size <= U64_MAX:
+            # A size_t: ctypes would wrap 2^64 + 4096 into 4096.
+            raise ValueError(f"size {size} must be in 1..2^64-1")
         lib = _lib.lib()
         addr = ctypes.c_void_p()
         st = lib.b10_dram_alloc(size, ctypes.byref(addr))
