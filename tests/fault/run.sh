@@ -47,6 +47,8 @@ scenario_limit() {
     soak) echo $(( ${B10_SOAK_S:-60} + 150 )) ;;
     # Each target's run, and its build (clang with ASan: ~20 s on a busy machine).
     fuzz) echo $(( (${B10_FUZZ_S:-12} + 20) * $(ls "$TOPDIR"/tests/fuzz/fuzz-*.c | wc -l) + 120 )) ;;
+    # Four ranks of 768 MiB pools poisoned and verified each round: minutes on a loaded machine.
+    floods) echo $(( 2 * LIMIT_S * SLOW )) ;;
     *) echo $(( LIMIT_S * SLOW )) ;;
     esac
 }

@@ -819,6 +819,8 @@ BOOT
 #   - with b10d.service broken (ExecStart=/bin/false) while everything else is as
 #     shipped: unit_boot fails, for the unit.
 scen_unit_boot_judged() {
+    # It judges the scenario's own logic, not the daemon: once, with the plain build.
+    [ "$SLOW" = 1 ] || skip "judges unit_boot itself: once, with the plain build"
     [ "$(id -u)" = 0 ] || skip "needs root to start a systemd"
     command -v chroot >/dev/null 2>&1 || skip "no chroot (coreutils)"
     _self="$TOPDIR/tests/ops/run.sh"
