@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "checksum.h"
+#include "guard.h"
+#include "hole.h"
 #include "log.h"
 
 static void copy_job_part_done(struct copy_job *job, b10_status_t status);
@@ -169,9 +171,10 @@ b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, stru
 /*
  * One host segment. Process memory goes through pread/pwrite of the rank's
  * memory file, which may copy less than asked (page by page), and returns 0
- * once the rank's address space is gone.
+ * once the rank's address space is gone. EFAULT is the daemon's side: a
+ * hole of a guarded memfd mapping (guard.h), at *hole_p.
  */
-static b10_status_t copy_host_seg(const struct copy_seg *seg)
+static b10_status_t copy_host_seg(const struct copy_seg *seg, const void **hole_p)
 {
     if (seg->src_fd < 0 && seg->dst_fd < 0) {
         memcpy(seg->dst, seg->src, seg->len);
@@ -188,6 +191,9 @@ static b10_status_t copy_host_seg(const struct copy_seg *seg)
             done += (size_t)n;
         } else if (n == 0) {
             return B10_ERR_CLIENT_GONE;
+        } else if (errno == EFAULT) {
+            *hole_p = reading ? (const uint8_t *)seg->dst + done : (const uint8_t *)seg->src + done;
+            return B10_ERR_NOT_POPULATED;
         } else if (errno != EINTR) {
             int err = errno;
             log_warning("%s the rank's memory at 0x%" PRIxPTR " through /proc: %s",
@@ -198,13 +204,124 @@ static b10_status_t copy_host_seg(const struct copy_seg *seg)
     return B10_OK;
 }
 
-/* The job's host segments, on whichever thread runs them; the first failure stops them. */
-static b10_status_t copy_host_segs(const struct copy_job *job)
+/*
+ * The job's host segments, on whichever thread runs them; the first failure
+ * stops them. Run by guard_call: a load or store of a guarded hole ends it.
+ */
+static b10_status_t copy_host_segs(void *arg)
 {
+    struct copy_job *job = arg;
     for (uint32_t i = 0; i < job->nsegs; i++) {
         if (job->segs[i].device >= 0)
             continue;
-        b10_status_t status = copy_host_seg(&job->segs[i]);
+        b10_status_t status = copy_host_seg(&job->segs[i], &job->hole);
+        if (status != B10_OK)
+            return status;
+    }
+    return B10_OK;
+}
+
+/* ---------------------------------------------------------------- holes */
+
+static bool copy_region_holds(const struct region *r, const void *p)
+{
+    /* A process-memory region's base is the rank's address, no pointer of the daemon's. */
+    return r->proc_fd < 0 && r->kind != B10_MEM_VRAM && (const uint8_t *)p >= r->base &&
+           (uintptr_t)((const uint8_t *)p - r->base) < r->length;
+}
+
+bool copy_job_hole(const struct copy_job *job, const struct region **region_p, uint64_t *addr_p,
+                   bool *written_p)
+{
+    const struct region_refs *lists[] = { &job->refs, &job->reads };
+    for (size_t l = 0; l < 2 && job->hole != NULL; l++)
+        for (uint32_t i = 0; i < lists[l]->n; i++) {
+            const struct region *r = lists[l]->r[i];
+            if (!copy_region_holds(r, job->hole))
+                continue;
+            *region_p = r;
+            *addr_p = r->addr + (uint64_t)((const uint8_t *)job->hole - r->base);
+            *written_p = l == 0 && !job->gather;
+            return true;
+        }
+    return false;
+}
+
+/* The region of the job's that the guard could not take holding p, or NULL. */
+static const struct region *copy_checked_region(const struct copy_job *job, const void *p)
+{
+    const struct region_refs *lists[] = { &job->refs, &job->reads };
+    for (size_t l = 0; l < 2; l++)
+        for (uint32_t i = 0; i < lists[l]->n; i++)
+            if (lists[l]->r[i]->holes == REGION_HOLES_CHECKED &&
+                copy_region_holds(lists[l]->r[i], p))
+                return lists[l]->r[i];
+    return NULL;
+}
+
+static bool copy_any_checked(const struct copy_job *job)
+{
+    const struct region_refs *lists[] = { &job->refs, &job->reads };
+    for (size_t l = 0; l < 2; l++)
+        for (uint32_t i = 0; i < lists[l]->n; i++)
+            if (lists[l]->r[i]->holes == REGION_HOLES_CHECKED)
+                return true;
+    return false;
+}
+
+/* One side of the job's segments: the region the last one lay in, and what is known whole. */
+struct copy_holes_side {
+    const struct region *r;
+    const uint8_t *start, *end;
+};
+
+static b10_status_t copy_holes_seg(struct copy_job *job, struct copy_holes_side *side,
+                                   const uint8_t *p, size_t len)
+{
+    if (p >= side->start && p + len <= side->end)
+        return B10_OK;
+    const struct region *r = side->r;
+    if (r == NULL || !copy_region_holds(r, p))
+        r = copy_checked_region(job, p);
+    if (r == NULL)
+        return B10_OK;      /* a view, or a region with no file of its own */
+    side->r = r;
+    const uint8_t *hole;
+    b10_status_t status = hole_check(r->hole_fd, r->hole_offset + (uint64_t)(p - r->base), p,
+                                     len, &hole);
+    if (status != B10_OK) {
+        job->hole = hole;
+        return status;
+    }
+    /* Consecutive segments (most are) grow one range known whole. */
+    if (p != side->end)
+        side->start = p;
+    side->end = p + len;
+    return B10_OK;
+}
+
+/*
+ * Regions the guard could not take (REGION_HOLES_CHECKED): every page the
+ * job's segments touch in them must be the file's (hole.h) before it copies
+ * a byte. The side of a segment that is a daemon address may lie in one:
+ * the source of a gather or a direct copy, the destination of all but a
+ * gather. Jobs without such a region ask nothing.
+ */
+static b10_status_t copy_holes(struct copy_job *job)
+{
+    if (!copy_any_checked(job))
+        return B10_OK;
+    bool src = job->gather || job->reads.n > 0, dst = !job->gather;
+    struct copy_holes_side from = { 0 }, to = { 0 };
+    for (uint32_t i = 0; i < job->nsegs; i++) {
+        const struct copy_seg *seg = &job->segs[i];
+        b10_status_t status = B10_OK;
+        if (seg->device >= 0)
+            continue;
+        if (src && seg->src_fd < 0)
+            status = copy_holes_seg(job, &from, seg->src, seg->len);
+        if (status == B10_OK && dst && seg->dst_fd < 0)
+            status = copy_holes_seg(job, &to, seg->dst, seg->len);
         if (status != B10_OK)
             return status;
     }
@@ -271,7 +388,10 @@ static bool copy_sum_due(const struct copy_job *job, enum copy_sum mode)
  * view is still in the cache: summing it a block at a time inside the copy
  * measured no faster); with device parts the GPU writes or reads the view
  * too, and the sum is the loop's business (copy_job_submit,
- * copy_job_part_done).
+ * copy_job_part_done). Then it looks for holes where the guard could not
+ * (copy_holes), and copies under the guard. The test hook's delay
+ * (B10_TEST_COPY_DELAY_MS, never inline) comes after every check, just
+ * before the first byte is written: where a rank may race the checks.
  */
 static b10_status_t copy_host_part(struct copy_job *job)
 {
@@ -280,7 +400,11 @@ static b10_status_t copy_host_part(struct copy_job *job)
     if (host_only && copy_sum_due(job, COPY_SUM_CHECK))
         status = copy_sum_step(job);
     if (status == B10_OK)
-        status = copy_host_segs(job);
+        status = copy_holes(job);
+    if (status == B10_OK && !job->gather && job->d->test_copy_delay_ms > 0)
+        usleep(job->d->test_copy_delay_ms * 1000u);
+    if (status == B10_OK)
+        status = guard_call(copy_host_segs, job, &job->hole);
     if (status == B10_OK && host_only && copy_sum_due(job, COPY_SUM_MAKE))
         status = copy_sum_step(job);
     return status;
@@ -290,8 +414,6 @@ static b10_status_t copy_host_part(struct copy_job *job)
 static void copy_run(uv_work_t *work)
 {
     struct copy_job *job = work->data;
-    if (!job->gather && job->d->test_copy_delay_ms > 0)
-        usleep(job->d->test_copy_delay_ms * 1000u);
     job->host_status = copy_host_part(job);
 }
 

@@ -24,7 +24,7 @@ all_scenarios="cli fragmented same_node same_node_staged process_mem concurrent8
                bad_input corrupt_data agentops settle settle_local settle_unsettled restart
                rank_restart_initiator rank_restart_target rank_restart_data rank_restart_term
                rank_restart_takeover rank_restart_dropped node_certs node_cert_start
-               node_cert_other_ca node_cert_mixed"
+               node_cert_other_ca node_cert_mixed holes_cgroup holes_unguarded holes_punch"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -824,6 +824,134 @@ scen_rank_restart_takeover() {
     expect_exit "b10-rankrestart" "$D/rr.log" 0 'FAIL' head
     grep -q "refusing a transfer into rx: .*not of the user" "$D/B.log" ||
         die "B did not log refusing the WRITE into the other user's rx"
+}
+
+# ---------------------------------------------------------------- who pays for a rank's pages
+#
+# A page the daemon faults in is charged to the memory cgroup of the process
+# that faulted: through its own mapping of a rank's memfd, the daemon's. So
+# the daemon fills no hole of a memfd (B10_ERR_NOT_POPULATED), and these
+# scenarios run it in a memory cgroup of its own, capped, beside one for the
+# ranks (tests/integ/b10-holes.c reads both). The cgroups are made under
+# this shell's own, named with its pid, and removed at its end.
+
+HOLES_CAP=600M
+
+# holes_cgroups: $CG_D (the daemon's, capped at $HOLES_CAP) and $CG_R (the
+# ranks'), with cgroup v1's memory controller or v2's; else the scenario skips.
+holes_cgroups() {
+    _v1=$(sed -n 's/^[0-9]*:memory:\(.*\)$/\1/p' /proc/self/cgroup)
+    _v2=$(sed -n 's/^0::\(.*\)$/\1/p' /proc/self/cgroup)
+    if [ -n "$_v1" ] && [ -f "/sys/fs/cgroup/memory${_v1%/}/memory.usage_in_bytes" ]; then
+        _parent=/sys/fs/cgroup/memory${_v1%/}
+        HOLES_LIMIT=memory.limit_in_bytes
+    elif [ -n "$_v2" ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+        _parent=/sys/fs/cgroup${_v2%/}
+        HOLES_LIMIT=memory.max
+        # A v2 cgroup that holds processes cannot give its children controllers.
+        grep -qw memory "$_parent/cgroup.subtree_control" 2>/dev/null ||
+            echo +memory >"$_parent/cgroup.subtree_control" 2>/dev/null ||
+            skip "cgroup v2: $_parent gives its children no memory controller, and cannot (it holds processes)"
+    else
+        skip "no memory cgroup controller mounted (v1 or v2)"
+    fi
+    CG_D=$_parent/b10-holes-$$-daemon
+    CG_R=$_parent/b10-holes-$$-ranks
+    for _cg in "$CG_D" "$CG_R"; do
+        mkdir "$_cg" 2>/dev/null || skip "cannot make a memory cgroup under $_parent (not writable here)"
+        echo "$_cg" >>"$D/cgroups"
+    done
+    echo "$HOLES_CAP" >"$CG_D/$HOLES_LIMIT" || die "cannot cap $CG_D at $HOLES_CAP"
+    [ ! -f "$CG_D/memory.swap.max" ] || echo 0 >"$CG_D/memory.swap.max"
+    # ASan keeps 256 MiB of freed blocks by default, which the daemon's cgroup
+    # would count against the growth these scenarios bound: a smaller quarantine.
+    [ "$SLOW" = 1 ] || export ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=16"
+}
+
+# The daemon joins $CG_D before its first instruction (where a scenario made one).
+daemon_wrap() {
+    [ -z "${CG_D:-}" ] || echo "sh $TOPDIR/tests/integ/cgexec.sh $CG_D"
+}
+
+# The cgroups go once everything in them ended (the runner's sweep calls this too).
+cleanup_extra() {
+    [ -f "$D/cgroups" ] || return 0
+    for _cg in $(cat "$D/cgroups"); do
+        _n=50
+        while [ -d "$_cg" ] && ! rmdir "$_cg" 2>/dev/null && [ "$_n" -gt 0 ]; do
+            sleep 0.1
+            _n=$(( _n - 1 ))
+        done
+    done
+    rm -f "$D/cgroups"
+}
+
+# holes_alive NAME: b10d NAME still runs, else die saying whether its cgroup's OOM killer struck.
+holes_alive() {
+    alive "$(daemon_pid "$1")" && return 0
+    _oom=$(grep -h '^oom_kill ' "$CG_D/memory.oom_control" "$CG_D/memory.events" 2>/dev/null | head -n 1)
+    die "b10d $1 died during the transfers (its cgroup, capped at $HOLES_CAP, says: ${_oom:-nothing})"
+}
+
+# holes_rank CASE ARGS...: tests/integ/b10-holes.c CASE on daemon A, in $CG_R; it must pass.
+holes_rank() {
+    _case=$1
+    shift
+    fg 120 "holes-$_case" sh "$TOPDIR/tests/integ/cgexec.sh" "$CG_R" "$BUILD/tests/b10-holes" \
+        "$_case" "$D/A.sock" "$@"
+    holes_alive A
+    expect_exit "b10-holes $_case" "$D/holes-$_case.log" 0 'FAIL' head
+}
+
+# holes_refused_once N: A counted N refused transfers, and logged each failure once.
+holes_refused_once() {
+    _c=$("$B10CTL" -s "$D/A.sock" --json stats |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["counters"]["xfers_not_populated"])')
+    [ "$_c" = "$1" ] || die "A counted $_c transfers refused for holes (xfers_not_populated), not $1"
+    _l=$(grep -c 'failed: B10_ERR_NOT_POPULATED' "$D/A.log")
+    [ "$_l" = "$1" ] || die "A logged $_l failures B10_ERR_NOT_POPULATED, not $1"
+}
+
+# The daemon in a cgroup capped at $HOLES_CAP: a rank's WRITE of 4 KiB into
+# each page of its sparse 1 GiB memfd is refused B10_ERR_NOT_POPULATED with
+# advice, the daemon (which would have paid for 1 GiB) alive and its cgroup
+# within 64 MiB, the same WRITE into the memfd written first lands, byte for
+# byte; then a WRITE into a rank's untouched process memory, which the rank's
+# cgroup pays for.
+scen_holes_cgroup() {
+    holes_cgroups
+    start_daemon A
+    holes_rank write "$CG_D"
+    grep -q 'memfds are guarded' "$D/A.log" || die "A did not say its ranks' memfds are guarded"
+    holes_refused_once 1
+    holes_rank procmem "$CG_D" "$CG_R"
+    note "$(grep -h -o 'the rank.s cgroup paid [0-9]* MiB' "$D/holes-procmem.log")"
+    note "$(grep -h -o 'refused WRITE: the daemon.s memory cgroup grew by [0-9]* KiB' "$D/holes-write.log")"
+}
+
+# The same without the guard (B10_TEST_NO_GUARD: as on a kernel or under a
+# seccomp filter without userfaultfd): each copy looks for holes first and
+# refuses the WRITE before it writes a byte.
+scen_holes_unguarded() {
+    holes_cgroups
+    export B10_TEST_NO_GUARD=1
+    start_daemon A
+    unset B10_TEST_NO_GUARD
+    holes_rank write "$CG_D"
+    grep -q 'test hook: ranks. memfds are not guarded' "$D/A.log" || die "A did not log its test hook"
+    holes_refused_once 1
+}
+
+# The race a check before each copy leaves open: the rank punches holes
+# into its memfd after the daemon's checks of a copy and before the copy
+# writes (A waits between them: B10_TEST_COPY_DELAY_MS). The guard refuses
+# the copy there, filling nothing.
+scen_holes_punch() {
+    holes_cgroups
+    export B10_TEST_COPY_DELAY_MS=$(( 600 * SLOW ))
+    start_daemon A
+    unset B10_TEST_COPY_DELAY_MS
+    holes_rank punch "$CG_D" $(( 150 * SLOW ))
 }
 
 run_suite "$@"
