@@ -192,7 +192,10 @@ static b10_status_t copy_host_seg(const struct copy_seg *seg, const void **hole_
         } else if (n == 0) {
             return B10_ERR_CLIENT_GONE;
         } else if (errno == EFAULT) {
-            *hole_p = reading ? (const uint8_t *)seg->dst + done : (const uint8_t *)seg->src + done;
+            /* The kernel drops the count of what it copied before the fault: the hole is found. */
+            *hole_p = hole_first_absent(reading ? (const uint8_t *)seg->dst + done
+                                                : (const uint8_t *)seg->src + done,
+                                        seg->len - done);
             return B10_ERR_NOT_POPULATED;
         } else if (errno != EINTR) {
             int err = errno;

@@ -29,7 +29,8 @@
  * Process-wide: one userfaultfd and one SIGBUS handler for the daemon,
  * made on the first guard_add. A SIGBUS that is not a guarded copy's goes
  * to the handler that was there before (UCX's, ASan's) or kills the
- * process as it would have.
+ * process as it would have. A forked child keeps neither the guard of its
+ * mappings nor a guard of its own (the userfaultfd is its parent's).
  */
 #ifndef B10D_GUARD_H
 #define B10D_GUARD_H

@@ -11,6 +11,8 @@
 /* Is the page at file offset off one the file has, though not in the page cache? */
 static int hole_swapped(int fd, uint64_t off)
 {
+    if (fd < 0)
+        return 0;
     off_t data = lseek(fd, (off_t)off, SEEK_DATA);
     /* ENXIO: no data from off on. Another error: a file that cannot say; the copy decides. */
     return data == (off_t)off || (data < 0 && errno != ENXIO);
@@ -40,4 +42,11 @@ b10_status_t hole_check(int fd, uint64_t off, const uint8_t *p, size_t len,
         at += n * page;
     }
     return B10_OK;
+}
+
+const uint8_t *hole_first_absent(const uint8_t *p, size_t len)
+{
+    const uint8_t *hole = p;
+    hole_check(-1, 0, p, len, &hole);
+    return hole;
 }

@@ -30,10 +30,19 @@
  * daemon's address (in a mapping of fd, page-aligned to the file) of the
  * file's byte off: B10_OK, or B10_ERR_NOT_POPULATED with the address of the
  * first byte of [p, p + len) in a hole in *hole_p. fd's offset moves (its
- * own open file description, not the rank's). A range mincore cannot
- * answer for (not mapped) is the copy's to fail.
+ * own open file description, not the rank's); with fd -1, a page out of
+ * the page cache counts as a hole. A range mincore cannot answer for (not
+ * mapped) is the copy's to fail.
  */
 b10_status_t hole_check(int fd, uint64_t off, const uint8_t *p, size_t len,
                         const uint8_t **hole_p);
+
+/*
+ * Where in [p, p + len) a system call that failed EFAULT on a guarded
+ * mapping met its hole: the first page the page cache does not hold (a
+ * swapped-out one, which faults in, may come first), else p. The kernel
+ * says only that the call failed, not where.
+ */
+const uint8_t *hole_first_absent(const uint8_t *p, size_t len);
 
 #endif
