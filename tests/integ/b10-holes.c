@@ -7,12 +7,14 @@
  *
  *   b10-holes write   SOCKET DAEMON_CG
  *   b10-holes procmem SOCKET DAEMON_CG RANK_CG
+ *   b10-holes paths   SOCKET_A SOCKET_B DAEMON_CG
  *   b10-holes punch   SOCKET DAEMON_CG WAIT_MS
  *
  * DAEMON_CG is the directory of the daemon's memory cgroup, RANK_CG this
  * process's (cgroup v2's memory.current or v1's memory.usage_in_bytes is
- * read). One process plays two ranks of the daemon at SOCKET, a source and
- * a destination, so every transfer is a local one (a direct copy).
+ * read). One process plays the ranks: a source and a destination of the
+ * daemon at SOCKET, whose transfers are local ones (direct copies), or for
+ * paths two of each daemon's.
  *
  *   write    the destination registers a sparse memfd of 1 GiB (ftruncate,
  *            never written) and the source WRITEs 4 KiB into each of its
@@ -25,6 +27,11 @@
  *            memory, reached through its /proc/self/mem; a WRITE into all
  *            of it lands, and the rank's cgroup paid for it (at least 3/4),
  *            not the daemon's (less than 64 MiB).
+ *   paths    the other ways into a rank's memory, between a rank of the
+ *            daemon at SOCKET_A and one of SOCKET_B's (the same daemon: local
+ *            transfers): a WRITE into a sparse memfd, a READ into one, a
+ *            WRITE from one (whose loads would fill holes too), each
+ *            refused; then each lands into or from the memfd written first.
  *   punch    the race: the daemon waits between its checks and each copy
  *            into a rank (B10_TEST_COPY_DELAY_MS, longer than WAIT_MS),
  *            and the destination, which wrote a slice of its memfd, punches
@@ -304,6 +311,144 @@ static int case_procmem(const char *socket, const char *daemon_cg, const char *r
     return 0;
 }
 
+/* ---------------------------------------------------------------- the other paths */
+
+/* Does the file hold no page of [off, off + len)? */
+static bool no_data(int fd, uint64_t off, uint64_t len)
+{
+    errno = 0;
+    off_t data = lseek(fd, (off_t)off, SEEK_DATA);
+    return data < 0 ? errno == ENXIO : (uint64_t)data >= off + len;
+}
+
+
+/*
+ * from's op of len bytes between its own [local, + len) and to's [remote, +
+ * len): the final status, the detail into why.
+ */
+static b10_status_t xfer_span(struct rank *from, b10_op_t op, const uint8_t *local,
+                              const struct rank *to, const uint8_t *remote, size_t len, char *why,
+                              size_t why_len)
+{
+    b10_span_t l = { (uintptr_t)local, len }, r = { (uintptr_t)remote, len };
+    b10_xfer_params_t xp = { .field_mask = B10_XFER_FIELD_DEADLINE, .op = op, .local = &l,
+                             .remote = &r, .count = 1, .remote_agent = to->name,
+                             .deadline_ms = WAIT_MS };
+    b10_xfer_t *x = NULL;
+    b10_status_t st = b10_xfer_submit(from->conn, &xp, &x);
+    snprintf(why, why_len, "%s", b10_conn_detail(from->conn));
+    if (x == NULL)
+        return st;
+    st = b10_xfer_wait(x, WAIT_MS + 10000);
+    snprintf(why, why_len, "%s", b10_xfer_detail(x));
+    b10_xfer_release(x);
+    return st;
+}
+
+static bool all_are(const uint8_t *p, size_t n, uint8_t byte)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != byte)
+            return false;
+    return true;
+}
+
+/* The ranks of case_paths: on A a source and a sparse memfd, on B a sparse memfd and a full one. */
+struct paths {
+    struct rank a_src, a_sparse, b_sparse, b_full;
+    char names[4][64];
+    int a_fd, b_fd;
+};
+
+#define PATHS_BYTES (8 * MiB)     /* a failed transfer quarantines its views: few of them */
+
+static int paths_open(struct paths *p, const char *sock_a, const char *sock_b)
+{
+    uint8_t *a_map, *b_map;
+    static const char *const what[] = { "a-src", "a-sparse", "b-sparse", "b-full" };
+    for (int i = 0; i < 4; i++)
+        snprintf(p->names[i], sizeof(p->names[i]), "holes-%s-%ld", what[i], (long)getpid());
+    if ((p->a_fd = sparse_memfd(PATHS_BYTES, &a_map)) < 0 ||
+        (p->b_fd = sparse_memfd(PATHS_BYTES, &b_map)) < 0 ||
+        rank_open(&p->a_src, sock_a, p->names[0], PATHS_BYTES, 0x5a) != 0 ||
+        rank_open(&p->b_full, sock_b, p->names[3], PATHS_BYTES, 0x77) != 0)
+        return 1;
+    snprintf(dst_name, sizeof(dst_name), "%s", p->names[1]);
+    if (register_dst(&p->a_sparse, sock_a, a_map, PATHS_BYTES, p->a_fd) != 0)
+        return 1;
+    snprintf(dst_name, sizeof(dst_name), "%s", p->names[2]);
+    if (register_dst(&p->b_sparse, sock_b, b_map, PATHS_BYTES, p->b_fd) != 0)
+        return 1;
+    return rank_load(&p->a_src, &p->b_sparse) || rank_load(&p->a_sparse, &p->b_full);
+}
+
+/* One path, refused: B10_ERR_NOT_POPULATED with advice, and the sparse file still without a page. */
+static int path_refused(const char *what, b10_status_t st, const char *why, int sparse_fd)
+{
+    if (st != B10_ERR_NOT_POPULATED || strstr(why, "write every page") == NULL)
+        return fail(what, st, st == B10_OK ? "it landed: holes were filled" : why);
+    if (!no_data(sparse_fd, 0, PATHS_BYTES))
+        return printf("FAIL %s: the sparse memfd has pages now\n", what), 1;
+    printf("ok %s: %s (%s)\n", what, b10_status_name(st), why);
+    return 0;
+}
+
+/*
+ * The paths into a rank's memory besides a local direct WRITE, each refused
+ * where it meets a hole and landing once the memory is written: a WRITE
+ * into a sparse memfd (B's scatter, or a local one's), a READ into one
+ * (the scatter of its write-back, on A), a WRITE from one (A's gather,
+ * whose loads would fill holes as well as stores). With both sockets one
+ * daemon's, local transfers.
+ */
+static int case_paths(const char *sock_a, const char *sock_b, const char *daemon_cg)
+{
+    struct paths p;
+    struct cg_mark before;
+    char why[512];
+    if (paths_open(&p, sock_a, sock_b) != 0 || cg_mark(daemon_cg, &before) != 0)
+        return 1;
+    const size_t n = PATHS_BYTES;
+    if (path_refused("a WRITE into a sparse memfd",
+                     xfer_span(&p.a_src, B10_OP_WRITE, p.a_src.mem, &p.b_sparse, p.b_sparse.mem,
+                               n, why, sizeof(why)), why, p.b_fd) ||
+        path_refused("a READ into a sparse memfd",
+                     xfer_span(&p.a_sparse, B10_OP_READ, p.a_sparse.mem, &p.b_full, p.b_full.mem,
+                               n, why, sizeof(why)), why, p.a_fd) ||
+        path_refused("a WRITE from a sparse memfd",
+                     xfer_span(&p.a_sparse, B10_OP_WRITE, p.a_sparse.mem, &p.b_full,
+                               p.b_full.mem, n, why, sizeof(why)), why, p.a_fd))
+        return 1;
+    if (!all_are(p.b_full.mem, n, 0x77))
+        return printf("FAIL the refused WRITE from a sparse memfd changed its destination\n"), 1;
+
+    /* Allowed: the same paths once the ranks wrote their memfds. */
+    memset(p.b_sparse.mem, 0xee, n);
+    memset(p.a_sparse.mem, 0x11, n);
+    b10_status_t st = xfer_span(&p.a_src, B10_OP_WRITE, p.a_src.mem, &p.b_sparse, p.b_sparse.mem,
+                                n, why, sizeof(why));
+    if (st != B10_OK || !all_are(p.b_sparse.mem, n, 0x5a))
+        return fail("a WRITE into the memfd, written first", st, why);
+    st = xfer_span(&p.a_sparse, B10_OP_WRITE, p.a_sparse.mem, &p.b_full, p.b_full.mem, n, why,
+                   sizeof(why));
+    if (st != B10_OK || !all_are(p.b_full.mem, n, 0x11))
+        return fail("a WRITE from the memfd, written first", st, why);
+    memset(p.b_full.mem, 0x77, n);
+    st = xfer_span(&p.a_sparse, B10_OP_READ, p.a_sparse.mem, &p.b_full, p.b_full.mem, n, why,
+                   sizeof(why));
+    if (st != B10_OK || !all_are(p.a_sparse.mem, n, 0x77))
+        return fail("a READ into the memfd, written first", st, why);
+    printf("ok the same WRITE into, WRITE from and READ into the memfds, written first, landed: "
+           "every byte compared\n");
+    if (daemon_paid_nothing(daemon_cg, &before, "after the paths") != 0)
+        return 1;
+    b10_conn_close(p.a_src.conn);
+    b10_conn_close(p.a_sparse.conn);
+    b10_conn_close(p.b_sparse.conn);
+    b10_conn_close(p.b_full.conn);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- the race */
 
 struct punch {
@@ -319,14 +464,6 @@ static void punch_now(void *arg)
     if (fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p->off,
                   (off_t)p->len) != 0)
         printf("FAIL punching a hole: %s\n", strerror(errno));
-}
-
-/* Does the file hold no page of [off, off + len)? */
-static bool no_data(int fd, uint64_t off, uint64_t len)
-{
-    errno = 0;
-    off_t data = lseek(fd, (off_t)off, SEEK_DATA);
-    return data < 0 ? errno == ENXIO : (uint64_t)data >= off + len;
 }
 
 /*
@@ -384,10 +521,13 @@ int main(int argc, char **argv)
         return case_write(argv[2], argv[3]);
     if (argc == 5 && strcmp(argv[1], "procmem") == 0)
         return case_procmem(argv[2], argv[3], argv[4]);
+    if (argc == 5 && strcmp(argv[1], "paths") == 0)
+        return case_paths(argv[2], argv[3], argv[4]);
     if (argc == 5 && strcmp(argv[1], "punch") == 0)
         return case_punch(argv[2], argv[3], (uint32_t)strtoul(argv[4], NULL, 10));
     fprintf(stderr, "usage: b10-holes write SOCKET DAEMON_CG\n"
                     "       b10-holes procmem SOCKET DAEMON_CG RANK_CG\n"
+                    "       b10-holes paths SOCKET_A SOCKET_B DAEMON_CG\n"
                     "       b10-holes punch SOCKET DAEMON_CG WAIT_MS\n");
     return 2;
 }

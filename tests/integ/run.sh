@@ -24,7 +24,8 @@ all_scenarios="cli fragmented same_node same_node_staged process_mem concurrent8
                bad_input corrupt_data agentops settle settle_local settle_unsettled restart
                rank_restart_initiator rank_restart_target rank_restart_data rank_restart_term
                rank_restart_takeover rank_restart_dropped node_certs node_cert_start
-               node_cert_other_ca node_cert_mixed holes_cgroup holes_unguarded holes_punch"
+               node_cert_other_ca node_cert_mixed holes_cgroup holes_unguarded holes_paths
+               holes_punch"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -893,23 +894,30 @@ holes_alive() {
     die "b10d $1 died during the transfers (its cgroup, capped at $HOLES_CAP, says: ${_oom:-nothing})"
 }
 
-# holes_rank CASE ARGS...: tests/integ/b10-holes.c CASE on daemon A, in $CG_R; it must pass.
+# holes_rank CASE DAEMON ARGS...: tests/integ/b10-holes.c CASE on DAEMON, in $CG_R; it must
+# pass, and DAEMON still run.
 holes_rank() {
     _case=$1
-    shift
-    fg 120 "holes-$_case" sh "$TOPDIR/tests/integ/cgexec.sh" "$CG_R" "$BUILD/tests/b10-holes" \
-        "$_case" "$D/A.sock" "$@"
-    holes_alive A
-    expect_exit "b10-holes $_case" "$D/holes-$_case.log" 0 'FAIL' head
+    _dn=$2
+    shift 2
+    fg 120 "holes-$_case-$_dn" sh "$TOPDIR/tests/integ/cgexec.sh" "$CG_R" \
+        "$BUILD/tests/b10-holes" "$_case" "$D/$_dn.sock" "$@"
+    holes_alive "$_dn"
+    expect_exit "b10-holes $_case" "$D/holes-$_case-$_dn.log" 0 'FAIL' head
 }
 
-# holes_refused_once N: A counted N refused transfers, and logged each failure once.
+# holes_refused_once DAEMON N: DAEMON counted N transfers whose copy met a hole, logged
+# at least that many failures saying where, and no transfer's failure twice (a rank's
+# own transfer that another's refusal failed, a READ whose write-back was refused, logs
+# its own line, once).
 holes_refused_once() {
-    _c=$("$B10CTL" -s "$D/A.sock" --json stats |
+    _c=$("$B10CTL" -s "$D/$1.sock" --json stats |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["counters"]["xfers_not_populated"])')
-    [ "$_c" = "$1" ] || die "A counted $_c transfers refused for holes (xfers_not_populated), not $1"
-    _l=$(grep -c 'failed: B10_ERR_NOT_POPULATED' "$D/A.log")
-    [ "$_l" = "$1" ] || die "A logged $_l failures B10_ERR_NOT_POPULATED, not $1"
+    [ "$_c" = "$2" ] || die "$1 counted $_c transfers refused for holes (xfers_not_populated), not $2"
+    _l=$(grep 'failed: B10_ERR_NOT_POPULATED: .*write every page' "$D/$1.log" | grep -c 'met a hole')
+    [ "$_l" -ge "$2" ] || die "$1 logged $_l failures of copies that met a hole, not $2"
+    _twice=$(grep -o 'transfer [0-9a-f]* ([a-z]*,' "$D/$1.log" | sort | uniq -d | head -n 1)
+    [ -z "$_twice" ] || die "$1 logged the failure of $_twice twice"
 }
 
 # The daemon in a cgroup capped at $HOLES_CAP: a rank's WRITE of 4 KiB into
@@ -921,12 +929,12 @@ holes_refused_once() {
 scen_holes_cgroup() {
     holes_cgroups
     start_daemon A
-    holes_rank write "$CG_D"
+    holes_rank write A "$CG_D"
     grep -q 'memfds are guarded' "$D/A.log" || die "A did not say its ranks' memfds are guarded"
-    holes_refused_once 1
-    holes_rank procmem "$CG_D" "$CG_R"
-    note "$(grep -h -o 'the rank.s cgroup paid [0-9]* MiB' "$D/holes-procmem.log")"
-    note "$(grep -h -o 'refused WRITE: the daemon.s memory cgroup grew by [0-9]* KiB' "$D/holes-write.log")"
+    holes_refused_once A 1
+    holes_rank procmem A "$CG_D" "$CG_R"
+    note "$(grep -h -o 'the rank.s cgroup paid [0-9]* MiB' "$D/holes-procmem-A.log")"
+    note "$(grep -h -o 'refused WRITE: the daemon.s memory cgroup grew by [0-9]* KiB' "$D/holes-write-A.log")"
 }
 
 # The same without the guard (B10_TEST_NO_GUARD: as on a kernel or under a
@@ -937,9 +945,32 @@ scen_holes_unguarded() {
     export B10_TEST_NO_GUARD=1
     start_daemon A
     unset B10_TEST_NO_GUARD
-    holes_rank write "$CG_D"
+    holes_rank write A "$CG_D"
     grep -q 'test hook: ranks. memfds are not guarded' "$D/A.log" || die "A did not log its test hook"
-    holes_refused_once 1
+    holes_refused_once A 1
+}
+
+# The other paths into a rank's memory (both daemons in the capped cgroup):
+# a WRITE from A into a sparse memfd of a rank of B (B's scatter refuses), a
+# READ into one of A's (the write-back's scatter on A), a WRITE from one of
+# A's (A's gather, whose loads would fill holes too); each lands once the
+# memfds are written. Then the same as local transfers through staging
+# views (B10_TEST_LOCAL_STAGED): a gather into a view and a scatter from it.
+scen_holes_paths() {
+    holes_cgroups
+    start_daemon A
+    start_daemon B
+    holes_rank paths A "$D/B.sock" "$CG_D"
+    holes_alive B
+    holes_refused_once A 2
+    holes_refused_once B 1
+    export B10_TEST_LOCAL_STAGED=1
+    start_daemon C
+    unset B10_TEST_LOCAL_STAGED
+    holes_rank paths C "$D/C.sock" "$CG_D"
+    holes_refused_once C 3
+    grep -q 'local write .* landed.*copies, 0 of them direct' "$D/C.log" ||
+        die "C logged no local transfer through staging"
 }
 
 # The race a check before each copy leaves open: the rank punches holes
@@ -951,7 +982,7 @@ scen_holes_punch() {
     export B10_TEST_COPY_DELAY_MS=$(( 600 * SLOW ))
     start_daemon A
     unset B10_TEST_COPY_DELAY_MS
-    holes_rank punch "$CG_D" $(( 150 * SLOW ))
+    holes_rank punch A "$CG_D" $(( 150 * SLOW ))
 }
 
 run_suite "$@"
