@@ -250,85 +250,103 @@ bool copy_job_hole(const struct copy_job *job, const struct region **region_p, u
     return false;
 }
 
-/* The region of the job's that the guard could not take holding p, or NULL. */
-static const struct region *copy_checked_region(const struct copy_job *job, const void *p)
+/* The regions of a job the guard could not take: each one's pages asked about at once. */
+struct copy_holes {
+    const struct region **r;
+    struct hole_span *span;
+    uint32_t n;
+    uint32_t last;                      /* the entry the last lookup found */
+};
+
+/* The entry of the region holding p, or NULL (a view, a region with no file of its own). */
+static struct hole_span *copy_holes_find(struct copy_holes *h, const void *p)
 {
-    const struct region_refs *lists[] = { &job->refs, &job->reads };
-    for (size_t l = 0; l < 2; l++)
-        for (uint32_t i = 0; i < lists[l]->n; i++)
-            if (lists[l]->r[i]->holes == REGION_HOLES_CHECKED &&
-                copy_region_holds(lists[l]->r[i], p))
-                return lists[l]->r[i];
+    if (h->n > 0 && copy_region_holds(h->r[h->last], p))
+        return &h->span[h->last];
+    for (uint32_t i = 0; i < h->n; i++)
+        if (copy_region_holds(h->r[i], p)) {
+            h->last = i;
+            return &h->span[i];
+        }
     return NULL;
 }
 
-static bool copy_any_checked(const struct copy_job *job)
+/* An entry for each region of the job's the guard could not take, once each: how many. */
+static uint32_t copy_holes_init(struct copy_holes *h, const struct copy_job *job)
 {
     const struct region_refs *lists[] = { &job->refs, &job->reads };
+    uint32_t most = job->refs.n + job->reads.n;
+    *h = (struct copy_holes){ 0 };
     for (size_t l = 0; l < 2; l++)
-        for (uint32_t i = 0; i < lists[l]->n; i++)
-            if (lists[l]->r[i]->holes == REGION_HOLES_CHECKED)
-                return true;
-    return false;
+        for (uint32_t i = 0; i < lists[l]->n; i++) {
+            const struct region *r = lists[l]->r[i];
+            if (r->holes != REGION_HOLES_CHECKED || copy_holes_find(h, r->base) != NULL)
+                continue;
+            if (h->r == NULL && ((h->r = calloc(most, sizeof(*h->r))) == NULL ||
+                                 (h->span = calloc(most, sizeof(*h->span))) == NULL))
+                return UINT32_MAX;
+            h->r[h->n] = r;
+            hole_span_init(&h->span[h->n++], r->hole_fd, r->hole_offset, r->base);
+        }
+    return h->n;
 }
 
-/* One side of the job's segments: the region the last one lay in, and what is known whole. */
-struct copy_holes_side {
-    const struct region *r;
-    const uint8_t *start, *end;
-};
-
-static b10_status_t copy_holes_seg(struct copy_job *job, struct copy_holes_side *side,
-                                   const uint8_t *p, size_t len)
+static void copy_holes_free(struct copy_holes *h)
 {
-    if (p >= side->start && p + len <= side->end)
-        return B10_OK;
-    const struct region *r = side->r;
-    if (r == NULL || !copy_region_holds(r, p))
-        r = copy_checked_region(job, p);
-    if (r == NULL)
-        return B10_OK;      /* a view, or a region with no file of its own */
-    side->r = r;
-    const uint8_t *hole;
-    b10_status_t status = hole_check(r->hole_fd, r->hole_offset + (uint64_t)(p - r->base), p,
-                                     len, &hole);
-    if (status != B10_OK) {
-        job->hole = hole;
-        return status;
+    for (uint32_t i = 0; i < h->n; i++)
+        hole_span_free(&h->span[i]);
+    free(h->span);
+    free(h->r);
+}
+
+/*
+ * The job's segments, each side that is a daemon address and may lie in a
+ * region: the source of a gather or a direct copy, the destination of all
+ * but a gather. grow: note each in its region's span; else check each.
+ */
+static b10_status_t copy_holes_walk(struct copy_job *job, struct copy_holes *h, bool grow)
+{
+    bool src = job->gather || job->reads.n > 0, dst = !job->gather;
+    for (uint32_t i = 0; i < job->nsegs; i++) {
+        const struct copy_seg *seg = &job->segs[i];
+        const void *sides[2] = { src && seg->src_fd < 0 ? seg->src : NULL,
+                                 dst && seg->dst_fd < 0 ? seg->dst : NULL };
+        for (int k = 0; k < 2 && seg->device < 0; k++) {
+            struct hole_span *span = sides[k] != NULL ? copy_holes_find(h, sides[k]) : NULL;
+            const uint8_t *hole;
+            if (span == NULL)
+                continue;
+            if (grow)
+                hole_span_grow(span, sides[k], seg->len);
+            else if (hole_span_check(span, sides[k], seg->len, &hole) != B10_OK) {
+                job->hole = hole;
+                return B10_ERR_NOT_POPULATED;
+            }
+        }
     }
-    /* Consecutive segments (most are) grow one range known whole. */
-    if (p != side->end)
-        side->start = p;
-    side->end = p + len;
     return B10_OK;
 }
 
 /*
  * Regions the guard could not take (REGION_HOLES_CHECKED): every page the
  * job's segments touch in them must be the file's (hole.h) before it copies
- * a byte. The side of a segment that is a daemon address may lie in one:
- * the source of a gather or a direct copy, the destination of all but a
- * gather. Jobs without such a region ask nothing.
+ * a byte. Jobs without such a region ask nothing.
  */
 static b10_status_t copy_holes(struct copy_job *job)
 {
-    if (!copy_any_checked(job))
+    struct copy_holes h;
+    uint32_t n = copy_holes_init(&h, job);
+    if (n == 0)
         return B10_OK;
-    bool src = job->gather || job->reads.n > 0, dst = !job->gather;
-    struct copy_holes_side from = { 0 }, to = { 0 };
-    for (uint32_t i = 0; i < job->nsegs; i++) {
-        const struct copy_seg *seg = &job->segs[i];
-        b10_status_t status = B10_OK;
-        if (seg->device >= 0)
-            continue;
-        if (src && seg->src_fd < 0)
-            status = copy_holes_seg(job, &from, seg->src, seg->len);
-        if (status == B10_OK && dst && seg->dst_fd < 0)
-            status = copy_holes_seg(job, &to, seg->dst, seg->len);
-        if (status != B10_OK)
-            return status;
+    b10_status_t status = B10_ERR_NO_MEMORY;
+    if (n != UINT32_MAX) {
+        copy_holes_walk(job, &h, true);
+        for (uint32_t i = 0; i < n; i++)
+            hole_span_ask(&h.span[i]);
+        status = copy_holes_walk(job, &h, false);
     }
-    return B10_OK;
+    copy_holes_free(&h);
+    return status;
 }
 
 static void copy_on_idle(uv_idle_t *idle);

@@ -2,6 +2,7 @@
 #include "hole.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -49,4 +50,60 @@ const uint8_t *hole_first_absent(const uint8_t *p, size_t len)
     const uint8_t *hole = p;
     hole_check(-1, 0, p, len, &hole);
     return hole;
+}
+
+void hole_span_init(struct hole_span *s, int fd, uint64_t off, const uint8_t *base)
+{
+    *s = (struct hole_span){ .fd = fd, .off = off, .base = base };
+}
+
+void hole_span_grow(struct hole_span *s, const uint8_t *p, size_t len)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uint8_t *lo = (const uint8_t *)((uintptr_t)p & ~(page - 1));
+    const uint8_t *hi = (const uint8_t *)(((uintptr_t)p + len + page - 1) & ~(page - 1));
+    if (s->lo == NULL || lo < s->lo)
+        s->lo = lo;
+    if (hi > s->hi)
+        s->hi = hi;
+    s->bytes += len;
+    s->ranges++;
+}
+
+void hole_span_ask(struct hole_span *s)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (s->lo == NULL)
+        return;
+    size_t pages = (size_t)(s->hi - s->lo) / page;
+    uint64_t touched = s->bytes / page + s->ranges;
+    if (pages > HOLE_SPAN_PAGES || pages > HOLE_SPREAD * touched)
+        return;
+    s->vec = malloc(pages);
+    if (s->vec != NULL && mincore((void *)s->lo, pages * page, s->vec) != 0) {
+        free(s->vec);
+        s->vec = NULL;
+    }
+}
+
+b10_status_t hole_span_check(const struct hole_span *s, const uint8_t *p, size_t len,
+                             const uint8_t **hole_p)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    if (s->vec == NULL)
+        return hole_check(s->fd, s->off + (uint64_t)(p - s->base), p, len, hole_p);
+    for (uintptr_t pg = (uintptr_t)p & ~(page - 1); pg < (uintptr_t)p + len; pg += page) {
+        if ((s->vec[(pg - (uintptr_t)s->lo) / page] & 1) ||
+            hole_swapped(s->fd, s->off + (uint64_t)((const uint8_t *)pg - s->base)))
+            continue;
+        *hole_p = pg < (uintptr_t)p ? p : (const uint8_t *)pg;
+        return B10_ERR_NOT_POPULATED;
+    }
+    return B10_OK;
+}
+
+void hole_span_free(struct hole_span *s)
+{
+    free(s->vec);
+    s->vec = NULL;
 }

@@ -38,6 +38,37 @@ b10_status_t hole_check(int fd, uint64_t off, const uint8_t *p, size_t len,
                         const uint8_t **hole_p);
 
 /*
+ * One mapping's pages as a copy is about to touch them, asked about at
+ * once: hole_span_grow with each range the copy touches in it, then
+ * hole_span_ask, then hole_span_check of each range again. Where the ranges
+ * lie dense in their bounding pages (at most HOLE_SPREAD times the pages
+ * they touch, and HOLE_SPAN_PAGES in all), one mincore answers for all of
+ * them; else each range is asked about as hole_check does. A copy of 4 KiB
+ * spans scattered over a GiB asked a mincore a span: 1.5 s a GiB on the
+ * build machine, five times the copy's own time.
+ */
+#define HOLE_SPREAD 16
+#define HOLE_SPAN_PAGES (1u << 20)      /* 4 GiB of 4 KiB pages: a vector of 1 MiB */
+
+struct hole_span {
+    int fd;
+    uint64_t off;                       /* the file offset of base */
+    const uint8_t *base;                /* in the mapping */
+    const uint8_t *lo, *hi;             /* the ranges' bounding pages (lo NULL: none yet) */
+    uint64_t bytes, ranges;             /* what the ranges touch */
+    unsigned char *vec;                 /* mincore of [lo, hi), or NULL: range by range */
+};
+
+void hole_span_init(struct hole_span *s, int fd, uint64_t off, const uint8_t *base);
+void hole_span_grow(struct hole_span *s, const uint8_t *p, size_t len);
+/* Ask about the bounding pages at once, where they are dense (no memory: range by range). */
+void hole_span_ask(struct hole_span *s);
+/* As hole_check, for a range grown into s. */
+b10_status_t hole_span_check(const struct hole_span *s, const uint8_t *p, size_t len,
+                             const uint8_t **hole_p);
+void hole_span_free(struct hole_span *s);
+
+/*
  * Where in [p, p + len) a system call that failed EFAULT on a guarded
  * mapping met its hole: the first page the page cache does not hold (a
  * swapped-out one, which faults in, may come first), else p. The kernel

@@ -7,7 +7,8 @@
  * pass, one that reaches a hole is refused at the first byte of it inside
  * the range, whatever the alignment, the mapping's file offset, or a range
  * longer than one mincore vector; and asking allocates nothing. A page
- * fallocated and never written counts as a hole (hole.h says why).
+ * fallocated and never written counts as a hole (hole.h says why). The
+ * ranges of one copy, asked about together, are answered the same.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -170,6 +171,59 @@ static void test_mapped_and_fallocated(void **state)
     file_close(&f);
 }
 
+/* hole_span over ranges of the mapping: what hole_check says of each, dense or not. */
+static b10_status_t span_check(const struct file *f, const size_t (*ranges)[2], size_t n,
+                               bool *asked_p, const uint8_t **hole_p)
+{
+    struct hole_span span;
+    hole_span_init(&span, f->fd, f->map_off, f->map);
+    for (size_t i = 0; i < n; i++)
+        hole_span_grow(&span, f->map + ranges[i][0], ranges[i][1]);
+    hole_span_ask(&span);
+    *asked_p = span.vec != NULL;
+    b10_status_t st = B10_OK;
+    for (size_t i = 0; i < n && st == B10_OK; i++)
+        st = hole_span_check(&span, f->map + ranges[i][0], ranges[i][1], hole_p);
+    hole_span_free(&span);
+    return st;
+}
+
+/*
+ * Ranges dense in their bounding pages are asked about with one mincore, and
+ * answered as hole_check would; ranges spread far apart are asked one by one.
+ */
+static void test_span_dense_and_spread(void **state)
+{
+    const size_t pages = 4096;
+    bool *data = calloc(pages, sizeof(*data)), asked;
+    struct file f;
+    const uint8_t *hole;
+    assert_non_null(data);
+    for (size_t k = 0; k < 64; k++)
+        data[k] = k != 40;
+    data[4000] = true;
+    file_open(&f, pages, data, 0);
+
+    const size_t dense[][2] = { { 3 * page, 100 }, { 10 * page + 5, 2 * page }, { 0, page } };
+    assert_int_equal(span_check(&f, dense, 3, &asked, &hole), B10_OK);
+    assert_true(asked);
+    const size_t dense_hole[][2] = { { 3 * page, 100 }, { 39 * page + 7, 2 * page }, { 0, 1 } };
+    assert_int_equal(span_check(&f, dense_hole, 3, &asked, &hole), B10_ERR_NOT_POPULATED);
+    assert_true(asked);
+    assert_ptr_equal(hole, f.map + 40 * page);
+    /* Two pages 4000 apart: asked one by one, the same answers. */
+    const size_t spread[][2] = { { 2 * page, page }, { 4000 * page + 9, 100 } };
+    assert_int_equal(span_check(&f, spread, 2, &asked, &hole), B10_OK);
+    assert_false(asked);
+    const size_t spread_hole[][2] = { { 2 * page, page }, { 3000 * page, 1 } };
+    assert_int_equal(span_check(&f, spread_hole, 2, &asked, &hole), B10_ERR_NOT_POPULATED);
+    assert_false(asked);
+    assert_ptr_equal(hole, f.map + 3000 * page);
+    assert_int_equal(file_pages_held(&f), 64);
+    file_close(&f);
+    free(data);
+}
+
 static int group_setup(void **state)
 {
     page = (size_t)sysconf(_SC_PAGESIZE);
@@ -183,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_mapping_at_an_offset),
         cmocka_unit_test(test_long_ranges),
         cmocka_unit_test(test_mapped_and_fallocated),
+        cmocka_unit_test(test_span_dense_and_spread),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
