@@ -47,15 +47,15 @@ static void guard_on_sigbus(int sig, siginfo_t *si, void *uc)
         guard_fault = si->si_addr;
         siglongjmp(*frame, 1);
     }
-    if (guard_chained.sa_flags & SA_SIGINFO) {
-        guard_chained.sa_sigaction(sig, si, uc);
-        return;
-    }
     if (guard_chained.sa_handler != SIG_DFL && guard_chained.sa_handler != SIG_IGN) {
-        guard_chained.sa_handler(sig);
+        if (guard_chained.sa_flags & SA_SIGINFO)
+            guard_chained.sa_sigaction(sig, si, uc);
+        else
+            guard_chained.sa_handler(sig);
         return;
     }
-    /* The default: the fault repeats on return and ends the process with its core. */
+    /* The default (an ignored SIGBUS would fault forever): the fault repeats on return and
+     * ends the process with its core. */
     struct sigaction dfl = { .sa_handler = SIG_DFL };
     sigaction(SIGBUS, &dfl, NULL);
 }

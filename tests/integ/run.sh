@@ -849,10 +849,14 @@ holes_cgroups() {
     elif [ -n "$_v2" ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
         _parent=/sys/fs/cgroup${_v2%/}
         HOLES_LIMIT=memory.max
-        # A v2 cgroup that holds processes cannot give its children controllers.
-        grep -qw memory "$_parent/cgroup.subtree_control" 2>/dev/null ||
-            echo +memory >"$_parent/cgroup.subtree_control" 2>/dev/null ||
-            skip "cgroup v2: $_parent gives its children no memory controller, and cannot (it holds processes)"
+        # A v2 cgroup that holds processes (this shell) cannot give children controllers:
+        # then the cgroups go beside it, under its parent, which gives it its own.
+        if ! grep -qw memory "$_parent/cgroup.subtree_control" 2>/dev/null &&
+            ! echo +memory >"$_parent/cgroup.subtree_control" 2>/dev/null; then
+            _parent=$(dirname "$_parent")
+            grep -qw memory "$_parent/cgroup.subtree_control" 2>/dev/null ||
+                skip "cgroup v2: no memory controller for cgroups under or beside $_parent/${_v2##*/}"
+        fi
     else
         skip "no memory cgroup controller mounted (v1 or v2)"
     fi
