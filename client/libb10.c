@@ -1521,6 +1521,33 @@ static bool dram_table_remove(uintptr_t addr, struct dram_entry *entry_p)
     return found;
 }
 
+/*
+ * Write every page of a new allocation, at this process's cost (its memory
+ * cgroup's): the daemon never fills a hole of a rank's memfd, whose page it
+ * would pay for, and fails a copy that meets one B10_ERR_NOT_POPULATED.
+ * MADV_POPULATE_WRITE a piece at a time (Linux 5.14), else a store into
+ * each page; a new memfd reads zeros, and still does.
+ */
+#define DRAM_POPULATE_STEP (64u << 20)
+
+static b10_status_t dram_populate(uint8_t *addr, size_t length)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (size_t off = 0; off < length;) {
+        size_t n = length - off < DRAM_POPULATE_STEP ? length - off : DRAM_POPULATE_STEP;
+        if (madvise(addr + off, n, MADV_POPULATE_WRITE) != 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EINVAL)
+                return errno == EFAULT ? B10_ERR_NO_MEMORY : status_from_errno(errno);
+            for (size_t p = off; p < off + n; p += page)
+                ((volatile uint8_t *)addr)[p] = 0;
+        }
+        off += n;
+    }
+    return B10_OK;
+}
+
 b10_status_t b10_dram_alloc(size_t length, void **addr_p)
 {
     b10_status_t status;
@@ -1544,6 +1571,8 @@ b10_status_t b10_dram_alloc(size_t length, void **addr_p)
         status = status_from_errno(errno);
         goto close_fd;
     }
+    if ((status = dram_populate(addr, length)) != B10_OK)
+        goto unmap;
     if (dram_table_add((uintptr_t)addr, length, fd) < 0) {
         status = B10_ERR_NO_MEMORY;
         goto unmap;

@@ -90,6 +90,7 @@ struct stats {
     uint64_t stale_messages;        /* control-class messages of no live link */
     uint64_t peer_protocol_errors;
     uint64_t chunks_corrupt;
+    uint64_t xfers_not_populated;   /* transfers failed: a copy met a hole of a rank's memfd */
     uint64_t client_protocol_errors;
     uint64_t xfers_picked;          /* submitted as rows picked from two grids (arena_picks) */
     uint64_t xfers_planned_in_parts;    /* local, picks: planned a part at a time */

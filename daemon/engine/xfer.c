@@ -1161,7 +1161,7 @@ b10_status_t xfer_data_post(struct xfer_slot *slot, bool send, wire_done_cb *cb)
                                  cb, slot, &slot->op);
 }
 
-static void xfer_copy_failed(struct xfer *x, struct xfer_slot *slot, bool writes,
+static void xfer_copy_failed(struct xfer *x, struct xfer_slot *slot, const struct copy_job *job,
                              b10_status_t status);
 
 /*
@@ -1211,7 +1211,7 @@ bool xfer_copy_ended(struct xfer_slot *slot, struct copy_job *job, b10_status_t 
         return false;
     }
     if (status != B10_OK) {
-        xfer_copy_failed(x, slot, writes, status);
+        xfer_copy_failed(x, slot, job, status);
         return false;
     }
     xfer_pipe_copy_done(slot, job);
@@ -1248,17 +1248,44 @@ void xfer_chunk_corrupt(struct xfer *x, uint32_t chunk, const char *what)
 }
 
 /*
+ * A copy met a hole of a rank's memfd and stopped there (copy.h): a page
+ * nobody allocated, which this daemon will not allocate for the rank, for
+ * its own memory cgroup would pay. The rank hears whose memory, where, and
+ * what to do: the detail reaches a remote sender too (in RESULT, 200
+ * bytes of it), so the advice comes first.
+ */
+static void xfer_copy_hole(struct xfer *x, struct xfer_slot *slot, const struct copy_job *job)
+{
+    const struct region *r = NULL;
+    uint64_t addr = 0;
+    bool written = !job->gather;
+    bool known = copy_job_hole(job, &r, &addr, &written);
+    const struct session *whose = x->role != XFER_LOCAL ? NULL : written ? x->to : x->from;
+    const char *rank = whose != NULL ? whose->agent : x->local_agent;
+
+    x->d->stats.xfers_not_populated++;
+    xfer_fail(x, B10_ERR_NOT_POPULATED, "write every page of the region first (touch it, "
+              "MAP_POPULATE, MADV_POPULATE_WRITE; fallocate alone is not enough): chunk %u met a "
+              "hole of '%.40s' at 0x%" PRIx64 " (region %" PRIu64 ")", slot->chunk, rank,
+              known ? addr : 0, known ? r->id : 0);
+}
+
+/*
  * A copy failed: how the transfer fails. A chunk that failed its checksum
  * was not scattered (copy_job_sum); a rank's memory reached through /proc
- * may be gone; anything else is this daemon's fault.
+ * may be gone; a memfd's may have a hole; anything else is this daemon's
+ * fault.
  */
-static void xfer_copy_failed(struct xfer *x, struct xfer_slot *slot, bool writes,
+static void xfer_copy_failed(struct xfer *x, struct xfer_slot *slot, const struct copy_job *job,
                              b10_status_t status)
 {
-    const char *what = writes ? "scatter" : "gather";
+    const char *what = !job->gather ? "scatter" : "gather";
     switch (status) {
     case B10_ERR_DATA_CORRUPT:
         xfer_chunk_corrupt(x, slot->chunk, "failed its checksum");
+        return;
+    case B10_ERR_NOT_POPULATED:
+        xfer_copy_hole(x, slot, job);
         return;
     case B10_ERR_CLIENT_GONE:
     case B10_ERR_IO:

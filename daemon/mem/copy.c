@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "checksum.h"
+#include "guard.h"
+#include "hole.h"
 #include "log.h"
 
 static void copy_job_part_done(struct copy_job *job, b10_status_t status);
@@ -169,9 +171,10 @@ b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, stru
 /*
  * One host segment. Process memory goes through pread/pwrite of the rank's
  * memory file, which may copy less than asked (page by page), and returns 0
- * once the rank's address space is gone.
+ * once the rank's address space is gone. EFAULT is the daemon's side: a
+ * hole of a guarded memfd mapping (guard.h), at *hole_p.
  */
-static b10_status_t copy_host_seg(const struct copy_seg *seg)
+static b10_status_t copy_host_seg(const struct copy_seg *seg, const void **hole_p)
 {
     if (seg->src_fd < 0 && seg->dst_fd < 0) {
         memcpy(seg->dst, seg->src, seg->len);
@@ -188,6 +191,12 @@ static b10_status_t copy_host_seg(const struct copy_seg *seg)
             done += (size_t)n;
         } else if (n == 0) {
             return B10_ERR_CLIENT_GONE;
+        } else if (errno == EFAULT) {
+            /* The kernel drops the count of what it copied before the fault: the hole is found. */
+            *hole_p = hole_first_absent(reading ? (const uint8_t *)seg->dst + done
+                                                : (const uint8_t *)seg->src + done,
+                                        seg->len - done);
+            return B10_ERR_NOT_POPULATED;
         } else if (errno != EINTR) {
             int err = errno;
             log_warning("%s the rank's memory at 0x%" PRIxPTR " through /proc: %s",
@@ -198,17 +207,146 @@ static b10_status_t copy_host_seg(const struct copy_seg *seg)
     return B10_OK;
 }
 
-/* The job's host segments, on whichever thread runs them; the first failure stops them. */
-static b10_status_t copy_host_segs(const struct copy_job *job)
+/*
+ * The job's host segments, on whichever thread runs them; the first failure
+ * stops them. Run by guard_call: a load or store of a guarded hole ends it.
+ */
+static b10_status_t copy_host_segs(void *arg)
 {
+    struct copy_job *job = arg;
     for (uint32_t i = 0; i < job->nsegs; i++) {
         if (job->segs[i].device >= 0)
             continue;
-        b10_status_t status = copy_host_seg(&job->segs[i]);
+        b10_status_t status = copy_host_seg(&job->segs[i], &job->hole);
         if (status != B10_OK)
             return status;
     }
     return B10_OK;
+}
+
+/* ---------------------------------------------------------------- holes */
+
+static bool copy_region_holds(const struct region *r, const void *p)
+{
+    /* A process-memory region's base is the rank's address, no pointer of the daemon's. */
+    return r->proc_fd < 0 && r->kind != B10_MEM_VRAM && (const uint8_t *)p >= r->base &&
+           (uintptr_t)((const uint8_t *)p - r->base) < r->length;
+}
+
+bool copy_job_hole(const struct copy_job *job, const struct region **region_p, uint64_t *addr_p,
+                   bool *written_p)
+{
+    const struct region_refs *lists[] = { &job->refs, &job->reads };
+    for (size_t l = 0; l < 2 && job->hole != NULL; l++)
+        for (uint32_t i = 0; i < lists[l]->n; i++) {
+            const struct region *r = lists[l]->r[i];
+            if (!copy_region_holds(r, job->hole))
+                continue;
+            *region_p = r;
+            *addr_p = r->addr + (uint64_t)((const uint8_t *)job->hole - r->base);
+            *written_p = l == 0 && !job->gather;
+            return true;
+        }
+    return false;
+}
+
+/* The regions of a job the guard could not take: each one's pages asked about at once. */
+struct copy_holes {
+    const struct region **r;
+    struct hole_span *span;
+    uint32_t n;
+    uint32_t last;                      /* the entry the last lookup found */
+};
+
+/* The entry of the region holding p, or NULL (a view, a region with no file of its own). */
+static struct hole_span *copy_holes_find(struct copy_holes *h, const void *p)
+{
+    if (h->n > 0 && copy_region_holds(h->r[h->last], p))
+        return &h->span[h->last];
+    for (uint32_t i = 0; i < h->n; i++)
+        if (copy_region_holds(h->r[i], p)) {
+            h->last = i;
+            return &h->span[i];
+        }
+    return NULL;
+}
+
+/* An entry for each region of the job's the guard could not take, once each: how many. */
+static uint32_t copy_holes_init(struct copy_holes *h, const struct copy_job *job)
+{
+    const struct region_refs *lists[] = { &job->refs, &job->reads };
+    uint32_t most = job->refs.n + job->reads.n;
+    *h = (struct copy_holes){ 0 };
+    for (size_t l = 0; l < 2; l++)
+        for (uint32_t i = 0; i < lists[l]->n; i++) {
+            const struct region *r = lists[l]->r[i];
+            if (r->holes != REGION_HOLES_CHECKED || copy_holes_find(h, r->base) != NULL)
+                continue;
+            if (h->r == NULL && ((h->r = calloc(most, sizeof(*h->r))) == NULL ||
+                                 (h->span = calloc(most, sizeof(*h->span))) == NULL))
+                return UINT32_MAX;
+            h->r[h->n] = r;
+            hole_span_init(&h->span[h->n++], r->hole_fd, r->hole_offset, r->base);
+        }
+    return h->n;
+}
+
+static void copy_holes_free(struct copy_holes *h)
+{
+    for (uint32_t i = 0; i < h->n; i++)
+        hole_span_free(&h->span[i]);
+    free(h->span);
+    free(h->r);
+}
+
+/*
+ * The job's segments, each side that is a daemon address and may lie in a
+ * region: the source of a gather or a direct copy, the destination of all
+ * but a gather. grow: note each in its region's span; else check each.
+ */
+static b10_status_t copy_holes_walk(struct copy_job *job, struct copy_holes *h, bool grow)
+{
+    bool src = job->gather || job->reads.n > 0, dst = !job->gather;
+    for (uint32_t i = 0; i < job->nsegs; i++) {
+        const struct copy_seg *seg = &job->segs[i];
+        const void *sides[2] = { src && seg->src_fd < 0 ? seg->src : NULL,
+                                 dst && seg->dst_fd < 0 ? seg->dst : NULL };
+        for (int k = 0; k < 2 && seg->device < 0; k++) {
+            struct hole_span *span = sides[k] != NULL ? copy_holes_find(h, sides[k]) : NULL;
+            const uint8_t *hole;
+            if (span == NULL)
+                continue;
+            if (grow)
+                hole_span_grow(span, sides[k], seg->len);
+            else if (hole_span_check(span, sides[k], seg->len, &hole) != B10_OK) {
+                job->hole = hole;
+                return B10_ERR_NOT_POPULATED;
+            }
+        }
+    }
+    return B10_OK;
+}
+
+/*
+ * Regions the guard could not take (REGION_HOLES_CHECKED): every page the
+ * job's segments touch in them must be the file's (hole.h) before it copies
+ * a byte. Jobs without such a region ask nothing.
+ */
+static b10_status_t copy_holes(struct copy_job *job)
+{
+    struct copy_holes h;
+    uint32_t n = copy_holes_init(&h, job);
+    if (n == 0)
+        return B10_OK;
+    b10_status_t status = B10_ERR_NO_MEMORY;
+    if (n != UINT32_MAX) {
+        copy_holes_walk(job, &h, true);
+        for (uint32_t i = 0; i < n; i++)
+            hole_span_ask(&h.span[i]);
+        status = copy_holes_walk(job, &h, false);
+    }
+    copy_holes_free(&h);
+    return status;
 }
 
 static void copy_on_idle(uv_idle_t *idle);
@@ -271,7 +409,10 @@ static bool copy_sum_due(const struct copy_job *job, enum copy_sum mode)
  * view is still in the cache: summing it a block at a time inside the copy
  * measured no faster); with device parts the GPU writes or reads the view
  * too, and the sum is the loop's business (copy_job_submit,
- * copy_job_part_done).
+ * copy_job_part_done). Then it looks for holes where the guard could not
+ * (copy_holes), and copies under the guard. The test hook's delay
+ * (B10_TEST_COPY_DELAY_MS, never inline) comes after every check, just
+ * before the first byte is written: where a rank may race the checks.
  */
 static b10_status_t copy_host_part(struct copy_job *job)
 {
@@ -280,7 +421,11 @@ static b10_status_t copy_host_part(struct copy_job *job)
     if (host_only && copy_sum_due(job, COPY_SUM_CHECK))
         status = copy_sum_step(job);
     if (status == B10_OK)
-        status = copy_host_segs(job);
+        status = copy_holes(job);
+    if (status == B10_OK && !job->gather && job->d->test_copy_delay_ms > 0)
+        usleep(job->d->test_copy_delay_ms * 1000u);
+    if (status == B10_OK)
+        status = guard_call(copy_host_segs, job, &job->hole);
     if (status == B10_OK && host_only && copy_sum_due(job, COPY_SUM_MAKE))
         status = copy_sum_step(job);
     return status;
@@ -290,8 +435,6 @@ static b10_status_t copy_host_part(struct copy_job *job)
 static void copy_run(uv_work_t *work)
 {
     struct copy_job *job = work->data;
-    if (!job->gather && job->d->test_copy_delay_ms > 0)
-        usleep(job->d->test_copy_delay_ms * 1000u);
     job->host_status = copy_host_part(job);
 }
 

@@ -16,6 +16,13 @@
  * A host segment of process memory is read or written through the rank's
  * /proc/<pid>/mem; a rank whose address space is gone fails its job with
  * B10_ERR_CLIENT_GONE, an address it unmapped with B10_ERR_IO.
+ *
+ * No job fills a hole of a rank's memfd (a page the file does not have,
+ * which the daemon would allocate and pay for): one that meets a hole ends
+ * B10_ERR_NOT_POPULATED (copy_job_hole says where). In a guarded region
+ * (guard.h) the copy stops at the hole's page, the segments before it
+ * copied; in one the guard could not take, the job looks for holes in all
+ * its pages there first (hole.h) and then copies nothing.
  */
 #ifndef B10D_COPY_H
 #define B10D_COPY_H
@@ -109,6 +116,8 @@ struct copy_job {
     bool flat_out;              /* no wire sets its pace (a local transfer): the copy engines
                                    take it as fast as they can (gpu.c, --gpu-copy-calls) */
     struct copy_grid *grid;     /* a grid job's rows (copy_job_add_grid), else NULL */
+    const void *hole;           /* ended B10_ERR_NOT_POPULATED: the daemon's address of the
+                                   hole met (set by the part that met it) */
 };
 
 /*
@@ -186,6 +195,13 @@ extern const struct gpu_hooks copy_gpu_hooks;
  */
 bool copy_sums_device(const struct copy_job *job, size_t len);
 bool copy_sums_on_gpu(const struct copy_job *job, size_t len);
+/*
+ * A job that ended B10_ERR_NOT_POPULATED: the region of the hole it met,
+ * the rank's address of it, and whether the job writes that region (else
+ * it reads it). False when none of its regions holds the hole.
+ */
+bool copy_job_hole(const struct copy_job *job, const struct region **region_p, uint64_t *addr_p,
+                   bool *written_p);
 /* Free a job never submitted. */
 void copy_job_free(struct copy_job *job);
 

@@ -5,6 +5,9 @@
  * The memfd must be sealed against shrinking: a client that truncated the
  * file under the daemon's mapping would turn every copy into a SIGBUS.
  * b10_dram_alloc() creates its memfds sealed.
+ *
+ * The file's holes stay the rank's business: the daemon never fills one
+ * (guard.h, hole.h), and b10_dram_alloc() writes every page it allocates.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "guard.h"
 #include "log.h"
 #include "mem.h"
 
@@ -29,8 +33,10 @@
  * Only the pages the rank has: the file's data extents (SEEK_DATA and
  * SEEK_HOLE), never its holes. Populating a hole allocates a page, charged
  * to the daemon, so a rank that registered an untouched sparse memfd of
- * terabytes would have had the daemon fill the node's memory for it. A hole
- * gets a page when a transfer writes into it, as it would in the rank.
+ * terabytes would have had the daemon fill the node's memory for it. No
+ * copy fills a hole either: it fails B10_ERR_NOT_POPULATED (guard.h). A
+ * guarded range punched meanwhile fails the populate EFAULT, allocating
+ * nothing: the rest of it is left to the copies.
  */
 #define DRAM_POPULATE_STEP (64u << 20)
 
@@ -39,6 +45,8 @@ static int dram_populate_range(uint8_t *map, size_t length)
     for (size_t off = 0; off < length; off += DRAM_POPULATE_STEP) {
         size_t n = length - off < DRAM_POPULATE_STEP ? length - off : DRAM_POPULATE_STEP;
         if (madvise(map + off, n, MADV_POPULATE_WRITE) != 0) {
+            if (errno == EFAULT)
+                return 0;       /* a hole of a guarded mapping: punched since the walk saw data */
             if (errno == EINVAL)
                 log_info("this kernel has no MADV_POPULATE_WRITE: a region's pages are faulted "
                          "in by its first copies");
@@ -75,6 +83,52 @@ static void dram_populate(int fd, off_t file_off, uint8_t *map, size_t length)
     }
     if (was >= 0)
         lseek(fd, was, SEEK_SET);
+}
+
+/*
+ * The daemon's own open file description of the memfd, for hole.c's lseek:
+ * opened again through /proc (a memfd's mode lets any user), else a
+ * duplicate, whose offset is the rank's too (b10_dram_alloc's memfds are
+ * never read through theirs).
+ */
+static int dram_own_fd(int fd, const struct stat *st)
+{
+    char path[64];
+    struct stat again;
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    int own = open(path, O_RDONLY | O_CLOEXEC);
+    if (own >= 0 && fstat(own, &again) == 0 && again.st_dev == st->st_dev &&
+        again.st_ino == st->st_ino)
+        return own;
+    if (own >= 0)
+        close(own);
+    return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+}
+
+/*
+ * Guard the mapping against holes (guard.h), whole pages of the file's
+ * size (a hugetlbfs memfd's are huge); else keep a descriptor for each
+ * copy to look for them first (hole.h).
+ */
+static b10_status_t dram_holes(struct region *r, const struct mem_request *req,
+                               const struct stat *st, char *detail, size_t detail_len)
+{
+    size_t unit = st->st_blksize > 0 ? (size_t)st->st_blksize : (size_t)sysconf(_SC_PAGESIZE);
+    size_t span = (r->map_length + unit - 1) / unit * unit;
+    if (guard_add(r->map, span)) {
+        r->holes = REGION_HOLES_GUARDED;
+        return B10_OK;
+    }
+    int fd = dram_own_fd(req->fd, st);
+    if (fd < 0) {
+        int err = errno;
+        snprintf(detail, detail_len, "keeping the memfd to look for its holes: %s", strerror(err));
+        return err == EMFILE || err == ENFILE ? B10_ERR_NO_MEMORY : B10_ERR_IO;
+    }
+    r->holes = REGION_HOLES_CHECKED;
+    r->hole_fd = fd;
+    r->hole_offset = req->fd_offset;
+    return B10_OK;
 }
 
 static b10_status_t dram_open(struct region *r, const struct mem_request *req, char *detail,
@@ -114,10 +168,17 @@ static b10_status_t dram_open(struct region *r, const struct mem_request *req, c
         snprintf(detail, detail_len, "mapping the region failed: %s", strerror(err));
         return err == ENOMEM ? B10_ERR_NO_MEMORY : B10_ERR_IO;
     }
-    dram_populate(req->fd, (off_t)(req->fd_offset - lead), map, map_length);
     r->map = map;
     r->map_length = map_length;
     r->base = (uint8_t *)map + lead;
+    /* The guard first: the populate below then cannot fill a hole punched meanwhile either. */
+    b10_status_t status = dram_holes(r, req, &st, detail, detail_len);
+    if (status != B10_OK) {
+        munmap(map, map_length);
+        r->map = NULL;
+        return status;
+    }
+    dram_populate(req->fd, (off_t)(req->fd_offset - lead), map, map_length);
     return B10_OK;
 }
 
@@ -125,6 +186,9 @@ static void dram_close(struct region *r)
 {
     if (r->map != NULL)
         munmap(r->map, r->map_length);
+    if (r->hole_fd >= 0)
+        close(r->hole_fd);
+    r->hole_fd = -1;
 }
 
 const struct mem_backend dram_backend = {

@@ -108,7 +108,7 @@ b10_status_t mem_region_open(uint64_t id, const struct mem_request *req, char *d
         return backend == NULL ? B10_ERR_INVALID_ARG : B10_ERR_NO_MEMORY;
     *r = (struct region){ .id = id, .addr = req->addr, .length = req->length, .kind = req->kind,
                           .open = req->open, .backend = backend, .refs = 1, .device = -1,
-                          .proc_fd = -1 };
+                          .proc_fd = -1, .hole_fd = -1 };
     b10_status_t status = backend->open(r, req, detail, detail_len);
     if (status != B10_OK) {
         free(r);

@@ -50,6 +50,17 @@ struct mem_backend {
     void (*close)(struct region *r);
 };
 
+/*
+ * What stands between a copy and a hole of the region's file: pages nobody
+ * allocated yet, which the daemon must never fill, for it would pay for
+ * them (guard.h says how).
+ */
+enum region_holes {
+    REGION_HOLES_NONE,          /* no file of its own: process memory, VRAM */
+    REGION_HOLES_GUARDED,       /* a memfd's mapping that faults on a hole instead (guard.h) */
+    REGION_HOLES_CHECKED,       /* a memfd's the guard could not take: each copy asks first (hole.h) */
+};
+
 struct region {
     uint64_t id;
     uint64_t addr;                      /* in the client */
@@ -64,6 +75,14 @@ struct region {
     uint8_t *base;
     int proc_fd;                        /* process memory: the rank's /proc/<pid>/mem; else -1 */
     int device;                         /* VRAM: the CUDA device; -1 for host memory */
+    enum region_holes holes;
+    /*
+     * REGION_HOLES_CHECKED: the daemon's own open file description of the
+     * memfd (lseek here never moves the rank's file offset), and the file
+     * offset of base. Else -1 and 0.
+     */
+    int hole_fd;
+    uint64_t hole_offset;
     const struct mem_backend *backend;
     void *map;                          /* backend's: what to unmap, from the first copy on */
     size_t map_length;

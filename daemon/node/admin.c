@@ -53,6 +53,7 @@ static const char *admin_peer_name(const struct b10d *d, uint64_t id)
     X(stale_messages, "control messages of no live link, dropped")                              \
     X(peer_protocol_errors, "protocol violations by remote daemons")                            \
     X(chunks_corrupt, "chunks that failed their checksum, not scattered (--verify-data)")      \
+    X(xfers_not_populated, "transfers failed B10_ERR_NOT_POPULATED: a copy met a hole of a rank's memfd") \
     X(client_protocol_errors, "protocol violations by local clients")                           \
     X(xfers_picked, "submitted transfers whose spans came as rows picked from two grids")    \
     X(xfers_planned_in_parts, "local transfers of picks planned a part at a time")              \

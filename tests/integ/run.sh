@@ -24,7 +24,8 @@ all_scenarios="cli fragmented same_node same_node_staged process_mem concurrent8
                bad_input corrupt_data agentops settle settle_local settle_unsettled restart
                rank_restart_initiator rank_restart_target rank_restart_data rank_restart_term
                rank_restart_takeover rank_restart_dropped node_certs node_cert_start
-               node_cert_other_ca node_cert_mixed node_cert_issuer"
+               node_cert_other_ca node_cert_mixed node_cert_issuer holes_cgroup holes_unguarded
+               holes_paths holes_punch"
 
 transport_logged() {
     grep -qi transport "$D/A.log" "$D/B.log" || die "no daemon logged a 'transport' line"
@@ -872,6 +873,168 @@ scen_rank_restart_takeover() {
     expect_exit "b10-rankrestart" "$D/rr.log" 0 'FAIL' head
     grep -q "refusing a transfer into rx: .*not of the user" "$D/B.log" ||
         die "B did not log refusing the WRITE into the other user's rx"
+}
+
+# ---------------------------------------------------------------- who pays for a rank's pages
+#
+# A page the daemon faults in is charged to the memory cgroup of the process
+# that faulted: through its own mapping of a rank's memfd, the daemon's. So
+# the daemon fills no hole of a memfd (B10_ERR_NOT_POPULATED), and these
+# scenarios run it in a memory cgroup of its own, capped, beside one for the
+# ranks (tests/integ/b10-holes.c reads both). The cgroups are made under
+# this shell's own, named with its pid, and removed at its end.
+
+HOLES_CAP=600M
+
+# holes_cgroups: $CG_D (the daemon's, capped at $HOLES_CAP) and $CG_R (the
+# ranks'), with cgroup v1's memory controller or v2's; else the scenario skips.
+holes_cgroups() {
+    _v1=$(sed -n 's/^[0-9]*:memory:\(.*\)$/\1/p' /proc/self/cgroup)
+    _v2=$(sed -n 's/^0::\(.*\)$/\1/p' /proc/self/cgroup)
+    if [ -n "$_v1" ] && [ -f "/sys/fs/cgroup/memory${_v1%/}/memory.usage_in_bytes" ]; then
+        _parent=/sys/fs/cgroup/memory${_v1%/}
+        HOLES_LIMIT=memory.limit_in_bytes
+    elif [ -n "$_v2" ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+        _parent=/sys/fs/cgroup${_v2%/}
+        HOLES_LIMIT=memory.max
+        # A v2 cgroup that holds processes (this shell) cannot give children controllers:
+        # then the cgroups go beside it, under its parent, which gives it its own.
+        if ! grep -qw memory "$_parent/cgroup.subtree_control" 2>/dev/null &&
+            ! echo +memory >"$_parent/cgroup.subtree_control" 2>/dev/null; then
+            _parent=$(dirname "$_parent")
+            grep -qw memory "$_parent/cgroup.subtree_control" 2>/dev/null ||
+                skip "cgroup v2: no memory controller for cgroups under or beside $_parent/${_v2##*/}"
+        fi
+    else
+        skip "no memory cgroup controller mounted (v1 or v2)"
+    fi
+    CG_D=$_parent/b10-holes-$$-daemon
+    CG_R=$_parent/b10-holes-$$-ranks
+    for _cg in "$CG_D" "$CG_R"; do
+        mkdir "$_cg" 2>/dev/null || skip "cannot make a memory cgroup under $_parent (not writable here)"
+        echo "$_cg" >>"$D/cgroups"
+    done
+    echo "$HOLES_CAP" >"$CG_D/$HOLES_LIMIT" || die "cannot cap $CG_D at $HOLES_CAP"
+    [ ! -f "$CG_D/memory.swap.max" ] || echo 0 >"$CG_D/memory.swap.max"
+    # ASan keeps 256 MiB of freed blocks by default, which the daemon's cgroup
+    # would count against the growth these scenarios bound: a smaller quarantine.
+    [ "$SLOW" = 1 ] || export ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=16"
+}
+
+# The daemon joins $CG_D before its first instruction (where a scenario made one).
+daemon_wrap() {
+    [ -z "${CG_D:-}" ] || echo "sh $TOPDIR/tests/integ/cgexec.sh $CG_D"
+}
+
+# The cgroups go once everything in them ended (the runner's sweep calls this too).
+cleanup_extra() {
+    [ -f "$D/cgroups" ] || return 0
+    for _cg in $(cat "$D/cgroups"); do
+        _n=50
+        while [ -d "$_cg" ] && ! rmdir "$_cg" 2>/dev/null && [ "$_n" -gt 0 ]; do
+            sleep 0.1
+            _n=$(( _n - 1 ))
+        done
+    done
+    rm -f "$D/cgroups"
+}
+
+# holes_alive NAME: b10d NAME still runs, else die saying whether its cgroup's OOM killer struck.
+holes_alive() {
+    alive "$(daemon_pid "$1")" && return 0
+    _oom=$(grep -h '^oom_kill ' "$CG_D/memory.oom_control" "$CG_D/memory.events" 2>/dev/null | head -n 1)
+    die "b10d $1 died during the transfers (its cgroup, capped at $HOLES_CAP, says: ${_oom:-nothing})"
+}
+
+# holes_rank CASE DAEMON ARGS...: tests/integ/b10-holes.c CASE on DAEMON, in $CG_R; it must
+# pass, and DAEMON still run.
+holes_rank() {
+    _case=$1
+    _dn=$2
+    shift 2
+    fg 120 "holes-$_case-$_dn" sh "$TOPDIR/tests/integ/cgexec.sh" "$CG_R" \
+        "$BUILD/tests/b10-holes" "$_case" "$D/$_dn.sock" "$@"
+    holes_alive "$_dn"
+    expect_exit "b10-holes $_case" "$D/holes-$_case-$_dn.log" 0 'FAIL' head
+}
+
+# holes_refused_once DAEMON N: DAEMON counted N transfers whose copy met a hole, logged
+# at least that many failures saying where, and no transfer's failure twice (a rank's
+# own transfer that another's refusal failed, a READ whose write-back was refused, logs
+# its own line, once).
+holes_refused_once() {
+    _c=$("$B10CTL" -s "$D/$1.sock" --json stats |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["counters"]["xfers_not_populated"])')
+    [ "$_c" = "$2" ] || die "$1 counted $_c transfers refused for holes (xfers_not_populated), not $2"
+    _l=$(grep 'failed: B10_ERR_NOT_POPULATED: .*write every page' "$D/$1.log" | grep -c 'met a hole')
+    [ "$_l" -ge "$2" ] || die "$1 logged $_l failures of copies that met a hole, not $2"
+    _twice=$(grep -o 'transfer [0-9a-f]* ([a-z]*,' "$D/$1.log" | sort | uniq -d | head -n 1)
+    [ -z "$_twice" ] || die "$1 logged the failure of $_twice twice"
+}
+
+# The daemon in a cgroup capped at $HOLES_CAP: a rank's WRITE of 4 KiB into
+# each page of its sparse 1 GiB memfd is refused B10_ERR_NOT_POPULATED with
+# advice, the daemon (which would have paid for 1 GiB) alive and its cgroup
+# within 64 MiB, the same WRITE into the memfd written first lands, byte for
+# byte; then a WRITE into a rank's untouched process memory, which the rank's
+# cgroup pays for.
+scen_holes_cgroup() {
+    holes_cgroups
+    start_daemon A
+    holes_rank write A "$CG_D"
+    grep -q 'memfds are guarded' "$D/A.log" || die "A did not say its ranks' memfds are guarded"
+    holes_refused_once A 1
+    holes_rank procmem A "$CG_D" "$CG_R"
+    note "$(grep -h -o 'the rank.s cgroup paid [0-9]* MiB' "$D/holes-procmem-A.log")"
+    note "$(grep -h -o 'refused WRITE: the daemon.s memory cgroup grew by [0-9]* KiB' "$D/holes-write-A.log")"
+}
+
+# The same without the guard (B10_TEST_NO_GUARD: as on a kernel or under a
+# seccomp filter without userfaultfd): each copy looks for holes first and
+# refuses the WRITE before it writes a byte.
+scen_holes_unguarded() {
+    holes_cgroups
+    export B10_TEST_NO_GUARD=1
+    start_daemon A
+    unset B10_TEST_NO_GUARD
+    holes_rank write A "$CG_D"
+    grep -q 'test hook: ranks. memfds are not guarded' "$D/A.log" || die "A did not log its test hook"
+    holes_refused_once A 1
+}
+
+# The other paths into a rank's memory (both daemons in the capped cgroup):
+# a WRITE from A into a sparse memfd of a rank of B (B's scatter refuses), a
+# READ into one of A's (the write-back's scatter on A), a WRITE from one of
+# A's (A's gather, whose loads would fill holes too); each lands once the
+# memfds are written. Then the same as local transfers through staging
+# views (B10_TEST_LOCAL_STAGED): a gather into a view and a scatter from it.
+scen_holes_paths() {
+    holes_cgroups
+    start_daemon A
+    start_daemon B
+    holes_rank paths A "$D/B.sock" "$CG_D"
+    holes_alive B
+    holes_refused_once A 2
+    holes_refused_once B 1
+    export B10_TEST_LOCAL_STAGED=1
+    start_daemon C
+    unset B10_TEST_LOCAL_STAGED
+    holes_rank paths C "$D/C.sock" "$CG_D"
+    holes_refused_once C 3
+    grep -q 'local write .* landed.*copies, 0 of them direct' "$D/C.log" ||
+        die "C logged no local transfer through staging"
+}
+
+# The race a check before each copy leaves open: the rank punches holes
+# into its memfd after the daemon's checks of a copy and before the copy
+# writes (A waits between them: B10_TEST_COPY_DELAY_MS). The guard refuses
+# the copy there, filling nothing.
+scen_holes_punch() {
+    holes_cgroups
+    export B10_TEST_COPY_DELAY_MS=$(( 600 * SLOW ))
+    start_daemon A
+    unset B10_TEST_COPY_DELAY_MS
+    holes_rank punch A "$CG_D" $(( 150 * SLOW ))
 }
 
 run_suite "$@"

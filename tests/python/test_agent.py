@@ -959,36 +959,43 @@ def _rss_shmem_kib(pid: int) -> int:
 
 
 def test_sparse_registration_costs_the_daemon_nothing(daemons) -> None:
-    """A rank's untouched (sparse) memory, registered, takes no page in the daemon: it maps
-    only what the rank wrote. Registering written memory still maps it in, and a transfer
-    into the sparse region lands."""
+    """A rank's untouched (sparse) memory, registered, takes no page in the daemon, and a
+    WRITE into it lands at the rank's cost: process memory (an anonymous mmap the rank
+    never wrote), which the daemon writes through the rank's /proc/self/mem, faulting its
+    pages in the rank. Memory from dram_alloc() is written at allocation (the daemon
+    fills no hole of a memfd): registering it maps its pages in, and a WRITE anywhere in
+    it lands."""
     a, _ = daemons
     size, written = 1 << 30, 64 * MiB
-    sparse, touched, src = b10.dram_alloc(size), b10.dram_alloc(size), b10.dram_alloc(4 * MiB)
-    touched.view[:written] = pattern(101, written)
+    sparse = mmap.mmap(-1, size)
+    sparse_ptr = ctypes.addressof(ctypes.c_char.from_buffer(sparse))
+    touched, src = b10.dram_alloc(written), b10.dram_alloc(4 * MiB)
     src.view[:] = pattern(102, 4 * MiB)
     dst = b10.B10TransferAgent("sparse-dst", str(a.sock))
     tx = b10.B10TransferAgent("sparse-src", str(a.sock))
     try:
         before = _rss_shmem_kib(a.proc.pid)
-        dst.register_memory(sparse.descs())
+        dst.register_memory(b10.MemoryDescs("DRAM", [(sparse_ptr, size, 0)]))
         after_sparse = _rss_shmem_kib(a.proc.pid)
         dst.register_memory(touched.descs())
         after_touched = _rss_shmem_kib(a.proc.pid)
         # The sparse GiB: nothing (the daemon's own heap moves by a few MiB at most).
         assert after_sparse - before < 16 * 1024, f"{after_sparse - before} KiB for a sparse GiB"
-        # The written 64 MiB of the other: mapped in at registration.
+        # dram_alloc's 64 MiB, written when allocated: mapped in at registration.
         assert after_touched - after_sparse >= written // 1024 - 1024, \
             f"{after_touched - after_sparse} KiB for {written >> 20} MiB written"
         tx.register_memory(src.descs())
         tx.load_remote_agent(dst.name, dst.get_local_agent_desc())
-        off = 512 * MiB
-        st = tx.submit_transfer_requests(b10.TransferRequest(
-            "WRITE", b10.MemoryDescs(b10.MemoryType.DRAM, [(src.ptr, 4 * MiB, 0)]),
-            b10.MemoryDescs(b10.MemoryType.DRAM, [(sparse.ptr + off, 4 * MiB, 0)]), dst.name))
-        assert st.wait(60000 * SLOW) is True
-        assert bytes(sparse.view[off:off + 4 * MiB]) == pattern(102, 4 * MiB)
-        assert bytes(sparse.view[:4096]) == bytes(4096)
+        for ptr, off in ((sparse_ptr, 512 * MiB), (touched.ptr, 32 * MiB)):
+            st = tx.submit_transfer_requests(b10.TransferRequest(
+                "WRITE", b10.MemoryDescs(b10.MemoryType.DRAM, [(src.ptr, 4 * MiB, 0)]),
+                b10.MemoryDescs(b10.MemoryType.DRAM, [(ptr + off, 4 * MiB, 0)]), dst.name))
+            assert st.wait(60000 * SLOW) is True
+        assert bytes(sparse[512 * MiB:516 * MiB]) == pattern(102, 4 * MiB)
+        assert bytes(sparse[:4096]) == bytes(4096)
+        assert bytes(touched.view[32 * MiB:36 * MiB]) == pattern(102, 4 * MiB)
+        # Still none of the sparse GiB's pages in the daemon: the rank faulted them in.
+        assert _rss_shmem_kib(a.proc.pid) - after_touched < 16 * 1024
     finally:
         tx.shutdown()
         dst.shutdown()

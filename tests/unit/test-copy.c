@@ -892,6 +892,192 @@ static void test_device_scatter_gated(void **state)
     free(dev);
 }
 
+/* ---------------------------------------------------------------- holes of a rank's memfd */
+
+#define RANK_ADDR UINT64_C(0x7f0000000000)
+
+/*
+ * A memfd of pages pages written (0xee) but for page hole, sealed as a
+ * rank's, and a region over it: guarded, as the daemon's DRAM backend makes
+ * it (skipped without userfaultfd), or checked, made by hand as that
+ * backend makes it on a daemon without userfaultfd.
+ */
+struct memfd_region {
+    int fd;
+    struct region *r, own;
+    uint8_t *map;
+    size_t len;
+    bool guarded;
+};
+
+static void memfd_region(struct memfd_region *m, size_t pages, size_t hole, bool guarded)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uint8_t *bytes = buffer(page);
+    memset(bytes, 0xee, page);
+    *m = (struct memfd_region){ .len = pages * page, .guarded = guarded };
+    m->fd = memfd_create("test-copy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    assert_true(m->fd >= 0);
+    assert_int_equal(ftruncate(m->fd, (off_t)m->len), 0);
+    for (size_t k = 0; k < pages; k++)
+        if (k != hole)
+            assert_int_equal(pwrite(m->fd, bytes, page, (off_t)(k * page)), (ssize_t)page);
+    assert_int_equal(fcntl(m->fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+    free(bytes);
+    if (guarded) {
+        struct mem_request req = { .kind = B10_MEM_DRAM, .addr = RANK_ADDR, .length = m->len,
+                                   .fd = m->fd };
+        char detail[256];
+        assert_int_equal(mem_region_open(9, &req, detail, sizeof(detail), &m->r), B10_OK);
+        if (m->r->holes != REGION_HOLES_GUARDED) {
+            region_unref(m->r);
+            close(m->fd);
+            print_message("no userfaultfd here: no guarded region to test\n");
+            skip();
+        }
+        m->map = m->r->base;
+        return;
+    }
+    m->map = mmap(NULL, m->len, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+    assert_true(m->map != MAP_FAILED);
+    region_init(&m->own, B10_MEM_DRAM, -1, m->map, m->len);
+    m->own.addr = RANK_ADDR;
+    m->own.holes = REGION_HOLES_CHECKED;
+    m->own.hole_fd = m->fd;
+    m->r = &m->own;
+}
+
+static void memfd_region_close(struct memfd_region *m)
+{
+    assert_int_equal(m->r->refs, 1);
+    if (m->guarded)
+        region_unref(m->r);
+    else
+        munmap(m->map, m->len);
+    close(m->fd);
+}
+
+static bool file_has(const struct memfd_region *m, size_t at)
+{
+    return lseek(m->fd, (off_t)at, SEEK_DATA) == (off_t)at;
+}
+
+/* What copy_job_hole said of the last job done through on_hole_done. */
+static const struct region *hole_region;
+static uint64_t hole_addr;
+static bool hole_written, hole_known;
+
+/* The hole met lies in m's region, page hole, on the side said. */
+static void hole_named(const struct memfd_region *m, size_t hole, bool written)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    assert_true(hole_known);
+    assert_ptr_equal(hole_region, m->r);
+    assert_true(hole_addr >= RANK_ADDR + hole * page && hole_addr < RANK_ADDR + (hole + 1) * page);
+    assert_int_equal(hole_written, written);
+}
+
+static void on_hole_done(struct copy_job *job, b10_status_t status)
+{
+    hole_known = copy_job_hole(job, &hole_region, &hole_addr, &hole_written);
+    on_done(job, status);
+}
+
+/*
+ * A scatter into a memfd with a hole under its third segment, small
+ * (inline) and large (on the pool): B10_ERR_NOT_POPULATED, the hole still a
+ * hole, copy_job_hole naming it. A checked region's job wrote nothing; a
+ * guarded one's stopped at the hole, its segments before it written.
+ */
+static void test_scatter_into_hole(void **state)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (int guarded = 0; guarded < 2; guarded++)
+        for (size_t per = 1; per <= 64; per *= 64) {    /* pages a segment: 4 KiB, 256 KiB */
+            struct memfd_region m;
+            size_t hole = 2 * per + per / 2;
+            memfd_region(&m, 4 * per, hole, guarded);
+            uint8_t *view = buffer(4 * per * page);
+            struct outcome o = { 0 };
+            fill(view, 4 * per * page, 40 + per);
+            struct copy_job *job = copy_job_new(&test_d, false, on_hole_done, &o, 0);
+            for (size_t s = 0; s < 4; s++)
+                assert_int_equal(copy_job_add(job, m.r, m.map + s * per * page,
+                                              view + s * per * page, per * page), B10_OK);
+            submit(job);
+            wait_for(&o);
+            assert_int_equal(o.status, B10_ERR_NOT_POPULATED);
+            hole_named(&m, hole, true);
+            assert_false(file_has(&m, hole * page));
+            for (size_t i = 0; i < 2 * per * page; i += 512)
+                assert_int_equal(m.map[i], guarded ? view[i] : 0xee);
+            memfd_region_close(&m);
+            free(view);
+        }
+}
+
+/* A gather reading a hole: the same, the region named as read. */
+static void test_gather_from_hole(void **state)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (int guarded = 0; guarded < 2; guarded++) {
+        struct memfd_region m;
+        memfd_region(&m, 8, 5, guarded);
+        uint8_t *view = buffer(8 * page);
+        struct outcome o = { 0 };
+        struct copy_job *job = copy_job_new(&test_d, true, on_hole_done, &o, 0);
+        assert_int_equal(copy_job_add(job, m.r, view, m.map + 100, 8 * page - 100), B10_OK);
+        submit(job);
+        wait_for(&o);
+        assert_int_equal(o.status, B10_ERR_NOT_POPULATED);
+        hole_named(&m, 5, false);
+        assert_false(file_has(&m, 5 * page));
+        memfd_region_close(&m);
+        free(view);
+    }
+}
+
+/*
+ * A direct copy from a memfd with a hole into a rank's process memory (this
+ * process's /proc/self/mem): guarded, the pwrite from the hole fails EFAULT
+ * and the job B10_ERR_NOT_POPULATED, the memfd named as read; checked, the
+ * job refuses first. Without the hole, the same copy lands.
+ */
+static void test_direct_hole_to_process(void **state)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    uint8_t *rank = buffer(8 * page);
+    struct region rp;
+    assert_true(fd >= 0);
+    region_init(&rp, B10_MEM_DRAM, -1, NULL, 8 * page);
+    rp.addr = (uintptr_t)rank;
+    rp.proc_fd = fd;
+    for (int guarded = 0; guarded < 2; guarded++)
+        for (size_t hole = 3; hole <= 8; hole += 5) {       /* 8: no hole in the range */
+            struct memfd_region m;
+            struct outcome o = { 0 };
+            memfd_region(&m, 9, hole, guarded);
+            memset(rank, 0, 8 * page);
+            struct copy_job *job = copy_job_new(&test_d, false, on_hole_done, &o, 0);
+            assert_int_equal(copy_job_add_direct(job, m.r, &rp, rank, m.map, 8 * page), B10_OK);
+            submit(job);
+            wait_for(&o);
+            if (hole == 8) {
+                assert_int_equal(o.status, B10_OK);
+                assert_memory_equal(rank, m.map, 8 * page);
+            } else {
+                assert_int_equal(o.status, B10_ERR_NOT_POPULATED);
+                hole_named(&m, hole, false);
+                assert_false(file_has(&m, hole * page));
+            }
+            assert_int_equal(rp.refs, 1);
+            memfd_region_close(&m);
+        }
+    close(fd);
+    free(rank);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, test_setup, test_teardown)
@@ -911,6 +1097,9 @@ int main(void)
         T(test_device_scatter_checked_first),
         T(test_device_sum_in_pieces),
         T(test_device_scatter_gated),
+        T(test_scatter_into_hole),
+        T(test_gather_from_hole),
+        T(test_direct_hole_to_process),
     };
 #undef T
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

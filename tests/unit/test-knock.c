@@ -532,7 +532,7 @@ static void test_refuse_ack_status(void **state)
     uint8_t buf[KNOCK_MAX_BYTES];
     bool authenticated;
 
-    const int bad[] = { B10_IN_PROGRESS, 2, 9, 20, 49, 93, 9999, -1 };
+    const int bad[] = { B10_IN_PROGRESS, 2, 9, 21, 49, 93, 9999, -1 };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         good_ack(&k);
         k.status = (b10_status_t)bad[i];

@@ -92,7 +92,7 @@ static void test_names_strings_actions(void **state)
 
 static void test_unknown_values(void **state)
 {
-    const int unknown[] = { -1, 2, 9, 20, 29, 39, 49, 53, 69, 75, 89, 93, 1000, 0x7fffffff };
+    const int unknown[] = { -1, 2, 9, 21, 29, 39, 49, 53, 69, 75, 89, 93, 1000, 0x7fffffff };
 
     for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
         assert_null(map_find(unknown[i]));

@@ -84,6 +84,7 @@ extern "C" {
     X(ERR_NOT_FOUND,      17, FIX,    "no such transfer, region or agent")                       \
     X(ERR_PERMISSION,     18, FIX,    "not permitted: another user's name or memory, or operators only") \
     X(ERR_UNAUTHENTICATED,19, FIX,    "not authenticated under a cluster key this daemon holds") \
+    X(ERR_NOT_POPULATED,  20, FIX,    "the rank's memory has holes: pages the daemon would have to allocate (write to the memory first)") \
     X(ERR_DEADLINE,       30, RETRY,  "transfer deadline expired")                               \
     X(ERR_CANCELLED,      31, RETRY,  "transfer cancelled")                                      \
     X(ERR_STAGING_EXHAUSTED,32,RETRY, "staging exhausted")                                       \
@@ -253,6 +254,16 @@ typedef struct {
      * this process only while it lives. Deregister such memory before
      * freeing it: until then a transfer writes whatever is mapped at the
      * address, read-only pages too (the kernel's debugger access).
+     *
+     * Every page of a memfd a transfer touches must be one the file has
+     * (written, or swapped out): a page never written (a hole: ftruncate
+     * makes a file of them) or punched out again would be allocated by the
+     * daemon, at its own cost, so the transfer fails B10_ERR_NOT_POPULATED
+     * instead. Write the memory first (touch each page, MAP_POPULATE,
+     * MADV_POPULATE_WRITE); fallocate alone may not do, for its pages stay
+     * unwritten, which a daemon without userfaultfd cannot tell from holes.
+     * b10_dram_alloc() writes them all. Process memory has no such rule:
+     * the daemon's writes there fault pages in this process, at its cost.
      */
     int fd;
     uint64_t fd_offset;
@@ -284,7 +295,9 @@ b10_status_t b10_mem_deregister(b10_conn_t *conn, b10_mem_t *mem);
 
 /*
  * Allocate length bytes of host memory that can be registered as DRAM: a
- * shared mapping of a memfd. Free with b10_dram_free().
+ * shared mapping of a memfd, every page of it written (zeros) before it
+ * returns, at this process's cost: the daemon fills no hole of a rank's
+ * memfd (see b10_mem_params_t.fd). Free with b10_dram_free().
  */
 b10_status_t b10_dram_alloc(size_t length, void **addr_p);
 void b10_dram_free(void *addr);
