@@ -292,11 +292,14 @@ static int regdelay(const char *sock_a, const char *sock_b, size_t bytes)
     stats("alone", alone, ROUNDS);
     /*
      * As many transfers ran meanwhile as the registration's time allows, at
-     * a tenth of their pace alone at least: a loop that waited on the
-     * registration (or on a lock it held) ran few, however fast each was.
+     * a twentieth of their pace alone at least: a loop that waited on the
+     * registration (or on a lock it held) ran a handful, however fast each
+     * was, while one that kept serving ran a tenth to a fifth of its pace
+     * alone on two cores (the populating thread takes one) under ASan, and
+     * a tenth was too close to that to hold on a loaded machine.
      */
     double expected = big.took_us / (alone_total / ROUNDS);
-    if (nduring == 0 || nduring < expected / 10) {
+    if (nduring == 0 || nduring < expected / 20) {
         printf("FAIL %d transfers ran while %zu bytes were registered (%.0f ms): at their pace "
                "alone, %.0f would have\n", nduring, bytes, big.took_us / 1e3, expected);
         return 1;

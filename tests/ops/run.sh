@@ -1461,7 +1461,7 @@ PY
     [ "$rc" = 0 ] || die "regdelay: $(grep -m1 '^FAIL' "$D/regdelay.log" || tail -n 1 "$D/regdelay.log")"
     _delay=$(sed -n 's/.* delay \(-\{0,1\}[0-9]*\) us$/\1/p' "$D/regdelay.log")
     [ -n "$_delay" ] || die "regdelay printed no delay: $(tail -n 1 "$D/regdelay.log")"
-    # regdelay itself holds that transfers ran meanwhile at a tenth of their pace alone at
+    # regdelay itself holds that transfers ran meanwhile at a twentieth of their pace alone at
     # least; their p99 delay is noted (a figure of the machine's load as much as of b10d).
     note "$(grep 'registering' "$D/regdelay.log" | sed 's/^ok //')"
 }
