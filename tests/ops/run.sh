@@ -28,6 +28,34 @@ all_scenarios="config log_sinks check_keys deadline metrics_http metrics_held un
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
 
+# ctl_while_alive DAEMON PID MAX PAUSE_S: b10ctl status against DAEMON again and again
+# while process PID lives (at most MAX times, PAUSE_S apart): "ANSWERED WORST_MS", or
+# "failed: WHY" at the first refusal. The worst time is for a note, never asserted.
+ctl_while_alive() {
+    python3 - "$B10CTL" "$D/$1.sock" "$2" "$3" "$4" <<'PY'
+import subprocess, sys, time
+ctl, sock, pid, most, pause = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+answered, worst = 0, 0.0
+def alive():
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+while answered < most and alive():
+    t0 = time.monotonic()
+    r = subprocess.run([ctl, "-s", sock, "status"], capture_output=True)
+    ms = (time.monotonic() - t0) * 1000
+    if r.returncode != 0:
+        print("failed: " + r.stderr.decode().strip())
+        sys.exit(0)
+    answered += 1
+    worst = max(worst, ms)
+    time.sleep(pause)
+print("%d %.0f" % (answered, worst))
+PY
+}
+
 # ctl DAEMON ARGS...: b10ctl against $D/DAEMON.sock; its stderr goes to ctl.log.
 ctl() {
     _cs=$1
@@ -1423,28 +1451,7 @@ scen_fair() {
     # b10ctl status, again and again while the flood lasts: each must be answered, and
     # many must be (before the fair loop, one answer took 2.9 s: one or two in the flood's
     # 4 s). How long the slowest took is noted, not asserted: a busy machine sets it.
-    _got=$(python3 - "$B10CTL" "$D/A.sock" "$pid_flood" <<'PY'
-import subprocess, sys, time
-answered, worst = 0, 0.0
-def flooding():
-    try:
-        with open(f"/proc/{sys.argv[3]}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-while answered < 200 and flooding():
-    t0 = time.monotonic()
-    r = subprocess.run([sys.argv[1], "-s", sys.argv[2], "status"], capture_output=True)
-    ms = (time.monotonic() - t0) * 1000
-    if r.returncode != 0:
-        print("failed: " + r.stderr.decode().strip())
-        sys.exit(0)
-    answered += 1
-    worst = max(worst, ms)
-    time.sleep(0.05)
-print("%d %.0f" % (answered, worst))
-PY
-)
+    _got=$(ctl_while_alive A "$pid_flood" 200 0.05)
     wait_client flood 30 "the flooding rank"
     expect_exit flood "$D/flood.log" 0 'FAIL' head
     case $_got in [0-9]*\ [0-9]*) ;; *) die "b10ctl status during the flood: $_got" ;; esac
@@ -1478,28 +1485,7 @@ PY
 scen_budget_spans() {
     start_daemon A
     bg spans "$FAIR" spans "$D/A.sock" $(( 6 * SLOW )) 1048576
-    _got=$(python3 - "$B10CTL" "$D/A.sock" "$pid_spans" <<'PY'
-import subprocess, sys, time
-answered, worst = 0, 0.0
-def streaming():
-    try:
-        with open(f"/proc/{sys.argv[3]}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-while answered < 500 and streaming():
-    t0 = time.monotonic()
-    r = subprocess.run([sys.argv[1], "-s", sys.argv[2], "status"], capture_output=True)
-    ms = (time.monotonic() - t0) * 1000
-    if r.returncode != 0:
-        print("failed: " + r.stderr.decode().strip())
-        sys.exit(0)
-    answered += 1
-    worst = max(worst, ms)
-    time.sleep(0.02)
-print("%d %.0f" % (answered, worst))
-PY
-)
+    _got=$(ctl_while_alive A "$pid_spans" 500 0.02)
     wait_client spans $(( 60 + 6 )) "the streaming rank"
     expect_exit spans "$D/spans.log" 0 'FAIL' head
     case $_got in [0-9]*\ [0-9]*) ;; *) die "b10ctl status during the stream: $_got" ;; esac
