@@ -317,3 +317,16 @@ def vllm_send_loop(state: Any, session: str, keys: List[str], remote_bases: List
         if any(rc != 0 for rc in rcs):
             break
     return {"rounds": rounds}
+
+
+def block_digests(state: Any, keys: List[str], idxs: List[int], item_len: int) -> List[str]:
+    """The digest of each block idxs[j] (item_len bytes) of each buffer in keys."""
+    out = []
+    for k in keys:
+        m = state.bufs[k][0]
+        out += [hashlib.sha256(m[i * item_len:(i + 1) * item_len]).hexdigest() for i in idxs]
+    return out
+
+
+def addr(state: Any, key: str) -> int:
+    return state.bufs[key][1]

@@ -13,6 +13,8 @@ from mooncake_steps import A, Op
 from mooncaketest import RoleDied, World, kill_role, run_both, session_alive_free_port, wait_file_count
 
 MiB = 1 << 20
+# Landing observations whose value differs by design (DIFFERENCES.md).
+LANDING_DIFFERS = {"good spans landed"}
 
 METHODS = [
     "initialize", "initialize_ext", "get_rpc_port", "get_engine", "get_engine_ptr",
@@ -55,7 +57,12 @@ def scenario(fn):
     env = getattr(fn, "env", None)
 
     def test(daemons: Any, tmp_path: Path) -> None:
-        run_both(name, fn, tmp_path, daemons, env)
+        both = run_both(name, fn, tmp_path, daemons, env)
+        # Agreeing is not enough where bytes were meant to land: both must have put them.
+        for impl, obs in both.items():
+            bad = [k for k, v in obs.items() if "landed" in k and k not in LANDING_DIFFERS
+                   and v not in (True, [True])]
+            assert not bad, f"{impl}: {bad}"
     test.__name__ = f"test_{name}"
     return test
 
