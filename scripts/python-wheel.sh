@@ -16,8 +16,11 @@ out=${1:-$BUILD/python}
 py=${B10_PYTHON:-/usr/bin/python3}
 lib=$BUILD/lib/libb10.so.1
 [ -f "$lib" ] || { echo "python-wheel: $lib is missing: run make first" >&2; exit 1; }
-"$py" -c 'import wheel, setuptools' 2>/dev/null ||
-    { echo "python-wheel: $py lacks wheel or setuptools (python3-wheel, python3-setuptools)" >&2; exit 1; }
+{ "$py" -c 'import wheel, setuptools' && "$py" -m pip --version; } >/dev/null 2>&1 || {
+    echo "python-wheel: $py lacks pip, wheel or setuptools" \
+        "(python3-pip, python3-wheel, python3-setuptools)" >&2
+    exit 1
+}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/b10-wheel.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/src" "$tmp/whl" "$out"
