@@ -11,7 +11,7 @@
 #   make soak       the long runs kept out of check (S=seconds of faults, 60)
 #   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
 #   make fuzz-ucx   UCX's own wire, fuzzed as a key holder (S=seconds)
-#   make python-wheel  a wheel of each client/*/pyproject.toml (b10 with libb10), into build/python
+#   make python-wheel  the wheels of client/*/pyproject.toml (b10 with libb10), in build/python
 #   make man        the man pages' option and command lists, from the programs' tables
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, library, header, pkg-config,
 #                   man pages, systemd units, sysusers.d, /etc/default/b10d)
