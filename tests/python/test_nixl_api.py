@@ -46,7 +46,8 @@ def _import_in(path: str, code: str, tmp: Path) -> subprocess.CompletedProcess:
 
 
 def test_installs_only_on_purpose(tmp_path: Path) -> None:
-    """b10 alone: no nixl. b10 and b10-nixl: nixl is ours, reporting NIXL 1.4.1."""
+    """b10 alone: no nixl. b10 and client/nixl: nixl is ours, the distribution `nixl` of
+    nixl/_version.py's version, its API level as __version__."""
     site = tmp_path / "site"
     _pip_install(TOP / "client" / "python", site, tmp_path)
     assert not (site / "nixl").exists(), "installing b10 put a module nixl on the path"
@@ -56,13 +57,14 @@ def test_installs_only_on_purpose(tmp_path: Path) -> None:
     _pip_install(TOP / "client" / "nixl", site, tmp_path)
     r = _import_in(str(site), "import nixl, nixl._api as a, nixl._bindings as b, nixl._utils; "
                    "from importlib.metadata import version; "
-                   "print(nixl.BACKEND, nixl.__version__, version('b10-nixl'), "
+                   "print(nixl.BACKEND, nixl.__version__, version('nixl'), "
                    "a.nixl_agent.__name__, b.nixlXferTelemetry.__name__, nixl.__file__)",
                    tmp_path)
     assert r.returncode == 0, r.stderr
     backend, ver, dist, agent, telem, where = r.stdout.split()
-    assert (backend, ver, dist, agent, telem) == ("b10", "1.4.1", "1.4.1", "nixl_agent",
-                                                  "nixlXferTelemetry")
+    full = nixl._version.__version__
+    assert (backend, ver, dist, agent, telem) == ("b10", full.partition("+")[0], full,
+                                                  "nixl_agent", "nixlXferTelemetry")
     assert where.startswith(str(site))
 
 
