@@ -34,7 +34,7 @@ from b10test import SLOW, TOP, Daemon, build_dir, pattern
 END = "<!-- tests/python/test_install.py: end -->"
 # The README's blocks, in the order they run: the venv and b10 ("Python"), then nixl
 # ("vLLM, SGLang and Dynamo").
-BLOCKS = ("venv", "nixl")
+BLOCKS = ("venv", "nixl", "mooncake")
 PY = "/usr/bin/python3"                       # Debian's, as on a fresh Debian 12
 # What the README's commands need of Debian (README, "Python").
 DEBIAN = ("python3-venv", "python3-pip", "python3-numpy", "python3-setuptools", "python3-wheel")
@@ -44,13 +44,14 @@ def marker(name: str) -> str:
     return f"<!-- tests/python/test_install.py: {name} -->"
 
 
-def our_version() -> str:
-    """The one literal of client/nixl/nixl/_version.py."""
-    tree = ast.parse((TOP / "client" / "nixl" / "nixl" / "_version.py").read_text())
+def our_version(package: str = "nixl") -> str:
+    """The one literal of client/<package>/<package>/_version.py."""
+    path = TOP / "client" / package / package / "_version.py"
+    tree = ast.parse(path.read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["__version__"]:
             return ast.literal_eval(node.value)
-    raise AssertionError("client/nixl/nixl/_version.py sets no __version__")
+    raise AssertionError(f"{path} sets no __version__")
 
 
 def readme_block(name: str) -> str:
@@ -249,6 +250,15 @@ def test_readme_install_in_a_fresh_venv_moves_bytes(wheels: Path, daemon: Daemon
     want = [hashlib.sha256(src[(15 - i) * 65536:(16 - i) * 65536]).hexdigest()
             for i in range(16)]
     assert got["dst"] == want, "the bytes that landed are not the ones sent"
+    # The mooncake module from the same commands: its engine imports from the venv, and
+    # the version Mooncake's users read is its _version.py's.
+    out = ok(run([str(venv / "bin" / "python"), "-c",
+                  "import importlib.metadata as m, json, mooncake.engine as e; "
+                  "print(json.dumps([e.__file__, m.version('mooncake-transfer-engine')]))"],
+                 env, tmp_path, timeout=60))
+    where, dist = json.loads(out.strip().splitlines()[-1])
+    assert Path(where).resolve().is_relative_to(venv), where
+    assert dist == our_version("mooncake")
     assert daemon.alive()
 
 
