@@ -610,6 +610,8 @@ class nixlAgent:
             raise nb._error(_lib.B10_ERR_INVALID_ARG, f"the metadata is this agent's own ({name})",
                             "loadRemoteMD", nb.nixlInvalidParamError)
         self._call(self._b10.load_remote_agent, b10name, desc)
+        if not partial:
+            self._probe(name, b10name, rows, "loadRemoteMD")
         with self._lock:
             old = self._remote.get(name)
             if partial and old is not None:
@@ -617,6 +619,25 @@ class nixlAgent:
             self._remote[name] = _Regions(rows)
             self._b10names[b10name] = name
         return name.encode("utf-8", "surrogateescape")
+
+    def _probe(self, name: str, b10name: str, rows: np.ndarray, what: str) -> None:
+        """Ask the peer's daemon about one byte of the first region the peer declares:
+        that connects the two daemons, and finds a peer that is gone (NIXL's backend
+        cannot reach it either: nixlBackendError). A region it no longer holds is no
+        failure here: its transfers say so. Nothing to ask without a region."""
+        live = rows[rows[:, 2] > 0][:1]
+        if not live.size:
+            return
+        try:
+            self._b10.check_remote_descs(b10name, b10.MemoryDescs(
+                nb._seg_name(int(live[0, 0])), [(int(live[0, 1]), 1)]))
+        except B10Error as e:
+            if name not in self._remote:
+                try:
+                    self._b10.invalidate_remote_agent(b10name)
+                except B10Error:
+                    pass
+            raise nb._error(e.code, e.detail, f"{what} {name}", nb.nixlBackendError) from e
 
     def invalidateRemoteMD(self, name: Any) -> Any:
         """Forget a peer (NIXL_ERR_NOT_FOUND if it was not loaded). Its transfers in
@@ -649,10 +670,10 @@ class nixlAgent:
         name = self._peer(name, "makeConnection")
         self._need_backend("makeConnection")
         rows = self._regions_of(name).rows if name != self._name else self._local_rows
-        live = rows[rows[:, 2] > 0][:1]
-        kind = nb._seg_name(int(live[0, 0])) if live.size else "DRAM"
-        spans = [(int(r[1]), min(int(r[2]), 1)) for r in live]
-        self._call(self._b10.check_remote_descs, _b10_name(name), b10.MemoryDescs(kind, spans))
+        try:
+            self._probe(name, _b10_name(name), rows, "makeConnection")
+        except nb.nixlBackendError as e:
+            raise self._gone(e, name)(e.code, e.detail, e.what) from e
         return nb.NIXL_SUCCESS
 
     def sendLocalMD(self, ip_addr: str = "", port: int = 0) -> None:
@@ -818,9 +839,7 @@ class nixlAgent:
         x = self._xfer(reqh)
         msg = _msg(notif_msg, "postXferReq")
         with x.lock:
-            if x.released:
-                raise nb._error(_lib.B10_ERR_INVALID_ARG, "the transfer handle was released",
-                                "postXferReq", nb.nixlInvalidParamError)
+            self._live(x, "postXferReq")
             if x.status is not None:
                 if self._observe(x) == _lib.B10_IN_PROGRESS:
                     raise nb._error(_lib.B10_ERR_INVALID_ARG, "the transfer is still in progress",
@@ -845,6 +864,14 @@ class nixlAgent:
             x.failed = None
             x.start_ns, x.post_ns, x.done_ns = t0, time.monotonic_ns() - t0, 0
             return self._state(x)
+
+    @staticmethod
+    def _live(x: _Xfer, what: str) -> None:
+        """Refuse a transfer released meanwhile (x.lock held): a caller that found it in
+        the table before another thread's release took its lock must not post or read it."""
+        if x.released:
+            raise nb._error(_lib.B10_ERR_INVALID_ARG, "the transfer handle was released", what,
+                            nb.nixlInvalidParamError)
 
     @staticmethod
     def _observe(x: _Xfer) -> int:
@@ -877,6 +904,7 @@ class nixlAgent:
         raises its NIXL class with b10d's status and reason."""
         x = self._xfer(reqh)
         with x.lock:
+            self._live(x, "getXferStatus")
             return self._state(x)
 
     def getXferTelemetry(self, reqh: Any) -> nb.nixlXferTelemetry:
@@ -890,6 +918,7 @@ class nixlAgent:
                             "NIXL_TELEMETRY_ENABLE=y", "getXferTelemetry", nb.nixlNoTelemetryError)
         x = self._xfer(reqh)
         with x.lock:
+            self._live(x, "getXferTelemetry")
             if x.status is None:
                 raise nb._error(_lib.B10_ERR_INVALID_ARG, "the transfer was not posted",
                                 "getXferTelemetry", nb.nixlNotPostedError)
@@ -942,9 +971,7 @@ class nixlAgent:
         raises nixlBackendError and keeps the handle: do not reuse that memory yet."""
         x = self._xfer(handle)
         with x.lock:
-            if x.released:
-                raise nb._error(_lib.B10_ERR_INVALID_ARG, "the transfer handle was released",
-                                "releaseXferReq", nb.nixlInvalidParamError)
+            self._live(x, "releaseXferReq")
             st = x.status
             if st is not None:
                 if st.code == _lib.B10_IN_PROGRESS:

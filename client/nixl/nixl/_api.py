@@ -15,6 +15,7 @@ the daemon's) and request_timeout_ms (the bound of each request to the daemon).
 from __future__ import annotations
 
 import sys
+import threading
 from enum import Enum
 from typing import Any, Dict, List, Optional, Union
 
@@ -163,6 +164,9 @@ class nixl_agent:
         cfg.b10_deadline_ms = b10.get("deadline_ms")
         cfg.b10_request_timeout_ms = b10.get("request_timeout_ms")
         self.agent = nixlBind.nixlAgent(agent_name, cfg)
+        # self.notifs is fetched into, searched and taken from by several threads at
+        # once in engines (b10's addition: NIXL's loses messages there).
+        self._notifs_lock = threading.RLock()
 
         self.name = agent_name
         self.notifs: Dict[str, List[bytes]] = {}
@@ -370,24 +374,26 @@ class nixl_agent:
 
     def update_notifs(self, backends: List[str] = []) -> Dict[str, List[bytes]]:  # noqa: B006
         handles = self._handles(backends)
-        self.notifs = self.agent.getNotifs(self.notifs, handles)
-        return self.notifs
+        with self._notifs_lock:
+            self.notifs = self.agent.getNotifs(self.notifs, handles)
+            return self.notifs
 
     def check_remote_xfer_done(self, remote_agent_name: str, lookup_tag: bytes,
                                backends: List[str] = [],  # noqa: B006
                                tag_is_prefix: bool = True) -> bool:
         handles = self._handles(backends)
-        self.notifs = self.agent.getNotifs(self.notifs, handles)
-        message = None
-        for msg in self.notifs.get(remote_agent_name, []):
-            if (tag_is_prefix and msg.startswith(lookup_tag)) or \
-                    (not tag_is_prefix and lookup_tag in msg):
-                message = msg
-                break
-        found = message is not None
-        if message:
-            self.notifs[remote_agent_name].remove(message)
-        return found
+        with self._notifs_lock:
+            self.notifs = self.agent.getNotifs(self.notifs, handles)
+            message = None
+            for msg in self.notifs.get(remote_agent_name, []):
+                if (tag_is_prefix and msg.startswith(lookup_tag)) or \
+                        (not tag_is_prefix and lookup_tag in msg):
+                    message = msg
+                    break
+            found = message is not None
+            if message:
+                self.notifs[remote_agent_name].remove(message)
+            return found
 
     def send_notif(self, remote_agent_name: str, notif_msg: bytes,
                    backend: Optional[str] = None) -> None:

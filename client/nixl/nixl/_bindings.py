@@ -185,6 +185,9 @@ class _NixlError(_B10Error):
             return
         Exception.__init__(self, *args)
         self.code = self._default_code
+        self.status = _lib.status_name(self.code)
+        self.action = _lib.status_action(self.code)
+        self.reason = _lib.status_str(self.code)
         self.detail = str(args[0]) if args else ""
         self.what = ""
 
