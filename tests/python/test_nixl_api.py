@@ -839,3 +839,77 @@ def test_telemetry_is_the_daemons_own(daemons, agents) -> None:
         for i in pick:
             o, n = offs[i], lens[i]
             assert np.array_equal(d_kv.arr(0)[0, o:o + n], s_kv.arr(0)[0, o:o + n]), (where, i)
+
+
+def test_peer_bytes_refused_whole(daemons, agents) -> None:
+    """What a peer sends is hostile: its metadata (add_remote_agent, the listener's
+    LOAD), a serialised list, a message to the listener. Every truncation and every
+    one-byte change of valid ones, and random bytes, are refused as NIXL refuses them
+    (nixlMismatchError, or the class of what b10 then refuses) or taken where they still
+    say something well-formed; no other exception escapes. The listener drops what is
+    malformed, too large or too slow, and keeps serving: the valid message beside them
+    is loaded."""
+    import random
+    import socket
+    from nixl import _listener
+    a, b = daemons
+    s, d, s_kv, d_kv = _two(agents, a, dst_daemon=b)
+    md = d.get_agent_metadata()
+    rng = random.Random(5)
+    # (nixlNotAllowedError: a descriptor not sealed under this cluster's key.)
+    taken = (nb.nixlMismatchError, nb.nixlInvalidParamError, nb.nixlBackendError,
+             nb.nixlNotFoundError, nb.nixlNotAllowedError)
+    bad = [md[:n] for n in range(len(md))] + \
+        [md[:i] + bytes([md[i] ^ 0xff]) + md[i + 1:] for i in range(len(md))] + \
+        [rng.randbytes(rng.randrange(1, 2 * len(md))) for _ in range(200)]
+    for m in bad:
+        try:
+            s.add_remote_agent(m)
+        except taken:
+            pass
+    assert s.add_remote_agent(md) == d.name.encode()
+    h = s.initialize_xfer("WRITE", s.get_xfer_descs([(s_kv.base_addrs()[0], 4096, 0)], "DRAM"),
+                          s.get_xfer_descs([(d_kv.base_addrs()[0], 4096, 0)], "DRAM"), d.name)
+    s.transfer(h)
+    wait_done(s, h)
+    s.release_xfer_handle(h)
+    assert np.array_equal(d_kv.arr(0)[:, :4096], s_kv.arr(0)[:, :4096])
+
+    ser = s.get_serialized_descs(s.get_reg_descs(s_kv.reg_tuples(), "DRAM"))
+    for m in [ser[:n] for n in range(len(ser))] + \
+            [ser[:i] + bytes([ser[i] ^ 0xff]) + ser[i + 1:] for i in range(len(ser))] + \
+            [rng.randbytes(rng.randrange(1, 200)) for _ in range(200)]:
+        try:
+            s.deserialize_descs(m)
+        except pickle.UnpicklingError:
+            pass
+
+    lis = agents("listener", a, enable_listen_thread=True, listen_port=0)
+    port = lis.agent._listener.port
+
+    def send(raw: bytes) -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+            c.sendall(raw)
+    frames = [b"garbage", b"B10M", _listener.frame(_listener.LOAD, b"x" * 10)[:12],
+              b"B10M\x09" + (4).to_bytes(4, "big") + b"abcd",
+              b"B10M\x01" + (1 << 30).to_bytes(4, "big"),
+              _listener.frame(_listener.LOAD, md[:-1]), _listener.frame(_listener.LOAD, md + b"!"),
+              _listener.frame(_listener.FETCH, b"someone else"),
+              _listener.frame(_listener.INVALIDATE, b"\xff\xfe")]
+    for f in frames:
+        send(f)
+    stalled = [socket.create_connection(("127.0.0.1", port), timeout=5)
+               for _ in range(_listener._MAX_CONNS + 2)]
+    try:
+        assert not lis.check_remote_metadata(d.name)
+
+        def loaded() -> bool:
+            try:
+                send(_listener.frame(_listener.LOAD, md))
+            except OSError:
+                pass
+            return lis.check_remote_metadata(d.name)
+        wait_until(loaded, 30, "the listener loading valid metadata beside stalled peers")
+    finally:
+        for c in stalled:
+            c.close()

@@ -28,6 +28,9 @@ LOAD, FETCH, INVALIDATE = 1, 2, 3
 _MAGIC = b"B10M"
 _MAX = 16 << 20
 _TIMEOUT_S = 5.0
+# Connections served at once: a peer that connects and sends nothing holds one for
+# _TIMEOUT_S at most, and past this many the next is closed unanswered.
+_MAX_CONNS = 8
 _log = logging.getLogger("nixl.listener")
 
 
@@ -74,6 +77,7 @@ class Listener:
         self._sock.settimeout(0.2)
         self.port = self._sock.getsockname()[1]
         self._stop = threading.Event()
+        self._slots = threading.BoundedSemaphore(_MAX_CONNS)
         self._thread = threading.Thread(target=self._run, name=f"nixl-listener-{self.port}",
                                         daemon=True)
         self._thread.start()
@@ -86,12 +90,21 @@ class Listener:
                 continue
             except OSError:
                 return
+            if not self._slots.acquire(blocking=False):
+                conn.close()
+                continue
+            threading.Thread(target=self._one, args=(conn,), daemon=True,
+                             name=f"nixl-listener-{self.port}-conn").start()
+
+    def _one(self, conn: socket.socket) -> None:
+        try:
             with conn:
                 conn.settimeout(_TIMEOUT_S)
-                try:
-                    self._serve(conn)
-                except Exception as e:     # a peer's bad message must not end the listener
-                    _log.warning("metadata listener on port %d: %s", self.port, e)
+                self._serve(conn)
+        except Exception as e:     # a peer's bad message must not end the listener
+            _log.warning("metadata listener on port %d: %s", self.port, e)
+        finally:
+            self._slots.release()
 
     def _serve(self, conn: socket.socket) -> None:
         msg = read_msg(conn)
