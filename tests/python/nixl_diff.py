@@ -409,6 +409,31 @@ def enums(t: T) -> None:
     t.rec("api sync type", type(api.nixl_thread_sync_t.NIXL_THREAD_SYNC_RW.value).__name__)
 
 
+@scenario
+def log_level(t: T) -> None:
+    """NIXL_LOG_LEVEL, read as the module is imported: the "nixl" logger's level, its
+    handler (a stream on stdout), and what an agent logs at INFO then."""
+    import logging
+    os.environ["NIXL_LOG_LEVEL"] = "WARN"
+    nixl_mods()
+    lg = logging.getLogger("nixl")
+    t.rec("level", logging.getLevelName(lg.level))
+    t.rec("propagate", lg.propagate)
+    t.rec("handlers", [[type(h).__name__, getattr(getattr(h, "stream", None), "name", None)]
+                       for h in lg.handlers], raw=True)
+    # (Its name holds the package's, nixl_cu12 in NIXL's wheel: under "nixl." in both.)
+    t.rec("agent logger under nixl.", sys.modules["nixl._api"].logger.name.startswith("nixl."))
+    seen: List[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.levelname)
+    lg.addHandler(Keep())
+    a = agent("logs", backends=["UVX"])     # a missing plugin: a warning
+    t.rec("levels logged", sorted(set(seen)))
+    del a
+
+
 # ---------------------------------------------------------------- descriptor lists
 
 @scenario
