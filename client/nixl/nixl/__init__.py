@@ -1,20 +1,25 @@
-"""nixl: NIXL's Python API (nixl._api, nixl._bindings, nixl._utils) served by b10d.
+"""nixl: NIXL's Python API (nixl._api, nixl._bindings, nixl._utils, nixl.logging)
+served by b10d.
 
 The distribution `nixl` of version <NIXL API level>+b10.<release> (nixl/_version.py),
 installed on purpose beside the b10 package, so that vLLM, SGLang and Dynamo move KV
-cache through b10d without a line changed:
+cache through b10d without a line changed; it behaves as NIXL 1.5.1 does
+(tests/python/test_nixl_diff.py shows it side by side with NIXL itself, and
+tests/python/nixl_differences.py lists where, and why, it does not):
 
     from nixl._api import nixl_agent, nixl_agent_config
     from nixl._bindings import nixlXferTelemetry, nixlRemoteDisconnectError
     from nixl import nixl_agent, nixl_agent_config, nixl_xfer_handle   # TensorRT-LLM
 
-It refuses to import beside a real NIXL distribution (a `nixl` without the label
-b10, nixl-cu12, nixl-cu13) or an earlier build of its own (b10-nixl), unless
+As NIXL's package does, the package itself carries every public name of its four
+modules. It refuses to import beside a real NIXL distribution (a `nixl` without the
+label b10, nixl-cu12, nixl-cu13) or an earlier build of its own (b10-nixl), unless
 B10_NIXL_ALONGSIDE=1 (then it warns).
 
 __version__ is the NIXL API level whose semantics it implements (engines turn
-features on by it, also as importlib.metadata.version("nixl")); __b10_nixl_version__
-is this adapter's own.
+features on by it, also as importlib.metadata.version("nixl"); NIXL's own package
+has none, a listed difference); __b10_nixl_version__ is this adapter's own, and
+__backend__ is "b10": a caller can tell it from NIXL itself.
 """
 import os as _os
 import warnings as _warnings
@@ -59,29 +64,17 @@ if _found:
         raise ImportError(_msg + "; B10_NIXL_ALONGSIDE=1 imports it anyway")
     _warnings.warn(_msg, RuntimeWarning, stacklevel=2)
 
-from . import _api, _bindings, _utils  # noqa: E402
-from ._api import (DEFAULT_COMM_PORT, nixl_agent, nixl_agent_config,  # noqa: E402
-                   nixl_backend_handle, nixl_prepped_dlist_handle, nixl_thread_sync_t,
-                   nixl_xfer_handle)
-from ._bindings import (nixlBackendError, nixlCancelledError, nixlError,  # noqa: E402
-                        nixlInvalidParamError,
-                        nixlMismatchError, nixlNoTelemetryError, nixlNotAllowedError,
-                        nixlNotFoundError, nixlNotPostedError, nixlNotSupportedError,
-                        nixlRegDList, nixlRemoteDisconnectError, nixlRepostActiveError,
-                        nixlUnknownError, nixlXferDList, nixlXferTelemetry)
+from . import _api, _bindings, _utils, logging  # noqa: E402
 
 from ._version import __version__ as _dist_version  # noqa: E402
 
+# As NIXL's package does: each module's public names, here too.
+for _mod in (_bindings, _utils, logging, _api):
+    for _attr in dir(_mod):
+        if not _attr.startswith("_"):
+            globals()[_attr] = getattr(_mod, _attr)
+del _mod, _attr
+
 # One literal, in _version.py: NIXL's API level, and after "+b10." this adapter's release.
 __version__, _, __b10_nixl_version__ = _dist_version.partition("+b10.")
-BACKEND = "b10"     # what serves this module: lets a caller tell it from NIXL itself
-
-__all__ = [
-    "nixl_agent", "nixl_agent_config", "nixl_xfer_handle", "nixl_prepped_dlist_handle",
-    "nixl_thread_sync_t", "nixl_backend_handle", "DEFAULT_COMM_PORT", "nixlXferTelemetry",
-    "nixlXferDList", "nixlRegDList",
-    "nixlError", "nixlBackendError", "nixlCancelledError", "nixlInvalidParamError",
-    "nixlMismatchError", "nixlNoTelemetryError", "nixlNotAllowedError", "nixlNotFoundError",
-    "nixlNotPostedError", "nixlNotSupportedError", "nixlRemoteDisconnectError",
-    "nixlRepostActiveError", "nixlUnknownError",
-]
+__backend__ = "b10"     # what serves this module: lets a caller tell it from NIXL itself
