@@ -7,7 +7,7 @@
 #                   J=N: N tests at once, 3 by default)
 #   make check-stress  the plain build's tests with two busy loops beside them
 #   make check-threads  the unit tests of threaded rooms under ThreadSanitizer
-#   make coverage  the unit tests' line coverage of daemon/, per file and in all (build/cov)
+#   make coverage  the unit tests' line coverage of daemon/, into tests/unit/COVERAGE.md
 #   make soak       the long runs kept out of check (S=seconds of faults, 60)
 #   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
 #   make fuzz-ucx   UCX's own wire, fuzzed as a key holder (S=seconds)
