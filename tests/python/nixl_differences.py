@@ -6,7 +6,7 @@ Only three kinds belong here: where NIXL's behaviour would weaken a guarantee of
 b10d (a released or failed transfer never writes afterwards; a notification only
 after its bytes landed; once deregistration returns, nothing writes that memory);
 the serialised format of descriptor lists; and what b10d cannot do at all. Each
-says which, and why. README ("vLLM, SGLang and Dynamo") shows the same list.
+says which, and why. client/README.md ("vLLM, SGLang and Dynamo") shows the same list.
 """
 from typing import Dict
 
