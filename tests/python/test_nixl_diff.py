@@ -17,10 +17,8 @@ differences, the listed ones) for a person to read.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,49 +28,21 @@ from typing import Any, Dict, Iterator, List, Tuple
 import pytest
 
 import nixl_diff
+import reallibs
 from b10test import SLOW, TOP, Daemon, daemons  # noqa: F401 (fixture)
 from nixl_differences import KNOWN
 
-PINS = ("nixl==1.5.1", "nixl-cu12==1.5.1")
 HERE = Path(__file__).resolve().parent
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "b10" / "nixl-1.5.1"
 SCENARIO_S = 120        # one scenario's bound, one side, times B10_SLOW
 
 
-def _pip(venv: Path, *args: str, timeout: int) -> subprocess.CompletedProcess:
-    return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check",
-                           "--no-input", *args], capture_output=True, text=True, timeout=timeout)
-
-
 def _make_venv() -> Path:
-    """The venv with the real NIXL, made once (under a lock: both builds' runs may ask
-    at once); pytest.skip where it cannot be made, saying why."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    venv, stamp = CACHE / "venv", CACHE / "venv" / "b10-pins"
-    with open(CACHE / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists() and stamp.read_text().split() == list(PINS):
-            return venv / "bin" / "python"
-        shutil.rmtree(venv, ignore_errors=True)
-        tmp = CACHE / "venv.new"
-        shutil.rmtree(tmp, ignore_errors=True)
-        r = subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(tmp)],
-                           capture_output=True, text=True)
-        if r.returncode:
-            pytest.skip(f"no venv for the real NIXL (python3-venv?): {r.stderr.strip()[-200:]}")
-        wheels = CACHE / "wheels"
-        r = _pip(tmp, "download", "--no-deps", "--only-binary=:all:", "--no-cache-dir",
-                 "-d", str(wheels), *PINS, timeout=900)
-        if r.returncode:
-            shutil.rmtree(tmp, ignore_errors=True)
-            why = (r.stderr.strip().splitlines() or ["?"])[-1][:200]
-            pytest.skip(f"the real NIXL ({' '.join(PINS)}) could not be had from PyPI: {why}")
-        r = _pip(tmp, "install", "--no-deps", "--no-index", "--no-cache-dir", "--find-links",
-                 str(wheels), *PINS, timeout=600)
-        assert r.returncode == 0, f"installing {PINS} from {wheels}: {r.stderr[-2000:]}"
-        (tmp / "b10-pins").write_text("\n".join(PINS) + "\n")
-        tmp.rename(venv)
-        return venv / "bin" / "python"
+    """The venv with the real NIXL (reallibs.py: shared with the benchmark);
+    pytest.skip where it cannot be made, saying why."""
+    py, why = reallibs.nixl_python()
+    if py is None:
+        pytest.skip(why)
+    return Path(py)
 
 
 @pytest.fixture(scope="module")
