@@ -9,7 +9,9 @@
 #   make check-threads  the unit tests of threaded rooms under ThreadSanitizer
 #   make coverage  the unit tests' line coverage of daemon/, into tests/unit/COVERAGE.md
 #   make soak       the long runs kept out of check (S=seconds of faults, 60)
-#   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
+#   make bench      WRITEs against their ceilings, and b10's nixl and mooncake modules
+#                   beside the real NIXL and Mooncake, into tests/bench/RESULTS.md
+#                   (B10_BENCH_ONLY=libs: the latter alone)
 #   make fuzz-ucx   UCX's own wire, fuzzed as a key holder (S=seconds)
 #   make python-wheel  the wheels of client/*/pyproject.toml (b10 with libb10), in build/python
 #   make man        the man pages' option and command lists, from the programs' tables

@@ -24,6 +24,13 @@
 #                spans each, their tables in the span arena (b10-fair spans,
 #                15 s): p50 and p99 of each (ctl-latency.py)
 #
+#   libs         b10's modules `nixl` and `mooncake.engine` beside the real NIXL
+#                1.5.1 and Mooncake TE 0.3.13.post1 (tests/bench/libs-vs.py) on
+#                the same requests: 2.5 GiB in 81,920 blocks of 32 KiB (WRITE,
+#                READ), 64 MiB in blocks of 4 KiB, 320 KiB in 160 blocks of 2 KiB
+#                one at a time (p50, p99); one daemon and two; b10 ÷ real in a
+#                section of its own ("...-libs"), written even when the rest is not
+#
 # and the ceilings, with the daemons stopped, after the size cases and again
 # after the lane sweep (each ceiling the best of its runs): the kernel's TCP
 # over loopback on 1..16 connections (b10-bench tcp: the wire under the
@@ -44,11 +51,13 @@
 #                            section of this machine's kind and memory is replaced
 #   B10_BENCH_TREE=REV       the tree the section names, where this copy has no git
 #                            (a build carried to a GPU machine); else git describe's
+#   B10_BENCH_ONLY=libs      the libraries' section alone (a few minutes)
 #   B10_KEEP=1               keep the run's folder (daemon logs, every output)
 #
 # Exit status: 0 when every case ran and every byte verified (missed targets
-# are reported, not failed); 1 when a case failed to run or a byte differed
-# (the results file is then left as it was); 2 when something needed is missing.
+# are reported, not failed; a real library that cannot be had is skipped and
+# said); 1 when a case failed to run or a byte differed (its section of the
+# results file is then left as it was); 2 when something needed is missing.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -67,7 +76,10 @@ die() { echo "bench: $*" >&2; exit 2; }
 for f in "$B10D" "$BENCH"; do
     [ -x "$f" ] || die "$f is missing: run make first"
 done
-command -v ucx_perftest >/dev/null 2>&1 || die "ucx_perftest is missing (ucx-utils: sh scripts/deps.sh --test)"
+ONLY=${B10_BENCH_ONLY:-}
+case $ONLY in '' | libs) ;; *) die "B10_BENCH_ONLY=$ONLY: libs, or unset for everything" ;; esac
+[ "$ONLY" = libs ] || command -v ucx_perftest >/dev/null 2>&1 ||
+    die "ucx_perftest is missing (ucx-utils: sh scripts/deps.sh --test)"
 case $MEM in dram | vram) ;; *) die "B10_BENCH_MEM=$MEM: dram or vram" ;; esac
 case $SMALL_ITERS in '' | *[!0-9]*) die "B10_BENCH_SMALL_ITERS=$SMALL_ITERS: a number" ;; esac
 [ "$SMALL_ITERS" -ge 100 ] && [ "$SMALL_ITERS" -le 1000000 ] ||
@@ -320,6 +332,22 @@ human() {  # bytes, as 320 KiB, 32 MiB, 2.5 GiB
 chunks_of() { echo $(( ($1 + VIEW - 1) / VIEW )); }
 lesser() { [ "$1" -lt "$2" ] && echo "$1" || echo "$2"; }
 
+row() {  # row CASE FIGURE CEILING RATIO P50 P99 TARGET VERDICT: a line of $TABLE
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$@" >>"$TABLE"
+}
+verdict() {  # verdict CONDITION-EXPR a [b]: "met" or "missed"; "—" when a figure is missing
+    _e=$1
+    shift
+    case $(calc "($_e) ? 1 : 0" "$@") in
+    1) echo met ;;
+    0) echo missed ;;
+    *) echo "—" ;;
+    esac
+}
+r2() { printf '%s' "${1:-}" | fmt 2; }
+us() { rv "$1" "$2" | fmt 0; }
+mem_label=$(echo "$MEM" | tr a-z A-Z)
+
 # Stream counts whose ceilings the table needs (memcpy threads, perftest pairs).
 need=" 1 "
 need_add() { case $need in *" $1 "*) ;; *) need="$need$1 " ;; esac; }
@@ -333,6 +361,237 @@ for s in 33554432 268435456; do [ "$s" -le "$MAXB" ] && HEAP_SIZES="$HEAP_SIZES 
 t0=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 say "$(hostname), $(nproc) cores, memory $MEM, sizes up to $(human "$MAXB"), daemons: view $(human "$VIEW"), $LANES lanes, $MIF chunks in flight"
+
+# ---------------------------------------------------------------- NIXL and Mooncake beside b10
+#
+# b10's modules `nixl` (client/nixl) and `mooncake.engine` (client/mooncake) on a
+# pair of daemons of their own, and the real NIXL 1.5.1 and Mooncake Transfer
+# Engine 0.3.13.post1 (the venvs of tests/python/reallibs.py, which the
+# differential tests use), on the same requests; tests/bench/libs-vs.py says
+# what each request is and how it is timed and verified. Each library runs in
+# processes of its own (b10's module and the real one import under one name),
+# b10's run and the real one's back to back, so that a ratio is of the same
+# minutes of this machine. Its own section of the results file, and its own
+# failures: a library that cannot be had is skipped and said, not failed.
+
+# The large request: 2.5 GiB in 81,920 blocks of 32 KiB, never made smaller to
+# fit (a smaller one is another request); the pairs of processes that hold it
+# (2.5 GiB each) run one pair at a time.
+LIBS_BIG=2684354560
+# What the real NIXL's UCX may use between two daemons' worth of processes: the wire
+# b10's daemons use here (libs-vs.py sets it).
+if [ "$MEM" = vram ]; then LIBS_UCX_TLS=tcp,cuda_copy; else LIBS_UCX_TLS=tcp; fi
+
+libs_failed() {
+    say "FAILED: libs: $*"
+    echo "$*" >>"$RUN/libs.failures"
+}
+libs_note() { echo "- $*" >>"$RUN/libs.notes"; say "libs: $*"; }
+
+# libs_one LIB IMPL PLACEMENT PYTHON CASES: one run of libs-vs.py on daemons $G;
+# its result lines as $RUN/r.libs.LIB.IMPL.PLACEMENT.CASE, the real NIXL's
+# transport as $RUN/t.libs.nixl.real.PLACEMENT.
+libs_one() {
+    _k=libs.$1.$2.$3
+    case $BUILD in /*) _so=$BUILD/lib/libb10.so.1 ;; *) _so=$top/$BUILD/lib/libb10.so.1 ;; esac
+    timeout -k 5 900 /usr/bin/python3 "$top/tests/bench/libs-vs.py" run "$1" "$2" "$3" --python "$4" \
+        --sock-a "$G/A.sock" --sock-b "$G/B.sock" --library "$_so" --mem "$MEM" --big $LIBS_BIG \
+        --small-iters "$SMALL_ITERS" --cases "$5" --dir "$RUN" >"$RUN/$_k.out" 2>"$RUN/$_k.err"
+    _rc=$?
+    _said=""
+    for _c in $(echo "$5" | tr , ' '); do
+        _line=$(grep "^result $_k.$_c " "$RUN/$_k.out") || continue
+        echo "$_line" >"$RUN/r.$_k.$_c"
+        case $_c in
+        small) _said="$_said, small p50 $(rv "$_k.$_c" p50_us | fmt 0) us p99 $(rv "$_k.$_c" p99_us | fmt 0) us" ;;
+        *) _said="$_said, $_c $(rv "$_k.$_c" gbps | fmt 3) GB/s" ;;
+        esac
+    done
+    awk '$1 == "transport" { print $3 }' "$RUN/$_k.out" >"$RUN/t.$_k"
+    grep -E '^(FAIL|MISMATCH)' "$RUN/$_k.out" >"$RUN/$_k.bad"
+    while read -r _l; do libs_failed "$_l"; done <"$RUN/$_k.bad"
+    if [ $_rc = 124 ] || [ $_rc = 137 ]; then
+        libs_failed "$_k: did not finish within 900 s"
+    elif [ $_rc != 0 ] && [ ! -s "$RUN/$_k.bad" ]; then
+        libs_failed "$_k: libs-vs.py exited $_rc: $(tail -n 1 "$RUN/$_k.err")"
+    fi
+    say "libs: $1, $2, $3${_said:-: nothing measured}"
+}
+
+# LIBS_PY: the interpreter with the real LIB; 1 (and a note of why) when it cannot run here.
+libs_python() {
+    if [ "$1" = mooncake ] && [ "$MEM" = vram ]; then
+        libs_note "Mooncake: not run: the Mooncake the tests cache (mooncake-transfer-engine-non-cuda) moves host memory only"
+        return 1
+    fi
+    if ! LIBS_PY=$(/usr/bin/python3 "$top/tests/python/reallibs.py" "$1" 2>"$RUN/libs.$1.why"); then
+        libs_note "$1: not run: the real library cannot be had: $(tail -n 1 "$RUN/libs.$1.why")"
+        return 1
+    fi
+    if [ "$1" = nixl ] && ! /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+        libs_note "nixl: not run: no numpy for /usr/bin/python3 (python3-numpy), which both modules need"
+        return 1
+    fi
+    if [ "$MEM" = vram ]; then
+        for _p in /usr/bin/python3 "$LIBS_PY"; do
+            "$_p" -c 'import sys
+try:
+    import torch
+    sys.exit(0 if torch.cuda.is_available() else 1)
+except ImportError:
+    import cupy
+    sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 else 1)' >/dev/null 2>&1 && continue
+            libs_note "$1: not run: $_p sees no CUDA device through torch or cupy (VRAM buffers need one)"
+            return 1
+        done
+    fi
+}
+
+# libs_rows LIB LABEL: the table's rows of one library.
+libs_rows() {
+    for _c in big read 4k small; do
+        case $_c in
+        big) _what="WRITE, $(human $LIBS_BIG) in $((LIBS_BIG / 32768)) blocks of 32 KiB" ;;
+        read) _what="READ, $(human $LIBS_BIG) in $((LIBS_BIG / 32768)) blocks of 32 KiB" ;;
+        4k) _what="WRITE, 64 MiB in 16384 blocks of 4 KiB" ;;
+        small) _what="WRITE, 320 KiB in 160 blocks of 2 KiB, one request at a time" ;;
+        esac
+        for _pl in local two; do
+            _b=libs.$1.b10.$_pl.$_c
+            _r=libs.$1.real.$_pl.$_c
+            if [ "$_pl" = local ]; then _where="one daemon"; else _where="two daemons (${LIBS_TLS:-?})"; fi
+            if [ "$1" = nixl ]; then
+                _t=$(cat "$RUN/t.libs.nixl.real.$_pl" 2>/dev/null)
+                _where="$_where; NIXL: UCX ${_t:-?}$([ "$_pl" = two ] && echo " (UCX_TLS=$LIBS_UCX_TLS)")"
+            else
+                _where="$_where; Mooncake: TCP"
+            fi
+            case ",$LIBS_CASES," in
+            *",$_c,"*) ;;
+            *) row "$2, $_what" "$_where" "not run" "not run" "" "" "" ""; continue ;;
+            esac
+            _bi="$(rv "$_b" iters) / $(rv "$_r" iters)"
+            if [ "$_c" = small ]; then
+                row "$2, $_what" "$_where" \
+                    "p50 $(rv "$_b" p50_us | fmt 0) µs, p99 $(rv "$_b" p99_us | fmt 0) µs" \
+                    "p50 $(rv "$_r" p50_us | fmt 0) µs, p99 $(rv "$_r" p99_us | fmt 0) µs" \
+                    "p50 $(calc "a / b" "$(rv "$_b" p50_us)" "$(rv "$_r" p50_us)" | fmt 2), p99 $(calc "a / b" "$(rv "$_b" p99_us)" "$(rv "$_r" p99_us)" | fmt 2)" \
+                    "$_bi" "" ""
+            else
+                row "$2, $_what" "$_where" "$(rv "$_b" gbps | fmt 2) GB/s" "$(rv "$_r" gbps | fmt 2) GB/s" \
+                    "$(calc "a / b" "$(rv "$_b" gbps)" "$(rv "$_r" gbps)" | fmt 2)" "$_bi" \
+                    "$(us "$_b" p50_us) / $(us "$_r" p50_us)" ""
+            fi
+        done
+    done
+}
+
+# Everything of the section: measure, tabulate, write. 1 when a case failed or a
+# byte differed (the section is then left as it was).
+libs_run() {
+    _lt0=$(date +%s)
+    _lload0=$(cut -d' ' -f1-3 /proc/loadavg)
+    : >"$RUN/libs.failures"
+    : >"$RUN/libs.notes"
+    LIBS_CASES=small,4k
+    # Both processes of a run hold the request (and, for VRAM, a host copy to hash), beside
+    # the daemons; 1 GiB more for all else.
+    _need=$(( (2 * LIBS_BIG + (1 << 30)) >> 10 ))
+    [ "$MEM" = vram ] && _need=$(( (LIBS_BIG + (1 << 30)) >> 10 ))
+    _avail=$(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo)
+    if [ "${_avail:-0}" -ge "$_need" ]; then
+        LIBS_CASES=big,read,small,4k
+    else
+        libs_note "the $(human $LIBS_BIG) WRITE and READ were not run: they need $(human $((_need << 10))) of free memory, and $(human $((${_avail:-0} << 10))) is free; they are not made smaller"
+    fi
+    _libs=""
+    for _lib in nixl mooncake; do
+        libs_python "$_lib" || continue
+        eval "libs_py_$_lib=\$LIBS_PY"
+        _libs="$_libs $_lib"
+    done
+    LIBS_TLS=""
+    if [ -n "$_libs" ]; then
+        if daemons_start libs ""; then
+            for _lib in $_libs; do
+                for _pl in local two; do
+                    libs_one "$_lib" b10 "$_pl" /usr/bin/python3 "$LIBS_CASES"
+                    libs_one "$_lib" real "$_pl" "$(eval "echo \$libs_py_$_lib")" "$LIBS_CASES"
+                done
+            done
+            LIBS_TLS=$(transport_of "$G")
+            daemons_stop
+        else
+            libs_failed "the daemons did not start"
+        fi
+    fi
+    _lsecs=$(( $(date +%s) - _lt0 ))
+
+    _main_table=${TABLE:-}
+    TABLE=$RUN/libs.table.md
+    {
+        echo "| library, request | placement: b10; the real library | b10 | the real library | b10 ÷ real | requests timed, b10 / real | p50 µs, b10 / real | |"
+        echo "|---|---|---:|---:|---:|---:|---:|---|"
+    } >"$TABLE"
+    for _lib in $_libs; do
+        case $_lib in nixl) libs_rows nixl "NIXL" ;; mooncake) libs_rows mooncake "Mooncake TE" ;; esac
+    done
+    echo
+    cat "$TABLE"
+    echo
+    _ltable=$TABLE
+    TABLE=$_main_table
+    _lfail=$(wc -l <"$RUN/libs.failures")
+    say "libs: $_lfail failure(s); ${_lsecs}s"
+    if [ "$_lfail" -gt 0 ]; then
+        sed 's/^/bench: failed: libs: /' "$RUN/libs.failures"
+        say "$OUT: the libraries' section left as it was: a case failed"
+        return 1
+    fi
+    if [ -z "$_libs" ]; then
+        say "$OUT: the libraries' section left as it was: neither real library could run here"
+        return 0
+    fi
+    if [ -n "$gpu" ]; then _lkind="GPU machine"; else _lkind="build machine"; fi
+    _lkey=$(echo "$_lkind-$MEM-libs" | tr ' A-Z' '-a-z')
+    _lsection=$RUN/libs.section.md
+    {
+        echo "<!-- bench:$_lkey begin (scripts/bench.sh replaces this section) -->"
+        echo "## $(echo "$_lkind" | sed 's/^b/B/'), $mem_label: b10 beside the real NIXL and Mooncake"
+        echo
+        echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); $_lsecs s in all; tree $(git describe --always --dirty 2>/dev/null || echo "?")"
+        echo "- machine: $(hostname), $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)," \
+            "$(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 2^20 }' /proc/meminfo) of memory${gpu:+; GPU: $gpu};" \
+            "load average $_lload0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+        echo "- b10: client/nixl and client/mooncake over two b10d on their defaults${DAEMON_ARGS:+ and \`$DAEMON_ARGS\`}" \
+            "(one daemon: both processes on A; two: initiator on A, target on B, UCX ${LIBS_TLS:-?});" \
+            "real: NIXL 1.5.1 (nixl-cu12, its UCX backend) and Mooncake TE 0.3.13.post1" \
+            "(mooncake-transfer-engine-non-cuda: TCP transport, P2PHANDSHAKE," \
+            "MC_TCP_MAX_QUEUED_TRANSFERS_PER_PEER=65535), each library in two processes of its own"
+        echo "- the same requests for all (tests/bench/libs-vs.py): block i of the initiator's buffer to block" \
+            "perm[i] of the target's (a seeded permutation); $(if [ "$MEM" = dram ]; then
+                echo "DRAM from each API's own allocator (b10's: memfds its daemon maps; the real ones: malloc)"
+            else echo "VRAM of CUDA device 0 through torch (or cupy)"; fi);" \
+            "NIXL: make_prepped_xfer of every index + transfer + check_xfer_state until DONE;" \
+            "Mooncake: batch_transfer_sync_write/_read in batches of at most 32768 blocks"
+        echo "- every case's destination verified (sha1 of the target's blocks in the permutation's order" \
+            "against the source's pattern; READ: the initiator's buffer read back) for b10 and the real library alike"
+        echo "- *b10 ÷ real*: for GB/s above 1 is b10 moving more; for µs below 1 is b10 answering sooner"
+        cat "$RUN/libs.notes"
+        echo
+        cat "$_ltable"
+        echo
+        echo "<!-- bench:$_lkey end -->"
+    } >"$_lsection"
+    [ -f "$OUT" ] || printf '# b10d benchmark results\n' >"$OUT"
+    sh "$top/scripts/results-section.sh" "$_lkey" "$_lsection" "$OUT"
+    say "wrote the $_lkind, $mem_label libraries' section of $OUT"
+}
+
+if [ "$ONLY" = libs ]; then
+    libs_run
+    exit $?
+fi
 
 # ---------------------------------------------------------------- the daemons' cases
 
@@ -640,21 +899,6 @@ TABLE=$RUN/table.md
     echo "| case | figure | ceiling | ratio | p50 µs | p99 µs | target | |"
     echo "|---|---:|---|---:|---:|---:|---|---|"
 } >"$TABLE"
-row() {  # row CASE FIGURE CEILING RATIO P50 P99 TARGET VERDICT
-    printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$@" >>"$TABLE"
-}
-verdict() {  # verdict CONDITION-EXPR a [b]: "met" or "missed"; "—" when a figure is missing
-    _e=$1
-    shift
-    case $(calc "($_e) ? 1 : 0" "$@") in
-    1) echo met ;;
-    0) echo missed ;;
-    *) echo "—" ;;
-    esac
-}
-r2() { printf '%s' "${1:-}" | fmt 2; }
-us() { rv "$1" "$2" | fmt 0; }
-mem_label=$(echo "$MEM" | tr a-z A-Z)
 
 # Sizes, both paths.
 for path in two local; do
@@ -908,6 +1152,8 @@ echo
 cat "$TABLE"
 echo
 say "targets: $met met, $missed missed; $nfail failure(s); ${secs}s in all"
+libs_rc=0
+libs_run || libs_rc=1
 
 # ---------------------------------------------------------------- the results file
 
@@ -969,6 +1215,8 @@ if [ ! -f "$OUT" ]; then
         echo "are present but \`make bench\` cannot install packages:"
         echo "\`B10_BENCH_MEM=vram sh scripts/bench.sh\`. \`B10_BENCH_MAX\` sets the largest WRITE,"
         echo "\`B10_BENCH_DAEMON_ARGS\` adds daemon flags (\`--ucx-err-mode none\`: shared memory)."
+        echo "The sections \"b10 beside the real NIXL and Mooncake\" set b10's modules against those"
+        echo "libraries on the same requests (\`B10_BENCH_ONLY=libs\` runs them alone)."
         echo
     } >"$OUT"
 fi
@@ -976,4 +1224,4 @@ sh "$top/scripts/results-section.sh" "$key" "$section" "$OUT"
 say "wrote the $kind, $mem_label section of $OUT"
 # On a GPU: what the daemon's work there costs a model that shares it.
 [ "$MEM" = vram ] && BUILD=$BUILD sh "$top/scripts/bench-coresidence.sh"
-exit 0
+exit $libs_rc

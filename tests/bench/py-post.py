@@ -73,12 +73,12 @@ def one_case(case: str, sock_a: str, sock_b: str) -> str:
         verified = False
         def old_post() -> b10.TransferStatus:
             """What transfer() did before: the picked rows wrapped in a request."""
-            x = s._xfers[h._handle]
+            x = s.agent._xfers[h._handle]
             picked_l = x.local.take(x.picks[0], axis=0)
             picked_r = x.remote.take(x.picks[1], axis=0)
-            return s.agent.submit_transfer_requests(b10.TransferRequest(
+            return s.agent._b10.submit_transfer_requests(b10.TransferRequest(
                 "WRITE", b10.MemoryDescs("DRAM", picked_l), b10.MemoryDescs("DRAM", picked_r),
-                peer, None, None))
+                peer.decode() if isinstance(peer, bytes) else peer, None, None))
 
         for run in range(2 * RUNS):
             old = run % 2 == 1          # the two ways alternate: one load for both
@@ -89,7 +89,7 @@ def one_case(case: str, sock_a: str, sock_b: str) -> str:
                 st = old_post()
             else:
                 s.transfer(h)
-                st = s._xfers[h._handle].status
+                st = s.agent._xfers[h._handle].status
             if not st.wait(120000) or st.status != "B10_OK":
                 raise SystemExit(f"FAIL {case}: the WRITE of {N} spans ended {st.status}: "
                                  f"{st.detail}")
@@ -121,8 +121,8 @@ def one_case(case: str, sock_a: str, sock_b: str) -> str:
         fields = " ".join(f"{k}_ms {statistics.median(got[k]):.3f}" for k in STAGES)
         return f"result pypost.{case} spans {N} {fields} verified {'yes' if verified else 'no'}"
     finally:
-        s.close()
-        d.close()
+        s.agent._close()
+        d.agent._close()
 
 
 def main() -> int:

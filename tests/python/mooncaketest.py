@@ -11,95 +11,45 @@ sides and its reason; a listed difference that no longer shows fails too.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import pickle
 import re
 import select
-import shutil
 import signal
 import struct
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
+import reallibs
 from b10test import SLOW, TOP, Daemon, build_dir
 
-REAL_DIST = "mooncake-transfer-engine-non-cuda"
-REAL_VERSION = "0.3.13.post1"
 IMPLS = ("mooncake", "b10")
 DIFFERENCES = TOP / "client" / "mooncake" / "DIFFERENCES.md"
 HERE = Path(__file__).resolve().parent
-_PIP_TIMEOUT_S = 900
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "b10" / f"mooncake-{REAL_VERSION}"
 
 
 _real: List[Any] = []
 
 
 def real_python() -> str:
-    """The venv's interpreter, with the real Mooncake; made on first use (once per
-    machine, under a lock), else pytest.skip with the reason."""
+    """The venv's interpreter, with the real Mooncake (reallibs.py: shared with the
+    benchmark); made on first use (once per machine, under a lock), else pytest.skip
+    with the reason."""
     if _real:
         if isinstance(_real[0], str):
             return _real[0]
         pytest.skip(_real[0][1])
-    venv = cache_dir() / "venv"
-    py = venv / "bin" / "python"
-    ok = venv / ".complete"
-    reason = None
-    if not ok.exists():
-        reason = _make_venv(venv)
-    if reason is None and not ok.exists():
-        reason = "the mooncake venv was not completed"
-    if reason is None:
-        _real.append(str(py))
-        return str(py)
+    py, reason = reallibs.mooncake_python()
+    if py is not None:
+        _real.append(py)
+        return py
     _real.append(("skip", reason))
     pytest.skip(reason)
-
-
-def _make_venv(venv: Path) -> Optional[str]:
-    """Make the venv (in a folder beside it, renamed when complete); None, or why not."""
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (venv / ".complete").exists():
-            return None
-        work = Path(tempfile.mkdtemp(prefix="venv.", dir=venv.parent))
-        try:
-            r = subprocess.run(["/usr/bin/python3", "-m", "venv", str(work)],
-                               capture_output=True, text=True, timeout=300)
-            if r.returncode != 0:
-                return f"python3 -m venv failed (python3-venv: scripts/deps.sh --test): " \
-                       f"{(r.stderr or r.stdout).strip()[-200:]}"
-            r = subprocess.run([str(work / "bin" / "pip"), "install", "--disable-pip-version-check",
-                                "-q", f"{REAL_DIST}=={REAL_VERSION}"],
-                               capture_output=True, text=True, timeout=_PIP_TIMEOUT_S)
-            if r.returncode != 0:
-                tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or [""]
-                return f"PyPI unreachable or {REAL_DIST}=={REAL_VERSION} not installable: " \
-                       f"{tail[0][:200]}"
-            # Only bin/python is run: a venv finds its site-packages from pyvenv.cfg
-            # beside it, wherever the folder is, so it is renamed into place whole.
-            (work / ".complete").write_text(f"{REAL_DIST}=={REAL_VERSION}\n")
-            if venv.exists():
-                shutil.rmtree(venv)
-            os.rename(work, venv)
-            return None
-        except subprocess.TimeoutExpired:
-            return f"installing {REAL_DIST} from PyPI took over {_PIP_TIMEOUT_S} s"
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- role processes

@@ -3,12 +3,9 @@ test_nixl_engines_diff.py): the real NIXL in a venv of its own, the environments
 its processes and of b10's, role processes, and the comparison of two transcripts
 against the differences nixl_differences.py lists.
 
-The real NIXL lives in a venv made here, once, under
-${XDG_CACHE_HOME:-~/.cache}/b10/nixl-1.5.1 (Debian's python3 with its own
-site-packages visible, for numpy): nixl-cu12 1.5.1 (68.6 MB) and the meta package
-nixl 1.5.1 (12 KB), without their dependencies (torch: NIXL imports it only where
-it was imported already). Where PyPI cannot be reached and no venv was made
-before, every scenario skips and says why.
+The real NIXL lives in a venv reallibs.py makes once (nixl-cu12 1.5.1 and the meta
+package nixl 1.5.1, without their dependencies); where PyPI cannot be reached and
+no venv was made before, every scenario skips and says why.
 
 A transcript is a list of [label, entry]; two are equal label for label, but for the
 labels nixl_differences.KNOWN lists for the scenario, each with its reason. A listed
@@ -18,12 +15,10 @@ differences, the listed ones) for a person to read.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import pickle
 import select
-import shutil
 import struct
 import subprocess
 import sys
@@ -33,49 +28,21 @@ from typing import Any, Dict, Optional, Tuple
 
 import pytest
 
+import reallibs
 from b10test import SLOW, TOP, Daemon
 from nixl_differences import KNOWN
 
-PINS = ("nixl==1.5.1", "nixl-cu12==1.5.1")
 HERE = Path(__file__).resolve().parent
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "b10" / "nixl-1.5.1"
 SIDES = ("real", "b10")
 
 
-def _pip(venv: Path, *args: str, timeout: int) -> subprocess.CompletedProcess:
-    return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check",
-                           "--no-input", *args], capture_output=True, text=True, timeout=timeout)
-
-
 def make_venv() -> Path:
-    """The venv with the real NIXL, made once (under a lock: both builds' runs may ask
-    at once); pytest.skip where it cannot be made, saying why."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    venv, stamp = CACHE / "venv", CACHE / "venv" / "b10-pins"
-    with open(CACHE / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists() and stamp.read_text().split() == list(PINS):
-            return venv / "bin" / "python"
-        shutil.rmtree(venv, ignore_errors=True)
-        tmp = CACHE / "venv.new"
-        shutil.rmtree(tmp, ignore_errors=True)
-        r = subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(tmp)],
-                           capture_output=True, text=True)
-        if r.returncode:
-            pytest.skip(f"no venv for the real NIXL (python3-venv?): {r.stderr.strip()[-200:]}")
-        wheels = CACHE / "wheels"
-        r = _pip(tmp, "download", "--no-deps", "--only-binary=:all:", "--no-cache-dir",
-                 "-d", str(wheels), *PINS, timeout=900)
-        if r.returncode:
-            shutil.rmtree(tmp, ignore_errors=True)
-            why = (r.stderr.strip().splitlines() or ["?"])[-1][:200]
-            pytest.skip(f"the real NIXL ({' '.join(PINS)}) could not be had from PyPI: {why}")
-        r = _pip(tmp, "install", "--no-deps", "--no-index", "--no-cache-dir", "--find-links",
-                 str(wheels), *PINS, timeout=600)
-        assert r.returncode == 0, f"installing {PINS} from {wheels}: {r.stderr[-2000:]}"
-        (tmp / "b10-pins").write_text("\n".join(PINS) + "\n")
-        tmp.rename(venv)
-        return venv / "bin" / "python"
+    """The venv with the real NIXL (reallibs.py: shared with make bench);
+    pytest.skip where it cannot be made, saying why."""
+    py, why = reallibs.nixl_python()
+    if py is None:
+        pytest.skip(why)
+    return Path(py)
 
 
 @pytest.fixture(scope="module")
