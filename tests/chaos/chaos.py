@@ -1001,7 +1001,11 @@ class Driver:
         self.node_busy[n.i] = "stop"
         fid = self.fault_event("stop", [n.i], self.bound + 15)
         n.signal(signal.SIGSTOP)
-        self.after(self.bound + 15, self.heal_stop, fid, n)
+        # Not a heal_ timer: the end's healing must not end it early.
+        self.after(self.bound + 15, self.long_stop_end, fid, n)
+
+    def long_stop_end(self, fid, n):
+        self.heal_stop(fid, n)
 
     def stop_all(self):
         """The ranks, then the daemons by SIGTERM: each must exit 0 within the unit's bound."""

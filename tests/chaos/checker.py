@@ -128,17 +128,25 @@ class Checker:
 
     # -- one block
 
-    def _whose(self, p: Pool, b: int, got: np.ndarray, ok: np.ndarray) -> str:
-        """Whose words the wrong ones are: a failed write's (late), else nobody's (outside)."""
+    def _whose(self, p: Pool, b: int, got: np.ndarray, ok: np.ndarray):
+        """(rule, words): whose the wrong words are. A wrong piece that is whole and
+        stamped is some transfer's bytes where none may write now: a late write (a failed
+        transfer's copy that ran after its failure; its source may have been refilled for
+        a later transfer meanwhile, so the stamp names whose bytes it carried). Anything
+        else is a byte changed outside the spans of every transfer in flight."""
         bad = ~ok
-        for op, gen, owner, j0 in reversed(p.history[b]):
-            c = self.layout.content(gen, owner, 1, j0)[0]
-            n = int(np.count_nonzero(bad & (got == c)))
-            if n:
-                return f"late: {n} words of failed op {op} (gen {gen}) landed after its failure"
+        failed = ", ".join(str(h[0]) for h in p.history[b]) or "none"
+        for r in np.flatnonzero(bad.any(axis=1)):
+            w = got[r]
+            gen, owner, j = int(w[0]), int(w[1]) >> 32, int(w[1]) & 0xFFFFFFFF
+            if np.array_equal(w, self.layout.piece(gen, owner, j)):
+                return "late", (f"region {r} holds the bytes of gen {gen} (piece {j}, owner "
+                                f"{owner}) where no transfer in flight may write; failed "
+                                f"transfers into this block before: {failed}")
         first = np.argwhere(bad)[0]
-        return (f"outside: {int(bad.sum())} words changed outside any transfer in flight "
-                f"(first at region {first[0]} word {first[1]}: {int(got[first[0], first[1]]):#x})")
+        return "outside", (f"{int(bad.sum())} words changed outside any transfer in flight "
+                           f"(first at region {first[0]} word {first[1]}: "
+                           f"{int(got[first[0], first[1]]):#x})")
 
     def check_block(self, p: Pool, b: int, why: str):
         st = p.state[b]
@@ -154,9 +162,8 @@ class Checker:
             ok = got == p.expected(st)
         if not ok.all():
             where = "guard of" if b == self.layout.blocks else f"block {b} of"
-            rule = "late" if self._whose(p, b, got, ok).startswith("late") else "outside"
-            raise Violation(rule, f"{where} {p.key} ({why}, state {st[0]}): "
-                            f"{self._whose(p, b, got, ok)}")
+            rule, text = self._whose(p, b, got, ok)
+            raise Violation(rule, f"{where} {p.key} ({why}, state {st[0]}): {text}")
 
     def check_pool(self, key, why="scan"):
         self.check_pool_of(self.pools[key], why)
@@ -210,8 +217,11 @@ class Checker:
             st = p.state[b]
             if settle_at is None:
                 p.state[b] = ("frozen", p.actual(b))
-            else:
+            elif st[0] == "open":
                 p.state[b] = ("open", st[1], st[2], settle_at)
+            else:
+                # It landed already (its notification came), yet the caller never learnt so.
+                p.state[b] = ("open", st, [(gen, owner, i * self.layout.regions)], settle_at)
 
     def settle(self, key, blocks, op):
         """The bound of an unsettled outcome passed: nothing of it may land from now on."""

@@ -245,6 +245,7 @@ class Cluster:
                 "add chain inet chaos out { type filter hook output priority 0; }\n"))
             if self.cg_root:
                 d = os.path.join(self.cg_root, f"b10c-{self.pid}-{n.name}")
+                self._made("cgroup", d)
                 try:
                     os.mkdir(d)
                     self.made_cg.append(d)
@@ -257,6 +258,13 @@ class Cluster:
     def _ns(self, name):
         sh(["ip", "netns", "add", name])
         self.made_ns.append(name)
+        self._made("netns", name)
+
+    def _made(self, what, name):
+        """Said in RUN/made before it exists, so that a runner that had to kill this one
+        removes it (tests/fault/run.sh, chaos_cleanup)."""
+        with open(os.path.join(self.run, "made"), "a") as f:
+            f.write(f"{what} {name}\n")
 
     def wait_links(self, timeout=10.0):
         """Every c0 carrier up (a veth comes up asynchronously; UCX skips a device that is not)."""

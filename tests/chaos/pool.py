@@ -71,6 +71,11 @@ class Layout:
         w[:, 1] = (np.uint64(owner) << np.uint64(32)) | j
         return w.reshape(n, self.regions, self.words)
 
+    def piece(self, gen: int, owner: int, j: int) -> np.ndarray:
+        """Piece j of a write for (gen, owner): (words,)."""
+        w = self.content(gen, owner, 1, j)[0]
+        return w[0]
+
     def write(self, pool: np.ndarray, blocks, gen: int, owner: int) -> None:
         """The rank's own write of its blocks (an engine computing KV into them)."""
         c = self.content(gen, owner, len(blocks))
