@@ -13,7 +13,7 @@
 #                   ranks' memory (SECS=60 of faults, SEED=, NODES=12, BREAK=rule; root)
 #   make bench      WRITEs against their ceilings, into tests/bench/RESULTS.md
 #   make fuzz-ucx   UCX's own wire, fuzzed as a key holder (S=seconds)
-#   make python-wheel  the b10 package with libb10 inside, into build/python
+#   make python-wheel  the wheels of client/*/pyproject.toml (b10 with libb10), in build/python
 #   make man        the man pages' option and command lists, from the programs' tables
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, library, header, pkg-config,
 #                   man pages, systemd units, sysusers.d, /etc/default/b10d)
@@ -314,7 +314,9 @@ fuzz-ucx: all
 check-run: all
 	$(Q)sh scripts/check.sh $(BUILD)
 
-python-wheel: all
+# One wheel per Python distribution (client/*/pyproject.toml), offline; libb10 is
+# all of the build they carry.
+python-wheel: $(LIB_SO)
 	$(Q)BUILD=$(BUILD) sh scripts/python-wheel.sh
 
 # b10d(8)'s OPTIONS and b10ctl(8)'s COMMANDS and OPTIONS are what the option tables say

@@ -855,7 +855,9 @@ static void dispatch_notice(b10_conn_t *conn, const B10__Notice *notice)
         return;
     }
     memcpy(n->agent, notice->from_agent, name);
-    memcpy(n->data, notice->message.data, notice->message.len);
+    /* An empty message has no data at all (protobuf-c leaves it NULL): nothing to copy. */
+    if (notice->message.len > 0)
+        memcpy(n->data, notice->message.data, notice->message.len);
     n->length = notice->message.len;
     *conn->notices_tail = n;
     conn->notices_tail = &n->next;

@@ -27,7 +27,7 @@ sys.path.insert(0, str(TOP / "client" / "nixl"))
 import nixl  # noqa: E402
 from nixl._api import nixl_agent, nixl_agent_config  # noqa: E402
 
-assert getattr(nixl, "BACKEND", None) == "b10" and \
+assert getattr(nixl, "__backend__", None) == "b10" and \
     Path(nixl.__file__).resolve().is_relative_to(TOP / "client" / "nixl"), \
     f"the module nixl found is not client/nixl's: {nixl.__file__}"
 
@@ -58,7 +58,7 @@ def wait_failure(agent: nixl_agent, handle: Any, timeout_s: float) -> Exception:
     while time.monotonic() < end:
         try:
             state = agent.check_xfer_state(handle)
-        except nixl.nixlError as e:
+        except b10.B10Error as e:       # every NIXL class b10's module raises is one
             return e
         assert state == "PROC", f"transfer handle {handle} ended {state}, not in a failure"
         time.sleep(0.005)
@@ -131,7 +131,7 @@ def agents(request: pytest.FixtureRequest) -> Iterator[Callable[..., nixl_agent]
 
     yield make
     for a in made:
-        a.close()
+        a.agent._close()
 
 
 # ---------------------------------------------------------------- KV caches

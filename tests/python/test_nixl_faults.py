@@ -184,7 +184,7 @@ def test_telemetry_fixed_once_over(slow_daemons, agents) -> None:
     move them. The hook holds the transfer, so the post itself cannot have seen it over."""
     a, b = slow_daemons
     s, d, s_kv, d_kv, local, remote = pair_on(agents, a, b, 1 * MiB, seed=55)
-    s.telemetry = True
+    s.agent._telemetry = True
     h = s.make_prepped_xfer("WRITE", local, [0], remote, [0])
     assert s.transfer(h) == "PROC"
     last = [None]

@@ -14,6 +14,7 @@ if not torch.cuda.is_available():
     pytest.skip("torch sees no CUDA device: the VRAM tests run on the GPU machine",
                 allow_module_level=True)
 
+import b10  # noqa: E402
 from b10test import Daemon, counter  # noqa: E402
 from nixltest import agents, block_table, indices, wait_done  # noqa: E402,F401
 import nixl  # noqa: E402  (the module nixltest puts on the path)
@@ -105,7 +106,7 @@ def test_vram_picks_copied_by_the_grid_kernel(tmp_path, agents) -> None:
         twice[1] = twice[0]
         h = d.make_prepped_xfer("READ", local, indices(twice, REGIONS, GB), remote,
                                 indices(src_ids, REGIONS, GB))
-        with pytest.raises(nixl.nixlError):
+        with pytest.raises(b10.B10Error):
             d.transfer(h)
             wait_done(d, h)
         d.release_xfer_handle(h)

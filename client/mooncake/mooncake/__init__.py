@@ -18,8 +18,10 @@ import warnings as _warnings
 from importlib import metadata as _metadata
 from pathlib import Path as _Path
 
-__version__ = "0.3.13.post1"
-__b10_mooncake_version__ = "0.1.0"
+from ._version import __version__ as _full
+
+__version__, _, _label = _full.partition("+")
+__b10_mooncake_version__ = _label.partition(".")[2]
 BACKEND = "b10"     # what serves this module: lets a caller tell it from Mooncake itself
 
 
@@ -37,7 +39,8 @@ def _real_mooncake() -> list:
             version = d.version or ""
         except Exception:
             continue
-        if name.startswith("mooncake-transfer-engine") and "+b10" not in version:
+        if name.startswith("mooncake-transfer-engine") and \
+                version.partition("+")[2].split(".")[0] != "b10":
             found.append(f"{name} {version}")
     here = _Path(__file__).resolve().parent
     found += [f"{p.name} in {here}" for p in sorted(here.glob("engine*.so"))]
