@@ -35,7 +35,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from checker import Checker, Violation, check_history, outcome_violation, unsettled  # noqa: E402
+from checker import UNKNOWN, Checker, Violation, check_history, outcome_violation, unsettled  # noqa: E402
 from cluster import Cluster, sh  # noqa: E402
 from pool import Layout  # noqa: E402
 
@@ -96,7 +96,8 @@ class Driver:
         self.tseq = 0
         self.sel = selectors.DefaultSelector()
         self.ranks = {}         # name -> RankH (every incarnation)
-        self.slots = []         # (base name, node, role, api): one rank each, restarted as new incarnations
+        self.slots = []         # (base name, node, role, api, deadline ms of a NIXL rank): one
+                                # rank each, restarted as new incarnations
         self.current = {}       # base name -> RankH of its live incarnation
         self.owner_seq = 0
         self.ops = {}
@@ -173,20 +174,22 @@ class Driver:
 
     def plan_ranks(self):
         """One or two ranks a node (seeded): a prefill and a decode, or one of either;
-        every third through the NIXL module, the rest through libb10's package."""
+        every third through the NIXL module, the rest through libb10's package. NIXL
+        has no deadline per transfer: a NIXL rank's agent has one for all of them."""
         k = 0
         for n in self.cl.nodes:
             two = self.rng.random() < 0.5 or len(self.cl.nodes) < 4
             roles = ["prefill", "decode"] if two else [("prefill", "decode")[n.i % 2]]
             for role in roles:
                 api = "nixl" if k % 3 == 2 else "b10"
-                self.slots.append((f"r{k}", n, role, api))
+                self.slots.append((f"r{k}", n, role, api, (8000, 8000, 2000, 600)[(k // 3) % 4]))
                 k += 1
 
     def start_rank(self, slot, inc):
-        base, node, role, api = slot
+        base, node, role, api, deadline_ms = slot
         self.owner_seq += 1
         r = RankH(base, node, role, api, inc, self.owner_seq)
+        r.deadline_ms = deadline_ms
         r.free = list(range(self.layout.blocks))
         self.ranks[r.name] = r
         self.current[base] = r
@@ -200,7 +203,8 @@ class Driver:
                 "--socket", node.sock, "--driver", self.drv_path,
                 "--layers", str(self.layout.layers), "--blocks", str(self.layout.blocks),
                 "--block-bytes", str(self.layout.block_bytes),
-                "--init-gen", str(INIT_GEN + r.owner), "--connect-s", str(60 * self.slow)]
+                "--init-gen", str(INIT_GEN + r.owner), "--connect-s", str(60 * self.slow),
+                "--deadline-ms", str(deadline_ms)]
         r.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                   stdin=subprocess.DEVNULL)
         log.close()
@@ -223,14 +227,8 @@ class Driver:
             self.sel.unregister(c)
             c.close()
             if r is not None and r.alive:
-                tail = ""
-                try:
-                    with open(os.path.join(self.run, f"{r.base_name}.log"), errors="replace") as f:
-                        tail = " | ".join(x.strip() for x in f.readlines()[-4:])
-                except OSError:
-                    pass
                 self.rank_gone(r, "ended unasked")
-                self.violate("crash", f"rank {r.name} ended unasked: {tail}")
+                self.violate("crash", f"rank {r.name} ended unasked: {self.rank_tail(r)}")
             return
         buf = (r.buf if r else b"") + chunk
         while b"\n" in buf:
@@ -243,6 +241,13 @@ class Driver:
             self.rank_event(r, ev)
         if r is not None:
             r.buf = buf
+
+    def rank_tail(self, r):
+        try:
+            with open(os.path.join(self.run, f"{r.base_name}.log"), errors="replace") as f:
+                return " | ".join(x.strip() for x in f.readlines()[-4:])
+        except OSError:
+            return "(no log)"
 
     def send(self, r, obj):
         if r.conn is None or not r.alive:
@@ -353,6 +358,9 @@ class Driver:
         return None
 
     def new_op(self, kind, src, dst, n, deadline_ms, cancel_ms=None, release_ms=None, pair=None):
+        ini = src if kind == "WRITE" else dst
+        if ini.api == "nixl":
+            deadline_ms = ini.deadline_ms
         sb = self.alloc(src, n)
         if sb is None:
             return None
@@ -445,7 +453,7 @@ class Driver:
                               {"op": op.id, "status": status, "detail": detail, "t": t}, self.bound)
         if v:
             self.violate(*v)
-        bucket = "unknown" if status in ("RELEASED", "ABANDONED") else "failed"
+        bucket = "unknown" if status in UNKNOWN else "failed"
         self.stats[bucket][status] = self.stats[bucket].get(status, 0) + 1
         if status == "B10_ERR_PEER_UNREACHABLE":
             # PEER: reload the remote agent, then retry (b10.h's action).
@@ -494,7 +502,7 @@ class Driver:
         if op.notified:
             self.violate("exact", f"op {oid}: notified twice")
         op.notified = True
-        if op.status is not None and op.status != "B10_OK" and op.status not in ("RELEASED", "ABANDONED"):
+        if op.status is not None and op.status != "B10_OK" and op.status not in UNKNOWN:
             self.violate("exact", f"op {oid}: notified, but it failed {op.status}")
         if op.state in ("sent", "running", "over"):
             # The message comes only after the bytes landed: they must be there now.
@@ -547,7 +555,13 @@ class Driver:
 
     def supervise(self):
         """Restart=on-failure, RestartSec=2s: a daemon that exits is started again; one
-        that exits unasked, but for the OOM killer under a squeeze, is a violation."""
+        that exits unasked, but for the OOM killer under a squeeze, is a violation. A
+        rank that ends before its hello is the harness's failure."""
+        for r in self.current.values():
+            if r.alive and r.hello is None and r.proc.poll() is not None:
+                self.rank_gone(r, "ended before its hello")
+                raise Harness(f"rank {r.name} ended {r.proc.returncode} before its hello: "
+                              f"{self.rank_tail(r)}")
         for n in self.cl.nodes:
             if n.proc is None or n.proc.poll() is None:
                 continue
@@ -1055,7 +1069,8 @@ def summary(d, code, wall):
         lines.append(f"{'    ' + st:<34}{c:>8}")
     lines.append(f"{'  outcome not known to the caller':<34}{unknown:>8}")
     for st, c in sorted(s["unknown"].items(), key=lambda x: -x[1]):
-        what = {"RELEASED": "released while running", "ABANDONED": "caller killed"}.get(st, st)
+        what = {"RELEASED": "released while running", "ABANDONED": "caller killed",
+                "CANCEL_RELEASED": "NIXL release while running"}.get(st, st)
         lines.append(f"{'    ' + what:<34}{c:>8}")
     lines.append(f"{'  still running at the end':<34}{s['transfers'] - s['ok'] - failed - unknown:>8}")
     lines.append(f"{'notifications':<34}{s['notifs']:>8}")

@@ -34,15 +34,22 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pool import Layout  # noqa: E402
 
+# Outcomes the caller never learns (the harness's names, not b10's): a b10 handle
+# released while it ran, a caller killed, a NIXL transfer released (NIXL's cancel)
+# while it ran, whose release returned.
+UNKNOWN = {"RELEASED", "ABANDONED", "CANCEL_RELEASED"}
 # Outcomes that say nothing of whether the destination is still written: the ones the
 # README tells a rank to treat as unsettled (the remote daemon lost; a copy past
-# --settle-ms; the local daemon lost), a handle released while it ran, a caller killed.
+# --settle-ms; the local daemon lost), a handle released while it ran, a caller killed,
+# and a NIXL release of a WRITE (its status may have been PEER_LOST, which the release
+# does not tell).
 UNSETTLED_WRITE = {"B10_ERR_PEER_LOST", "B10_ERR_PEER_UNREACHABLE", "B10_ERR_UNSETTLED",
-                   "B10_ERR_DAEMON_LOST", "B10_ERR_DAEMON_EXITED", "RELEASED", "ABANDONED"}
+                   "B10_ERR_DAEMON_LOST", "B10_ERR_DAEMON_EXITED"} | UNKNOWN
 # A READ's destination is the initiator's own memory, which its daemon writes: only
-# these leave it in doubt (DAEMON_EXITED: that daemon no longer writes this rank).
+# these leave it in doubt (DAEMON_EXITED: that daemon no longer writes this rank). A
+# NIXL release of a READ returned only once its daemon reported it over: settled.
 UNSETTLED_READ = {"B10_ERR_UNSETTLED", "B10_ERR_DAEMON_LOST", "RELEASED", "ABANDONED"}
-NO_REASON_NEEDED = {"B10_OK", "RELEASED", "ABANDONED"}
+NO_REASON_NEEDED = {"B10_OK"} | UNKNOWN
 
 
 def unsettled(kind: str, status: str) -> bool:
@@ -262,7 +269,7 @@ def check_history(path: str, bound_s: float):
             bad.append(v)
     for n in notifs:
         o = out.get(n.get("op"))
-        if o is not None and o["status"] not in ("B10_OK", "RELEASED", "ABANDONED"):
+        if o is not None and o["status"] not in NO_REASON_NEEDED:
             bad.append(("exact", f"op {n['op']}: notified, but it failed {o['status']}"))
     return bad, {"invokes": len(inv), "outcomes": len(out), "notifs": len(notifs)}
 

@@ -45,7 +45,7 @@ def timeline(history, png):
             continue
         if r["status"] == "B10_OK":
             ok[s] += 1
-        elif r["status"] in ("RELEASED", "ABANDONED"):
+        elif r["status"] in ("RELEASED", "ABANDONED", "CANCEL_RELEASED"):
             unk[s] += 1
         else:
             bad[s] += 1

@@ -7,14 +7,17 @@ the driver asks on its socket, one JSON object a line:
   load   {name, desc, md}           learn a remote rank (b10 descriptor / NIXL metadata)
   fill   {id, blocks, gen, owner}   write blocks with the stamp of (gen, owner): its KV
   submit {id, kind, peer, local, remote_base, remote, deadline_ms, notify,
-          cancel_ms, release_ms}    a WRITE or READ of whole blocks
+          cancel_ms, release_ms}    a WRITE or READ of whole blocks (a NIXL rank's
+                                    deadline is its agent's, --deadline-ms)
 and says what happened, with CLOCK_MONOTONIC times:
 
   hello     {name, pid, api, base, size, desc, md}   once connected and registered
   filled    {id}
   submitted {id, xid, t}            the daemon took it
   done      {id, status, code, detail, t}    its outcome (a refusal at submit too);
-            status RELEASED: its handle was let go while it ran, the outcome unknown
+            status RELEASED: its handle was let go while it ran, the outcome unknown;
+            CANCEL_RELEASED: a NIXL cancel (a release) returned: whether it landed is
+            unknown, but nothing of it lands any more
   notif     {src, msg, t}           a notification (a WRITE's sync message)
   loaded    {name, ok, why}
 
@@ -80,10 +83,13 @@ class Rank:
             try:
                 if self.nixl:
                     from nixl._api import nixl_agent, nixl_agent_config
+                    # NIXL has no deadline per transfer: the agent's, from b10's config.
                     self.agent = nixl_agent(a.name, nixl_agent_config(
-                        socket_path=a.socket, request_timeout_ms=10000))
+                        socket_path=a.socket, request_timeout_ms=10000,
+                        deadline_ms=a.deadline_ms))
                     self.agent.register_memory([(self.base, self.size, 0, "")], "DRAM")
-                    self.b10a = self.agent.agent
+                    # The b10 agent under NIXL's: its connection's descriptor wakes the loop.
+                    self.b10a = self.agent.agent._b10
                 else:
                     self.agent = b10.B10TransferAgent(a.name, a.socket, request_timeout_ms=10000)
                     self.agent.register_memory(b10.MemoryDescs("DRAM", [(self.base, self.size)]))
@@ -96,12 +102,16 @@ class Rank:
                 time.sleep(0.2)
 
     def descriptors(self):
+        """(b10 descriptor, NIXL metadata): b10 ranks load the first, NIXL ranks the
+        second, whichever API the remote rank uses (a b10 rank's metadata is what the
+        NIXL module would say of an agent holding its one region)."""
         desc = self.b10a.get_local_agent_desc()
-        from nixl import _api as napi
+        if self.nixl:
+            return desc, self.agent.get_agent_metadata()
+        from nixl import _agent as nagent
         from nixl import _bindings as nb
         rows = np.array([[int(nb.DRAM_SEG), self.base, self.size, 0]], dtype=np.uint64)
-        md = self.agent.get_agent_metadata() if self.nixl else napi._pack_metadata(self.a.name, desc, rows)
-        return desc, md
+        return desc, nagent._pack_md(self.a.name, self.a.name, desc, rows, False)
 
     # -- the driver's socket
 
@@ -176,7 +186,6 @@ class Rank:
                 h = self.agent.initialize_xfer(c["kind"], self.agent.get_xfer_descs(ld, "DRAM"),
                                                self.agent.get_xfer_descs(rd, "DRAM"), c["peer"],
                                                notify or b"")
-                self.agent.deadline_ms = c["deadline_ms"]
                 self.agent.transfer(h)
                 xid = 0         # NIXL's handles name no daemon id
             else:
@@ -216,20 +225,22 @@ class Rank:
                            "detail": detail, "t": now()})
                 self._release(h)
                 continue
-            if release_at is not None and t >= release_at:
+            if release_at is not None and t >= release_at and self.nixl:
+                del self.inflight[oid]
+                self._nixl_cancel(oid, h)      # NIXL's release of a running transfer
+            elif release_at is not None and t >= release_at:
                 # Let go of a running transfer: its outcome is never known here.
                 del self.inflight[oid]
                 self.send({"ev": "done", "id": oid, "status": "RELEASED", "code": -1,
                            "detail": "released while it ran", "t": now()})
-                self._release(h, running=True)
+                self._release(h)
             elif cancel_at is not None and t >= cancel_at:
                 ent[1] = None
                 if self.nixl:
-                    # NIXL cancels by releasing: the outcome is then not readable.
+                    # NIXL cancels by releasing, which returns once nothing of the
+                    # transfer can still write: from then on its blocks must stay.
                     del self.inflight[oid]
-                    self.send({"ev": "done", "id": oid, "status": "RELEASED", "code": -1,
-                               "detail": "released (NIXL's cancel) while it ran", "t": now()})
-                    self._release(h, running=True)
+                    self._nixl_cancel(oid, h)
                 else:
                     try:
                         h.cancel()
@@ -237,20 +248,31 @@ class Rank:
                         pass            # it ended meanwhile: its outcome comes as usual
         self.notifs()
 
-    def _release(self, h, running=False):
-        if not self.nixl:
-            h.release()
-            return
-        if not running:
-            self.agent.release_xfer_handle(h)
-            return
+    def _release(self, h):
+        """Let go of a handle: a b10 status at once (a running transfer goes on, its
+        outcome unknown); a NIXL handle of a transfer over. A NIXL release refused for
+        copies that may still write (B10_ERR_UNSETTLED) keeps the handle: the driver
+        already treats that outcome as unsettled."""
+        try:
+            if self.nixl:
+                self.agent.release_xfer_handle(h)
+            else:
+                h.release()
+        except B10Error:
+            pass
 
-        # NIXL's release of a running transfer waits for its end: off the loop.
+    def _nixl_cancel(self, oid, h):
+        """NIXL's release of a running transfer cancels it and waits for its end: off
+        the loop. Its outcome, CANCEL_RELEASED, says only that nothing of it can land
+        from now on (whether it landed is not told); B10_ERR_UNSETTLED that something may."""
         def rel():
             try:
                 self.agent.release_xfer_handle(h)
-            except B10Error:
-                pass
+                ev = {"status": "CANCEL_RELEASED", "code": -2,
+                      "detail": "released (NIXL's cancel) while it ran, and settled"}
+            except B10Error as e:
+                ev = {"status": e.status, "code": e.code, "detail": e.detail}
+            self.send({"ev": "done", "id": oid, "t": now(), **ev})
         threading.Thread(target=rel, daemon=True).start()
 
     def notifs(self):
@@ -278,6 +300,7 @@ def main():
     p.add_argument("--block-bytes", type=int, default=4096)
     p.add_argument("--init-gen", type=int, required=True)
     p.add_argument("--connect-s", type=float, default=60.0)
+    p.add_argument("--deadline-ms", type=int, default=8000, help="a NIXL rank's, every transfer")
     a = p.parse_args()
     Rank(a).run()
 
