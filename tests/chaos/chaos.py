@@ -35,7 +35,8 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from checker import UNKNOWN, Checker, Violation, check_history, outcome_violation, unsettled  # noqa: E402
+from checker import (UNKNOWN, Checker, Violation, check_history, notified_failure,  # noqa: E402
+                     outcome_violation, unsettled)  # noqa: E402
 from cluster import Cluster, sh  # noqa: E402
 from pool import Layout  # noqa: E402
 
@@ -72,7 +73,7 @@ class RankH:
 class Op:
     __slots__ = ("id", "kind", "src", "dst", "sb", "db", "gen", "owner", "deadline_ms",
                  "cancel_ms", "release_ms", "state", "t_fill", "t_sent", "t0", "status",
-                 "t_end", "notified", "notify", "pair", "xid")
+                 "t_end", "notified", "notify", "pair", "xid", "refused")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -110,7 +111,7 @@ class Driver:
         self.touch = {}         # node index -> [(t_from, t_to)] when a fault touched it
         self.violations = []
         self.stats = {"transfers": 0, "ok": 0, "failed": {}, "unknown": {}, "notifs": 0,
-                      "notif_missing": 0, "notif_late_ok": 0, "samples": 0}
+                      "notif_missing": 0, "notif_failed": 0, "samples": 0}
         self.samples = {}       # node -> (max rss kB, max fds)
         self.traffic_on = False
         self.nemesis_on = False
@@ -433,7 +434,7 @@ class Driver:
         del self.ops[op.id]
 
     def outcome(self, op, status, detail, t, refused):
-        op.state, op.status, op.t_end = "over", status, t
+        op.state, op.status, op.t_end, op.refused = "over", status, t, refused
         self.inflight -= 1
         if op.t0 is None:
             op.t0 = op.t_sent
@@ -502,8 +503,10 @@ class Driver:
         if op.notified:
             self.violate("exact", f"op {oid}: notified twice")
         op.notified = True
-        if op.status is not None and op.status != "B10_OK" and op.status not in UNKNOWN:
+        if op.status is not None and notified_failure(op.status, op.refused):
             self.violate("exact", f"op {oid}: notified, but it failed {op.status}")
+        if op.status is not None and op.status != "B10_OK" and op.status not in UNKNOWN:
+            self.stats["notif_failed"] += 1
         if op.state in ("sent", "running", "over"):
             # The message comes only after the bytes landed: they must be there now.
             self.checker.landed(op.dst.key, op.db, op.gen, op.owner,
@@ -1075,6 +1078,7 @@ def summary(d, code, wall):
     lines.append(f"{'  still running at the end':<34}{s['transfers'] - s['ok'] - failed - unknown:>8}")
     lines.append(f"{'notifications':<34}{s['notifs']:>8}")
     lines.append(f"{'  missing where a fault touched':<34}{s['notif_missing']:>8}")
+    lines.append(f"{'  of a transfer told failed':<34}{s['notif_failed']:>8}")
     lines.append(f"{'faults':<34}{len(d.faults):>8}")
     for k, c in sorted(kinds.items(), key=lambda x: -x[1]):
         lines.append(f"{'    ' + k:<34}{c:>8}")

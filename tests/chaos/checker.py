@@ -22,7 +22,7 @@ A block's state is one of
                           a transfer may be writing it: each word is the base's or one of
                           the writes'; from settle_at on nothing may change any more.
 `python3 checker.py HISTORY` re-checks the rules a history alone decides (reasons,
-bounds, one outcome per invoke, notifications only of transfers that landed).
+bounds, one outcome per invoke, no notification of a transfer refused).
 """
 import json
 import mmap
@@ -50,6 +50,19 @@ UNSETTLED_WRITE = {"B10_ERR_PEER_LOST", "B10_ERR_PEER_UNREACHABLE", "B10_ERR_UNS
 # NIXL release of a READ returned only once its daemon reported it over: settled.
 UNSETTLED_READ = {"B10_ERR_UNSETTLED", "B10_ERR_DAEMON_LOST", "RELEASED", "ABANDONED"}
 NO_REASON_NEEDED = {"B10_OK"} | UNKNOWN
+# Failures after which a notification may still have come: the receiver landed every
+# byte and told its rank, but the initiator did not hear its RESULT in time (a deadline
+# or a cancel that won the race on its side, the peer or its own daemon lost meanwhile).
+# The bytes must then be exact; any other failure (a refusal) with a notification is a
+# daemon that told a rank of bytes it never moved.
+MAY_HAVE_LANDED = {"B10_ERR_DEADLINE", "B10_ERR_CANCELLED", "B10_ERR_PEER_LOST",
+                   "B10_ERR_PEER_UNREACHABLE", "B10_ERR_UNSETTLED", "B10_ERR_DAEMON_LOST",
+                   "B10_ERR_DAEMON_EXITED", "B10_ERR_CLIENT_GONE"} | UNKNOWN
+
+
+def notified_failure(status: str, refused: bool) -> bool:
+    """Does a notification of a transfer that ended so break the doctrine?"""
+    return status != "B10_OK" and (refused or status not in MAY_HAVE_LANDED)
 
 
 def unsettled(kind: str, status: str) -> bool:
@@ -269,7 +282,7 @@ def check_history(path: str, bound_s: float):
             bad.append(v)
     for n in notifs:
         o = out.get(n.get("op"))
-        if o is not None and o["status"] not in NO_REASON_NEEDED:
+        if o is not None and notified_failure(o["status"], o.get("refused", False)):
             bad.append(("exact", f"op {n['op']}: notified, but it failed {o['status']}"))
     return bad, {"invokes": len(inv), "outcomes": len(out), "notifs": len(notifs)}
 
