@@ -140,11 +140,17 @@ class Checker:
             p.dead_at = t
 
     def drop_pool(self, key):
-        p = self.pools.pop(key, None)
-        if p is not None:
-            self.check_pool_of(p)
-            p.view = None
+        """A last look at a pool, then its mapping let go."""
+        p = self.pools.get(key)
+        if p is None:
+            return
+        self.check_pool_of(p, "last")
+        del self.pools[key]
+        p.view = None
+        try:
             p.mm.close()
+        except BufferError:
+            pass        # a view of it is still held somewhere: the collector unmaps it
 
     # -- one block
 
@@ -257,14 +263,17 @@ class Checker:
 
 # ---------------------------------------------------------------- the history alone
 
-def check_history(path: str, bound_s: float):
-    """The rules a history decides by itself: (violations, counts)."""
+def check_history(path: str, bound_s=None):
+    """The rules a history decides by itself: (violations, counts). The bound is the
+    run's own (its start record) unless given."""
     inv, out, notifs, bad = {}, {}, [], []
     with open(path) as f:
         for line in f:
             r = json.loads(line)
             k = r.get("kind")
-            if k == "invoke":
+            if k == "start" and bound_s is None:
+                bound_s = r["bound_s"]
+            elif k == "invoke":
                 inv[r["op"]] = r
             elif k == "outcome":
                 if r["op"] in out:
@@ -308,7 +317,7 @@ def main():
     import argparse
     p = argparse.ArgumentParser(description="re-check a chaos history's own rules")
     p.add_argument("history")
-    p.add_argument("--bound-s", type=float, default=20.0)
+    p.add_argument("--bound-s", type=float, default=None, help="else the run's own")
     a = p.parse_args()
     bad, counts = check_history(a.history, a.bound_s)
     for rule, text in bad:

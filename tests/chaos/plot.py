@@ -32,7 +32,10 @@ def load(path):
 def timeline(history, png):
     recs = load(history)
     t0 = next((r["t"] for r in recs if r["kind"] == "start"), recs[0]["t"])
-    nodes = sorted({n for r in recs if r["kind"] == "fault" for n in r["nodes"]},
+    # Every node a row, also those no fault touched.
+    count = next((r["nodes"] for r in recs if r["kind"] == "start"), 0)
+    nodes = sorted({f"n{i}" for i in range(count)} |
+                   {n for r in recs if r["kind"] == "fault" for n in r["nodes"]},
                    key=lambda n: int(n[1:]))
     ends = [r for r in recs if r["kind"] == "outcome"]
     span = max((r["t"] for r in recs), default=t0) - t0

@@ -51,7 +51,7 @@ scenario_limit() {
     # Four ranks of 768 MiB pools poisoned and verified each round: minutes on a loaded machine.
     floods) echo $(( 2 * LIMIT_S * SLOW )) ;;
     # make chaos's short form: its faults, its end (pairs, drains, every transfer settled).
-    chaos) echo $(( ${B10_CHAOS_S:-45} + 360 )) ;;
+    chaos) echo $(( ${B10_CHAOS_S:-60} + 360 )) ;;
     chaos_breaks) echo 2400 ;;
     *) echo $(( LIMIT_S * SLOW )) ;;
     esac
@@ -1198,11 +1198,11 @@ chaos_run() {
     return 0
 }
 
-# make chaos's short form in check: 12 daemons, a fixed seed, 45 s of faults (B10_CHAOS_S),
+# make chaos's short form in check: 12 daemons, a fixed seed, 60 s of faults (B10_CHAOS_S),
 # then every fault healed, every pair of nodes moving a transfer, every quarantine drained
 # and every transfer settled; no violation of the checker's rules.
 scen_chaos() {
-    chaos_run chaos --secs "${B10_CHAOS_S:-45}" --seed 48 --nodes 12 --no-plot
+    chaos_run chaos --secs "${B10_CHAOS_S:-60}" --seed 48 --nodes 12 --no-plot
     _last=$(grep '^chaos: [0-9]* transfers' "$D/chaos.log" | tail -n 1)
     [ "$rc" = 0 ] || die "$(grep -m1 -E '^VIOLATION|harness failed|Error' "$D/chaos.log" || tail -n 1 "$D/chaos.log")"
     [ -n "$_last" ] || die "no summary line: $(tail -n 1 "$D/chaos.log")"
