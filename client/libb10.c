@@ -1034,6 +1034,20 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
     if (!p.done) {
         if (conn->dead != B10_OK) {
             status = conn->dead;
+        } else if (expect == B10__REPLY__BODY_SUBMIT) {
+            /*
+             * A stopped or stalled daemon may still read this submit and run it: a
+             * failure that claimed it did not (a retry, its memory reused) would be
+             * written into later. So it claims nothing, and the connection is closed
+             * behind it: the daemon then reads the submit with its client gone and
+             * fails it, instead of running it to its deadline unheard.
+             */
+            pending_unlink(conn, &p);
+            conn->unanswered = true;
+            conn_kill2(conn, B10_ERR_DAEMON_LOST, "the daemon did not answer a submit within "
+                       "%d ms: it may still take it, so the connection was closed; what was "
+                       "in flight may or may not land", conn->request_timeout_ms);
+            return B10_ERR_DAEMON_LOST;
         } else {
             conn_set_detail(conn, "daemon did not answer within %d ms",
                             conn->request_timeout_ms);

@@ -31,9 +31,9 @@ set -u
 . "$(dirname "$0")/../lib.sh"
 
 SUITE=fault
-REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue"
+REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue tests/b10-unanswered"
 LIMIT_S=150
-all_scenarios="kill9_recv kill9_send sigstop_late silent_recv silent_send_none client_kill_send
+all_scenarios="kill9_recv kill9_send sigstop_late submit_unanswered silent_recv silent_send_none client_kill_send
                client_kill_recv local_kill rogue node_cert_rogue node_cert_forged door_cert door_flood door_silent
                floods bad_ack bad_frames budget netns_linkdown netns_loss netns_rate fuzz ucx_wire ucx_local
                chaos"
@@ -311,6 +311,30 @@ scen_sigstop_late() {
     prefill p1 A "$D/x" 1 $KV --req-blocks 8
     expect_rc p1 0
     finish dx 0
+}
+
+# A rank's daemon is stopped while the rank submits a READ: libb10 gives up after its
+# request timeout (1 s) with B10_ERR_DAEMON_LOST, which claims nothing about the bytes, and
+# closes the connection, so that the daemon, resumed, fails the READ it then reads
+# (B10_ERR_CLIENT_GONE) and nothing of it lands; the rank's next READ, on a connection
+# opened anew, lands (tests/integ/b10-unanswered.c). Before, the submit failed B10_ERR_IO,
+# a failure to retry, and the daemon ran the READ into memory the rank had reused (found
+# by make chaos).
+scen_submit_unanswered() {
+    start_daemon A
+    start_daemon B
+    mkdir -p "$D/ua"
+    "$BUILD/tests/b10-unanswered" "$D/A.sock" "$D/B.sock" "$(daemon_pid A)" "$D/ua" >"$D/ua.log" 2>&1 &
+    _ua=$!
+    track $_ua
+    wait_log "$D/ua.log" '^(resumed|FAIL)' 60 "b10-unanswered did not get past the stopped submit"
+    grep -q '^FAIL' "$D/ua.log" && die "$(grep -m1 '^FAIL' "$D/ua.log")"
+    wait_log "$D/A.log" '\(read, from ua-s\) failed: B10_ERR_CLIENT_GONE' 30 \
+        "A did not fail the READ it read after the rank's connection closed"
+    touch "$D/ua/go"
+    wait_exit $_ua $(( 60 * SLOW ))
+    [ "$rc" = 0 ] || die "$(grep -m1 '^FAIL' "$D/ua.log" || tail -n 1 "$D/ua.log")"
+    note "$(grep '^ok' "$D/ua.log")"
 }
 
 # The receiving daemon goes silent (SIGSTOP) before a transfer's CONTROL
