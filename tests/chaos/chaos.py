@@ -111,7 +111,8 @@ class Driver:
         self.touch = {}         # node index -> [(t_from, t_to)] when a fault touched it
         self.violations = []
         self.stats = {"transfers": 0, "ok": 0, "failed": {}, "unknown": {}, "notifs": 0,
-                      "notif_missing": 0, "notif_failed": 0, "samples": 0}
+                      "notif_missing": 0, "notif_failed": 0, "samples": 0,
+                      "by_api": {}, "by_kind": {}}
         self.samples = {}       # node -> (max rss kB, max fds)
         self.traffic_on = False
         self.nemesis_on = False
@@ -418,6 +419,8 @@ class Driver:
         self.checker.invoke(op.dst.key, op.db, op.gen, op.owner)
         op.state, op.t_sent = "sent", now()
         self.stats["transfers"] += 1
+        self.stats["by_api"][ini.api] = self.stats["by_api"].get(ini.api, 0) + 1
+        self.stats["by_kind"][op.kind] = self.stats["by_kind"].get(op.kind, 0) + 1
         self.record("invoke", op=op.id, op_kind=op.kind, src=op.src.name, dst=op.dst.name,
                     ini=ini.name, api=ini.api, src_node=op.src.node.name, dst_node=op.dst.node.name,
                     sb=op.sb, db=op.db, gen=op.gen, deadline_ms=op.deadline_ms,
@@ -1081,6 +1084,8 @@ def summary(d, code, wall):
     lines = [f"seed {d.a.seed}, {d.a.nodes} nodes, {len(d.slots)} ranks, {d.a.secs} s of faults, "
              f"{wall:.0f} s in all, bound {d.bound:.0f} s", "",
              f"{'transfers':<34}{s['transfers']:>8}",
+             f"{'  WRITE / READ':<34}{s['by_kind'].get('WRITE', 0):>8} / {s['by_kind'].get('READ', 0)}",
+             f"{'  by libb10 / NIXL ranks':<34}{s['by_api'].get('b10', 0):>8} / {s['by_api'].get('nixl', 0)}",
              f"{'  succeeded':<34}{s['ok']:>8}",
              f"{'  failed with a reason':<34}{failed:>8}"]
     for st, c in sorted(s["failed"].items(), key=lambda x: -x[1]):
