@@ -31,9 +31,9 @@ set -u
 . "$(dirname "$0")/../lib.sh"
 
 SUITE=fault
-REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue tests/b10-unanswered"
+REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue tests/b10-unanswered tests/b10-rotated"
 LIMIT_S=150
-all_scenarios="kill9_recv kill9_send sigstop_late submit_unanswered silent_recv silent_send_none client_kill_send
+all_scenarios="kill9_recv kill9_send sigstop_late submit_unanswered rotated_reload silent_recv silent_send_none client_kill_send
                client_kill_recv local_kill rogue node_cert_rogue node_cert_forged door_cert door_flood door_silent
                floods bad_ack bad_frames budget netns_linkdown netns_loss netns_rate fuzz ucx_wire ucx_local
                chaos"
@@ -335,6 +335,37 @@ scen_submit_unanswered() {
     wait_exit $_ua $(( 60 * SLOW ))
     [ "$rc" = 0 ] || die "$(grep -m1 '^FAIL' "$D/ua.log" || tail -n 1 "$D/ua.log")"
     note "$(grep '^ok' "$D/ua.log")"
+}
+
+# A cluster key rotation's last step (README "Rotating the key"): B restarts under
+# (k2, next k1), then A under k2 alone. A's rank had loaded B's rank under k1; libb10,
+# connecting again, loads that descriptor again and A refuses it (sealed under a key it no
+# longer holds). The rank's next READ is refused B10_ERR_UNKNOWN_AGENT saying so, and a
+# fresh descriptor serves (tests/integ/b10-rotated.c). Before, the refusal said only
+# "not loaded" (found by make chaos, where a node's ranks lost every remote rank so).
+scen_rotated_reload() {
+    "$B10D" --gen-key "$D/k1" >/dev/null && "$B10D" --gen-key "$D/k2" >/dev/null ||
+        die "b10d --gen-key failed"
+    KEYLESS=1 start_daemon A --cluster-key "$D/k1"
+    KEYLESS=1 start_daemon B --cluster-key "$D/k1" --cluster-key-next "$D/k2"
+    mkdir -p "$D/rot"
+    "$BUILD/tests/b10-rotated" "$D/A.sock" "$D/B.sock" "$D/rot" >"$D/rot.log" 2>&1 &
+    _rp=$!
+    track $_rp
+    wait_log "$D/rot.log" '^(loaded|FAIL)' 60 "b10-rotated did not load the remote rank"
+    grep -q '^FAIL' "$D/rot.log" && die "$(grep -m1 '^FAIL' "$D/rot.log")"
+    for _x in B A; do
+        kill -TERM "$(daemon_pid $_x)"
+        wait_exit "$(daemon_pid $_x)" $(( 15 * SLOW ))
+        forget_daemon $_x
+    done
+    KEYLESS=1 start_daemon B --cluster-key "$D/k2" --cluster-key-next "$D/k1"
+    KEYLESS=1 start_daemon A --cluster-key "$D/k2"
+    touch "$D/rot/go"
+    wait_exit $_rp $(( 60 * SLOW ))
+    [ "$rc" = 0 ] || die "$(grep -m1 '^FAIL' "$D/rot.log" || tail -n 1 "$D/rot.log")"
+    grep -q "refused a descriptor for 'rot-s'" "$D/A.log" || die "A did not log the refusal"
+    note "$(grep '^ok' "$D/rot.log")"
 }
 
 # The receiving daemon goes silent (SIGSTOP) before a transfer's CONTROL
