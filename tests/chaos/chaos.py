@@ -68,6 +68,9 @@ class RankH:
         self.loaded = set()
         self.free = []
         self.blocks_out = 0
+        self.desc_asked = False
+        self.loading = set()    # names of ranks whose load was sent, not yet answered
+        self.retry = set()      # names of ranks whose load is tried again soon
 
 
 class Op:
@@ -112,7 +115,7 @@ class Driver:
         self.violations = []
         self.stats = {"transfers": 0, "ok": 0, "failed": {}, "unknown": {}, "notifs": 0,
                       "notif_missing": 0, "notif_failed": 0, "samples": 0,
-                      "by_api": {}, "by_kind": {}}
+                      "by_api": {}, "by_kind": {}, "desc_refreshed": 0}
         self.samples = {}       # node -> (max rss kB, max fds)
         self.traffic_on = False
         self.nemesis_on = False
@@ -279,12 +282,16 @@ class Driver:
                     self.load(r, o)
                     self.load(o, r)
         elif e == "loaded":
+            r.loading.discard(ev["name"])
+            o = self.ranks.get(ev["name"])
             if ev["ok"]:
                 r.loaded.add(ev["name"])
-            else:
-                o = self.ranks.get(ev["name"])
-                if o is not None:
-                    self.after(1.0, self.load, r, o)
+            elif o is not None and o.name not in r.retry:
+                # Tried again in a while, with a fresh descriptor: the one held may be
+                # sealed under a cluster key that r's daemon no longer holds.
+                r.retry.add(o.name)
+                self.fresh_desc(o)
+                self.after(1.0, self.retry_load, r, o)
         elif e == "filled":
             self.on_filled(ev)
         elif e == "submitted":
@@ -299,10 +306,30 @@ class Driver:
                 self.outcome(op, ev["status"], ev.get("detail", ""), ev["t"], ev.get("refused", False))
         elif e == "notif":
             self.on_notif(r, ev)
+        elif e == "desc":
+            # A fresh descriptor (and metadata): whoever lost this rank loads it again.
+            r.hello = dict(r.hello, desc=ev["desc"], md=ev["md"])
+            r.desc_asked = False
+            for o in self.live_ranks():
+                if o is not r:
+                    self.load(o, r)
 
     def load(self, r, o):
-        if r.alive and o.alive and o.hello and r.hello and o.name not in r.loaded:
+        """r loads o, unless it holds it or is loading it."""
+        if r.alive and o.alive and o.hello and r.hello and o.name not in r.loaded and \
+                o.name not in r.loading:
+            r.loading.add(o.name)
             self.send(r, {"op": "load", "name": o.name, "desc": o.hello["desc"], "md": o.hello["md"]})
+
+    def retry_load(self, r, o):
+        r.retry.discard(o.name)
+        self.load(r, o)
+
+    def fresh_desc(self, r):
+        if r.alive and not r.desc_asked:
+            r.desc_asked = True
+            self.stats["desc_refreshed"] += 1
+            self.send(r, {"op": "desc"})
 
     def live_ranks(self):
         return [r for r in self.current.values() if r.alive and r.hello]
@@ -463,12 +490,18 @@ class Driver:
             self.violate(*v)
         bucket = "unknown" if status in UNKNOWN else "failed"
         self.stats[bucket][status] = self.stats[bucket].get(status, 0) + 1
+        ini = self.initiator(op)
+        peer = op.dst if op.kind == "WRITE" else op.src
         if status == "B10_ERR_PEER_UNREACHABLE":
             # PEER: reload the remote agent, then retry (b10.h's action).
-            ini = self.initiator(op)
-            peer = op.dst if op.kind == "WRITE" else op.src
             ini.loaded.discard(peer.name)
             self.load(ini, peer)
+        elif status == "B10_ERR_UNKNOWN_AGENT" and refused and "is not loaded" in detail:
+            # Its daemon, started anew, refused the descriptor libb10 loaded again (one
+            # sealed under a cluster key it no longer holds, after a rotation): as an
+            # engine does, ask the remote rank for a fresh one and load that.
+            ini.loaded.discard(peer.name)
+            self.fresh_desc(peer)
         if op.pair is not None:
             self.pair_failed(op)
         if unsettled(op.kind, status):
@@ -874,6 +907,7 @@ class Driver:
         want = {(a.i, b.i) for a in nodes for b in nodes if a.i < b.i}
         self.pairs_left = set(want)
         self.pairs_busy = set()
+        self.pairs_wait = {}        # pair -> when it may be tried again
         limit = t_heal + self.a.pair_s * self.slow
         while self.pairs_left:
             if now() > limit:
@@ -884,7 +918,8 @@ class Driver:
             for pr in sorted(self.pairs_left - self.pairs_busy):
                 if len(self.pairs_busy) >= 8:
                     break
-                self.pair_try(pr)
+                if self.pairs_wait.get(pr, 0) <= now():
+                    self.pair_try(pr)
             self.step(0.05)
         return now() - t_heal
 
@@ -903,7 +938,9 @@ class Driver:
         self.pairs_busy.discard(op.pair)
 
     def pair_failed(self, op):
+        """Tried again after a pause: a refusal comes at once, and the others' turn too."""
         self.pairs_busy.discard(op.pair)
+        self.pairs_wait[op.pair] = now() + 0.25
 
     def drain_phase(self, t_heal):
         """Every daemon's quarantine drains to zero within its TTL and --drain-s."""
@@ -1099,6 +1136,7 @@ def summary(d, code, wall):
     lines.append(f"{'notifications':<34}{s['notifs']:>8}")
     lines.append(f"{'  missing where a fault touched':<34}{s['notif_missing']:>8}")
     lines.append(f"{'  of a transfer told failed':<34}{s['notif_failed']:>8}")
+    lines.append(f"{'descriptors fetched anew':<34}{s['desc_refreshed']:>8}")
     lines.append(f"{'faults':<34}{len(d.faults):>8}")
     for k, c in sorted(kinds.items(), key=lambda x: -x[1]):
         lines.append(f"{'    ' + k:<34}{c:>8}")

@@ -5,6 +5,7 @@ b10d through the `b10` package (libb10) or the `nixl` module over it, and does w
 the driver asks on its socket, one JSON object a line:
 
   load   {name, desc, md}           learn a remote rank (b10 descriptor / NIXL metadata)
+  desc   {}                         say this rank's descriptors anew (after a key rotation)
   fill   {id, blocks, gen, owner}   write blocks with the stamp of (gen, owner): its KV
   submit {id, kind, peer, local, remote_base, remote, deadline_ms, notify,
           cancel_ms, release_ms}    a WRITE or READ of whole blocks (a NIXL rank's
@@ -20,6 +21,7 @@ and says what happened, with CLOCK_MONOTONIC times:
             unknown, but nothing of it lands any more
   notif     {src, msg, t}           a notification (a WRITE's sync message)
   loaded    {name, ok, why}
+  desc      {name, desc, md}        this rank's descriptors now
 
 It trusts nothing and checks nothing: the checker reads this rank's memory itself.
 """
@@ -155,6 +157,10 @@ class Rank:
             self.send({"ev": "filled", "id": c["id"]})
         elif op == "submit":
             self.submit(c)
+        elif op == "desc":
+            # Sealed under what its daemon holds now (a rotated cluster key).
+            desc, md = self.descriptors()
+            self.send({"ev": "desc", "name": self.a.name, "desc": desc.hex(), "md": md.hex()})
         elif op == "load":
             try:
                 if self.nixl:
