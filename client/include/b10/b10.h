@@ -38,7 +38,10 @@
  *    Either way the next call on the connection, or
  *    b10_conn_progress(), connects again to the same socket path, registers
  *    every region again and reloads every descriptor loaded, so that the
- *    handles stay valid and the next transfer works as before. Each attempt
+ *    handles stay valid and the next transfer works as before. A descriptor
+ *    the daemon refuses then (sealed under a cluster key it no longer holds,
+ *    after a rotation) is not loaded: a transfer to that rank is refused
+ *    B10_ERR_UNKNOWN_AGENT saying so; load a fresh one of it. Each attempt
  *    is bounded (the request timeout); while the daemon is away the calls
  *    return B10_ERR_DAEMON_EXITED with the reason in b10_conn_detail().
  *    A refusal that cannot pass (B10_ERR_VERSION, B10_ERR_PERMISSION: the
