@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from checker import (UNKNOWN, Checker, Violation, check_history, notified_failure,  # noqa: E402
                      outcome_violation, unsettled)  # noqa: E402
-from cluster import Cluster, sh  # noqa: E402
+from cluster import Cluster  # noqa: E402
 from pool import Layout  # noqa: E402
 
 TOP = os.path.dirname(os.path.dirname(HERE))
@@ -142,6 +142,9 @@ class Driver:
             env = {"B10D_FAULT_DROP_REASON": "3"}
         elif b == "flip-data":
             env = {"B10D_FAULT_FLIP_DATA": "7"}
+        elif b == "long-stop":
+            # Every scatter slowed: a transfer is surely still running when it is stopped.
+            env = {"B10_TEST_COPY_DELAY_MS": "300"}
         elif b == "quarantine":
             extra = {0: ["--quarantine-ttl-ms", "3600000"]}
         elif b == "bounds":
@@ -386,6 +389,11 @@ class Driver:
         for _ in range(4):
             src, dst = self.rng.choice(pre), self.rng.choice(dec)
             ini, peer = (src, dst) if kind == "WRITE" else (dst, src)
+            # --break long-stop: nothing more submitted to the stopped daemon, whose
+            # submits libb10 would give up on, failing what that rank has in flight
+            # B10_ERR_DAEMON_LOST in time: what runs there then hears nothing at all.
+            if self.a.breaks == "long-stop" and self.node_busy.get(ini.node.i) == "stop":
+                continue
             if peer.name in ini.loaded:
                 return kind, src, dst
         return None
@@ -437,10 +445,11 @@ class Driver:
         if op is None or op.state != "filling":
             return
         self.checker.filled(op.src.key, op.sb, op.gen, op.owner)
-        if not (op.src.alive and op.dst.alive):
-            self.drop_op(op)
-            return
         ini = self.initiator(op)
+        held = self.a.breaks == "long-stop" and self.node_busy.get(ini.node.i) == "stop"
+        if not (op.src.alive and op.dst.alive) or held:
+            self.drop_op(op)        # (held: as pick() says)
+            return
         peer = op.dst if op.kind == "WRITE" else op.src
         local, remote = (op.sb, op.db) if op.kind == "WRITE" else (op.db, op.sb)
         self.checker.invoke(op.dst.key, op.db, op.gen, op.owner)
@@ -1069,7 +1078,15 @@ class Driver:
         return 0
 
     def long_stop(self, n):
-        """--break long-stop: a daemon stopped well past every deadline and the bound."""
+        """--break long-stop: a daemon stopped well past every deadline and the bound,
+        at a moment when a transfer one of its ranks began runs there, and none waits
+        for the daemon to take it (that submit's timeout would fail the rank's
+        transfers B10_ERR_DAEMON_LOST, in time)."""
+        mine = [op for op in self.ops.values() if self.initiator(op).node is n]
+        if not any(op.state == "running" for op in mine) or \
+                any(op.state == "sent" for op in mine):
+            self.after(0.005, self.long_stop, n)
+            return
         self.node_busy[n.i] = "stop"
         fid = self.fault_event("stop", [n.i], self.bound + 15)
         n.signal(signal.SIGSTOP)
