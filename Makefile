@@ -7,7 +7,7 @@
 #                   J=N: N tests at once, 3 by default)
 #   make check-stress  the plain build's tests with two busy loops beside them
 #   make check-threads  the unit tests of threaded rooms under ThreadSanitizer
-#   make coverage  the unit tests' line coverage of daemon/, per file and in all (build/cov)
+#   make coverage  the unit tests' line coverage of daemon/, into tests/unit/COVERAGE.md
 #   make soak       the long runs kept out of check (S=seconds of faults, 60)
 #   make chaos      12 daemons in network namespaces under a nemesis, checked from the
 #                   ranks' memory (SECS=60 of faults, SEED=, NODES=12, BREAK=rule; root)
@@ -55,7 +55,7 @@ endif
 # pkg-config is asked only when building, so that `make deps` works on a bare machine.
 # Foreign headers come in as system headers: their warnings are not ours to fail on
 # (UCX 1.22's compiler_def.h trips -Wsign-compare). PKG_CONFIG_PATH picks another
-# UCX (README, "Security model").
+# UCX (daemon/SECURITY.md, "Below the envelope").
 PKG_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(PKGS) 2>/dev/null))
 # A UCX outside the system's library directories is found at run time through an rpath,
 # so that every process started from the build (under systemd, by socket activation, in
@@ -306,8 +306,8 @@ coverage: deps
 	$(Q)sh scripts/coverage.sh $(COV_BUILD)
 
 # UCX's own wire, fuzzed as a key holder would send it (tests/fuzz/ucx-wire.py): not part of
-# check, since no UCX at hand survives it (README, "Security model"); check runs it as a
-# stranger, whom the gate keeps out (fault/ucx_wire). S: seconds.
+# check, since no UCX at hand survives it (daemon/SECURITY.md, "Below the envelope"); check
+# runs it as a stranger, whom the gate keeps out (fault/ucx_wire). S: seconds.
 fuzz-ucx: all
 	$(Q)python3 tests/fuzz/ucx-wire.py $(BUILD) $(or $(S),30) holder
 

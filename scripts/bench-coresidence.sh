@@ -6,6 +6,8 @@
 # B10_BENCH_MEM=vram; needs a GPU and a python3 whose torch sees it.
 #
 #   BUILD=build sh scripts/bench-coresidence.sh [SECONDS]
+#
+# B10_BENCH_TREE=REV names the tree where this copy has no git (as scripts/bench.sh).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -22,7 +24,7 @@ run=$(mktemp -d "${TMPDIR:-/tmp}/b10-cores.XXXXXX")
 trap 'echo quit | CUDA_MPS_PIPE_DIRECTORY=$run/mps nvidia-cuda-mps-control >/dev/null 2>&1; rm -rf "$run"' EXIT
 export B10_LIBRARY=$BUILD/lib/libb10.so.1 PYTHONPATH=$top/client/python PYTHONUNBUFFERED=1
 export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo} UCX_TCP_CM_REUSEADDR=y
-rev=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo "?")
+rev=${B10_BENCH_TREE:-$(git -C "$top" describe --always --dirty 2>/dev/null || echo "?")}
 t0=$(date +%s)
 
 python3 "$top/tests/bench/coresidence.py" "$BUILD" "$run/nomps.json" --seconds "$secs"

@@ -42,6 +42,8 @@
 #   B10_BENCH_MPS=1          with VRAM: daemons and ranks share the GPU through MPS
 #   B10_BENCH_OUT=FILE       the results file (tests/bench/RESULTS.md); the
 #                            section of this machine's kind and memory is replaced
+#   B10_BENCH_TREE=REV       the tree the section names, where this copy has no git
+#                            (a build carried to a GPU machine); else git describe's
 #   B10_KEEP=1               keep the run's folder (daemon logs, every output)
 #
 # Exit status: 0 when every case ran and every byte verified (missed targets
@@ -920,7 +922,7 @@ Kind=$(echo "$kind" | sed 's/^b/B/')
 key=$(echo "$kind-$MEM" | tr ' A-Z' '-a-z')
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 memtotal=$(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 2^20 }' /proc/meminfo)
-rev=$(git describe --always --dirty 2>/dev/null || echo "?")
+rev=${B10_BENCH_TREE:-$(git describe --always --dirty 2>/dev/null || echo "?")}
 section=$RUN/section.md
 {
     echo "<!-- bench:$key begin (scripts/bench.sh replaces this section) -->"

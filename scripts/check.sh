@@ -21,7 +21,7 @@
 # B10_CHECK_ONLY=NAME (make check T=NAME) runs one test on each build: a unit
 # binary (test-plan), a scenario of a suite (integ/restart, fault/floods,
 # ops/ctl) or a Python test (python/test_span_tables_as_arrays); the layer
-# check is "layers".
+# check is "layers", the docs' links "docs".
 #
 # B10_CHECK_SOAK=1 (make soak) runs the suites' soak scenarios instead, those
 # too long for check (soak_scenarios in each runner).
@@ -75,7 +75,18 @@ run_job() {  # run_job KIND BUILD NAME
             python3 scripts/layers.py --check >>"$jlog/out" 2>&1; then
             echo "PASS layers ($(grep '^layers: [0-9]' "$jlog/out"))"
         else
-            echo "FAIL layers ($(grep -m1 'NEW\|FAILED\|without a layer' "$jlog/out"))"
+            echo "FAIL layers ($(grep -m1 'NEW\|FAILED\|without a layer\|table of layers' "$jlog/out"))"
+            cat "$jlog/out" >&2
+        fi
+        ;;
+    docs)
+        # The docs' relative links lead to files and headings that exist, and README.md
+        # stays short (scripts/docs.py); the check itself finds made-up broken links.
+        if python3 scripts/docs.py --self-test >"$jlog/out" 2>&1 &&
+            python3 scripts/docs.py >>"$jlog/out" 2>&1; then
+            echo "PASS docs ($(grep '^docs: [0-9]' "$jlog/out"))"
+        else
+            echo "FAIL docs ($(grep -v -m1 '^docs self-test: ok' "$jlog/out"))"
             cat "$jlog/out" >&2
         fi
         ;;
@@ -160,8 +171,8 @@ record() {  # record STATUS NAME [WHY]
 
 only=${B10_CHECK_ONLY:-}
 case $only in
-"" | layers | test-* | integ/?* | ops/?* | fault/?* | python/?*) ;;
-*) echo "check: B10_CHECK_ONLY='$only': test-NAME, SUITE/NAME (integ, ops, fault, python) or layers" >&2
+"" | layers | docs | test-* | integ/?* | ops/?* | fault/?* | python/?*) ;;
+*) echo "check: B10_CHECK_ONLY='$only': test-NAME, SUITE/NAME (integ, ops, fault, python), layers or docs" >&2
    exit 2 ;;
 esac
 # wanted KIND [NAME]: does this run include it?
@@ -180,6 +191,7 @@ wanted() {
 alone="ops/fair"
 first="fault/chaos fault/fuzz integ/settle integ/settle_local fault/floods fault/rogue integ/rank_restart_data
        python/tests/python/test_nixl_faults.py integ/settle_unsettled python/tests/python/test_agent.py
+       python/tests/python/test_nixl_engines_diff.py
        ops/metrics_http fault/netns_rate ops/deadline integ/rank_restart_term fault/netns_linkdown"
 : >"$log/jobs"
 add() {  # add KIND BUILD NAME
@@ -203,6 +215,7 @@ if [ "${B10_CHECK_SOAK:-0}" = 1 ]; then
     done
 else
     wanted layers && add layers - layers
+    wanted docs && add docs - docs
     for build in "$@"; do
         [ -d "$build" ] || { record FAIL "$build" "no such build folder"; continue; }
         for t in "$build"/tests/test-*; do

@@ -9,11 +9,16 @@
 # functions are left out: a header's lines would count once per file including it.
 # Exits non-zero when a test failed (the figures are printed all the same).
 # GCOV='llvm-cov-14 gcov' reads a clang build's counters.
+#
+# The figures also go, dated with the tree and the machine, into
+# tests/unit/COVERAGE.md (B10_COVERAGE_OUT=FILE), replacing the last run's; a run
+# where a unit test failed leaves that file as it was.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 2
 build=${1:?usage: coverage.sh BUILD}
+out=${B10_COVERAGE_OUT:-tests/unit/COVERAGE.md}
 gcov=${GCOV:-gcov}
 [ -d "$build/obj/daemon" ] || { echo "coverage: no daemon objects under $build" >&2; exit 2; }
 command -v "${gcov%% *}" >/dev/null || { echo "coverage: $gcov not found" >&2; exit 2; }
@@ -58,23 +63,52 @@ for src in $(find daemon -name '*.c' | sort); do
             END { if (!found) printf "%s 0 0\n", src }'
 done >"$log/lines"
 
+# report FORMAT: the figures as text (FORMAT text) or markdown table rows (md): a row a
+# file, then a row a folder and one in all.
+report() {
+    awk -v md="$1" '
+        function row(what, run, all,   pct) {
+            pct = all ? sprintf("%.1f%%", 100 * run / all) : "-"
+            if (md) printf "| %s | %s | %d of %d |\n", what, pct, run, all
+            else printf "  %-32s %6s  %6d of %6d\n", what, pct, run, all
+        }
+        {
+            dir = $1; sub(/[^\/]*$/, "", dir)
+            if (!(dir in fall)) dirs[++ndirs] = dir
+            row(md ? "`" $1 "`" : $1, $2, $3)
+            frun[dir] += $2; fall[dir] += $3; run += $2; all += $3
+        }
+        END {
+            if (!md) print ""
+            for (i = 1; i <= ndirs; i++)
+                row((md ? "**`" dirs[i] "`**" : dirs[i]) (dirs[i] == "daemon/" ? " (top)" : ""),
+                    frun[dirs[i]], fall[dirs[i]])
+            row(md ? "**`daemon/` in all**" : "daemon/ in all", run, all)
+        }' "$log/lines"
+}
+
 echo
 echo "coverage: lines of daemon/ run by tests/unit ($build)"
-awk '
-    function row(what, run, all) {
-        printf "  %-32s %6s  %6d of %6d\n", what,
-               all ? sprintf("%.1f%%", 100 * run / all) : "-", run, all
-    }
-    {
-        dir = $1; sub(/[^\/]*$/, "", dir)
-        if (!(dir in fall)) dirs[++ndirs] = dir
-        row($1, $2, $3)
-        frun[dir] += $2; fall[dir] += $3; run += $2; all += $3
-    }
-    END {
-        print ""
-        for (i = 1; i <= ndirs; i++) row(dirs[i] (dirs[i] == "daemon/" ? " (top)" : ""),
-                                         frun[dirs[i]], fall[dirs[i]])
-        row("daemon/ in all", run, all)
-    }' "$log/lines"
-[ "$failed" -eq 0 ] || { echo "coverage: $failed of the unit tests failed" >&2; exit 1; }
+report 0
+[ "$failed" -eq 0 ] || { echo "coverage: $failed of the unit tests failed: $out left as it was" >&2; exit 1; }
+
+rev=$(git describe --always --dirty 2>/dev/null || echo "?")
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+if ls "$build"/obj/cuda/*.o >/dev/null 2>&1; then cuda="built"; else cuda="not built (no nvcc)"; fi
+{
+    echo "# Unit tests' coverage of daemon/"
+    echo
+    echo "Written by \`make coverage\` (\`scripts/coverage.sh\`), replaced by its next run: the lines"
+    echo "of every file of \`daemon/\` that the unit tests alone run, each test once. A file no"
+    echo "unit test links counts with none of its lines run. The integration, operations and"
+    echo "fault suites reach the rest; this figure does not count them."
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); tree $rev"
+    echo "- machine: $(hostname), $(nproc) cores, $cpu; $($gcov --version | head -n 1); the CUDA backend $cuda"
+    echo "- unit tests: $(ls tests/unit/test-*.c | wc -l) run, none failed"
+    echo
+    echo "| file | lines run | |"
+    echo "|---|---:|---:|"
+    report 1
+} >"$out.tmp.$$" && mv "$out.tmp.$$" "$out"
+echo "coverage: wrote $out"

@@ -18,6 +18,11 @@ call from one room to a function another room defines, and reports
                                          an upward edge (caller -> callee room) not in it
     python3 scripts/layers.py --write-baseline   make the baseline the edges found now
     python3 scripts/layers.py --self-test        the check finds a made-up upward call
+    python3 scripts/layers.py --table    the table of layers as README.md quotes it
+    python3 scripts/layers.py --write-table      rewrite README.md's copy of it
+
+The table of layers is written once, here: README.md quotes it between the lines
+TABLE_BEGIN and TABLE_END, and --check fails when that copy is not --table's.
 
 The baseline lists the upward edges the daemon still has, to be removed one by one; a new
 one fails `make check`. Calls are found by name in the source with comments and strings
@@ -56,6 +61,21 @@ LAYERS: Dict[str, int] = {
     # 6: the daemon as a whole
     "b10d": 6, "main": 6,
 }
+# What a layer's rooms are, said beside their names in the table (README.md quotes it).
+ROOM_NOTES = {
+    "wire": "UCX", "lane": "UCX", "gpu": "CUDA", "auth": "libsodium", "hello": "libsodium",
+    "peer": "the table, links", "peer-hello": "handshake", "peer-dispatch": "a link's messages",
+}
+# What reaches up from a layer, and through which table of operations the higher room installs.
+HOOKS = {
+    1: "`wire_hooks`, `ipc_hooks`, `gpu_hooks` (a copy's parts back to `copy`)",
+    3: "`link_user` (a transfer's or ask's `up` and `lost`), `peer_hooks` (a link's messages)",
+    4: "`rank_ops` (`rank.h`: find a rank, tell it a transfer ended, answer it, hand it notices)",
+    6: "installs the tables",
+}
+README = TOP / "README.md"
+TABLE_BEGIN = "<!-- scripts/layers.py --table: begin -->"
+TABLE_END = "<!-- scripts/layers.py --table: end -->"
 # Rooms that share an internal header count as one package: xfer-int.h, peer-int.h.
 PACKAGES = {r: p for r in LAYERS for p in ("xfer", "peer") if r == p or r.startswith(p + "-")}
 # The folder of daemon/ each layer's rooms live in: the tree shows the layers.
@@ -126,6 +146,39 @@ def misplaced() -> List[str]:
     return out
 
 
+def table() -> str:
+    """The layers as a markdown table: a row a layer, its folder, its rooms, what reaches up."""
+    rows = ["| layer, folder | rooms | what reaches up, through |", "|---|---|---|"]
+    for layer, folder in sorted(FOLDERS.items()):
+        rooms = [r for r, l in LAYERS.items() if l == layer]
+        names = ", ".join(f"`{r}`" + (f" ({ROOM_NOTES[r]})" if r in ROOM_NOTES else "") for r in rooms)
+        rows.append(f"| {layer} `daemon/{folder + '/' if folder else ''}` | {names} | {HOOKS.get(layer, '—')} |")
+    return "\n".join(rows) + "\n"
+
+
+def quoted(text: str) -> Tuple[int, int]:
+    """Where README.md's copy of the table lies: (its first character, the end marker's)."""
+    begin = text.find(TABLE_BEGIN)
+    end = text.find(TABLE_END, begin)
+    if begin < 0 or end < 0:
+        return -1, -1
+    return begin + len(TABLE_BEGIN) + 1, end
+
+
+def check_quote() -> bool:
+    """README.md quotes table() whole between its markers; says what to run where not."""
+    text = README.read_text()
+    begin, end = quoted(text)
+    if begin < 0:
+        print(f"layers: README.md has no lines {TABLE_BEGIN!r} and {TABLE_END!r} around the table")
+        return False
+    if text[begin:end] != table():
+        print("layers: README.md's table of layers is not scripts/layers.py's: "
+              "python3 scripts/layers.py --write-table")
+        return False
+    return True
+
+
 def circles(edges: Dict[Tuple[str, str], Set[str]]) -> List[List[str]]:
     """Strongly connected sets of packages of more than one (Tarjan)."""
     graph: Dict[str, Set[str]] = {}
@@ -173,6 +226,18 @@ def main() -> int:
     args = sys.argv[1:]
     if "--self-test" in args:
         return self_test()
+    if "--table" in args:
+        sys.stdout.write(table())
+        return 0
+    if "--write-table" in args:
+        text = README.read_text()
+        begin, end = quoted(text)
+        if begin < 0:
+            print(f"layers: README.md has no lines {TABLE_BEGIN!r} and {TABLE_END!r}")
+            return 1
+        README.write_text(text[:begin] + table() + text[end:])
+        print("layers: wrote the table into README.md")
+        return 0
     edges, unknown = scan()
     if unknown:
         print(f"layers: rooms without a layer in scripts/layers.py: {', '.join(unknown)}")
@@ -206,7 +271,7 @@ def main() -> int:
             print(f"layers: {e} no longer calls upward: take it out of scripts/layers.baseline")
         for e in new:
             print(f"layers: NEW upward call {e}: report through a hook the higher room installs")
-        return 1 if new else 0
+        return 1 if new or not check_quote() else 0
     return 0
 
 

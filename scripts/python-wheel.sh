@@ -5,7 +5,7 @@
 # it comes). Offline: no build isolation, no index, Debian's python3-setuptools and
 # python3-wheel; each wheel declares its own dependencies. A wheel of a distribution
 # replaces that distribution's earlier wheels in the folder, and nothing else there.
-# Installing them: README, "Python".
+# Installing them: client/README.md, "Python".
 #
 #   BUILD=build sh scripts/python-wheel.sh [OUT_DIR]
 set -eu

@@ -4,8 +4,17 @@
 # (which carries both markers), or SECTION is appended where there was none.
 #
 #   sh scripts/results-section.sh KEY SECTION FILE
+#
+# RESULTS.md holds only what the benches write, each section dated with its
+# tree and machine: a SECTION without a line "- date: ...; tree REV" and a line
+# "- machine: ..." is refused (exit 1), and FILE is left as it was.
 set -eu
 key=$1 section=$2 out=$3
+if ! grep -q '^- date: .*; tree [^ ]' "$section" || ! grep -q '^- machine: .' "$section"; then
+    echo "results-section: $section has no '- date: ...; tree REV' or '- machine: ...' line:" \
+        "$out left as it was" >&2
+    exit 1
+fi
 tmp=$out.tmp.$$
 awk -v key="$key" -v sec="$section" '
     function emit() { while ((getline l < sec) > 0) print l; close(sec); done = 1 }

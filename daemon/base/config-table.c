@@ -190,15 +190,15 @@ const struct config_opt config_table[] = {
         "on that GPU; kernel: SM kernels copy small pieces and sum,\n"
         "which costs a model without MPS its GPU while they run,\n"
         "and its p99 step with MPS. auto (default): engine, with\n"
-        "MPS as without (README \"GPU\")",
+        "MPS as without (tests/bench/README.md)",
         "What moves bytes on a rank's GPU. `engine`: the copy engines move every piece "
         "(`--gpu-copy-calls`) and the CPU sums the chunks, so no kernel of the daemon takes "
         "a time slice from a model on that GPU; no kernel is loaded. `kernel`: SM kernels copy "
         "pieces under 1 MiB and sum the chunks, faster at 4 KiB pieces, but without MPS a "
         "model's step waits for them (about twice its time measured) and with MPS its p99 "
-        "step grows (1.4 times). `auto`, the default, is `engine` with MPS as without (README, "
-        "\"A model's GPU\"). The start line says which runs and how many devices share their "
-        "contexts through MPS." } },
+        "step grows (1.4 times). `auto`, the default, is `engine` with MPS as without "
+        "(tests/bench/README.md, \"A model's GPU\"). The start line says which runs and how "
+        "many devices share their contexts through MPS." } },
     { .doc = { "gpu-copy-calls", OPT_GPU_COPY_CALLS, REQ, "auto|single|batch",
         "how the copy engines are handed scattered pieces. single:\n"
         "one cudaMemcpyAsync a piece, which never cost a model a\n"
@@ -216,7 +216,7 @@ const struct config_opt config_table[] = {
         "such batches (p99 1.24-1.92 times its time alone). `auto`, the default: single calls "
         "while they keep up, batches while the pieces come faster than single calls could "
         "take them, judged over windows of at least 2 ms on each copy stream; a local "
-        "transfer, which no wire paces, is batched (README \"A model's GPU\")." } },
+        "transfer, which no wire paces, is batched (tests/bench/README.md, \"A model's GPU\")." } },
     { .doc = { "gpu-max-ctas", OPT_GPU_MAX_CTAS, REQ, "N",
         "CTAs of one gather or scatter kernel, so a transfer leaves\n"
         "the GPU to the model (default 32, 1..1024)" },
@@ -229,8 +229,8 @@ const struct config_opt config_table[] = {
         "driver takes about a microsecond of a CPU a piece, so one thread moves 4 KiB pieces "
         "at 4-5 GB/s and several at once add up. With 2, a WRITE of 4 KiB spans into a GPU "
         "moved 0.90-1.00 of the wire's rate where one stream moved 0.75-0.86, and four "
-        "added nothing (README \"A model's GPU\"). A copy goes to the device's least "
-        "busy stream; the threads and streams are made as copies first need them. With "
+        "added nothing (tests/bench/README.md, \"A model's GPU\"). A copy goes to the device's "
+        "least busy stream; the threads and streams are made as copies first need them. With "
         "`--gpu-copy kernel`, one." },
       NUM(gpu_feeds, false, 1, 8) },
     { .doc = { "verify-data", OPT_VERIFY_DATA, REQ, "on|auto|off",
@@ -240,19 +240,20 @@ const struct config_opt config_table[] = {
         "(default): the chunks a GPU gathers (the CPU sums them off\n"
         "the GPU; a kernel with --gpu-copy kernel), and every sum\n"
         "that comes is checked;\n"
-        "host memory's sums cost ~11% on few CPUs (README \"Integrity\")",
+        "host memory's sums cost ~11% on few CPUs (daemon/README.md)",
         "Which DATA chunks are checksummed (XXH3-64, seeded with the transfer and the chunk) "
         "where their bytes were gathered; the sums travel with the chunk and are checked "
         "before a byte of it is scattered into a rank's memory. A chunk that fails fails its "
         "transfer with `B10_ERR_DATA_CORRUPT`, its view quarantined, and is counted against "
         "its peer (`b10ctl peers`). `on` sums every chunk. `auto`, the default, sums the "
         "chunks a GPU gathers (VRAM chunks above 512 KiB), on the CPU (by a kernel with "
-        "`--gpu-copy kernel`); host memory's sums cost about 11% on a host of few CPUs (README, "
-        "\"Integrity\"). Both check every sum that comes. `off` sums none and checks none." } },
+        "`--gpu-copy kernel`); host memory's sums cost about 11% on a host of few CPUs "
+        "(daemon/README.md, \"Integrity\"). Both check every sum that comes. `off` sums none "
+        "and checks none." } },
 
-    { .doc = { NULL, 0, NONE, NULL, "Trust between daemons (README, \"Security model\"):",
+    { .doc = { NULL, 0, NONE, NULL, "Trust between daemons (daemon/SECURITY.md):",
         "Trust between daemons\nWhich daemons this one accepts, and where their packets may "
-        "reach it (README, \"Security model\")." } },
+        "reach it (daemon/SECURITY.md)." } },
     { .doc = { "cluster-key", OPT_CLUSTER_KEY, REQ, "PATH",
         "the cluster's secret key, 64 hex digits readable by this user\n"
         "alone (default: $CREDENTIALS_DIRECTORY/" CONFIG_KEY_CREDENTIAL " from systemd's\n"
@@ -270,7 +271,7 @@ const struct config_opt config_table[] = {
         "a second key, accepted besides the first while a cluster is\n"
         "re-keyed node by node",
         "A second key, accepted besides the first while a cluster is re-keyed node by node "
-        "(README, \"Security model\")." } },
+        "(daemon/README.md, \"Rotating the key\")." } },
     { .doc = { "node-cert", OPT_NODE_CERT, REQ, "PATH",
         "this node's certificate (PEM: the leaf, then intermediates),\n"
         "naming --name; with --node-key and --node-ca. Remote daemons\n"
@@ -279,9 +280,9 @@ const struct config_opt config_table[] = {
         "8 KiB in DER). It must name the daemon: a subjectAltName dNSName equal to `--name`, or "
         "a URI whose last segment is the name (<spiffe://cluster/b10d/NAME>). Needs "
         "`--node-key`, `--node-ca` and a cluster key beside it. Each handshake then proves both "
-        "nodes' names by their keys, and a name is charged as one principal (README, "
-        "\"Node certificates\"). The files are read again when they change; a bad new file is "
-        "logged and the identity in use kept." } },
+        "nodes' names by their keys, and a name is charged as one principal "
+        "(daemon/README.md, \"Node certificates\"). The files are read again when they "
+        "change; a bad new file is logged and the identity in use kept." } },
     { .doc = { "node-key", OPT_NODE_KEY, REQ, "PATH",
         "the private key of --node-cert (PEM, Ed25519 or ECDSA P-256,\n"
         "unencrypted; owned by this user or root, no group/other bits)",
@@ -328,8 +329,9 @@ const struct config_opt config_table[] = {
         "or <all>; it overrides `UCX_NET_DEVICES`. Default: `UCX_NET_DEVICES`, else all. "
         "Logged at start, at notice level when UCX listens on every device. UCX parses "
         "connection requests before the daemon checks a key: name the cluster's devices, and "
-        "filter addresses with the drop-in <b10d.service.d/network.conf.example> (README, "
-        "\"Security model\"). A daemon without a key opens no network socket at all." } },
+        "filter addresses with the drop-in <b10d.service.d/network.conf.example> "
+        "(daemon/SECURITY.md, \"Beyond the gate\"). A daemon without a key opens no network "
+        "socket at all." } },
     { .doc = { "door-port", OPT_DOOR_PORT, REQ, "PORT",
         "the TCP port of this daemon's doors, where another daemon\n"
         "proves it holds the cluster key before its packets may reach\n"
@@ -392,9 +394,9 @@ const struct config_opt config_table[] = {
         "get B10_ERR_BUSY (default 16M, 64K..128M)" },
       NUM(max_notice_bytes, true, 64 * KiB, 128 * MiB) },
 
-    { .doc = { NULL, 0, NONE, NULL, "Trust on the node (README, \"Security model\"):",
-        "Trust on the node\nWhich ranks and users of this node may reach what (README, "
-        "\"Security model\")." } },
+    { .doc = { NULL, 0, NONE, NULL, "Trust on the node (daemon/SECURITY.md):",
+        "Trust on the node\nWhich ranks and users of this node may reach what "
+        "(daemon/SECURITY.md, \"Ranks of one node\")." } },
     { .doc = { "remote-access", OPT_REMOTE_ACCESS, REQ, "MODE",
         "any: ranks of every authenticated daemon may write and read\n"
         "the memory this node's ranks registered (the default);\n"

@@ -43,8 +43,8 @@ void config_defaults(struct config *cfg)
      * (CMA, or loopback TCP) runs fastest while the chunks the GPU just wrote
      * are still in the CPU caches. Over shared memory eight chunks of 8 MiB
      * reached about half of ucx_perftest's speed, these about 0.86, with
-     * more in flight slower again (the sweeps in README, "GPU memory, and
-     * what it measures"). Tuned on one host; across hosts it is not measured.
+     * more in flight slower again (the sweeps in tests/bench/README.md, "The
+     * defaults"). Tuned on one host; across hosts it is not measured.
      */
     cfg->view_bytes = 4 * MiB;
     cfg->max_in_flight = 4;

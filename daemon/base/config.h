@@ -58,7 +58,7 @@ struct config {
     uint32_t gpu_feeds;             /* copy streams a device, each with a submitting thread (gpu.c) */
     /* --gpu-copy (gpu.h): what moves bytes on a rank's GPU, and sums them there. */
     enum config_gpu_copy {
-        CONFIG_GPU_COPY_AUTO,       /* engine, with MPS as without: the figures in README "GPU" */
+        CONFIG_GPU_COPY_AUTO,       /* engine, with MPS as without: tests/bench/README.md */
         CONFIG_GPU_COPY_ENGINE,     /* copy engines only; the chunk sums on the CPU */
         CONFIG_GPU_COPY_KERNEL,     /* SM kernels for small pieces and for the sums */
     } gpu_copy;

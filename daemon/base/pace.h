@@ -7,8 +7,8 @@
  * process at a time: 4 KiB pieces move at 1.5 GB/s however many streams
  * submit. A cudaMemcpyBatchAsync of 128 pieces costs about a third of that a
  * piece, but in about half the runs a model's step queued behind such
- * batches for up to 0.3 ms before its first kernel (tests/bench/RESULTS.md,
- * runs 46-51).
+ * batches for up to 0.3 ms before its first kernel (H200 runs 46-51,
+ * tests/bench/notes/2026-12-01-h200-runs.md).
  *
  * So a feed submits one call a piece while it can keep up at that cost and
  * batches while it cannot: the tail is paid only where single calls would

@@ -112,7 +112,7 @@ static b10_status_t xfer_direct_emit_src(void *arg, struct region *r, uint64_t o
  * VRAM a job is one kernel launch, whose fixed cost (the descriptor upload,
  * the launch, events, the callback and the loop's turn after it) the loop
  * paid 40 times for 2.5 GiB at 64 MiB, while the kernel itself ran about
- * half of the time (H200, RESULTS run 42).
+ * half of the time (H200 run 42, tests/bench/notes/2026-12-01-h200-runs.md).
  */
 #define XFER_DIRECT_HOST_BYTES (64u << 20)
 #define XFER_DIRECT_GPU_BYTES (256u << 20)
@@ -131,7 +131,7 @@ static b10_status_t xfer_direct_emit_src(void *arg, struct region *r, uint64_t o
  * chunks: its first copy starts once a part of it is packed, not all of
  * it. Planning 81,920 picks took 0.7-0.9 ms on the H200 host before any
  * byte moved, where the kernels moved all 2.5 GiB in about 1.6 ms
- * (tests/bench/RESULTS.md, runs 42 and 47). Every check comes first: no
+ * (H200 runs 42 and 47). Every check comes first: no
  * part can fail for what the request holds.
  */
 #define XFER_PARTS_MIN 4096
@@ -240,8 +240,8 @@ static b10_status_t xfer_local_direct(struct xfer_slot *slot, bool *dst_side)
  * grid copy), so nothing is planned or walked a piece at a time. Planned
  * and walked piece by piece, a local VRAM -> VRAM copy of 2.5 GiB in 32 KiB
  * picks moved 0.25-0.35 x the device's own copy: the GPU waited for the
- * CPU, each 256 MiB job's kernel running 0.12 ms of its 0.58 (H200, RESULTS
- * run 48). Each copy looks the grids' bases up again (a KV pool's grid has a
+ * CPU, each 256 MiB job's kernel running 0.12 ms of its 0.58 (H200 run
+ * 48). Each copy looks the grids' bases up again (a KV pool's grid has a
  * base a layer's K or V), so a region deregistered meanwhile fails it as a
  * walk would.
  */
@@ -258,7 +258,7 @@ struct xfer_grid {
  * callback, which holds the stream until a driver thread has run it, and a
  * trip through the loop: on the H200, 2.5 GiB in copies of 256 MiB moved in
  * 2.3-2.7 ms where their kernels ran 1.6; in copies of 1 GiB, 1.9 where
- * they ran 1.5 (RESULTS run 52). A 4 GiB kernel runs about 2.4 ms there,
+ * they ran 1.5 (H200 run 52). A 4 GiB kernel runs about 2.4 ms there,
  * which a failure waits for at most once per copy in flight.
  */
 #define XFER_GRID_BYTES (4ull << 30)

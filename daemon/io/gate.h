@@ -4,7 +4,7 @@
  * kernel.
  *
  * UCX parses a connection's bytes before b10d can check any of them, and
- * trusts them: a connection request cut short crashes it (README, "Below
+ * trusts them: a connection request cut short crashes it (daemon/SECURITY.md, "Below
  * the envelope"). So a keyed daemon attaches a socket filter (classic BPF,
  * SO_ATTACH_FILTER) to each TCP listener its UCX workers opened, which
  * drops every packet, the SYN first, from an address not on this list.

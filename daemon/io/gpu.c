@@ -24,8 +24,8 @@ _Static_assert(GPU_COPY_SUM_BLOCK == CHECKSUM_BLOCK, "the GPU sums checksum.h's 
  * The kernels take a chunk in one submission: one launch, its sums chained to it.
  * The copy engines take one cudaMemcpyBatchAsync call's worth, batched or one
  * cudaMemcpyAsync a piece (pace.h), each submission ending in its event and
- * host callback. Measured on the H200 without MPS
- * (tests/bench/RESULTS.md, runs 28-29): a co-resident model's step queued behind
+ * host callback. Measured on the H200 without MPS (H200 runs 28-29,
+ * tests/bench/notes/2026-12-01-h200-runs.md): a co-resident model's step queued behind
  * a submission of 1024 pieces of 4 KiB waited up to 0.3 ms before its first
  * kernel ran (decode p99 1.76-1.84 x alone, its GPU time unchanged); behind
  * submissions of 256, 11 us at p99 (1.04 x); of 128, 5 us (1.03 x).
@@ -59,7 +59,7 @@ _Static_assert(COPY_GRID_ROWS + 2 * COPY_GRID_BASES <= 3 * GPU_MAX_PIECES &&
  * stream, and the stream runs nothing after it until a driver thread has run it:
  * a 4 MiB chunk of 32 KiB pieces cut into eight submissions each way stalled the
  * stream sixteen times, and a local VRAM -> VRAM copy through staging moved 3.9-4.1
- * GB/s where one submission a chunk moved 15 (H200, RESULTS run 40). A stream runs
+ * GB/s where one submission a chunk moved 15 (H200 run 40). A stream runs
  * its submissions in order, so the callback of a later one says the earlier ones
  * are over too: each feed (a stream) keeps its parts in order (gpu_feed.fifo), and
  * a callback, or the loop's polling, ends every part at the head whose event is
@@ -102,7 +102,7 @@ struct gpu_part {
  * engines, the driver's time a piece: a WRITE of 4 KiB spans into a GPU kept
  * the loop thread 80-90 % busy, most of it in the driver, where the same WRITE
  * into host memory left it at 10 %. On a feed thread it took that thread
- * 84-88 % and the loop 10-14 % (H200, RESULTS run 43), and one thread's
+ * 84-88 % and the loop 10-14 % (H200 run 43), and one thread's
  * submissions were the bound: b10-gpubench's hammer moved 4.0-4.8 GB/s of 4 KiB
  * pieces on one thread, 12.0 on two processes at once and 18.9 on four. So a
  * device may have --gpu-feeds of them with the copy engines (the kernels' few,
@@ -216,7 +216,7 @@ static void gpu_on_done(void *arg)
  * copy engines) is batched: its rate is the engines', and single calls
  * lengthen each view's round trip, which no backlog shows. Measured on the
  * H200 with single calls whenever the feed's load allowed, a local 32 KiB
- * WRITE beside a model moved 6.4 GB/s, against 11.7 alone (RESULTS run 50).
+ * WRITE beside a model moved 6.4 GB/s, against 11.7 alone (H200 run 50).
  */
 static bool gpu_feed_calls(struct gpu_feed *feed, struct gpu_part *part)
 {
@@ -618,7 +618,7 @@ static void gpu_on_idle(uv_idle_t *handle)
  * submissions at the byte cut. 4 KiB pieces need it: a view of them is eight
  * submissions, and with room for only two views a WRITE into the GPU moved
  * 3.8-4.2 GB/s where room for four moved 5.1-5.5 against a wire of 6.5-7.0
- * (H200, tests/bench/RESULTS.md, run 38); room for eight moved no more.
+ * (H200 run 38); room for eight moved no more.
  * At least GPU_SLOTS, at most 64, gpu-copy's bound.
  */
 static unsigned gpu_slots(const struct gpu *gpu)
@@ -986,9 +986,9 @@ b10_status_t gpu_start(struct b10d *d, const struct gpu_hooks *hooks)
     /*
      * auto is the copy engines, with MPS as without: measured on the H200, a model's
      * decode step beside the kernels took 1.9-2.4 x without MPS and, at p99, 1.4 x
-     * with it, beside the copy engines 1.0 x and 1.04 x (README "GPU"). Whether the
-     * devices share contexts through MPS is logged, for the operator who weighs
-     * --gpu-copy kernel.
+     * with it, beside the copy engines 1.0 x and 1.04 x (tests/bench/README.md, "A
+     * model's GPU"). Whether the devices share contexts through MPS is logged, for the
+     * operator who weighs --gpu-copy kernel.
      */
     enum config_gpu_copy mode = d->cfg.gpu_copy;
     gpu->kernels = mode == CONFIG_GPU_COPY_KERNEL;

@@ -8,7 +8,7 @@
 
 #include "peer.pb-c.h"
 
-_Static_assert(KNOCK_MAX_BYTES == 10352, "README (Below the envelope) gives the door's bound");
+_Static_assert(KNOCK_MAX_BYTES == 10352, "daemon/SECURITY.md (Below the envelope) gives the door's bound");
 
 /* The context strings of a node's signature at the door: distinct from a HELLO's ("b10d HELLO v11"). */
 static void knock_signed(bool ack, const uint8_t hash[AUTH_HASH_BYTES],

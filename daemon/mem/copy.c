@@ -467,8 +467,8 @@ static void copy_run(uv_work_t *work)
  * cores that burst cost its step: with one task, `--verify-data on` WRITEs
  * into the model's GPU held its decode p99 at 1.14-1.17 x alone where four
  * gave 1.16-1.28, moved 0.92-0.95 of the wire's rate where four moved
- * 0.79-0.99, on 12 % less CPU a GB; READs kept their rate (H200, RESULTS
- * run 45). A chunk's sum (a fraction of a millisecond) hides behind the
+ * 0.79-0.99, on 12 % less CPU a GB; READs kept their rate (H200 run 45,
+ * tests/bench/notes/2026-12-01-h200-runs.md). A chunk's sum (a fraction of a millisecond) hides behind the
  * other chunks in flight.
  */
 static void copy_sum_run(uv_work_t *work)

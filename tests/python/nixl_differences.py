@@ -1,12 +1,13 @@
 """The differences between b10's module `nixl` and NIXL 1.5.1 that test_nixl_diff.py
-accepts: scenario -> {label in its transcript: why}. A listed label whose entries no
-longer differ fails the test too: this list is always the whole truth.
+and test_nixl_engines_diff.py accept: scenario -> {label in its transcript: why}. A
+listed label whose entries no longer differ fails the test too: this list is always
+the whole truth.
 
 Only three kinds belong here: where NIXL's behaviour would weaken a guarantee of
 b10d (a released or failed transfer never writes afterwards; a notification only
 after its bytes landed; once deregistration returns, nothing writes that memory);
 the serialised format of descriptor lists; and what b10d cannot do at all. Each
-says which, and why. README ("vLLM, SGLang and Dynamo") shows the same list.
+says which, and why. client/README.md ("vLLM, SGLang and Dynamo") shows the same list.
 """
 from typing import Dict
 
@@ -45,10 +46,38 @@ VERSION = (
     "does for both), so that code reading nixl.__version__ gets NIXL's level, not an "
     "AttributeError. Nothing NIXL itself answers changes.")
 
+RELEASED_RUNNING = (
+    "guarantee (a released transfer never writes afterwards): release_xfer_handle of a "
+    "running transfer returns only once b10d reported it over, cancelled, so nothing of it "
+    "writes the destination after the call returned (where b10d cannot promise that, it "
+    "raises nixlBackendError, B10_ERR_UNSETTLED, and keeps the handle). NIXL 1.5.1's UCX "
+    "backend returns at once and the transfer goes on: a 64 MiB READ released while "
+    "running keeps writing the decode's blocks afterwards, blocks vLLM gives to another "
+    "request once it aborted this one. Neither delivers the released transfer's "
+    "notification.")
+
+REMOVED_IN_FLIGHT = (
+    "guarantee (a failed transfer never writes afterwards; a notification only after its "
+    "bytes landed): a transfer running when its peer is removed (remove_remote_agent, "
+    "SGLang's metadata refresh) runs to its end in b10, its state says so (DONE once its "
+    "bytes landed; its notification delivered then), and only new transfers to the removed "
+    "peer are refused (nixlNotFoundError, as in NIXL). NIXL 1.5.1 drops it: "
+    "check_xfer_state raises nixlNotFoundError at once, while its bytes may still be "
+    "moving, and its notification never comes. An engine told a transfer failed frees or "
+    "reuses its blocks; b10 never reports a transfer over while it can still move bytes.")
+
 KNOWN: Dict[str, Dict[str, str]] = {
     "names": {"hasattr __version__": VERSION},
     "agent_names": {"same name twice, second": SAME_NAME},
     "register_memory": {"overlapping": OVERLAP},
     "metadata_updates": {"to deregistered region": STALE_REGION},
     "get_descs_forms": {"deserialize a pickled list": PICKLED_LIST},
+    # test_nixl_engines_diff.py: labels are "role: observation".
+    "vllm_release_running": {"decode: written after the release returned": RELEASED_RUNNING},
+    "sglang_recovery": {
+        "prefill: in flight: state after remove": REMOVED_IN_FLIGHT,
+        "prefill: in flight handle 0 state": REMOVED_IN_FLIGHT,
+        "decode: first agent notifications": REMOVED_IN_FLIGHT,
+        "decode: first agent bytes there at each notification": REMOVED_IN_FLIGHT,
+    },
 }

@@ -850,9 +850,9 @@ def test_shutdown_fails_transfers_in_flight(ranks, daemons) -> None:
 
 
 def test_readme_example_runs(daemons, monkeypatch) -> None:
-    """The README's Python example, run as written, against a decode rank on B."""
+    """client/README.md's Python example, run as written, against a decode rank on B."""
     a, b = daemons
-    text = (TOP / "README.md").read_text()
+    text = (TOP / "client" / "README.md").read_text()
     section = text[text.index("\n## Python\n"):]
     code = section[section.index("```python\n") + 10:]
     code = code[:code.index("```")]
@@ -865,7 +865,7 @@ def test_readme_example_runs(daemons, monkeypatch) -> None:
         ns = {"publish": published.append, "decode_desc": d.run(b10test_desc),
               "decode_ptr": decode_ptr, "print": lambda *args: printed.append(args)}
         try:
-            exec(compile(code, "README.md", "exec"), ns)
+            exec(compile(code, "client/README.md", "exec"), ns)
             got = d.run(await_messages, 1)
         finally:
             if "agent" in ns:

@@ -1,7 +1,7 @@
-"""Installing the Python distributions as the README says, on a fresh Debian 12.
+"""Installing the Python distributions as client/README.md says, on a fresh Debian 12.
 
-The README's install commands (sections "Python" and "vLLM, SGLang and Dynamo", each
-between the lines marker(NAME) and END below) run as they are written, one after the
+The guide's install commands (sections "Python", "vLLM, SGLang and Dynamo" and
+"Mooncake's Transfer Engine", each between the lines marker(NAME) and END below) run as they are written, one after the
 other, with Debian's python3, in a home folder and a work folder of the test's whose
 build/python holds the wheels make python-wheel writes, offline and with no pip
 configuration. Then, from the venv they made: b10 and nixl import from it,
@@ -32,11 +32,12 @@ import pytest
 from b10test import SLOW, TOP, Daemon, build_dir, pattern
 
 END = "<!-- tests/python/test_install.py: end -->"
-# The README's blocks, in the order they run: the venv and b10 ("Python"), then nixl
-# ("vLLM, SGLang and Dynamo").
+# The guide's blocks, in the order they run: the venv and b10 ("Python"), then nixl
+# ("vLLM, SGLang and Dynamo"), then mooncake ("Mooncake's Transfer Engine").
+GUIDE = TOP / "client" / "README.md"
 BLOCKS = ("venv", "nixl", "mooncake")
 PY = "/usr/bin/python3"                       # Debian's, as on a fresh Debian 12
-# What the README's commands need of Debian (README, "Python").
+# What the guide's commands need of Debian (client/README.md, "Python").
 DEBIAN = ("python3-venv", "python3-pip", "python3-numpy", "python3-setuptools", "python3-wheel")
 
 
@@ -55,18 +56,19 @@ def our_version(package: str = "nixl") -> str:
 
 
 def readme_block(name: str) -> str:
-    """The shell commands between the README's lines marker(name) and END: the only
+    """The shell commands between the guide's lines marker(name) and END: the only
     copy of them."""
-    text = (TOP / "README.md").read_text()
+    text = GUIDE.read_text()
     start = text.find(marker(name))
     end = text.find(END, start)
     if start < 0 or end < 0:
-        pytest.fail(f"README.md has no install commands between the lines {marker(name)!r} "
+        pytest.fail(f"client/README.md has no install commands between the lines {marker(name)!r} "
                     f"and {END!r} (one ```sh block; 'venv' in section 'Python', 'nixl' in "
-                    f"'vLLM, SGLang and Dynamo')", pytrace=False)
+                    f"'vLLM, SGLang and Dynamo', 'mooncake' in 'Mooncake's Transfer Engine')",
+                    pytrace=False)
     m = re.search(r"^```sh\n(.*?)^```$", text[start:end], re.S | re.M)
     if m is None or not m.group(1).strip():
-        pytest.fail(f"README.md: no ```sh block between {marker(name)!r} and {END!r}",
+        pytest.fail(f"client/README.md: no ```sh block between {marker(name)!r} and {END!r}",
                     pytrace=False)
     return m.group(1)
 
@@ -217,7 +219,7 @@ del a, b            # as NIXL's agents end: nixl_agent has no close()
 
 def test_readme_install_in_a_fresh_venv_moves_bytes(wheels: Path, daemon: Daemon,
                                                      tmp_path: Path) -> None:
-    """The README's commands, as written, in a fresh home, from make python-wheel's
+    """The guide's commands, as written, in a fresh home, from make python-wheel's
     wheels: the venv they make imports b10 and nixl from itself, with libb10 of its
     own, reports NIXL's version through importlib.metadata, and moves bytes."""
     blocks = [readme_block(name) for name in BLOCKS]
@@ -227,10 +229,10 @@ def test_readme_install_in_a_fresh_venv_moves_bytes(wheels: Path, daemon: Daemon
     env = fresh_env(home)
     for name, block in zip(BLOCKS, blocks):
         r = run(["sh", "-exc", block], env, work)
-        assert r.returncode == 0, (f"the README's commands ({marker(name)}) failed:\n"
+        assert r.returncode == 0, (f"client/README.md's commands ({marker(name)}) failed:\n"
                                    f"{r.stdout[-3000:]}{r.stderr[-3000:]}")
     venvs = [p.parent for p in home.rglob("pyvenv.cfg")]
-    assert len(venvs) == 1, f"the README's commands made {len(venvs)} venvs under $HOME: {venvs}"
+    assert len(venvs) == 1, f"the guide's commands made {len(venvs)} venvs under $HOME: {venvs}"
     venv = venvs[0].resolve()
     seed = os.getpid()
     out = ok(run([str(venv / "bin" / "python"), "-c", TRANSFER, str(daemon.sock), str(seed),

@@ -229,5 +229,8 @@ def test_vllm_decode_agent_from_environment(daemons, agents, monkeypatch) -> Non
                                                                 "DRAM"))
     assert not peer.check_remote_metadata(name, peer.get_xfer_descs(
         [(kv.base_addrs()[0] + 4 * 4096, 4096, 0)], "DRAM"))
-    # As NIXL's, the package has no __version__: engines read the distribution's.
-    assert not hasattr(nixl, "__version__")
+    # The engines read NIXL's API level from the distribution (its version is
+    # _version.py's); nixl.__version__, which NIXL's package lacks (a listed
+    # difference), says the same.
+    import nixl._version
+    assert nixl.__version__ == nixl._version.__version__.partition("+")[0]

@@ -51,7 +51,7 @@ _found = _real_mooncake()
 if _found:
     _msg = (f"the module mooncake is b10's, but Mooncake's own is installed beside it "
             f"({', '.join(_found)}): both write the same files. Uninstall Mooncake, then "
-            f"reinstall b10's mooncake (README, \"Mooncake's Transfer Engine\")")
+            f"reinstall b10's mooncake (client/README.md, \"Mooncake's Transfer Engine\")")
     if _os.environ.get("B10_MOONCAKE_ALONGSIDE", "") != "1":
         raise ImportError(_msg + "; B10_MOONCAKE_ALONGSIDE=1 imports it anyway")
     _warnings.warn(_msg, RuntimeWarning, stacklevel=2)

@@ -59,7 +59,7 @@ _found = _real_nixl()
 if _found:
     _msg = (f"the module nixl is b10's, but a NIXL distribution is installed beside it "
             f"({', '.join(_found)}): they own or load the same package. Uninstall them, then "
-            f"reinstall b10's nixl (README, 'vLLM, SGLang and Dynamo')")
+            f"reinstall b10's nixl (client/README.md, 'vLLM, SGLang and Dynamo')")
     if _os.environ.get("B10_NIXL_ALONGSIDE", "") != "1":
         raise ImportError(_msg + "; B10_NIXL_ALONGSIDE=1 imports it anyway")
     _warnings.warn(_msg, RuntimeWarning, stacklevel=2)

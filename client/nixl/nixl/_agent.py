@@ -319,6 +319,9 @@ class nixlAgent:
         self._xfers: Dict[int, _Xfer] = {}
         self._remote: Dict[str, _Regions] = {}     # NIXL name -> regions it declared
         self._b10names: Dict[str, str] = {}        # b10 name -> NIXL name of loaded peers
+        # NIXL name -> (status, detail) of the failure that showed the peer gone; it
+        # stays so until its metadata is loaded again.
+        self._disconnected: Dict[str, Tuple[int, str]] = {}
         self._local_rows = np.zeros((0, 4), dtype=np.uint64)
         self._local_refs: Dict[Tuple[int, int, int], int] = {}
         self._local = _Regions(self._local_rows)
@@ -618,6 +621,7 @@ class nixlAgent:
                 rows = np.concatenate([old.rows, rows])
             self._remote[name] = _Regions(rows)
             self._b10names[b10name] = name
+            self._disconnected.pop(name, None)     # loaded again: reachable again
         return name.encode("utf-8", "surrogateescape")
 
     def _probe(self, name: str, b10name: str, rows: np.ndarray, what: str) -> None:
@@ -644,6 +648,7 @@ class nixlAgent:
         flight go on, and their handles stay readable until released."""
         name = _text(name, "invalidateRemoteMD")
         with self._lock:
+            self._disconnected.pop(name, None)
             if self._remote.pop(name, None) is None:
                 return nb.NIXL_ERR_NOT_FOUND
         try:
@@ -825,27 +830,58 @@ class nixlAgent:
 
     def _gone(self, e: B10Error, name: str) -> type:
         """The class of a failure to reach a loaded peer: its agent left (b10d no longer
-        knows it) is NIXL's remote disconnect."""
+        knows it) is NIXL's remote disconnect, which marks the peer disconnected."""
+        cls = nb._error_class(e.code)
         if _lib.status_name(e.code) in ("B10_ERR_UNKNOWN_AGENT", "B10_ERR_NOT_FOUND"):
             with self._lock:
                 if name in self._remote:
-                    return nb.nixlRemoteDisconnectError
-        return nb._error_class(e.code)
+                    cls = nb.nixlRemoteDisconnectError
+        self._mark_gone(cls, name, e.code, e.detail)
+        return cls
+
+    def _mark_gone(self, cls: type, name: str, code: int, detail: str) -> None:
+        """A loaded peer that a failure showed gone (nixlRemoteDisconnectError) is
+        disconnected, as NIXL marks a peer once its backend lost the connection to it:
+        until its metadata is loaded again, a post or a message to it is refused at
+        once, not handed to b10d to fail later."""
+        if cls is nb.nixlRemoteDisconnectError:
+            with self._lock:
+                if name in self._remote:
+                    self._disconnected[name] = (code, detail)
+
+    def _connected(self, name: str, what: str) -> None:
+        """Raise nixlRemoteDisconnectError, with the failure that showed it, for a peer
+        marked disconnected."""
+        with self._lock:
+            gone = self._disconnected.get(name)
+        if gone is not None:
+            raise nb.nixlRemoteDisconnectError(
+                gone[0], f"agent {name!r} was disconnected ({gone[1]}): load its metadata "
+                "again (add_remote_agent) to reach it", what)
 
     def postXferReq(self, reqh: Any, notif_msg: Any = "") -> Any:
         """Post the transfer: NIXL_IN_PROG once b10d took it, NIXL_SUCCESS if it already
         landed; a failure raises its class. A handle may be posted again once its last
-        post is over."""
+        post is over. A peer that a failure showed gone is refused here at once
+        (nixlRemoteDisconnectError), as in NIXL, until its metadata is loaded again."""
         x = self._xfer(reqh)
         msg = _msg(notif_msg, "postXferReq")
         with x.lock:
             self._live(x, "postXferReq")
             if x.status is not None:
-                if self._observe(x) == _lib.B10_IN_PROGRESS:
+                code = self._observe(x)
+                if code == _lib.B10_IN_PROGRESS:
                     raise nb._error(_lib.B10_ERR_INVALID_ARG, "the transfer is still in progress",
                                     "postXferReq", nb.nixlRepostActiveError)
+                if code != _lib.B10_OK:
+                    self._failure(x)        # the peer it showed gone is marked so
                 x.status.release()
                 x.status = None
+            try:
+                self._connected(x.remote_name, "postXferReq")
+            except nb.nixlRemoteDisconnectError as e:
+                x.failed = e
+                raise
             notif = msg or x.notif
             b10name = _b10_name(x.remote_name)
             t0 = time.monotonic_ns()
@@ -894,10 +930,17 @@ class nixlAgent:
             return nb.NIXL_IN_PROG
         if code == _lib.B10_OK:
             return nb.NIXL_SUCCESS
-        cls = nb._async_error_class(code)
-        if _lib.status_name(code) in ("B10_ERR_UNKNOWN_AGENT",):
+        raise self._failure(x)
+
+    def _failure(self, x: _Xfer) -> Exception:
+        """The NIXL exception of a transfer whose status failed (x.lock held); a failure
+        showing its peer gone marks the peer disconnected."""
+        st = x.status
+        cls = nb._async_error_class(st.code)
+        if _lib.status_name(st.code) in ("B10_ERR_UNKNOWN_AGENT",):
             cls = nb.nixlRemoteDisconnectError
-        raise cls(code, st.detail, f"transfer {st.xfer_id:016x} ({x.op} with {x.remote_name})")
+        self._mark_gone(cls, x.remote_name, st.code, st.detail)
+        return cls(st.code, st.detail, f"transfer {st.xfer_id:016x} ({x.op} with {x.remote_name})")
 
     def getXferStatus(self, reqh: Any) -> Any:
         """NIXL_IN_PROG while running, NIXL_SUCCESS once every byte landed; a failure
@@ -1015,6 +1058,7 @@ class nixlAgent:
             raise TypeError("genNotif(): incompatible function arguments: backends are a "
                             "list of backend handles")
         name = self._peer(remote_agent, "genNotif")
+        self._connected(name, "genNotif")
         try:
             self._b10.notify_sync_message(_b10_name(name), data)
         except B10Error as e:
