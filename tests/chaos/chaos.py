@@ -44,6 +44,11 @@ TOP = os.path.dirname(os.path.dirname(HERE))
 INIT_GEN = 1 << 40          # ranks' own fills: above every operation's generation
 
 
+# Failures after which the NIXL module holds a peer disconnected (nixlRemoteDisconnectError).
+NIXL_GONE = {"B10_ERR_PEER_LOST", "B10_ERR_PEER_UNREACHABLE", "B10_ERR_CLIENT_GONE",
+             "B10_ERR_UNKNOWN_AGENT"}
+
+
 def now():
     return time.monotonic()
 
@@ -501,8 +506,10 @@ class Driver:
         self.stats[bucket][status] = self.stats[bucket].get(status, 0) + 1
         ini = self.initiator(op)
         peer = op.dst if op.kind == "WRITE" else op.src
-        if status == "B10_ERR_PEER_UNREACHABLE":
-            # PEER: reload the remote agent, then retry (b10.h's action).
+        if status == "B10_ERR_PEER_UNREACHABLE" or (ini.api == "nixl" and status in NIXL_GONE):
+            # PEER: reload the remote agent, then retry (b10.h's action). The NIXL module,
+            # as NIXL, refuses every post to a peer a failure showed gone until its
+            # metadata is loaded again (an engine reloads it, or retires the peer).
             ini.loaded.discard(peer.name)
             self.load(ini, peer)
         elif status == "B10_ERR_UNKNOWN_AGENT" and refused and "is not loaded" in detail:
@@ -933,14 +940,15 @@ class Driver:
         return now() - t_heal
 
     def pair_try(self, pr):
-        ra = [r for r in self.live_ranks() if r.node.i == pr[0]]
-        rb = [r for r in self.live_ranks() if r.node.i == pr[1]]
-        for src in ra:
-            for dst in rb:
-                if dst.name in src.loaded:
-                    if self.new_op("WRITE", src, dst, 1, 5000, pair=pr) is not None:
-                        self.pairs_busy.add(pr)
-                    return
+        """A WRITE between the pair's nodes, either way, whatever the ranks' roles, by
+        ranks that hold each other (picked at random: a pair of ranks that keeps
+        failing is not the only try)."""
+        ra = [r for r in self.live_ranks() if r.node.i in pr]
+        ways = [(s, d) for s in ra for d in ra if s.node is not d.node and d.name in s.loaded]
+        if ways:
+            src, dst = self.rng.choice(ways)
+            if self.new_op("WRITE", src, dst, 1, 5000, pair=pr) is not None:
+                self.pairs_busy.add(pr)
 
     def pair_done(self, op):
         self.pairs_left.discard(op.pair)
