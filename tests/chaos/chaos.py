@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """make chaos: a cluster of b10d in network namespaces under a nemesis, and a checker
-that trusts none of them (tests/chaos; README "Chaos").
+that trusts none of them (tests/chaos; tests/README.md, "Chaos").
 
   python3 tests/chaos/chaos.py --build build --secs 600 --seed 1 --nodes 12 --out DIR
 
