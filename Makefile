@@ -9,6 +9,8 @@
 #   make check-threads  the unit tests of threaded rooms under ThreadSanitizer
 #   make coverage  the unit tests' line coverage of daemon/, into tests/unit/COVERAGE.md
 #   make soak       the long runs kept out of check (S=seconds of faults, 60)
+#   make chaos      12 daemons in network namespaces under a nemesis, checked from the
+#                   ranks' memory (SECS=60 of faults, SEED=, NODES=12, BREAK=rule; root)
 #   make bench      WRITEs against their ceilings, and b10's nixl and mooncake modules
 #                   beside the real NIXL and Mooncake, into tests/bench/RESULTS.md
 #                   (B10_BENCH_ONLY=libs: the latter alone)
@@ -122,11 +124,11 @@ ALL := $(B10D) $(LIB_SO) $(B10CTL) $(EXAMPLE_BIN) $(UNIT_BIN) $(INTEG_BIN) $(FAU
 
 # Keep intermediate objects and generated code: otherwise make deletes and rebuilds them every run.
 .SECONDARY:
-.PHONY: all deps deps-test demo check check-stress check-threads coverage soak fuzz-ucx check-run check-san bench install uninstall clean help python-wheel man
+.PHONY: all deps deps-test demo check check-stress check-threads coverage soak chaos fuzz-ucx check-run check-san bench install uninstall clean help python-wheel man
 all: $(ALL)
 
 help:
-	@sed -n '1,18p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,20p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	$(Q)sh scripts/deps.sh
@@ -283,6 +285,17 @@ check-threads: deps-test
 soak: deps-test
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(CHECK_JOBS) B10_CHECK_SOAK=1 B10_SOAK_S=$(or $(S),60) sh scripts/check.sh build
+
+# A cluster in a box (tests/chaos/chaos.py): NODES daemons (12), each in a network namespace
+# of its own with the shipped unit's flags, ranks through libb10 and the NIXL module, a seeded
+# nemesis for SECS seconds (60), a checker that reads the ranks' memory and the history; its
+# history, summary and timeline go to build/chaos/seed-SEED. BREAK= breaks one rule on
+# purpose (late-write, spill-byte, drop-reason, flip-data, long-stop, no-heal, quarantine,
+# bounds): the run must then stop with that violation. On the plain build, as root.
+chaos: deps-test
+	$(Q)$(MAKE) --no-print-directory SAN=0 all
+	$(Q)$${B10_PYTHON:-/usr/bin/python3} tests/chaos/chaos.py --build build --secs $(or $(SECS),60) \
+		--nodes $(or $(NODES),12) $(if $(SEED),--seed $(SEED)) $(if $(BREAK),--break $(BREAK))
 
 # What the unit tests run of the daemon: the daemon and tests/unit built with gcov's
 # counters (-O0, so that a line is a line) into a folder of their own, the tests run

@@ -152,6 +152,8 @@ struct loaded {
     uint8_t *desc;                 /* owned */
     size_t length;
     uint32_t grants;               /* B10_GRANT_* */
+    /* Why the daemon refused it when libb10 connected again ("": it did not). */
+    char refused[300];
 };
 
 /* This rank's descriptor of an earlier daemon boot: a caller may still hold the pointer. */
@@ -1034,6 +1036,20 @@ static b10_status_t conn_request(b10_conn_t *conn, B10__ClientMsg *msg, int pass
     if (!p.done) {
         if (conn->dead != B10_OK) {
             status = conn->dead;
+        } else if (expect == B10__REPLY__BODY_SUBMIT) {
+            /*
+             * A stopped or stalled daemon may still read this submit and run it: a
+             * failure that claimed it did not (a retry, its memory reused) would be
+             * written into later. So it claims nothing, and the connection is closed
+             * behind it: the daemon then reads the submit with its client gone and
+             * fails it, instead of running it to its deadline unheard.
+             */
+            pending_unlink(conn, &p);
+            conn->unanswered = true;
+            conn_kill2(conn, B10_ERR_DAEMON_LOST, "the daemon did not answer a submit within "
+                       "%d ms: it may still take it, so the connection was closed; what was "
+                       "in flight may or may not land", conn->request_timeout_ms);
+            return B10_ERR_DAEMON_LOST;
         } else {
             conn_set_detail(conn, "daemon did not answer within %d ms",
                             conn->request_timeout_ms);
@@ -1895,6 +1911,26 @@ static void loaded_forget(b10_conn_t *conn, const char *name)
     }
 }
 
+/*
+ * A transfer to name was refused B10_ERR_UNKNOWN_AGENT: where its descriptor
+ * was refused when libb10 connected again (a daemon started with a rotated
+ * cluster key that no longer holds the one it was sealed under), the detail
+ * says so and what to do, which the daemon alone cannot. The lock is held.
+ */
+static void loaded_why_not(b10_conn_t *conn, const char *name)
+{
+    for (const struct loaded *l = conn->loaded; l != NULL; l = l->next) {
+        if (strcmp(l->name, name) == 0 && l->refused[0] != '\0') {
+            char daemon[sizeof(conn->detail)];
+            snprintf(daemon, sizeof(daemon), "%s", conn->detail);
+            conn_set_detail(conn, "%.300s: its descriptor, loaded again when libb10 connected "
+                            "to the daemon anew, was refused (%.300s): load a fresh one of that "
+                            "rank", daemon, l->refused);
+            return;
+        }
+    }
+}
+
 /* A request whose OK reply carries nothing but its status. */
 static b10_status_t conn_call(b10_conn_t *conn, B10__ClientMsg *msg)
 {
@@ -2277,11 +2313,15 @@ static void conn_revive(b10_conn_t *conn)
         status = conn_request(conn, &msg, -1, B10__REPLY__BODY__NOT_SET, NULL, NULL);
         if (status != B10_OK && conn->dead != B10_OK)
             goto failed;
-        if (status != B10_OK)
+        l->refused[0] = '\0';
+        if (status != B10_OK) {
             conn_log(conn, B10_LOG_WARNING, "remote agent %s not reloaded: %s: %s", l->name,
                      b10_status_name(status), conn->detail);
-        else
+            snprintf(l->refused, sizeof(l->refused), "%s: %.250s", b10_status_name(status),
+                     conn->detail);
+        } else {
             agents++;
+        }
     }
     conn->reviving = false;
     conn->backoff_ms = 0;
@@ -2706,6 +2746,8 @@ b10_status_t b10_xfer_submit(b10_conn_t *conn, const b10_xfer_params_t *params,
         /* Under the lock: another thread's progress may read its XferDone any moment. */
         xfer->times.replied_ns = (uint64_t)now_ns();
         xfer->times.field_mask |= B10_XFER_TIMES_CLIENT;
+    } else if (status == B10_ERR_UNKNOWN_AGENT) {
+        loaded_why_not(conn, params->remote_agent);
     }
     pthread_mutex_unlock(&conn->lock);
     if (status != B10_OK)

@@ -109,6 +109,91 @@ static b10_status_t b10d_open_doors(struct b10d *d)
     return B10_OK;
 }
 
+/*
+ * A number from the environment for a hook of the tests: left alone when
+ * unset, else in *n_p, or B10_ERR_INVALID_ARG (said) when it is not one of
+ * min..max.
+ */
+static b10_status_t b10d_hook_count(const char *name, unsigned long min, unsigned long max,
+                                    uint32_t *n_p)
+{
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0')
+        return B10_OK;
+    char *end;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*end != '\0' || n < min || n > max) {
+        log_err("%s='%s' is not a number from %lu up to %lu", name, v, min, max);
+        return B10_ERR_INVALID_ARG;
+    }
+    *n_p = (uint32_t)n;
+    return B10_OK;
+}
+
+static const char *b10d_nth(uint32_t n)
+{
+    return n == 1 ? "" : n == 2 ? "nd" : n == 3 ? "rd" : "th";
+}
+
+/*
+ * The fault hooks of the tests (b10d(8), ENVIRONMENT): each breaks the
+ * daemon on purpose, so each is said loudly at start. The chaos checker
+ * (tests/chaos) must catch those that break the failure doctrine.
+ */
+static b10_status_t b10d_test_hooks(struct b10d *d)
+{
+    b10_status_t rc;
+    uint32_t n = 0;
+
+    /* Said loudly, for it slows every scatter. */
+    if ((rc = b10d_hook_count("B10_TEST_COPY_DELAY_MS", 0, 600000, &n)) != B10_OK)
+        return rc;
+    if (n > 0) {
+        d->test_copy_delay_ms = n;
+        log_warning("test hook: every scatter into a rank's memory waits %u ms first "
+                    "(B10_TEST_COPY_DELAY_MS)", n);
+    }
+
+    /* The staging path of local transfers, on memory that needs none. */
+    const char *staged = getenv("B10_TEST_LOCAL_STAGED");
+    if (staged != NULL && strcmp(staged, "1") == 0) {
+        d->test_local_staged = true;
+        log_warning("test hook: local transfers copy through staging views, never directly "
+                    "(B10_TEST_LOCAL_STAGED)");
+    }
+
+    /* The integrity tests': bytes that change after their checksum. */
+    if ((rc = b10d_hook_count("B10D_FAULT_FLIP_DATA", 1, UINT32_MAX, &d->fault_flip_every)) != B10_OK)
+        return rc;
+    if (d->fault_flip_every > 0)
+        log_warning("fault hook: one byte of every %u%s chunk sent is flipped after its "
+                    "checksum was computed (B10D_FAULT_FLIP_DATA)", d->fault_flip_every,
+                    b10d_nth(d->fault_flip_every));
+
+    /* The chaos checker's: a failure told before its copies ended (late writes), ... */
+    const char *first = getenv("B10D_FAULT_NEWS_FIRST");
+    if (first != NULL && strcmp(first, "1") == 0) {
+        d->fault_news_first = true;
+        log_warning("fault hook: a failed transfer is reported at once, while copies for it "
+                    "may still write its destination (B10D_FAULT_NEWS_FIRST)");
+    }
+    /* ... a scatter that writes one byte past its piece, ... */
+    if ((rc = b10d_hook_count("B10D_FAULT_SPILL_BYTE", 1, UINT32_MAX, &d->fault_spill_every)) != B10_OK)
+        return rc;
+    if (d->fault_spill_every > 0)
+        log_warning("fault hook: every %u%s scatter into a rank's memory changes the byte just "
+                    "past its piece (B10D_FAULT_SPILL_BYTE)", d->fault_spill_every,
+                    b10d_nth(d->fault_spill_every));
+    /* ... and a failure told without its reason. */
+    if ((rc = b10d_hook_count("B10D_FAULT_DROP_REASON", 1, UINT32_MAX, &d->fault_drop_reason_every)) != B10_OK)
+        return rc;
+    if (d->fault_drop_reason_every > 0)
+        log_warning("fault hook: every %u%s failure told to a rank goes without its reason "
+                    "(B10D_FAULT_DROP_REASON)", d->fault_drop_reason_every,
+                    b10d_nth(d->fault_drop_reason_every));
+    return B10_OK;
+}
+
 b10_status_t b10d_start(struct b10d *d)
 {
     struct wire_hooks hooks = {
@@ -141,42 +226,8 @@ b10_status_t b10d_start(struct b10d *d)
     clock_gettime(CLOCK_REALTIME, &now);
     d->incarnation = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 
-    /* A fault hook of the tests: said loudly, for it slows every scatter. */
-    const char *delay = getenv("B10_TEST_COPY_DELAY_MS");
-    if (delay != NULL && *delay != '\0') {
-        char *end;
-        unsigned long ms = strtoul(delay, &end, 10);
-        if (*end != '\0' || ms > 600000) {
-            log_err("B10_TEST_COPY_DELAY_MS='%s' is not a number of ms up to 600000", delay);
-            return B10_ERR_INVALID_ARG;
-        }
-        d->test_copy_delay_ms = (uint32_t)ms;
-        log_warning("test hook: every scatter into a rank's memory waits %lu ms first "
-                    "(B10_TEST_COPY_DELAY_MS)", ms);
-    }
-
-    /* The other fault hook: the staging path of local transfers, on memory that needs none. */
-    const char *staged = getenv("B10_TEST_LOCAL_STAGED");
-    if (staged != NULL && strcmp(staged, "1") == 0) {
-        d->test_local_staged = true;
-        log_warning("test hook: local transfers copy through staging views, never directly "
-                    "(B10_TEST_LOCAL_STAGED)");
-    }
-
-    /* The fault hook of the integrity tests: bytes that change after their checksum. */
-    const char *flip = getenv("B10D_FAULT_FLIP_DATA");
-    if (flip != NULL && *flip != '\0') {
-        char *end;
-        unsigned long every = strtoul(flip, &end, 10);
-        if (*end != '\0' || every == 0 || every > UINT32_MAX) {
-            log_err("B10D_FAULT_FLIP_DATA='%s' is not a count of chunks from 1 up", flip);
-            return B10_ERR_INVALID_ARG;
-        }
-        d->fault_flip_every = (uint32_t)every;
-        log_warning("fault hook: one byte of every %lu%s chunk sent is flipped after its "
-                    "checksum was computed (B10D_FAULT_FLIP_DATA)", every,
-                    every == 1 ? "" : every == 2 ? "nd" : every == 3 ? "rd" : "th");
-    }
+    if ((rc = b10d_test_hooks(d)) != B10_OK)
+        return rc;
 
     /* The keys first: a daemon that cannot read its key must not start half trusted. */
     if ((rc = peer_start(d, &b10d_peer_hooks)) != B10_OK)

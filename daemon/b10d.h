@@ -184,6 +184,11 @@ struct b10d {
     uint32_t test_gpu_stop_ms;      /* gpu_stop's waits, each (unit tests); 0: gpu.c's bounds */
     uint32_t fault_flip_every;      /* B10D_FAULT_FLIP_DATA: flip a byte of every Nth chunk sent */
     uint64_t fault_flip_seen;       /* chunks sealed since start, for that count */
+    bool fault_news_first;          /* B10D_FAULT_NEWS_FIRST: failures told before their copies end */
+    uint32_t fault_spill_every;     /* B10D_FAULT_SPILL_BYTE: every Nth scatter spills one byte */
+    uint64_t fault_spill_seen;      /* scatters since start, for that count (pool threads: atomic) */
+    uint32_t fault_drop_reason_every;  /* B10D_FAULT_DROP_REASON: every Nth failure told bare */
+    uint64_t fault_drop_reason_seen;   /* failures told since start, for that count */
     /* Small host copies done on the loop thread, their completions due next turn (copy.c). */
     struct list copies_inline;
     uv_idle_t copies_idle;

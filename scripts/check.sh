@@ -189,7 +189,7 @@ wanted() {
 # the slower), so that no long job starts last and runs on its own; the order
 # changes nothing else.
 alone="ops/fair"
-first="fault/fuzz integ/settle integ/settle_local fault/floods fault/rogue integ/rank_restart_data
+first="fault/chaos fault/fuzz integ/settle integ/settle_local fault/floods fault/rogue integ/rank_restart_data
        python/tests/python/test_nixl_faults.py integ/settle_unsettled python/tests/python/test_agent.py
        python/tests/python/test_nixl_engines_diff.py
        ops/metrics_http fault/netns_rate ops/deadline integ/rank_restart_term fault/netns_linkdown"

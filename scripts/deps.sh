@@ -17,6 +17,8 @@ pkgs="gcc make pkg-config libucx-dev ucx-utils libuv1-dev libprotobuf-c-dev
 [ "${1:-}" = "--test" ] && pkgs="$pkgs systemd python3 util-linux man-db binutils
       python3-pytest python3-setuptools python3-pip python3-wheel python3-venv python3-numpy
       python3-torch"
+# make chaos's timeline picture (tests/chaos/plot.py).
+[ "${1:-}" = "--test" ] && pkgs="$pkgs python3-matplotlib"
 
 missing=""
 for p in $pkgs; do

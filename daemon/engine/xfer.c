@@ -499,6 +499,9 @@ bool xfer_peer_silent(b10_status_t status)
  */
 static bool xfer_unsettled(const struct xfer *x)
 {
+    /* B10D_FAULT_NEWS_FIRST (tests): the doctrine broken on purpose, for the chaos checker. */
+    if (x->d->fault_news_first)
+        return false;
     return x->scatters > 0 || x->await_ack || x->read.settling > 0;
 }
 

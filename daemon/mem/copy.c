@@ -207,6 +207,27 @@ static b10_status_t copy_host_seg(const struct copy_seg *seg, const void **hole_
     return B10_OK;
 }
 
+static bool copy_region_holds(const struct region *r, const void *p);
+
+/*
+ * B10D_FAULT_SPILL_BYTE (tests): every Nth scatter into a rank's mapped
+ * memory changes the byte just past its piece, where that byte is still the
+ * rank's, so that the chaos checker is seen to catch a byte outside a span.
+ */
+static void copy_spill(struct copy_job *job, const struct copy_seg *seg)
+{
+    struct b10d *d = job->d;
+    if (d->fault_spill_every == 0 || job->gather || seg->dst_fd >= 0 ||
+        __atomic_add_fetch(&d->fault_spill_seen, 1, __ATOMIC_RELAXED) % d->fault_spill_every != 0)
+        return;
+    uint8_t *past = (uint8_t *)seg->dst + seg->len;
+    for (uint32_t r = 0; r < job->refs.n; r++)
+        if (copy_region_holds(job->refs.r[r], past)) {
+            *past ^= 0x5a;
+            return;
+        }
+}
+
 /*
  * The job's host segments, on whichever thread runs them; the first failure
  * stops them. Run by guard_call: a load or store of a guarded hole ends it.
@@ -220,6 +241,7 @@ static b10_status_t copy_host_segs(void *arg)
         b10_status_t status = copy_host_seg(&job->segs[i], &job->hole);
         if (status != B10_OK)
             return status;
+        copy_spill(job, &job->segs[i]);
     }
     return B10_OK;
 }

@@ -386,6 +386,11 @@ void session_xfer_done(struct session *s, const struct xfer *x)
     done.xfer_id = x->id;
     done.status = (B10__Status)x->status;
     done.detail = (char *)x->detail;
+    /* B10D_FAULT_DROP_REASON (tests): a failure told bare, for the chaos checker to catch. */
+    struct b10d *d = s->d;
+    if (x->status != B10_OK && d->fault_drop_reason_every > 0 &&
+        ++d->fault_drop_reason_seen % d->fault_drop_reason_every == 0)
+        done.detail = (char *)"";
     B10__XferTimes times = B10__XFER_TIMES__INIT;
     times.received_ns = x->times.received_ns;
     times.decoded_ns = x->times.decoded_ns;

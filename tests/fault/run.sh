@@ -31,12 +31,13 @@ set -u
 . "$(dirname "$0")/../lib.sh"
 
 SUITE=fault
-REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue"
+REQUIRED="bin/b10d bin/b10ctl bin/b10-kvrank tests/b10-rawclient tests/b10-rogue tests/b10-unanswered tests/b10-rotated"
 LIMIT_S=150
-all_scenarios="kill9_recv kill9_send sigstop_late silent_recv silent_send_none client_kill_send
+all_scenarios="kill9_recv kill9_send sigstop_late submit_unanswered rotated_reload silent_recv silent_send_none client_kill_send
                client_kill_recv local_kill rogue node_cert_rogue node_cert_forged door_cert door_flood door_silent
-               floods bad_ack bad_frames budget netns_linkdown netns_loss netns_rate fuzz ucx_wire ucx_local"
-soak_scenarios="soak"
+               floods bad_ack bad_frames budget netns_linkdown netns_loss netns_rate fuzz ucx_wire ucx_local
+               chaos"
+soak_scenarios="soak chaos_breaks"
 
 # The checks read the daemons' "quarantine:" lines: debug level, whatever B10_LOG_LEVEL says.
 LOG_LEVEL=debug
@@ -49,6 +50,9 @@ scenario_limit() {
     fuzz) echo $(( (${B10_FUZZ_S:-12} + 20) * $(ls "$TOPDIR"/tests/fuzz/fuzz-*.c | wc -l) + 120 )) ;;
     # Four ranks of 768 MiB pools poisoned and verified each round: minutes on a loaded machine.
     floods) echo $(( 2 * LIMIT_S * SLOW )) ;;
+    # make chaos's short form: its faults, its end (pairs, drains, every transfer settled).
+    chaos) echo $(( ${B10_CHAOS_S:-60} + 360 )) ;;
+    chaos_breaks) echo 2400 ;;
     *) echo $(( LIMIT_S * SLOW )) ;;
     esac
 }
@@ -62,9 +66,11 @@ daemon_wrap() {
     echo "ip netns exec $_ns env UCX_NET_DEVICES=$(eval "echo \${DEV_$1:-lo}") UCX_TLS=tcp,self"
 }
 
-# The namespaces a scenario made go with it (ns_cleanup, below).
+# The namespaces a scenario made go with it (ns_cleanup, below), and what a chaos run
+# killed before its own cleanup left (chaos_cleanup).
 cleanup_extra() {
     ns_cleanup
+    chaos_cleanup
 }
 
 # ---------------------------------------------------------------- helpers of the fault scenarios
@@ -305,6 +311,61 @@ scen_sigstop_late() {
     prefill p1 A "$D/x" 1 $KV --req-blocks 8
     expect_rc p1 0
     finish dx 0
+}
+
+# A rank's daemon is stopped while the rank submits a READ: libb10 gives up after its
+# request timeout (1 s) with B10_ERR_DAEMON_LOST, which claims nothing about the bytes, and
+# closes the connection, so that the daemon, resumed, fails the READ it then reads
+# (B10_ERR_CLIENT_GONE) and nothing of it lands; the rank's next READ, on a connection
+# opened anew, lands (tests/integ/b10-unanswered.c). Before, the submit failed B10_ERR_IO,
+# a failure to retry, and the daemon ran the READ into memory the rank had reused (found
+# by make chaos).
+scen_submit_unanswered() {
+    start_daemon A
+    start_daemon B
+    mkdir -p "$D/ua"
+    "$BUILD/tests/b10-unanswered" "$D/A.sock" "$D/B.sock" "$(daemon_pid A)" "$D/ua" >"$D/ua.log" 2>&1 &
+    _ua=$!
+    track $_ua
+    wait_log "$D/ua.log" '^(resumed|FAIL)' 60 "b10-unanswered did not get past the stopped submit"
+    grep -q '^FAIL' "$D/ua.log" && die "$(grep -m1 '^FAIL' "$D/ua.log")"
+    wait_log "$D/A.log" '\(read, from ua-s\) failed: B10_ERR_CLIENT_GONE' 30 \
+        "A did not fail the READ it read after the rank's connection closed"
+    touch "$D/ua/go"
+    wait_exit $_ua $(( 60 * SLOW ))
+    [ "$rc" = 0 ] || die "$(grep -m1 '^FAIL' "$D/ua.log" || tail -n 1 "$D/ua.log")"
+    note "$(grep '^ok' "$D/ua.log")"
+}
+
+# A cluster key rotation's last step (README "Rotating the key"): B restarts under
+# (k2, next k1), then A under k2 alone. A's rank had loaded B's rank under k1; libb10,
+# connecting again, loads that descriptor again and A refuses it (sealed under a key it no
+# longer holds). The rank's next READ is refused B10_ERR_UNKNOWN_AGENT saying so, and a
+# fresh descriptor serves (tests/integ/b10-rotated.c). Before, the refusal said only
+# "not loaded" (found by make chaos, where a node's ranks lost every remote rank so).
+scen_rotated_reload() {
+    "$B10D" --gen-key "$D/k1" >/dev/null && "$B10D" --gen-key "$D/k2" >/dev/null ||
+        die "b10d --gen-key failed"
+    KEYLESS=1 start_daemon A --cluster-key "$D/k1"
+    KEYLESS=1 start_daemon B --cluster-key "$D/k1" --cluster-key-next "$D/k2"
+    mkdir -p "$D/rot"
+    "$BUILD/tests/b10-rotated" "$D/A.sock" "$D/B.sock" "$D/rot" >"$D/rot.log" 2>&1 &
+    _rp=$!
+    track $_rp
+    wait_log "$D/rot.log" '^(loaded|FAIL)' 60 "b10-rotated did not load the remote rank"
+    grep -q '^FAIL' "$D/rot.log" && die "$(grep -m1 '^FAIL' "$D/rot.log")"
+    for _x in B A; do
+        kill -TERM "$(daemon_pid $_x)"
+        wait_exit "$(daemon_pid $_x)" $(( 15 * SLOW ))
+        forget_daemon $_x
+    done
+    KEYLESS=1 start_daemon B --cluster-key "$D/k2" --cluster-key-next "$D/k1"
+    KEYLESS=1 start_daemon A --cluster-key "$D/k2"
+    touch "$D/rot/go"
+    wait_exit $_rp $(( 60 * SLOW ))
+    [ "$rc" = 0 ] || die "$(grep -m1 '^FAIL' "$D/rot.log" || tail -n 1 "$D/rot.log")"
+    grep -q "refused a descriptor for 'rot-s'" "$D/A.log" || die "A did not log the refusal"
+    note "$(grep '^ok' "$D/rot.log")"
 }
 
 # The receiving daemon goes silent (SIGSTOP) before a transfer's CONTROL
@@ -1158,6 +1219,64 @@ scen_soak() {
         [ "$2" -le $(( $1 + 65536 )) ] || die "daemon $3 grew from $1 to $2 kB RSS during the soak"
     done
     alive "$pid_A" && alive "$pid_B" || die "a daemon died during the soak"
+}
+
+# ---------------------------------------------------------------- chaos
+
+CHAOS_PY=${B10_PYTHON:-/usr/bin/python3}
+
+# What tests/chaos/chaos.py said it made (RUN/made), should it have been killed before
+# it removed them: its namespaces and memory cgroups.
+chaos_cleanup() {
+    for _f in "$D"/*/run/made; do
+        [ -f "$_f" ] || continue
+        while read -r _what _name; do
+            case $_what in
+            netns) ip netns del "$_name" 2>/dev/null ;;
+            cgroup) rmdir "$_name" 2>/dev/null ;;
+            esac
+        done <"$_f"
+        rm -f "$_f"
+    done
+}
+
+# chaos_run NAME [chaos.py options]: tests/chaos/chaos.py on this build into $D/NAME;
+# sets $rc, skips with its reason where it cannot make namespaces.
+chaos_run() {
+    _n=$1
+    shift
+    [ "$SLOW" = 1 ] || skip "the chaos cluster runs on the plain build"
+    "$CHAOS_PY" -c 'import numpy' 2>/dev/null || skip "no numpy for $CHAOS_PY (python3-numpy)"
+    "$CHAOS_PY" "$TOPDIR/tests/chaos/chaos.py" --build "$BUILD" --out "$D/$_n" "$@" >"$D/$_n.log" 2>&1
+    rc=$?
+    [ "$rc" = 77 ] && skip "$(sed -n 's/^SKIP chaos (\(.*\))$/\1/p' "$D/$_n.log")"
+    return 0
+}
+
+# make chaos's short form in check: 12 daemons, a fixed seed, 60 s of faults (B10_CHAOS_S),
+# then every fault healed, every pair of nodes moving a transfer, every quarantine drained
+# and every transfer settled; no violation of the checker's rules.
+scen_chaos() {
+    chaos_run chaos --secs "${B10_CHAOS_S:-60}" --seed 48 --nodes 12 --no-plot
+    _last=$(grep '^chaos: [0-9]* transfers' "$D/chaos.log" | tail -n 1)
+    [ "$rc" = 0 ] || die "$(grep -m1 -E '^VIOLATION|harness failed|Error' "$D/chaos.log" || tail -n 1 "$D/chaos.log")"
+    [ -n "$_last" ] || die "no summary line: $(tail -n 1 "$D/chaos.log")"
+    note "${_last#chaos: }"
+}
+
+# Each rule of the checker, broken on purpose (make chaos BREAK=...), stops a small run
+# with that rule's violation (make soak: minutes).
+scen_chaos_breaks() {
+    for _b in late-write:late spill-byte:outside drop-reason:reason flip-data:exact \
+              long-stop:reason no-heal:liveness quarantine:liveness bounds:bounds; do
+        _secs=20
+        [ "${_b%%:*}" = long-stop ] && _secs=45
+        chaos_run "break-${_b%%:*}" --secs $_secs --seed 5 --nodes 4 --no-plot --break "${_b%%:*}"
+        [ "$rc" = 1 ] || die "BREAK=${_b%%:*}: exit $rc, not the violation's 1: $(tail -n 1 "$D/break-${_b%%:*}.log")"
+        grep -q "^VIOLATION ${_b#*:}: " "$D/break-${_b%%:*}.log" ||
+            die "BREAK=${_b%%:*}: no ${_b#*:} violation: $(grep -m1 VIOLATION "$D/break-${_b%%:*}.log")"
+        note "${_b%%:*}: $(grep -m1 "^VIOLATION" "$D/break-${_b%%:*}.log" | cut -c1-120)"
+    done
 }
 
 # libFuzzer targets for every decoder of outside bytes, time-bounded.

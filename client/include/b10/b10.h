@@ -31,10 +31,17 @@
  *    does not end within 3 s (it dropped this rank) or cannot be watched
  *    (socket activation, another pid namespace), what was in flight fails
  *    B10_ERR_DAEMON_LOST instead, which claims nothing about the bytes.
+ *    So does a submit the daemon did not answer within the request timeout
+ *    (a stopped daemon may still read and run it), with everything else in
+ *    flight: libb10 closes the connection behind it, so that the daemon
+ *    fails what it reads of it later instead of running it unheard.
  *    Either way the next call on the connection, or
  *    b10_conn_progress(), connects again to the same socket path, registers
  *    every region again and reloads every descriptor loaded, so that the
- *    handles stay valid and the next transfer works as before. Each attempt
+ *    handles stay valid and the next transfer works as before. A descriptor
+ *    the daemon refuses then (sealed under a cluster key it no longer holds,
+ *    after a rotation) is not loaded: a transfer to that rank is refused
+ *    B10_ERR_UNKNOWN_AGENT saying so; load a fresh one of it. Each attempt
  *    is bounded (the request timeout); while the daemon is away the calls
  *    return B10_ERR_DAEMON_EXITED with the reason in b10_conn_detail().
  *    A refusal that cannot pass (B10_ERR_VERSION, B10_ERR_PERMISSION: the
@@ -162,7 +169,9 @@ typedef struct {
      */
     void (*log_cb)(void *arg, int level, const char *line);
     void *log_arg;
-    /* How long a request to the daemon may take. Default 30000 ms. */
+    /* How long a request to the daemon may take. Default 30000 ms. An
+     * unanswered submit fails B10_ERR_DAEMON_LOST and the connection is
+     * opened anew (above); other requests fail B10_ERR_IO. */
     int request_timeout_ms;
 } b10_conn_params_t;
 
