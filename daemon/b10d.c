@@ -257,6 +257,13 @@ b10_status_t b10d_start(struct b10d *d)
         return rc;
     if ((rc = service_create(d, &d->service)) != B10_OK)
         return rc;
+    /* Before the socket is reachable: a SIGTERM sent as soon as a client could connect
+     * (a unit stopped right after it started) is a clean stop, not death by signal. */
+    uv_signal_init(d->loop, &d->sigterm);
+    uv_signal_init(d->loop, &d->sigint);
+    d->sigterm.data = d->sigint.data = d;
+    uv_signal_start(&d->sigterm, b10d_on_signal, SIGTERM);
+    uv_signal_start(&d->sigint, b10d_on_signal, SIGINT);
     int listen_fd;
     if ((rc = service_listen_fd(d->service, &listen_fd)) != B10_OK)
         return rc;
@@ -273,11 +280,6 @@ b10_status_t b10d_start(struct b10d *d)
     /* The socket is this daemon's now (not another's it lost to): the names' file is too. */
     if ((rc = names_file_open(d, &d->names_file)) != B10_OK)
         return rc;
-    uv_signal_init(d->loop, &d->sigterm);
-    uv_signal_init(d->loop, &d->sigint);
-    d->sigterm.data = d->sigint.data = d;
-    uv_signal_start(&d->sigterm, b10d_on_signal, SIGTERM);
-    uv_signal_start(&d->sigint, b10d_on_signal, SIGINT);
     log_info("daemon %s %016" PRIx64 " (b10d %s) listening on %s%s, ucx error mode %s, %s; "
              "remote ranks: %s; chunk checksums %s", d->cfg.name, d->daemon_id, B10D_VERSION,
              d->cfg.socket_path, listen_fd >= 0 ? " (from systemd)" : "",

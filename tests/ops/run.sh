@@ -24,7 +24,7 @@ STOP_S=20
 all_scenarios="config log_sinks check_keys deadline metrics_http metrics_held units unit_boot unit_boot_judged man_options
                install notify activation ctl max_clients max_clients_uid max_host_uid permission tenants tenants_paired
                names_restart names_refused fair budget_spans idle_clients drain resume_stopping sigterm_finish
-               sigterm_bound trust"
+               sigterm_at_start sigterm_bound trust"
 
 # ---------------------------------------------------------------- helpers of the ops scenarios
 
@@ -1620,6 +1620,27 @@ scen_resume_stopping() {
     wait_exit "$(daemon_pid A)" $(( 30 * SLOW ))
     [ "$rc" = 0 ] || die "A did not exit 0 after its drain: $rc"
     forget_daemon A
+}
+
+# SIGTERM the moment the socket appears (a unit stopped as soon as it started): each of
+# 10 daemons exits 0, stopped by its handler, never killed by the signal (exit 143);
+# the allowed case is the stop itself, so the last one's log must say it stopped.
+scen_sigterm_at_start() {
+    for _i in 1 2 3 4 5 6 7 8 9 10; do
+        rm -f "$D/T.sock"
+        "$B10D" --socket "$D/T.sock" --name "t$_i" $DAEMON_OPTS >"$D/T.log" 2>&1 &
+        _p=$!
+        _end=$(( $(date +%s) + 20 * SLOW ))
+        while [ ! -S "$D/T.sock" ] && kill -0 "$_p" 2>/dev/null; do
+            [ "$(date +%s)" -lt "$_end" ] || { kill -KILL "$_p"; die "daemon $_i made no socket"; }
+        done
+        kill -TERM "$_p"
+        wait "$_p"
+        _rc=$?
+        [ "$_rc" = 0 ] || die "daemon $_i exited $_rc on a SIGTERM as its socket appeared: $(tail -n 1 "$D/T.log")"
+    done
+    grep -qi "stop" "$D/T.log" || die "the last daemon did not log its stop: $(tail -n 2 "$D/T.log")"
+    note "10 of 10 stopped by their handler"
 }
 
 # SIGTERM with transfers in flight that can finish: they land, then the daemon exits 0.
