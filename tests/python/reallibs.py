@@ -6,6 +6,11 @@ differential tests (test_nixl_diff.py, mooncaketest.py) and the benchmark
     nixl_python()      the venv's interpreter with NIXL 1.5.1, or (None, why not)
     mooncake_python()  the same with mooncake-transfer-engine-non-cuda 0.3.13.post1
 
+B10_NIXL_PYTHON / B10_MOONCAKE_PYTHON name an interpreter that imports the real
+library already, for a machine that cannot reach PyPI (the GPU machine: its Python
+differs from this one's, so the venv cannot travel; the wheel's files can, on its
+PYTHONPATH). Each is checked to import the library and report its version.
+
 Each returns (interpreter path, None) or (None, the reason it cannot be had): PyPI
 unreachable and no venv made before, no python3-venv. A venv half made (its
 download worked and its install did not) raises RuntimeError: that is a fault to
@@ -62,9 +67,32 @@ def _last_line(r: subprocess.CompletedProcess) -> str:
     return ((r.stderr or r.stdout).strip().splitlines() or ["?"])[-1][:200]
 
 
+# The interpreter named by the environment, and the distribution it must hold.
+GIVEN = {"nixl": ("B10_NIXL_PYTHON", "nixl", "1.5.1"),
+         "mooncake": ("B10_MOONCAKE_PYTHON", MOONCAKE_DIST, MOONCAKE_VERSION)}
+
+
+def given_python(lib: str) -> Optional[Found]:
+    """The interpreter the environment names for LIB, checked; None when none is named."""
+    var, dist, version = GIVEN[lib]
+    py = os.environ.get(var)
+    if not py:
+        return None
+    r = subprocess.run([py, "-c", "import importlib.metadata as m, sys; "
+                        "print(m.version(sys.argv[1]))", dist],
+                       capture_output=True, text=True, timeout=120)
+    got = r.stdout.strip()
+    if r.returncode or got != version:
+        return None, f"{var}={py}: not {dist} {version}: {got or _last_line(r)}"
+    return py, None
+
+
 def nixl_python() -> Found:
     """NIXL's venv: the wheels downloaded into a folder kept beside it, installed
     from there without an index; a stamp of the pins says it is complete."""
+    given = given_python("nixl")
+    if given:
+        return given
     cache = nixl_cache()
     cache.mkdir(parents=True, exist_ok=True)
     venv, stamp = cache / "venv", cache / "venv" / "b10-pins"
@@ -103,6 +131,9 @@ def mooncake_python() -> Found:
     """Mooncake's venv, made in a folder beside it and renamed into place when complete
     (a venv finds its site-packages from the pyvenv.cfg beside bin/python, wherever the
     folder is); .complete in it says it is."""
+    given = given_python("mooncake")
+    if given:
+        return given
     venv = mooncake_cache() / "venv"
     py = venv / "bin" / "python"
     if (venv / ".complete").exists():
