@@ -2868,8 +2868,14 @@ void b10_xfer_release(b10_xfer_t *xfer)
     pthread_mutex_lock(&conn->lock);
     xfer_table_remove(conn, xfer);
     xfer_list_remove(conn, xfer);
-    /* A daemon of a later boot never knew the id: nothing to release there. */
-    if (conn->dead == B10_OK && xfer->boot == conn->boot && !conn->reviving) {
+    /*
+     * A daemon of a later boot never knew the id: nothing to release there.
+     * Nor does one that told the outcome: it forgot the transfer as it sent
+     * XferDone, so the message would only cost both ends a wake-up (a
+     * small transfer's share of them is most of its time).
+     */
+    if (conn->dead == B10_OK && xfer->boot == conn->boot && !conn->reviving &&
+        xfer->status == B10_IN_PROGRESS) {
         msg.seq = conn->next_seq;
         if (frame_encode_iov(&msg.base, conn->max_frame, &frame) == 0) {
             conn->next_seq++;
