@@ -235,6 +235,7 @@ class _Xfer:
         self.local = np.ascontiguousarray(local[:, :2], dtype=np.uint64)
         self.remote = np.ascontiguousarray(remote[:, :2], dtype=np.uint64)
         self.picks = picks
+        self.prepared: Any = None       # b10's request of the picks, made at the first post
         self.grids = grids
         self.count = picks[0].size if picks is not None else len(self.local)
         self.lock = threading.RLock()
@@ -887,9 +888,12 @@ class nixlAgent:
             t0 = time.monotonic_ns()
             try:
                 if x.picks is not None:
-                    x.status = self._b10.submit_picked(
-                        x.op, x.local, x.picks[0], x.remote, x.picks[1], b10name, notif or None,
-                        self._deadline_ms, x.grids[0], x.grids[1])
+                    # Checked and laid out for libb10 at the first post; a repost is one call.
+                    if x.prepared is None:
+                        x.prepared = self._b10.prepare_picked(
+                            x.op, x.local, x.picks[0], x.remote, x.picks[1], b10name,
+                            self._deadline_ms, x.grids[0], x.grids[1])
+                    x.status = self._b10.submit_prepared(x.prepared, notif or None)
                 else:
                     x.status = self._b10.submit_span_tables(x.op, x.local, x.remote, b10name,
                                                             notif or None, self._deadline_ms)

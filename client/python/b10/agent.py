@@ -159,6 +159,16 @@ def _log_sink(agent_ref: "weakref.ref[B10TransferAgent]") -> LogSink:
 GRANT_WRITE = 1 << 0
 GRANT_READ = 1 << 1
 
+class PreparedSubmit:
+    """A request checked and laid out for libb10 once (prepare_picked), posted by
+    submit_prepared: the C structure and every array it points into, held together."""
+
+    __slots__ = ("params", "keep", "remote_name", "what")
+
+    def __init__(self, params: Any, keep: List[Any], remote_name: str, what: str):
+        self.params, self.keep, self.remote_name, self.what = params, keep, remote_name, what
+
+
 class TransferStatus:
     """A submitted transfer. Poll with is_completed(), block with wait().
 
@@ -593,8 +603,18 @@ class B10TransferAgent:
         A side's grid, (bases, per_base, stride, length) with bases a C-contiguous
         uint64 array, stands for its table (then None): row k is
         bases[k // per_base] + (k % per_base) * stride, length bytes (b10_span_grid_t)."""
+        prep = self.prepare_picked(op, local, local_index, remote, remote_index, remote_name,
+                                   deadline_ms, local_grid, remote_grid)
+        return self.submit_prepared(prep, sync_message)
+
+    def prepare_picked(self, op: Any, local: Any, local_index: Any, remote: Any,
+                       remote_index: Any, remote_name: str, deadline_ms: Optional[int] = None,
+                       local_grid: Any = None, remote_grid: Any = None) -> "PreparedSubmit":
+        """submit_picked's checks and its C request, made once: submit_prepared posts it
+        as often as wanted. The arrays are held by it, and must not change meanwhile
+        (libb10 reads them at each post)."""
         what = f"submit to {remote_name}"
-        tables, grids = [], []
+        tables, grids, keep = [], [], [local, remote, local_index, remote_index]
         for side, table, grid in (("local", local, local_grid), ("remote", remote, remote_grid)):
             if grid is None:
                 tables.append(_wire_table(side, table, what))
@@ -618,16 +638,29 @@ class B10TransferAgent:
                                    "remote indices: they pair up one to one", what)
         counts = [t.shape[0] if g is None else 0
                   for t, g in ((local, grids[0]), (remote, grids[1]))]
-        # libb10 reads tables, grids and indices only during the call, while they are held here.
-        return self._submit(op_code(op), tables[0], tables[1], local_index.shape[0],
-                            str(remote_name), deadline_ms, _msg_bytes(sync_message), what,
-                            pick=(picks[0], picks[1], counts[0], counts[1],
-                                  grids[0][0] if grids[0] else None,
-                                  grids[1][0] if grids[1] else None))
+        params = self._params(op_code(op), tables[0], tables[1], local_index.shape[0],
+                              str(remote_name), deadline_ms, what,
+                              pick=(picks[0], picks[1], counts[0], counts[1],
+                                    grids[0][0] if grids[0] else None,
+                                    grids[1][0] if grids[1] else None))
+        keep += [g for g in grids if g is not None]
+        return PreparedSubmit(params, keep, str(remote_name), what)
+
+    def submit_prepared(self, prep: "PreparedSubmit",
+                        sync_message: Optional[Message] = None) -> TransferStatus:
+        """Post a request prepare_picked made: one call into libb10."""
+        return self._post(prep.params, prep.remote_name, _msg_bytes(sync_message), prep.what)
 
     def _submit(self, op: int, local: Any, remote: Any, count: int, remote_name: str,
                 deadline: Any, sync: bytes, what: str,
                 pick: Optional[Tuple[Any, ...]] = None) -> TransferStatus:
+        params = self._params(op, local, remote, count, remote_name, deadline, what, pick)
+        return self._post(params, remote_name, sync, what)
+
+    def _params(self, op: int, local: Any, remote: Any, count: int, remote_name: str,
+                deadline: Any, what: str,
+                pick: Optional[Tuple[Any, ...]] = None) -> Any:
+        """The request's b10_xfer_params_t, all but its notification."""
         params = _lib.XferParams(op=op, local=local, remote=remote, count=count)
         params.remote_agent = _agent_name(remote_name, what, B10TransferError)
         if pick is not None:
@@ -651,15 +684,23 @@ class B10TransferAgent:
                                        f"0..{_DEADLINE_MAX_MS} (0: the daemon's default)", what)
             params.field_mask |= _lib.B10_XFER_FIELD_DEADLINE
             params.deadline_ms = ms
+        return params
+
+    def _post(self, params: Any, remote_name: str, sync: bytes, what: str) -> TransferStatus:
+        """One b10_xfer_submit of params with this post's notification (params is only
+        changed, and read by libb10, under the lock)."""
         if sync:
             # An older libb10 would ignore the SYNC bit and drop the message silently.
             self._fn("b10_agent_notify")
-            params.field_mask |= _lib.B10_XFER_FIELD_SYNC
-            params.sync_msg = ctypes.cast(ctypes.c_char_p(sync), c_void_p)
-            params.sync_length = len(sync)
-
         x = c_void_p()
         with self._lock:
+            if sync:
+                params.field_mask |= _lib.B10_XFER_FIELD_SYNC
+                params.sync_msg = ctypes.cast(ctypes.c_char_p(sync), c_void_p)
+                params.sync_length = len(sync)
+            else:
+                params.field_mask &= ~_lib.B10_XFER_FIELD_SYNC
+                params.sync_msg, params.sync_length = None, 0
             st = self._lib.b10_xfer_submit(self._open_conn(), byref(params), byref(x))
             self._check(st, what, B10TransferError)
         status = TransferStatus(self, x, remote_name)
