@@ -26,6 +26,8 @@ file or renaming one keeps its lines in the baseline; the report names the files
     python3 scripts/layers.py --check    also compare with scripts/layers.baseline: exit 1 on
                                          an upward call, include or read not in it
     python3 scripts/layers.py --write-baseline   make the baseline what is found now
+    python3 scripts/layers.py --prune-baseline   take out of the baseline what is no longer
+                                                 found (never adds a line)
     python3 scripts/layers.py --self-test        the checks find a made-up upward call,
                                                  include and reads
     python3 scripts/layers.py --table    the table of layers as README.md quotes it
@@ -371,9 +373,14 @@ def main() -> int:
         BASELINE.write_text(BASELINE_HEAD + "".join(f"{e}\n" for e in sorted(found)))
         print(f"layers: wrote {len(found)} lines to {BASELINE.relative_to(TOP)}")
         return 0
+    allowed = {l.strip() for l in BASELINE.read_text().splitlines()
+               if l.strip() and not l.startswith("#")}
+    if "--prune-baseline" in args:
+        BASELINE.write_text(BASELINE_HEAD + "".join(f"{e}\n" for e in sorted(allowed & found)))
+        print(f"layers: took {len(allowed - found)} lines no longer found out of "
+              f"{BASELINE.relative_to(TOP)}; {len(allowed & found)} left")
+        return 0
     if "--check" in args:
-        allowed = {l.strip() for l in BASELINE.read_text().splitlines()
-                   if l.strip() and not l.startswith("#")}
         new = sorted(found - allowed)
         for e in sorted(allowed - found):
             print(f"layers: {e}: no longer found, take it out of scripts/layers.baseline")
