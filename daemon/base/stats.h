@@ -126,7 +126,7 @@ static inline uint64_t stats_value(const struct stats *s, const struct stats_cou
  */
 bool stats_metric_name(const struct stats_counter *c, char *buf, size_t len);
 
-#define STATS_ROLES 4            /* enum xfer_role: send, recv, read, local */
+#define STATS_ROLES 4            /* enum xfer_role's roles (admin.c asserts it); named by xfer_role_name */
 #define STATS_MAX_BUCKETS 20
 #define STATS_MAX_STATUS 128     /* b10_status_t codes counted; others count as the last */
 

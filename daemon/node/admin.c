@@ -621,9 +621,9 @@ static void admin_prom_histograms(FILE *f, const struct b10d *d)
 static void admin_prom_render(FILE *f, struct b10d *d)
 {
     static const char *const states[] = { "serving", "draining", "drained", "stopping" };
-    static const char *const roles[] = { "send", "recv", "read", "local" };
     struct service_info si;
-    uint64_t current[4] = { 0 }, in_flight[4] = { 0 }, key_id = 0;
+    uint64_t current[4] = { 0 }, in_flight[STATS_ROLES] = { 0 }, key_id = 0;
+    const char *roles[STATS_ROLES];
     struct list *pos;
     char id[17];
 
@@ -669,12 +669,15 @@ static void admin_prom_render(FILE *f, struct b10d *d)
         fprintf(f, "} %" PRId64 "\n", nodeid_not_after(d->nodeid));
     }
     admin_prom_peers(f, d);
+    /* The roles by the names their tables give them (xfer_role_name), as the histograms. */
+    for (unsigned r = 0; r < STATS_ROLES; r++)
+        roles[r] = xfer_role_name((enum xfer_role)r);
     for (pos = d->xfers.next; pos != &d->xfers; pos = pos->next) {
         unsigned r = (unsigned)list_entry(pos, struct xfer, node)->role;
-        if (r < 4)
+        if (r < STATS_ROLES)
             in_flight[r]++;
     }
-    admin_prom_split(f, "b10d_transfers_in_flight", "Transfers in flight, by role.", "role", 4,
+    admin_prom_split(f, "b10d_transfers_in_flight", "Transfers in flight, by role.", "role", STATS_ROLES,
                      roles, in_flight);
     admin_prom_gauge(f, "b10d_quarantine_entries", "Quarantine entries (views, tags, ids, generations).",
                      quarantine_count(d->quarantine));
