@@ -60,10 +60,7 @@
 #include "stats.h"
 #include "b10/b10.h"
 
-#define B10D_VERSION "0.1.0"
-/* Client ↔ daemon (libb10's B10_API_VERSION must match). */
-#define B10_PROTOCOL_VERSION 1
-/* Daemon ↔ daemon: B10_PEER_PROTOCOL_VERSION, in hello.h. */
+/* B10D_VERSION and B10_PROTOCOL_VERSION: config.h, where --version prints them. */
 
 struct ipc;
 struct wire;

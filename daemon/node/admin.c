@@ -855,14 +855,14 @@ b10_status_t admin_on_request(struct session *s, uint64_t seq, const B10__AdminR
     /* A connection's first request makes it a b10ctl one: bounded unless an operator's. */
     if (!s->hello_done && !s->admin) {
         uint32_t mine = operator ? 0 : admin_connections_of(d, s->uid);
-        if (!operator && (d->admin_connections >= ADMIN_MAX_CONNECTIONS ||
-                          mine >= ADMIN_MAX_CONNECTIONS_PER_UID)) {
+        if (!operator && (d->admin_connections >= IPC_MAX_ADMIN ||
+                          mine >= IPC_MAX_ADMIN_PER_UID)) {
             log_warning("admin: refusing a b10ctl connection of uid %u (pid %d): %u of users "
                         "who are no operators are open, %u of its own", (unsigned)s->uid,
                         (int)s->pid, d->admin_connections, mine);
             snprintf(detail, sizeof(detail), "%u b10ctl connections of users who are no operators "
                      "are open (at most %u), %u of uid %u (at most %u)", d->admin_connections,
-                     ADMIN_MAX_CONNECTIONS, mine, (unsigned)s->uid, ADMIN_MAX_CONNECTIONS_PER_UID);
+                     IPC_MAX_ADMIN, mine, (unsigned)s->uid, IPC_MAX_ADMIN_PER_UID);
             admin_send(s, seq, B10_ERR_BUSY, detail, NULL);
             return B10_ERR_BUSY;
         }
