@@ -220,18 +220,21 @@ def up_reads() -> Tuple[Dict[str, Dict[str, int]], Dict[str, str]]:
     finds them). Keyed by folder, as the includes are."""
     toks = {p: cscan.tokens(p.read_text()) for p in daemon_files()}
     members: cscan.Members = {}
-    owner: Dict[str, Path] = {}
+    owners: Dict[str, List[Path]] = {}
     returns: Dict[str, str] = {}
     for path, t in toks.items():
         for name, body in cscan.structs(t).items():
-            if name not in owner:
-                owner[name], members[name] = path, body
+            owners.setdefault(name, []).append(path)
+            members.setdefault(name, body)
         returns.update(cscan.returning(t))
+    # A struct's owner: the file defining it; where two files define one name (a
+    # private struct of each), a file's own, else the higher one, so none hides.
+    owner = {name: max(paths, key=layer_of) for name, paths in owners.items()}
     out: Dict[str, Dict[str, int]] = {}
     for path, t in toks.items():
         mine = layer_of(path)
         for struct, member, _ in cscan.accesses(t, members, returns):
-            if struct in owner and layer_of(owner[struct]) > mine >= 0:
+            if struct in owner and path not in owners[struct] and layer_of(owner[struct]) > mine >= 0:
                 files = out.setdefault(f"read {FOLDERS[mine] or '.'} -> {struct}.{member}", {})
                 files[where(path)] = files.get(where(path), 0) + 1
     return out, {s: where(p) for s, p in owner.items()}
