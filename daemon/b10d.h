@@ -33,7 +33,7 @@
  *    │                                  (service.c); admin requests are answered by admin.c
  *    ├── struct gpu                     CUDA copiers per device, VRAM mappings (gpu.c)
  *    ├── struct metrics                 GET /metrics on --metrics-listen (metrics.c)
- *    ├── struct stats                   counters
+ *    ├── struct stats                   counters (stats.h: one list, each exported)
  *    └── struct stats_hists             how transfers ended, by role (stats.c)
  *
  * Other threads (the DRAM copy workers of copy.c, CUDA's host callbacks in
@@ -60,10 +60,7 @@
 #include "stats.h"
 #include "b10/b10.h"
 
-#define B10D_VERSION "0.1.0"
-/* Client ↔ daemon (libb10's B10_API_VERSION must match). */
-#define B10_PROTOCOL_VERSION 1
-/* Daemon ↔ daemon: B10_PEER_PROTOCOL_VERSION, in hello.h. */
+/* B10D_VERSION and B10_PROTOCOL_VERSION: config.h, where --version prints them. */
 
 struct ipc;
 struct wire;
@@ -74,58 +71,6 @@ struct service;
 struct gpu;
 struct names;
 struct names_file;
-
-/* Counters: monotonic, read by the admin interface and the logs. */
-struct stats {
-    uint64_t xfers_submitted;
-    uint64_t xfers_succeeded;
-    uint64_t xfers_failed;
-    uint64_t xfers_received;        /* CONTROLs admitted as receiver */
-    uint64_t xfers_received_landed; /* ... whose bytes all landed */
-    uint64_t xfers_received_failed; /* ... that failed, for any reason */
-    uint64_t bytes_sent;
-    uint64_t bytes_landed;
-    uint64_t late_completions;      /* completions of operations of finished transfers */
-    uint64_t quarantine_events;
-    uint64_t stale_messages;        /* control-class messages of no live link */
-    uint64_t peer_protocol_errors;
-    uint64_t chunks_corrupt;
-    uint64_t xfers_not_populated;   /* transfers failed: a copy met a hole of a rank's memfd */
-    uint64_t client_protocol_errors;
-    uint64_t xfers_picked;          /* submitted as rows picked from two grids (arena_picks) */
-    uint64_t xfers_planned_in_parts;    /* local, picks: planned a part at a time */
-    uint64_t xfers_grid_copied;         /* local, picks: copied by the GPU from their indices */
-    uint64_t gpu_parts_single;          /* copy-engine submissions of one call a piece */
-    uint64_t gpu_parts_batched;         /* copy-engine submissions of batched calls */
-    uint64_t peers_lost;            /* remote daemons given up: endpoint error, silence, ... */
-    uint64_t stalls;                /* times this daemon found itself stalled (--peer-timeout-ms) */
-    uint64_t hellos_unauthenticated;/* HELLOs that opened under no key this daemon holds */
-    uint64_t hellos_replayed;       /* HELLOs seen already */
-    uint64_t hellos_refused;        /* past --max-hellos-per-s, malformed, or no room */
-    uint64_t links_up;              /* links opened, either direction */
-    uint64_t messages_unauthenticated; /* link messages that did not open under their link's keys */
-    uint64_t messages_replayed;     /* link messages whose counter was seen already */
-    uint64_t peer_refusals;         /* work refused for one peer's limits (--max-peer-*, ...) */
-    uint64_t peers_evicted;         /* idle peer entries dropped (--peer-idle-ms) */
-    uint64_t descriptors_resolved;  /* descriptors of an earlier boot taken for the later one known */
-    uint64_t descriptors_refused;   /* agent descriptors that opened under no key held here */
-    uint64_t gpu_copies_rescued;    /* GPU copies complete but ended only by gpu.c's watch (a bug) */
-    uint64_t metrics_dropped_slow;  /* GET /metrics connections without a whole request in time */
-    uint64_t metrics_dropped_evicted;   /* ... closed to make room for a newcomer */
-    uint64_t metrics_refused;       /* ... newcomers closed unanswered: every one was being answered */
-    uint64_t cpu_us;                /* the daemon's CPU time, all threads (read when asked) */
-    /* The doors' counters (door.h): door.c counts in .door, admin.c's table reads each by name. */
-    union {
-        struct door_stats door;
-        struct {
-#define B10D_DOOR_STAT(field, text) uint64_t field;
-            DOOR_STATS(B10D_DOOR_STAT)
-#undef B10D_DOOR_STAT
-        };
-    };
-};
-_Static_assert(sizeof(struct door_stats) == sizeof(((struct stats *)0)->door),
-               "struct stats names each door counter once");
 
 struct metrics;
 struct rank_ops;

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "b10d.h"
 #include "config-table.h"
 #include "frame.h"
 #include "log.h"

@@ -10,6 +10,11 @@
 
 #include "b10/b10.h"
 
+#define B10D_VERSION "0.1.0"
+/* Client ↔ daemon (libb10's B10_API_VERSION must match). */
+#define B10_PROTOCOL_VERSION 1
+/* Daemon ↔ daemon: B10_PEER_PROTOCOL_VERSION, in hello.h. */
+
 #define B10D_SOCKET_DEFAULT "/run/b10d/b10d.sock"
 #define CONFIG_KEY_FILE_DEFAULT "/etc/b10d/cluster.key"
 #define CONFIG_KEY_CREDENTIAL "cluster-key"     /* its name under $CREDENTIALS_DIRECTORY */

@@ -1,6 +1,29 @@
 /* stats.c — see stats.h. */
 #include "stats.h"
 
+#include <stdio.h>
+#include <string.h>
+
+const struct stats_counter stats_counters[STATS_NCOUNTERS] = {
+#define STATS_ROW(field, text) { #field, text, offsetof(struct stats, field) },
+    STATS_COUNTERS(STATS_ROW)
+    STATS_DOOR_COUNTERS(STATS_ROW)
+#undef STATS_ROW
+};
+
+bool stats_metric_name(const struct stats_counter *c, char *buf, size_t len)
+{
+    int n;
+
+    if (strcmp(c->name, "cpu_us") == 0)
+        return false;
+    if (strncmp(c->name, "xfers_", 6) == 0)
+        n = snprintf(buf, len, "b10d_transfers_%s_total", c->name + 6);
+    else
+        n = snprintf(buf, len, "b10d_%s_total", c->name);
+    return n > 0 && (size_t)n < len;
+}
+
 /*
  * Durations from half a millisecond (a small local copy) to ten minutes (the
  * default cap on a deadline); sizes from one page to 16 GiB in steps of four;

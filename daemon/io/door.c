@@ -52,8 +52,8 @@ struct door {
     uint64_t incarnation;
     uint64_t log_ms;            /* when a dropped connection was last logged */
     uint64_t unlogged;
-    struct door_stats *stats;   /* cfg.stats, or own_stats */
-    struct door_stats own_stats;
+    struct stats_door *stats;   /* cfg.stats, or own_stats */
+    struct stats_door own_stats;
 };
 
 /* One connection at a door: one KNOCK in, at most one KNOCK_ACK out. */
@@ -1186,7 +1186,7 @@ void door_set_boot(struct door *door, const void *address, size_t length, uint64
     door->incarnation = incarnation;
 }
 
-const struct door_stats *door_stats(const struct door *door)
+const struct stats_door *door_stats(const struct door *door)
 {
     return door->stats;
 }

@@ -56,6 +56,7 @@
 #include "auth.h"
 #include "b10/b10.h"
 #include "gate.h"
+#include "stats.h"
 #include "wireaddr.h"
 
 #define DOOR_POOL_CONNS 64              /* connections at once, each family */
@@ -64,28 +65,6 @@
 #define DOOR_WHOLE_KNOCK_MS 1000        /* from accept to a whole knock, at most */
 #define DOOR_RETRY_FIRST_MS 50          /* a knock's first backoff; doubling, jittered */
 #define DOOR_RETRY_MAX_MS 1000
-
-/*
- * The door's counters, C name and help text (admin.c's counters table
- * lists them; b10d.h's struct stats holds them by name).
- */
-#define DOOR_STATS(X)                                                                           \
-    X(door_let_in, "knocks let in at this daemon's doors, their addresses on the gate")        \
-    X(door_refused, "key holders' knocks refused at the doors, answered with the reason")     \
-    X(door_dropped, "door connections closed unanswered: no key, malformed, slow, no room")   \
-    X(door_dropped_slow, "door connections with no whole knock within 1 s (less where --connect-timeout-ms is under 2 s)") \
-    X(door_evicted_source, "slow door connections closed for a newer one of their source (an IPv4 address, an IPv6 /64)") \
-    X(door_evicted_pool, "slow door connections closed for a newer one: their family's pool was full") \
-    X(door_dropped_full, "door connections closed at once: their source or pool held only knocks being answered") \
-    X(knocks_let_in, "knocks of this daemon let in at other daemons' doors")                   \
-    X(knocks_failed, "knocks of this daemon that ended without being let in")                 \
-    X(knocks_retried, "rounds of this daemon's knocks tried again after no door answered")
-
-struct door_stats {
-#define DOOR_STAT_FIELD(field, text) uint64_t field;
-    DOOR_STATS(DOOR_STAT_FIELD)
-#undef DOOR_STAT_FIELD
-};
 
 struct door_config {
     const char *name;           /* this daemon's --name */
@@ -96,7 +75,8 @@ struct door_config {
     uint32_t whole_ms;          /* from accept to a whole knock (0: DOOR_WHOLE_KNOCK_MS), at most
                                  * half of timeout_ms; the unit tests lengthen it */
     double knocks_per_s;        /* knocks answered, all knockers together */
-    struct door_stats *stats;   /* where the door counts (the caller's, outliving it); NULL: its own */
+    struct stats_door *stats;   /* where the door counts (the caller's, outliving it; its counters
+                                 * are stats.h's); NULL: its own */
 };
 
 struct door;
@@ -134,7 +114,7 @@ void door_destroy(struct door *door);
 unsigned door_endpoints(const struct door *door, struct wireaddr_door *out);
 /* The doors' listening sockets, which the gate must not filter. */
 unsigned door_fds(const struct door *door, int *fds, unsigned max);
-const struct door_stats *door_stats(const struct door *door);
+const struct stats_door *door_stats(const struct door *door);
 
 /*
  * Knock at the doors of the daemon `name` (tried in turn until one

@@ -11,7 +11,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "admin.h"
 #include "frame.h"
 #include "status.h"
 
@@ -36,7 +35,7 @@
  */
 #define IPC_MAX_FRESH    64u
 #define IPC_MAX_FRESH_PER_UID 16u
-/* Besides ranks, fresh and non-operators' b10ctl connections (admin.h): operators' b10ctl. */
+/* Besides ranks, fresh and non-operators' b10ctl connections (ipc.h): operators' b10ctl. */
 #define IPC_OPERATOR_RESERVE 16u
 
 struct ipc_out {
@@ -543,7 +542,7 @@ static void ipc_on_accept(uv_poll_t *handle, int status, int events)
          * are bounded apart (IPC_MAX_FRESH): the oldest gives way to a new
          * one, so idle connections lock out neither ranks nor b10ctl.
          */
-        uint32_t cap = d->cfg.max_clients + IPC_MAX_FRESH + ADMIN_MAX_CONNECTIONS + IPC_OPERATOR_RESERVE;
+        uint32_t cap = d->cfg.max_clients + IPC_MAX_FRESH + IPC_MAX_ADMIN + IPC_OPERATOR_RESERVE;
         ipc_evict_fresh(ipc, ipc_fresh_victim(ipc, cred.uid), "for a new connection");
         if (d->nsessions >= cap && !list_empty(&ipc->fresh))
             ipc_evict_fresh(ipc, list_entry(ipc->fresh.next, struct ipc_conn, fresh_node),

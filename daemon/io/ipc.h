@@ -17,6 +17,14 @@ struct ipc;
 struct ipc_conn;
 
 /*
+ * b10ctl connections of users who are no operators, all together and of
+ * one uid; past either admin.c answers a new one B10_ERR_BUSY. Operators'
+ * are not counted. The socket's cap on connections counts them.
+ */
+#define IPC_MAX_ADMIN 32u
+#define IPC_MAX_ADMIN_PER_UID 8u
+
+/*
  * What a connection carries goes up to the room that serves it (session.c)
  * through hooks b10d.c installs: this room reads frames and descriptors and
  * bounds connections, and does not know what the frames say.

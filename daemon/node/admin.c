@@ -38,57 +38,6 @@ static const char *admin_peer_name(const struct b10d *d, uint64_t id)
     return "";
 }
 
-/* The counters of struct stats, with their help text: metrics and `b10ctl stats` read this. */
-#define ADMIN_COUNTERS(X)                                                                       \
-    X(xfers_submitted, "transfers submitted by this node's ranks")                              \
-    X(xfers_succeeded, "submitted transfers that landed")                                       \
-    X(xfers_failed, "submitted transfers that failed, for any reason")                          \
-    X(xfers_received, "transfers admitted as receiver")                                         \
-    X(xfers_received_landed, "received transfers whose bytes all landed")                       \
-    X(xfers_received_failed, "received transfers that failed, for any reason")                  \
-    X(bytes_sent, "bytes sent in DATA chunks")                                                  \
-    X(bytes_landed, "bytes scattered into destination memory")                                  \
-    X(late_completions, "completions of operations of finished transfers")                      \
-    X(quarantine_events, "resources put in quarantine")                                         \
-    X(stale_messages, "control messages of no live link, dropped")                              \
-    X(peer_protocol_errors, "protocol violations by remote daemons")                            \
-    X(chunks_corrupt, "chunks that failed their checksum, not scattered (--verify-data)")      \
-    X(xfers_not_populated, "transfers failed B10_ERR_NOT_POPULATED: a copy met a hole of a rank's memfd") \
-    X(client_protocol_errors, "protocol violations by local clients")                           \
-    X(xfers_picked, "submitted transfers whose spans came as rows picked from two grids")    \
-    X(xfers_planned_in_parts, "local transfers of picks planned a part at a time")              \
-    X(xfers_grid_copied, "local transfers of picks the GPU copied straight from their indices") \
-    X(gpu_parts_single, "copy-engine submissions made one cudaMemcpyAsync a piece (--gpu-copy-calls)") \
-    X(gpu_parts_batched, "copy-engine submissions made as batches, which a model's step may wait behind") \
-    X(peers_lost, "remote daemons given up: endpoint errors, silence past --peer-timeout-ms")   \
-    X(stalls, "times this daemon found itself stalled past 3/4 of --peer-timeout-ms")         \
-    X(hellos_unauthenticated, "HELLOs dropped: they opened under no key this daemon holds")    \
-    X(hellos_replayed, "HELLOs dropped as replays of ones seen")                               \
-    X(hellos_refused, "HELLOs dropped: malformed, past --max-hellos-per-s, or no room")        \
-    X(links_up, "links opened with remote daemons, either direction")                          \
-    X(messages_unauthenticated, "link messages dropped: they did not open under the link's keys") \
-    X(messages_replayed, "link messages dropped as replays")                                   \
-    X(peer_refusals, "work of one remote daemon refused for its limits (--max-peer-*, ...)")   \
-    X(peers_evicted, "unused remote daemons forgotten (--peer-idle-ms)")                       \
-    X(descriptors_resolved, "descriptors of an earlier boot of a node taken for its later boot known") \
-    X(descriptors_refused, "agent descriptors refused: they opened under no key held here")   \
-    X(gpu_copies_rescued, "GPU copies found complete a second late: their completion reached nothing (a bug)") \
-    X(metrics_dropped_slow, "GET /metrics connections closed without a whole request 2 s after they opened") \
-    X(metrics_dropped_evicted, "GET /metrics connections not being answered, closed to make room for a newcomer") \
-    X(metrics_refused, "GET /metrics connections closed unanswered: every one open was being answered") \
-    X(cpu_us, "CPU time of the daemon, all threads, in us: over bytes_sent + bytes_landed, what moving them cost")
-
-static const struct {
-    const char *name;
-    const char *help;
-    size_t offset;
-} admin_counters[] = {
-#define ADMIN_COUNTER(field, text) { #field, text, offsetof(struct stats, field) },
-    ADMIN_COUNTERS(ADMIN_COUNTER)
-    DOOR_STATS(ADMIN_COUNTER)
-#undef ADMIN_COUNTER
-};
-#define ADMIN_NCOUNTERS (sizeof(admin_counters) / sizeof(admin_counters[0]))
 
 /*
  * One answer under construction. Strings point into the daemon's live
@@ -430,8 +379,8 @@ static void admin_fill_clients(struct admin_answer *a)
 
 static void admin_fill_counters(struct admin_answer *a)
 {
-    B10__AdminCounter *rows = admin_alloc(a, ADMIN_NCOUNTERS, sizeof(*rows));
-    B10__AdminCounter **ptrs = admin_alloc(a, ADMIN_NCOUNTERS, sizeof(*ptrs));
+    B10__AdminCounter *rows = admin_alloc(a, STATS_NCOUNTERS, sizeof(*rows));
+    B10__AdminCounter **ptrs = admin_alloc(a, STATS_NCOUNTERS, sizeof(*ptrs));
 
     if (rows == NULL || ptrs == NULL)
         return;
@@ -439,15 +388,15 @@ static void admin_fill_counters(struct admin_answer *a)
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         a->d->stats.cpu_us = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
                              (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-    for (size_t i = 0; i < ADMIN_NCOUNTERS; i++) {
+    for (size_t i = 0; i < STATS_NCOUNTERS; i++) {
         b10__admin_counter__init(&rows[i]);
-        rows[i].name = (char *)admin_counters[i].name;
-        rows[i].help = (char *)admin_counters[i].help;
-        rows[i].value = *(const uint64_t *)((const char *)&a->d->stats + admin_counters[i].offset);
+        rows[i].name = (char *)stats_counters[i].name;
+        rows[i].help = (char *)stats_counters[i].help;
+        rows[i].value = stats_value(&a->d->stats, &stats_counters[i]);
         ptrs[i] = &rows[i];
     }
     a->reply.counters = ptrs;
-    a->reply.n_counters = ADMIN_NCOUNTERS;
+    a->reply.n_counters = STATS_NCOUNTERS;
 }
 
 /* ---------------------------------------------------------------- Prometheus text */
@@ -672,9 +621,9 @@ static void admin_prom_histograms(FILE *f, const struct b10d *d)
 static void admin_prom_render(FILE *f, struct b10d *d)
 {
     static const char *const states[] = { "serving", "draining", "drained", "stopping" };
-    static const char *const roles[] = { "send", "recv", "read", "local" };
     struct service_info si;
-    uint64_t current[4] = { 0 }, in_flight[4] = { 0 }, key_id = 0;
+    uint64_t current[4] = { 0 }, in_flight[STATS_ROLES] = { 0 }, key_id = 0;
+    const char *roles[STATS_ROLES];
     struct list *pos;
     char id[17];
 
@@ -720,12 +669,15 @@ static void admin_prom_render(FILE *f, struct b10d *d)
         fprintf(f, "} %" PRId64 "\n", nodeid_not_after(d->nodeid));
     }
     admin_prom_peers(f, d);
+    /* The roles by the names their tables give them (xfer_role_name), as the histograms. */
+    for (unsigned r = 0; r < STATS_ROLES; r++)
+        roles[r] = xfer_role_name((enum xfer_role)r);
     for (pos = d->xfers.next; pos != &d->xfers; pos = pos->next) {
         unsigned r = (unsigned)list_entry(pos, struct xfer, node)->role;
-        if (r < 4)
+        if (r < STATS_ROLES)
             in_flight[r]++;
     }
-    admin_prom_split(f, "b10d_transfers_in_flight", "Transfers in flight, by role.", "role", 4,
+    admin_prom_split(f, "b10d_transfers_in_flight", "Transfers in flight, by role.", "role", STATS_ROLES,
                      roles, in_flight);
     admin_prom_gauge(f, "b10d_quarantine_entries", "Quarantine entries (views, tags, ids, generations).",
                      quarantine_count(d->quarantine));
@@ -747,19 +699,13 @@ static void admin_prom_render(FILE *f, struct b10d *d)
                      staging_view_bytes(d->staging));
     admin_prom_gauge(f, "b10d_staging_configured_bytes", "The staging pool's configured size.",
                      d->cfg.staging_bytes);
-    /* The counters, xfers_ named transfers_ here; cpu_us is process_cpu_seconds_total. */
-    for (size_t i = 0; i < ADMIN_NCOUNTERS; i++) {
-        const char *field = admin_counters[i].name;
+    /* The counters (stats.h), each under its metric name; cpu_us is process_cpu_seconds_total. */
+    for (size_t i = 0; i < STATS_NCOUNTERS; i++) {
         char name[128];
-        if (strcmp(field, "cpu_us") == 0)
+        if (!stats_metric_name(&stats_counters[i], name, sizeof(name)))
             continue;
-        if (strncmp(field, "xfers_", 6) == 0)
-            snprintf(name, sizeof(name), "b10d_transfers_%s_total", field + 6);
-        else
-            snprintf(name, sizeof(name), "b10d_%s_total", field);
-        admin_prom_family(f, name, "counter", admin_counters[i].help);
-        fprintf(f, "%s %" PRIu64 "\n", name,
-                *(const uint64_t *)((const char *)&d->stats + admin_counters[i].offset));
+        admin_prom_family(f, name, "counter", stats_counters[i].help);
+        fprintf(f, "%s %" PRIu64 "\n", name, stats_value(&d->stats, &stats_counters[i]));
     }
     admin_prom_histograms(f, d);
 }
@@ -909,14 +855,14 @@ b10_status_t admin_on_request(struct session *s, uint64_t seq, const B10__AdminR
     /* A connection's first request makes it a b10ctl one: bounded unless an operator's. */
     if (!s->hello_done && !s->admin) {
         uint32_t mine = operator ? 0 : admin_connections_of(d, s->uid);
-        if (!operator && (d->admin_connections >= ADMIN_MAX_CONNECTIONS ||
-                          mine >= ADMIN_MAX_CONNECTIONS_PER_UID)) {
+        if (!operator && (d->admin_connections >= IPC_MAX_ADMIN ||
+                          mine >= IPC_MAX_ADMIN_PER_UID)) {
             log_warning("admin: refusing a b10ctl connection of uid %u (pid %d): %u of users "
                         "who are no operators are open, %u of its own", (unsigned)s->uid,
                         (int)s->pid, d->admin_connections, mine);
             snprintf(detail, sizeof(detail), "%u b10ctl connections of users who are no operators "
                      "are open (at most %u), %u of uid %u (at most %u)", d->admin_connections,
-                     ADMIN_MAX_CONNECTIONS, mine, (unsigned)s->uid, ADMIN_MAX_CONNECTIONS_PER_UID);
+                     IPC_MAX_ADMIN, mine, (unsigned)s->uid, IPC_MAX_ADMIN_PER_UID);
             admin_send(s, seq, B10_ERR_BUSY, detail, NULL);
             return B10_ERR_BUSY;
         }

@@ -25,14 +25,6 @@
 
 #include "b10/b10.h"
 
-/*
- * b10ctl connections of users who are no operators, all together and of
- * one uid; past either a new one is answered B10_ERR_BUSY. Operators' are
- * not counted.
- */
-#define ADMIN_MAX_CONNECTIONS 32u
-#define ADMIN_MAX_CONNECTIONS_PER_UID 8u
-
 struct session;
 struct B10__AdminRequest;
 

@@ -6,9 +6,14 @@
  * count; the sum adds every value; planning is skipped for a receiver's
  * transfer (plan_seconds < 0); roles and statuses out of range are
  * counted nowhere or in the last status slot, never outside the arrays.
+ *
+ * And the counters: every word of struct stats is exported once, under a
+ * name of its own, with help, and the metric names the operators' dashboards
+ * know come out as they were.
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -92,12 +97,88 @@ static void test_failed(void **state)
     assert_int_equal(h.failed[0][B10_ERR_DEADLINE], 2);
 }
 
+/*
+ * Each word of struct stats holds a value of its own; reading every row of the
+ * table must give each value exactly once: a member the table misses, or one it
+ * reads twice, fails here (and a member beside the lists fails stats.h's assert).
+ */
+static void test_counters_exported(void **state)
+{
+    static struct stats s;
+    const size_t words = sizeof(s) / sizeof(uint64_t);
+    uint64_t word[sizeof(s) / sizeof(uint64_t)];
+    bool seen[sizeof(s) / sizeof(uint64_t)] = { false };
+
+    (void)state;
+    assert_int_equal(words, STATS_NCOUNTERS);
+    for (size_t i = 0; i < words; i++)
+        word[i] = 1000 + i;
+    memcpy(&s, word, sizeof(s));
+    for (size_t i = 0; i < STATS_NCOUNTERS; i++) {
+        uint64_t v = stats_value(&s, &stats_counters[i]);
+        assert_true(v >= 1000 && v < 1000 + words);
+        assert_false(seen[v - 1000]);
+        seen[v - 1000] = true;
+    }
+    for (size_t i = 0; i < words; i++)
+        assert_true(seen[i]);
+    /* door.c counts through .door: the same words as the rows of its names. */
+    s.door.knocks_retried = 7;
+    assert_int_equal(s.knocks_retried, 7);
+}
+
+static bool metric_name_ok(const char *name)
+{
+    if (name[0] == '\0' || !(name[0] == '_' || (name[0] >= 'a' && name[0] <= 'z')))
+        return false;
+    for (const char *c = name; *c != '\0'; c++)
+        if (!(*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9')))
+            return false;
+    return true;
+}
+
+static void test_counter_names(void **state)
+{
+    char names[STATS_NCOUNTERS][128];
+    size_t unnamed = 0;
+
+    (void)state;
+    for (size_t i = 0; i < STATS_NCOUNTERS; i++) {
+        const struct stats_counter *c = &stats_counters[i];
+        assert_true(c->help[0] != '\0');
+        for (size_t j = 0; j < i; j++)
+            assert_string_not_equal(c->name, stats_counters[j].name);
+        if (!stats_metric_name(c, names[i], sizeof(names[i]))) {
+            assert_string_equal(c->name, "cpu_us");     /* process_cpu_seconds_total */
+            names[i][0] = '\0';
+            unnamed++;
+            continue;
+        }
+        assert_true(metric_name_ok(names[i]));
+        for (size_t j = 0; j < i; j++)
+            assert_string_not_equal(names[i], names[j]);
+    }
+    assert_int_equal(unnamed, 1);
+    /* The names are an interface: the rule as dashboards and tests/ops know it. */
+    assert_string_equal(stats_counters[0].name, "xfers_submitted");
+    assert_string_equal(names[0], "b10d_transfers_submitted_total");
+    for (size_t i = 0; i < STATS_NCOUNTERS; i++)
+        if (strcmp(stats_counters[i].name, "door_let_in") == 0)
+            assert_string_equal(names[i], "b10d_door_let_in_total");
+        else if (strcmp(stats_counters[i].name, "bytes_landed") == 0)
+            assert_string_equal(names[i], "b10d_bytes_landed_total");
+    char small[8];
+    assert_false(stats_metric_name(&stats_counters[0], small, sizeof(small)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bounds_ascend),
         cmocka_unit_test(test_landed),
         cmocka_unit_test(test_failed),
+        cmocka_unit_test(test_counters_exported),
+        cmocka_unit_test(test_counter_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

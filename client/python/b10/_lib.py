@@ -1,7 +1,8 @@
 """ctypes bindings of libb10 (client/include/b10/b10.h).
 
-The structs below mirror the header field by field; their field_mask lets the
-header grow, so a newer libb10 accepts them as they are. Functions are bound
+The structs below mirror the header field by field (tests/python/test_abi.py
+holds each to the typedef named after it: SpanGrid is b10_span_grid_t); their
+field_mask lets the header grow, so a newer libb10 accepts them as they are. Functions are bound
 lazily: a libb10 older than this package still serves every call it has, and
 a call it lacks fails with B10_ERR_UNSUPPORTED and the reason instead of
 failing the import.
