@@ -283,6 +283,8 @@ static struct {
     unsigned deadline_ms;
     enum bench_mem mem;
     bool picks;                 /* post as NIXL's lists do: two grids and the rows' indices */
+    bool read;                  /* --op read: rank a READs b's pool into its own */
+    const char *times_out;      /* --times-out: each timed request's times, a line each */
 } wo = {
     .size = 32 * MIB, .span = 32 * KIB, .iters = 20, .warmup = 2, .pairs = 1,
     .deadline_ms = 120000, .mem = MEM_DRAM,
@@ -290,7 +292,7 @@ static struct {
 
 struct pair {
     unsigned idx;
-    b10_conn_t *a, *b;          /* a: the writing rank, on daemon A; b: the written one, on B */
+    b10_conn_t *a, *b;          /* a: the rank that asks, on daemon A; b: its peer, on B */
     b10_mem_t *ma, *mb;
     uint8_t *src, *dst;         /* DRAM: the pools (b10_dram_alloc); VRAM: their host mirrors */
     struct kvcuda_alloc dsrc, ddst;  /* VRAM: the pools, device memory */
@@ -303,6 +305,7 @@ struct pair {
     char name_a[64], name_b[64];
     double *us;                 /* each timed WRITE, µs */
     b10_xfer_times_t *times;    /* each timed WRITE's stages (b10_xfer_times) */
+    uint64_t *ids;              /* ... and its transfer id, to find it in the daemons' traces */
     double *back_us;            /* ... and when its wait returned, µs */
     double t_start, t_end;      /* the timed window, µs of CLOCK_MONOTONIC */
     b10_status_t st;            /* the first failure; B10_OK */
@@ -378,13 +381,41 @@ static void pair_stages(const struct pair *p)
     free(v);
 }
 
+/* Every pair's timed requests, a line each: "pair I id HEX submit NS ... back NS". */
+static int times_write(const char *path, const struct pair *pairs)
+{
+    FILE *f = fopen(path, "w");
+
+    if (f == NULL) {
+        warn("--times-out %s: %s", path, strerror(errno));
+        return -1;
+    }
+    for (unsigned i = 0; i < wo.pairs; i++) {
+        const struct pair *p = &pairs[i];
+        for (unsigned k = 0; k < wo.iters; k++) {
+            const b10_xfer_times_t *t = &p->times[k];
+            fprintf(f, "pair %u id %016" PRIx64 " mask %" PRIu64 " submit %" PRIu64
+                    " encoded %" PRIu64 " sent %" PRIu64 " received %" PRIu64 " decoded %" PRIu64
+                    " accepted %" PRIu64 " first %" PRIu64 " ended %" PRIu64 " plan %" PRIu64
+                    " back %.0f\n", i, p->ids[k], t->field_mask, t->submit_ns, t->encoded_ns,
+                    t->sent_ns, t->received_ns, t->decoded_ns, t->accepted_ns, t->first_ns,
+                    t->ended_ns, t->plan_ns, p->back_us[k] * 1e3);
+        }
+    }
+    if (fclose(f) != 0) {
+        warn("--times-out %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* One WRITE of the pair's whole request, waited for; its time in *us_p, its stages in the
  * pair's tables at timed (-1: untimed). */
 static b10_status_t pair_write(struct pair *p, double *us_p, int timed)
 {
     b10_xfer_params_t xp = {
         .field_mask = B10_XFER_FIELD_DEADLINE,
-        .op = B10_OP_WRITE,
+        .op = wo.read ? B10_OP_READ : B10_OP_WRITE,
         .local = p->local,
         .remote = p->remote,
         .count = p->nspans,
@@ -395,10 +426,10 @@ static b10_status_t pair_write(struct pair *p, double *us_p, int timed)
         /* Each pool a grid of nspans rows; pair i is row perm_src[i] → row perm_dst[i]. */
         xp.field_mask |= B10_XFER_FIELD_INDICES;
         xp.local = xp.remote = NULL;
-        xp.local_index = p->index_src;
-        xp.remote_index = p->index_dst;
-        xp.local_grid = &p->grid_src;
-        xp.remote_grid = &p->grid_dst;
+        xp.local_index = wo.read ? p->index_dst : p->index_src;
+        xp.remote_index = wo.read ? p->index_src : p->index_dst;
+        xp.local_grid = wo.read ? &p->grid_dst : &p->grid_src;
+        xp.remote_grid = wo.read ? &p->grid_src : &p->grid_dst;
     }
     b10_xfer_t *x;
     double t0 = now_us();
@@ -414,8 +445,10 @@ static b10_status_t pair_write(struct pair *p, double *us_p, int timed)
     st = b10_xfer_wait(x, (int)wo.deadline_ms + 10000);
     double back = now_us();
     *us_p = back - t0;
-    if (timed >= 0 && st == B10_OK && b10_xfer_times(x, &p->times[timed]) == B10_OK)
+    if (timed >= 0 && st == B10_OK && b10_xfer_times(x, &p->times[timed]) == B10_OK) {
         p->back_us[timed] = back;
+        p->ids[timed] = b10_xfer_id(x);
+    }
     if (st == B10_IN_PROGRESS) {
         pair_fail(p, B10_ERR_DEADLINE, "WRITE %" PRIx64 " not ended %u ms after its deadline",
                   b10_xfer_id(x), 10000u);
@@ -551,8 +584,11 @@ static int pair_setup(struct pair *p)
         return -1;
     if (pool_make(p, true, &p->src, &p->dsrc) != 0 || pool_make(p, false, &p->dst, &p->ddst) != 0)
         return -1;
-    if (pool_register(p, p->a, p->src, &p->dsrc, &p->ma) != 0 ||
-        pool_register(p, p->b, p->dst, &p->ddst, &p->mb) != 0)
+    /* A WRITE's source is rank a's pool; a READ's is rank b's, read into a's. */
+    if (pool_register(p, p->a, wo.read ? p->dst : p->src, wo.read ? &p->ddst : &p->dsrc,
+                      &p->ma) != 0 ||
+        pool_register(p, p->b, wo.read ? p->src : p->dst, wo.read ? &p->dsrc : &p->ddst,
+                      &p->mb) != 0)
         return -1;
     if ((st = b10_agent_desc(p->b, &desc, &desc_len)) != B10_OK ||
         (st = b10_agent_load(p->a, p->name_b, desc, desc_len)) != B10_OK) {
@@ -570,8 +606,9 @@ static int pair_setup(struct pair *p)
     p->us = calloc(wo.iters, sizeof(*p->us));
     p->times = calloc(wo.iters, sizeof(*p->times));
     p->back_us = calloc(wo.iters, sizeof(*p->back_us));
+    p->ids = calloc(wo.iters, sizeof(*p->ids));
     if (!p->local || !p->remote || !p->perm_src || !p->perm_dst || !p->index_src ||
-        !p->index_dst || !p->us || !p->times || !p->back_us) {
+        !p->index_dst || !p->us || !p->times || !p->back_us || !p->ids) {
         warn("pair %u: no memory for %u spans", p->idx, p->nspans);
         return -1;
     }
@@ -579,8 +616,11 @@ static int pair_setup(struct pair *p)
     permute(p->perm_dst, p->nspans, 0x85ebca6bu * (p->idx + 7));
     uint64_t sbase = pool_base(p->src, &p->dsrc), dbase = pool_base(p->dst, &p->ddst);
     for (uint32_t i = 0; i < p->nspans; i++) {
-        p->local[i] = (b10_span_t){ sbase + (uint64_t)p->perm_src[i] * wo.span, wo.span };
-        p->remote[i] = (b10_span_t){ dbase + (uint64_t)p->perm_dst[i] * wo.span, wo.span };
+        b10_span_t from = { sbase + (uint64_t)p->perm_src[i] * wo.span, wo.span };
+        b10_span_t to = { dbase + (uint64_t)p->perm_dst[i] * wo.span, wo.span };
+        /* local: rank a's spans, the destination of a READ */
+        p->local[i] = wo.read ? to : from;
+        p->remote[i] = wo.read ? from : to;
         p->index_src[i] = p->perm_src[i];
         p->index_dst[i] = p->perm_dst[i];
     }
@@ -649,6 +689,7 @@ static void pair_teardown(struct pair *p)
     free(p->us);
     free(p->times);
     free(p->back_us);
+    free(p->ids);
 }
 
 static void write_usage(FILE *f)
@@ -667,13 +708,19 @@ static void write_usage(FILE *f)
         "                        reached through /proc/self/mem) or vram (CUDA device 0)\n"
         "      --deadline-ms MS  of each WRITE (120000; 1..%u)\n"
         "      --picks           post each WRITE as NIXL's prepared lists do: both pools as\n"
-        "                        grids of --span rows and the picked rows' indices\n",
+        "                        grids of --span rows and the picked rows' indices\n"
+        "      --op OP           write (a writes its pool into b's) or read (a reads b's\n"
+        "                        pool into its own); the same spans, verified the same way\n"
+        "      --times-out FILE  each timed request's transfer id and times (b10_xfer_times,\n"
+        "                        CLOCK_MONOTONIC ns; back: when its wait returned), a line\n"
+        "                        each, to find it in the daemons' --trace lines\n",
         (unsigned long long)MAX_SPANS, MAX_ITERS, MAX_WARMUP, MAX_PAIRS, MAX_DEADLINE);
 }
 
 static int cmd_write(int argc, char **argv)
 {
-    enum { O_SIZE = 256, O_SPAN, O_ITERS, O_WARMUP, O_PAIRS, O_MEM, O_DEADLINE, O_PICKS };
+    enum { O_SIZE = 256, O_SPAN, O_ITERS, O_WARMUP, O_PAIRS, O_MEM, O_DEADLINE, O_PICKS, O_OP,
+           O_TIMES };
     static const struct option lo[] = {
         { "sock-a", required_argument, NULL, 'a' },
         { "sock-b", required_argument, NULL, 'b' },
@@ -685,6 +732,8 @@ static int cmd_write(int argc, char **argv)
         { "mem", required_argument, NULL, O_MEM },
         { "deadline-ms", required_argument, NULL, O_DEADLINE },
         { "picks", no_argument, NULL, O_PICKS },
+        { "op", required_argument, NULL, O_OP },
+        { "times-out", required_argument, NULL, O_TIMES },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -703,6 +752,11 @@ static int cmd_write(int argc, char **argv)
         case O_PAIRS: ok = parse_uint(optarg, 1, MAX_PAIRS, &wo.pairs); break;
         case O_DEADLINE: ok = parse_uint(optarg, 1, MAX_DEADLINE, &wo.deadline_ms); break;
         case O_PICKS: wo.picks = true; break;
+        case O_OP:
+            ok = strcmp(optarg, "write") == 0 || strcmp(optarg, "read") == 0;
+            wo.read = strcmp(optarg, "read") == 0;
+            break;
+        case O_TIMES: wo.times_out = optarg; break;
         case O_MEM:
             if (strcmp(optarg, "dram") == 0)
                 wo.mem = MEM_DRAM;
@@ -798,8 +852,9 @@ static int cmd_write(int argc, char **argv)
 
         memcpy(all + (size_t)i * wo.iters, p->us, wo.iters * sizeof(*p->us));
         qsort(p->us, wo.iters, sizeof(*p->us), cmp_double);
-        printf("pair %u: %u WRITEs of %" PRIu64 " bytes in %u spans%s: %.3f GB/s, p50 %.0f us,"
-               " p99 %.0f us, max %.0f us\n", i, wo.iters, wo.size, p->nspans,
+        printf("pair %u: %u %ss of %" PRIu64 " bytes in %u spans%s: %.3f GB/s, p50 %.0f us,"
+               " p99 %.0f us, max %.0f us\n", i, wo.iters, wo.read ? "READ" : "WRITE", wo.size,
+               p->nspans,
                wo.picks ? " (picked rows of two grids)" : "", rate,
                percentile(p->us, wo.iters, 0.5), percentile(p->us, wo.iters, 0.99),
                p->us[wo.iters - 1]);
@@ -815,14 +870,16 @@ static int cmd_write(int argc, char **argv)
     }
     size_t n = (size_t)wo.pairs * wo.iters;
     qsort(all, n, sizeof(*all), cmp_double);
-    printf("result write mem %s pairs %u bytes %" PRIu64 " spans %u iters %u gbps %.4f"
+    printf("result write op %s mem %s pairs %u bytes %" PRIu64 " spans %u iters %u gbps %.4f"
            " p50_us %.1f p99_us %.1f max_us %.1f pair_min_gbps %.4f pair_max_gbps %.4f"
            " fast_slow %.3f verified %s\n",
-           mem_names[wo.mem], wo.pairs, wo.size, pairs[0].nspans, wo.iters,
+           wo.read ? "read" : "write", mem_names[wo.mem], wo.pairs, wo.size, pairs[0].nspans, wo.iters,
            sum, percentile(all, n, 0.5), percentile(all, n, 0.99), all[n - 1], lo_rate, hi_rate,
            hi_rate / lo_rate, bad == 0 ? "yes" : "no");
     free(all);
     rc = bad == 0 ? 0 : 1;
+    if (wo.times_out != NULL && times_write(wo.times_out, pairs) != 0)
+        rc = 1;
 out:
     for (unsigned i = 0; i < wo.pairs; i++)
         pair_teardown(&pairs[i]);
