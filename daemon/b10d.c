@@ -140,7 +140,7 @@ static const char *b10d_nth(uint32_t n)
  * daemon on purpose, so each is said loudly at start. The chaos checker
  * (tests/chaos) must catch those that break the failure doctrine.
  */
-static b10_status_t b10d_test_hooks(struct b10d *d)
+b10_status_t b10d_test_hooks(struct b10d *d)
 {
     b10_status_t rc;
     uint32_t n = 0;
@@ -194,16 +194,11 @@ static b10_status_t b10d_test_hooks(struct b10d *d)
     return B10_OK;
 }
 
-b10_status_t b10d_start(struct b10d *d)
+/* This boot's state before any room starts: its lists, clock, ids and incarnation. */
+static void b10d_init(struct b10d *d)
 {
-    struct wire_hooks hooks = {
-        .arg = d,
-        .take_control = peer_take_control,
-        .on_control = peer_on_control,
-        .on_ep_error = peer_on_ep_error,
-        .on_data = peer_on_data,
-    };
-    b10_status_t rc;
+    uint64_t seed[IDS_SEED_WORDS];
+    struct timespec now;
 
     list_init(&d->sessions);
     list_init(&d->peers);
@@ -219,16 +214,63 @@ b10_status_t b10d_start(struct b10d *d)
     do
         b10d_random(&d->daemon_id, sizeof(d->daemon_id));
     while (d->daemon_id == 0);
-    uint64_t seed[IDS_SEED_WORDS];
     b10d_random(seed, sizeof(seed));
     ids_init(&d->ids, seed);
-    struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     d->incarnation = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
 
-    if ((rc = b10d_test_hooks(d)) != B10_OK)
+/*
+ * The ranks' socket: the one systemd passed (socket activation), else
+ * --socket's. *activated_p says which, for the log.
+ */
+static b10_status_t b10d_open_socket(struct b10d *d, bool *activated_p)
+{
+    int listen_fd;
+    b10_status_t rc;
+
+    if ((rc = service_listen_fd(d->service, &listen_fd)) != B10_OK)
         return rc;
+    if (listen_fd >= 0) {
+        if ((rc = ipc_adopt(d, listen_fd, &session_ipc_hooks, &d->ipc)) != B10_OK) {
+            close(listen_fd);
+            return rc;
+        }
+        /* The activated socket is the one clients reach, whatever --socket said. */
+        snprintf(d->cfg.socket_path, sizeof(d->cfg.socket_path), "%s", ipc_path(d->ipc));
+    } else if ((rc = ipc_create(d, d->cfg.socket_path, &session_ipc_hooks, &d->ipc)) != B10_OK) {
+        return rc;
+    }
+    *activated_p = listen_fd >= 0;
+    return B10_OK;
+}
 
+/* The line an operator reads first: who this daemon is, where it listens, what it trusts. */
+static void b10d_say_started(const struct b10d *d, bool activated)
+{
+    log_info("daemon %s %016" PRIx64 " (b10d %s) listening on %s%s, ucx error mode %s, %s; "
+             "remote ranks: %s; chunk checksums %s", d->cfg.name, d->daemon_id, B10D_VERSION,
+             d->cfg.socket_path, activated ? " (from systemd)" : "",
+             d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none", auth_keyring_trust(&d->keys, d->cfg.insecure),
+             d->cfg.remote_access == CONFIG_REMOTE_PAIRED ? "paired only" : "any",
+             d->cfg.verify_data == CONFIG_VERIFY_ON ? "on"
+             : d->cfg.verify_data == CONFIG_VERIFY_AUTO ? "auto (the chunks a GPU gathers; --verify-data on: every chunk)"
+                                                        : "off (--verify-data on checks every chunk)");
+}
+
+b10_status_t b10d_start(struct b10d *d)
+{
+    struct wire_hooks hooks = {
+        .arg = d,
+        .take_control = peer_take_control,
+        .on_control = peer_on_control,
+        .on_ep_error = peer_on_ep_error,
+        .on_data = peer_on_data,
+    };
+    b10_status_t rc;
+    bool activated;
+
+    b10d_init(d);
     /* The keys first: a daemon that cannot read its key must not start half trusted. */
     if ((rc = peer_start(d, &b10d_peer_hooks)) != B10_OK)
         return rc;
@@ -264,30 +306,12 @@ b10_status_t b10d_start(struct b10d *d)
     d->sigterm.data = d->sigint.data = d;
     uv_signal_start(&d->sigterm, b10d_on_signal, SIGTERM);
     uv_signal_start(&d->sigint, b10d_on_signal, SIGINT);
-    int listen_fd;
-    if ((rc = service_listen_fd(d->service, &listen_fd)) != B10_OK)
+    if ((rc = b10d_open_socket(d, &activated)) != B10_OK)
         return rc;
-    if (listen_fd >= 0) {
-        if ((rc = ipc_adopt(d, listen_fd, &session_ipc_hooks, &d->ipc)) != B10_OK) {
-            close(listen_fd);
-            return rc;
-        }
-        /* The activated socket is the one clients reach, whatever --socket said. */
-        snprintf(d->cfg.socket_path, sizeof(d->cfg.socket_path), "%s", ipc_path(d->ipc));
-    } else if ((rc = ipc_create(d, d->cfg.socket_path, &session_ipc_hooks, &d->ipc)) != B10_OK) {
-        return rc;
-    }
     /* The socket is this daemon's now (not another's it lost to): the names' file is too. */
     if ((rc = names_file_open(d, &d->names_file)) != B10_OK)
         return rc;
-    log_info("daemon %s %016" PRIx64 " (b10d %s) listening on %s%s, ucx error mode %s, %s; "
-             "remote ranks: %s; chunk checksums %s", d->cfg.name, d->daemon_id, B10D_VERSION,
-             d->cfg.socket_path, listen_fd >= 0 ? " (from systemd)" : "",
-             d->cfg.err_mode == CONFIG_ERR_MODE_PEER ? "peer" : "none", auth_keyring_trust(&d->keys, d->cfg.insecure),
-             d->cfg.remote_access == CONFIG_REMOTE_PAIRED ? "paired only" : "any",
-             d->cfg.verify_data == CONFIG_VERIFY_ON ? "on"
-             : d->cfg.verify_data == CONFIG_VERIFY_AUTO ? "auto (the chunks a GPU gathers; --verify-data on: every chunk)"
-                                                        : "off (--verify-data on checks every chunk)");
+    b10d_say_started(d, activated);
     if ((rc = metrics_start(d, &d->metrics)) != B10_OK)
         return rc;
     peer_liveness_start(d);

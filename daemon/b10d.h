@@ -150,6 +150,14 @@ struct b10d {
 };
 
 /*
+ * The tests' fault hooks, from the environment (b10d(8), ENVIRONMENT), into
+ * d's test_ and fault_ fields. main.c reads them once, beside the options
+ * and before b10d_start: they are settings of the process, not a room's
+ * start, and b10d_start stays the rooms in order. B10_ERR_INVALID_ARG
+ * (said) for a value out of range.
+ */
+b10_status_t b10d_test_hooks(struct b10d *d);
+/*
  * Start every room. On failure the room that failed said why in the log,
  * the status says what kind of failure it was, and the caller still calls
  * b10d_stop().

@@ -151,7 +151,9 @@ int main(int argc, char **argv)
     if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, 256 << 20) != 1)
         log_warning("mallopt refused the heap thresholds: large requests fault their buffers in");
     d.loop = uv_default_loop();
-
+    /* Before the start, which nothing in them needs started: a bad value stops it first. */
+    if (b10d_test_hooks(&d) != B10_OK)
+        return 1;
     if (b10d_start(&d) != B10_OK) {
         b10d_stop(&d);
         return 1;

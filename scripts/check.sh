@@ -21,7 +21,7 @@
 # B10_CHECK_ONLY=NAME (make check T=NAME) runs one test on each build: a unit
 # binary (test-plan), a scenario of a suite (integ/restart, fault/floods,
 # ops/ctl) or a Python test (python/test_span_tables_as_arrays); the layer
-# check is "layers", the docs' links "docs".
+# check is "layers", the functions' lengths "funcs", the docs' links "docs".
 #
 # B10_CHECK_SOAK=1 (make soak) runs the suites' soak scenarios instead, those
 # too long for check (soak_scenarios in each runner).
@@ -76,6 +76,17 @@ run_job() {  # run_job KIND BUILD NAME
             echo "PASS layers ($(grep '^layers: [0-9]' "$jlog/out"))"
         else
             echo "FAIL layers ($(grep -m1 'NEW\|FAILED\|without a layer\|table of layers' "$jlog/out"))"
+            cat "$jlog/out" >&2
+        fi
+        ;;
+    funcs)
+        # No function of daemon/ over 100 lines beyond those the baseline still lists
+        # (scripts/funcs.py), and the check itself finds a made-up long function.
+        if python3 scripts/funcs.py --self-test >"$jlog/out" 2>&1 &&
+            python3 scripts/funcs.py --check -n 0 >>"$jlog/out" 2>&1; then
+            echo "PASS funcs ($(grep '^funcs: [0-9]' "$jlog/out"))"
+        else
+            echo "FAIL funcs ($(grep -m1 'NEW\|grew\|FAILED' "$jlog/out"))"
             cat "$jlog/out" >&2
         fi
         ;;
@@ -171,8 +182,8 @@ record() {  # record STATUS NAME [WHY]
 
 only=${B10_CHECK_ONLY:-}
 case $only in
-"" | layers | docs | test-* | integ/?* | ops/?* | fault/?* | python/?*) ;;
-*) echo "check: B10_CHECK_ONLY='$only': test-NAME, SUITE/NAME (integ, ops, fault, python), layers or docs" >&2
+"" | layers | funcs | docs | test-* | integ/?* | ops/?* | fault/?* | python/?*) ;;
+*) echo "check: B10_CHECK_ONLY='$only': test-NAME, SUITE/NAME (integ, ops, fault, python), layers, funcs or docs" >&2
    exit 2 ;;
 esac
 # wanted KIND [NAME]: does this run include it?
@@ -215,6 +226,7 @@ if [ "${B10_CHECK_SOAK:-0}" = 1 ]; then
     done
 else
     wanted layers && add layers - layers
+    wanted funcs && add funcs - funcs
     wanted docs && add docs - docs
     for build in "$@"; do
         [ -d "$build" ] || { record FAIL "$build" "no such build folder"; continue; }

@@ -391,192 +391,179 @@ static b10_status_t config_set_cert_path(struct config *cfg, int opt, const char
     return B10_ERR_INTERNAL;
 }
 
-b10_status_t config_parse(struct config *cfg, int argc, char **argv)
+/*
+ * An option whose value is text kept as given (a path, a name, a device
+ * list), bounded by its field. Each keeps the message it always gave.
+ */
+static b10_status_t config_set_text(struct config *cfg, int opt, const char *text)
 {
-    struct option longopts[config_table_count + 1];
-    char shorts[3 * config_table_count + 1];
-    bool in_flight_set = false;
-    size_t n = 0;
-    int c;
-
-    /* getopt_long's view of the table that --help and the man page print. */
-    shorts[0] = '\0';
-    for (size_t i = 0; i < config_table_count; i++)
-        n += optdoc_getopt(&config_table[i].doc, &longopts[n], shorts);
-    longopts[n] = (struct option){ NULL, 0, NULL, 0 };
-    optind = 1;
-    while ((c = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
-        switch (c) {
-        case 's':
-            if (strlen(optarg) == 0 || strlen(optarg) >= sizeof(cfg->socket_path)) {
-                fprintf(stderr, "b10d: --socket must be 1..%zu bytes\n", sizeof(cfg->socket_path) - 1);
-                return B10_ERR_INVALID_ARG;
-            }
-            snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", optarg);
-            break;
-        case OPT_NAME:
-            if (strlen(optarg) == 0 || strlen(optarg) >= sizeof(cfg->name)) {
-                fprintf(stderr, "b10d: --name must be 1..%zu bytes\n", sizeof(cfg->name) - 1);
-                return B10_ERR_INVALID_ARG;
-            }
-            snprintf(cfg->name, sizeof(cfg->name), "%s", optarg);
-            break;
-        case OPT_LOG_LEVEL:
-            if (log_level_parse(optarg, &cfg->log_level) != B10_OK) {
-                fprintf(stderr, "b10d: --log-level: '%s' is not err, warning, notice, info or debug\n", optarg);
-                return B10_ERR_INVALID_ARG;
-            }
-            break;
-        case OPT_ERR_MODE:
-            if (strcmp(optarg, "peer") == 0)
-                cfg->err_mode = CONFIG_ERR_MODE_PEER;
-            else if (strcmp(optarg, "none") == 0)
-                cfg->err_mode = CONFIG_ERR_MODE_NONE;
-            else {
-                fprintf(stderr, "b10d: --ucx-err-mode: '%s' is not peer or none\n", optarg);
-                return B10_ERR_INVALID_ARG;
-            }
-            break;
-        case OPT_PROGRESS:
-            if (strcmp(optarg, "spin") == 0 || strcmp(optarg, "event") == 0)
-                cfg->progress_spin = optarg[0] == 's';
-            else if (strcmp(optarg, "auto") == 0)
-                cfg->progress_spin = sysconf(_SC_NPROCESSORS_ONLN) >= 8;
-            else {
-                fprintf(stderr, "b10d: --progress: '%s' is not auto, spin or event\n", optarg);
-                return B10_ERR_INVALID_ARG;
-            }
-            break;
-        case OPT_CHECK:
-            cfg->check_only = true;
-            break;
-        case OPT_MAN:
-            if (config_man(optarg) != B10_OK)
-                return B10_ERR_INVALID_ARG;
-            cfg->info_only = true;
-            return B10_OK;
-        case OPT_CLUSTER_KEY:
-            if (config_set_path(cfg->cluster_key, sizeof(cfg->cluster_key), "cluster-key", optarg) != B10_OK)
-                return B10_ERR_INVALID_ARG;
-            break;
-        case OPT_CLUSTER_KEY_NEXT:
-            if (config_set_path(cfg->cluster_key_next, sizeof(cfg->cluster_key_next),
-                                "cluster-key-next", optarg) != B10_OK)
-                return B10_ERR_INVALID_ARG;
-            break;
-        case OPT_GEN_KEY:
-            if (config_set_path(cfg->gen_key, sizeof(cfg->gen_key), "gen-key", optarg) != B10_OK)
-                return B10_ERR_INVALID_ARG;
-            break;
-        case OPT_INSECURE:
-            cfg->insecure = true;
-            break;
-        case OPT_NODE_CERT:
-        case OPT_NODE_KEY:
-        case OPT_NODE_CA:
-        case OPT_MAKE_CA:
-        case OPT_ISSUE_CERT:
-        case OPT_CA_CERT:
-        case OPT_CA_KEY:
-        case OPT_CERT_OUT:
-            if (config_set_cert_path(cfg, c, optarg) != B10_OK)
-                return B10_ERR_INVALID_ARG;
-            break;
-        case OPT_TRACE:
-            cfg->trace = true;
-            break;
-        case OPT_VERIFY_DATA:
-            if (strcmp(optarg, "on") == 0) {
-                cfg->verify_data = CONFIG_VERIFY_ON;
-            } else if (strcmp(optarg, "auto") == 0) {
-                cfg->verify_data = CONFIG_VERIFY_AUTO;
-            } else if (strcmp(optarg, "off") == 0) {
-                cfg->verify_data = CONFIG_VERIFY_OFF;
-            } else {
-                fprintf(stderr, "b10d: --verify-data: '%s' is not on, auto or off\n", optarg);
-                return B10_ERR_INVALID_ARG;
-            }
-            break;
-        case OPT_NET_DEVICES:
-            if (!config_net_devices_ok(optarg)) {
-                fprintf(stderr, "b10d: --net-devices '%s': a comma-separated list of device names "
-                        "(letters, digits, '_', '-', '.', ':'), or all; at most %zu bytes\n", optarg,
-                        sizeof(cfg->net_devices) - 1);
-                return B10_ERR_INVALID_ARG;
-            }
-            snprintf(cfg->net_devices, sizeof(cfg->net_devices), "%s", optarg);
-            break;
-        case OPT_GPU_COPY:
-            if (strcmp(optarg, "engine") == 0) {
-                cfg->gpu_copy = CONFIG_GPU_COPY_ENGINE;
-            } else if (strcmp(optarg, "kernel") == 0) {
-                cfg->gpu_copy = CONFIG_GPU_COPY_KERNEL;
-            } else if (strcmp(optarg, "auto") == 0) {
-                cfg->gpu_copy = CONFIG_GPU_COPY_AUTO;
-            } else {
-                fprintf(stderr, "b10d: --gpu-copy: '%s' is not engine, kernel or auto\n", optarg);
-                return B10_ERR_INVALID_ARG;
-            }
-            break;
-        case OPT_GPU_COPY_CALLS:
-            if (strcmp(optarg, "single") == 0) {
-                cfg->gpu_copy_calls = CONFIG_GPU_CALLS_SINGLE;
-            } else if (strcmp(optarg, "batch") == 0) {
-                cfg->gpu_copy_calls = CONFIG_GPU_CALLS_BATCH;
-            } else if (strcmp(optarg, "auto") == 0) {
-                cfg->gpu_copy_calls = CONFIG_GPU_CALLS_AUTO;
-            } else {
-                fprintf(stderr, "b10d: --gpu-copy-calls: '%s' is not auto, single or batch\n",
-                        optarg);
-                return B10_ERR_INVALID_ARG;
-            }
-            break;
-        case OPT_REMOTE_ACCESS:
-            if (strcmp(optarg, "any") == 0)
-                cfg->remote_access = CONFIG_REMOTE_ANY;
-            else if (strcmp(optarg, "paired") == 0)
-                cfg->remote_access = CONFIG_REMOTE_PAIRED;
-            else {
-                fprintf(stderr, "b10d: --remote-access: '%s' is not any or paired\n", optarg);
-                return B10_ERR_INVALID_ARG;
-            }
-            break;
-        case OPT_ADMIN_GROUP:
-            if (config_set_group(cfg, optarg) != B10_OK)
-                return B10_ERR_INVALID_ARG;
-            break;
-        case OPT_RUNTIME_DIR:
-            /* Empty: names are not kept, whatever systemd says. */
-            if (optarg[0] == '\0')
-                cfg->runtime_dir[0] = '\0';
-            else if (config_set_path(cfg->runtime_dir, sizeof(cfg->runtime_dir), "runtime-dir",
-                                     optarg) != B10_OK)
-                return B10_ERR_INVALID_ARG;
-            break;
-        case OPT_METRICS_LISTEN:
-            if (config_set_metrics(cfg, optarg) != B10_OK)
-                return B10_ERR_INVALID_ARG;
-            break;
-        case 'h':
-            config_usage(stdout);
-            cfg->info_only = true;
-            return B10_OK;
-        case OPT_VERSION:
-            printf("b10d %s (protocol %d)\n", B10D_VERSION, B10_PROTOCOL_VERSION);
-            cfg->info_only = true;
-            return B10_OK;
-        default: {
-            const struct config_opt *num = config_table_find(c);
-            if (num == NULL || !num->num) {
-                fprintf(stderr, "b10d: try --help\n");
-                return B10_ERR_INVALID_ARG;
-            }
-            if (config_set_num(cfg, num, optarg) != B10_OK)
-                return B10_ERR_INVALID_ARG;
-            in_flight_set |= c == OPT_IN_FLIGHT;
+    switch (opt) {
+    case 's':
+        if (strlen(text) == 0 || strlen(text) >= sizeof(cfg->socket_path)) {
+            fprintf(stderr, "b10d: --socket must be 1..%zu bytes\n", sizeof(cfg->socket_path) - 1);
+            return B10_ERR_INVALID_ARG;
         }
+        snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", text);
+        return B10_OK;
+    case OPT_NAME:
+        if (strlen(text) == 0 || strlen(text) >= sizeof(cfg->name)) {
+            fprintf(stderr, "b10d: --name must be 1..%zu bytes\n", sizeof(cfg->name) - 1);
+            return B10_ERR_INVALID_ARG;
         }
+        snprintf(cfg->name, sizeof(cfg->name), "%s", text);
+        return B10_OK;
+    case OPT_CLUSTER_KEY:
+        return config_set_path(cfg->cluster_key, sizeof(cfg->cluster_key), "cluster-key", text);
+    case OPT_CLUSTER_KEY_NEXT:
+        return config_set_path(cfg->cluster_key_next, sizeof(cfg->cluster_key_next),
+                               "cluster-key-next", text);
+    case OPT_GEN_KEY:
+        return config_set_path(cfg->gen_key, sizeof(cfg->gen_key), "gen-key", text);
+    case OPT_RUNTIME_DIR:
+        /* Empty: names are not kept, whatever systemd says. */
+        if (text[0] == '\0') {
+            cfg->runtime_dir[0] = '\0';
+            return B10_OK;
+        }
+        return config_set_path(cfg->runtime_dir, sizeof(cfg->runtime_dir), "runtime-dir", text);
+    case OPT_NET_DEVICES:
+        if (!config_net_devices_ok(text)) {
+            fprintf(stderr, "b10d: --net-devices '%s': a comma-separated list of device names "
+                    "(letters, digits, '_', '-', '.', ':'), or all; at most %zu bytes\n", text,
+                    sizeof(cfg->net_devices) - 1);
+            return B10_ERR_INVALID_ARG;
+        }
+        snprintf(cfg->net_devices, sizeof(cfg->net_devices), "%s", text);
+        return B10_OK;
+    default:
+        return config_set_cert_path(cfg, opt, text);
     }
+}
+
+static b10_status_t config_bad_word(const char *opt, const char *text, const char *words)
+{
+    fprintf(stderr, "b10d: --%s: '%s' is not %s\n", opt, text, words);
+    return B10_ERR_INVALID_ARG;
+}
+
+/* An option whose value is one of a few words, each a setting of an enum or a flag. */
+static b10_status_t config_set_word(struct config *cfg, int opt, const char *text)
+{
+    switch (opt) {
+    case OPT_LOG_LEVEL:
+        if (log_level_parse(text, &cfg->log_level) == B10_OK)
+            return B10_OK;
+        fprintf(stderr, "b10d: --log-level: '%s' is not err, warning, notice, info or debug\n", text);
+        return B10_ERR_INVALID_ARG;
+    case OPT_ERR_MODE:
+        if (strcmp(text, "peer") == 0)
+            cfg->err_mode = CONFIG_ERR_MODE_PEER;
+        else if (strcmp(text, "none") == 0)
+            cfg->err_mode = CONFIG_ERR_MODE_NONE;
+        else
+            return config_bad_word("ucx-err-mode", text, "peer or none");
+        return B10_OK;
+    case OPT_PROGRESS:
+        if (strcmp(text, "spin") == 0 || strcmp(text, "event") == 0)
+            cfg->progress_spin = text[0] == 's';
+        else if (strcmp(text, "auto") == 0)
+            cfg->progress_spin = sysconf(_SC_NPROCESSORS_ONLN) >= 8;
+        else
+            return config_bad_word("progress", text, "auto, spin or event");
+        return B10_OK;
+    case OPT_VERIFY_DATA:
+        if (strcmp(text, "on") == 0)
+            cfg->verify_data = CONFIG_VERIFY_ON;
+        else if (strcmp(text, "auto") == 0)
+            cfg->verify_data = CONFIG_VERIFY_AUTO;
+        else if (strcmp(text, "off") == 0)
+            cfg->verify_data = CONFIG_VERIFY_OFF;
+        else
+            return config_bad_word("verify-data", text, "on, auto or off");
+        return B10_OK;
+    case OPT_GPU_COPY:
+        if (strcmp(text, "engine") == 0)
+            cfg->gpu_copy = CONFIG_GPU_COPY_ENGINE;
+        else if (strcmp(text, "kernel") == 0)
+            cfg->gpu_copy = CONFIG_GPU_COPY_KERNEL;
+        else if (strcmp(text, "auto") == 0)
+            cfg->gpu_copy = CONFIG_GPU_COPY_AUTO;
+        else
+            return config_bad_word("gpu-copy", text, "engine, kernel or auto");
+        return B10_OK;
+    case OPT_GPU_COPY_CALLS:
+        if (strcmp(text, "single") == 0)
+            cfg->gpu_copy_calls = CONFIG_GPU_CALLS_SINGLE;
+        else if (strcmp(text, "batch") == 0)
+            cfg->gpu_copy_calls = CONFIG_GPU_CALLS_BATCH;
+        else if (strcmp(text, "auto") == 0)
+            cfg->gpu_copy_calls = CONFIG_GPU_CALLS_AUTO;
+        else
+            return config_bad_word("gpu-copy-calls", text, "auto, single or batch");
+        return B10_OK;
+    case OPT_REMOTE_ACCESS:
+        if (strcmp(text, "any") == 0)
+            cfg->remote_access = CONFIG_REMOTE_ANY;
+        else if (strcmp(text, "paired") == 0)
+            cfg->remote_access = CONFIG_REMOTE_PAIRED;
+        else
+            return config_bad_word("remote-access", text, "any or paired");
+        return B10_OK;
+    default:
+        return B10_ERR_INTERNAL;
+    }
+}
+
+/* One option of the command line other than those that only print (config_info). */
+static b10_status_t config_set_option(struct config *cfg, int opt, const char *text)
+{
+    switch (opt) {
+    case OPT_CHECK:
+        cfg->check_only = true;
+        return B10_OK;
+    case OPT_INSECURE:
+        cfg->insecure = true;
+        return B10_OK;
+    case OPT_TRACE:
+        cfg->trace = true;
+        return B10_OK;
+    case OPT_ADMIN_GROUP:
+        return config_set_group(cfg, text);
+    case OPT_METRICS_LISTEN:
+        return config_set_metrics(cfg, text);
+    case 's': case OPT_NAME: case OPT_CLUSTER_KEY: case OPT_CLUSTER_KEY_NEXT: case OPT_GEN_KEY:
+    case OPT_RUNTIME_DIR: case OPT_NET_DEVICES:
+    case OPT_NODE_CERT: case OPT_NODE_KEY: case OPT_NODE_CA: case OPT_MAKE_CA:
+    case OPT_ISSUE_CERT: case OPT_CA_CERT: case OPT_CA_KEY: case OPT_CERT_OUT:
+        return config_set_text(cfg, opt, text);
+    case OPT_LOG_LEVEL: case OPT_ERR_MODE: case OPT_PROGRESS: case OPT_VERIFY_DATA:
+    case OPT_GPU_COPY: case OPT_GPU_COPY_CALLS: case OPT_REMOTE_ACCESS:
+        return config_set_word(cfg, opt, text);
+    }
+    const struct config_opt *num = config_table_find(opt);
+    if (num == NULL || !num->num) {
+        fprintf(stderr, "b10d: try --help\n");
+        return B10_ERR_INVALID_ARG;
+    }
+    return config_set_num(cfg, num, text);
+}
+
+/* --help, --version, --man=options: each prints, and the parse ends there (main starts nothing). */
+static b10_status_t config_info(struct config *cfg, int opt, const char *text)
+{
+    if (opt == OPT_MAN && config_man(text) != B10_OK)
+        return B10_ERR_INVALID_ARG;
+    if (opt == 'h')
+        config_usage(stdout);
+    else if (opt == OPT_VERSION)
+        printf("b10d %s (protocol %d)\n", B10D_VERSION, B10_PROTOCOL_VERSION);
+    cfg->info_only = true;
+    return B10_OK;
+}
+
+/* The settings whose defaults follow from others, once every option is read. */
+static void config_derive(struct config *cfg, bool in_flight_set)
+{
     /*
      * A transfer's chunks in flight pick its data lanes (chunk mod lanes):
      * with more lanes than chunks, the others would idle. Unless said.
@@ -602,10 +589,14 @@ b10_status_t config_parse(struct config *cfg, int argc, char **argv)
         cfg->max_host_bytes_uid = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page
                                                         : 1024 * 1024 * GiB;
     }
-    if (optind < argc) {
-        fprintf(stderr, "b10d: unexpected argument '%s'; try --help\n", argv[optind]);
-        return B10_ERR_INVALID_ARG;
-    }
+}
+
+/*
+ * What the settings are for decides what they must hold: making a key or a
+ * certificate needs only its own options; running needs all of them right.
+ */
+static b10_status_t config_validate(const struct config *cfg)
+{
     if (cfg->gen_key[0] != '\0')
         return B10_OK;   /* main makes the key; the other settings do not matter */
     if (cfg->make_ca[0] != '\0' || cfg->issue_name[0] != '\0') {
@@ -623,6 +614,37 @@ b10_status_t config_parse(struct config *cfg, int argc, char **argv)
         return B10_ERR_INVALID_ARG;
     }
     return config_check(cfg);
+}
+
+/* Parse every option, then derive the settings that follow from others, then validate. */
+b10_status_t config_parse(struct config *cfg, int argc, char **argv)
+{
+    struct option longopts[config_table_count + 1];
+    char shorts[3 * config_table_count + 1];
+    bool in_flight_set = false;
+    size_t n = 0;
+    int c;
+
+    /* getopt_long's view of the table that --help and the man page print. */
+    shorts[0] = '\0';
+    for (size_t i = 0; i < config_table_count; i++)
+        n += optdoc_getopt(&config_table[i].doc, &longopts[n], shorts);
+    longopts[n] = (struct option){ NULL, 0, NULL, 0 };
+    optind = 1;
+    while ((c = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
+        if (c == 'h' || c == OPT_VERSION || c == OPT_MAN)
+            return config_info(cfg, c, optarg);
+        /* Every refusal was said where it was found. */
+        if (config_set_option(cfg, c, optarg) != B10_OK)
+            return B10_ERR_INVALID_ARG;
+        in_flight_set |= c == OPT_IN_FLIGHT;
+    }
+    config_derive(cfg, in_flight_set);
+    if (optind < argc) {
+        fprintf(stderr, "b10d: unexpected argument '%s'; try --help\n", argv[optind]);
+        return B10_ERR_INVALID_ARG;
+    }
+    return config_validate(cfg);
 }
 
 void config_print(const struct config *cfg, const char *key_path, uint64_t key_id)

@@ -348,27 +348,31 @@ struct plan_order {
     uint64_t smin;              /* the lowest source: slot 0's */
 };
 
-/*
- * Read and check the request's spans into spans (request order), refusing
- * overlapping destinations, and leave in *ord how to walk them by source
- * (equal sources in request order) and in *total_p their bytes. recs and
- * tmp hold count records each (and are the slots where ord says so),
- * order count indices.
- */
-static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst_spans,
-                                    size_t count, struct plan_span *spans, uint64_t *recs,
-                                    uint64_t *tmp, uint32_t *order, struct plan_order *ord,
-                                    uint64_t *total_p, char *detail, size_t detail_len)
-{
-    bool one_size = true, overflow = false;
-    uint64_t dmin = UINT64_MAX, dmax = 0, smin = UINT64_MAX, smax = 0, total = 0;
-    uint64_t len0 = frame_get_u64(src_spans + 8);
-    struct plan_keys src_keys, dst_keys;
+/* What the one pass over a request's spans learnt of them (plan_scan_spans). */
+struct plan_scan {
+    bool one_size;              /* every span len0 bytes long */
+    bool overflow;              /* their bytes overflow 64 bits */
+    uint64_t len0;              /* the first span's length */
+    uint64_t dmin, dmax, smin, smax;    /* the lowest and highest destination and source */
+    uint64_t total;             /* their bytes (mod 2^64 where overflow) */
+    struct plan_keys src_keys, dst_keys;    /* what the sorts need */
+};
 
+/*
+ * Check each span alone (equal, non-zero lengths; no wrap of the address
+ * space) and learn in the same pass what the rest needs: checked and
+ * summed, not yet written out, for a KV request needs no span of it again.
+ */
+static b10_status_t plan_scan_spans(const uint8_t *src_spans, const uint8_t *dst_spans,
+                                    size_t count, struct plan_scan *sc, char *detail,
+                                    size_t detail_len)
+{
     uint64_t prev_src = frame_get_u64(src_spans), prev_dst = frame_get_u64(dst_spans);
-    plan_keys_init(&src_keys, prev_src);
-    plan_keys_init(&dst_keys, prev_dst);
-    /* Checked and summed, not yet written out: a KV request needs no span of it again. */
+
+    *sc = (struct plan_scan){ .one_size = true, .len0 = frame_get_u64(src_spans + 8),
+                              .dmin = UINT64_MAX, .smin = UINT64_MAX };
+    plan_keys_init(&sc->src_keys, prev_src);
+    plan_keys_init(&sc->dst_keys, prev_dst);
     for (size_t i = 0; i < count; i++) {
         uint64_t src = frame_get_u64(src_spans + i * SPAN_BYTES);
         uint64_t len = frame_get_u64(src_spans + i * SPAN_BYTES + 8);
@@ -384,66 +388,85 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
             return B10_ERR_INVALID_ARG;
         }
         /* Said only once the destinations are known not to overlap, as before. */
-        overflow |= total + len < total;
-        total += len;
-        one_size &= len == len0;
-        dmin = dst < dmin ? dst : dmin;
-        dmax = dst > dmax ? dst : dmax;
-        smin = src < smin ? src : smin;
-        smax = src > smax ? src : smax;
+        sc->overflow |= sc->total + len < sc->total;
+        sc->total += len;
+        sc->one_size &= len == sc->len0;
+        sc->dmin = dst < sc->dmin ? dst : sc->dmin;
+        sc->dmax = dst > sc->dmax ? dst : sc->dmax;
+        sc->smin = src < sc->smin ? src : sc->smin;
+        sc->smax = src > sc->smax ? src : sc->smax;
         /* What the sorts need to know, learnt here rather than in a pass of their own. */
-        plan_keys_add(&src_keys, src, prev_src);
-        plan_keys_add(&dst_keys, dst, prev_dst);
+        plan_keys_add(&sc->src_keys, src, prev_src);
+        plan_keys_add(&sc->dst_keys, dst, prev_dst);
         prev_src = src;
         prev_dst = dst;
     }
+    return B10_OK;
+}
 
+/*
+ * Spans of one size len whose destination slot dup (from dmin) holds two:
+ * named as the sort names them, the slot's first two spans in request order.
+ */
+static b10_status_t plan_say_overlap(const uint8_t *dst_spans, uint64_t dmin, uint64_t dup,
+                                     uint64_t len, char *detail, size_t detail_len)
+{
+    uint64_t at = dmin + (dup << __builtin_ctzll(len));
+    size_t p = 0, c;
+
+    while (frame_get_u64(dst_spans + p * SPAN_BYTES) != at)
+        p++;
+    for (c = p + 1; frame_get_u64(dst_spans + c * SPAN_BYTES) != at; c++)
+        ;
+    snprintf(detail, detail_len, "destination spans %zu and %zu overlap", p, c);
+    return B10_ERR_INVALID_ARG;
+}
+
+/*
+ * Read and check the request's spans into spans (request order), refusing
+ * overlapping destinations, and leave in *ord how to walk them by source
+ * (equal sources in request order) and in *total_p their bytes. recs and
+ * tmp hold count records each (and are the slots where ord says so),
+ * order count indices.
+ */
+static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst_spans,
+                                    size_t count, struct plan_span *spans, uint64_t *recs,
+                                    uint64_t *tmp, uint32_t *order, struct plan_order *ord,
+                                    uint64_t *total_p, char *detail, size_t detail_len)
+{
+    struct plan_scan sc;
+    b10_status_t rc;
+
+    if ((rc = plan_scan_spans(src_spans, dst_spans, count, &sc, detail, detail_len)) != B10_OK)
+        return rc;
     /* Two spans writing the same destination byte make the result depend on order. */
     uint64_t dup;
     /* recs and tmp, one block: 2 words a span. */
-    uint64_t nslots = one_size ? plan_kv_slots(src_spans, dst_spans, count, len0, smin, smax,
-                                               dmin, dmax, recs, 2 * count, &dup)
-                               : 0;
+    uint64_t nslots = sc.one_size ? plan_kv_slots(src_spans, dst_spans, count, sc.len0, sc.smin,
+                                                  sc.smax, sc.dmin, sc.dmax, recs, 2 * count, &dup)
+                                  : 0;
     if (nslots > 0) {
-        if (dup != UINT64_MAX) {
-            /* Named as the sort names them: the slot's first two spans in request order. */
-            uint64_t at = dmin + (dup << __builtin_ctzll(len0));
-            size_t p = 0, c;
-            while (frame_get_u64(dst_spans + p * SPAN_BYTES) != at)
-                p++;
-            for (c = p + 1; frame_get_u64(dst_spans + c * SPAN_BYTES) != at; c++)
-                ;
-            snprintf(detail, detail_len, "destination spans %zu and %zu overlap", p, c);
-            return B10_ERR_INVALID_ARG;
-        }
-        if (overflow) {
+        if (dup != UINT64_MAX)
+            return plan_say_overlap(dst_spans, sc.dmin, dup, sc.len0, detail, detail_len);
+        if (sc.overflow) {
             snprintf(detail, detail_len, "transfer length overflows 64 bits");
             return B10_ERR_TOO_LARGE;
         }
         /* The packing walks the slots; of the spans it reads the first's length. */
-        spans[0] = (struct plan_span){ frame_get_u64(src_spans), frame_get_u64(dst_spans), len0 };
-        *ord = (struct plan_order){ NULL, nslots, smin };
-        *total_p = total;
+        spans[0] = (struct plan_span){ frame_get_u64(src_spans), frame_get_u64(dst_spans), sc.len0 };
+        *ord = (struct plan_order){ NULL, nslots, sc.smin };
+        *total_p = sc.total;
         return B10_OK;
     }
     for (size_t i = 0; i < count; i++)
         spans[i] = (struct plan_span){ frame_get_u64(src_spans + i * SPAN_BYTES),
                                        frame_get_u64(dst_spans + i * SPAN_BYTES),
                                        frame_get_u64(src_spans + i * SPAN_BYTES + 8) };
-    if (one_size && plan_dst_slots(spans, count, dmin, dmax, recs, &dup)) {
-        if (dup != UINT64_MAX) {
-            /* Named as the sort below names them: the slot's first two spans in request order. */
-            uint64_t at = dmin + (dup << __builtin_ctzll(spans[0].len));
-            size_t p = 0, c;
-            while (spans[p].dst != at)
-                p++;
-            for (c = p + 1; spans[c].dst != at; c++)
-                ;
-            snprintf(detail, detail_len, "destination spans %zu and %zu overlap", p, c);
-            return B10_ERR_INVALID_ARG;
-        }
+    if (sc.one_size && plan_dst_slots(spans, count, sc.dmin, sc.dmax, recs, &dup)) {
+        if (dup != UINT64_MAX)
+            return plan_say_overlap(dst_spans, sc.dmin, dup, spans[0].len, detail, detail_len);
     } else {
-        const uint32_t *by_dst = plan_sort(spans, count, true, &dst_keys, recs, tmp, order);
+        const uint32_t *by_dst = plan_sort(spans, count, true, &sc.dst_keys, recs, tmp, order);
         for (size_t i = 1; i < count; i++) {
             uint32_t p = by_dst != NULL ? by_dst[i - 1] : (uint32_t)(i - 1);
             uint32_t c = by_dst != NULL ? by_dst[i] : (uint32_t)i;
@@ -453,17 +476,17 @@ static b10_status_t plan_read_spans(const uint8_t *src_spans, const uint8_t *dst
             }
         }
     }
-    if (overflow) {
+    if (sc.overflow) {
         snprintf(detail, detail_len, "transfer length overflows 64 bits");
         return B10_ERR_TOO_LARGE;
     }
-    *ord = (struct plan_order){ NULL, 0, smin };
+    *ord = (struct plan_order){ NULL, 0, sc.smin };
     /* recs and tmp, free again and one block, hold the slots: 2 a span. */
-    if (!src_keys.sorted && one_size)
-        ord->nslots = plan_src_slots(spans, count, smin, smax, recs, 2 * count);
+    if (!sc.src_keys.sorted && sc.one_size)
+        ord->nslots = plan_src_slots(spans, count, sc.smin, sc.smax, recs, 2 * count);
     if (ord->nslots == 0)
-        ord->order = plan_sort(spans, count, false, &src_keys, recs, tmp, order);
-    *total_p = total;
+        ord->order = plan_sort(spans, count, false, &sc.src_keys, recs, tmp, order);
+    *total_p = sc.total;
     return B10_OK;
 }
 

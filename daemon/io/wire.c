@@ -535,39 +535,31 @@ static b10_status_t wire_pack_address(struct wire *wire)
     return B10_OK;
 }
 
-b10_status_t wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network,
-                         struct wire **wire_p)
+/*
+ * The UCX context: UCX_* settings from the environment, narrowed by
+ * --net-devices; a daemon with no network (no key) gets UCX's self
+ * transport alone, so that it opens no socket.
+ */
+static b10_status_t wire_context_create(struct b10d *d, bool network, ucp_context_h *context_p)
 {
     ucp_config_t *config = NULL;
     ucs_status_t st;
-    b10_status_t status;
-    struct wire *wire = calloc(1, sizeof(*wire));
-
-    if (wire == NULL)
-        return B10_ERR_NO_MEMORY;
-    wire->d = d;
-    wire->hooks = *hooks;
-    list_init(&wire->completed);
-    list_init(&wire->strays);
 
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK) {
         log_err("ucp_config_read: %s", ucs_status_string(st));
-        status = wire_local_status(st);
-        goto err_free;
+        return wire_local_status(st);
     }
     if (!network && (st = ucp_config_modify(config, "TLS", "self")) != UCS_OK) {
         log_err("ucp_config_modify TLS=self: %s", ucs_status_string(st));
         ucp_config_release(config);
-        status = wire_local_status(st);
-        goto err_free;
+        return wire_local_status(st);
     }
     if (network && d->cfg.net_devices[0] != '\0' &&
         (st = ucp_config_modify(config, "NET_DEVICES", d->cfg.net_devices)) != UCS_OK) {
         log_err("--net-devices %s: %s", d->cfg.net_devices, ucs_status_string(st));
         ucp_config_release(config);
-        status = wire_local_status(st);
-        goto err_free;
+        return wire_local_status(st);
     }
     if (network) {
         const char *env = getenv("UCX_NET_DEVICES");
@@ -585,35 +577,57 @@ b10_status_t wire_create(struct b10d *d, const struct wire_hooks *hooks, bool ne
         .mt_workers_shared = network && d->cfg.wire_lanes > 0,
         .name = "b10d",
     };
-    st = ucp_init(&params, config, &wire->context);
+    st = ucp_init(&params, config, context_p);
     ucp_config_release(config);
     if (st != UCS_OK) {
         log_err("ucp_init: %s", ucs_status_string(st));
-        status = wire_local_status(st);
-        goto err_free;
+        return wire_local_status(st);
     }
+    return B10_OK;
+}
+
+/* The loop's worker, its address and the fd the loop polls; on failure none of them is left. */
+static b10_status_t wire_worker_create(struct wire *wire)
+{
     ucp_worker_params_t wparams = {
         .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
         .thread_mode = UCS_THREAD_MODE_SINGLE,
     };
-    st = ucp_worker_create(wire->context, &wparams, &wire->worker);
+    ucs_status_t st = ucp_worker_create(wire->context, &wparams, &wire->worker);
+
     if (st != UCS_OK) {
         log_err("ucp_worker_create: %s", ucs_status_string(st));
-        status = wire_local_status(st);
-        goto err_cleanup;
+        return wire_local_status(st);
     }
     st = ucp_worker_get_address(wire->worker, &wire->address, &wire->address_length);
     if (st != UCS_OK) {
         log_err("ucp_worker_get_address: %s", ucs_status_string(st));
-        status = wire_local_status(st);
         goto err_worker;
     }
     st = ucp_worker_get_efd(wire->worker, &wire->efd);
     if (st != UCS_OK) {
         log_err("ucp_worker_get_efd: %s", ucs_status_string(st));
-        status = wire_local_status(st);
         goto err_address;
     }
+    return B10_OK;
+
+err_address:
+    ucp_worker_release_address(wire->worker, wire->address);
+err_worker:
+    ucp_worker_destroy(wire->worker);
+    return wire_local_status(st);
+}
+
+/*
+ * The data lanes (--wire-lanes, on a network only) and the wake-up they
+ * report through. The wake-up is there whatever happens; on failure the
+ * lanes made so far are in wire->nlanes, for the caller to undo.
+ */
+static b10_status_t wire_lanes_create(struct wire *wire, bool network)
+{
+    struct b10d *d = wire->d;
+    b10_status_t status;
+
     /* Lanes share the context's registrations across threads: only a thread-safe one will do. */
     unsigned lanes = network ? d->cfg.wire_lanes : 0;
     ucp_context_attr_t attr = { .field_mask = UCP_ATTR_FIELD_THREAD_MODE };
@@ -632,9 +646,31 @@ b10_status_t wire_create(struct b10d *d, const struct wire_hooks *hooks, bool ne
             .wake = &wire->lane_wake,
         };
         if ((status = lane_create(wire->context, &lp, &wire->lanes[i])) != B10_OK)
-            goto err_lanes;
+            return status;
         wire->nlanes++;
     }
+    return B10_OK;
+}
+
+b10_status_t wire_create(struct b10d *d, const struct wire_hooks *hooks, bool network,
+                         struct wire **wire_p)
+{
+    b10_status_t status;
+    struct wire *wire = calloc(1, sizeof(*wire));
+
+    if (wire == NULL)
+        return B10_ERR_NO_MEMORY;
+    wire->d = d;
+    wire->hooks = *hooks;
+    list_init(&wire->completed);
+    list_init(&wire->strays);
+
+    if ((status = wire_context_create(d, network, &wire->context)) != B10_OK)
+        goto err_free;
+    if ((status = wire_worker_create(wire)) != B10_OK)
+        goto err_cleanup;
+    if ((status = wire_lanes_create(wire, network)) != B10_OK)
+        goto err_lanes;
     if ((status = wire_pack_address(wire)) != B10_OK)
         goto err_lanes;
     if ((status = wire_self_create(wire)) != B10_OK)
@@ -656,9 +692,7 @@ err_lanes:
         lane_destroy(wire->lanes[--wire->nlanes], NULL);
     uv_close((uv_handle_t *)&wire->lane_wake, NULL);
     uv_run(d->loop, UV_RUN_NOWAIT);
-err_address:
     ucp_worker_release_address(wire->worker, wire->address);
-err_worker:
     ucp_worker_destroy(wire->worker);
 err_cleanup:
     ucp_cleanup(wire->context);

@@ -309,15 +309,146 @@ static void peer_hello_send_confirm(struct peer *peer)
         log_debug("peer %s: could not send CONFIRM", peer->name);
 }
 
+/*
+ * Is this the answer to our HELLO, from the daemon we asked? What is not
+ * changes nothing: dropped, counted, and the real answer still awaited.
+ * That covers what does not open, and what a holder of the key sends that
+ * answers another HELLO or comes from another daemon (one that saw our
+ * HELLO go by could answer it, or reflect it to us, which we refuse). An
+ * answer of ours is in *ack; *decoded_p says whether all of it is what a
+ * daemon may say (detail: why not).
+ */
+static bool peer_hello_ack_ours(struct peer *peer, const uint8_t *buf, size_t length,
+                                struct hello_ack *ack, b10_status_t *decoded_p, char *detail,
+                                size_t detail_len)
+{
+    struct b10d *d = peer->d;
+    struct auth_header hdr;
+    const uint8_t *payload;
+    size_t payload_length;
+
+    enum auth_result r = auth_open(peer->out_key, AUTH_KIND_HELLO_ACK, buf, length, &payload,
+                                   &payload_length);
+    b10_status_t decoded = B10_ERR_PEER_PROTOCOL;
+    ack->identified = false;
+    if (r == AUTH_OK && auth_peek(buf, length, &hdr) == 0 && hdr.receiver_id == d->daemon_id)
+        decoded = hello_decode_ack(payload, payload_length, &hdr, ack, detail, detail_len);
+    bool ours = r == AUTH_OK && ack->identified &&
+                ack->gen == peer->out.tags.gen &&
+                auth_equal(ack->opener_nonce, peer->out_nonce, AUTH_NONCE_BYTES) &&
+                ack->daemon_id == peer->daemon_id && strcmp(ack->name, peer->name) == 0;
+    if (!ours) {
+        if (r == AUTH_OK)
+            log_warning("peer %s: dropping a HELLO_ACK that is not the answer to its HELLO%s%s",
+                        peer->name, decoded != B10_OK ? ": " : "", decoded != B10_OK ? detail : "");
+        peer_count_unopened(peer, r == AUTH_OK ? AUTH_MALFORMED : r);
+        return false;
+    }
+    *decoded_p = decoded;
+    return true;
+}
+
+/*
+ * Our answer, and still the end of this attempt: beyond what a daemon may
+ * say, a refusal, from another boot than the descriptor names, or without
+ * the proof of the name we asked for. The peer is lost with why, and false;
+ * else true, and a certified link's X25519 secret is in shared.
+ */
+static bool peer_hello_ack_accepts(struct peer *peer, const struct hello_ack *ack,
+                                   b10_status_t decoded, uint8_t shared[AUTH_KX_BYTES],
+                                   char *detail, size_t detail_len)
+{
+    struct b10d *d = peer->d;
+
+    if (decoded != B10_OK) {
+        /* The daemon asked, answering our HELLO with what no daemon may say (its limits). */
+        d->stats.peer_protocol_errors++;
+        peer_lost(peer, B10_ERR_PEER_PROTOCOL, detail);
+        return false;
+    }
+    if (ack->status != B10_OK) {
+        b10_status_t why = ack->status;
+        snprintf(detail, detail_len, "remote daemon refused the link: %.200s", ack->detail);
+        if (b10_status_action(why) == B10_ACTION_NONE)
+            why = B10_ERR_PEER_PROTOCOL;
+        peer_lost(peer, why, detail);
+        return false;
+    }
+    if (ack->incarnation != peer->incarnation) {
+        snprintf(detail, detail_len, "HELLO_ACK from boot %" PRIu64 " of daemon %s, not boot %"
+                 PRIu64 " that the descriptor names", ack->incarnation, peer->name, peer->incarnation);
+        d->stats.peer_protocol_errors++;
+        peer_lost(peer, B10_ERR_PEER_PROTOCOL, detail);
+        return false;
+    }
+    /* Certified: the answer proves the name we asked for, and the X25519 secret joins the keys. */
+    struct hello_transcript t = {
+        .ack = true, .sender_id = ack->daemon_id, .receiver_id = d->daemon_id,
+        .gen = peer->out.tags.gen, .incarnation = ack->incarnation, .name = ack->name,
+        .opener_nonce = peer->out_nonce, .opener_kx = peer->out_kx, .nonce = ack->nonce,
+        .kx = ack->proof.kx_public,
+    };
+    const char *unproven = peer_hello_check_proof(d, &ack->proof, peer->name, &t, detail,
+                                                  detail_len);
+    if (unproven == NULL && d->nodeid != NULL &&
+        auth_kx_shared(peer->out_kx_secret, peer->out_kx, ack->proof.kx_public,
+                       ack->proof.kx_public, shared) != B10_OK)
+        unproven = "its HELLO_ACK's X25519 key is of small order";
+    auth_wipe(peer->out_kx_secret, sizeof(peer->out_kx_secret));
+    if (unproven != NULL) {
+        d->stats.peer_protocol_errors++;
+        log_warning("peer %s: refusing its HELLO_ACK: %s", peer->name, unproven);
+        peer_lost(peer, B10_ERR_PERMISSION, unproven);
+        return false;
+    }
+    return true;
+}
+
+/* The answer holds: the link's keys and the other end's limits; what waited for the link goes. */
+static void peer_hello_link_up(struct peer *peer, const struct hello_ack *ack,
+                               uint8_t shared[AUTH_KX_BYTES])
+{
+    struct b10d *d = peer->d;
+    struct list *pos, *tmp;
+
+    uv_timer_stop(&peer->connect_timer);
+    tags_unregister(d->tags, peer->ack_tag);
+    auth_link_derive_kx(peer->out_key, d->daemon_id, peer->daemon_id, peer->out.tags.gen,
+                        peer->out_nonce, ack->nonce, d->nodeid != NULL ? shared : NULL, true,
+                        &peer->out);
+    auth_wipe(shared, AUTH_KX_BYTES);
+    peer->max_chunk = ack->max_chunk;
+    peer->max_control = ack->max_control;
+    peer->max_pieces = ack->max_pieces;
+    peer->state = PEER_UP;
+    peer->counters.links++;
+    d->stats.links_up++;
+    peer_heard(peer);
+    peer_hello_send_confirm(peer);
+    log_info("peer %s: link up, generation %016" PRIx64 ", transport %s", peer->name,
+             peer->out.tags.gen, wire_ep_transports(peer->ep));
+
+    list_for_each_safe(pos, tmp, &peer->waiting) {
+        struct link_user *u = list_entry(pos, struct link_user, node);
+        list_remove(&u->node);
+        list_insert_tail(&peer->xfers, &u->node);
+        u->ops->up(u);
+    }
+    list_for_each_safe(pos, tmp, &peer->asks) {
+        struct link_user *u = list_entry(pos, struct link_user, node);
+        if (u->unsent)
+            u->ops->up(u);
+    }
+}
+
+/* A HELLO_ACK receive ended: the answer to our HELLO (read, checked, the link up), or not yet. */
 static void peer_hello_on_ack(void *arg, b10_status_t status, size_t length)
 {
     struct peer_ack *pa = arg;
     struct peer *peer = pa->peer;
-    struct b10d *d = peer->d;
-    struct auth_header hdr;
     struct hello_ack ack;
-    const uint8_t *payload;
-    size_t payload_length;
+    b10_status_t decoded;
+    uint8_t shared[AUTH_KX_BYTES];
     char detail[256];
 
     peer->acks_out--;
@@ -335,104 +466,15 @@ static void peer_hello_on_ack(void *arg, b10_status_t status, size_t length)
         peer_lost(peer, status == B10_ERR_PEER_PROTOCOL ? status : B10_ERR_PEER_UNREACHABLE, detail);
         return;
     }
-    /*
-     * What is not the answer to our HELLO, from the daemon we asked, changes
-     * nothing: dropped, counted, and the real answer still awaited. That
-     * covers what does not open, and what a holder of the key sends that
-     * answers another HELLO or comes from another daemon (one that saw our
-     * HELLO go by could answer it, or reflect it to us, which we refuse).
-     */
-    enum auth_result r = auth_open(peer->out_key, AUTH_KIND_HELLO_ACK, pa->buf, length, &payload,
-                                   &payload_length);
-    b10_status_t decoded = B10_ERR_PEER_PROTOCOL;
-    ack.identified = false;
-    if (r == AUTH_OK && auth_peek(pa->buf, length, &hdr) == 0 && hdr.receiver_id == d->daemon_id)
-        decoded = hello_decode_ack(payload, payload_length, &hdr, &ack, detail, sizeof(detail));
-    bool ours = r == AUTH_OK && ack.identified &&
-                ack.gen == peer->out.tags.gen &&
-                auth_equal(ack.opener_nonce, peer->out_nonce, AUTH_NONCE_BYTES) &&
-                ack.daemon_id == peer->daemon_id && strcmp(ack.name, peer->name) == 0;
-    if (!ours) {
-        if (r == AUTH_OK)
-            log_warning("peer %s: dropping a HELLO_ACK that is not the answer to its HELLO%s%s",
-                        peer->name, decoded != B10_OK ? ": " : "", decoded != B10_OK ? detail : "");
-        peer_count_unopened(peer, r == AUTH_OK ? AUTH_MALFORMED : r);
+    if (!peer_hello_ack_ours(peer, pa->buf, length, &ack, &decoded, detail, sizeof(detail))) {
         if (peer_hello_post_ack(peer) != 0)
             peer_lost(peer, B10_ERR_PEER_UNREACHABLE, "cannot post the HELLO_ACK receive again");
         return;
     }
-    peer_hello_drop_ack(peer);
-    if (decoded != B10_OK) {
-        /* The daemon asked, answering our HELLO with what no daemon may say (its limits). */
-        d->stats.peer_protocol_errors++;
-        peer_lost(peer, B10_ERR_PEER_PROTOCOL, detail);
+    peer_hello_drop_ack(peer);      /* pa goes: ack is a copy of what it held */
+    if (!peer_hello_ack_accepts(peer, &ack, decoded, shared, detail, sizeof(detail)))
         return;
-    }
-    if (ack.status != B10_OK) {
-        b10_status_t why = ack.status;
-        snprintf(detail, sizeof(detail), "remote daemon refused the link: %.200s", ack.detail);
-        if (b10_status_action(why) == B10_ACTION_NONE)
-            why = B10_ERR_PEER_PROTOCOL;
-        peer_lost(peer, why, detail);
-        return;
-    }
-    if (ack.incarnation != peer->incarnation) {
-        snprintf(detail, sizeof(detail), "HELLO_ACK from boot %" PRIu64 " of daemon %s, not boot %"
-                 PRIu64 " that the descriptor names", ack.incarnation, peer->name, peer->incarnation);
-        d->stats.peer_protocol_errors++;
-        peer_lost(peer, B10_ERR_PEER_PROTOCOL, detail);
-        return;
-    }
-    /* Certified: the answer proves the name we asked for, and the X25519 secret joins the keys. */
-    struct hello_transcript t = {
-        .ack = true, .sender_id = ack.daemon_id, .receiver_id = d->daemon_id,
-        .gen = peer->out.tags.gen, .incarnation = ack.incarnation, .name = ack.name,
-        .opener_nonce = peer->out_nonce, .opener_kx = peer->out_kx, .nonce = ack.nonce,
-        .kx = ack.proof.kx_public,
-    };
-    uint8_t shared[AUTH_KX_BYTES];
-    const char *unproven = peer_hello_check_proof(d, &ack.proof, peer->name, &t, detail,
-                                                  sizeof(detail));
-    if (unproven == NULL && d->nodeid != NULL &&
-        auth_kx_shared(peer->out_kx_secret, peer->out_kx, ack.proof.kx_public,
-                       ack.proof.kx_public, shared) != B10_OK)
-        unproven = "its HELLO_ACK's X25519 key is of small order";
-    auth_wipe(peer->out_kx_secret, sizeof(peer->out_kx_secret));
-    if (unproven != NULL) {
-        d->stats.peer_protocol_errors++;
-        log_warning("peer %s: refusing its HELLO_ACK: %s", peer->name, unproven);
-        peer_lost(peer, B10_ERR_PERMISSION, unproven);
-        return;
-    }
-    uv_timer_stop(&peer->connect_timer);
-    tags_unregister(d->tags, peer->ack_tag);
-    auth_link_derive_kx(peer->out_key, d->daemon_id, peer->daemon_id, peer->out.tags.gen,
-                        peer->out_nonce, ack.nonce, d->nodeid != NULL ? shared : NULL, true,
-                        &peer->out);
-    auth_wipe(shared, sizeof(shared));
-    peer->max_chunk = ack.max_chunk;
-    peer->max_control = ack.max_control;
-    peer->max_pieces = ack.max_pieces;
-    peer->state = PEER_UP;
-    peer->counters.links++;
-    d->stats.links_up++;
-    peer_heard(peer);
-    peer_hello_send_confirm(peer);
-    log_info("peer %s: link up, generation %016" PRIx64 ", transport %s", peer->name,
-             peer->out.tags.gen, wire_ep_transports(peer->ep));
-
-    struct list *pos, *tmp;
-    list_for_each_safe(pos, tmp, &peer->waiting) {
-        struct link_user *u = list_entry(pos, struct link_user, node);
-        list_remove(&u->node);
-        list_insert_tail(&peer->xfers, &u->node);
-        u->ops->up(u);
-    }
-    list_for_each_safe(pos, tmp, &peer->asks) {
-        struct link_user *u = list_entry(pos, struct link_user, node);
-        if (u->unsent)
-            u->ops->up(u);
-    }
+    peer_hello_link_up(peer, &ack, shared);
 }
 
 /* Seal and send a handshake message (HELLO or HELLO_ACK) under key. */
@@ -777,14 +819,247 @@ static const char *peer_hello_refusal(struct b10d *d, const struct hello *h, con
 
 
 /*
- * A HELLO: nothing of it is read before its envelope opened under a key
+ * A HELLO's envelope: nothing of it is read before it opened under a key
  * this daemon holds; it must be for this boot of this daemon (a HELLO
- * recorded on its way elsewhere, or reflected back to its opener, is not),
- * and newer than any link its opener's boot opened here or has pending:
+ * recorded on its way elsewhere, or reflected back to its opener, is not)
+ * and not one seen before. True with its key and payload; false when
+ * dropped (said and counted).
+ */
+static bool peer_hello_open(struct b10d *d, const uint8_t *buf, size_t length,
+                            struct auth_header *hdr_p, const struct auth_key **key_p,
+                            const uint8_t **payload_p, size_t *payload_length_p)
+{
+    struct auth_header hdr;
+    const struct auth_key *key;
+
+    if (auth_peek(buf, length, &hdr) != 0 || hdr.kind != AUTH_KIND_HELLO) {
+        peer_hello_stranger(d, &d->stats.hellos_unauthenticated, "dropping a HELLO that is no envelope");
+        return false;
+    }
+    if ((key = auth_keyring_find(&d->keys, hdr.key_id)) == NULL) {
+        peer_hello_stranger(d, &d->stats.hellos_unauthenticated,
+                            "dropping a HELLO from %016" PRIx64 " under key %016" PRIx64 ", which this "
+                            "daemon does not hold%s", hdr.sender_id, hdr.key_id,
+                            d->keys.keys[0].kind == AUTH_KEY_LOCAL ? " (it has no --cluster-key)" : "");
+        return false;
+    }
+    if (auth_open(key, AUTH_KIND_HELLO, buf, length, payload_p, payload_length_p) != AUTH_OK) {
+        peer_hello_stranger(d, &d->stats.hellos_unauthenticated, "dropping a HELLO from %016" PRIx64
+                            " that does not authenticate under key %016" PRIx64, hdr.sender_id, key->id);
+        return false;
+    }
+    if (hdr.receiver_id != d->daemon_id) {
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %016" PRIx64 " for daemon "
+                            "%016" PRIx64 ": not this boot (a stale descriptor, or a HELLO sent elsewhere "
+                            "and replayed here)", hdr.sender_id, hdr.receiver_id);
+        return false;
+    }
+    if (auth_seen_check(d->handshakes.seen, buf, length)) {
+        peer_hello_stranger(d, &d->stats.hellos_replayed, "dropping a replayed HELLO from %016" PRIx64,
+                            hdr.sender_id);
+        return false;
+    }
+    *hdr_p = hdr;
+    *key_p = key;
+    return true;
+}
+
+/*
+ * Newer than any link its opener's boot opened here or has pending:
  * generations only grow within a boot, so a replay, however old, is
- * dropped before it costs the HELLO budget, an endpoint or a slot. Only
- * then is an endpoint made to its address, to answer. The link it asks for
- * waits as pending (above).
+ * dropped before it costs the HELLO budget, an endpoint or a slot. False
+ * when dropped.
+ */
+static bool peer_hello_is_new(struct b10d *d, const struct hello *h, const struct peer *of_boot,
+                              const struct peer_pending *earlier)
+{
+    if ((of_boot != NULL && h->gen <= of_boot->hello_gen_seen) ||
+        (earlier != NULL && h->gen <= earlier->gen)) {
+        peer_hello_stranger(d, &d->stats.hellos_replayed, "dropping a HELLO from %s for generation %016"
+                            PRIx64 ": not newer than its last (a replay)", h->name, h->gen);
+        return false;
+    }
+    /*
+     * This daemon's own boot id opens a link here only in the HELLO this
+     * daemon sent itself, whose nonce never left the process: a key holder
+     * that claims it is refused, so a message on the link to itself is a
+     * local rank's (access.h), never a remote one posing as local.
+     */
+    if (h->daemon_id == d->daemon_id &&
+        (of_boot == NULL || !peer_is_self(of_boot) || of_boot->state != PEER_CONNECTING ||
+         h->gen != of_boot->out.tags.gen || !auth_equal(h->nonce, of_boot->out_nonce, AUTH_NONCE_BYTES))) {
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO that claims this daemon's own "
+                            "boot %016" PRIx64 " but is not the one it sent itself", h->daemon_id);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * Certified: the HELLO proves its name by its node's key before it costs
+ * anything that is charged by name, and before any table sees it; an
+ * X25519 key of its own answers the opener's. False when dropped; else
+ * *unproven_p is why it does not prove its name (answered with that, from
+ * the shared budget: the operator of the other end reads it there) or
+ * NULL, and certified, kx and shared hold the answer's key and the secret.
+ */
+static bool peer_hello_verify(struct b10d *d, const struct hello *h, const struct peer *of_boot,
+                              const struct peer_pending *earlier, uint8_t kx[AUTH_KX_BYTES],
+                              uint8_t shared[AUTH_KX_BYTES], const char **unproven_p,
+                              char *detail, size_t detail_len)
+{
+    uint8_t kx_secret[AUTH_KX_BYTES];
+
+    peer_hello_identity(d);
+    /*
+     * Checking a chain costs the loop a fraction of a millisecond: all
+     * openers together get 8 times the HELLO budget of checks a second, so
+     * that a key holder's flood of made-up certificates costs a bounded
+     * share of the loop (the opener of a HELLO dropped here tries again).
+     */
+    if (d->nodeid != NULL && h->proof.present &&
+        !peer_hello_spend(d, &d->handshakes.proofs, &d->handshakes.proofs_ms, 8)) {
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: past 8 x "
+                            "--max-hellos-per-s %u certificate checks a second", h->name,
+                            d->cfg.max_hellos_per_s);
+        return false;
+    }
+    struct hello_transcript t = {
+        .sender_id = h->daemon_id, .receiver_id = d->daemon_id, .gen = h->gen,
+        .incarnation = h->incarnation, .name = h->name, .opener_nonce = h->nonce,
+        .opener_kx = h->proof.kx_public, .address = h->address, .address_length = h->address_length,
+    };
+    const char *unproven = peer_hello_check_proof(d, &h->proof, h->name, &t, detail, detail_len);
+    if (unproven == NULL && d->nodeid != NULL) {
+        auth_kx_keypair(kx, kx_secret);
+        if (auth_kx_shared(kx_secret, h->proof.kx_public, kx, h->proof.kx_public, shared) != B10_OK)
+            unproven = "its X25519 key is of small order";
+        auth_wipe(kx_secret, sizeof(kx_secret));
+    }
+    /*
+     * Certified: a proof shows a HELLO's name, not the boot id it claims. A boot this
+     * daemon knows (linked, or waiting for its confirmation) under another name is that
+     * node's: a HELLO that claims it is dropped, or one node could move another's
+     * generations past its next HELLO, or cancel its handshake while it waits.
+     */
+    const char *owner = of_boot != NULL ? of_boot->name : earlier != NULL ? earlier->name : NULL;
+    if (d->nodeid != NULL && owner != NULL && strcmp(owner, h->name) != 0) {
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: it claims "
+                            "boot %016" PRIx64 ", which is %s's", h->name, h->daemon_id, owner);
+        return false;
+    }
+    *unproven_p = unproven;
+    return true;
+}
+
+/*
+ * What answering costs, charged before anything is made for it: the HELLO
+ * budget (per certified node, else shared), and a slot among the
+ * handshakes waiting. False when dropped. earlier may be freed here.
+ */
+static bool peer_hello_charge(struct b10d *d, const struct hello *h, struct peer_pending *earlier,
+                              bool certified)
+{
+    if (!peer_hello_budget(d, certified ? h->name : NULL)) {
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: past "
+                            "--max-hellos-per-s %u%s", h->name, d->cfg.max_hellos_per_s,
+                            certified ? " for that node" : "");
+        return false;
+    }
+    /* Its opener moved on to a newer generation; certified, only a HELLO that proved the
+     * name may say so (one without a proof is refused below and must not cancel it). */
+    if (earlier != NULL && (d->nodeid == NULL || certified))
+        peer_hello_pending_free(earlier);
+    if (certified)
+        peer_hello_pending_share(d, h->name);
+    if (d->handshakes.npending >= PEER_MAX_PENDING) {
+        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: %u handshakes are "
+                            "waiting already", h->name, d->handshakes.npending);
+        return false;
+    }
+    return true;
+}
+
+/* The handshake h asks for, waiting for its confirmation until --connect-timeout-ms. */
+static struct peer_pending *peer_hello_pending_new(struct b10d *d, const struct hello *h)
+{
+    struct peer_pending *pend = calloc(1, sizeof(*pend));
+
+    if (pend == NULL || (pend->address = malloc(h->address_length)) == NULL) {
+        free(pend);
+        log_err("no memory to answer a HELLO");
+        return NULL;
+    }
+    pend->d = d;
+    snprintf(pend->name, sizeof(pend->name), "%s", h->name);
+    pend->daemon_id = h->daemon_id;
+    pend->incarnation = h->incarnation;
+    pend->gen = h->gen;
+    memcpy(pend->address, h->address, h->address_length);
+    pend->address_length = h->address_length;
+    pend->expires_ms = d->now_ms(d) + d->cfg.connect_timeout_ms;
+    list_insert_tail(&d->handshakes.pending, &pend->node);
+    d->handshakes.npending++;
+    return pend;
+}
+
+/*
+ * Answer a HELLO that got this far: a refusal (unproven, or
+ * peer_hello_refusal's why), or the link's keys, with this daemon's X25519
+ * key kx and the secret shared where certified (else both NULL). Either
+ * way the handshake waits as pending, so that its generation is known.
+ */
+static void peer_hello_answer(struct b10d *d, const struct auth_key *key, const struct hello *h,
+                              struct peer *of_boot, const char *unproven, const uint8_t *kx,
+                              const uint8_t *shared)
+{
+    char detail[256];
+    struct peer_pending *pend = peer_hello_pending_new(d, h);
+
+    if (pend == NULL)
+        return;
+    /* The endpoint to answer on: the known peer's of this boot, or one made for the answer. */
+    struct peer *known = peer_find_name(d, h->name);
+    struct wire_ep *ep = NULL;
+    if (known != NULL && known->daemon_id == h->daemon_id && peer_ensure_ep(known) == 0)
+        ep = known->ep;
+    else if (wire_ep_create(d->wire, pend->address, pend->address_length, pend, &pend->ep) == 0)
+        ep = pend->ep;
+    if (ep == NULL) {
+        log_warning("peer %s: no endpoint to answer its HELLO", h->name);
+        peer_hello_pending_free(pend);
+        return;
+    }
+    b10_status_t status = B10_ERR_PERMISSION;
+    const char *why = unproven;
+    if (why == NULL)
+        why = peer_hello_refusal(d, h, known, &status, detail, sizeof(detail));
+    if (why != NULL) {
+        pend->refused = true;
+        if (unproven != NULL)
+            d->stats.peer_protocol_errors++;
+        log_warning("peer %s: refusing its link: %s", h->name, why);
+        peer_hello_send_ack(d, ep, key, h, NULL, NULL, status, why);
+        return;
+    }
+    uint8_t nonce[AUTH_NONCE_BYTES];
+    auth_random(nonce, sizeof(nonce));
+    auth_link_derive_kx(key, h->daemon_id, d->daemon_id, h->gen, h->nonce, nonce, shared, false,
+                        &pend->link);
+    pend->control_tag = tags_derive(&pend->link.tags, 0, 0, TAG_KIND_CONTROL);
+    peer_hello_send_ack(d, ep, key, h, nonce, kx, B10_OK, "");
+    /* Answered: a replay of it, even once its handshake expired unconfirmed, is dropped. */
+    if (of_boot != NULL && h->gen > of_boot->hello_gen_seen)
+        of_boot->hello_gen_seen = h->gen;
+    log_debug("peer %s: HELLO for generation %016" PRIx64 " answered, key %016" PRIx64, h->name,
+              h->gen, key->id);
+}
+
+/*
+ * A HELLO, step by step, each step dropping what fails it before the next
+ * costs more: the envelope, the message, its generation, its proof, the
+ * budget; only then is an endpoint made to its address, to answer. The
+ * link it asks for waits as pending (above).
  */
 void peer_hello_on_hello(struct b10d *d, const uint8_t *buf, size_t length)
 {
@@ -794,35 +1069,12 @@ void peer_hello_on_hello(struct b10d *d, const uint8_t *buf, size_t length)
     size_t payload_length;
     B10__Peer__Msg *msg = NULL;
     struct hello h;
-    char detail[256];
+    uint8_t kx[AUTH_KX_BYTES], shared[AUTH_KX_BYTES];
+    const char *unproven = NULL;
+    char detail[256], proof_detail[512];
 
-    if (auth_peek(buf, length, &hdr) != 0 || hdr.kind != AUTH_KIND_HELLO) {
-        peer_hello_stranger(d, &d->stats.hellos_unauthenticated, "dropping a HELLO that is no envelope");
+    if (!peer_hello_open(d, buf, length, &hdr, &key, &payload, &payload_length))
         return;
-    }
-    if ((key = auth_keyring_find(&d->keys, hdr.key_id)) == NULL) {
-        peer_hello_stranger(d, &d->stats.hellos_unauthenticated,
-                            "dropping a HELLO from %016" PRIx64 " under key %016" PRIx64 ", which this "
-                            "daemon does not hold%s", hdr.sender_id, hdr.key_id,
-                            d->keys.keys[0].kind == AUTH_KEY_LOCAL ? " (it has no --cluster-key)" : "");
-        return;
-    }
-    if (auth_open(key, AUTH_KIND_HELLO, buf, length, &payload, &payload_length) != AUTH_OK) {
-        peer_hello_stranger(d, &d->stats.hellos_unauthenticated, "dropping a HELLO from %016" PRIx64
-                            " that does not authenticate under key %016" PRIx64, hdr.sender_id, key->id);
-        return;
-    }
-    if (hdr.receiver_id != d->daemon_id) {
-        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %016" PRIx64 " for daemon "
-                            "%016" PRIx64 ": not this boot (a stale descriptor, or a HELLO sent elsewhere "
-                            "and replayed here)", hdr.sender_id, hdr.receiver_id);
-        return;
-    }
-    if (auth_seen_check(d->handshakes.seen, buf, length)) {
-        peer_hello_stranger(d, &d->stats.hellos_replayed, "dropping a replayed HELLO from %016" PRIx64,
-                            hdr.sender_id);
-        return;
-    }
     if (hello_decode(payload, payload_length, &hdr, &msg, &h, detail, sizeof(detail)) != B10_OK) {
         d->stats.peer_protocol_errors++;
         peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %016" PRIx64 ": %s",
@@ -831,143 +1083,14 @@ void peer_hello_on_hello(struct b10d *d, const uint8_t *buf, size_t length)
     }
     struct peer *of_boot = peer_find(d, h.daemon_id);
     struct peer_pending *earlier = peer_hello_pending_of(d, h.daemon_id);
-    if ((of_boot != NULL && h.gen <= of_boot->hello_gen_seen) || (earlier != NULL && h.gen <= earlier->gen)) {
-        peer_hello_stranger(d, &d->stats.hellos_replayed, "dropping a HELLO from %s for generation %016"
-                            PRIx64 ": not newer than its last (a replay)", h.name, h.gen);
-        goto out;
+    if (peer_hello_is_new(d, &h, of_boot, earlier) &&
+        peer_hello_verify(d, &h, of_boot, earlier, kx, shared, &unproven, proof_detail,
+                          sizeof(proof_detail))) {
+        bool certified = unproven == NULL && d->nodeid != NULL;
+        if (peer_hello_charge(d, &h, earlier, certified))
+            peer_hello_answer(d, key, &h, of_boot, unproven, certified ? kx : NULL,
+                              certified ? shared : NULL);
     }
-    /*
-     * This daemon's own boot id opens a link here only in the HELLO this
-     * daemon sent itself, whose nonce never left the process: a key holder
-     * that claims it is refused, so a message on the link to itself is a
-     * local rank's (access.h), never a remote one posing as local.
-     */
-    if (h.daemon_id == d->daemon_id &&
-        (of_boot == NULL || !peer_is_self(of_boot) || of_boot->state != PEER_CONNECTING ||
-         h.gen != of_boot->out.tags.gen || !auth_equal(h.nonce, of_boot->out_nonce, AUTH_NONCE_BYTES))) {
-        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO that claims this daemon's own "
-                            "boot %016" PRIx64 " but is not the one it sent itself", h.daemon_id);
-        goto out;
-    }
-    /*
-     * Certified: the HELLO proves its name by its node's key before it
-     * costs anything that is charged by name, and before any table sees
-     * it; an X25519 key of its own answers the opener's. A HELLO that does
-     * not prove its name is answered with why (from the shared budget):
-     * the operator of the other end reads it there.
-     */
-    peer_hello_identity(d);
-    /*
-     * Checking a chain costs the loop a fraction of a millisecond: all
-     * openers together get 8 times the HELLO budget of checks a second, so
-     * that a key holder's flood of made-up certificates costs a bounded
-     * share of the loop (the opener of a HELLO dropped here tries again).
-     */
-    if (d->nodeid != NULL && h.proof.present &&
-        !peer_hello_spend(d, &d->handshakes.proofs, &d->handshakes.proofs_ms, 8)) {
-        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: past 8 x "
-                            "--max-hellos-per-s %u certificate checks a second", h.name,
-                            d->cfg.max_hellos_per_s);
-        goto out;
-    }
-    struct hello_transcript t = {
-        .sender_id = h.daemon_id, .receiver_id = d->daemon_id, .gen = h.gen,
-        .incarnation = h.incarnation, .name = h.name, .opener_nonce = h.nonce,
-        .opener_kx = h.proof.kx_public, .address = h.address, .address_length = h.address_length,
-    };
-    uint8_t kx[AUTH_KX_BYTES], kx_secret[AUTH_KX_BYTES], shared[AUTH_KX_BYTES];
-    char proof_detail[512];
-    const char *unproven = peer_hello_check_proof(d, &h.proof, h.name, &t, proof_detail,
-                                                  sizeof(proof_detail));
-    if (unproven == NULL && d->nodeid != NULL) {
-        auth_kx_keypair(kx, kx_secret);
-        if (auth_kx_shared(kx_secret, h.proof.kx_public, kx, h.proof.kx_public, shared) != B10_OK)
-            unproven = "its X25519 key is of small order";
-        auth_wipe(kx_secret, sizeof(kx_secret));
-    }
-    bool certified = unproven == NULL && d->nodeid != NULL;
-    /*
-     * Certified: a proof shows a HELLO's name, not the boot id it claims. A boot this
-     * daemon knows (linked, or waiting for its confirmation) under another name is that
-     * node's: a HELLO that claims it is dropped, or one node could move another's
-     * generations past its next HELLO, or cancel its handshake while it waits.
-     */
-    const char *owner = of_boot != NULL ? of_boot->name : earlier != NULL ? earlier->name : NULL;
-    if (d->nodeid != NULL && owner != NULL && strcmp(owner, h.name) != 0) {
-        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: it claims "
-                            "boot %016" PRIx64 ", which is %s's", h.name, h.daemon_id, owner);
-        goto out;
-    }
-    if (!peer_hello_budget(d, certified ? h.name : NULL)) {
-        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: past "
-                            "--max-hellos-per-s %u%s", h.name, d->cfg.max_hellos_per_s,
-                            certified ? " for that node" : "");
-        goto out;
-    }
-    /* Its opener moved on to a newer generation; certified, only a HELLO that proved the
-     * name may say so (one without a proof is refused below and must not cancel it). */
-    if (earlier != NULL && (d->nodeid == NULL || certified))
-        peer_hello_pending_free(earlier);
-    if (certified)
-        peer_hello_pending_share(d, h.name);
-    if (d->handshakes.npending >= PEER_MAX_PENDING) {
-        peer_hello_stranger(d, &d->stats.hellos_refused, "dropping a HELLO from %s: %u handshakes are "
-                            "waiting already", h.name, d->handshakes.npending);
-        goto out;
-    }
-    struct peer_pending *pend = calloc(1, sizeof(*pend));
-    if (pend == NULL || (pend->address = malloc(h.address_length)) == NULL) {
-        free(pend);
-        log_err("no memory to answer a HELLO");
-        goto out;
-    }
-    pend->d = d;
-    snprintf(pend->name, sizeof(pend->name), "%s", h.name);
-    pend->daemon_id = h.daemon_id;
-    pend->incarnation = h.incarnation;
-    pend->gen = h.gen;
-    memcpy(pend->address, h.address, h.address_length);
-    pend->address_length = h.address_length;
-    pend->expires_ms = d->now_ms(d) + d->cfg.connect_timeout_ms;
-    list_insert_tail(&d->handshakes.pending, &pend->node);
-    d->handshakes.npending++;
-
-    /* The endpoint to answer on: the known peer's of this boot, or one made for the answer. */
-    struct peer *known = peer_find_name(d, h.name);
-    struct wire_ep *ep = NULL;
-    if (known != NULL && known->daemon_id == h.daemon_id && peer_ensure_ep(known) == 0)
-        ep = known->ep;
-    else if (wire_ep_create(d->wire, pend->address, pend->address_length, pend, &pend->ep) == 0)
-        ep = pend->ep;
-    if (ep == NULL) {
-        log_warning("peer %s: no endpoint to answer its HELLO", h.name);
-        peer_hello_pending_free(pend);
-        goto out;
-    }
-    b10_status_t status = B10_ERR_PERMISSION;
-    const char *why = unproven;
-    if (why == NULL)
-        why = peer_hello_refusal(d, &h, known, &status, detail, sizeof(detail));
-    if (why != NULL) {
-        pend->refused = true;
-        if (unproven != NULL)
-            d->stats.peer_protocol_errors++;
-        log_warning("peer %s: refusing its link: %s", h.name, why);
-        peer_hello_send_ack(d, ep, key, &h, NULL, NULL, status, why);
-        goto out;
-    }
-    uint8_t nonce[AUTH_NONCE_BYTES];
-    auth_random(nonce, sizeof(nonce));
-    auth_link_derive_kx(key, h.daemon_id, d->daemon_id, h.gen, h.nonce, nonce,
-                        certified ? shared : NULL, false, &pend->link);
-    pend->control_tag = tags_derive(&pend->link.tags, 0, 0, TAG_KIND_CONTROL);
-    peer_hello_send_ack(d, ep, key, &h, nonce, certified ? kx : NULL, B10_OK, "");
-    /* Answered: a replay of it, even once its handshake expired unconfirmed, is dropped. */
-    if (of_boot != NULL && h.gen > of_boot->hello_gen_seen)
-        of_boot->hello_gen_seen = h.gen;
-    log_debug("peer %s: HELLO for generation %016" PRIx64 " answered, key %016" PRIx64, h.name,
-              h.gen, key->id);
-out:
     auth_wipe(shared, sizeof(shared));
     b10__peer__msg__free_unpacked(msg, NULL);
 }

@@ -509,25 +509,40 @@ static void peer_fail_waiting(struct peer *peer, b10_status_t status, const char
     }
 }
 
-/* The walk starts over after each failure, which may take others with it (a READ and its write-back). */
+/*
+ * Fail the work on the peer's links of generation gen (0: all of it).
+ * Collect, then call: the work to fail moves to a list of this walk's own
+ * first, and only then is each told, from that list's head. A failure may
+ * fail others with it (a READ takes its write-back, maybe the very next
+ * node), and each leaves whatever list it is on: telling them while
+ * walking the peer's lists would step from a node a hook took off (or
+ * freed) and tell it twice; starting the walk over after each failure
+ * holds, but costs a pass over the peer's work per failure.
+ */
 void peer_fail_work(struct peer *peer, uint64_t gen, b10_status_t status, const char *detail)
 {
-    struct list *pos, *tmp;
+    struct list doomed, *pos, *tmp;
 
-again:
+    list_init(&doomed);
     list_for_each_safe(pos, tmp, &peer->asks) {
         struct link_user *u = list_entry(pos, struct link_user, node);
         if (gen == 0 || (!u->unsent && u->link->gen == gen)) {
-            u->ops->lost(u, status, detail);
-            goto again;
+            list_remove(&u->node);
+            list_insert_tail(&doomed, &u->node);
         }
     }
     list_for_each_safe(pos, tmp, &peer->xfers) {
         struct link_user *u = list_entry(pos, struct link_user, node);
         if (gen == 0 || u->link->gen == gen) {
-            u->ops->lost(u, status, detail);
-            goto again;
+            list_remove(&u->node);
+            list_insert_tail(&doomed, &u->node);
         }
+    }
+    /* Off the list before its hook: what the hook does to the list cannot hold the loop. */
+    while (!list_empty(&doomed)) {
+        struct link_user *u = list_entry(doomed.next, struct link_user, node);
+        list_remove(&u->node);
+        u->ops->lost(u, status, detail);
     }
 }
 

@@ -843,36 +843,129 @@ static const char *admin_operator_only(B10__AdminOp op)
     }
 }
 
+/*
+ * A connection's first request makes it a b10ctl one: bounded unless an
+ * operator's. B10_OK, or B10_ERR_BUSY once refused (answered, said).
+ */
+static b10_status_t admin_connection_admit(struct session *s, uint64_t seq, bool operator)
+{
+    struct b10d *d = s->d;
+    char detail[256];
+
+    if (s->hello_done || s->admin)
+        return B10_OK;
+    uint32_t mine = operator ? 0 : admin_connections_of(d, s->uid);
+    if (!operator && (d->admin_connections >= IPC_MAX_ADMIN ||
+                      mine >= IPC_MAX_ADMIN_PER_UID)) {
+        log_warning("admin: refusing a b10ctl connection of uid %u (pid %d): %u of users "
+                    "who are no operators are open, %u of its own", (unsigned)s->uid,
+                    (int)s->pid, d->admin_connections, mine);
+        snprintf(detail, sizeof(detail), "%u b10ctl connections of users who are no operators "
+                 "are open (at most %u), %u of uid %u (at most %u)", d->admin_connections,
+                 IPC_MAX_ADMIN, mine, (unsigned)s->uid, IPC_MAX_ADMIN_PER_UID);
+        admin_send(s, seq, B10_ERR_BUSY, detail, NULL);
+        return B10_ERR_BUSY;
+    }
+    s->admin = true;
+    if (!operator) {
+        s->admin_counted = true;
+        d->admin_connections++;
+    }
+    return B10_OK;
+}
+
+/* What a request does (cancel, drain, resume), before the answer reads the daemon. */
+static b10_status_t admin_act(struct session *s, bool operator, const B10__AdminRequest *req,
+                              char *detail, size_t detail_len)
+{
+    struct b10d *d = s->d;
+
+    switch (req->op) {
+    case B10__ADMIN_OP__ADMIN_CANCEL:
+        return admin_cancel(s, operator, req->xfer_id, detail, detail_len);
+    case B10__ADMIN_OP__ADMIN_DRAIN: {
+        uint32_t bound = req->drain_timeout_ms == 0 ? d->cfg.drain_timeout_ms
+                         : req->drain_timeout_ms < ADMIN_MAX_DRAIN_MS ? req->drain_timeout_ms
+                                                                      : ADMIN_MAX_DRAIN_MS;
+        log_notice("admin: uid %u (pid %d) asks for a drain, bound %u ms", (unsigned)s->uid,
+                   (int)s->pid, bound);
+        service_drain(d->service, bound, false);
+        return B10_OK;
+    }
+    case B10__ADMIN_OP__ADMIN_RESUME: {
+        bool ended = false;
+        b10_status_t st = service_resume(d->service, &ended);
+        log_notice("admin: uid %u (pid %d) asks to end the drain: %s", (unsigned)s->uid,
+                   (int)s->pid, st != B10_OK ? "refused, stopping" : ended ? "ended" : "none ran");
+        if (st != B10_OK)
+            snprintf(detail, detail_len, "the daemon is stopping (a signal's drain): it "
+                     "cannot be resumed; start it again");
+        return st;
+    }
+    default:
+        return B10_OK;
+    }
+}
+
+/* The rows a request reads into its answer; B10_ERR_INVALID_ARG for an op this daemon has not. */
+static b10_status_t admin_fill(struct admin_answer *a, const B10__AdminRequest *req, char *detail,
+                               size_t detail_len)
+{
+    switch (req->op) {
+    case B10__ADMIN_OP__ADMIN_STATUS:
+    case B10__ADMIN_OP__ADMIN_CANCEL:
+    case B10__ADMIN_OP__ADMIN_DRAIN:
+    case B10__ADMIN_OP__ADMIN_RESUME:
+        break;
+    case B10__ADMIN_OP__ADMIN_TRANSFERS:
+        admin_fill_xfers(a);
+        break;
+    case B10__ADMIN_OP__ADMIN_QUARANTINE:
+        admin_fill_quarantine(a);
+        break;
+    case B10__ADMIN_OP__ADMIN_STAGING:
+        admin_fill_staging(a);
+        break;
+    case B10__ADMIN_OP__ADMIN_PEERS:
+        admin_fill_peers(a);
+        break;
+    case B10__ADMIN_OP__ADMIN_CLIENTS:
+        admin_fill_clients(a);
+        break;
+    case B10__ADMIN_OP__ADMIN_STATS:
+        admin_fill_counters(a);
+        break;
+    case B10__ADMIN_OP__ADMIN_METRICS: {
+        /* The rows too, for --json; the text is the metrics. */
+        admin_fill_staging(a);
+        admin_fill_counters(a);
+        admin_fill_peers(a);
+        size_t length;
+        char *text = NULL;
+        if (admin_metrics_text(a->d, &text, &length) != B10_OK)
+            text = NULL;
+        a->reply.metrics_text = admin_keep(a, text);
+        break;
+    }
+    default:
+        snprintf(detail, detail_len, "unknown admin request %d", (int)req->op);
+        return B10_ERR_INVALID_ARG;
+    }
+    return B10_OK;
+}
+
+/* A b10ctl request: admitted, allowed, acted on, answered with the rows it reads. */
 b10_status_t admin_on_request(struct session *s, uint64_t seq, const B10__AdminRequest *req)
 {
     struct b10d *d = s->d;
     struct admin_answer a;
     char detail[256] = "";
-    b10_status_t status = B10_OK;
+    b10_status_t status;
     bool operator = admin_is_operator(s);
     const char *only = admin_operator_only(req->op);
 
-    /* A connection's first request makes it a b10ctl one: bounded unless an operator's. */
-    if (!s->hello_done && !s->admin) {
-        uint32_t mine = operator ? 0 : admin_connections_of(d, s->uid);
-        if (!operator && (d->admin_connections >= IPC_MAX_ADMIN ||
-                          mine >= IPC_MAX_ADMIN_PER_UID)) {
-            log_warning("admin: refusing a b10ctl connection of uid %u (pid %d): %u of users "
-                        "who are no operators are open, %u of its own", (unsigned)s->uid,
-                        (int)s->pid, d->admin_connections, mine);
-            snprintf(detail, sizeof(detail), "%u b10ctl connections of users who are no operators "
-                     "are open (at most %u), %u of uid %u (at most %u)", d->admin_connections,
-                     IPC_MAX_ADMIN, mine, (unsigned)s->uid, IPC_MAX_ADMIN_PER_UID);
-            admin_send(s, seq, B10_ERR_BUSY, detail, NULL);
-            return B10_ERR_BUSY;
-        }
-        s->admin = true;
-        if (!operator) {
-            s->admin_counted = true;
-            d->admin_connections++;
-        }
-    }
-
+    if (admin_connection_admit(s, seq, operator) != B10_OK)
+        return B10_ERR_BUSY;
     if (!operator && only != NULL) {
         char ops[128];
         admin_operators(d, ops, sizeof(ops));
@@ -897,76 +990,11 @@ b10_status_t admin_on_request(struct session *s, uint64_t seq, const B10__AdminR
     a.uid = s->uid;
 
     /* Actions first, so that the status that comes back shows their effect. */
-    switch (req->op) {
-    case B10__ADMIN_OP__ADMIN_CANCEL:
-        status = admin_cancel(s, operator, req->xfer_id, detail, sizeof(detail));
-        break;
-    case B10__ADMIN_OP__ADMIN_DRAIN: {
-        uint32_t bound = req->drain_timeout_ms == 0 ? d->cfg.drain_timeout_ms
-                         : req->drain_timeout_ms < ADMIN_MAX_DRAIN_MS ? req->drain_timeout_ms
-                                                                      : ADMIN_MAX_DRAIN_MS;
-        log_notice("admin: uid %u (pid %d) asks for a drain, bound %u ms", (unsigned)s->uid,
-                   (int)s->pid, bound);
-        service_drain(d->service, bound, false);
-        break;
-    }
-    case B10__ADMIN_OP__ADMIN_RESUME: {
-        bool ended = false;
-        b10_status_t st = service_resume(d->service, &ended);
-        log_notice("admin: uid %u (pid %d) asks to end the drain: %s", (unsigned)s->uid,
-                   (int)s->pid, st != B10_OK ? "refused, stopping" : ended ? "ended" : "none ran");
-        if (st != B10_OK) {
-            status = st;
-            snprintf(detail, sizeof(detail), "the daemon is stopping (a signal's drain): it "
-                     "cannot be resumed; start it again");
-        }
-        break;
-    }
-    default:
-        break;
-    }
+    status = admin_act(s, operator, req, detail, sizeof(detail));
     admin_fill_daemon(&a);
-    switch (req->op) {
-    case B10__ADMIN_OP__ADMIN_STATUS:
-    case B10__ADMIN_OP__ADMIN_CANCEL:
-    case B10__ADMIN_OP__ADMIN_DRAIN:
-    case B10__ADMIN_OP__ADMIN_RESUME:
-        break;
-    case B10__ADMIN_OP__ADMIN_TRANSFERS:
-        admin_fill_xfers(&a);
-        break;
-    case B10__ADMIN_OP__ADMIN_QUARANTINE:
-        admin_fill_quarantine(&a);
-        break;
-    case B10__ADMIN_OP__ADMIN_STAGING:
-        admin_fill_staging(&a);
-        break;
-    case B10__ADMIN_OP__ADMIN_PEERS:
-        admin_fill_peers(&a);
-        break;
-    case B10__ADMIN_OP__ADMIN_CLIENTS:
-        admin_fill_clients(&a);
-        break;
-    case B10__ADMIN_OP__ADMIN_STATS:
-        admin_fill_counters(&a);
-        break;
-    case B10__ADMIN_OP__ADMIN_METRICS: {
-        /* The rows too, for --json; the text is the metrics. */
-        admin_fill_staging(&a);
-        admin_fill_counters(&a);
-        admin_fill_peers(&a);
-        size_t length;
-        char *text = NULL;
-        if (admin_metrics_text(d, &text, &length) != B10_OK)
-            text = NULL;
-        a.reply.metrics_text = admin_keep(&a, text);
-        break;
-    }
-    default:
-        status = B10_ERR_INVALID_ARG;
-        snprintf(detail, sizeof(detail), "unknown admin request %d", (int)req->op);
-        break;
-    }
+    b10_status_t filled = admin_fill(&a, req, detail, sizeof(detail));
+    if (filled != B10_OK)
+        status = filled;
     if (a.failed) {
         status = B10_ERR_NO_MEMORY;
         snprintf(detail, sizeof(detail), "no memory for the answer");

@@ -782,39 +782,33 @@ static void session_reload_link(struct session *s, struct remote_agent *a)
                  a->name, b10_status_str(linked));
 }
 
-static void session_on_load_agent(struct session *s, uint64_t seq, const B10__LoadAgent *req)
+/* What a LOAD_AGENT says of itself, before its descriptor is opened: false once refused. */
+static bool session_load_ok(struct session *s, uint64_t seq, const B10__LoadAgent *req)
 {
-    char detail[256];
-    struct peer *peer;
-    struct list *pos, *tmp;
-    B10__AgentDesc *desc = NULL;
-
     if (!session_name_ok(req->name)) {
         session_reply(s, seq, B10_ERR_INVALID_ARG, "bad agent name", NULL);
-        return;
+        return false;
     }
     if (req->desc.len == 0 || req->desc.len > SESSION_MAX_DESC) {
         session_reply(s, seq, B10_ERR_INVALID_ARG, "agent descriptor empty or too large", NULL);
-        return;
+        return false;
     }
     if (req->grants & ~(uint32_t)(B10_GRANT_WRITE | B10_GRANT_READ)) {
         session_reply(s, seq, B10_ERR_INVALID_ARG, "unknown grants: only B10_GRANT_WRITE and "
                       "B10_GRANT_READ are", NULL);
-        return;
+        return false;
     }
-    b10_status_t status = session_open_desc(s, req->desc.data, req->desc.len, &desc, detail,
-                                            sizeof(detail));
-    if (status != B10_OK) {
-        log_info("client %s: refused a descriptor for '%.64s': %s", s->agent, req->name, detail);
-        session_reply(s, seq, status, detail, NULL);
-        return;
-    }
-    if (strcmp(desc->name, req->name) != 0) {
-        snprintf(detail, sizeof(detail), "descriptor names agent '%.100s', not '%.100s'", desc->name,
-                 req->name);
-        session_reply(s, seq, B10_ERR_INVALID_ARG, detail, NULL);
-        goto out;
-    }
+    return true;
+}
+
+/*
+ * The daemon a descriptor names, from this daemon's table (peer_get); in
+ * *earlier_self_p whether the descriptor is of an earlier boot of this one.
+ */
+static b10_status_t session_desc_peer(struct session *s, const B10__AgentDesc *desc,
+                                      struct peer **peer_p, bool *earlier_self_p, char *detail,
+                                      size_t detail_len)
+{
     struct peer_desc pd = {
         .name = desc->daemon_name, .daemon_id = desc->daemon_id, .incarnation = desc->incarnation,
         .address = desc->worker_address.data, .address_length = desc->worker_address.len,
@@ -838,50 +832,82 @@ static void session_on_load_agent(struct session *s, uint64_t seq, const B10__Lo
         pd.incarnation = s->d->incarnation;
     }
     detail[0] = '\0';
-    status = peer_get(s->d, &pd, &peer, detail, sizeof(detail));
-    if (status != B10_OK) {
-        session_reply(s, seq, status, detail[0] ? detail : b10_status_str(status), NULL);
-        goto out;
-    }
-    /* Loading a name again replaces it: a restarted remote rank brings a new descriptor. */
-    list_for_each_safe(pos, tmp, &s->agents) {
-        struct remote_agent *a = list_entry(pos, struct remote_agent, node);
-        if (strcmp(a->name, req->name) == 0) {
-            peer_unref(a->peer);
-            a->peer = peer;
-            peer_ref(peer);
-            session_agent_owner(s, a);
-            session_load_owner(a, desc, earlier_self);
-            a->grants = req->grants;
-            session_reply(s, seq, B10_OK, "", NULL);
-            if (req->reload)
-                session_reload_link(s, a);
-            goto out;
-        }
-    }
-    if (s->nagents >= s->d->cfg.max_agents) {
+    b10_status_t status = peer_get(s->d, &pd, peer_p, detail, detail_len);
+    if (status == B10_OK)
+        *earlier_self_p = earlier_self;
+    return status;
+}
+
+/*
+ * The agent req names, on peer: loading a name again replaces it (a
+ * restarted remote rank brings a new descriptor), else it is added, up to
+ * --max-agents. Answered either way.
+ */
+static void session_agent_load(struct session *s, uint64_t seq, const B10__LoadAgent *req,
+                               const B10__AgentDesc *desc, struct peer *peer, bool earlier_self)
+{
+    struct remote_agent *a = NULL;
+    struct list *pos;
+
+    for (pos = s->agents.next; pos != &s->agents && a == NULL; pos = pos->next)
+        if (strcmp(list_entry(pos, struct remote_agent, node)->name, req->name) == 0)
+            a = list_entry(pos, struct remote_agent, node);
+    bool added = a == NULL;
+    if (added && s->nagents >= s->d->cfg.max_agents) {
         session_reply(s, seq, B10_ERR_TOO_LARGE, "too many remote agents (--max-agents)", NULL);
-        goto out;
+        return;
     }
-    struct remote_agent *a = calloc(1, sizeof(*a));
-    if (a == NULL) {
+    if (added && (a = calloc(1, sizeof(*a))) == NULL) {
         session_reply(s, seq, B10_ERR_NO_MEMORY, "", NULL);
-        goto out;
+        return;
     }
-    snprintf(a->name, sizeof(a->name), "%s", req->name);
+    if (added) {
+        snprintf(a->name, sizeof(a->name), "%s", req->name);
+        list_insert_tail(&s->agents, &a->node);
+        s->nagents++;
+    } else {
+        peer_unref(a->peer);
+    }
     a->peer = peer;
     peer_ref(peer);
     session_agent_owner(s, a);
     session_load_owner(a, desc, earlier_self);
     a->grants = req->grants;
-    list_insert_tail(&s->agents, &a->node);
-    s->nagents++;
     session_reply(s, seq, B10_OK, "", NULL);
     if (req->reload)
         session_reload_link(s, a);
-    log_debug("client %s: remote agent %s on daemon %s (%016" PRIx64 ")", s->agent, a->name,
-              peer->name, peer->daemon_id);
-out:
+    if (added)
+        log_debug("client %s: remote agent %s on daemon %s (%016" PRIx64 ")", s->agent, a->name,
+                  peer->name, peer->daemon_id);
+}
+
+/* LOAD_AGENT: the request checked, its descriptor opened and its daemon found, the agent kept. */
+static void session_on_load_agent(struct session *s, uint64_t seq, const B10__LoadAgent *req)
+{
+    char detail[256];
+    struct peer *peer;
+    bool earlier_self;
+    B10__AgentDesc *desc = NULL;
+
+    if (!session_load_ok(s, seq, req))
+        return;
+    b10_status_t status = session_open_desc(s, req->desc.data, req->desc.len, &desc, detail,
+                                            sizeof(detail));
+    if (status != B10_OK) {
+        log_info("client %s: refused a descriptor for '%.64s': %s", s->agent, req->name, detail);
+        session_reply(s, seq, status, detail, NULL);
+        return;
+    }
+    if (strcmp(desc->name, req->name) != 0) {
+        snprintf(detail, sizeof(detail), "descriptor names agent '%.100s', not '%.100s'", desc->name,
+                 req->name);
+        session_reply(s, seq, B10_ERR_INVALID_ARG, detail, NULL);
+    } else if ((status = session_desc_peer(s, desc, &peer, &earlier_self, detail,
+                                           sizeof(detail))) != B10_OK) {
+        session_reply(s, seq, status, detail[0] ? detail : b10_status_str(status), NULL);
+    } else {
+        session_agent_load(s, seq, req, desc, peer, earlier_self);
+    }
     b10__agent_desc__free_unpacked(desc, NULL);
 }
 
@@ -1231,6 +1257,53 @@ static b10_status_t session_on_submit(struct session *s, B10__ClientMsg *msg,
     return B10_OK;
 }
 
+/* SPAN_ARENA: the memory the rank passes its span tables through from now on (fd: its file). */
+static void session_on_span_arena(struct session *s, uint64_t seq, const B10__SpanArena *req, int fd)
+{
+    char detail[256] = "";
+    b10_status_t st = arena_open(&s->arena, fd, req->length, s->d->cfg.max_frame, detail,
+                                 sizeof(detail));
+
+    if (st != B10_OK)
+        log_info("client %s: span arena refused: %s: %s", s->agent, b10_status_name(st), detail);
+    session_reply(s, seq, st, detail, NULL);
+}
+
+/* CHECK_AGENT, NOTIFY_AGENT: a question to a remote agent's daemon; its answer comes later. */
+static void session_on_ask(struct session *s, const B10__ClientMsg *msg)
+{
+    char detail[256] = "";
+    b10_status_t st = msg->body_case == B10__CLIENT_MSG__BODY_CHECK_AGENT
+        ? ask_check(s, msg->seq, msg->check_agent->remote_agent, msg->check_agent->spans.data,
+                    msg->check_agent->spans.len, detail, sizeof(detail))
+        : ask_notify(s, msg->seq, msg->notify_agent->remote_agent,
+                     msg->notify_agent->message.data, msg->notify_agent->message.len, detail,
+                     sizeof(detail));
+
+    if (st != B10_IN_PROGRESS)
+        session_reply(s, msg->seq, st, detail, NULL);
+}
+
+static void session_on_cancel(struct session *s, uint64_t seq, const B10__CancelXfer *req)
+{
+    struct xfer *x = session_xfer(s, req->xfer_id);
+
+    if (x != NULL)
+        xfer_cancel(x);
+    session_reply(s, seq, x != NULL ? B10_OK : B10_ERR_NOT_FOUND,
+                  x != NULL ? "" : "no transfer of this client in flight with this id", NULL);
+}
+
+/* RELEASE: the rank wants no XferDone for this transfer. */
+static void session_on_release(struct session *s, uint64_t seq, const B10__ReleaseXfer *req)
+{
+    struct xfer *x = session_xfer(s, req->xfer_id);
+
+    if (x != NULL)
+        x->released = true;
+    session_reply(s, seq, B10_OK, "", NULL);
+}
+
 /*
  * One frame from the client (ipc_hooks.on_frame). B10_OK; B10_IN_PROGRESS
  * when the connection must feed no more frames until ipc_conn_resume() (a
@@ -1293,45 +1366,20 @@ static b10_status_t session_on_frame(struct session *s, const uint8_t *buf, size
         if (rc == B10_IN_PROGRESS)
             msg = NULL;                 /* the work off the loop answers it, then frees it */
         break;
-    case B10__CLIENT_MSG__BODY_SPAN_ARENA: {
-        char detail[256] = "";
+    case B10__CLIENT_MSG__BODY_SPAN_ARENA:
         fd = ipc_conn_take_fd(s->conn);
-        b10_status_t st = arena_open(&s->arena, fd, msg->span_arena->length, s->d->cfg.max_frame,
-                                     detail, sizeof(detail));
-        if (st != B10_OK)
-            log_info("client %s: span arena refused: %s: %s", s->agent, b10_status_name(st),
-                     detail);
-        session_reply(s, msg->seq, st, detail, NULL);
+        session_on_span_arena(s, msg->seq, msg->span_arena, fd);
         break;
-    }
     case B10__CLIENT_MSG__BODY_CHECK_AGENT:
-    case B10__CLIENT_MSG__BODY_NOTIFY_AGENT: {
-        char detail[256] = "";
-        b10_status_t st = msg->body_case == B10__CLIENT_MSG__BODY_CHECK_AGENT
-            ? ask_check(s, msg->seq, msg->check_agent->remote_agent, msg->check_agent->spans.data,
-                        msg->check_agent->spans.len, detail, sizeof(detail))
-            : ask_notify(s, msg->seq, msg->notify_agent->remote_agent,
-                         msg->notify_agent->message.data, msg->notify_agent->message.len, detail,
-                         sizeof(detail));
-        if (st != B10_IN_PROGRESS)
-            session_reply(s, msg->seq, st, detail, NULL);
+    case B10__CLIENT_MSG__BODY_NOTIFY_AGENT:
+        session_on_ask(s, msg);
         break;
-    }
-    case B10__CLIENT_MSG__BODY_CANCEL: {
-        struct xfer *x = session_xfer(s, msg->cancel->xfer_id);
-        if (x != NULL)
-            xfer_cancel(x);
-        session_reply(s, msg->seq, x != NULL ? B10_OK : B10_ERR_NOT_FOUND,
-                      x != NULL ? "" : "no transfer of this client in flight with this id", NULL);
+    case B10__CLIENT_MSG__BODY_CANCEL:
+        session_on_cancel(s, msg->seq, msg->cancel);
         break;
-    }
-    case B10__CLIENT_MSG__BODY_RELEASE: {
-        struct xfer *x = session_xfer(s, msg->release->xfer_id);
-        if (x != NULL)
-            x->released = true;
-        session_reply(s, msg->seq, B10_OK, "", NULL);
+    case B10__CLIENT_MSG__BODY_RELEASE:
+        session_on_release(s, msg->seq, msg->release);
         break;
-    }
     default:
         s->d->stats.client_protocol_errors++;
         session_reply(s, msg->seq, B10_ERR_PROTOCOL, "unknown message", NULL);

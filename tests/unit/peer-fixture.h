@@ -145,15 +145,33 @@ struct fx_work {
     unsigned lost;
     b10_status_t status;
     char detail[256];
+    struct fx_work *takes;      /* failed by this one's failure, as a READ takes its write-back */
 };
 
+/* The work failed since the test began, in the order it was told. */
+#define FX_LOST_MAX 32
+static struct fx_work *fx_lost[FX_LOST_MAX];
+static unsigned fx_nlost;
+
+/*
+ * It leaves the peer's list, as link_user_ops.lost must, and takes what it
+ * takes with it. Told twice, it fails the test: the peer room then called
+ * a hook on a node that had left its list (and, in the daemon, may be freed).
+ */
 static inline void fx_work_lost(struct link_user *u, b10_status_t status, const char *detail)
 {
     struct fx_work *w = (struct fx_work *)u;
+    if (w->lost > 0)
+        fail_msg("work %p told it was lost twice (\"%s\", then \"%s\")", (void *)w, w->detail,
+                 detail);
     list_remove(&u->node);
     w->lost++;
     w->status = status;
     snprintf(w->detail, sizeof(w->detail), "%s", detail);
+    if (fx_nlost < FX_LOST_MAX)
+        fx_lost[fx_nlost++] = w;
+    if (w->takes != NULL && w->takes->lost == 0)
+        fx_work_lost(&w->takes->u, status, detail);
 }
 
 static inline void fx_work_up(struct link_user *u)
@@ -216,6 +234,7 @@ static inline int fx_setup(void **state)
     fx_eps_open = 0;
     fx_nsent = 0;
     fx_generations_retired = 0;
+    fx_nlost = 0;
     fx_worker_address_length = wireaddr_size(1, lengths);
     assert_true(fx_worker_address_length <= 32);
     wireaddr_pack(fx_worker_address, 1, addrs, lengths);

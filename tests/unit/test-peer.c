@@ -6,7 +6,9 @@
  * a descriptor of an older one never rolls it back; a full table makes room
  * by evicting the unused entry idle longest, and refuses when every entry is
  * used; what a rank names (ref) or a transfer points at (hold) is neither
- * evicted for room nor by the idle sweep. The daemon is peer-fixture.h's.
+ * evicted for room nor by the idle sweep. A link's failure fails each
+ * transfer and question on it once, in order, even where one's failure
+ * takes others with it. The daemon is peer-fixture.h's.
  */
 #include "peer-fixture.h"
 
@@ -161,6 +163,65 @@ static void test_idle_sweep_spares_ref_and_hold(void **state)
     assert_int_equal(fx_d.stats.peers_evicted, 3);
 }
 
+/* A question on the peer's asks, on link generation gen; unsent: not asked yet. */
+static void ask_start(struct fx_work *w, struct peer *p, uint64_t gen, bool unsent)
+{
+    fx_work_start(w, p, gen);
+    list_remove(&w->u.node);
+    w->u.unsent = unsent;
+    list_insert_tail(&p->asks, &w->u.node);
+}
+
+/*
+ * A failure hook may fail other work (a READ its write-back): the very
+ * next node of the peer's list, one further on, one on the other list.
+ * Each piece of the generation's work is told once, in list order, the
+ * questions first; what runs on another generation, and a question not
+ * sent yet, stay until the peer itself is lost. A walk of the peer's lists
+ * that goes on from a node a hook took off tells that node twice.
+ */
+static void test_fail_work_survives_hooks_that_fail_others(void **state)
+{
+    struct peer *a = fx_peer("node-a", 0xa1, 100);
+    struct fx_work w[6], k[3];
+
+    for (unsigned i = 0; i < 6; i++)
+        fx_work_start(&w[i], a, i == 2 ? 9 : 7);
+    ask_start(&k[0], a, 7, false);
+    ask_start(&k[1], a, 7, true);
+    ask_start(&k[2], a, 7, false);
+    w[0].takes = &w[1];                 /* the next node */
+    w[3].takes = &w[4];
+    k[2].takes = &w[5];                 /* across the lists, ahead of the walk */
+
+    peer_fail_work(a, 7, B10_ERR_PEER_LOST, "generation 7 ended");
+    struct fx_work *want[] = { &k[0], &k[2], &w[5], &w[0], &w[1], &w[3], &w[4] };
+    assert_int_equal(fx_nlost, sizeof(want) / sizeof(want[0]));
+    for (unsigned i = 0; i < fx_nlost; i++)
+        if (fx_lost[i] != want[i])
+            fail_msg("failure %u told the wrong work", i);
+    for (unsigned i = 0; i < fx_nlost; i++) {
+        assert_int_equal(fx_lost[i]->status, B10_ERR_PEER_LOST);
+        assert_string_equal(fx_lost[i]->detail, "generation 7 ended");
+    }
+    /* Another generation's transfer and an unsent question are still the peer's. */
+    assert_int_equal(w[2].lost, 0);
+    assert_int_equal(k[1].lost, 0);
+    assert_ptr_equal(a->xfers.next, &w[2].u.node);
+    assert_ptr_equal(a->xfers.next->next, &a->xfers);
+    assert_ptr_equal(a->asks.next, &k[1].u.node);
+    assert_ptr_equal(a->asks.next->next, &a->asks);
+
+    /* The peer lost: everything on it, once. */
+    peer_lost(a, B10_ERR_PEER_UNREACHABLE, "gone");
+    assert_int_equal(fx_nlost, 9);
+    assert_int_equal(w[2].lost, 1);
+    assert_int_equal(k[1].lost, 1);
+    assert_int_equal(w[2].status, B10_ERR_PEER_UNREACHABLE);
+    assert_true(list_empty(&a->xfers));
+    assert_true(list_empty(&a->asks));
+}
+
 int main(void)
 {
     static const struct fx_settings two_peers = { .max_peers = 2 };
@@ -168,6 +229,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_add_and_find, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_newer_boot_replaces, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fail_work_survives_hooks_that_fail_others, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_prestate_setup_teardown(test_full_table_evicts_idle_longest, fx_setup,
                                                  fx_teardown, (void *)&two_peers),
         cmocka_unit_test_prestate_setup_teardown(test_full_table_of_used_entries_refuses, fx_setup,
