@@ -219,7 +219,9 @@ class _Side:
         self.spans = np.ascontiguousarray(table[:, :2])
         lens = self.spans[:, 1]
         self.uniform = int(lens[0]) if lens.size and (lens == lens[0]).all() else None
-        self.grid = _grid(self.spans) if self.uniform is not None else None
+        grid = _grid(self.spans) if self.uniform is not None else None
+        # Laid out for libb10 once: every request picking rows of this list shares it.
+        self.grid = b10.agent.PreparedGrid(grid) if grid is not None else None
 
 
 class _Xfer:
@@ -252,6 +254,11 @@ class _Xfer:
 
 def _indices(idx: Any, n: int, side: str) -> np.ndarray:
     """Indices into a prepared list of n, as C-contiguous int64; NIXL's refusals."""
+    if type(idx) is np.ndarray and idx.dtype == np.int64 and idx.ndim == 1 and \
+            idx.flags.c_contiguous and idx.size:
+        # The engines' own arrays: one pass, a negative index being a huge unsigned one.
+        if int(idx.view(np.uint64).max()) < n:
+            return idx
     a = np.asarray(idx)
     if a.size and not np.issubdtype(a.dtype, np.integer):
         raise RuntimeError(f"{side} indices of type {a.dtype}: expected integers")

@@ -39,6 +39,10 @@ _LOG_LEVELS = {
 }
 
 Message = Union[str, bytes, bytearray, memoryview]
+_P_INT64 = ctypes.POINTER(ctypes.c_int64)
+# Remote names checked and encoded, kept per agent for the requests that follow (bounded:
+# a caller naming ever new peers only misses the cache).
+_NAMES_KEPT = 1024
 
 
 # libb10's rule for agent names (b10.h, b10_conn_params_t.agent_name), applied before ctypes
@@ -121,6 +125,17 @@ def _grid_struct(side: str, grid: Any, what: str) -> Tuple[Any, Any]:
     g = _lib.SpanGrid(bases=bases.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
                       nbases=bases.shape[0], per_base=per_base, stride=stride, length=length)
     return g, bases
+
+
+class PreparedGrid:
+    """A grid (bases, per_base, stride, length) checked and laid out as libb10's
+    b10_span_grid_t once, for the many requests that pick rows of it (NIXL's prepared
+    lists): submit_picked and prepare_picked take it where they take a grid."""
+
+    __slots__ = ("struct", "bases")
+
+    def __init__(self, grid: Any, what: str = "grid"):
+        self.struct, self.bases = _grid_struct("the", grid, what)
 
 
 def _span_array(spans: List[Tuple[int, int]]) -> Tuple[Any, Any]:
@@ -342,6 +357,7 @@ class B10TransferAgent:
         # (shutdown orphans its statuses, a caller's callback releases one).
         self._lock = threading.RLock()
         self._regions: Dict[Tuple[int, int, int], c_void_p] = {}
+        self._names: Dict[str, bytes] = {}     # remote names checked and encoded
         self._xfers: "weakref.WeakSet[TransferStatus]" = weakref.WeakSet()
         # Handles of statuses collected while the connection was open, released at the
         # next call under the lock (a finalizer calls no libb10; deque appends are atomic).
@@ -619,6 +635,9 @@ class B10TransferAgent:
             if grid is None:
                 tables.append(_wire_table(side, table, what))
                 grids.append(None)
+            elif isinstance(grid, PreparedGrid):
+                tables.append(None)
+                grids.append((grid.struct, grid))
             else:
                 tables.append(None)
                 grids.append(_grid_struct(side, grid, what))
@@ -631,7 +650,7 @@ class B10TransferAgent:
                 raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
                                        f"{side} indices must be a non-empty C-contiguous "
                                        f"one-dimensional int64 array, not {got}", what)
-            picks.append(a.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)))
+            picks.append(ctypes.cast(a.ctypes.data, _P_INT64))
         if local_index.shape[0] != remote_index.shape[0]:
             raise B10TransferError(_lib.B10_ERR_INVALID_ARG,
                                    f"{local_index.shape[0]} local and {remote_index.shape[0]} "
@@ -662,7 +681,12 @@ class B10TransferAgent:
                 pick: Optional[Tuple[Any, ...]] = None) -> Any:
         """The request's b10_xfer_params_t, all but its notification."""
         params = _lib.XferParams(op=op, local=local, remote=remote, count=count)
-        params.remote_agent = _agent_name(remote_name, what, B10TransferError)
+        name = self._names.get(remote_name)
+        if name is None:
+            name = _agent_name(remote_name, what, B10TransferError)
+            if len(self._names) < _NAMES_KEPT:
+                self._names[remote_name] = name
+        params.remote_agent = name
         if pick is not None:
             params.field_mask |= _lib.B10_XFER_FIELD_INDICES
             (params.local_index, params.remote_index, params.local_table_count,
