@@ -138,6 +138,17 @@ static inline const char *ex_logged(const char *what)
     return NULL;
 }
 
+/*
+ * x's deadline comes now: its timer, restarted to fire in a millisecond
+ * (the clock of the test's past it too), whatever real time its budget had.
+ */
+static inline void ex_deadline_now(struct xfer *x)
+{
+    ex_clock_ms = x->deadline_ms;
+    uv_timer_set_repeat(&x->timer, 1);
+    assert_int_equal(uv_timer_again(&x->timer), 0);
+}
+
 /* ---------------------------------------------------------------- ranks: real memory, a recorder */
 
 struct ex_rank {

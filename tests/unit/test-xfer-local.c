@@ -14,14 +14,89 @@
 #include "engine-fixture.h"
 
 #include "checksum.h"
+#include "gpu.h"
 
 #define MiB (1u << 20)
+
+/* ---------------------------------------------------------------- the GPU, faked */
+
+/*
+ * A rank's "VRAM" here is its memfd's mapping, as a region of device 0
+ * (as_vram); the GPU room's entry points are fakes (-Wl,--wrap): it has
+ * kernels while gpu_on says so, and a job handed to it is copied on the
+ * host from its segments or its grid's rows, and ended from the loop on
+ * its next turn, as CUDA's host callback hands a copy back.
+ */
+static bool gpu_on;
+static unsigned gpu_jobs;           /* handed to the GPU */
+#define GPU_QUEUE 16
+static struct copy_job *gpu_queue[GPU_QUEUE];
+static unsigned gpu_queued;
+static uv_timer_t gpu_timer;
+
+bool __wrap_gpu_present(const struct b10d *d);
+bool __wrap_gpu_present(const struct b10d *d)
+{
+    return gpu_on;
+}
+
+bool __wrap_gpu_kernels(const struct b10d *d);
+bool __wrap_gpu_kernels(const struct b10d *d)
+{
+    return gpu_on;
+}
+
+static uint8_t *grid_row(uint64_t *bases, uint32_t per_base, uint64_t stride, uint32_t k)
+{
+    return (uint8_t *)(uintptr_t)bases[k / per_base] + (uint64_t)(k % per_base) * stride;
+}
+
+static void gpu_run(uv_timer_t *t)
+{
+    while (gpu_queued > 0) {
+        struct copy_job *job = gpu_queue[--gpu_queued];
+        const struct copy_grid *g = job->grid;
+        if (g != NULL)
+            for (uint32_t i = 0; i < g->count; i++)
+                memcpy(grid_row(g->dst_bases, g->dst_per_base, g->dst_stride, g->pairs[2 * i + 1]),
+                       grid_row(g->src_bases, g->src_per_base, g->src_stride, g->pairs[2 * i]),
+                       g->length);
+        for (uint32_t i = 0; i < job->nsegs; i++)
+            if (job->segs[i].device >= 0)
+                memcpy(job->segs[i].dst, job->segs[i].src, job->segs[i].len);
+        copy_gpu_hooks.part_done(job, B10_OK);
+    }
+}
+
+void __wrap_gpu_copy_job(struct b10d *d, struct copy_job *job);
+void __wrap_gpu_copy_job(struct b10d *d, struct copy_job *job)
+{
+    assert_true(gpu_on);
+    assert_true(gpu_queued < GPU_QUEUE);
+    gpu_jobs++;
+    job->parts++;
+    gpu_queue[gpu_queued++] = job;
+    uv_timer_start(&gpu_timer, gpu_run, 0, 0);
+}
+
+/* k's regions as VRAM of device 0, their bytes where its memfd is mapped. */
+static void as_vram(struct ex_rank *k)
+{
+    for (uint32_t i = 0; i < k->s.mem.count; i++) {
+        k->s.mem.regions[i]->kind = B10_MEM_VRAM;
+        k->s.mem.regions[i]->device = 0;
+    }
+    k->s.mem.host_bytes = 0;
+}
 
 static struct ex_rank *a, *b;       /* a submits; b is the other rank, same uid */
 
 static int setup(void **state)
 {
     ex_setup(state);
+    gpu_on = false;
+    gpu_jobs = gpu_queued = 0;
+    uv_timer_init(&ex_loop, &gpu_timer);
     a = ex_rank("rank-a", 1000, MiB, 1);
     b = ex_rank("rank-b", 1000, MiB, 2);
     ex_load(a, "rank-b", &ex_self, true, 1000, 0);
@@ -30,6 +105,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+    uv_close((uv_handle_t *)&gpu_timer, NULL);
     return ex_teardown(state);
 }
 
@@ -141,17 +217,20 @@ struct lands {
     bool trace;
     uint32_t nchunks;       /* its plan's */
     const char *steps;      /* in its trace line */
+    bool vram;              /* both ranks' memory VRAM of one GPU: its copies the GPU's */
 };
 
 static const struct lands lands_cases[] = {
-    { "write, direct", B10__OP__OP_WRITE, 3, 20000, false, false, true, 1, "copy#0" },
-    { "read, direct", B10__OP__OP_READ, 3, 20000, false, false, false, 1, NULL },
+    { "write, direct", B10__OP__OP_WRITE, 3, 20000, false, false, true, 1, "copy#0", false },
+    { "read, direct", B10__OP__OP_READ, 3, 20000, false, false, false, 1, NULL, false },
     /* Past 512 KiB a direct copy leaves the loop for the thread pool. */
-    { "write, direct, on the pool", B10__OP__OP_WRITE, 3, 250000, false, false, false, 12, NULL },
-    { "write, staged, summed", B10__OP__OP_WRITE, 4, 70000, true, true, false, 5, NULL },
+    { "write, direct, on the pool", B10__OP__OP_WRITE, 3, 250000, false, false, false, 12, NULL, false },
+    { "write, staged, summed", B10__OP__OP_WRITE, 4, 70000, true, true, false, 5, NULL, false },
     /* Past 8 chunks a trace counts the later chunks' steps instead. */
     { "read, staged, traced", B10__OP__OP_READ, 3, 200000, true, false, true, 10,
-      "gather#0" },
+      "gather#0", false },
+    { "write, VRAM to VRAM, direct", B10__OP__OP_WRITE, 3, 100000, false, false, false, 5, NULL,
+      true },
 };
 
 /*
@@ -165,6 +244,11 @@ static void test_lands(void **state)
     ex_d.test_local_staged = c->staged;
     ex_d.cfg.verify_data = c->verify ? CONFIG_VERIFY_ON : CONFIG_VERIFY_OFF;
     ex_d.cfg.trace = c->trace;
+    if (c->vram) {
+        gpu_on = true;
+        as_vram(a);
+        as_vram(b);
+    }
     struct lreq r;
     lreq_init(&r, c->op, c->count, c->len, "kv ready");
     uint8_t *was = save_dst(&r);
@@ -185,6 +269,7 @@ static void test_lands(void **state)
     assert_int_equal(ex_d.stats.xfers_succeeded, 1);
     assert_int_equal(ex_d.stats.bytes_landed, c->count * c->len);
     assert_int_equal(ex_quarantined(QUARANTINE_XFER_ID), 0);
+    assert_int_equal(gpu_jobs > 0, c->vram);
     const char *landed = ex_logged(c->op == B10__OP__OP_READ ? "local read" : "local write");
     assert_non_null(landed);
     assert_non_null(strstr(landed, "landed"));
@@ -717,6 +802,138 @@ static void test_picks_outside_the_grid(void **state)
         assert_memory_equal(a->mem + i * PICK_STRIDE, b->mem + i * PICK_STRIDE, PICK_ROW);
 }
 
+/* ---------------------------------------------------------------- picks the GPU copies */
+
+#define GRID_ROWS 64u
+
+struct grid_case {
+    const char *name;
+    B10__Op op;
+};
+
+static const struct grid_case grid_cases[] = {
+    { "write, rows of two grids", B10__OP__OP_WRITE },
+    { "read, rows of two grids", B10__OP__OP_READ },
+};
+
+/* Picks of rank-a's rows (the local side) and rank-b's, b's reversed, 2 bases a side. */
+static void grid_picks(struct xfer_picks *p, uint8_t *bases, uint8_t *rows, uint32_t count)
+{
+    frame_put_u64(bases, a->addr);
+    frame_put_u64(bases + 8, a->addr + 256 * 1024);
+    frame_put_u64(bases + 16, b->addr + 4096);
+    frame_put_u64(bases + 24, b->addr + 512 * 1024);
+    for (uint32_t i = 0; i < count; i++) {
+        frame_put_u32(rows + 4 * i, i);
+        frame_put_u32(rows + 4 * (count + i), count - 1 - i);
+    }
+    *p = (struct xfer_picks){
+        .local = { bases, 2, count / 2, PICK_STRIDE, PICK_ROW },
+        .remote = { bases + 16, 2, count / 2, PICK_STRIDE, PICK_ROW },
+        .local_rows = rows, .remote_rows = rows + 4 * count, .count = count,
+    };
+}
+
+/* The address in k's memory of row r of grid g. */
+static const uint8_t *row_of(const struct ex_rank *k, const struct picks_grid *g, uint32_t r)
+{
+    uint64_t base = frame_get_u64(g->bases + 8 * (r / g->per_base));
+    return k->mem + (base - k->addr) + (uint64_t)(r % g->per_base) * g->stride;
+}
+
+/*
+ * Picks between two ranks' VRAM of one GPU go to the GPU as rows of two
+ * grids, nothing planned a piece at a time: each row lands at its pick.
+ */
+static void test_grid(void **state)
+{
+    const struct grid_case *c = *state;
+    static uint8_t rows[2 * GRID_ROWS * 4];
+    uint8_t bases[32];
+    struct xfer_picks picks;
+    gpu_on = true;
+    as_vram(a);
+    as_vram(b);
+    grid_picks(&picks, bases, rows, GRID_ROWS);
+    B10__SubmitXfer req = B10__SUBMIT_XFER__INIT;
+    req.op = c->op;
+    req.remote_agent = "rank-b";
+    struct xfer *x = NULL;
+    char detail[256];
+    assert_int_equal(xfer_submit(&a->s, &req, &picks, NULL, &x, detail, sizeof(detail)), B10_OK);
+    free(picks.spans);
+    assert_non_null(x->grid);
+    assert_int_equal(ex_d.stats.xfers_grid_copied, 1);
+    xfer_start(x);
+    ex_wait_told(a);
+    assert_int_equal(a->status, B10_OK);
+    bool read = c->op == B10__OP__OP_READ;
+    for (uint32_t i = 0; i < GRID_ROWS; i++) {
+        const uint8_t *la = row_of(a, &picks.local, i);
+        const uint8_t *rb = row_of(b, &picks.remote, GRID_ROWS - 1 - i);
+        assert_memory_equal(read ? la : rb, read ? rb : la, PICK_ROW);
+    }
+    assert_int_equal(gpu_jobs, 1);
+    assert_non_null(strstr(ex_logged(read ? "local read" : "local write"),
+                           "copied by the GPU as rows of two grids"));
+}
+
+/*
+ * A grid copy asks for its regions again at each copy: one deregistered
+ * since admission fails the copy, naming whose side; one admitted open
+ * to the node and closed since refuses it.
+ */
+struct grid_gone {
+    const char *name;
+    bool dst;
+    bool close;                 /* the region closed to the node, else deregistered */
+    b10_status_t want;
+    const char *why;
+};
+
+static const struct grid_gone grid_gone_cases[] = {
+    { "grid destination deregistered", true, false, B10_ERR_REMOTE_REJECTED,
+      "destination no longer registered" },
+    { "grid source deregistered", false, false, B10_ERR_NOT_REGISTERED, "copying chunk 0 from" },
+    { "grid destination closed to the node", true, true, B10_ERR_PERMISSION,
+      "no longer in a region open to the node" },
+};
+
+static void test_grid_region_gone(void **state)
+{
+    const struct grid_gone *c = *state;
+    static uint8_t rows[2 * GRID_ROWS * 4];
+    uint8_t bases[32];
+    struct xfer_picks picks;
+    gpu_on = true;
+    if (c->close) {
+        b->s.uid = 2000;                        /* unpaired: through open regions only */
+        region_of(b)->open = true;
+    }
+    as_vram(a);
+    as_vram(b);
+    grid_picks(&picks, bases, rows, GRID_ROWS);
+    B10__SubmitXfer req = B10__SUBMIT_XFER__INIT;
+    req.op = B10__OP__OP_WRITE;
+    req.remote_agent = "rank-b";
+    struct xfer *x = NULL;
+    char detail[256];
+    assert_int_equal(xfer_submit(&a->s, &req, &picks, NULL, &x, detail, sizeof(detail)), B10_OK);
+    free(picks.spans);
+    assert_non_null(x->grid);
+    struct ex_rank *k = c->dst ? b : a;
+    if (c->close)
+        region_of(k)->open = false;
+    else
+        assert_int_equal(mem_table_remove(&k->s.mem, region_of(k)->id), B10_OK);
+    xfer_start(x);
+    ex_wait_told(a);
+    assert_int_equal(a->status, c->want);
+    if (strstr(a->detail, c->why) == NULL)
+        fail_msg("%s: the detail \"%s\" does not say \"%s\"", c->name, a->detail, c->why);
+    assert_int_equal(gpu_jobs, 0);
+}
+
 #define CASES(fn, table)                                                              \
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)                     \
         tests[n++] = (struct CMUnitTest){ table[i].name, fn, setup, teardown,          \
@@ -731,6 +948,8 @@ int main(void)
     CASES(test_refused, refusals);
     CASES(test_region_gone, gone_cases);
     CASES(test_hole_not_filled, hole_cases);
+    CASES(test_grid, grid_cases);
+    CASES(test_grid_region_gone, grid_gone_cases);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(
         test_open_only_asked_at_each_copy, setup, teardown);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(

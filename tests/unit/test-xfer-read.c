@@ -262,9 +262,9 @@ static void test_read_deadline(void **state)
 {
     struct rreq r;
     rreq_init(&r, 3, 3000, "");
-    r.m.deadline_ms = 20;
     struct xfer *x = submitted(&r);
     xfer_start(x);
+    ex_deadline_now(x);
     ex_wait_told(a);
     assert_int_equal(a->status, B10_ERR_DEADLINE);
     assert_non_null(strstr(a->detail, "waiting for the remote daemon to write back (0 of 1 chunks "
