@@ -234,6 +234,10 @@ $(addprefix $(BUILD)/tests/,test-xfer-send test-xfer-read): UNIT_LDFLAGS := $(EN
 # test-xfer-local runs the GPU's grid copies without one: the GPU room's entry points are its fakes.
 $(BUILD)/tests/test-xfer-local: UNIT_LDFLAGS := $(ENGINE_WRAPS) \
 	$(foreach f,present kernels copy_job,-Wl,--wrap=gpu_$(f))
+# test-admin answers b10ctl from such a daemon: the client socket and the service are its fakes.
+$(BUILD)/tests/test-admin: UNIT_LDFLAGS := $(ENGINE_WRAPS) -Wl,--wrap=wire_ep_transports \
+	$(foreach f,send conn_in_group,-Wl,--wrap=ipc_$(f)) \
+	$(foreach f,info drain resume,-Wl,--wrap=service_$(f))
 
 # Integration test programs are clients of libb10 (or raw speakers of its protocols).
 $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)

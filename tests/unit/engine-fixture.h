@@ -411,6 +411,7 @@ static inline void ex_peer_init(struct peer *p, const char *name, uint64_t daemo
     list_init(&p->xfers);
     list_init(&p->asks);
     list_insert_tail(&ex_d.peers, &p->node);
+    ex_d.npeers++;
 }
 
 /* What the link rooms were asked: peer_* below are their fakes. */
