@@ -224,6 +224,21 @@ PEER_WRAPS := $(foreach f,ep_create ep_close ep_set_user ep_transports ep_lanes 
 $(addprefix $(BUILD)/tests/,test-peer test-peer-hello test-peer-liveness test-peer-dispatch): \
 	UNIT_LDFLAGS := $(PEER_WRAPS)
 
+# The engine's role tests run on a wire and link rooms of fakes, and keep the log
+# (tests/unit/engine-fixture.h).
+ENGINE_WRAPS := $(foreach f,send recv send_bulk recv_bulk cancel progress_ns mem_map mem_unmap,\
+	-Wl,--wrap=wire_$(f)) $(foreach f,send open use hold release heard liveness_check \
+	send_result link_why refused is_self,-Wl,--wrap=peer_$(f)) \
+	-Wl,--wrap=log_write -Wl,--wrap=log_write_fields
+$(addprefix $(BUILD)/tests/,test-xfer-send test-xfer-read): UNIT_LDFLAGS := $(ENGINE_WRAPS)
+# test-xfer-local runs the GPU's grid copies without one: the GPU room's entry points are its fakes.
+$(BUILD)/tests/test-xfer-local: UNIT_LDFLAGS := $(ENGINE_WRAPS) \
+	$(foreach f,present kernels copy_job,-Wl,--wrap=gpu_$(f))
+# test-admin answers b10ctl from such a daemon: the client socket and the service are its fakes.
+$(BUILD)/tests/test-admin: UNIT_LDFLAGS := $(ENGINE_WRAPS) -Wl,--wrap=wire_ep_transports \
+	$(foreach f,send conn_in_group,-Wl,--wrap=ipc_$(f)) \
+	$(foreach f,info drain resume,-Wl,--wrap=service_$(f))
+
 # Integration test programs are clients of libb10 (or raw speakers of its protocols).
 $(BUILD)/tests/%: $(BUILD)/obj/tests/integ/%.o $(LIB_SO) $(DAEMON_LIB)
 	$(call say,LD,$@)

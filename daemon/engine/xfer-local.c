@@ -553,6 +553,44 @@ static b10_status_t xfer_local_picker(struct b10d *d, struct xfer_rows *rows, bo
     return status;
 }
 
+/* How a local transfer is planned (xfer_local_plan): the plan, and what copies it. */
+struct xfer_local_planned {
+    struct plan *plan;
+    struct plan_picker *picker;     /* planned in parts: the rest still to pack, else NULL */
+    struct xfer_grid *grid;         /* copied by the GPU as rows of two grids, else NULL */
+    uint64_t ns;                    /* planning's own time */
+};
+
+/*
+ * Plan rank s's request with other: a grid copy where the GPU can take
+ * the picks whole, else a plan made in parts where the picks allow one,
+ * else the whole plan. B10_OK with *p (at most one of grid and picker);
+ * else the refusal, said in detail.
+ */
+static b10_status_t xfer_local_plan(struct session *s, struct session *other,
+                                    struct xfer_rows *rows, bool read, bool open_only,
+                                    struct xfer_local_planned *p, char *detail, size_t detail_len)
+{
+    struct b10d *d = s->d;
+    *p = (struct xfer_local_planned){ 0 };
+    /* A WRITE's destination grid must lie in the other rank's regions, as for a picker. */
+    b10_status_t status =
+        read || (rows->picks != NULL &&
+                 xfer_grid_inside(&other->mem, &rows->picks->remote, rows->count))
+            ? xfer_local_grid_new(d, rows, read, read ? other : s, read ? s : other, open_only,
+                                  &p->grid, &p->plan, &p->ns)
+            : B10_ERR_UNSUPPORTED;
+    if (status == B10_ERR_UNSUPPORTED)
+        status = xfer_local_picker(d, rows, read, other, &p->picker, &p->plan, &p->ns);
+    if (status == B10_ERR_NO_MEMORY) {
+        snprintf(detail, detail_len, "out of memory for the plan of %zu spans", rows->count);
+        return status;
+    }
+    if (status != B10_OK)
+        status = xfer_plan(d, rows, read, &p->plan, &p->ns, detail, detail_len);
+    return status;
+}
+
 /*
  * A WRITE or READ of rank s with a rank of this daemon: checked as the
  * other rank's daemon would check it, planned (in parts where it can be),
@@ -569,8 +607,6 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
     enum access_op op = read ? ACCESS_READ : ACCESS_WRITE;
     struct access_origin origin;
     enum access_grant grant;
-    struct plan *plan = NULL;
-    uint64_t plan_ns;
     b10_status_t status;
 
     if (other == NULL) {
@@ -598,25 +634,13 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
                  req->remote_agent);
         return B10_ERR_BUSY;
     }
-    struct plan_picker *picker = NULL;
-    struct xfer_grid *grid = NULL;
-    /* A WRITE's destination grid must lie in the other rank's regions, as for a picker. */
-    status = read || (rows->picks != NULL &&
-                      xfer_grid_inside(&other->mem, &rows->picks->remote, rows->count))
-                 ? xfer_local_grid_new(d, rows, read, read ? other : s, read ? s : other,
-                                       grant == ACCESS_OPEN_ONLY, &grid, &plan, &plan_ns)
-                 : B10_ERR_UNSUPPORTED;
-    if (status == B10_ERR_UNSUPPORTED)
-        status = xfer_local_picker(d, rows, read, other, &picker, &plan, &plan_ns);
-    if (status == B10_ERR_NO_MEMORY) {
-        snprintf(detail, detail_len, "out of memory for the plan of %zu spans", count);
+    struct xfer_local_planned p;
+    if ((status = xfer_local_plan(s, other, rows, read, grant == ACCESS_OPEN_ONLY, &p, detail,
+                                  detail_len)) != B10_OK)
         return status;
-    }
-    if (status != B10_OK) {
-        status = xfer_plan(d, rows, read, &plan, &plan_ns, detail, detail_len);
-        if (status != B10_OK)
-            return status;
-    }
+    struct plan *plan = p.plan;
+    struct plan_picker *picker = p.picker;
+    struct xfer_grid *grid = p.grid;
     /* Its side inside its registrations, as for a transfer from another node. */
     if (read)
         status = xfer_check_local(other, rows, true, detail, detail_len);
@@ -631,7 +655,7 @@ b10_status_t xfer_local_new(struct session *s, struct peer *self, const B10__Sub
         return status == B10_ERR_NOT_REGISTERED ? B10_ERR_REMOTE_REJECTED : status;
     }
     struct xfer *x = xfer_new_submitted(d, XFER_LOCAL, s, plan, req->deadline_ms, checked_from,
-                                        plan_ns);
+                                        p.ns);
     if (x == NULL) {
         plan_picker_free(picker);
         xfer_local_grid_free(grid);

@@ -289,67 +289,22 @@ static void xfer_send_on_ack(struct xfer *x, b10_status_t status, size_t length)
     }
 }
 
-/* The link is up: register the reply tags, post their receives, send CONTROL. */
-void xfer_send_link_up(struct xfer *x)
+/*
+ * CONTROL, encoded from the plan (re-chunked for the peer at link-up) and
+ * sent on x's link; then the first chunk's gather ahead of READY. A failure
+ * here fails x through the funnel.
+ */
+static void xfer_send_control(struct xfer *x)
 {
     struct b10d *d = x->d;
     struct peer *peer = x->peer;
     uint8_t *chunk_pieces = NULL, *pieces = NULL;
     size_t chunk_len, pieces_len = 0;
 
-    if (x->role == XFER_READ) {
-        xfer_read_link_up(x);
-        return;
-    }
-    x->link = peer->out.tags;
-    if (peer->max_chunk < x->plan->chunks[0].bytes || peer->max_chunk < staging_view_bytes(d->staging)) {
-        if (peer->max_chunk == 0 || plan_rechunk(x->plan, peer->max_chunk) != B10_OK) {
-            xfer_fail(x, B10_ERR_NO_MEMORY, "cannot re-chunk for the peer's %" PRIu64 "-byte views",
-                      peer->max_chunk);
-            return;
-        }
-    }
-    if (x->plan->npieces > peer->max_pieces) {
-        xfer_fail(x, B10_ERR_TOO_LARGE, "%u pieces exceed the remote daemon's limit of %" PRIu64,
-                  x->plan->npieces, peer->max_pieces);
-        return;
-    }
-    uint64_t ready_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_READY);
-    uint64_t result_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT);
-    b10_status_t st = tags_register(d->tags, ready_tag, x);
-    if (st != B10_OK) {
-        xfer_fail(x, st, "READY tag %016" PRIx64 ": %s", ready_tag, tags_strerror(st));
-        return;
-    }
-    if ((st = tags_register(d->tags, result_tag, x)) != B10_OK) {
-        tags_unregister(d->tags, ready_tag);
-        xfer_fail(x, st, "RESULT tag %016" PRIx64 ": %s", result_tag, tags_strerror(st));
-        return;
-    }
-    x->tags_registered = true;
-    if (!xfer_post_reply(x, ready_tag, x->ready_buf, sizeof(x->ready_buf), xfer_send_on_ready,
-                         &x->ready_op, "READY") ||
-        !xfer_post_reply(x, result_tag, x->result_buf, sizeof(x->result_buf), xfer_send_on_result,
-                         &x->result_op, "RESULT"))
-        return;
-
-    /*
-     * The plan holds its chunks from here on (re-chunked for the peer above): the
-     * first chunk may be gathered before READY, its DATA waiting for it. One the
-     * copy threads or the GPU gather starts now, beside CONTROL's encoding; one
-     * the loop would copy itself, once CONTROL is out and the loop only waits.
-     */
-    x->gather_ahead = true;
-    if (x->plan->chunks[0].bytes > COPY_INLINE_BYTES) {
-        xfer_send_pump(x);
-        if (x->state == XFER_DONE)
-            return;
-    }
-
     /* A KV request's pieces as slots (a quarter of the bytes to seal, send and open), else whole. */
     struct plan_slots slots = { 0 };
-    st = plan_encode_slots(x->plan, &slots, &chunk_pieces, &chunk_len);
-    /* The peer bounds slots as it bounds pieces: past its limit, the full form (checked above). */
+    b10_status_t st = plan_encode_slots(x->plan, &slots, &chunk_pieces, &chunk_len);
+    /* The peer bounds slots as it bounds pieces: past its limit, the full form (see link-up). */
     if (st == B10_OK && slots.slots_len / 4 > peer->max_pieces) {
         free((uint8_t *)slots.slots);
         free(chunk_pieces);
@@ -407,6 +362,63 @@ out:
     free(chunk_pieces);
     free(pieces);
     free((uint8_t *)slots.slots);
+}
+
+/* The link is up: register the reply tags, post their receives, send CONTROL. */
+void xfer_send_link_up(struct xfer *x)
+{
+    struct b10d *d = x->d;
+    struct peer *peer = x->peer;
+
+    if (x->role == XFER_READ) {
+        xfer_read_link_up(x);
+        return;
+    }
+    x->link = peer->out.tags;
+    if (peer->max_chunk < x->plan->chunks[0].bytes || peer->max_chunk < staging_view_bytes(d->staging)) {
+        if (peer->max_chunk == 0 || plan_rechunk(x->plan, peer->max_chunk) != B10_OK) {
+            xfer_fail(x, B10_ERR_NO_MEMORY, "cannot re-chunk for the peer's %" PRIu64 "-byte views",
+                      peer->max_chunk);
+            return;
+        }
+    }
+    if (x->plan->npieces > peer->max_pieces) {
+        xfer_fail(x, B10_ERR_TOO_LARGE, "%u pieces exceed the remote daemon's limit of %" PRIu64,
+                  x->plan->npieces, peer->max_pieces);
+        return;
+    }
+    uint64_t ready_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_READY);
+    uint64_t result_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_RESULT);
+    b10_status_t st = tags_register(d->tags, ready_tag, x);
+    if (st != B10_OK) {
+        xfer_fail(x, st, "READY tag %016" PRIx64 ": %s", ready_tag, tags_strerror(st));
+        return;
+    }
+    if ((st = tags_register(d->tags, result_tag, x)) != B10_OK) {
+        tags_unregister(d->tags, ready_tag);
+        xfer_fail(x, st, "RESULT tag %016" PRIx64 ": %s", result_tag, tags_strerror(st));
+        return;
+    }
+    x->tags_registered = true;
+    if (!xfer_post_reply(x, ready_tag, x->ready_buf, sizeof(x->ready_buf), xfer_send_on_ready,
+                         &x->ready_op, "READY") ||
+        !xfer_post_reply(x, result_tag, x->result_buf, sizeof(x->result_buf), xfer_send_on_result,
+                         &x->result_op, "RESULT"))
+        return;
+
+    /*
+     * The plan holds its chunks from here on (re-chunked for the peer above): the
+     * first chunk may be gathered before READY, its DATA waiting for it. One the
+     * copy threads or the GPU gather starts now, beside CONTROL's encoding; one
+     * the loop would copy itself, once CONTROL is out and the loop only waits.
+     */
+    x->gather_ahead = true;
+    if (x->plan->chunks[0].bytes > COPY_INLINE_BYTES) {
+        xfer_send_pump(x);
+        if (x->state == XFER_DONE)
+            return;
+    }
+    xfer_send_control(x);
 }
 
 /*

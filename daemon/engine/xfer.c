@@ -590,6 +590,52 @@ static void xfer_settle_link(struct xfer *write_back, struct xfer *read)
     read->holds++;
 }
 
+/*
+ * A failed transfer's chunks in flight: their wire operations cancelled, and
+ * each view that UCX or a copy may still touch quarantined, not reused;
+ * views a send gathered before READY, no DATA of which went out, come back
+ * clean instead.
+ */
+static void xfer_fail_slots(struct xfer *x, b10_status_t status, enum xfer_state was)
+{
+    struct b10d *d = x->d;
+
+    for (uint32_t i = 0; i < x->nslots; i++) {
+        struct xfer_slot *slot = &x->slots[i];
+        if (!slot->busy)
+            continue;
+        if (slot->op != NULL)
+            wire_cancel(d->wire, slot->op);
+        /* A direct copy (local) has no view: its regions hold it, its settling waits for it. */
+        if (slot->view == NULL)
+            continue;
+        /*
+         * Gathered ahead of READY: no DATA of this transfer went out, so nothing
+         * but our own gather wrote its views. One that ended is clean; one still
+         * running gives its view back when it ends well (xfer_copy_ended).
+         */
+        if (x->role == XFER_SEND && was != XFER_RUNNING && (slot->parked || slot->copying)) {
+            if (slot->parked) {
+                slot->parked = false;
+                xfer_slot_release(slot);
+            } else {
+                slot->release_at_end = true;
+                d->gathers_ahead_ending++;
+            }
+            continue;
+        }
+        /*
+         * The view may still be written by UCX or read by a copy: it sits out
+         * its TTL. The slot keeps pointing at it so that the completion still
+         * to come can release its hold.
+         */
+        quarantine_add(d->quarantine, QUARANTINE_VIEW, slot->view->id, slot->view->bytes, status,
+                       x->id, x->peer ? x->peer->daemon_id : 0, slot->view,
+                       x->peer ? &x->peer->quarantined : NULL);
+        xfer_view_uncount(x, slot->view);
+    }
+}
+
 void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
 {
     struct b10d *d = x->d;
@@ -627,40 +673,7 @@ void xfer_fail(struct xfer *x, b10_status_t status, const char *fmt, ...)
     wire_cancel(d->wire, x->cancel_op);
     if (!x->await_ack)
         wire_cancel(d->wire, x->result_op);
-    for (uint32_t i = 0; i < x->nslots; i++) {
-        struct xfer_slot *slot = &x->slots[i];
-        if (!slot->busy)
-            continue;
-        if (slot->op != NULL)
-            wire_cancel(d->wire, slot->op);
-        /* A direct copy (local) has no view: its regions hold it, its settling waits for it. */
-        if (slot->view == NULL)
-            continue;
-        /*
-         * Gathered ahead of READY: no DATA of this transfer went out, so nothing
-         * but our own gather wrote its views. One that ended is clean; one still
-         * running gives its view back when it ends well (xfer_copy_ended).
-         */
-        if (x->role == XFER_SEND && was != XFER_RUNNING && (slot->parked || slot->copying)) {
-            if (slot->parked) {
-                slot->parked = false;
-                xfer_slot_release(slot);
-            } else {
-                slot->release_at_end = true;
-                d->gathers_ahead_ending++;
-            }
-            continue;
-        }
-        /*
-         * The view may still be written by UCX or read by a copy: it sits out
-         * its TTL. The slot keeps pointing at it so that the completion still
-         * to come can release its hold.
-         */
-        quarantine_add(d->quarantine, QUARANTINE_VIEW, slot->view->id, slot->view->bytes, status,
-                       x->id, x->peer ? x->peer->daemon_id : 0, slot->view,
-                       x->peer ? &x->peer->quarantined : NULL);
-        xfer_view_uncount(x, slot->view);
-    }
+    xfer_fail_slots(x, status, was);
     if (x->tags_registered) {
         xfer_for_each_tag(x, xfer_tag_quarantine);
         quarantine_add(d->quarantine, QUARANTINE_TAGS, x->id, x->ops->ntags(x), status, x->id,
