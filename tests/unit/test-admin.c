@@ -352,9 +352,9 @@ static void test_drain_and_resume(void **state)
 static void test_connections_bounded(void **state)
 {
     unsigned i;
-    for (i = 0; i < ADMIN_MAX_CONNECTIONS_PER_UID; i++)
+    for (i = 0; i < IPC_MAX_ADMIN_PER_UID; i++)
         ask(b10ctl(i, USER), B10__ADMIN_OP__ADMIN_STATUS, 0, 0, B10_OK);
-    assert_int_equal(ex_d.admin_connections, ADMIN_MAX_CONNECTIONS_PER_UID);
+    assert_int_equal(ex_d.admin_connections, IPC_MAX_ADMIN_PER_UID);
     B10__AdminRequest req = B10__ADMIN_REQUEST__INIT;
     req.op = B10__ADMIN_OP__ADMIN_STATUS;
     struct session *extra = b10ctl(i++, USER);
@@ -365,10 +365,10 @@ static void test_connections_bounded(void **state)
     /* Another uid still gets in; an operator too, uncounted. */
     ask(b10ctl(i++, OTHER), B10__ADMIN_OP__ADMIN_STATUS, 0, 0, B10_OK);
     ask(b10ctl(i++, geteuid()), B10__ADMIN_OP__ADMIN_STATUS, 0, 0, B10_OK);
-    assert_int_equal(ex_d.admin_connections, ADMIN_MAX_CONNECTIONS_PER_UID + 1);
+    assert_int_equal(ex_d.admin_connections, IPC_MAX_ADMIN_PER_UID + 1);
     /* A connection's later requests are not counted again. */
     ask(&admins[0], B10__ADMIN_OP__ADMIN_STATUS, 0, 0, B10_OK);
-    assert_int_equal(ex_d.admin_connections, ADMIN_MAX_CONNECTIONS_PER_UID + 1);
+    assert_int_equal(ex_d.admin_connections, IPC_MAX_ADMIN_PER_UID + 1);
 }
 
 /* An unknown request is refused as such. */
