@@ -85,11 +85,15 @@ void xfer_trace_log(struct xfer *x)
     if (len >= sizeof(line))
         len = sizeof(line) - 1;
     line[len] = '\0';
-    log_info("trace %016" PRIx64 " (%s, %s, %" PRIu64 " bytes in %u chunks, from %.3f ms "
+    /* A write-back and its receiver name the READ they serve: its three traces join up. */
+    char serves[40] = "";
+    if (x->role != XFER_READ && x->read.id != 0)
+        snprintf(serves, sizeof(serves), ", for READ %016" PRIx64, x->read.id);
+    log_info("trace %016" PRIx64 " (%s, %s, %" PRIu64 " bytes in %u chunks%s, from %.3f ms "
              "monotonic), us: %s%s%s", x->id, xfer_role_name(x->role),
              x->status == B10_OK ? "landed" : b10_status_name(x->status),
              x->plan != NULL ? x->plan->total : 0, x->plan != NULL ? x->plan->nchunks : 0,
-             t->t0_ns / 1e6, line, t->untraced ? "; steps untraced: " : "",
+             serves, t->t0_ns / 1e6, line, t->untraced ? "; steps untraced: " : "",
              t->untraced ? "later chunks'" : "");
     free(t);
     x->trace = NULL;

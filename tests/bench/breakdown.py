@@ -52,8 +52,8 @@ DAEMON = {
     "result": "RESULT handed to UCX, or read",
     "told": "the rank told (XferDone written)",
 }
-TRACE = re.compile(r"trace ([0-9a-f]{16}) \((\w+), (\w+), .*? from ([0-9.]+) ms monotonic\), "
-                   r"us: (.*)$")
+TRACE = re.compile(r"trace ([0-9a-f]{16}) \((\w+), (\w+), [^,]*?(?:, for READ ([0-9a-f]{16}))?, "
+                   r"from ([0-9.]+) ms monotonic\), us: (.*)$")
 
 
 def read_times(path: str) -> Dict[str, Dict[str, int]]:
@@ -70,22 +70,26 @@ def read_times(path: str) -> Dict[str, Dict[str, int]]:
 
 
 def read_trace(path: str, who: str) -> Dict[str, List[Tuple[str, int]]]:
-    """Transfer id -> [(who.step, ns)] of one daemon's trace lines; first chunks only."""
+    """Transfer id -> [(who.step, ns)] of one daemon's trace lines; first chunks only.
+    A READ's write-back (its sender and its receiver, each "for READ id") counts under
+    the READ's id, its steps named who.wb.step: the READ's own are who.step."""
     out: Dict[str, List[Tuple[str, int]]] = {}
     with open(path, errors="replace") as f:
         for line in f:
             m = TRACE.search(line)
             if not m:
                 continue
-            t0 = round(float(m.group(4)) * 1e6)
+            xid, serves = m.group(1), m.group(4)
+            t0 = round(float(m.group(5)) * 1e6)
+            prefix = f"{who}.wb" if serves else who
             events = []
-            for part in m.group(5).split(", "):
+            for part in m.group(6).split(", "):
                 name, _, us = part.rpartition(" ")
                 step, _, chunk = name.partition("#")
                 if chunk not in ("", "0") or step not in DAEMON:
                     continue
-                events.append((f"{who}.{step}", t0 + int(us) * 1000))
-            out[m.group(1)] = events
+                events.append((f"{prefix}.{step}", t0 + int(us) * 1000))
+            out.setdefault(serves or xid, []).extend(events)
     return out
 
 
@@ -116,8 +120,10 @@ def table(times: Dict[str, Dict[str, int]], traces: List[Dict[str, List[Tuple[st
     prev = 0.0
     for name in order:
         v = sorted(since[name])
-        who, step = name.split(".", 1)
+        who, _, step = name.rpartition(".")
         what = RANK[step] if who == "rank" else f"{who}: {DAEMON[step]}"
+        if who.endswith(".wb"):
+            what = f"{who[:-3]}, the write-back: {DAEMON[step]}"
         p50 = pct(v, 0.5)
         out.append(f"| {name} | {what} | {p50:.0f} | {pct(v, 0.99):.0f} | {p50 - prev:+.0f} |")
         prev = p50
