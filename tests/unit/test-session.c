@@ -206,8 +206,28 @@ static void fake_unmap(struct region *r)
     regions_closed++;
 }
 
-static const struct mem_backend fake_backend = {
-    .name = "fake", .open = fake_map, .close = fake_unmap,
+static bool fake_serves(const struct mem_request *req)
+{
+    return true;
+}
+
+static bool fake_takes_fd(const struct mem_request *req)
+{
+    return true;
+}
+
+/*
+ * Kinds of memory in name only, opened and closed without a byte mapped,
+ * one for each way a copier reaches a region: a region reaches its bytes
+ * the way the real kind of its request does, so that the session counts
+ * it as host memory or not.
+ */
+#define FAKE_KIND(r) { .name = "fake", .kind_name = "fake", .reach = (r), .serves = fake_serves, \
+                       .takes_fd = fake_takes_fd, .open = fake_map, .close = fake_unmap }
+static const struct mem_kind_ops fake_kinds[] = {
+    [MEM_REACH_MAPPED] = FAKE_KIND(MEM_REACH_MAPPED),
+    [MEM_REACH_FILE] = FAKE_KIND(MEM_REACH_FILE),
+    [MEM_REACH_DEVICE] = FAKE_KIND(MEM_REACH_DEVICE),
 };
 
 b10_status_t __wrap_mem_region_open(uint64_t id, const struct mem_request *req, char *detail,
@@ -218,9 +238,9 @@ b10_status_t __wrap_mem_region_open(uint64_t id, const struct mem_request *req, 
     struct region *r = calloc(1, sizeof(*r));
     if (r == NULL)
         return B10_ERR_NO_MEMORY;
-    *r = (struct region){ .id = id, .addr = req->addr, .length = req->length, .kind = req->kind,
-                          .open = req->open, .backend = &fake_backend, .refs = 1, .device = -1,
-                          .proc_fd = -1 };
+    *r = (struct region){ .id = id, .addr = req->addr, .length = req->length,
+                          .ops = &fake_kinds[mem_kind_of(req)->reach], .open = req->open,
+                          .refs = 1, .device = -1, .proc_fd = -1 };
     __atomic_add_fetch(&regions_opened, 1, __ATOMIC_SEQ_CST);
     *region_p = r;
     return B10_OK;
