@@ -202,6 +202,9 @@ $(BUILD)/tests/test-cpuload: UNIT_LDFLAGS := -Wl,--wrap=open -Wl,--wrap=read -Wl
 # test-copy runs device parts without a GPU: the GPU room's entry points are its fakes.
 $(BUILD)/tests/test-copy: UNIT_LDFLAGS := $(foreach f,present kernels one_submission copy_job sum_job,\
 	-Wl,--wrap=gpu_$(f))
+# test-vram opens VRAM registrations without a GPU: the CUDA library's mapping calls are its fakes.
+$(BUILD)/tests/test-vram: UNIT_LDFLAGS := $(foreach f,device_count device_by_pci map_ipc map_fd unmap,\
+	-Wl,--wrap=gpu_copy_$(f))
 # test-gpu cuts copy jobs into submissions without a GPU: the CUDA library's entry points are its
 # fakes; and it sees every wake-up of the loop (none on a closed handle).
 $(BUILD)/tests/test-gpu: UNIT_LDFLAGS := $(foreach f,device_count device_mps device_host_pointers \

@@ -8,7 +8,7 @@
  *    ├── struct names_file              ... kept across restarts in --runtime-dir (names-file.c)
  *    ├── struct ipc                     client socket: listener and connections (ipc.c)
  *    │     └── struct session ×N        one per connected rank (session.c)
- *    │           ├── struct mem_table   its registered regions (mem.c; backends dram.c, …)
+ *    │           ├── struct mem_table   its registered regions (mem.c; kinds dram.c, …)
  *    │           ├── remote agents      name → struct peer
  *    │           └── struct xfer ×N     transfers it submitted (sender side)
  *    ├── struct wire                    UCX context, worker, endpoints (wire.c and, for

@@ -63,7 +63,7 @@ LAYERS: Dict[str, int] = {
     "wire": 1, "lane": 1, "gpu": 1, "ipc": 1, "auth": 1, "hello": 1, "gate": 1, "knock": 1, "door": 1,
     "nodeid": 1,
     # 2: memory and copies, and the node's registries keyed with auth's hash
-    "mem": 2, "dram": 2, "procmem": 2, "staging": 2, "copy": 2, "quarantine": 2,
+    "mem": 2, "dram": 2, "procmem": 2, "vram": 2, "staging": 2, "copy": 2, "quarantine": 2,
     "tags": 2, "names": 2, "names-file": 2, "arena": 2, "guard": 2, "hole": 2,
     # 3: remote daemons: the table and links, the handshake, liveness, what arrives
     "peer": 3, "peer-hello": 3, "peer-liveness": 3, "peer-dispatch": 3,

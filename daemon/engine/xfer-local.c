@@ -308,7 +308,7 @@ static b10_status_t xfer_grid_emit(void *arg, struct region *r, uint64_t offset,
 {
     struct xfer_grid_walk *w = arg;
     uint64_t delta = (uint64_t)(uintptr_t)r->base - r->addr;
-    if (r->kind != B10_MEM_VRAM || (w->device >= 0 && r->device != w->device) ||
+    if (!mem_region_on_device(r) || (w->device >= 0 && r->device != w->device) ||
         (w->seen && delta != w->delta) || !copy_direct_ok(w->d, r, r))
         return B10_ERR_UNSUPPORTED;
     if (w->open_only && !r->open)

@@ -1146,40 +1146,35 @@ void gpu_host_unregister(struct b10d *d, void *addr)
     gpu_copy_host_unregister(addr);
 }
 
-static b10_status_t vram_open(struct region *r, const struct mem_request *req, char *detail,
-                              size_t detail_len)
+b10_status_t gpu_vram_usable(char *detail, size_t detail_len)
 {
     const char *why = "";
-    char err[256] = "";
-    void *base;
-    size_t holds = 0;
-    int device, rc;
 
     if (gpu_copy_device_count(&why) == 0) {
         snprintf(detail, detail_len, "no usable CUDA device on this node: %s", why);
         return B10_ERR_UNSUPPORTED;
     }
-    if (req->pci_bus_id == NULL || req->pci_bus_id[0] == '\0' || strlen(req->pci_bus_id) > 32) {
-        snprintf(detail, detail_len, "a VRAM region needs its device's PCI bus id");
-        return B10_ERR_INVALID_ARG;
-    }
-    if (req->alloc_length == 0 || req->addr < req->alloc_base ||
-        req->alloc_base + req->alloc_length < req->alloc_base ||
-        req->addr + req->length > req->alloc_base + req->alloc_length) {
-        snprintf(detail, detail_len, "the region must lie inside one allocation "
-                 "(0x%" PRIx64 "+%" PRIu64 ")", req->alloc_base, req->alloc_length);
-        return B10_ERR_INVALID_ARG;
-    }
+    return B10_OK;
+}
+
+b10_status_t gpu_vram_map(const struct mem_request *req, void **map_p, int *device_p,
+                          uint8_t **base_p, char *detail, size_t detail_len)
+{
+    char err[256] = "";
+    gpu_copy_mapping_t *map = NULL;
+    void *base;
+    size_t holds = 0;
+    int device, rc;
+
     if (gpu_copy_device_by_pci(req->pci_bus_id, &device, err, sizeof(err)) != GPU_COPY_OK) {
         snprintf(detail, detail_len, "no CUDA device at PCI %s on this node: %s", req->pci_bus_id, err);
         return B10_ERR_INVALID_ARG;
     }
     if (req->ipc_handle != NULL && req->ipc_handle_length == GPU_COPY_IPC_HANDLE_BYTES) {
-        rc = gpu_copy_map_ipc(device, req->ipc_handle, (gpu_copy_mapping_t **)&r->map, &base,
-                              &holds, err, sizeof(err));
+        rc = gpu_copy_map_ipc(device, req->ipc_handle, &map, &base, &holds, err, sizeof(err));
     } else if (req->fd >= 0) {
-        rc = gpu_copy_map_fd(device, req->fd, req->alloc_length, (gpu_copy_mapping_t **)&r->map,
-                             &base, &holds, err, sizeof(err));
+        rc = gpu_copy_map_fd(device, req->fd, req->alloc_length, &map, &base, &holds, err,
+                             sizeof(err));
     } else {
         snprintf(detail, detail_len, "a VRAM region needs a %d-byte cudaIpcMemHandle or the file "
                  "descriptor of a VMM allocation", GPU_COPY_IPC_HANDLE_BYTES);
@@ -1191,8 +1186,8 @@ static b10_status_t vram_open(struct region *r, const struct mem_request *req, c
      * ranks' mappings or into a fault that breaks the context for everyone.
      */
     if (rc == GPU_COPY_OK && holds < req->alloc_length) {
-        gpu_copy_unmap(r->map);
-        r->map = NULL;
+        gpu_copy_unmap(map);
+        map = NULL;
         rc = GPU_COPY_E_RANGE;
     }
     if (rc == GPU_COPY_E_RANGE) {
@@ -1207,14 +1202,15 @@ static b10_status_t vram_open(struct region *r, const struct mem_request *req, c
         snprintf(detail, detail_len, "opening the allocation on device %d failed: %s", device, err);
         return rc == GPU_COPY_E_NOMEM ? B10_ERR_NO_MEMORY : B10_ERR_INVALID_ARG;
     }
-    r->device = device;
-    r->base = (uint8_t *)base + (req->addr - req->alloc_base);
+    *map_p = map;
+    *device_p = device;
+    *base_p = (uint8_t *)base + (req->addr - req->alloc_base);
     return B10_OK;
 }
 
-static void vram_close(struct region *r)
+void gpu_vram_unmap(void *map)
 {
-    gpu_copy_unmap(r->map);
+    gpu_copy_unmap(map);
 }
 
 #else /* !B10_HAVE_CUDA */
@@ -1274,21 +1270,20 @@ void gpu_sum_job(struct b10d *d, struct copy_job *job, uint32_t nblocks)
     d->gpu_hooks->part_done(job, B10_ERR_INTERNAL);
 }
 
-static b10_status_t vram_open(struct region *r, const struct mem_request *req, char *detail,
-                              size_t detail_len)
+b10_status_t gpu_vram_usable(char *detail, size_t detail_len)
 {
     snprintf(detail, detail_len, "this b10d was built without CUDA: it cannot map VRAM");
     return B10_ERR_UNSUPPORTED;
 }
 
-static void vram_close(struct region *r)
+b10_status_t gpu_vram_map(const struct mem_request *req, void **map_p, int *device_p,
+                          uint8_t **base_p, char *detail, size_t detail_len)
+{
+    return gpu_vram_usable(detail, detail_len);
+}
+
+void gpu_vram_unmap(void *map)
 {
 }
 
 #endif
-
-const struct mem_backend vram_backend = {
-    .name = "vram",
-    .open = vram_open,
-    .close = vram_close,
-};

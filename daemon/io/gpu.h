@@ -1,5 +1,5 @@
 /*
- * gpu.h — the daemon's GPU room: VRAM regions and the copies that touch them.
+ * gpu.h — the daemon's GPU room: VRAM mappings and the copies that touch them.
  *
  * It stands between the daemon and cuda/gpu-copy.h (the CUDA code). Built
  * without CUDA, or run without a GPU, every call says so: VRAM registrations
@@ -67,8 +67,20 @@ bool gpu_present(const struct b10d *d);
  */
 bool gpu_kernels(const struct b10d *d);
 
-/* The VRAM backend of mem.c. */
-extern const struct mem_backend vram_backend;
+/*
+ * The VRAM kind's mapping (mem/vram.c decides what a registration of it
+ * must carry). gpu_vram_usable: B10_OK where this daemon has a CUDA device;
+ * else B10_ERR_UNSUPPORTED and why. gpu_vram_map: open the allocation
+ * req->addr lies in on the device at req->pci_bus_id, through its
+ * cudaIpcMemHandle or else its VMM allocation's fd, refused where the
+ * driver's allocation holds less than req->alloc_length: B10_OK, the mapping
+ * (for gpu_vram_unmap), its device and the device pointer of req->addr; or
+ * the refusal and why. Any thread.
+ */
+b10_status_t gpu_vram_usable(char *detail, size_t detail_len);
+b10_status_t gpu_vram_map(const struct mem_request *req, void **map_p, int *device_p,
+                          uint8_t **base_p, char *detail, size_t detail_len);
+void gpu_vram_unmap(void *map);
 
 /*
  * Pin and map host memory the daemon allocated (cudaHostRegister), so that

@@ -110,7 +110,7 @@ b10_status_t copy_job_add(struct copy_job *job, struct region *r, void *dst, con
     b10_status_t status = copy_job_ref(&job->refs, r);
     if (status != B10_OK)
         return status;
-    return copy_job_seg(job, dst, src, len, r->kind == B10_MEM_VRAM ? r->device : -1,
+    return copy_job_seg(job, dst, src, len, mem_region_device(r),
                         job->gather ? r->proc_fd : -1, job->gather ? -1 : r->proc_fd);
 }
 
@@ -124,8 +124,9 @@ bool copy_direct_ok(const struct b10d *d, const struct region *from, const struc
      * down and up again through the copy engines, which cost the model nothing and
      * moved 32 KiB spans faster than the driver's device-to-device copy did.
      */
-    if (from->kind == B10_MEM_VRAM || to->kind == B10_MEM_VRAM)
-        return from->kind == to->kind && from->device == to->device && gpu_kernels(d);
+    if (mem_region_on_device(from) || mem_region_on_device(to))
+        return mem_region_on_device(from) && mem_region_on_device(to) &&
+               from->device == to->device && gpu_kernels(d);
     /* Two ranks' process memory: one copy cannot read one and write the other. */
     return from->proc_fd < 0 || to->proc_fd < 0;
 }
@@ -164,8 +165,7 @@ b10_status_t copy_job_add_direct(struct copy_job *job, struct region *from, stru
         job->pair_from = from;
         job->pair_to = to;
     }
-    return copy_job_seg(job, dst, src, len, to->kind == B10_MEM_VRAM ? to->device : -1,
-                        from->proc_fd, to->proc_fd);
+    return copy_job_seg(job, dst, src, len, mem_region_device(to), from->proc_fd, to->proc_fd);
 }
 
 /*
@@ -250,8 +250,8 @@ static b10_status_t copy_host_segs(void *arg)
 
 static bool copy_region_holds(const struct region *r, const void *p)
 {
-    /* A process-memory region's base is the rank's address, no pointer of the daemon's. */
-    return r->proc_fd < 0 && r->kind != B10_MEM_VRAM && (const uint8_t *)p >= r->base &&
+    /* A process-memory region's base is the rank's address, a VRAM one's the device's. */
+    return mem_region_mapped(r) && (const uint8_t *)p >= r->base &&
            (uintptr_t)((const uint8_t *)p - r->base) < r->length;
 }
 

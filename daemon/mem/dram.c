@@ -1,5 +1,5 @@
 /*
- * dram.c — the DRAM memory backend: the client passes a memfd holding its
+ * dram.c — the DRAM kind of memory: the client passes a memfd holding its
  * region, and the daemon maps the same pages shared.
  *
  * The memfd must be sealed against shrinking: a client that truncated the
@@ -171,15 +171,21 @@ static b10_status_t dram_open(struct region *r, const struct mem_request *req, c
     r->map = map;
     r->map_length = map_length;
     r->base = (uint8_t *)map + lead;
-    /* The guard first: the populate below then cannot fill a hole punched meanwhile either. */
+    /* The guard first: the populate after open then cannot fill a hole punched meanwhile either. */
     b10_status_t status = dram_holes(r, req, &st, detail, detail_len);
     if (status != B10_OK) {
         munmap(map, map_length);
         r->map = NULL;
         return status;
     }
-    dram_populate(req->fd, (off_t)(req->fd_offset - lead), map, map_length);
     return B10_OK;
+}
+
+/* Off the loop like dram_open, while the request's fd is still open. */
+static void dram_populate_region(struct region *r, const struct mem_request *req)
+{
+    uint64_t lead = (uint64_t)(r->base - (uint8_t *)r->map);
+    dram_populate(req->fd, (off_t)(req->fd_offset - lead), r->map, r->map_length);
 }
 
 static void dram_close(struct region *r)
@@ -191,8 +197,26 @@ static void dram_close(struct region *r)
     r->hole_fd = -1;
 }
 
-const struct mem_backend dram_backend = {
+/* Of DRAM's requests, those of a memfd: the rest are process memory (procmem.c). */
+static bool dram_serves(const struct mem_request *req)
+{
+    return !req->process_mem;
+}
+
+/* The memfd, always. */
+static bool dram_takes_fd(const struct mem_request *req)
+{
+    return true;
+}
+
+const struct mem_kind_ops dram_kind = {
     .name = "dram",
+    .kind_name = "dram",
+    .kind = B10_MEM_DRAM,
+    .reach = MEM_REACH_MAPPED,
+    .serves = dram_serves,
+    .takes_fd = dram_takes_fd,
     .open = dram_open,
+    .populate = dram_populate_region,
     .close = dram_close,
 };

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu.h"
 #include "log.h"
 
 void mem_table_init(struct mem_table *t, uint32_t limit, uint64_t max_bytes)
@@ -34,7 +33,7 @@ void region_unref(struct region *r)
     if (r->refs > 0)
         return;
     log_debug("region %" PRIu64 " unmapped (%" PRIu64 " bytes)", r->id, r->length);
-    r->backend->close(r);
+    r->ops->close(r);
     free(r);
 }
 
@@ -61,59 +60,118 @@ static uint32_t mem_table_search(const struct mem_table *t, uint64_t addr)
     return lo;
 }
 
-static const struct mem_backend *mem_backend_of(const struct mem_request *req)
+/*
+ * The kinds of memory, searched in order: a kind is its file and a line
+ * here (and its declaration in mem.h). Two rows may serve one client kind,
+ * each its own requests of it (serves).
+ */
+static const struct mem_kind_ops *const mem_kinds[] = {
+    &dram_kind,
+    &procmem_kind,
+    &vram_kind,
+};
+
+const struct mem_kind_ops *mem_kind_at(size_t i)
 {
-    if (req->kind == B10_MEM_DRAM)
-        return req->process_mem ? &procmem_backend : &dram_backend;
-    return req->kind == B10_MEM_VRAM ? &vram_backend : NULL;
+    return i < sizeof(mem_kinds) / sizeof(mem_kinds[0]) ? mem_kinds[i] : NULL;
 }
 
-b10_status_t mem_table_check(const struct mem_table *t, const struct mem_request *req, char *detail,
-                             size_t detail_len)
+const struct mem_kind_ops *mem_kind_of(const struct mem_request *req)
 {
-    if (req->length == 0 || req->addr + req->length < req->addr) {
-        snprintf(detail, detail_len, "region length %" PRIu64 " at 0x%" PRIx64 " is empty or wraps",
-                 req->length, req->addr);
-        return B10_ERR_INVALID_ARG;
-    }
-    if (mem_backend_of(req) == NULL) {
+    for (size_t i = 0; i < sizeof(mem_kinds) / sizeof(mem_kinds[0]); i++)
+        if (mem_kinds[i]->kind == req->kind && mem_kinds[i]->serves(req))
+            return mem_kinds[i];
+    return NULL;
+}
+
+/* req's kind, or NULL and why in detail. */
+static const struct mem_kind_ops *mem_kind_or_say(const struct mem_request *req, char *detail,
+                                                  size_t detail_len)
+{
+    const struct mem_kind_ops *ops = mem_kind_of(req);
+    if (ops == NULL)
         snprintf(detail, detail_len, "unknown memory kind %d", (int)req->kind);
+    return ops;
+}
+
+bool mem_request_takes_fd(const struct mem_request *req)
+{
+    const struct mem_kind_ops *ops = mem_kind_of(req);
+    /*
+     * A kind of no row whose registration says it carries one: taken, and
+     * closed with the refusal, so that the next registration's descriptor
+     * is its own and not this one.
+     */
+    return ops != NULL ? ops->takes_fd(req) : req->vmm_fd;
+}
+
+bool mem_request_host(const struct mem_request *req)
+{
+    const struct mem_kind_ops *ops = mem_kind_of(req);
+    return ops != NULL && ops->reach != MEM_REACH_DEVICE;
+}
+
+static b10_status_t mem_span_check(uint64_t addr, uint64_t length, char *detail, size_t detail_len)
+{
+    if (length == 0 || addr + length < addr) {
+        snprintf(detail, detail_len, "region length %" PRIu64 " at 0x%" PRIx64 " is empty or wraps",
+                 length, addr);
         return B10_ERR_INVALID_ARG;
     }
+    return B10_OK;
+}
+
+/* Whether [addr, addr + length) fits the table: its limits, and no region it overlaps. */
+static b10_status_t mem_table_fits(const struct mem_table *t, uint64_t addr, uint64_t length,
+                                   char *detail, size_t detail_len)
+{
     if (t->count >= t->limit) {
         snprintf(detail, detail_len, "client already has %u regions (--max-regions)", t->count);
         return B10_ERR_TOO_LARGE;
     }
-    if (t->bytes + req->length < t->bytes || t->bytes + req->length > t->max_bytes) {
+    if (t->bytes + length < t->bytes || t->bytes + length > t->max_bytes) {
         snprintf(detail, detail_len, "client has %" PRIu64 " bytes registered; %" PRIu64 " more "
-                 "exceed --max-register-bytes %" PRIu64, t->bytes, req->length, t->max_bytes);
+                 "exceed --max-register-bytes %" PRIu64, t->bytes, length, t->max_bytes);
         return B10_ERR_TOO_LARGE;
     }
-    uint32_t at = mem_table_search(t, req->addr);
-    if (at < t->count && t->regions[at]->addr < req->addr + req->length) {
+    uint32_t at = mem_table_search(t, addr);
+    if (at < t->count && t->regions[at]->addr < addr + length) {
         snprintf(detail, detail_len, "region 0x%" PRIx64 "+%" PRIu64 " overlaps region %" PRIu64,
-                 req->addr, req->length, t->regions[at]->id);
+                 addr, length, t->regions[at]->id);
         return B10_ERR_EXISTS;
     }
     return B10_OK;
 }
 
+b10_status_t mem_table_check(const struct mem_table *t, const struct mem_request *req, char *detail,
+                             size_t detail_len)
+{
+    b10_status_t status = mem_span_check(req->addr, req->length, detail, detail_len);
+    if (status != B10_OK)
+        return status;
+    if (mem_kind_or_say(req, detail, detail_len) == NULL)
+        return B10_ERR_INVALID_ARG;
+    return mem_table_fits(t, req->addr, req->length, detail, detail_len);
+}
+
 b10_status_t mem_region_open(uint64_t id, const struct mem_request *req, char *detail,
                              size_t detail_len, struct region **region_p)
 {
-    const struct mem_backend *backend = mem_backend_of(req);
+    const struct mem_kind_ops *ops = mem_kind_or_say(req, detail, detail_len);
     struct region *r;
 
-    if (backend == NULL || (r = calloc(1, sizeof(*r))) == NULL)
-        return backend == NULL ? B10_ERR_INVALID_ARG : B10_ERR_NO_MEMORY;
-    *r = (struct region){ .id = id, .addr = req->addr, .length = req->length, .kind = req->kind,
-                          .open = req->open, .backend = backend, .refs = 1, .device = -1,
-                          .proc_fd = -1, .hole_fd = -1 };
-    b10_status_t status = backend->open(r, req, detail, detail_len);
+    if (ops == NULL || (r = calloc(1, sizeof(*r))) == NULL)
+        return ops == NULL ? B10_ERR_INVALID_ARG : B10_ERR_NO_MEMORY;
+    *r = (struct region){ .id = id, .addr = req->addr, .length = req->length, .ops = ops,
+                          .open = req->open, .refs = 1, .device = -1, .proc_fd = -1,
+                          .hole_fd = -1 };
+    b10_status_t status = ops->open(r, req, detail, detail_len);
     if (status != B10_OK) {
         free(r);
         return status;
     }
+    if (ops->populate != NULL)
+        ops->populate(r, req);
     *region_p = r;
     return B10_OK;
 }
@@ -121,8 +179,10 @@ b10_status_t mem_region_open(uint64_t id, const struct mem_request *req, char *d
 b10_status_t mem_table_insert(struct mem_table *t, struct region *r, char *detail,
                               size_t detail_len)
 {
-    struct mem_request again = { .kind = r->kind, .addr = r->addr, .length = r->length };
-    b10_status_t status = mem_table_check(t, &again, detail, detail_len);
+    /* Checked again: the table may have changed while the region was opened. */
+    b10_status_t status = mem_span_check(r->addr, r->length, detail, detail_len);
+    if (status == B10_OK)
+        status = mem_table_fits(t, r->addr, r->length, detail, detail_len);
     if (status != B10_OK)
         return status;
     if (t->count == t->capacity) {
@@ -138,7 +198,7 @@ b10_status_t mem_table_insert(struct mem_table *t, struct region *r, char *detai
     t->regions[at] = r;
     t->count++;
     t->bytes += r->length;
-    t->host_bytes += r->kind != B10_MEM_VRAM ? r->length : 0;
+    t->host_bytes += !mem_region_on_device(r) ? r->length : 0;
     return B10_OK;
 }
 
@@ -169,7 +229,7 @@ struct region *mem_table_take(struct mem_table *t, uint64_t id)
         memmove(&t->regions[i], &t->regions[i + 1], (t->count - i - 1) * sizeof(*t->regions));
         t->count--;
         t->bytes -= r->length;
-        t->host_bytes -= r->kind != B10_MEM_VRAM ? r->length : 0;
+        t->host_bytes -= !mem_region_on_device(r) ? r->length : 0;
         t->hint = 0;
         return r;
     }

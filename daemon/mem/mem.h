@@ -2,11 +2,12 @@
  * mem.h — a rank's registered memory, as the daemon reaches it.
  *
  * A region is [addr, addr + length) of the client's address space, reached
- * by the daemon through a backend: DRAM (dram.c: a shared mapping of the
- * client's memfd), process memory (procmem.c: any host memory, through the
- * rank's /proc/<pid>/mem) or VRAM (gpu.c). The client's addresses translate through
- * the table of its regions; a span must lie wholly inside regions that are
- * contiguous in the client, or it is refused.
+ * by the daemon through its kind of memory (struct mem_kind_ops, a file
+ * each): DRAM (dram.c: a shared mapping of the client's memfd), process
+ * memory (procmem.c: any host memory, through the rank's /proc/<pid>/mem)
+ * or VRAM (vram.c, mapped by gpu.c). The client's addresses translate
+ * through the table of its regions; a span must lie wholly inside regions
+ * that are contiguous in the client, or it is refused.
  *
  * A region is reference counted: the table holds one reference, and every
  * copy in flight that touches it holds one more, so a deregistration or a
@@ -37,18 +38,75 @@ struct mem_request {
     uint64_t alloc_length;
     const uint8_t *ipc_handle;      /* cudaIpcMemHandle of alloc_base, or NULL for VMM */
     size_t ipc_handle_length;
+    bool vmm_fd;                    /* VRAM: the registration carries a VMM allocation's fd */
     bool open;                      /* B10_MEM_OPEN_TO_NODE: any rank of the node may reach it */
     bool process_mem;               /* DRAM: fd is the rank's /proc/<pid>/mem (procmem.c) */
     pid_t pid;                      /* the rank's, from its socket's credentials */
 };
 
-struct mem_backend {
-    const char *name;
-    /* Map the region: set r->base. The request's fd stays the caller's to close. */
+/*
+ * How a copier reaches a region's bytes from its base, which the kind's
+ * open sets: the copy room picks memcpy, pread/pwrite or the GPU by this,
+ * never by the kind.
+ */
+enum mem_reach {
+    MEM_REACH_MAPPED,           /* base is the daemon's own mapping of them: memcpy */
+    MEM_REACH_FILE,             /* base is the rank's address, reached through proc_fd */
+    MEM_REACH_DEVICE,           /* base is a device pointer on device: the GPU's copiers */
+};
+
+/*
+ * A kind of memory, the way SQLite has kinds of storage (its VFS): what a
+ * registration of it must carry, how it is mapped and released, and what
+ * the rooms above ask of a region of it. Each kind is a file of mem/ that
+ * defines one of these, and a row of mem.c's table: no file outside mem/
+ * asks which kind a region is, it asks the ops (mem_region_* and
+ * mem_request_* below). Every member is set but populate.
+ *
+ * The bounds of a region against what backs it (a memfd's size, the rank's
+ * mapped memory, the driver's size of a GPU allocation) are open's to
+ * check: each kind learns them only as it opens.
+ */
+struct mem_kind_ops {
+    const char *name;           /* its own: log lines, b10ctl regions' backend column */
+    const char *kind_name;      /* the client's kind, as b10ctl regions' kind column says it */
+    b10_mem_kind_t kind;        /* the client's kind it serves (b10.h) */
+    enum mem_reach reach;
+    /* Whether it serves this request of its kind (DRAM has two: memfds, process memory). */
+    bool (*serves)(const struct mem_request *req);
+    /* Whether the registration comes with a descriptor, which the session takes off the socket. */
+    bool (*takes_fd)(const struct mem_request *req);
+    /*
+     * Check the request against what backs it and map the region: set
+     * r->base (and r->device, r->proc_fd as reach says), and what close
+     * undoes. Any thread: it touches no table. The request's fd stays the
+     * caller's to close. On failure nothing is left for close to undo.
+     */
     b10_status_t (*open)(struct region *r, const struct mem_request *req, char *detail,
                          size_t detail_len);
+    /* Fault the region in after open, on the same thread; NULL: nothing to fault in. */
+    void (*populate)(struct region *r, const struct mem_request *req);
+    /* Release what open took: the last reference is gone. */
     void (*close)(struct region *r);
 };
+
+/* The kinds, a file each, in the order mem.c's table searches them. */
+extern const struct mem_kind_ops dram_kind;         /* dram.c */
+extern const struct mem_kind_ops procmem_kind;      /* procmem.c */
+extern const struct mem_kind_ops vram_kind;         /* vram.c */
+
+/* The kind serving req (its kind, and among a kind's the one whose serves says so); NULL: none. */
+const struct mem_kind_ops *mem_kind_of(const struct mem_request *req);
+/* The table itself, for its tests: row i, NULL past the last. */
+const struct mem_kind_ops *mem_kind_at(size_t i);
+/*
+ * Whether req's registration carries a descriptor to take off the socket:
+ * its kind's takes_fd; of a kind the table has not, whether it says so
+ * (vmm_fd).
+ */
+bool mem_request_takes_fd(const struct mem_request *req);
+/* Whether req is host memory, counted against a uid's host bytes (false: no such kind). */
+bool mem_request_host(const struct mem_request *req);
 
 /*
  * What stands between a copy and a hole of the region's file: pages nobody
@@ -65,7 +123,7 @@ struct region {
     uint64_t id;
     uint64_t addr;                      /* in the client */
     uint64_t length;
-    b10_mem_kind_t kind;
+    const struct mem_kind_ops *ops;     /* its kind's */
     bool open;                          /* to every rank of the node (access.h) */
     /*
      * The daemon's pointer for addr. A process-memory region has none: its
@@ -73,8 +131,8 @@ struct region {
      * only through proc_fd (copy.c does so for every segment of it).
      */
     uint8_t *base;
-    int proc_fd;                        /* process memory: the rank's /proc/<pid>/mem; else -1 */
-    int device;                         /* VRAM: the CUDA device; -1 for host memory */
+    int proc_fd;                        /* MEM_REACH_FILE: the rank's /proc/<pid>/mem; else -1 */
+    int device;                         /* MEM_REACH_DEVICE: the CUDA device; else -1 */
     enum region_holes holes;
     /*
      * REGION_HOLES_CHECKED: the daemon's own open file description of the
@@ -83,8 +141,7 @@ struct region {
      */
     int hole_fd;
     uint64_t hole_offset;
-    const struct mem_backend *backend;
-    void *map;                          /* backend's: what to unmap, from the first copy on */
+    void *map;                          /* the kind's: what to unmap, from the first copy on */
     size_t map_length;
     uint32_t refs;
     uint32_t stuck;                     /* scatters of failed transfers past --settle-ms */
@@ -93,8 +150,23 @@ struct region {
     void *idle_arg;
 };
 
-extern const struct mem_backend dram_backend;
-extern const struct mem_backend procmem_backend;
+/* Device memory, which the GPU's copiers reach (host memory: the daemon's threads). */
+static inline bool mem_region_on_device(const struct region *r)
+{
+    return r->ops->reach == MEM_REACH_DEVICE;
+}
+
+/* The CUDA device a copy of r's bytes runs on; -1: host memory. */
+static inline int mem_region_device(const struct region *r)
+{
+    return mem_region_on_device(r) ? r->device : -1;
+}
+
+/* Whether base is the daemon's own mapping of r's bytes, a pointer it may read and write. */
+static inline bool mem_region_mapped(const struct region *r)
+{
+    return r->ops->reach == MEM_REACH_MAPPED;
+}
 
 struct mem_table {
     struct region **regions;            /* sorted by addr, never overlapping */
@@ -112,7 +184,7 @@ void mem_table_init(struct mem_table *t, uint32_t limit, uint64_t max_bytes);
 /* Drop the table's references: regions go once their copies finished. */
 void mem_table_clear(struct mem_table *t);
 
-/* Map a region through its backend and add it. Refuses overlaps and past the limits. */
+/* Map a region through its kind and add it. Refuses overlaps and past the limits. */
 b10_status_t mem_table_add(struct mem_table *t, uint64_t id, const struct mem_request *req,
                            char *detail, size_t detail_len, struct region **region_p);
 /*

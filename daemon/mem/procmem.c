@@ -1,5 +1,5 @@
 /*
- * procmem.c — the process-memory backend: host memory a rank did not
+ * procmem.c — the process-memory kind of DRAM: host memory a rank did not
  * allocate as a memfd (malloc, numpy arrays, torch CPU tensors, pinned host
  * memory), reached through the rank's own /proc/<pid>/mem.
  *
@@ -129,8 +129,25 @@ static void procmem_close(struct region *r)
     r->proc_fd = -1;
 }
 
-const struct mem_backend procmem_backend = {
+static bool procmem_serves(const struct mem_request *req)
+{
+    return req->process_mem;
+}
+
+/* The rank's /proc/self/mem, always. */
+static bool procmem_takes_fd(const struct mem_request *req)
+{
+    return true;
+}
+
+/* No populate: nothing of the rank's is mapped in the daemon to fault in. */
+const struct mem_kind_ops procmem_kind = {
     .name = "process",
+    .kind_name = "dram",
+    .kind = B10_MEM_DRAM,
+    .reach = MEM_REACH_FILE,
+    .serves = procmem_serves,
+    .takes_fd = procmem_takes_fd,
     .open = procmem_open,
     .close = procmem_close,
 };

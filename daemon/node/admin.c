@@ -328,8 +328,8 @@ static void admin_fill_regions(struct admin_answer *a, B10__AdminClient *c, cons
         B10__AdminRegion *r = &rows[i];
         b10__admin_region__init(r);
         r->id = reg->id;
-        r->kind = (char *)(reg->kind == B10_MEM_VRAM ? "vram" : "dram");
-        r->backend = (char *)(reg->backend != NULL ? reg->backend->name : "");
+        r->kind = (char *)(reg->ops != NULL ? reg->ops->kind_name : "");
+        r->backend = (char *)(reg->ops != NULL ? reg->ops->name : "");
         r->addr = reg->addr;
         r->length = reg->length;
         r->open_to_node = reg->open;

@@ -597,7 +597,7 @@ static void session_reg_done(uv_work_t *work, int status)
         reply.register_mem = &rr;
         session_reply(s, g->seq, B10_OK, "", &reply);
         log_debug("client %s: region %" PRIu64 " registered, %s, %" PRIu64 " bytes at 0x%" PRIx64 "%s",
-                  s->agent, g->id, g->r->backend->name, g->r->length, g->r->addr,
+                  s->agent, g->id, g->r->ops->name, g->r->length, g->r->addr,
                   g->r->open ? ", open to the node" : "");
     }
     if (s->conn != NULL)
@@ -614,7 +614,7 @@ static uint64_t session_uid_host_bytes(struct b10d *d, uid_t uid)
         if (!o->hello_done || o->uid != uid)
             continue;
         bytes += o->mem.host_bytes;
-        if (o->reg != NULL && o->reg->req.kind != B10_MEM_VRAM)
+        if (o->reg != NULL && mem_request_host(&o->reg->req))
             bytes += o->reg->req.length;
     }
     return bytes;
@@ -622,24 +622,28 @@ static uint64_t session_uid_host_bytes(struct b10d *d, uid_t uid)
 
 /*
  * B10_IN_PROGRESS when the registration went off the loop (the connection
- * waits for it), else B10_OK: it was answered.
+ * waits for it), else B10_OK: it was answered. The descriptor that came
+ * with it, where its kind takes one, goes to *fd_p: the caller's to close
+ * unless the registration took it.
  */
 static b10_status_t session_on_register(struct session *s, uint64_t seq,
                                         const B10__RegisterMem *req, int *fd_p)
 {
     char detail[256] = "";
     struct mem_request mr = {
-        .kind = (b10_mem_kind_t)req->kind, .addr = req->addr, .length = req->length, .fd = *fd_p,
+        .kind = (b10_mem_kind_t)req->kind, .addr = req->addr, .length = req->length, .fd = -1,
         .fd_offset = req->fd_offset, .pci_bus_id = req->pci_bus_id, .alloc_base = req->alloc_base,
         .alloc_length = req->alloc_length, .ipc_handle = req->cuda_ipc_handle.data,
-        .ipc_handle_length = req->cuda_ipc_handle.len, .open = req->open_to_node,
-        .process_mem = req->process_mem, .pid = s->pid,
+        .ipc_handle_length = req->cuda_ipc_handle.len, .vmm_fd = req->vmm_fd,
+        .open = req->open_to_node, .process_mem = req->process_mem, .pid = s->pid,
     };
+    if (mem_request_takes_fd(&mr))
+        mr.fd = *fd_p = ipc_conn_take_fd(s->conn);
     b10_status_t status = mem_table_check(&s->mem, &mr, detail, sizeof(detail));
     struct session_reg *g = NULL;
 
     /* One user's ranks together: what they make the daemon map leaves room for the others'. */
-    if (status == B10_OK && mr.kind != B10_MEM_VRAM) {
+    if (status == B10_OK && mem_request_host(&mr)) {
         uint64_t held = session_uid_host_bytes(s->d, s->uid);
         if (held + mr.length < held || held + mr.length > s->d->cfg.max_host_bytes_uid) {
             status = B10_ERR_TOO_LARGE;
@@ -1348,8 +1352,6 @@ static b10_status_t session_on_frame(struct session *s, const uint8_t *buf, size
         }
         break;
     case B10__CLIENT_MSG__BODY_REGISTER_MEM:
-        if (msg->register_mem->kind == B10__MEM_KIND__MEM_DRAM || msg->register_mem->vmm_fd)
-            fd = ipc_conn_take_fd(s->conn);
         rc = session_on_register(s, msg->seq, msg->register_mem, &fd);
         break;
     case B10__CLIENT_MSG__BODY_DEREGISTER_MEM:

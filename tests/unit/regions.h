@@ -1,6 +1,6 @@
 /*
  * regions.h — opening a rank's region through mem.c, as the daemon does, for
- * the unit tests of its host-memory backends (test-dram, test-procmem): the
+ * the unit tests of its host-memory kinds (test-dram, test-procmem): the
  * status, the detail that says why, and whether it names the cause.
  */
 #ifndef B10_TEST_REGIONS_H
@@ -15,7 +15,7 @@
 static char detail[320];        /* the last open_region's */
 static long page;
 
-/* Open one region through the backend; the status, and the region when OK. */
+/* Open one region through its kind; the status, and the region when OK. */
 static b10_status_t open_region(const struct mem_request *req, struct region **r_p)
 {
     detail[0] = '\0';

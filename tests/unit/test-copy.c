@@ -177,10 +177,10 @@ static int test_teardown(void **state)
     return 0;
 }
 
-static void region_init(struct region *r, b10_mem_kind_t kind, int device, void *base,
+static void region_init(struct region *r, const struct mem_kind_ops *kind, int device, void *base,
                         uint64_t length)
 {
-    *r = (struct region){ .id = 1, .addr = (uintptr_t)base, .length = length, .kind = kind,
+    *r = (struct region){ .id = 1, .addr = (uintptr_t)base, .length = length, .ops = kind,
                           .base = base, .proc_fd = -1, .device = device, .refs = 1 };
 }
 
@@ -214,8 +214,8 @@ static void test_inline_gather(void **state)
     fill(a, 4096, 1);
     fill(b, 4096, 2);
     memset(view, 0, 4096);
-    region_init(&ra, B10_MEM_DRAM, -1, a, 4096);
-    region_init(&rb, B10_MEM_DRAM, -1, b, 4096);
+    region_init(&ra, &dram_kind, -1, a, 4096);
+    region_init(&rb, &dram_kind, -1, b, 4096);
     struct copy_job *job = copy_job_new(&test_d, true, on_done, &o, 17);
     assert_non_null(job);
     assert_int_equal(copy_job_add(job, &ra, view, a + 100, 1000), B10_OK);
@@ -263,7 +263,7 @@ static void test_gather_makes_sum(void **state)
 
         fill(src, len, 10 + k);
         memset(view, 0, len);
-        region_init(&r, B10_MEM_DRAM, -1, src, len);
+        region_init(&r, &dram_kind, -1, src, len);
         struct copy_job *job = copy_job_new(&test_d, true, on_done, &o, 0);
         assert_int_equal(copy_job_add(job, &r, view, src, len), B10_OK);
         assert_int_equal(copy_job_sum(job, COPY_SUM_MAKE, view, len, seed, 0, NULL), B10_OK);
@@ -300,7 +300,7 @@ static void test_scatter_checked(void **state)
         uint64_t seed = checksum_seed(77, (uint32_t)k);
 
         fill(view, len, 20 + k);
-        region_init(&r, B10_MEM_DRAM, -1, dst, len);
+        region_init(&r, &dram_kind, -1, dst, len);
         uint64_t good = checksum(view, len, seed);
 
         for (int round = 0; round < 3; round++) {
@@ -343,7 +343,7 @@ static void test_scatter_unchecked(void **state)
 
     fill(view, 8192, 3);
     memset(dst, 0, 8192);
-    region_init(&r, B10_MEM_DRAM, -1, dst, 8192);
+    region_init(&r, &dram_kind, -1, dst, 8192);
     struct copy_job *job = copy_job_new(&test_d, false, on_done, &o, 0);
     assert_int_equal(copy_job_add(job, &r, dst + 4096, view, 4096), B10_OK);
     assert_int_equal(copy_job_add(job, &r, dst, view + 4096, 4096), B10_OK);
@@ -382,7 +382,7 @@ static void test_completion_submits_next(void **state)
 
     memset(&chained, 0, sizeof(chained));
     fill(chain_src, 64, 4);
-    region_init(&chain_region, B10_MEM_DRAM, -1, chain_src, 64);
+    region_init(&chain_region, &dram_kind, -1, chain_src, 64);
     struct copy_job *job = copy_job_new(&test_d, true, on_done_then_submit, &first, 1);
     assert_int_equal(copy_job_add(job, &chain_region, dst, chain_src, 64), B10_OK);
     submit(job);
@@ -406,7 +406,7 @@ static void test_stop_completes_due(void **state)
     struct outcome o = { 0 };
 
     fill(src, sizeof(src), 5);
-    region_init(&r, B10_MEM_DRAM, -1, src, sizeof(src));
+    region_init(&r, &dram_kind, -1, src, sizeof(src));
     struct copy_job *job = copy_job_new(&test_d, true, on_done, &o, 0);
     assert_int_equal(copy_job_add(job, &r, dst, src, sizeof(src)), B10_OK);
     submit(job);
@@ -449,7 +449,7 @@ static void test_region_idle_after_last_copy(void **state)
 
     idle_calls = 0;
     fill(src, sizeof(src), 6);
-    region_init(&r, B10_MEM_DRAM, -1, src, sizeof(src));
+    region_init(&r, &dram_kind, -1, src, sizeof(src));
     struct copy_job *j1 = copy_job_new(&test_d, true, on_done, &o1, 0);
     struct copy_job *j2 = copy_job_new(&test_d, true, on_done, &o2, 0);
     assert_int_equal(copy_job_add(j1, &r, d1, src, 128), B10_OK);
@@ -476,13 +476,13 @@ static void test_direct_ok(void **state)
     static uint8_t mem[16];
     struct region dram, dram2, vram0, vram0b, vram1, proc_a, proc_b;
 
-    region_init(&dram, B10_MEM_DRAM, -1, mem, 16);
-    region_init(&dram2, B10_MEM_DRAM, -1, mem, 16);
-    region_init(&vram0, B10_MEM_VRAM, 0, mem, 16);
-    region_init(&vram0b, B10_MEM_VRAM, 0, mem, 16);
-    region_init(&vram1, B10_MEM_VRAM, 1, mem, 16);
-    region_init(&proc_a, B10_MEM_DRAM, -1, mem, 16);
-    region_init(&proc_b, B10_MEM_DRAM, -1, mem, 16);
+    region_init(&dram, &dram_kind, -1, mem, 16);
+    region_init(&dram2, &dram_kind, -1, mem, 16);
+    region_init(&vram0, &vram_kind, 0, mem, 16);
+    region_init(&vram0b, &vram_kind, 0, mem, 16);
+    region_init(&vram1, &vram_kind, 1, mem, 16);
+    region_init(&proc_a, &procmem_kind, -1, mem, 16);
+    region_init(&proc_b, &procmem_kind, -1, mem, 16);
     proc_a.proc_fd = 100;
     proc_b.proc_fd = 101;
 
@@ -549,8 +549,8 @@ static void test_direct_host_copy(void **state)
 
     fill(a, 65536, 7);
     memset(b, 0, 65536);
-    region_init(&ra, B10_MEM_DRAM, -1, a, 65536);
-    region_init(&rb, B10_MEM_DRAM, -1, b, 65536);
+    region_init(&ra, &dram_kind, -1, a, 65536);
+    region_init(&rb, &dram_kind, -1, b, 65536);
     struct copy_job *job = copy_job_new(&test_d, false, on_done, &o, 0);
     assert_int_equal(copy_job_add_direct(job, &ra, &rb, b + 1, a + 2, 40000), B10_OK);
     assert_int_equal(copy_job_add_direct(job, &ra, &rb, b + 50000, a, 1000), B10_OK);
@@ -588,7 +588,7 @@ static void test_process_memory(void **state)
     assert_true(rank != MAP_FAILED);
     assert_true(fd >= 0);
     fill(rank, 3 * page, 8);
-    region_init(&r, B10_MEM_DRAM, -1, NULL, 3 * page);
+    region_init(&r, &procmem_kind, -1, NULL, 3 * page);
     r.addr = (uintptr_t)rank;
     r.proc_fd = fd;
 
@@ -660,7 +660,7 @@ static void test_process_gone(void **state)
         skip();             /* no ptrace access to a child here */
     }
     struct region r;
-    region_init(&r, B10_MEM_DRAM, -1, NULL, sizeof(child_bytes));
+    region_init(&r, &procmem_kind, -1, NULL, sizeof(child_bytes));
     r.proc_fd = fd;
 
     /* While the rank lives its bytes (the same as ours, after fork) come through. */
@@ -701,8 +701,8 @@ static void test_device_gather_parts(void **state)
     fill(host, 3000, 12);
     fill(dev, 5000, 13);
     memset(view, 0, 8000);
-    region_init(&rh, B10_MEM_DRAM, -1, host, 3000);
-    region_init(&rd, B10_MEM_VRAM, 0, dev, 5000);
+    region_init(&rh, &dram_kind, -1, host, 3000);
+    region_init(&rd, &vram_kind, 0, dev, 5000);
     struct copy_job *job = copy_job_new(&test_d, true, on_done, &o, 0);
     assert_int_equal(copy_job_add(job, &rd, view, dev, 5000), B10_OK);
     assert_int_equal(copy_job_add(job, &rh, view + 5000, host, 3000), B10_OK);
@@ -753,7 +753,7 @@ static void test_device_scatter_checked_first(void **state)
 
     fake_gpu = true;
     fill(view, 20000, 14);
-    region_init(&rd, B10_MEM_VRAM, 0, dev, 20000);
+    region_init(&rd, &vram_kind, 0, dev, 20000);
     uint64_t good = checksum(view, 20000, seed);
 
     struct outcome o = { 0 };
@@ -800,7 +800,7 @@ static void test_device_sum_in_pieces(void **state)
 
     fake_gpu = true;
     fill(dev, len, 15);
-    region_init(&rd, B10_MEM_VRAM, 0, dev, len);
+    region_init(&rd, &vram_kind, 0, dev, len);
     for (int kernels = 1; kernels >= 0; kernels--) {
         struct outcome o = { 0 };
         fake_kernels = kernels;
@@ -844,7 +844,7 @@ static void test_device_scatter_gated(void **state)
     checksum_block_sums(view, len, seed, 0, n, sums);
     uint64_t sum = checksum_combine(sums, n, len, seed);
     checksum_trailer_put(view, len, sums, sum, true);
-    region_init(&rd, B10_MEM_VRAM, 0, dev, len);
+    region_init(&rd, &vram_kind, 0, dev, len);
 
     /* 0: intact; 1: a whole block damaged; 2: the last, shorter block damaged. */
     for (int round = 0; round < 3; round++) {
@@ -940,7 +940,7 @@ static void memfd_region(struct memfd_region *m, size_t pages, size_t hole, bool
     }
     m->map = mmap(NULL, m->len, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
     assert_true(m->map != MAP_FAILED);
-    region_init(&m->own, B10_MEM_DRAM, -1, m->map, m->len);
+    region_init(&m->own, &dram_kind, -1, m->map, m->len);
     m->own.addr = RANK_ADDR;
     m->own.holes = REGION_HOLES_CHECKED;
     m->own.hole_fd = m->fd;
@@ -1050,7 +1050,7 @@ static void test_direct_hole_to_process(void **state)
     uint8_t *rank = buffer(8 * page);
     struct region rp;
     assert_true(fd >= 0);
-    region_init(&rp, B10_MEM_DRAM, -1, NULL, 8 * page);
+    region_init(&rp, &procmem_kind, -1, NULL, 8 * page);
     rp.addr = (uintptr_t)rank;
     rp.proc_fd = fd;
     for (int guarded = 0; guarded < 2; guarded++)

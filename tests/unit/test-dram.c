@@ -81,7 +81,7 @@ static void test_maps_the_rank_bytes(void **state)
         assert_int_equal(r->device, -1);
         assert_int_equal(r->addr, RANK_ADDR);
         assert_int_equal(r->length, len);
-        assert_string_equal(r->backend->name, "dram");
+        assert_string_equal(r->ops->name, "dram");
         assert_memory_equal(r->base, bytes + off, len);
         /* What the daemon writes, the rank reads from its file. */
         memset(r->base + 1000, 0xa5, sizeof(back));

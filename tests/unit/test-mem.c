@@ -10,12 +10,18 @@
  * the remembered index goes stale, must emit exactly what a linear scan of
  * the regions emits, and fail exactly where it fails; mem_table_hinted's
  * inline answer, where it gives one, must be the scan's single run.
+ *
+ * And the table of kinds of memory: every row has every operation, each
+ * client kind finds its row (DRAM two: memfds and process memory), what the
+ * rooms above ask of a request or a region is the kind's answer, and a kind
+ * the table has not is refused with a detail that names it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,6 +226,145 @@ static void test_matches_a_scan(void **state)
     }
 }
 
+/* ---------------------------------------------------------------- kinds */
+
+/* Every kind mem.h declares, and what b10ctl and the copiers see of it. */
+static const struct {
+    const struct mem_kind_ops *ops;
+    const char *name, *kind_name;
+    b10_mem_kind_t kind;
+    enum mem_reach reach;
+} kinds[] = {
+    { &dram_kind, "dram", "dram", B10_MEM_DRAM, MEM_REACH_MAPPED },
+    { &procmem_kind, "process", "dram", B10_MEM_DRAM, MEM_REACH_FILE },
+    { &vram_kind, "vram", "vram", B10_MEM_VRAM, MEM_REACH_DEVICE },
+};
+#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+static void test_kinds_complete(void **state)
+{
+    size_t rows = 0;
+    for (const struct mem_kind_ops *k; (k = mem_kind_at(rows)) != NULL; rows++) {
+        if (k->name == NULL || k->kind_name == NULL || k->serves == NULL ||
+            k->takes_fd == NULL || k->open == NULL || k->close == NULL)
+            fail_msg("row %zu (%s) of the table lacks an operation", rows,
+                     k->name != NULL ? k->name : "unnamed");
+        assert_true(k->reach == MEM_REACH_MAPPED || k->reach == MEM_REACH_FILE ||
+                    k->reach == MEM_REACH_DEVICE);
+    }
+    /* Each declared kind is a row, once. */
+    assert_int_equal(rows, NKINDS);
+    for (size_t i = 0; i < NKINDS; i++) {
+        unsigned seen = 0;
+        for (size_t r = 0; r < rows; r++)
+            seen += mem_kind_at(r) == kinds[i].ops;
+        if (seen != 1)
+            fail_msg("kind %s is %u rows of the table, not one", kinds[i].name, seen);
+    }
+}
+
+static void test_kind_lookup(void **state)
+{
+    for (size_t i = 0; i < NKINDS; i++) {
+        const struct mem_kind_ops *k = kinds[i].ops;
+        assert_string_equal(k->name, kinds[i].name);
+        assert_string_equal(k->kind_name, kinds[i].kind_name);
+        assert_int_equal(k->kind, kinds[i].kind);
+        assert_int_equal(k->reach, kinds[i].reach);
+    }
+    /* Each request finds one row: the first that serves it, and no other would. */
+    const struct { struct mem_request req; const struct mem_kind_ops *want; } cases[] = {
+        { { .kind = B10_MEM_DRAM }, &dram_kind },
+        { { .kind = B10_MEM_DRAM, .process_mem = true }, &procmem_kind },
+        { { .kind = B10_MEM_VRAM }, &vram_kind },
+        { { .kind = B10_MEM_VRAM, .process_mem = true }, &vram_kind },     /* DRAM's flag alone */
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const struct mem_kind_ops *got = mem_kind_of(&cases[c].req);
+        if (got != cases[c].want)
+            fail_msg("case %zu: kind %d%s found %s, not %s", c, (int)cases[c].req.kind,
+                     cases[c].req.process_mem ? " (process memory)" : "",
+                     got != NULL ? got->name : "no row", cases[c].want->name);
+        unsigned serving = 0;
+        for (size_t r = 0; mem_kind_at(r) != NULL; r++)
+            serving += mem_kind_at(r)->kind == cases[c].req.kind &&
+                       mem_kind_at(r)->serves(&cases[c].req);
+        assert_int_equal(serving, 1);
+    }
+}
+
+/* What session.c asks of a request: the descriptor to take, the host bytes to count. */
+static void test_kind_request_questions(void **state)
+{
+    struct mem_request dram = { .kind = B10_MEM_DRAM };
+    struct mem_request proc = { .kind = B10_MEM_DRAM, .process_mem = true };
+    struct mem_request ipc = { .kind = B10_MEM_VRAM };
+    struct mem_request vmm = { .kind = B10_MEM_VRAM, .vmm_fd = true };
+
+    assert_true(mem_request_takes_fd(&dram));
+    assert_true(mem_request_takes_fd(&proc));
+    assert_false(mem_request_takes_fd(&ipc));           /* the handle is in the message */
+    assert_true(mem_request_takes_fd(&vmm));
+    assert_true(mem_request_host(&dram));
+    assert_true(mem_request_host(&proc));
+    assert_false(mem_request_host(&ipc));
+    assert_false(mem_request_host(&vmm));
+}
+
+/* What the copiers ask of a region: their device, and whether base is the daemon's pointer. */
+static void test_kind_region_questions(void **state)
+{
+    struct region r = { .device = 3, .proc_fd = -1 };
+
+    r.ops = &dram_kind;
+    assert_false(mem_region_on_device(&r));
+    assert_int_equal(mem_region_device(&r), -1);    /* host memory, whatever the field says */
+    assert_true(mem_region_mapped(&r));
+    r.ops = &procmem_kind;
+    assert_false(mem_region_on_device(&r));
+    assert_int_equal(mem_region_device(&r), -1);
+    assert_false(mem_region_mapped(&r));            /* base is the rank's address */
+    r.ops = &vram_kind;
+    assert_true(mem_region_on_device(&r));
+    assert_int_equal(mem_region_device(&r), 3);
+    assert_false(mem_region_mapped(&r));
+}
+
+/* A kind the table has not: refused, saying which, before anything is opened. */
+static void test_kind_unknown(void **state)
+{
+    struct mem_table t;
+    struct region *r = NULL;
+    char detail[128];
+    const b10_mem_kind_t unknown[] = { (b10_mem_kind_t)0, (b10_mem_kind_t)3, (b10_mem_kind_t)77 };
+
+    mem_table_init(&t, 4, 1 << 20);
+    for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+        struct mem_request req = { .kind = unknown[i], .addr = 0x10000, .length = 4096,
+                                   .fd = -1 };
+        char want[64];
+        snprintf(want, sizeof(want), "unknown memory kind %d", (int)unknown[i]);
+        assert_null(mem_kind_of(&req));
+        detail[0] = '\0';
+        assert_int_equal(mem_table_check(&t, &req, detail, sizeof(detail)), B10_ERR_INVALID_ARG);
+        assert_string_equal(detail, want);
+        detail[0] = '\0';
+        assert_int_equal(mem_region_open(1, &req, detail, sizeof(detail), &r),
+                         B10_ERR_INVALID_ARG);
+        assert_string_equal(detail, want);
+        assert_null(r);
+        assert_false(mem_request_host(&req));
+        assert_false(mem_request_takes_fd(&req));
+        /* One that says it carries a descriptor has it taken, to be closed with the refusal. */
+        req.vmm_fd = true;
+        assert_true(mem_request_takes_fd(&req));
+        /* The same request of a kind the table has passes the check. */
+        req.kind = B10_MEM_DRAM;
+        assert_int_equal(mem_table_check(&t, &req, detail, sizeof(detail)), B10_OK);
+    }
+    mem_table_clear(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +372,11 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_hinted),
         cmocka_unit_test(test_matches_a_scan),
+        cmocka_unit_test(test_kinds_complete),
+        cmocka_unit_test(test_kind_lookup),
+        cmocka_unit_test(test_kind_request_questions),
+        cmocka_unit_test(test_kind_region_questions),
+        cmocka_unit_test(test_kind_unknown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,7 +53,7 @@ static void test_own_memory(void **state)
     struct mem_request req = proc_req(fd, getpid(), memory + 10, sizeof(memory) - 20);
     assert_int_equal(open_region(&req, &r), B10_OK);
     assert_non_null(r);
-    assert_string_equal(r->backend->name, "process");
+    assert_string_equal(r->ops->name, "process");
     assert_true(r->proc_fd >= 0);
     assert_int_not_equal(r->proc_fd, fd);
     assert_true(fcntl(r->proc_fd, F_GETFD) & FD_CLOEXEC);

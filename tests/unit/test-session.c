@@ -206,8 +206,28 @@ static void fake_unmap(struct region *r)
     regions_closed++;
 }
 
-static const struct mem_backend fake_backend = {
-    .name = "fake", .open = fake_map, .close = fake_unmap,
+static bool fake_serves(const struct mem_request *req)
+{
+    return true;
+}
+
+static bool fake_takes_fd(const struct mem_request *req)
+{
+    return true;
+}
+
+/*
+ * Kinds of memory in name only, opened and closed without a byte mapped,
+ * one for each way a copier reaches a region: a region reaches its bytes
+ * the way the real kind of its request does, so that the session counts
+ * it as host memory or not.
+ */
+#define FAKE_KIND(r) { .name = "fake", .kind_name = "fake", .reach = (r), .serves = fake_serves, \
+                       .takes_fd = fake_takes_fd, .open = fake_map, .close = fake_unmap }
+static const struct mem_kind_ops fake_kinds[] = {
+    [MEM_REACH_MAPPED] = FAKE_KIND(MEM_REACH_MAPPED),
+    [MEM_REACH_FILE] = FAKE_KIND(MEM_REACH_FILE),
+    [MEM_REACH_DEVICE] = FAKE_KIND(MEM_REACH_DEVICE),
 };
 
 b10_status_t __wrap_mem_region_open(uint64_t id, const struct mem_request *req, char *detail,
@@ -218,9 +238,9 @@ b10_status_t __wrap_mem_region_open(uint64_t id, const struct mem_request *req, 
     struct region *r = calloc(1, sizeof(*r));
     if (r == NULL)
         return B10_ERR_NO_MEMORY;
-    *r = (struct region){ .id = id, .addr = req->addr, .length = req->length, .kind = req->kind,
-                          .open = req->open, .backend = &fake_backend, .refs = 1, .device = -1,
-                          .proc_fd = -1 };
+    *r = (struct region){ .id = id, .addr = req->addr, .length = req->length,
+                          .ops = &fake_kinds[mem_kind_of(req)->reach], .open = req->open,
+                          .refs = 1, .device = -1, .proc_fd = -1 };
     __atomic_add_fetch(&regions_opened, 1, __ATOMIC_SEQ_CST);
     *region_p = r;
     return B10_OK;
@@ -827,6 +847,70 @@ static void test_register_bounded_per_uid(void **state)
 }
 
 /*
+ * The descriptor a registration's frame carries is taken off the socket
+ * where its kind takes one (a memfd, the rank's /proc/self/mem, a VMM
+ * allocation's fd), and closed once the registration is done with it; a
+ * cudaIpcMemHandle's registration leaves it. One of no known kind that
+ * says vmm_fd has its descriptor taken and closed with the refusal, so
+ * that the next registration's descriptor is its own.
+ */
+static void test_register_takes_its_descriptor(void **state)
+{
+    static const struct {
+        b10_mem_kind_t kind;
+        bool process_mem, vmm_fd, taken;
+        b10_status_t status;
+    } cases[] = {
+        { B10_MEM_DRAM, false, false, true, B10_OK },
+        { B10_MEM_DRAM, true, false, true, B10_OK },
+        { B10_MEM_VRAM, false, false, false, B10_OK },
+        { B10_MEM_VRAM, false, true, true, B10_OK },
+        { (b10_mem_kind_t)77, false, false, false, B10_ERR_INVALID_ARG },
+        { (b10_mem_kind_t)77, false, true, true, B10_ERR_INVALID_ARG },
+    };
+    struct session *s = rank_of(0, 1000, "prefill-0");
+    uint8_t handle[64] = { 1 };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        B10__RegisterMem r = B10__REGISTER_MEM__INIT;
+        B10__ClientMsg m = B10__CLIENT_MSG__INIT;
+        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        r.kind = (B10__MemKind)cases[i].kind;
+        r.addr = 0x100000 + i * 0x10000;
+        r.length = 4 * KiB;
+        r.process_mem = cases[i].process_mem;
+        r.vmm_fd = cases[i].vmm_fd;
+        r.pci_bus_id = "0000:3b:00.0";
+        r.alloc_base = r.addr;
+        r.alloc_length = r.length;
+        if (!cases[i].vmm_fd)
+            r.cuda_ipc_handle = (ProtobufCBinaryData){ sizeof(handle), handle };
+        m.seq = next_seq++;
+        m.body_case = B10__CLIENT_MSG__BODY_REGISTER_MEM;
+        m.register_mem = &r;
+        next_fd = fd;
+        if (feed(s, &m) == B10_IN_PROGRESS)
+            run_loop();
+        const struct sent *reply = reply_to(s->conn, m.seq);
+        assert_non_null(reply);
+        if (reply->status != cases[i].status)
+            fail_msg("case %zu: %s, not %s: %s", i, b10_status_name(reply->status),
+                     b10_status_name(cases[i].status), reply->detail);
+        if (cases[i].taken) {
+            assert_int_equal(next_fd, -1);
+            assert_int_equal(fcntl(fd, F_GETFD), -1);      /* the session closed it */
+            assert_int_equal(errno, EBADF);
+        } else {
+            if (next_fd != fd)
+                fail_msg("case %zu: the descriptor was taken", i);
+            next_fd = -1;
+            close(fd);
+        }
+    }
+}
+
+/*
  * A deregistration finds the region by its id in the asking rank's table
  * only: another rank's id, or one deregistered already, is not found. The
  * engine's walk finds a region between its registration and its
@@ -1369,6 +1453,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hello_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_register_bounded_per_rank, setup, teardown),
         cmocka_unit_test_setup_teardown(test_register_bounded_per_uid, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_register_takes_its_descriptor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_region_lookup_is_per_rank, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deregister_waits_for_copies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hangup_settles_what_it_started, setup, teardown),
