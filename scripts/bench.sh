@@ -52,6 +52,8 @@
 #   B10_BENCH_TREE=REV       the tree the section names, where this copy has no git
 #                            (a build carried to a GPU machine); else git describe's
 #   B10_BENCH_ONLY=libs      the libraries' section alone (a few minutes)
+#   B10_BENCH_ONLY=small     the small transfers' section alone (scripts/bench-small.sh:
+#                            latency of one 320 KiB request and where its time goes)
 #   B10_KEEP=1               keep the run's folder (daemon logs, every output)
 #
 # Exit status: 0 when every case ran and every byte verified (missed targets
@@ -77,7 +79,9 @@ for f in "$B10D" "$BENCH"; do
     [ -x "$f" ] || die "$f is missing: run make first"
 done
 ONLY=${B10_BENCH_ONLY:-}
-case $ONLY in '' | libs) ;; *) die "B10_BENCH_ONLY=$ONLY: libs, or unset for everything" ;; esac
+case $ONLY in '' | libs | small) ;; *) die "B10_BENCH_ONLY=$ONLY: libs, small, or unset for everything" ;; esac
+# The small transfers' section alone: scripts/bench-small.sh, with this script's settings.
+[ "$ONLY" = small ] && exec env BUILD="$BUILD" sh "$top/scripts/bench-small.sh"
 [ "$ONLY" = libs ] || command -v ucx_perftest >/dev/null 2>&1 ||
     die "ucx_perftest is missing (ucx-utils: sh scripts/deps.sh --test)"
 case $MEM in dram | vram) ;; *) die "B10_BENCH_MEM=$MEM: dram or vram" ;; esac
@@ -1222,6 +1226,8 @@ if [ ! -f "$OUT" ]; then
 fi
 sh "$top/scripts/results-section.sh" "$key" "$section" "$OUT"
 say "wrote the $kind, $mem_label section of $OUT"
+# Small transfers, and where their time goes.
+BUILD=$BUILD sh "$top/scripts/bench-small.sh" || libs_rc=1
 # On a GPU: what the daemon's work there costs a model that shares it.
 [ "$MEM" = vram ] && BUILD=$BUILD sh "$top/scripts/bench-coresidence.sh"
 exit $libs_rc
