@@ -79,11 +79,22 @@ void __wrap_gpu_copy_job(struct b10d *d, struct copy_job *job)
     uv_timer_start(&gpu_timer, gpu_run, 0, 0);
 }
 
+/*
+ * VRAM of device 0 whose bytes are where a memfd is mapped: DRAM's operations
+ * (closing is its unmapping), reached as device memory, so that every copy of it
+ * goes to the GPU room, which these tests play.
+ */
+static struct mem_kind_ops vram_on_host;
+
 /* k's regions as VRAM of device 0, their bytes where its memfd is mapped. */
 static void as_vram(struct ex_rank *k)
 {
+    vram_on_host = dram_kind;
+    vram_on_host.kind = B10_MEM_VRAM;
+    vram_on_host.kind_name = "vram";
+    vram_on_host.reach = MEM_REACH_DEVICE;
     for (uint32_t i = 0; i < k->s.mem.count; i++) {
-        k->s.mem.regions[i]->kind = B10_MEM_VRAM;
+        k->s.mem.regions[i]->ops = &vram_on_host;
         k->s.mem.regions[i]->device = 0;
     }
     k->s.mem.host_bytes = 0;
