@@ -44,6 +44,19 @@ const struct config_opt config_table[] = {
         "one staging view, the largest DATA chunk (default 4M, 64K..1G)",
         "One staging view, the largest DATA chunk (default 4M, 64K to 1G)." },
       NUM(view_bytes, true, 64 * KiB, GiB) },
+    { .doc = { "eager-bytes", OPT_EAGER, REQ, "SIZE",
+        "DATA of this size or less is sent eagerly: UCX streams it\n"
+        "into the receive the peer posted before its READY, with no\n"
+        "rendezvous round trip of its own (default 512K, at most 1G;\n"
+        "0: UCX's threshold; UCX_RNDV_THRESH in the environment wins)",
+        "DATA messages of this size or less are sent eagerly: UCX streams them into the "
+        "receive the peer posted before its READY, without a rendezvous round trip of their "
+        "own, which is most of a small transfer's time on the wire; larger ones keep UCX's "
+        "rendezvous, which moves them without a copy. A message is only sent after READY, so "
+        "it is always expected; one that comes after its receive was cancelled is dropped "
+        "from UCX's own buffer and reaches no view. Default 512K, at most 1G; 0 leaves UCX's "
+        "own threshold, and `UCX_RNDV_THRESH` in the environment wins over this option." },
+      NUM(eager_bytes, true, 0, GiB) },
     { .doc = { "max-in-flight", OPT_IN_FLIGHT, REQ, "N",
         "chunks per transfer between gather and send completion\n"
         "(default 4, or --wire-lanes where that is more; 1..64)" },

@@ -46,6 +46,7 @@ void config_defaults(struct config *cfg)
      * defaults"). Tuned on one host; across hosts it is not measured.
      */
     cfg->view_bytes = 4 * MiB;
+    cfg->eager_bytes = 512 * KiB;
     cfg->max_in_flight = 4;
     cfg->deadline_ms = 30000;
     cfg->max_deadline_ms = 600000;

@@ -37,6 +37,7 @@ struct config {
     int log_level;
     uint64_t staging_bytes;         /* host staging pool, bytes */
     uint64_t view_bytes;            /* one staging view = the largest DATA chunk, bytes */
+    uint64_t eager_bytes;           /* DATA up to this size goes eagerly (UCX's RNDV_THRESH); 0: UCX's */
     uint32_t max_in_flight;         /* chunks per transfer between gather and send completion */
     uint32_t deadline_ms;           /* default transfer deadline */
     uint32_t max_deadline_ms;       /* cap on any deadline, the client's or the peer's */

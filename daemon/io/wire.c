@@ -1,6 +1,7 @@
 /* wire.c — see wire.h. */
 #include "wire.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -540,6 +541,27 @@ static b10_status_t wire_pack_address(struct wire *wire)
  * --net-devices; a daemon with no network (no key) gets UCX's self
  * transport alone, so that it opens no socket.
  */
+/*
+ * --eager-bytes as UCX's rendezvous threshold. A small DATA message in
+ * rendezvous waits for its own handshake (the receiver's worker woken to
+ * answer the sender's, then the sender's to send): on TCP that was more
+ * than the message itself. DATA only follows READY, so its receive is
+ * always posted: an eager message lands in it as it streams in.
+ */
+static ucs_status_t wire_eager(struct b10d *d, ucp_config_t *config)
+{
+    const char *env = getenv("UCX_RNDV_THRESH");
+    char value[32];
+
+    if (d->cfg.eager_bytes == 0 || (env != NULL && env[0] != '\0'))
+        return UCS_OK;
+    snprintf(value, sizeof(value), "%" PRIu64, d->cfg.eager_bytes);
+    ucs_status_t st = ucp_config_modify(config, "RNDV_THRESH", value);
+    if (st != UCS_OK)
+        log_err("--eager-bytes %s: UCX's RNDV_THRESH: %s", value, ucs_status_string(st));
+    return st;
+}
+
 static b10_status_t wire_context_create(struct b10d *d, bool network, ucp_context_h *context_p)
 {
     ucp_config_t *config = NULL;
@@ -558,6 +580,10 @@ static b10_status_t wire_context_create(struct b10d *d, bool network, ucp_contex
     if (network && d->cfg.net_devices[0] != '\0' &&
         (st = ucp_config_modify(config, "NET_DEVICES", d->cfg.net_devices)) != UCS_OK) {
         log_err("--net-devices %s: %s", d->cfg.net_devices, ucs_status_string(st));
+        ucp_config_release(config);
+        return wire_local_status(st);
+    }
+    if (network && (st = wire_eager(d, config)) != UCS_OK) {
         ucp_config_release(config);
         return wire_local_status(st);
     }
