@@ -218,6 +218,8 @@ $(BUILD)/tests/test-xfer-recv: UNIT_LDFLAGS := $(foreach f,wire_recv wire_recv_b
 # test-ask asks, and answers, over a link of fakes (tests/unit/ranks.h for the ranks).
 $(BUILD)/tests/test-ask: UNIT_LDFLAGS := $(foreach f,wire_recv wire_cancel peer_send_result \
 	peer_send_packed peer_ensure_link peer_open names_holder,-Wl,--wrap=$(f))
+# test-access: who holds a name on this node is its table (tests/unit/ranks.h).
+$(BUILD)/tests/test-access: UNIT_LDFLAGS := -Wl,--wrap=names_holder
 # test-session drives session.c as a rank and as the engine do: the client socket, the UCX
 # address, the mapping of memory, remote daemons and the engine's entry points are its fakes.
 $(BUILD)/tests/test-session: UNIT_LDFLAGS := $(foreach f,ipc_send ipc_send_notice ipc_notice_bytes \
