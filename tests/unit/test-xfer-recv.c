@@ -87,7 +87,7 @@ b10_status_t __wrap_wire_recv(struct wire *wire, const struct wire_ep *by, uint6
                               size_t length, void *memh, wire_done_cb *cb, void *arg,
                               struct wire_op **op_p)
 {
-    assert_ptr_equal(by, &fake_ep);
+    assert_true(by == NULL || by == (const struct wire_ep *)&fake_ep);
     return post(tag, buf, length, cb, arg, op_p);
 }
 
@@ -1236,6 +1236,64 @@ static void test_write_back_lands_for_its_read(void **state)
     ctl_free(&k);
 }
 
+/* The rank deregistered the destination while DATA was on its way: the sender hears it refused. */
+static void test_destination_gone_before_data(void **state)
+{
+    struct ctl k;
+    ctl_one(&k, 0, 4096);
+    admit(&k);
+    struct region *r = mem_table_take(&rank.mem, 1);
+    assert_ptr_equal(r, closed_region);
+    send_chunk(&k, 0, false);
+    sender_heard(k.c.xfer_id, B10_ERR_REMOTE_REJECTED,
+                 "copying chunk 0 into decode-0: destination no longer registered");
+    assert_true(rank_memory_untouched());
+    char detail[128];
+    assert_int_equal(mem_table_insert(&rank.mem, r, detail, sizeof(detail)), B10_OK);
+    ctl_free(&k);
+}
+
+/* A sender that sums nothing: its chunks land unchecked, and that is said once per peer. */
+static void test_unsummed_chunks_land_unchecked(void **state)
+{
+    static const uint64_t off[2] = { 0, VIEW };
+    struct ctl k;
+
+    d.cfg.verify_data = CONFIG_VERIFY_ON;
+    ctl_make(&k, 2, off, VIEW, false);
+    admit(&k);
+    for (uint32_t c = 0; c < 2; c++) {
+        struct fake_op *op = posted(tags_derive(&sender.in.tags, k.c.xfer_id, c, TAG_KIND_DATA));
+        uint64_t len = k.plan->chunks[c].bytes;
+        uint64_t zeros[4] = { 0 };
+        assert_non_null(op);
+        chunk_bytes(&k, c, op->buf);
+        memset(op->buf + len, 0, checksum_message_bytes(len) - len);
+        checksum_trailer_put(op->buf, len, zeros, 0, false);
+        complete(op, B10_OK, checksum_message_bytes(len));
+        assert_true(sender.unchecked_said);
+    }
+    sender_heard(k.c.xfer_id, B10_OK, "");
+    assert_true(chunk_landed(&k, 0));
+    assert_true(chunk_landed(&k, 1));
+    ctl_free(&k);
+}
+
+/* No endpoint to the sender when a chunk's receive is due: the link is lost, the sender hears nothing. */
+static void test_no_endpoint_for_data(void **state)
+{
+    struct ctl k;
+    ctl_one(&k, 0, 4096);
+    sender.ep = NULL;
+    xfer_recv_admit(&sender, &k.c, k.length);
+    run_until(quiet);
+    assert_int_equal(nresults, 0);
+    assert_int_equal(readies, 0);
+    assert_int_equal(d.stats.xfers_received_failed, 1);
+    charges_returned();
+    ctl_free(&k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1259,6 +1317,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sync_message_too_long, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wire_refuses_receive, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_back_lands_for_its_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_destination_gone_before_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unsummed_chunks_land_unchecked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_endpoint_for_data, setup, teardown),
     };
     log_setup(LOG_LEVEL_ERR, "test-xfer-recv");
     mem = aligned_alloc(4096, CLOSED + OPEN);
