@@ -213,6 +213,16 @@ $(BUILD)/tests/test-gpu: UNIT_LDFLAGS := $(foreach f,device_count device_mps dev
 # test-xfer watches the failure funnel retire ids and cancel wire operations.
 $(BUILD)/tests/test-xfer: UNIT_LDFLAGS := -Wl,--wrap=quarantine_add -Wl,--wrap=wire_cancel \
 	-Wl,--wrap=tags_quarantine -Wl,--wrap=wire_mem_map -Wl,--wrap=wire_mem_unmap
+# test-xfer-recv plays the sending daemon: the wire's receives and the link's messages are its
+# fakes, and so are the quarantine and who holds a name (tests/unit/ranks.h).
+$(BUILD)/tests/test-xfer-recv: UNIT_LDFLAGS := $(foreach f,wire_recv wire_recv_bulk wire_cancel \
+	wire_progress_ns wire_mem_map wire_mem_unmap peer_send peer_send_result peer_open \
+	quarantine_add quarantine_bytes names_holder,-Wl,--wrap=$(f))
+# test-ask asks, and answers, over a link of fakes (tests/unit/ranks.h for the ranks).
+$(BUILD)/tests/test-ask: UNIT_LDFLAGS := $(foreach f,wire_recv wire_cancel peer_send_result \
+	peer_send_packed peer_ensure_link peer_open names_holder,-Wl,--wrap=$(f))
+# test-access: who holds a name on this node is its table (tests/unit/ranks.h).
+$(BUILD)/tests/test-access: UNIT_LDFLAGS := -Wl,--wrap=names_holder
 # test-session drives session.c as a rank and as the engine do: the client socket, the UCX
 # address, the mapping of memory, remote daemons and the engine's entry points are its fakes.
 $(BUILD)/tests/test-session: UNIT_LDFLAGS := $(foreach f,ipc_send ipc_send_notice ipc_notice_bytes \

@@ -276,88 +276,114 @@ static b10_status_t ask_check_emit(void *arg, struct region *r, uint64_t offset,
     return B10_OK;
 }
 
-void ask_on_check(struct peer *peer, const B10__Peer__Check *check)
+/* v refused for why, with status; the rule has written v->detail. */
+static b10_status_t ask_no(struct ask_verdict *v, enum ask_why why, b10_status_t status)
 {
-    struct session *target = rank_find(peer->d, check->dst_agent);
-    char detail[256];
+    v->why = why;
+    v->status = status;
+    return status;
+}
 
-    if (target == NULL) {
-        snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node", check->dst_agent);
-        ask_answer(peer, check->check_id, B10_ERR_UNKNOWN_AGENT, detail);
-        return;
+/* The rank a Check or Notify names, still of the uid its descriptor said (rank_uid_check). */
+static b10_status_t ask_target(struct peer *peer, const char *name, bool uid_known, uint32_t uid,
+                               struct ask_verdict *v)
+{
+    if ((v->target = rank_find(peer->d, name)) == NULL) {
+        snprintf(v->detail, sizeof(v->detail), "no rank named '%.200s' on the remote node", name);
+        return ask_no(v, ASK_NO_RANK, B10_ERR_UNKNOWN_AGENT);
     }
-    if (rank_uid_check(peer->d, target, check->dst_agent, check->dst_uid_known, check->dst_uid,
-                       detail, sizeof(detail)) != B10_OK) {
-        ask_answer(peer, check->check_id, B10_ERR_UNKNOWN_AGENT, detail);
-        return;
-    }
+    if (rank_uid_check(peer->d, v->target, name, uid_known, uid, v->detail,
+                       sizeof(v->detail)) != B10_OK)
+        return ask_no(v, ASK_WRONG_UID, B10_ERR_UNKNOWN_AGENT);
+    return B10_OK;
+}
+
+b10_status_t ask_admit_check(struct peer *peer, const B10__Peer__Check *check,
+                             struct ask_verdict *v)
+{
+    *v = (struct ask_verdict){ .why = ASK_ADMIT, .status = B10_OK };
+    b10_status_t status = ask_target(peer, check->dst_agent, check->dst_uid_known, check->dst_uid,
+                                     v);
+    if (status != B10_OK)
+        return status;
     size_t count = check->spans.len / SPAN_BYTES;
     size_t src_len = strnlen(check->src_agent, 256);
     if (check->spans.len % SPAN_BYTES != 0 || count == 0 || count > peer->d->cfg.max_spans ||
         src_len == 0 || src_len >= 256) {
-        peer->d->stats.peer_protocol_errors++;
-        ask_answer(peer, check->check_id, B10_ERR_PEER_PROTOCOL, "malformed check");
-        return;
+        snprintf(v->detail, sizeof(v->detail), "malformed check");
+        return ask_no(v, ASK_MALFORMED, B10_ERR_PEER_PROTOCOL);
     }
     /* Even whether memory is registered is the target's to tell only to ranks it admits. */
     struct access_origin origin;
     access_origin(&origin, peer, check->src_agent);
-    if (access_spans(target, &origin, ACCESS_CHECK, check->spans.data, count, false, NULL, detail,
-                     sizeof(detail)) != B10_OK) {
-        ask_answer(peer, check->check_id, B10_ERR_PERMISSION, detail);
-        return;
-    }
+    if (access_spans(v->target, &origin, ACCESS_CHECK, check->spans.data, count, false, NULL,
+                     v->detail, sizeof(v->detail)) != B10_OK)
+        return ask_no(v, ASK_NOT_GRANTED, B10_ERR_PERMISSION);
     for (size_t i = 0; i < count; i++) {
         uint64_t addr = frame_get_u64(check->spans.data + i * SPAN_BYTES);
         uint64_t len = frame_get_u64(check->spans.data + i * SPAN_BYTES + 8);
         if (len == 0 || addr + len < addr ||
-            mem_table_walk(&target->mem, addr, len, ask_check_emit, NULL) != B10_OK) {
-            snprintf(detail, sizeof(detail), "span %zu (0x%" PRIx64 "+%" PRIu64 ") lies outside "
-                     "%.100s's registered memory", i, addr, len, target->agent);
-            ask_answer(peer, check->check_id, B10_ERR_REMOTE_REJECTED, detail);
-            return;
+            mem_table_walk(&v->target->mem, addr, len, ask_check_emit, NULL) != B10_OK) {
+            snprintf(v->detail, sizeof(v->detail), "span %zu (0x%" PRIx64 "+%" PRIu64 ") lies "
+                     "outside %.100s's registered memory", i, addr, len, v->target->agent);
+            return ask_no(v, ASK_OUTSIDE_MEM, B10_ERR_REMOTE_REJECTED);
         }
     }
-    ask_answer(peer, check->check_id, B10_OK, "");
+    return B10_OK;
+}
+
+void ask_on_check(struct peer *peer, const B10__Peer__Check *check)
+{
+    struct ask_verdict v;
+    b10_status_t status = ask_admit_check(peer, check, &v);
+
+    if (status == B10_ERR_PEER_PROTOCOL)
+        peer->d->stats.peer_protocol_errors++;
+    ask_answer(peer, check->check_id, status, v.detail);
+}
+
+b10_status_t ask_admit_notify(struct peer *peer, const B10__Peer__Notify *notify,
+                              struct ask_verdict *v)
+{
+    *v = (struct ask_verdict){ .why = ASK_ADMIT, .status = B10_OK };
+    if (notify->message.len > B10_SYNC_MSG_MAX || strnlen(notify->src_agent, 256) >= 256) {
+        snprintf(v->detail, sizeof(v->detail), "malformed notify");
+        return ask_no(v, ASK_MALFORMED, B10_ERR_PEER_PROTOCOL);
+    }
+    b10_status_t status = ask_target(peer, notify->dst_agent, notify->dst_uid_known,
+                                     notify->dst_uid, v);
+    if (status != B10_OK)
+        return status;
+    if (notify->src_agent[0] == '\0') {
+        snprintf(v->detail, sizeof(v->detail), "a notice names no sending rank");
+        return ask_no(v, ASK_NOT_GRANTED, B10_ERR_PERMISSION);
+    }
+    struct access_origin origin;
+    access_origin(&origin, peer, notify->src_agent);
+    if (access_grant(v->target, &origin, ACCESS_NOTIFY, v->detail, sizeof(v->detail)) ==
+        ACCESS_REFUSED)
+        return ask_no(v, ASK_NOT_GRANTED, B10_ERR_PERMISSION);
+    if (!rank_notice_room(peer->d, v->target, notify->message.len)) {
+        snprintf(v->detail, sizeof(v->detail), "notices for '%.200s' wait unread "
+                 "(--max-notice-bytes)", notify->dst_agent);
+        return ask_no(v, ASK_NOTICES_FULL, B10_ERR_BUSY);
+    }
+    return B10_OK;
 }
 
 void ask_on_notify(struct peer *peer, const B10__Peer__Notify *notify)
 {
-    struct session *target = rank_find(peer->d, notify->dst_agent);
-    char detail[256];
+    struct ask_verdict v;
+    b10_status_t status = ask_admit_notify(peer, notify, &v);
 
-    if (notify->message.len > B10_SYNC_MSG_MAX || strnlen(notify->src_agent, 256) >= 256) {
+    if (status == B10_ERR_PEER_PROTOCOL)
         peer->d->stats.peer_protocol_errors++;
-        ask_answer(peer, notify->notify_id, B10_ERR_PEER_PROTOCOL, "malformed notify");
-        return;
-    }
-    if (target == NULL) {
-        snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node", notify->dst_agent);
-        ask_answer(peer, notify->notify_id, B10_ERR_UNKNOWN_AGENT, detail);
-        return;
-    }
-    if (rank_uid_check(peer->d, target, notify->dst_agent, notify->dst_uid_known, notify->dst_uid,
-                       detail, sizeof(detail)) != B10_OK) {
-        log_info("peer %s: refusing a notice for %s: %s", peer->name, notify->dst_agent, detail);
-        ask_answer(peer, notify->notify_id, B10_ERR_UNKNOWN_AGENT, detail);
-        return;
-    }
-    struct access_origin origin;
-    access_origin(&origin, peer, notify->src_agent);
-    if (strnlen(notify->src_agent, 256) == 0 ||
-        access_grant(target, &origin, ACCESS_NOTIFY, detail, sizeof(detail)) == ACCESS_REFUSED) {
-        if (notify->src_agent[0] == '\0')
-            snprintf(detail, sizeof(detail), "a notice names no sending rank");
-        ask_answer(peer, notify->notify_id, B10_ERR_PERMISSION, detail);
-        return;
-    }
-    if (!rank_notice_room(peer->d, target, notify->message.len)) {
-        snprintf(detail, sizeof(detail), "notices for '%.200s' wait unread (--max-notice-bytes)",
-                 notify->dst_agent);
-        peer_refused(peer, "a notice", detail);
-        ask_answer(peer, notify->notify_id, B10_ERR_BUSY, detail);
-        return;
-    }
-    rank_notice(peer->d, target, notify->src_agent, notify->message.data, notify->message.len);
-    ask_answer(peer, notify->notify_id, B10_OK, "");
+    else if (v.why == ASK_WRONG_UID)
+        log_info("peer %s: refusing a notice for %s: %s", peer->name, notify->dst_agent, v.detail);
+    else if (v.why == ASK_NOTICES_FULL)
+        peer_refused(peer, "a notice", v.detail);
+    else if (status == B10_OK)
+        rank_notice(peer->d, v.target, notify->src_agent, notify->message.data,
+                    notify->message.len);
+    ask_answer(peer, notify->notify_id, status, v.detail);
 }

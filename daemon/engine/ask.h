@@ -59,4 +59,33 @@ void ask_detach(struct ask *a);
 void ask_on_check(struct peer *peer, const struct B10__Peer__Check *check);
 void ask_on_notify(struct peer *peer, const struct B10__Peer__Notify *notify);
 
+/*
+ * What those answer, decided apart from answering: ask_admit_check and
+ * ask_admit_notify count, log, send and deliver nothing; ask_on_check and
+ * ask_on_notify then do. The rule that refused, in the order asked:
+ */
+enum ask_why {
+    ASK_ADMIT,
+    ASK_MALFORMED,              /* Check: spans not whole, none or past --max-spans, or no
+                                 * sending rank's name; Notify: past B10_SYNC_MSG_MAX, or a
+                                 * sending rank's name of 256+ bytes */
+    ASK_NO_RANK,                /* no rank of that name here */
+    ASK_WRONG_UID,              /* its name held by another uid than the descriptor's */
+    ASK_NOT_GRANTED,            /* the target's leave missing (access.h); a notice of no sender */
+    ASK_OUTSIDE_MEM,            /* Check: a span outside the target's registrations */
+    ASK_NOTICES_FULL,           /* Notify: the target's unread notices (--max-notice-bytes) */
+};
+
+struct ask_verdict {
+    enum ask_why why;
+    b10_status_t status;        /* the Result's status; B10_OK: yes (Check), delivered (Notify) */
+    char detail[256];           /* the Result's detail: why, or "" */
+    struct session *target;     /* admitted: the rank asked about or told */
+};
+
+b10_status_t ask_admit_check(struct peer *peer, const struct B10__Peer__Check *check,
+                             struct ask_verdict *v);
+b10_status_t ask_admit_notify(struct peer *peer, const struct B10__Peer__Notify *notify,
+                              struct ask_verdict *v);
+
 #endif

@@ -16,6 +16,7 @@
 
 #include "xfer.h"
 
+#include "access.h"
 #include "b10.pb-c.h"
 #include "copy.h"
 #include "frame.h"
@@ -256,6 +257,51 @@ void xfer_send_on_result(void *arg, b10_status_t status, size_t length);
 
 void xfer_recv_begin(struct xfer *x);
 void xfer_recv_pump(struct xfer *x);
+
+/*
+ * The admission of a CONTROL (xfer_recv_admit) in two: xfer_recv_check
+ * decides, and counts, logs, sends and holds nothing but the plan it
+ * decoded; xfer_recv_admit then refuses (counts, logs, sends the RESULT) or
+ * makes the transfer. The rule that refused, in the order they are asked:
+ */
+enum xfer_recv_why {
+    XR_ADMIT,
+    XR_MALFORMED,               /* another link's generation, or a rank name of 0 or 256+ bytes */
+    XR_NO_RANK,                 /* no rank of that name here */
+    XR_WRONG_UID,               /* its name held by another uid than the descriptor's */
+    XR_NO_READ,                 /* a write-back no READ of the rank waits for */
+    XR_NOT_GRANTED,             /* the target's leave missing (access.h), or a notice unpaired */
+    XR_DRAINING,                /* this daemon is stopping */
+    XR_QUARANTINE_FULL,         /* this daemon's quarantine past --quarantine-budget */
+    XR_PEER_LIMITS,             /* the peer's share (xfer_peer_limits) */
+    XR_NOTICES_FULL,            /* the target's unread notices (--max-notice-bytes) */
+    XR_BAD_PIECES,              /* the pieces do not decode (plan_decode*) */
+    XR_HELD_LIMITS,             /* the peer's share, slots charged as full pieces */
+    XR_OUTSIDE_READ,            /* a write-back beyond what its READ asked for */
+    XR_NOT_OPEN,                /* open regions only, and a piece beyond them */
+    XR_OUTSIDE_DST,             /* a piece outside the target's regions, or in a stuck one */
+};
+
+struct xfer_recv_verdict {
+    enum xfer_recv_why why;
+    b10_status_t status;        /* the RESULT's status when refused; B10_OK: admit */
+    char detail[256];           /* refused: why, for the log and the RESULT */
+    /* Admitted: */
+    struct session *target;     /* the rank written into */
+    struct xfer *parent;        /* the READ a write-back serves, or NULL */
+    struct access_origin origin;
+    enum access_grant grant;
+    struct plan *plan;          /* decoded: the caller's to keep or free */
+    size_t held;                /* CONTROL bytes charged to the peer (xfer_recv_check_plan) */
+};
+
+/*
+ * Decide whether peer's CONTROL of length bytes may become a transfer:
+ * B10_OK with v's plan (the caller's), or the status a refusal sends and
+ * v's why and detail; a refusal leaves no plan.
+ */
+b10_status_t xfer_recv_check(struct peer *peer, const B10__Peer__Control *control, size_t length,
+                             struct xfer_recv_verdict *v);
 
 /* ---------------------------------------------------------------- xfer-read.c */
 

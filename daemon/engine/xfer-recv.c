@@ -208,6 +208,166 @@ static void xfer_recv_on_cancel(void *arg, b10_status_t status, size_t length)
               b10_status_name(reason));
 }
 
+/* ---------------------------------------------------------------- admission: what it decides */
+
+/* v refused for why, with status; the rule has written v->detail. */
+static b10_status_t xfer_recv_no(struct xfer_recv_verdict *v, enum xfer_recv_why why,
+                                 b10_status_t status)
+{
+    v->why = why;
+    v->status = status;
+    return status;
+}
+
+/*
+ * Who sends, into whom, and whether this daemon and the peer's share have
+ * room for one more: every rule but those of the pieces. Sets v's target,
+ * parent, origin and grant as it goes.
+ */
+static b10_status_t xfer_recv_check_who(struct peer *peer, const B10__Peer__Control *control,
+                                        size_t length, struct xfer_recv_verdict *v)
+{
+    struct b10d *d = peer->d;
+    b10_status_t status;
+
+    if (control->gen != peer->in.tags.gen || !xfer_name_ok(control->dst_agent) ||
+        !xfer_name_ok(control->src_agent)) {
+        snprintf(v->detail, sizeof(v->detail), "CONTROL header malformed");
+        return xfer_recv_no(v, XR_MALFORMED, B10_ERR_PEER_PROTOCOL);
+    }
+    if ((v->target = rank_find(d, control->dst_agent)) == NULL) {
+        snprintf(v->detail, sizeof(v->detail), "no rank named '%.200s' on the remote node",
+                 control->dst_agent);
+        return xfer_recv_no(v, XR_NO_RANK, B10_ERR_UNKNOWN_AGENT);
+    }
+    if (rank_uid_check(d, v->target, control->dst_agent, control->dst_uid_known, control->dst_uid,
+                       v->detail, sizeof(v->detail)) != B10_OK)
+        return xfer_recv_no(v, XR_WRONG_UID, B10_ERR_UNKNOWN_AGENT);
+    /* A write-back lands only for a READ of that rank still waiting for it from that peer. */
+    if (control->read_id != 0 &&
+        (v->parent = xfer_read_waiting(d, peer, v->target, control->read_id)) == NULL) {
+        snprintf(v->detail, sizeof(v->detail), "no READ waits for this write-back");
+        return xfer_recv_no(v, XR_NO_READ, B10_ERR_CANCELLED);
+    }
+    /* A write-back lands for the target's own READ; anything else needs the target's leave. */
+    access_origin(&v->origin, peer, control->src_agent);
+    if (v->parent == NULL &&
+        ((v->grant = access_grant(v->target, &v->origin, ACCESS_WRITE, v->detail,
+                                  sizeof(v->detail))) == ACCESS_REFUSED ||
+         (v->grant == ACCESS_OPEN_ONLY && control->sync_msg.len > 0 &&
+          access_notice_refused(v->target, &v->origin, v->detail, sizeof(v->detail)) != B10_OK)))
+        return xfer_recv_no(v, XR_NOT_GRANTED, B10_ERR_PERMISSION);
+    if (d->stopping) {
+        snprintf(v->detail, sizeof(v->detail),
+                 "the remote daemon is draining: it admits no new transfers");
+        return xfer_recv_no(v, XR_DRAINING, B10_ERR_DRAINING);
+    }
+    if (quarantine_bytes(d->quarantine) > d->cfg.quarantine_budget) {
+        snprintf(v->detail, sizeof(v->detail),
+                 "the remote daemon's quarantined staging exceeds its budget");
+        return xfer_recv_no(v, XR_QUARANTINE_FULL, B10_ERR_STAGING_EXHAUSTED);
+    }
+    status = xfer_peer_limits(peer, control->deadline_ms, length, v->detail, sizeof(v->detail));
+    if (status != B10_OK)
+        return xfer_recv_no(v, XR_PEER_LIMITS, status);
+    if (v->parent == NULL && control->sync_msg.len > 0 &&
+        !rank_notice_room(d, v->target, control->sync_msg.len)) {
+        snprintf(v->detail, sizeof(v->detail), "notices for '%.200s' wait unread "
+                 "(--max-notice-bytes)", control->dst_agent);
+        return xfer_recv_no(v, XR_NOTICES_FULL, B10_ERR_BUSY);
+    }
+    return B10_OK;
+}
+
+/* CONTROL's pieces into a plan: the full form or the compact one (slots), never both. */
+static b10_status_t xfer_recv_decode(struct b10d *d, const B10__Peer__Control *control,
+                                     struct plan **plan_p, char *detail, size_t detail_len)
+{
+    /* As many pieces (or slots) either way: a plan as large at most. */
+    uint64_t max_pieces = d->cfg.max_control_bytes / SPAN_BYTES;
+
+    if (control->slot_len != 0 && control->pieces.len != 0) {
+        snprintf(detail, detail_len, "control carries its pieces both whole and as slots");
+        return B10_ERR_PEER_PROTOCOL;
+    }
+    if (control->slot_len != 0) {
+        const struct plan_slots slots = { control->slot_base, control->slot_len,
+                                          control->slots.data, control->slots.len };
+        return plan_decode_slots(control->chunk_pieces.data, control->chunk_pieces.len, &slots,
+                                 control->nchunks, control->total_bytes,
+                                 staging_view_bytes(d->staging), max_pieces, plan_p, detail,
+                                 detail_len);
+    }
+    if (control->slots.len != 0) {
+        snprintf(detail, detail_len, "control carries slots of no length");
+        return B10_ERR_PEER_PROTOCOL;
+    }
+    return plan_decode(control->chunk_pieces.data, control->chunk_pieces.len,
+                       control->pieces.data, control->pieces.len, control->nchunks,
+                       control->total_bytes, staging_view_bytes(d->staging), max_pieces, plan_p,
+                       detail, detail_len);
+}
+
+/*
+ * The pieces: decoded, charged as held, inside what the READ a write-back
+ * serves asked for, and inside the target's registrations (open ones, if
+ * that is all the origin may reach). Sets v->plan and v->held when admitted.
+ */
+static b10_status_t xfer_recv_check_plan(struct peer *peer, const B10__Peer__Control *control,
+                                         size_t length, struct xfer_recv_verdict *v)
+{
+    struct plan *plan = NULL;
+    b10_status_t status = xfer_recv_decode(peer->d, control, &plan, v->detail, sizeof(v->detail));
+
+    if (status != B10_OK)
+        return xfer_recv_no(v, XR_BAD_PIECES, status);
+    /*
+     * What the transfer holds here is charged as the full form of its pieces would be: a
+     * slot is 4 bytes on the wire but a piece of 24 in the plan, and charged by its wire
+     * bytes a peer could make the daemon hold four times what --max-peer-control allows.
+     */
+    v->held = length;
+    if (control->slot_len != 0) {
+        v->held = length - control->slots.len + (size_t)plan->npieces * SPAN_BYTES;
+        if (v->held > length &&
+            (status = xfer_peer_limits(peer, control->deadline_ms, v->held, v->detail,
+                                       sizeof(v->detail))) != B10_OK) {
+            plan_free(plan);
+            return xfer_recv_no(v, XR_HELD_LIMITS, status);
+        }
+    }
+    /* A write-back writes what its READ asked for, no more: the same bytes, into the READ's spans. */
+    if (v->parent != NULL && !plan_covers(v->parent->plan, plan)) {
+        plan_free(plan);
+        snprintf(v->detail, sizeof(v->detail),
+                 "the write-back writes outside what its READ asked for");
+        return xfer_recv_no(v, XR_OUTSIDE_READ, B10_ERR_PEER_PROTOCOL);
+    }
+    if (v->grant == ACCESS_OPEN_ONLY &&
+        (status = access_plan_open(v->target, &v->origin, plan, v->detail,
+                                   sizeof(v->detail))) != B10_OK) {
+        plan_free(plan);
+        return xfer_recv_no(v, XR_NOT_OPEN, status);
+    }
+    status = xfer_check_dst(plan, &v->target->mem, NULL, v->detail, sizeof(v->detail));
+    if (status != B10_OK) {
+        plan_free(plan);
+        return xfer_recv_no(v, XR_OUTSIDE_DST, status);
+    }
+    v->plan = plan;
+    return B10_OK;
+}
+
+b10_status_t xfer_recv_check(struct peer *peer, const B10__Peer__Control *control, size_t length,
+                             struct xfer_recv_verdict *v)
+{
+    *v = (struct xfer_recv_verdict){ .why = XR_ADMIT, .status = B10_OK, .grant = ACCESS_FULL };
+    b10_status_t status = xfer_recv_check_who(peer, control, length, v);
+    return status != B10_OK ? status : xfer_recv_check_plan(peer, control, length, v);
+}
+
+/* ---------------------------------------------------------------- admission: what it does */
+
 /* Refuse a CONTROL without creating a transfer: a RESULT on the transfer's tag. */
 static void xfer_recv_refuse(struct peer *peer, const B10__Peer__Control *control, b10_status_t status,
                         const char *detail)
@@ -217,138 +377,75 @@ static void xfer_recv_refuse(struct peer *peer, const B10__Peer__Control *contro
     peer_send_result(peer, peer->in.tags.gen, control->xfer_id, status, detail);
 }
 
-void xfer_recv_admit(struct peer *peer, const B10__Peer__Control *control, size_t length)
+/* A refused CONTROL: what its rule counts and logs, then the RESULT that says why. */
+static void xfer_recv_refused(struct peer *peer, const B10__Peer__Control *control,
+                              const struct xfer_recv_verdict *v)
+{
+    if (v->status == B10_ERR_PEER_PROTOCOL)
+        peer->d->stats.peer_protocol_errors++;
+    if (v->why == XR_WRONG_UID)
+        log_info("peer %s: refusing a transfer into %s: %s", peer->name, control->dst_agent,
+                 v->detail);
+    else if (v->why == XR_PEER_LIMITS || v->why == XR_HELD_LIMITS)
+        peer_refused(peer, "a transfer", v->detail);
+    else if (v->why == XR_NOTICES_FULL)
+        peer_refused(peer, "a transfer's sync message", v->detail);
+    xfer_recv_refuse(peer, control, v->status, v->detail);
+}
+
+/* Register every tag of x before posting any receive: a collision fails x loudly (false). */
+static bool xfer_recv_register_tags(struct xfer *x)
+{
+    struct tags *tags = x->d->tags;
+    uint64_t cancel_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_CANCEL);
+    b10_status_t st = tags_register(tags, cancel_tag, x);
+    uint32_t registered = 0;
+
+    while (st == B10_OK && registered < x->plan->nchunks) {
+        st = tags_register(tags, tags_derive(&x->link, x->id, registered, TAG_KIND_DATA), x);
+        if (st == B10_OK)
+            registered++;
+    }
+    if (st != B10_OK) {
+        /* Undo ours; the colliding tag is someone else's and stays. */
+        for (uint32_t c = 0; c < registered; c++)
+            tags_unregister(tags, tags_derive(&x->link, x->id, c, TAG_KIND_DATA));
+        if (tags_lookup(tags, cancel_tag) == x)
+            tags_unregister(tags, cancel_tag);
+        xfer_fail(x, st, "registering the transfer's tags: %s", tags_strerror(st));
+        return false;
+    }
+    x->tags_registered = true;
+    return true;
+}
+
+/* The sync message a transfer delivers when it lands, reserved in its rank's notices; false: x failed. */
+static bool xfer_recv_keep_sync(struct xfer *x, const B10__Peer__Control *control)
+{
+    if (control->sync_msg.len > B10_SYNC_MSG_MAX) {
+        x->d->stats.peer_protocol_errors++;
+        xfer_fail(x, B10_ERR_PEER_PROTOCOL, "sync message of %zu bytes", control->sync_msg.len);
+        return false;
+    }
+    if (xfer_set_sync(x, control->sync_msg.data, control->sync_msg.len) != B10_OK) {
+        xfer_fail(x, B10_ERR_NO_MEMORY, "no memory for the sync message");
+        return false;
+    }
+    x->notice_reserved = control->sync_msg.len;
+    rank_notice_reserve(x->d, x->session, x->notice_reserved);
+    return true;
+}
+
+/*
+ * An admitted CONTROL becomes a transfer, with v's plan: charged to its
+ * peer, its tags registered, the CANCEL's receive posted; then its window
+ * and READY (xfer_recv_begin).
+ */
+static void xfer_recv_start(struct peer *peer, const B10__Peer__Control *control,
+                            const struct xfer_recv_verdict *v, uint64_t arrived_ns)
 {
     struct b10d *d = peer->d;
-    struct plan *plan = NULL;
-    char detail[256] = "";
-    b10_status_t status;
-    uint64_t arrived_ns = uv_hrtime();
-
-    if (control->gen != peer->in.tags.gen || !xfer_name_ok(control->dst_agent) ||
-        !xfer_name_ok(control->src_agent)) {
-        d->stats.peer_protocol_errors++;
-        xfer_recv_refuse(peer, control, B10_ERR_PEER_PROTOCOL, "CONTROL header malformed");
-        return;
-    }
-    struct session *target = rank_find(d, control->dst_agent);
-    if (target == NULL) {
-        snprintf(detail, sizeof(detail), "no rank named '%.200s' on the remote node",
-                 control->dst_agent);
-        xfer_recv_refuse(peer, control, B10_ERR_UNKNOWN_AGENT, detail);
-        return;
-    }
-    if (rank_uid_check(d, target, control->dst_agent, control->dst_uid_known, control->dst_uid,
-                       detail, sizeof(detail)) != B10_OK) {
-        log_info("peer %s: refusing a transfer into %s: %s", peer->name, control->dst_agent, detail);
-        xfer_recv_refuse(peer, control, B10_ERR_UNKNOWN_AGENT, detail);
-        return;
-    }
-    /* A write-back lands only for a READ of that rank still waiting for it from that peer. */
-    struct xfer *parent = NULL;
-    if (control->read_id != 0) {
-        parent = xfer_read_waiting(d, peer, target, control->read_id);
-        if (parent == NULL) {
-            xfer_recv_refuse(peer, control, B10_ERR_CANCELLED, "no READ waits for this write-back");
-            return;
-        }
-    }
-    /* A write-back lands for the target's own READ; anything else needs the target's leave. */
-    struct access_origin origin;
-    enum access_grant grant = ACCESS_FULL;
-    access_origin(&origin, peer, control->src_agent);
-    if (parent == NULL &&
-        ((grant = access_grant(target, &origin, ACCESS_WRITE, detail, sizeof(detail))) == ACCESS_REFUSED ||
-         (grant == ACCESS_OPEN_ONLY && control->sync_msg.len > 0 &&
-          access_notice_refused(target, &origin, detail, sizeof(detail)) != B10_OK))) {
-        xfer_recv_refuse(peer, control, B10_ERR_PERMISSION, detail);
-        return;
-    }
-    if (d->stopping) {
-        xfer_recv_refuse(peer, control, B10_ERR_DRAINING,
-                    "the remote daemon is draining: it admits no new transfers");
-        return;
-    }
-    if (quarantine_bytes(d->quarantine) > d->cfg.quarantine_budget) {
-        xfer_recv_refuse(peer, control, B10_ERR_STAGING_EXHAUSTED,
-                    "the remote daemon's quarantined staging exceeds its budget");
-        return;
-    }
-    if ((status = xfer_peer_limits(peer, control->deadline_ms, length, detail, sizeof(detail))) != B10_OK) {
-        peer_refused(peer, "a transfer", detail);
-        xfer_recv_refuse(peer, control, status, detail);
-        return;
-    }
-    if (parent == NULL && control->sync_msg.len > 0 &&
-        !rank_notice_room(d, target, control->sync_msg.len)) {
-        snprintf(detail, sizeof(detail), "notices for '%.200s' wait unread (--max-notice-bytes)",
-                 control->dst_agent);
-        peer_refused(peer, "a transfer's sync message", detail);
-        xfer_recv_refuse(peer, control, B10_ERR_BUSY, detail);
-        return;
-    }
-    /* As many pieces (or slots) either way: a plan as large at most. */
-    uint64_t max_pieces = d->cfg.max_control_bytes / SPAN_BYTES;
-    if (control->slot_len != 0 && control->pieces.len != 0) {
-        snprintf(detail, sizeof(detail), "control carries its pieces both whole and as slots");
-        status = B10_ERR_PEER_PROTOCOL;
-    } else if (control->slot_len != 0) {
-        const struct plan_slots slots = { control->slot_base, control->slot_len,
-                                          control->slots.data, control->slots.len };
-        status = plan_decode_slots(control->chunk_pieces.data, control->chunk_pieces.len, &slots,
-                                   control->nchunks, control->total_bytes,
-                                   staging_view_bytes(d->staging), max_pieces, &plan, detail,
-                                   sizeof(detail));
-    } else {
-        status = control->slots.len == 0
-                     ? plan_decode(control->chunk_pieces.data, control->chunk_pieces.len,
-                                   control->pieces.data, control->pieces.len, control->nchunks,
-                                   control->total_bytes, staging_view_bytes(d->staging),
-                                   max_pieces, &plan, detail, sizeof(detail))
-                     : B10_ERR_PEER_PROTOCOL;
-        if (control->slots.len != 0)
-            snprintf(detail, sizeof(detail), "control carries slots of no length");
-    }
-    /*
-     * What the transfer holds here is charged as the full form of its pieces would be: a
-     * slot is 4 bytes on the wire but a piece of 24 in the plan, and charged by its wire
-     * bytes a peer could make the daemon hold four times what --max-peer-control allows.
-     */
-    size_t held = length;
-    if (status == B10_OK && control->slot_len != 0) {
-        held = length - control->slots.len + (size_t)plan->npieces * SPAN_BYTES;
-        if (held > length &&
-            (status = xfer_peer_limits(peer, control->deadline_ms, held, detail, sizeof(detail))) != B10_OK) {
-            plan_free(plan);
-            peer_refused(peer, "a transfer", detail);
-            xfer_recv_refuse(peer, control, status, detail);
-            return;
-        }
-    }
-    if (status != B10_OK) {
-        if (status == B10_ERR_PEER_PROTOCOL)
-            d->stats.peer_protocol_errors++;
-        xfer_recv_refuse(peer, control, status, detail);
-        return;
-    }
-    /* A write-back writes what its READ asked for, no more: the same bytes, into the READ's spans. */
-    if (parent != NULL && !plan_covers(parent->plan, plan)) {
-        plan_free(plan);
-        d->stats.peer_protocol_errors++;
-        xfer_recv_refuse(peer, control, B10_ERR_PEER_PROTOCOL,
-                    "the write-back writes outside what its READ asked for");
-        return;
-    }
-    /* Every destination byte inside the target's registrations (open ones, if that is all it may reach). */
-    status = grant == ACCESS_OPEN_ONLY ? access_plan_open(target, &origin, plan, detail, sizeof(detail))
-                                       : B10_OK;
-    if (status == B10_OK)
-        status = xfer_check_dst(plan, &target->mem, NULL, detail, sizeof(detail));
-    if (status != B10_OK) {
-        plan_free(plan);
-        xfer_recv_refuse(peer, control, status, detail);
-        return;
-    }
+    struct plan *plan = v->plan;
     uint32_t budget = control->deadline_ms < d->cfg.max_deadline_ms ? control->deadline_ms
                                                                     : d->cfg.max_deadline_ms;
     /* Not silently: the sender's deadline was its daemon's to allow, the fence here is ours. */
@@ -356,77 +453,60 @@ void xfer_recv_admit(struct peer *peer, const B10__Peer__Control *control, size_
         log_info("transfer %016" PRIx64 " from %s: its %u ms left are capped to this daemon's "
                  "--max-deadline-ms %u", control->xfer_id, peer->name, control->deadline_ms, budget);
     struct xfer *x = xfer_new(d, XFER_RECV, control->xfer_id, budget ? budget : 1);
-    if (x != NULL)
-        xfer_trace_begin(x, arrived_ns);
     if (x == NULL) {
         plan_free(plan);
         xfer_recv_refuse(peer, control, B10_ERR_NO_MEMORY, "no memory for the transfer");
         return;
     }
+    xfer_trace_begin(x, arrived_ns);
     x->plan = plan;
     x->peer = peer;
     peer_hold(peer);
     x->link = peer->in.tags;
-    x->session = target;
-    x->uid = target->uid;
-    x->open_only = grant == ACCESS_OPEN_ONLY;
+    x->session = v->target;
+    x->uid = v->target->uid;
+    x->open_only = v->grant == ACCESS_OPEN_ONLY;
     snprintf(x->local_agent, sizeof(x->local_agent), "%s", control->dst_agent);
     snprintf(x->remote_agent, sizeof(x->remote_agent), "%s", control->src_agent);
-    list_insert_tail(&target->targets, &x->session_node);
+    list_insert_tail(&v->target->targets, &x->session_node);
     list_insert_tail(&peer->xfers, &x->peer_user.node);
     x->admitted = true;
-    x->control_bytes = held;
+    x->control_bytes = v->held;
     peer->in_xfers++;
-    peer->control_held += held;
-    d->control_held += held;
+    peer->control_held += v->held;
+    d->control_held += v->held;
     x->reserve_bytes = (uint64_t)(plan->nchunks < x->nslots ? plan->nchunks : x->nslots) *
                        staging_view_bytes(d->staging);
     x->state = XFER_QUEUED;
     d->stats.xfers_received++;
-    if (parent != NULL) {
+    if (v->parent != NULL) {
         x->read.id = control->read_id;
-        x->read.parent = parent;
-        parent->read.child = x;
-    } else if (control->sync_msg.len > 0) {
-        if (control->sync_msg.len > B10_SYNC_MSG_MAX) {
-            d->stats.peer_protocol_errors++;
-            xfer_fail(x, B10_ERR_PEER_PROTOCOL, "sync message of %zu bytes", control->sync_msg.len);
-            return;
-        }
-        if (xfer_set_sync(x, control->sync_msg.data, control->sync_msg.len) != B10_OK) {
-            xfer_fail(x, B10_ERR_NO_MEMORY, "no memory for the sync message");
-            return;
-        }
-        x->notice_reserved = control->sync_msg.len;
-        rank_notice_reserve(d, target, x->notice_reserved);
-    }
-
-    /* Register every tag before posting any receive: a collision fails the transfer loudly. */
-    uint64_t cancel_tag = tags_derive(&x->link, x->id, 0, TAG_KIND_CANCEL);
-    b10_status_t st = tags_register(d->tags, cancel_tag, x);
-    uint32_t registered = 0;
-    while (st == B10_OK && registered < plan->nchunks) {
-        st = tags_register(d->tags, tags_derive(&x->link, x->id, registered, TAG_KIND_DATA), x);
-        if (st == B10_OK)
-            registered++;
-    }
-    if (st != B10_OK) {
-        /* Undo ours; the colliding tag is someone else's and stays. */
-        for (uint32_t c = 0; c < registered; c++)
-            tags_unregister(d->tags, tags_derive(&x->link, x->id, c, TAG_KIND_DATA));
-        if (tags_lookup(d->tags, cancel_tag) == x)
-            tags_unregister(d->tags, cancel_tag);
-        xfer_fail(x, st, "registering the transfer's tags: %s", tags_strerror(st));
+        x->read.parent = v->parent;
+        v->parent->read.child = x;
+    } else if (control->sync_msg.len > 0 && !xfer_recv_keep_sync(x, control)) {
         return;
     }
-    x->tags_registered = true;
-    if (!xfer_post_reply(x, cancel_tag, x->cancel_buf, sizeof(x->cancel_buf), xfer_recv_on_cancel,
-                         &x->cancel_op, "CANCEL"))
+    if (!xfer_recv_register_tags(x))
+        return;
+    if (!xfer_post_reply(x, tags_derive(&x->link, x->id, 0, TAG_KIND_CANCEL), x->cancel_buf,
+                         sizeof(x->cancel_buf), xfer_recv_on_cancel, &x->cancel_op, "CANCEL"))
         return;
     log_debug("transfer %016" PRIx64 " from %s admitted into %s: %u chunks, %" PRIu64 " bytes",
               x->id, x->remote_agent, x->local_agent, plan->nchunks, plan->total);
     xfer_trace(x, XS_ADMITTED);
     xfer_recv_begin(x);
+}
+
+/* The peer hook of a CONTROL: decided (xfer_recv_check), then refused or started. */
+void xfer_recv_admit(struct peer *peer, const B10__Peer__Control *control, size_t length)
+{
+    uint64_t arrived_ns = uv_hrtime();
+    struct xfer_recv_verdict v;
+
+    if (xfer_recv_check(peer, control, length, &v) != B10_OK)
+        xfer_recv_refused(peer, control, &v);
+    else
+        xfer_recv_start(peer, control, &v, arrived_ns);
 }
 
 /* ---------------------------------------------------------------- its end (xfer_role_ops) */
@@ -487,7 +567,7 @@ static void xfer_recv_report(struct xfer *x, b10_status_t cause)
     }
 }
 
-/* The CANCEL's, and one a chunk's DATA (xfer_recv_admit). */
+/* The CANCEL's, and one a chunk's DATA (xfer_recv_register_tags). */
 static void xfer_recv_each_tag(struct xfer *x, void (*fn)(struct xfer *x, uint64_t tag))
 {
     fn(x, tags_derive(&x->link, x->id, 0, TAG_KIND_CANCEL));
