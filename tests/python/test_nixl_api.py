@@ -657,18 +657,24 @@ def test_post_hands_the_picked_rows_to_b10(daemons, agents, monkeypatch) -> None
         seen.append((op, local.dtype, local.shape, local.tolist(), remote.tolist(), name, sync))
         raise b10.B10Error(b10._lib.B10_ERR_UNSUPPORTED, "intercepted", "submit")
 
-    def submit_picked(op, local, li, remote, ri, name, sync, deadline_ms, lgrid, rgrid):
+    def prepare_picked(op, local, li, remote, ri, name, deadline_ms, lgrid, rgrid):
         # The whole prepared lists go as they lie, with int64 indices: libb10 picks the rows.
-        # Lists that are grids go as grids too, each row what the grid computes for it.
+        # Lists that are grids go as grids too (laid out once, with their list), each row
+        # what the grid computes for it.
         assert li.dtype == ri.dtype == np.int64 and li.flags["C_CONTIGUOUS"]
         for table, grid, idx in ((local, lgrid, li), (remote, rgrid, ri)):
-            assert grid is not None         # two rows a stride apart: a grid
-            bases, per_base, stride, length = grid
+            assert isinstance(grid, b10.agent.PreparedGrid)   # two rows a stride apart
+            bases, per_base, stride, length = grid.grid
             rows = [(int(bases[k // per_base]) + (k % per_base) * stride, length) for k in idx]
             assert rows == [tuple(r) for r in table[idx].tolist()]
-        return submit(op, local[li], remote[ri], name, sync, deadline_ms)
+        return (op, local[li], remote[ri], name, deadline_ms)
+
+    def submit_prepared(prep, sync):
+        op, local, remote, name, deadline_ms = prep
+        return submit(op, local, remote, name, sync, deadline_ms)
     monkeypatch.setattr(s.agent._b10, "submit_span_tables", submit)
-    monkeypatch.setattr(s.agent._b10, "submit_picked", submit_picked)
+    monkeypatch.setattr(s.agent._b10, "prepare_picked", prepare_picked)
+    monkeypatch.setattr(s.agent._b10, "submit_prepared", submit_prepared)
     local = s.prep_xfer_dlist("NIXL_INIT_AGENT", [(sp, 4096, 0), (sp + 8192, 4096, 0)], "DRAM")
     remote = s.prep_xfer_dlist(peer, [(dp, 4096, 0), (dp + 4096, 4096, 0)], "VRAM")
     made = [s.make_prepped_xfer("WRITE", local, [1], remote, [0], notif_msg=b"n"),

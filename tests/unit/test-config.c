@@ -259,6 +259,7 @@ struct bound {
 static const struct bound bounds[] = {
     { "staging-bytes", true, 4 * MiB, 1024 * GiB },
     { "view-bytes", true, 64 * KiB, GiB },
+    { "eager-bytes", true, 0, GiB },
     { "max-in-flight", false, 1, 64 },
     { "wire-lanes", false, 0, 8 },
     { "deadline-ms", false, 1, 3600000 },

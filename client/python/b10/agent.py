@@ -132,10 +132,11 @@ class PreparedGrid:
     b10_span_grid_t once, for the many requests that pick rows of it (NIXL's prepared
     lists): submit_picked and prepare_picked take it where they take a grid."""
 
-    __slots__ = ("struct", "bases")
+    __slots__ = ("struct", "bases", "grid")
 
     def __init__(self, grid: Any, what: str = "grid"):
         self.struct, self.bases = _grid_struct("the", grid, what)
+        self.grid = grid        # (bases, per_base, stride, length), as given
 
 
 def _span_array(spans: List[Tuple[int, int]]) -> Tuple[Any, Any]:
