@@ -77,7 +77,6 @@ struct ipc_conn {
     bool paused;                /* its user waits on work off the loop: no frame is fed */
     bool in_ready;              /* in ipc.ready */
     struct list ready_node;
-    struct list dirty_node;     /* ipc.dirty while out holds what was not tried yet */
     struct ipc_budget budget;   /* of the turn being read: the frames' bytes and the work charged */
 };
 
@@ -96,15 +95,6 @@ struct ipc {
     struct list ready;          /* struct ipc_conn.ready_node: frames wait for the next turn */
     uv_idle_t resume;
     uv_timer_t sweep;           /* fresh connections past --hello-timeout-ms go */
-    /*
-     * What the loop sends a client in one turn goes out at the turn's end, in one
-     * write: a submit's answer after the transfer it starts is on its way (CONTROL
-     * out, a small local copy done), and together with a done notice that follows
-     * it at once. Each write wakes the rank; on a machine of few cores that wake-up
-     * may take the CPU from the loop before it sent CONTROL.
-     */
-    uv_prepare_t flusher;
-    struct list dirty;          /* struct ipc_conn.dirty_node */
 };
 
 static void ipc_conn_on_closed(uv_handle_t *handle)
@@ -127,7 +117,6 @@ static void ipc_conn_on_closed(uv_handle_t *handle)
 }
 
 static b10_status_t ipc_conn_flush(struct ipc_conn *c);
-static void ipc_on_reap(uv_idle_t *handle);
 
 static void ipc_conn_unfresh(struct ipc_conn *c)
 {
@@ -143,7 +132,6 @@ void ipc_conn_close(struct ipc_conn *c)
         return;
     list_remove(&c->node);
     list_remove(&c->ready_node);
-    list_remove(&c->dirty_node);
     c->in_ready = false;
     ipc_conn_unfresh(c);
     /* What is queued (replies, done notices) goes out as far as the socket takes it now. */
@@ -174,53 +162,12 @@ static void ipc_conn_events(struct ipc_conn *c)
     ipc_conn_want(c, (read ? UV_READABLE : 0) | (list_empty(&c->out) ? 0 : UV_WRITABLE));
 }
 
-/* Frames one write of a flush takes at most. */
-#define IPC_FLUSH_IOV 16
-
-/* The unsent rest of c's first frames, IPC_FLUSH_IOV at most, as iov. */
-static void ipc_conn_iov(struct ipc_conn *c, struct iovec *iov, int *n_p)
-{
-    struct list *pos;
-    int n = 0;
-
-    for (pos = c->out.next; pos != &c->out && n < IPC_FLUSH_IOV; pos = pos->next) {
-        struct ipc_out *o = list_entry(pos, struct ipc_out, node);
-        iov[n].iov_base = o->buf + o->done;
-        iov[n].iov_len = o->length - o->done;
-        n++;
-    }
-    *n_p = n;
-}
-
-/* n bytes of c's queue went out: the frames they finish go. */
-static void ipc_conn_sent(struct ipc_conn *c, size_t n)
-{
-    while (n > 0 && !list_empty(&c->out)) {
-        struct ipc_out *o = list_entry(c->out.next, struct ipc_out, node);
-        size_t take = o->length - o->done < n ? o->length - o->done : n;
-        o->done += take;
-        n -= take;
-        if (o->done < o->length)
-            break;
-        c->queued -= o->length;
-        if (o->notice)
-            c->notices -= o->length;
-        list_remove(&o->node);
-        free(o->buf);
-        free(o);
-    }
-}
-
-/* Write what the socket takes now, up to IPC_FLUSH_IOV frames a call; the rest waits for POLLOUT. */
+/* Write what the socket takes now; the rest waits for POLLOUT. */
 static b10_status_t ipc_conn_flush(struct ipc_conn *c)
 {
-    list_remove(&c->dirty_node);
     while (!list_empty(&c->out)) {
-        struct iovec iov[IPC_FLUSH_IOV];
-        int n_iov = 0;
-        ipc_conn_iov(c, iov, &n_iov);
-        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n_iov };
-        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        struct ipc_out *o = list_entry(c->out.next, struct ipc_out, node);
+        ssize_t n = send(c->fd, o->buf + o->done, o->length - o->done, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
@@ -228,25 +175,18 @@ static b10_status_t ipc_conn_flush(struct ipc_conn *c)
                 continue;
             return B10_ERR_CLIENT_GONE;
         }
-        ipc_conn_sent(c, (size_t)n);
+        o->done += (size_t)n;
+        if (o->done < o->length)
+            continue;
+        c->queued -= o->length;
+        if (o->notice)
+            c->notices -= o->length;
+        list_remove(&o->node);
+        free(o->buf);
+        free(o);
     }
     ipc_conn_events(c);
     return B10_OK;
-}
-
-/* The frames flushed this turn, or dropped with their client when the socket failed. */
-static void ipc_on_flush(uv_prepare_t *handle)
-{
-    struct ipc *ipc = handle->data;
-
-    while (!list_empty(&ipc->dirty)) {
-        struct ipc_conn *c = list_entry(ipc->dirty.next, struct ipc_conn, dirty_node);
-        if (ipc_conn_flush(c) != B10_OK && !c->doomed) {
-            c->doomed = true;
-            uv_idle_start(&ipc->reaper, ipc_on_reap);
-        }
-    }
-    uv_prepare_stop(handle);
 }
 
 static void ipc_on_reap(uv_idle_t *handle)
@@ -297,11 +237,7 @@ static b10_status_t ipc_queue(struct ipc_conn *c, uint8_t *frame, size_t length,
     c->queued += length;
     if (notice)
         c->notices += length;
-    if (list_empty(&c->dirty_node)) {
-        list_insert_tail(&c->ipc->dirty, &c->dirty_node);
-        uv_prepare_start(&c->ipc->flusher, ipc_on_flush);
-    }
-    return B10_OK;
+    return ipc_conn_flush(c);
 drop:
     free(frame);
     return B10_ERR_CLIENT_GONE;
@@ -627,7 +563,6 @@ static void ipc_on_accept(uv_poll_t *handle, int status, int events)
         c->fd = fd;
         list_init(&c->out);
         list_init(&c->ready_node);
-        list_init(&c->dirty_node);
         c->accepted_ms = d->now_ms(d);
         frame_reader_init(&c->reader, d->cfg.max_frame);
         c->pid = cred.pid;
@@ -652,7 +587,6 @@ static void ipc_lists_init(struct ipc *ipc)
     list_init(&ipc->conns);
     list_init(&ipc->fresh);
     list_init(&ipc->ready);
-    list_init(&ipc->dirty);
 }
 
 static void ipc_start(struct ipc *ipc)
@@ -662,8 +596,6 @@ static void ipc_start(struct ipc *ipc)
 
     uv_poll_init(d->loop, &ipc->poll, ipc->fd);
     uv_idle_init(d->loop, &ipc->reaper);
-    uv_prepare_init(d->loop, &ipc->flusher);
-    ipc->flusher.data = ipc;
     uv_idle_init(d->loop, &ipc->resume);
     uv_timer_init(d->loop, &ipc->sweep);
     ipc->poll.data = ipc->reaper.data = ipc->resume.data = ipc->sweep.data = ipc;
@@ -817,7 +749,6 @@ void ipc_destroy(struct ipc *ipc)
         ipc_conn_close(list_entry(pos, struct ipc_conn, node));
     if (!ipc->adopted)
         unlink(ipc->path);
-    uv_close((uv_handle_t *)&ipc->flusher, NULL);
     uv_close((uv_handle_t *)&ipc->reaper, NULL);
     uv_close((uv_handle_t *)&ipc->resume, NULL);
     uv_close((uv_handle_t *)&ipc->sweep, NULL);
