@@ -44,7 +44,17 @@
 #include <stdint.h>
 
 #include "b10/b10.h"
-#include "tags.h"
+
+/*
+ * What both ends know of a link: the tags of its transfers derive from it
+ * (tags_derive, mem/tags.h). Made here, where the link's keys are agreed.
+ */
+struct tag_link {
+    uint8_t key[16];
+    uint64_t sender_id;    /* daemon that opened the link and sends its transfers */
+    uint64_t receiver_id;
+    uint64_t gen;          /* endpoint generation of the link */
+};
 
 #define AUTH_KEY_BYTES 32
 #define AUTH_NONCE_BYTES 32             /* a handshake's fresh nonce (not the envelope's) */

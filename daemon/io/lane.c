@@ -16,7 +16,6 @@
 #include "cpuload.h"
 #include "log.h"
 #include "status.h"
-#include "tags.h"
 
 struct lane_ep {
     struct list node;           /* lane.eps while open */

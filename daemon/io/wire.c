@@ -10,7 +10,6 @@
 
 #include "cpuload.h"
 #include "lane.h"
-#include "tags.h"
 #include "wireaddr.h"
 
 /*

@@ -22,6 +22,12 @@
 #include "b10d.h"
 #include "wireaddr.h"
 
+/*
+ * Bit 63 of a peer tag: set for the control class (HELLO and CONTROL, which
+ * a receiver probes for), clear for everything else (mem/tags.h derives them).
+ */
+#define TAG_CLASS_CONTROL (UINT64_C(1) << 63)
+
 /* Data lanes a wire may have; its address (wireaddr.h) grows by one worker address for each. */
 #define WIRE_MAX_LANES WIREADDR_MAX_LANES
 

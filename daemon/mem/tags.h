@@ -21,8 +21,9 @@
 #include <stdint.h>
 
 #include "b10/b10.h"
+#include "auth.h"   /* struct tag_link: a link's identity and tag key */
+#include "wire.h"   /* TAG_CLASS_CONTROL: the class the wire probes for */
 
-#define TAG_CLASS_CONTROL (UINT64_C(1) << 63)
 /* HELLO and HEARTBEAT are the tags known before, or without, a link. */
 #define TAG_HELLO (TAG_CLASS_CONTROL | UINT64_C(0x6231306468656c6f))       /* "b10dhelo" */
 #define TAG_HEARTBEAT (TAG_CLASS_CONTROL | UINT64_C(0x6231306462656174))   /* "b10dbeat" */
@@ -34,14 +35,6 @@ enum tag_kind {
     TAG_KIND_DATA,
     TAG_KIND_RESULT,
     TAG_KIND_CANCEL,
-};
-
-/* What both ends know of a link: the tags of its transfers derive from it. */
-struct tag_link {
-    uint8_t key[16];
-    uint64_t sender_id;    /* daemon that opened the link and sends its transfers */
-    uint64_t receiver_id;
-    uint64_t gen;          /* endpoint generation of the link */
 };
 
 uint64_t tags_derive(const struct tag_link *link, uint64_t xfer_id, uint32_t chunk,
