@@ -99,6 +99,7 @@ if daemons timed; then
                 --python /usr/bin/python3 --sock-a "$G/A.sock" --sock-b "$sock" \
                 --library "$BUILD/lib/libb10.so.1" --mem "$MEM" --small-iters "$ITERS" \
                 --cases small --dir "$RUN" >"$RUN/py.$p.out" 2>"$RUN/py.$p.err"
+            grep "^phases libs.nixl.b10.$p.small " "$RUN/py.$p.out" >"$RUN/r.ph.$p"
             if grep "^result libs.nixl.b10.$p.small " "$RUN/py.$p.out" >"$RUN/r.py.$p.write"; then
                 say "py.$p.write: p50 $(rv "py.$p.write" p50_us) us, p99 $(rv "py.$p.write" p99_us) us"
             else
@@ -195,6 +196,20 @@ TABLE=$RUN/table.md
 } >"$TABLE"
 cat "$TABLE"
 
+# The NIXL API's request in its phases, beside the C API's whole request.
+PTABLE=$RUN/phases.md
+{
+    echo "| WRITE, NIXL API in Python | make_prepped_xfer | transfer (the post: libb10's submit, the daemon's answer) | check_xfer_state until DONE | release_xfer_handle | the whole request | the C API's whole request |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+    for p in two local; do
+        [ -s "$RUN/r.ph.$p" ] || continue
+        where="two daemons"; [ $p = local ] && where="one daemon"
+        echo "| $where | $(f0 "$(rv ph.$p make_us)") | $(f0 "$(rv ph.$p transfer_us)") |" \
+            "$(f0 "$(rv ph.$p polls_us)") | $(f0 "$(rv ph.$p release_us)") | $(f0 "$(rv py.$p.write p50_us)") |" \
+            "$(f0 "$(rv c.$p.write p50_us)") |"
+    done
+} >"$PTABLE"
+
 if [ -s "$RUN/failures" ]; then
     sed 's/^/bench-small: failed: /' "$RUN/failures"
     say "$OUT left as it was: a case failed"
@@ -223,6 +238,11 @@ section=$RUN/section.md
     [ -f "$RUN/notes" ] && cat "$RUN/notes"
     echo
     cat "$TABLE"
+    echo
+    echo "The NIXL API's request in its phases, p50 µs of each (they need not add up to the"
+    echo "whole request's p50):"
+    echo
+    cat "$PTABLE"
     echo
     echo "Where the time goes (C API, daemons with \`--trace\`, $BITERS requests each; the events of one"
     echo "request on the host's monotonic clock, A the asking rank's daemon; *step* is the difference"

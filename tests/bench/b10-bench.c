@@ -396,10 +396,10 @@ static int times_write(const char *path, const struct pair *pairs)
             const b10_xfer_times_t *t = &p->times[k];
             fprintf(f, "pair %u id %016" PRIx64 " mask %" PRIu64 " submit %" PRIu64
                     " encoded %" PRIu64 " sent %" PRIu64 " received %" PRIu64 " decoded %" PRIu64
-                    " accepted %" PRIu64 " first %" PRIu64 " ended %" PRIu64 " plan %" PRIu64
-                    " back %.0f\n", i, p->ids[k], t->field_mask, t->submit_ns, t->encoded_ns,
-                    t->sent_ns, t->received_ns, t->decoded_ns, t->accepted_ns, t->first_ns,
-                    t->ended_ns, t->plan_ns, p->back_us[k] * 1e3);
+                    " accepted %" PRIu64 " replied %" PRIu64 " first %" PRIu64 " ended %" PRIu64
+                    " plan %" PRIu64 " back %.0f\n", i, p->ids[k], t->field_mask, t->submit_ns,
+                    t->encoded_ns, t->sent_ns, t->received_ns, t->decoded_ns, t->accepted_ns,
+                    t->replied_ns, t->first_ns, t->ended_ns, t->plan_ns, p->back_us[k] * 1e3);
         }
     }
     if (fclose(f) != 0) {

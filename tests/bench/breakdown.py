@@ -31,6 +31,7 @@ RANK = {
     "received": "the daemon read it (its loop woke)",
     "decoded": "the daemon decoded it",
     "accepted": "the daemon checked, planned and accepted it",
+    "replied": "the daemon's answer read: b10_xfer_submit returns",
     "first": "the daemon's first byte moving",
     "ended": "the daemon's end: every byte landed",
     "back": "the rank's wait returned (it read XferDone)",

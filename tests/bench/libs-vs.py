@@ -58,6 +58,11 @@ Output, one line per case (FAIL or MISMATCH lines say what went wrong, exit 1):
     result libs.LIB.IMPL.PLACEMENT.CASE bytes B blocks N iters K gbps G p50_us P
         p99_us Q verified yes
 
+after a NIXL case's line, the p50 of each phase of its requests (make_prepped_xfer,
+transfer, the polls of check_xfer_state until DONE, release_xfer_handle):
+
+    phases libs.nixl.IMPL.PLACEMENT.CASE make_us M transfer_us T polls_us P release_us R
+
 and for the real NIXL the transport its UCX chose for the puts (UCX_PROTO_INFO):
 
     transport libs.nixl.real.PLACEMENT cma/memory
@@ -299,17 +304,21 @@ def nixl_prep(st: Any, case: str, key: str, remote: int, block: int, n: int, see
 
 
 def nixl_request(st: Any, case: str, op: str) -> int:
-    """One request, timed from make_prepped_xfer to DONE; its ns."""
+    """One request, timed from make_prepped_xfer to DONE; its ns. Its phases (make,
+    transfer, polls until DONE, release) go to st.phases."""
     local, li, far, ri = st.preps[case]
     ag = st.agent
     t0 = time.monotonic_ns()
     h = ag.make_prepped_xfer(op, local, li, far, ri)
+    t_made = time.monotonic_ns()
     s = ag.transfer(h)
+    t_posted = time.monotonic_ns()
     while s == "PROC":
         os.sched_yield()        # the library's own threads may need this core (2 here)
         s = ag.check_xfer_state(h)
     t1 = time.monotonic_ns()
     ag.release_xfer_handle(h)
+    st.phases.append((t_made - t0, t_posted - t_made, t1 - t_posted, time.monotonic_ns() - t1))
     if s != "DONE":
         raise RuntimeError(f"the {op} of case {case} ended {s}")
     return t1 - t0
@@ -376,7 +385,7 @@ class Steps:
     """What the coordinator may ask of a role; each returns plain values."""
 
     def __init__(self) -> None:
-        self.st = SimpleNamespace(bufs={}, regs={}, preps={}, peer=None)
+        self.st = SimpleNamespace(bufs={}, regs={}, preps={}, peer=None, phases=[])
         self.lib: Tuple[Any, ...] = ()
 
     def setup(self, lib: str, name: str, mem: str) -> Dict[str, Any]:
@@ -385,6 +394,10 @@ class Steps:
 
     def alloc(self, key: str, size: int) -> int:
         return self.lib[1](self.st, key, size)
+
+    def phases(self, n: int) -> List[Tuple[int, int, int, int]]:
+        """The last n requests' phases (NIXL's: make, transfer, polls, release), ns."""
+        return self.st.phases[-n:] if n else []
 
     def meta(self) -> bytes:
         return self.lib[2](self.st)
@@ -410,6 +423,7 @@ class Steps:
         many timed ones as fit BUDGET_S at their pace, least to most: their ns. With
         warm 0 the first timed request sets the pace."""
         one = self.lib[5]
+        self.st.phases = []
         t0, done = time.monotonic(), 0
         while done < warm and (done == 0 or time.monotonic() - t0 < WARM_S):
             one(self.st, case, op)
@@ -573,8 +587,16 @@ def one_case(a: argparse.Namespace, ini: Role, tgt: Role, case: Tuple[Any, ...],
                f"from their source"
     us = sorted(x / 1e3 for x in ns)
     gbps = block * n * len(ns) / sum(ns)
-    return f"result {tag} bytes {block * n} blocks {n} iters {len(ns)} gbps {gbps:.4f} " \
+    line = f"result {tag} bytes {block * n} blocks {n} iters {len(ns)} gbps {gbps:.4f} " \
            f"p50_us {percentile(us, 0.5):.1f} p99_us {percentile(us, 0.99):.1f} verified yes"
+    phases = ini("phases", len(ns)) if a.lib == "nixl" else []
+    if len(phases) == len(ns):
+        # Where a NIXL request's time went: the p50 of each phase (they need not add up).
+        cols = [sorted(p[i] / 1e3 for p in phases) for i in range(4)]
+        line += f"\nphases {tag} " + " ".join(
+            f"{k}_us {percentile(c, 0.5):.1f}" for k, c in zip(("make", "transfer", "polls",
+                                                                "release"), cols))
+    return line
 
 
 def run_main(a: argparse.Namespace) -> int:
